@@ -1,0 +1,33 @@
+# The README's two commands are `make run` and `make test`.
+
+GO        ?= go
+LISTEN    ?= 127.0.0.1:8080
+BENCHTIME ?= 2s
+
+.PHONY: run test vet bench build check-redis
+
+## run: start `admit serve` on the embedded in-memory backend (set REDIS_URL to use Redis).
+run:
+	$(GO) run ./cmd/admit serve --listen $(LISTEN)
+
+## build: build the admit binary into ./bin.
+build:
+	$(GO) build -o bin/admit ./cmd/admit
+
+## test: go vet, then every test with the race detector, Redis tests against real redis-server.
+test: check-redis vet
+	ADMIT_REQUIRE_REDIS=1 $(GO) test -race -count=1 ./...
+
+vet:
+	$(GO) vet ./...
+
+check-redis:
+	@command -v redis-server >/dev/null 2>&1 || { \
+		echo "make test needs redis-server on PATH; install it with:"; \
+		echo "    sudo apt-get update && sudo apt-get install -y redis-server"; \
+		echo "(the tests start their own servers on free ports; none is left running)"; \
+		exit 1; }
+
+## bench: run the benchmarks against a harness-started Redis and write BENCHMARKS.md.
+bench: check-redis
+	BENCHTIME=$(BENCHTIME) ./scripts/bench.sh

@@ -1,0 +1,238 @@
+// Package redisstore is an admit.Store on Redis: every decision is one Lua script, run atomically
+// inside Redis with Redis's own clock, so any number of processes share one limit exactly.
+//
+// Scripts are called with EVALSHA; on NOSCRIPT the store loads them with SCRIPT LOAD and calls
+// EVALSHA again, so a least-privilege ACL user without EVAL works. A script call is never retried
+// after it may have run: a retry after a lost reply could count one request twice.
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/admit-dev/admit"
+)
+
+// Default timeouts, from the origin design: a limiter that cannot decide quickly should say so.
+const (
+	DefaultDialTimeout    = 200 * time.Millisecond
+	DefaultCommandTimeout = 200 * time.Millisecond
+)
+
+// connIdleTimeout bounds how long a connection may go without an answer from Redis (a frozen or
+// black-holed server) before rueidis drops it and dials again. Requests do not wait for it: each
+// ends at its own command timeout.
+const connIdleTimeout = time.Second
+
+// Config configures a Store. Only URL is required.
+type Config struct {
+	// URL locates Redis:
+	//   redis://[user:password@]host:port[/db]            standalone (a cluster is detected by itself)
+	//   rediss://…                                        the same over TLS
+	//   redis://host:port?addr=host2:port2&addr=…          several seed addresses (a cluster)
+	//   redis://host:port?master_set=NAME                 Sentinel: host:port are sentinels
+	URL string
+	// DialTimeout bounds connecting, including the handshake. 0 means DefaultDialTimeout.
+	DialTimeout time.Duration
+	// CommandTimeout bounds one decision, from the call to the reply, connecting included.
+	// 0 means DefaultCommandTimeout.
+	CommandTimeout time.Duration
+}
+
+// A Store keeps limit state in Redis. It is safe for concurrent use. Make one with [New]; the zero
+// value is not usable.
+//
+// A Store connects lazily: New fails only on a malformed Config, and while Redis is unreachable
+// every decision fails fast with an error matching admit.ErrUnavailable. Once connected, the client
+// reconnects by itself.
+type Store struct {
+	opt            rueidis.ClientOption
+	commandTimeout time.Duration
+
+	client  atomic.Pointer[rueidis.Client]
+	mu      sync.Mutex // guards dialing and closed
+	dialing *dialAttempt
+	closed  bool
+}
+
+var _ admit.Store = (*Store)(nil)
+
+// A dialAttempt is one connection attempt that any number of callers may wait for.
+type dialAttempt struct {
+	done   chan struct{}
+	client rueidis.Client
+	err    error
+}
+
+// New returns a Store for cfg. It does not connect: the first decision does.
+func New(cfg Config) (*Store, error) {
+	opt, err := clientOption(cfg)
+	if err != nil {
+		return nil, err
+	}
+	timeout := cfg.CommandTimeout
+	if timeout == 0 {
+		timeout = DefaultCommandTimeout
+	}
+	if timeout < 0 {
+		return nil, fmt.Errorf("redisstore: negative command timeout %v", timeout)
+	}
+	return &Store{opt: opt, commandTimeout: timeout}, nil
+}
+
+// clientOption turns cfg into rueidis options with every automatic retry off.
+func clientOption(cfg Config) (rueidis.ClientOption, error) {
+	if cfg.URL == "" {
+		return rueidis.ClientOption{}, errors.New("redisstore: no Redis URL")
+	}
+	opt, err := rueidis.ParseURL(cfg.URL)
+	if err != nil {
+		return rueidis.ClientOption{}, fmt.Errorf("redisstore: Redis URL %s: %v", RedactURL(cfg.URL), redactErr(err, cfg.URL))
+	}
+	dial := cfg.DialTimeout
+	if dial == 0 {
+		dial = DefaultDialTimeout
+	}
+	if dial < 0 {
+		return rueidis.ClientOption{}, fmt.Errorf("redisstore: negative dial timeout %v", dial)
+	}
+	opt.Dialer.Timeout = dial
+	opt.ConnWriteTimeout = connIdleTimeout
+	// A limiter script must never be sent twice: rueidis retries only read-only commands, and
+	// EVALSHA is not one, but turn retries off outright. MOVED and ASK redirects are still
+	// followed: they prove the script did not run.
+	opt.DisableRetry = true
+	// No server-assisted client-side caching: a limiter reads nothing it could cache, and
+	// tracking needs commands a least-privilege user should not have.
+	opt.DisableCache = true
+	return opt, nil
+}
+
+// RedactURL returns rawURL with any password replaced by "xxxxx", for logs and errors.
+func RedactURL(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return "(unparseable URL)"
+	}
+	return u.Redacted()
+}
+
+// redactErr returns err's text with the password of rawURL, if any, blanked out.
+func redactErr(err error, rawURL string) string {
+	msg := err.Error()
+	if u, perr := url.Parse(rawURL); perr == nil {
+		if p, ok := u.User.Password(); ok && p != "" {
+			msg = strings.ReplaceAll(msg, p, "xxxxx")
+		}
+	}
+	return msg
+}
+
+// Take decides a request for n units of key under lim in one script call. See admit.Store.
+func (s *Store) Take(ctx context.Context, key string, lim admit.Limit, n int64) (admit.Decision, error) {
+	if err := admit.ValidateRequest(key, lim, n); err != nil {
+		return admit.Decision{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.commandTimeout)
+	defer cancel()
+	reply, err := s.run(ctx, fixedWindow, []string{key}, fixedWindowArgs(lim, n))
+	if err != nil {
+		return admit.Decision{}, fmt.Errorf("redisstore: %v: %w", lim.Algorithm, err)
+	}
+	d, err := parseDecision(reply, lim)
+	if err != nil {
+		return admit.Decision{}, fmt.Errorf("redisstore: %v: %w", lim.Algorithm, err)
+	}
+	return d, nil
+}
+
+// Ping reports whether Redis answers, as an error matching admit.ErrUnavailable or nil.
+func (s *Store) Ping(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, s.commandTimeout)
+	defer cancel()
+	c, err := s.conn(ctx)
+	if err != nil {
+		return fmt.Errorf("redisstore: ping: %w", err)
+	}
+	if err := c.Do(ctx, c.B().Ping().Build()).Error(); err != nil {
+		return fmt.Errorf("redisstore: ping: %w", unavailable(err))
+	}
+	return nil
+}
+
+// Close closes the connections. Decisions after Close fail with admit.ErrUnavailable.
+// Close is idempotent.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	if c := s.client.Swap(nil); c != nil {
+		(*c).Close()
+	}
+	return nil
+}
+
+var errClosed = errors.New("store closed")
+
+// conn returns the client, connecting first if need be. At most one connection attempt runs at a
+// time; callers wait for it no longer than their ctx allows.
+func (s *Store) conn(ctx context.Context) (rueidis.Client, error) {
+	if c := s.client.Load(); c != nil {
+		return *c, nil
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, unavailable(errClosed)
+	}
+	if c := s.client.Load(); c != nil {
+		s.mu.Unlock()
+		return *c, nil
+	}
+	a := s.dialing
+	if a == nil {
+		a = &dialAttempt{done: make(chan struct{})}
+		s.dialing = a
+		go s.dial(a)
+	}
+	s.mu.Unlock()
+	select {
+	case <-a.done:
+		if a.err != nil {
+			return nil, unavailable(a.err)
+		}
+		return a.client, nil
+	case <-ctx.Done():
+		return nil, unavailable(ctx.Err())
+	}
+}
+
+// dial makes one connection attempt, bounded by the dial timeout, and publishes its outcome.
+func (s *Store) dial(a *dialAttempt) {
+	c, err := rueidis.NewClient(s.opt)
+	s.mu.Lock()
+	switch {
+	case err != nil:
+		a.err = err
+	case s.closed:
+		c.Close()
+		a.err = errClosed
+	default:
+		a.client = c
+		s.client.Store(&c)
+	}
+	s.dialing = nil
+	s.mu.Unlock()
+	close(a.done)
+}

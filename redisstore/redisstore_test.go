@@ -1,0 +1,520 @@
+package redisstore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/redistest"
+	"github.com/admit-dev/admit/limittest"
+)
+
+// backend is a limittest.Backend on one harness-started redis-server.
+type backend struct{ srv *redistest.Server }
+
+func (b backend) Open(t *testing.T) admit.Store { return open(t, b.srv.URL()) }
+
+func (b backend) Sleep(t *testing.T, d time.Duration) { time.Sleep(d) }
+
+func TestConformance(t *testing.T) {
+	srv := redistest.Start(t)
+	limittest.TestStore(t, func(t *testing.T) limittest.Backend { return backend{srv} })
+}
+
+// open returns a Store on url, closed at cleanup.
+func open(t testing.TB, url string) *Store {
+	t.Helper()
+	s, err := New(Config{URL: url})
+	if err != nil {
+		t.Fatalf("New(%q): %v", url, err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func newKey(t testing.TB) string {
+	var b [6]byte
+	rand.Read(b[:])
+	return "rl:test:v1:{" + hex.EncodeToString(b[:]) + "}"
+}
+
+var threePerMinute = admit.Limit{Algorithm: admit.FixedWindow, Rate: 3, Period: time.Minute}
+
+func take(t testing.TB, s *Store, key string, lim admit.Limit, n int64) admit.Decision {
+	t.Helper()
+	d, err := s.Take(context.Background(), key, lim, n)
+	if err != nil {
+		t.Fatalf("Take(%q, %v, %d): %v", key, lim, n, err)
+	}
+	return d
+}
+
+// state reads a key's raw value and PTTL.
+func state(t testing.TB, srv *redistest.Server, key string) (string, int64) {
+	t.Helper()
+	v, err := srv.Do(t, "GET", key).ToString()
+	if err != nil && !rueidis.IsRedisNil(err) {
+		t.Fatalf("GET %s: %v", key, err)
+	}
+	ttl, err := srv.Do(t, "PTTL", key).AsInt64()
+	if err != nil {
+		t.Fatalf("PTTL %s: %v", key, err)
+	}
+	return v, ttl
+}
+
+// The origin design's table, checked on the raw Redis state rather than through the API.
+func TestCounterInRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	s, peer := open(t, srv.URL()), open(t, srv.URL())
+	key := newKey(t)
+
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	admitted := 0
+	start := make(chan struct{})
+	for i := range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			store := s
+			if i%2 == 1 {
+				store = peer
+			}
+			d, err := store.Take(context.Background(), key, threePerMinute, 1)
+			if err != nil {
+				t.Errorf("Take: %v", err)
+				return
+			}
+			if d.Allowed {
+				mu.Lock()
+				admitted++
+				mu.Unlock()
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if admitted != 3 {
+		t.Fatalf("admitted %d of 40 across two stores, want 3", admitted)
+	}
+	v, ttl := state(t, srv, key)
+	if v != "3" || ttl <= 0 || ttl > threePerMinute.Period.Milliseconds() {
+		t.Fatalf("after 40 requests: value %q, PTTL %d; want \"3\" and 0 < PTTL <= %d", v, ttl, threePerMinute.Period.Milliseconds())
+	}
+}
+
+// G2 / A5: a rejection issues no write: no keyspace event, an identical DUMP, an unextended TTL.
+func TestRejectionsAreReadOnly(t *testing.T) {
+	srv := redistest.Start(t, "--notify-keyspace-events", "KA")
+	s := open(t, srv.URL())
+	key := newKey(t)
+	marker := key + ":marker"
+	for range 3 {
+		take(t, s, key, threePerMinute, 1)
+	}
+	dumpBefore, err := srv.Do(t, "DUMP", key).ToString()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ttlBefore := state(t, srv, key)
+
+	events := watchKeyspace(t, srv, key, marker)
+	for range 50 {
+		if d := take(t, s, key, threePerMinute, 1); d.Allowed {
+			t.Fatal("a request over the limit was allowed")
+		}
+		take(t, s, key, threePerMinute, 0) // peeks write nothing either
+	}
+	if got := events.until(t, marker); len(got) != 0 {
+		t.Fatalf("rejections and peeks caused keyspace events %v, want none", got)
+	}
+	dumpAfter, err := srv.Do(t, "DUMP", key).ToString()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dumpAfter != dumpBefore {
+		t.Fatal("DUMP of the key changed after rejections")
+	}
+	if _, ttlAfter := state(t, srv, key); ttlAfter > ttlBefore {
+		t.Fatalf("PTTL grew from %d to %d after rejections", ttlBefore, ttlAfter)
+	}
+}
+
+// keyspaceWatch collects keyspace events for one key until a marker key is written.
+type keyspaceWatch struct {
+	mu     sync.Mutex
+	events []string
+	marked chan struct{}
+	srv    *redistest.Server
+}
+
+// watchKeyspace subscribes to keyspace events of key and marker, and returns once the
+// subscription is known to be live (an event for marker has arrived).
+func watchKeyspace(t *testing.T, srv *redistest.Server, key, marker string) *keyspaceWatch {
+	t.Helper()
+	c := srv.Client(t)
+	w := &keyspaceWatch{srv: srv, marked: make(chan struct{}, 16)}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done })
+	go func() {
+		defer close(done)
+		c.Receive(ctx, c.B().Subscribe().Channel("__keyspace@0__:"+key, "__keyspace@0__:"+marker).Build(),
+			func(m rueidis.PubSubMessage) {
+				if strings.HasSuffix(m.Channel, ":"+marker) {
+					w.marked <- struct{}{}
+					return
+				}
+				w.mu.Lock()
+				w.events = append(w.events, m.Message)
+				w.mu.Unlock()
+			})
+	}()
+	// Write the marker until the subscription reports it.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		srv.Do(t, "SET", marker, "1", "PX", "60000")
+		select {
+		case <-w.marked:
+			return w
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("keyspace subscription never became live")
+		}
+	}
+}
+
+// until writes the marker once more, waits for its event, and returns the key's events so far:
+// Redis delivers notifications in order, so every event of the key before it has arrived.
+func (w *keyspaceWatch) until(t *testing.T, marker string) []string {
+	t.Helper()
+	w.srv.Do(t, "SET", marker, "2", "PX", "60000")
+	select {
+	case <-w.marked:
+	case <-time.After(5 * time.Second):
+		t.Fatal("marker event never arrived")
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.events...)
+}
+
+// G3 / A6: state no script writes is an error, and it is left byte-for-byte unchanged.
+func TestCorruptStateIsAnErrorAndLeftAlone(t *testing.T) {
+	srv := redistest.Start(t)
+	s := open(t, srv.URL())
+	cases := []struct {
+		name  string
+		setup [][]string // commands that build the state; KEY stands for the key
+	}{
+		{"text", [][]string{{"SET", "KEY", "abc", "PX", "60000"}}},
+		{"float", [][]string{{"SET", "KEY", "1.5", "PX", "60000"}}},
+		{"negative", [][]string{{"SET", "KEY", "-3", "PX", "60000"}}},
+		{"zero", [][]string{{"SET", "KEY", "0", "PX", "60000"}}},
+		{"leading zero", [][]string{{"SET", "KEY", "01", "PX", "60000"}}},
+		{"exponent", [][]string{{"SET", "KEY", "1e2", "PX", "60000"}}},
+		{"20 digits", [][]string{{"SET", "KEY", "12345678901234567890", "PX", "60000"}}},
+		{"above 10^15", [][]string{{"SET", "KEY", "1000000000000001", "PX", "60000"}}},
+		{"empty", [][]string{{"SET", "KEY", "", "PX", "60000"}}},
+		{"no expiry", [][]string{{"SET", "KEY", "1"}}},
+		{"persisted", [][]string{{"SET", "KEY", "2", "PX", "60000"}, {"PERSIST", "KEY"}}},
+		{"expiry beyond the window", [][]string{{"SET", "KEY", "1", "PX", "3600000"}}},
+		{"list", [][]string{{"RPUSH", "KEY", "1"}, {"PEXPIRE", "KEY", "60000"}}},
+		{"hash", [][]string{{"HSET", "KEY", "count", "1"}, {"PEXPIRE", "KEY", "60000"}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			key := newKey(t)
+			for _, cmd := range tc.setup {
+				args := append([]string(nil), cmd...)
+				for i := range args {
+					if args[i] == "KEY" {
+						args[i] = key
+					}
+				}
+				if err := srv.Do(t, args...).Error(); err != nil {
+					t.Fatalf("%v: %v", args, err)
+				}
+			}
+			before, err := srv.Do(t, "DUMP", key).ToString()
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, ttlBefore := state(t, srv, key)
+			for _, n := range []int64{1, 0, 3} {
+				d, err := s.Take(context.Background(), key, threePerMinute, n)
+				if !errors.Is(err, admit.ErrCorruptState) || !errors.Is(err, admit.ErrUnavailable) {
+					t.Fatalf("Take(cost %d) = %+v, %v; want an error matching ErrCorruptState and ErrUnavailable", n, d, err)
+				}
+				if d.Allowed {
+					t.Fatal("corrupt state was allowed")
+				}
+			}
+			after, err := srv.Do(t, "DUMP", key).ToString()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if after != before {
+				t.Fatal("the corrupt key was changed")
+			}
+			if _, ttlAfter := state(t, srv, key); ttlAfter > ttlBefore || (ttlBefore == -1) != (ttlAfter == -1) {
+				t.Fatalf("PTTL went from %d to %d", ttlBefore, ttlAfter)
+			}
+		})
+	}
+}
+
+// A8: arguments that slip past Go's validation are refused by the script before any write.
+func TestScriptRefusesInvalidArguments(t *testing.T) {
+	srv := redistest.Start(t, "--notify-keyspace-events", "KA")
+	s := open(t, srv.URL())
+	key := newKey(t)
+	marker := key + ":marker"
+	events := watchKeyspace(t, srv, key, marker)
+	cases := [][]string{
+		{"0", "60000", "1"},                 // limit 0
+		{"1000000000000001", "60000", "1"},  // limit above 10^15
+		{"3", "0", "1"},                     // window 0
+		{"3", "31622400001", "1"},           // window above 366 days
+		{"3", "60000", "4"},                 // cost above limit
+		{"3", "60000", "-1"},                // negative cost
+		{"3", "1.5", "1"},                   // not an integer
+		{"3", "60000", "1e0"},               // not a plain integer
+		{"x", "60000", "1"},                 // not a number
+		{"3", "60000"},                      // missing argument
+		{"3", "60000", " 1"},                // padded
+		{"03", "60000", "1"},                // leading zero
+		{"3", "60000", "0x1"},               // hex
+		{"3", "60000", "99999999999999999"}, // 17 digits
+	}
+	for _, args := range cases {
+		_, err := s.run(context.Background(), fixedWindow, []string{key}, args)
+		if !errors.Is(err, admit.ErrInvalidRequest) {
+			t.Errorf("script with ARGV %q: err = %v, want ErrInvalidRequest", args, err)
+		}
+	}
+	if _, err := s.run(context.Background(), fixedWindow, []string{key, key + "2"}, []string{"3", "60000", "1"}); !errors.Is(err, admit.ErrInvalidRequest) {
+		t.Errorf("script with two keys: err = %v, want ErrInvalidRequest", err)
+	}
+	if got := events.until(t, marker); len(got) != 0 {
+		t.Fatalf("refused calls caused keyspace events %v", got)
+	}
+	if n, _ := srv.Do(t, "EXISTS", key).AsInt64(); n != 0 {
+		t.Fatal("a refused call created the key")
+	}
+}
+
+// Go validates before any I/O: an invalid request fails even with no Redis at all.
+func TestInvalidRequestNeedsNoRedis(t *testing.T) {
+	s := open(t, "redis://"+redistest.ClosedPort(t))
+	for _, tc := range []struct {
+		key  string
+		lim  admit.Limit
+		n    int64
+		want error
+	}{
+		{"", threePerMinute, 1, admit.ErrInvalidRequest},
+		{strings.Repeat("k", admit.MaxKeyLen+1), threePerMinute, 1, admit.ErrInvalidRequest},
+		{"k", threePerMinute, 4, admit.ErrInvalidRequest},
+		{"k", admit.Limit{Algorithm: admit.FixedWindow, Rate: 0, Period: time.Second}, 1, admit.ErrInvalidLimit},
+		{"k", admit.Limit{Rate: 3, Period: time.Second}, 1, admit.ErrInvalidLimit},
+	} {
+		if _, err := s.Take(context.Background(), tc.key, tc.lim, tc.n); !errors.Is(err, tc.want) || errors.Is(err, admit.ErrUnavailable) {
+			t.Errorf("Take(%.10q, %v, %d) = %v, want %v", tc.key, tc.lim, tc.n, err, tc.want)
+		}
+	}
+}
+
+// A9: after SCRIPT FLUSH the next decision loads the script again and counts once.
+func TestScriptFlushIsRecovered(t *testing.T) {
+	srv := redistest.Start(t)
+	s := open(t, srv.URL())
+	key := newKey(t)
+	take(t, s, key, threePerMinute, 1)
+	if err := srv.Do(t, "SCRIPT", "FLUSH").Error(); err != nil {
+		t.Fatal(err)
+	}
+	if d := take(t, s, key, threePerMinute, 1); !d.Allowed || d.Remaining != 1 {
+		t.Fatalf("after SCRIPT FLUSH: %+v, want allowed with 1 remaining", d)
+	}
+	if v, _ := state(t, srv, key); v != "2" {
+		t.Fatalf("counter %q after two admissions, want 2", v)
+	}
+}
+
+// timeoutSlack bounds how far past its command timeout a failing decision may run. The guarantee
+// is 50ms; the test allows more so a loaded CI machine under -race does not flake, and logs the
+// real figure.
+const timeoutSlack = 300 * time.Millisecond
+
+// requireUnavailable checks that a decision on s fails with ErrUnavailable, never allowed, and
+// within the command timeout plus slack.
+func requireUnavailable(t *testing.T, s *Store, key string) {
+	t.Helper()
+	start := time.Now()
+	d, err := s.Take(context.Background(), key, threePerMinute, 1)
+	elapsed := time.Since(start)
+	if !errors.Is(err, admit.ErrUnavailable) || d.Allowed {
+		t.Fatalf("Take = %+v, %v; want an error matching ErrUnavailable", d, err)
+	}
+	if errors.Is(err, admit.ErrCorruptState) {
+		t.Fatalf("Take = %v; an outage is not corrupt state", err)
+	}
+	if elapsed > DefaultCommandTimeout+timeoutSlack {
+		t.Fatalf("failing decision took %v, want at most %v", elapsed, DefaultCommandTimeout+timeoutSlack)
+	}
+	t.Logf("unavailable after %v: %v", elapsed, err)
+}
+
+// B1: nothing listens.
+func TestClosedPortIsUnavailable(t *testing.T) {
+	s := open(t, "redis://"+redistest.ClosedPort(t))
+	for range 3 {
+		requireUnavailable(t, s, newKey(t))
+	}
+}
+
+// B2: a listener that accepts and never answers.
+func TestBlackHoleIsUnavailable(t *testing.T) {
+	s := open(t, "redis://"+redistest.BlackHole(t))
+	for range 3 {
+		requireUnavailable(t, s, newKey(t))
+	}
+}
+
+// B4: a frozen server answers nothing; after it resumes, decisions come back by themselves and the
+// counter never shows more admissions than were answered allowed plus those that timed out.
+func TestFrozenServer(t *testing.T) {
+	srv := redistest.Start(t)
+	s := open(t, srv.URL())
+	key := newKey(t)
+	lim := admit.Limit{Algorithm: admit.FixedWindow, Rate: 100, Period: time.Minute}
+	take(t, s, key, lim, 1)
+	srv.Freeze(t)
+	timedOut := 0
+	for range 3 {
+		requireUnavailable(t, s, key)
+		timedOut++
+	}
+	srv.Thaw(t)
+	allowed := 1
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		d, err := s.Take(context.Background(), key, lim, 1)
+		if err == nil {
+			if d.Allowed {
+				allowed++
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still failing 3s after the server resumed: %v", err)
+		}
+		timedOut++
+		time.Sleep(10 * time.Millisecond)
+	}
+	v, _ := state(t, srv, key)
+	count, err := strconv.Atoi(v)
+	if err != nil {
+		t.Fatalf("counter %q: %v", v, err)
+	}
+	if count < allowed || count > allowed+timedOut {
+		t.Fatalf("counter %d after %d allowed and %d timed-out decisions", count, allowed, timedOut)
+	}
+}
+
+// B5: kill -9 and restart without persistence: unavailable during the outage, then decisions
+// resume by themselves, scripts reloaded on NOSCRIPT.
+func TestKilledAndRestartedServer(t *testing.T) {
+	srv := redistest.Start(t)
+	s := open(t, srv.URL())
+	key := newKey(t)
+	take(t, s, key, threePerMinute, 1)
+	srv.Kill(t)
+	requireUnavailable(t, s, key)
+	srv.Restart(t)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		d, err := s.Take(context.Background(), key, threePerMinute, 1)
+		if err == nil {
+			// The restart lost the counter: a new window starts, worth one extra allowance at most.
+			if !d.Allowed || d.Remaining != 2 {
+				t.Fatalf("first decision after restart: %+v, want a fresh window", d)
+			}
+			break
+		}
+		if !errors.Is(err, admit.ErrUnavailable) {
+			t.Fatalf("during recovery: %v", err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still failing 5s after restart: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A Store made while Redis is down connects once it comes up.
+func TestConnectsLazily(t *testing.T) {
+	srv := redistest.Start(t)
+	srv.Stop(t)
+	s := open(t, srv.URL())
+	requireUnavailable(t, s, newKey(t))
+	srv.Restart(t)
+	if err := s.Ping(context.Background()); err != nil {
+		t.Fatalf("Ping after Redis came up: %v", err)
+	}
+	take(t, s, newKey(t), threePerMinute, 1)
+}
+
+func TestClosedStoreIsUnavailable(t *testing.T) {
+	srv := redistest.Start(t)
+	s := open(t, srv.URL())
+	take(t, s, newKey(t), threePerMinute, 1)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if _, err := s.Take(context.Background(), newKey(t), threePerMinute, 1); !errors.Is(err, admit.ErrUnavailable) {
+		t.Fatalf("Take after Close: %v, want ErrUnavailable", err)
+	}
+}
+
+func TestBadConfig(t *testing.T) {
+	for _, cfg := range []Config{
+		{},
+		{URL: "http://127.0.0.1:6379"},
+		{URL: "redis://127.0.0.1:6379", DialTimeout: -1},
+		{URL: "redis://127.0.0.1:6379", CommandTimeout: -1},
+	} {
+		if _, err := New(cfg); err == nil {
+			t.Errorf("New(%+v) succeeded, want an error", cfg)
+		}
+	}
+}
+
+func TestRedactURL(t *testing.T) {
+	_, err := New(Config{URL: "redis://user:s3cret@127.0.0.1:6379/notanumber"})
+	if err == nil {
+		t.Fatal("a URL with a bad database number was accepted")
+	}
+	if strings.Contains(err.Error(), "s3cret") {
+		t.Fatalf("error leaks the password: %v", err)
+	}
+	if got := RedactURL("redis://user:s3cret@host:6379/0"); strings.Contains(got, "s3cret") || !strings.Contains(got, "host:6379") {
+		t.Fatalf("RedactURL = %q", got)
+	}
+}
