@@ -1,0 +1,571 @@
+// Package redistest starts real redis-server processes, and listeners that misbehave, for tests and benchmarks.
+package redistest
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+const (
+	// binary is the program Start runs, looked up on PATH.
+	binary = "redis-server"
+	// requireEnv names the environment variable that turns a missing redis-server from a skip into a failure.
+	requireEnv = "ADMIT_REQUIRE_REDIS"
+	// startAttempts bounds how many free ports Start tries when another process takes the one it chose.
+	startAttempts = 5
+	// readyTimeout bounds how long a start waits for the server to answer PING.
+	readyTimeout = 10 * time.Second
+	// exitTimeout bounds how long Stop waits for a graceful exit, and Kill for the process to be reaped.
+	exitTimeout = 10 * time.Second
+	// doTimeout bounds one command sent by Do.
+	doTimeout = 10 * time.Second
+	// logTailLines is how many lines of each log a failure message quotes.
+	logTailLines = 30
+)
+
+// errPortTaken reports that a redis-server could not have its port because another socket holds it.
+var errPortTaken = errors.New("port already in use")
+
+// Available reports whether redis-server is on PATH, that is, whether [Start] would run rather than skip.
+func Available() bool {
+	_, err := exec.LookPath(binary)
+	return err == nil
+}
+
+// A Server is one redis-server process started by [Start], on a loopback port it keeps across
+// [Server.Restart]. Its methods are safe for concurrent use; those that take a testing.TB report failures
+// through it and must then be called from the goroutine running that test. The zero value is not usable.
+type Server struct {
+	path    string   // redis-server's path
+	port    int      // fixed at Start, reused by Restart
+	dir     string   // the working directory, a t.TempDir
+	logFile string   // redis-server's --logfile
+	outFile string   // its stdout and stderr, where config errors go
+	args    []string // the extra arguments given to Start
+
+	owner testing.TB // Start's t
+
+	mu      sync.Mutex
+	proc    *process         // the current incarnation; nil only during Start
+	inspect rueidis.Client   // Do's client, made on first use
+	clients []rueidis.Client // made by Client(owner), closed after the process is gone
+	closed  bool             // cleanup has run
+}
+
+// A process is one run of redis-server.
+type process struct {
+	cmd    *exec.Cmd
+	done   chan struct{} // closed once the process has been reaped
+	err    error         // what Wait returned, valid once done is closed
+	frozen bool          // sent SIGSTOP and not yet SIGCONT
+}
+
+// exited reports whether p has been reaped.
+func (p *process) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Start starts a redis-server on a free 127.0.0.1 port and returns when it answers PING. Extra args are
+// passed to redis-server (e.g. "--maxmemory", "1mb"), after the harness's own, so they win.
+//
+// The server runs in its own t.TempDir() with no persistence (--save "" --appendonly no) and is killed,
+// whatever its state, at t's cleanup; it also dies with the test binary. If redis-server is not on PATH,
+// Start skips t, or fails it when the environment variable ADMIT_REQUIRE_REDIS is 1.
+func Start(t testing.TB, args ...string) *Server {
+	t.Helper()
+	path, err := exec.LookPath(binary)
+	if err != nil {
+		if os.Getenv(requireEnv) == "1" {
+			t.Fatalf("redis-server not found on PATH and %s=1: install it with: apt-get install redis-server", requireEnv)
+		}
+		t.Skip("redis-server not found: Redis tests SKIPPED; install it (apt-get install redis-server) or run make test")
+	}
+	dir := t.TempDir()
+	s := &Server{
+		path:    path,
+		dir:     dir,
+		logFile: filepath.Join(dir, "redis.log"),
+		outFile: filepath.Join(dir, "redis.out"),
+		args:    append([]string(nil), args...),
+		owner:   t,
+	}
+	// Registered after TempDir, so it runs before the directory is removed.
+	t.Cleanup(s.cleanup(t))
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for attempt := 1; ; attempt++ {
+		s.port = freePort(t)
+		err := s.launchLocked()
+		if err == nil {
+			return s
+		}
+		if errors.Is(err, errPortTaken) && attempt < startAttempts {
+			t.Logf("redistest: port %d was taken, retrying on another (attempt %d of %d)", s.port, attempt, startAttempts)
+			continue
+		}
+		t.Fatalf("redistest: %v", err)
+	}
+}
+
+// Addr returns the server's address, "127.0.0.1:PORT".
+func (s *Server) Addr() string {
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
+}
+
+// Port returns the server's TCP port.
+func (s *Server) Port() int {
+	return s.port
+}
+
+// URL returns the server's address as a URL, "redis://127.0.0.1:PORT".
+func (s *Server) URL() string {
+	return "redis://" + s.Addr()
+}
+
+// Client returns a new plain rueidis client of the server, with retries and client-side caching off,
+// for inspecting or corrupting its state in tests. The client is closed at t's cleanup. Like any client
+// without retries, its first command after [Server.Kill], [Server.Stop] or [Server.Restart] may fail
+// with the broken connection's error; it redials for the next. (Do's shared client is replaced instead.)
+func (s *Server) Client(t testing.TB) rueidis.Client {
+	t.Helper()
+	c, err := s.newClient()
+	if err != nil {
+		t.Fatalf("redistest: client of %s: %v\n%s", s.Addr(), err, s.logTail())
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t == s.owner && !s.closed {
+		// Closed by the server's cleanup once the process is gone: rueidis takes a second to close a
+		// client of a server that is frozen, as a test may well leave it.
+		s.clients = append(s.clients, c)
+	} else {
+		t.Cleanup(c.Close)
+	}
+	return c
+}
+
+// Do sends one command through a client shared by every call of s and returns its result. It fails t
+// on a network error, or a command that does not answer within 10s; a Redis error reply, or a nil reply,
+// is returned in the result, not reported.
+func (s *Server) Do(t testing.TB, args ...string) rueidis.RedisResult {
+	t.Helper()
+	if len(args) == 0 || args[0] == "" {
+		t.Fatal("redistest: Do needs a command")
+	}
+	if strings.HasSuffix(strings.ToUpper(args[0]), "SUBSCRIBE") {
+		t.Fatalf("redistest: Do cannot send %s; use a Client", args[0])
+	}
+	c, err := s.inspectClient()
+	if err != nil {
+		t.Fatalf("redistest: client of %s: %v\n%s", s.Addr(), err, s.logTail())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), doTimeout)
+	defer cancel()
+	res := c.Do(ctx, c.B().Arbitrary(args...).Build())
+	if err := res.Error(); err != nil {
+		var reply *rueidis.RedisError
+		if !errors.As(err, &reply) {
+			t.Fatalf("redistest: %s on %s: %v", strings.Join(args, " "), s.Addr(), err)
+		}
+	}
+	return res
+}
+
+// Stop shuts the server down gracefully with SIGTERM (thawing it first if frozen) and waits for it to
+// exit, killing it if it has not within 10s. Stopping a server that is not running does nothing.
+func (s *Server) Stop(t testing.TB) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.proc
+	if p == nil || p.exited() {
+		return
+	}
+	// Do's shared client is closed once the server is gone: closing it while the server is frozen stalls.
+	defer s.dropInspectLocked()
+	if p.frozen {
+		s.signalLocked(t, syscall.SIGCONT)
+		p.frozen = false
+	}
+	s.signalLocked(t, syscall.SIGTERM)
+	select {
+	case <-p.done:
+		return
+	case <-time.After(exitTimeout):
+	}
+	if err := s.killLocked(); err != nil {
+		t.Errorf("redistest: %v", err)
+	}
+	t.Errorf("redistest: %s did not exit within %v of SIGTERM; killed it\n%s", s.Addr(), exitTimeout, s.logTail())
+}
+
+// Kill sends the server SIGKILL and waits for it to exit. Killing a server that is not running does nothing.
+func (s *Server) Kill(t testing.TB) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.killLocked(); err != nil {
+		t.Fatalf("redistest: %v", err)
+	}
+}
+
+// Freeze stops the server with SIGSTOP, and returns once it is stopped: connections are still accepted
+// by the kernel, but nothing is answered until [Server.Thaw].
+func (s *Server) Freeze(t testing.TB) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.signalLocked(t, syscall.SIGSTOP)
+	s.proc.frozen = true
+	if err := waitStopped(s.proc.cmd.Process.Pid, exitTimeout); err != nil {
+		t.Fatalf("redistest: freeze %s: %v", s.Addr(), err)
+	}
+}
+
+// Thaw resumes a server stopped by [Server.Freeze] with SIGCONT.
+func (s *Server) Thaw(t testing.TB) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.signalLocked(t, syscall.SIGCONT)
+	s.proc.frozen = false
+}
+
+// Restart starts the server again on the same port, with the same arguments and directory, and returns
+// when it answers PING. A server still running is killed first. Data does not survive: there is no
+// persistence. Restart fails t if another process has taken the port meanwhile.
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		t.Fatalf("redistest: restart %s after its test's cleanup", s.Addr())
+	}
+	if err := s.killLocked(); err != nil {
+		t.Fatalf("redistest: %v", err)
+	}
+	if err := s.launchLocked(); err != nil {
+		t.Fatalf("redistest: restart: %v", err)
+	}
+}
+
+// cleanup returns the function Start registers with t.Cleanup: it closes the shared client and kills
+// the current process, whatever its state.
+func (s *Server) cleanup(t testing.TB) func() {
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.closed = true
+		if err := s.killLocked(); err != nil {
+			t.Errorf("redistest: cleanup: %v", err)
+		}
+		for _, c := range s.clients {
+			c.Close()
+		}
+		s.clients = nil
+	}
+}
+
+// launchLocked starts redis-server on s.port and waits until it answers PING. On failure no process is
+// left running, and the error, which matches errPortTaken if the port was not free, quotes the logs.
+func (s *Server) launchLocked() error {
+	out, err := os.OpenFile(s.outFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	defer out.Close() // the child has its own copy
+	args := []string{
+		"--port", strconv.Itoa(s.port),
+		"--bind", "127.0.0.1",
+		"--dir", s.dir,
+		"--logfile", s.logFile,
+		"--save", "",
+		"--appendonly", "no",
+		"--protected-mode", "no",
+		"--daemonize", "no",
+	}
+	cmd := exec.Command(s.path, append(args, s.args...)...)
+	cmd.Dir = s.dir
+	cmd.Stdout = out
+	cmd.Stderr = out
+	cmd.SysProcAttr = sysProcAttr()
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", s.path, err)
+	}
+	p := &process{cmd: cmd, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	s.proc = p
+	if err := s.waitReady(p); err != nil {
+		if kerr := s.killLocked(); kerr != nil {
+			err = errors.Join(err, kerr)
+		}
+		return fmt.Errorf("redis-server on %s: %w\n%s", s.Addr(), err, s.logTail())
+	}
+	return nil
+}
+
+// waitReady waits until the server on s.port answers PING and is p, not another process that holds the
+// port.
+func (s *Server) waitReady(p *process) error {
+	deadline := time.Now().Add(readyTimeout)
+	pause := 5 * time.Millisecond
+	for {
+		if p.exited() {
+			if s.portTakenInLog() {
+				return fmt.Errorf("%w: exited at startup (%v)", errPortTaken, p.err)
+			}
+			return fmt.Errorf("exited at startup: %v", p.err)
+		}
+		pid, err := ping(s.Addr(), 500*time.Millisecond)
+		if err == nil {
+			if pid == p.cmd.Process.Pid {
+				return nil
+			}
+			return fmt.Errorf("%w: process %d answers there, not ours (%d)", errPortTaken, pid, p.cmd.Process.Pid)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no answer to PING within %v: %v", readyTimeout, err)
+		}
+		time.Sleep(pause)
+		pause = min(2*pause, 100*time.Millisecond)
+	}
+}
+
+// portTakenInLog reports whether the server's logs say it could not bind its port.
+func (s *Server) portTakenInLog() bool {
+	for _, name := range []string{s.logFile, s.outFile} {
+		b, _ := os.ReadFile(name)
+		if strings.Contains(string(b), "Address already in use") {
+			return true
+		}
+	}
+	return false
+}
+
+// killLocked thaws and kills the current process, if it is running, and waits until it is reaped.
+func (s *Server) killLocked() error {
+	p := s.proc
+	// Do's shared client is closed once the server is gone: closing it while the server is frozen stalls.
+	defer s.dropInspectLocked()
+	if p == nil || p.exited() {
+		return nil
+	}
+	// A stopped process dies of SIGKILL anyway; SIGCONT first is belt and braces.
+	_ = p.cmd.Process.Signal(syscall.SIGCONT)
+	p.frozen = false
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	select {
+	case <-p.done:
+		return nil
+	case <-time.After(exitTimeout):
+		return fmt.Errorf("redis-server %d on %s still running %v after SIGKILL", p.cmd.Process.Pid, s.Addr(), exitTimeout)
+	}
+}
+
+// dropInspectLocked closes Do's shared client, so that Do after a restart starts on a fresh connection.
+func (s *Server) dropInspectLocked() {
+	if s.inspect != nil {
+		s.inspect.Close()
+		s.inspect = nil
+	}
+}
+
+// signalLocked sends sig to the current process, failing t if it is not running.
+func (s *Server) signalLocked(t testing.TB, sig os.Signal) {
+	t.Helper()
+	p := s.proc
+	if p == nil || p.exited() {
+		t.Fatalf("redistest: %v to %s: server is not running", sig, s.Addr())
+	}
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("redistest: %v to %s: %v", sig, s.Addr(), err)
+	}
+}
+
+// inspectClient returns the client Do shares, making it on first use.
+func (s *Server) inspectClient() (rueidis.Client, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, errors.New("server already cleaned up")
+	}
+	if s.inspect == nil {
+		c, err := s.newClient()
+		if err != nil {
+			return nil, err
+		}
+		s.inspect = c
+	}
+	return s.inspect, nil
+}
+
+// newClient dials a plain rueidis client of the server.
+func (s *Server) newClient() (rueidis.Client, error) {
+	return rueidis.NewClient(rueidis.ClientOption{
+		InitAddress:       []string{s.Addr()},
+		ForceSingleClient: true,
+		DisableRetry:      true,
+		DisableCache:      true,
+	})
+}
+
+// logTail returns the last lines of the server's log and of its stdout and stderr, for failure messages.
+func (s *Server) logTail() string {
+	var b strings.Builder
+	for _, name := range []string{s.logFile, s.outFile} {
+		data, err := os.ReadFile(name)
+		if err != nil || len(strings.TrimSpace(string(data))) == 0 {
+			continue
+		}
+		lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+		if len(lines) > logTailLines {
+			lines = lines[len(lines)-logTailLines:]
+		}
+		fmt.Fprintf(&b, "--- last lines of %s ---\n%s\n", filepath.Base(name), strings.Join(lines, "\n"))
+	}
+	if b.Len() == 0 {
+		return "(redis-server logged nothing)"
+	}
+	return b.String()
+}
+
+// ping dials addr, sends PING and INFO server, and returns the process_id of the server that answered
+// PONG.
+func ping(addr string, timeout time.Duration) (int, error) {
+	conn, err := net.DialTimeout("tcp", addr, timeout)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	if err := conn.SetDeadline(time.Now().Add(timeout)); err != nil {
+		return 0, err
+	}
+	if _, err := io.WriteString(conn, "*1\r\n$4\r\nPING\r\n*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n"); err != nil {
+		return 0, err
+	}
+	r := bufio.NewReader(conn)
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return 0, err
+	}
+	if line != "+PONG\r\n" {
+		return 0, fmt.Errorf("PING answered %q", strings.TrimSpace(line))
+	}
+	line, err = r.ReadString('\n')
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(line, "$")))
+	if !strings.HasPrefix(line, "$") || err != nil || n < 0 {
+		return 0, fmt.Errorf("INFO answered %q", strings.TrimSpace(line))
+	}
+	info := make([]byte, n)
+	if _, err := io.ReadFull(r, info); err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(string(info), "\r\n") {
+		if v, ok := strings.CutPrefix(l, "process_id:"); ok {
+			return strconv.Atoi(v)
+		}
+	}
+	return 0, errors.New("INFO server has no process_id")
+}
+
+// freePort returns a loopback TCP port that was free a moment ago.
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("redistest: free port: %v", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// BlackHole returns the address of a TCP listener on 127.0.0.1 that accepts connections and never
+// answers: it reads and discards whatever it is sent. The listener and its connections are closed at t's
+// cleanup.
+func BlackHole(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("redistest: black hole: %v", err)
+	}
+	var (
+		mu    sync.Mutex
+		conns = map[net.Conn]struct{}{}
+		done  bool
+		wg    sync.WaitGroup
+	)
+	wg.Go(func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return // closed at cleanup
+			}
+			mu.Lock()
+			if done {
+				mu.Unlock()
+				c.Close()
+				return
+			}
+			conns[c] = struct{}{}
+			mu.Unlock()
+			wg.Go(func() {
+				_, _ = io.Copy(io.Discard, c)
+				mu.Lock()
+				delete(conns, c)
+				mu.Unlock()
+				c.Close()
+			})
+		}
+	})
+	t.Cleanup(func() {
+		mu.Lock()
+		done = true
+		l.Close()
+		for c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	return l.Addr().String()
+}
+
+// ClosedPort returns "127.0.0.1:PORT" where nothing listens, so that a dial is refused. Where the
+// platform allows, the port is held, bound but not listening, until t's cleanup, so nothing else can
+// take it meanwhile.
+func ClosedPort(t testing.TB) string {
+	t.Helper()
+	port, release, err := reserveClosedPort()
+	if err != nil {
+		t.Fatalf("redistest: closed port: %v", err)
+	}
+	t.Cleanup(release)
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+}
