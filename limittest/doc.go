@@ -1,0 +1,26 @@
+// Package limittest implements a conformance suite for implementations of admit.Store.
+//
+// Every Store — the in-process memstore, the Redis store, a decorator that wraps either — must make the
+// same decisions (SPEC §2). [TestStore] proves it: call it from a Test function in the store's own
+// package, with a function that returns a fresh [Backend] for each subtest:
+//
+//	func TestConformance(t *testing.T) {
+//		limittest.TestStore(t, func(t *testing.T) limittest.Backend {
+//			return newBackend(t) // a Backend of your Store
+//		})
+//	}
+//
+// A Backend opens Stores that share state, and lets time pass for all of them: an in-process store
+// advances a fake clock in Sleep and may return the same Store from every Open; a Redis backend opens
+// a new client of one server in each Open and really sleeps in Sleep.
+//
+// The suite is written to run against a shared, long-lived server. It never assumes an empty backend
+// and never deletes or flushes anything: each subtest uses its own random keys, all beginning with
+// "rl:limittest:", and every key it writes expires on its own — after at most a minute, except one
+// small key whose window is [admit.MaxPeriod]. Subtests run one after the other; the whole suite lets about 2.5
+// seconds of Backend time pass (real time, for a real-time backend).
+//
+// The suite asserts decisions, never how long a call takes. Where a real-time backend lets time
+// pass between calls, durations are checked within a slack of a quarter of the window; on a fake
+// clock the results are exact.
+package limittest

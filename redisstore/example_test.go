@@ -1,0 +1,35 @@
+package redisstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/redisstore"
+)
+
+// A request is admitted (200), over the limit (429), or undecided (503): fail closed when Redis
+// cannot answer. Nothing listens on port 1 here, so the limiter cannot decide.
+func Example() {
+	store, err := redisstore.New(redisstore.Config{URL: "redis://127.0.0.1:1"})
+	if err != nil {
+		panic(err) // only a malformed URL fails here; New does not connect
+	}
+	defer store.Close()
+	limiter := admit.NewLimiter(store, admit.Limit{Algorithm: admit.FixedWindow, Rate: 3, Period: 10 * time.Second})
+
+	d, err := limiter.Allow(context.Background(), "rl:demo:v1:{demo-account}")
+	switch {
+	case errors.Is(err, admit.ErrUnavailable):
+		fmt.Println("503 limiter unavailable")
+	case err != nil:
+		fmt.Println("500", err)
+	case !d.Allowed:
+		fmt.Println("429 retry after", d.RetryAfterSeconds(), "s")
+	default:
+		fmt.Println("200 ok,", d.Remaining, "left")
+	}
+	// Output: 503 limiter unavailable
+}
