@@ -2,81 +2,86 @@ package memstore_test
 
 import (
 	"context"
-	"fmt"
-	"runtime"
-	"sync/atomic"
+	"hash/maphash"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/callers"
 	"github.com/admit-dev/admit/memstore"
 )
 
-// BenchmarkTake measures Take of one unit under a limit never reached (the admit path: a lookup and
-// an increment on a live key), from 1, 16 and 256 goroutines, on keys spread over the shards (each
-// goroutine cycles through its own 1024 keys) and on one hot key that every goroutine shares. Keys
-// are made and their entries created before the timer starts.
-func BenchmarkTake(b *testing.B) {
-	lim := admit.Limit{Algorithm: admit.FixedWindow, Rate: admit.MaxRate, Period: time.Hour}
-	for _, hot := range []bool{false, true} {
-		for _, goroutines := range []int{1, 16, 256} {
-			keys := "distinct"
-			if hot {
-				keys = "hot"
+// benchLimit is never reached within a benchmark, so every call takes the admit path: a lookup
+// and an increment on a live key.
+var benchLimit = admit.Limit{Algorithm: admit.FixedWindow, Rate: admit.MaxRate, Period: time.Hour}
+
+// benchKeys returns n keys whose entries already exist in s (nil s: just the keys).
+func benchKeys(b *testing.B, s *memstore.Store, n int) []string {
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = "rl:bench:v1:{" + strconv.Itoa(i) + "}"
+		if s != nil {
+			if _, err := s.Take(context.Background(), keys[i], benchLimit, 1); err != nil {
+				b.Fatal(err)
 			}
-			b.Run(fmt.Sprintf("keys=%s/goroutines=%d", keys, goroutines), func(b *testing.B) {
-				benchmarkTake(b, lim, goroutines, hot)
-			})
 		}
+	}
+	return keys
+}
+
+// BenchmarkTake measures Take over 16384 live keys spread over the shards.
+func BenchmarkTake(b *testing.B) {
+	benchmarkTake(b, 16384)
+}
+
+// BenchmarkTakeHotKey measures Take when every caller hits one key: one shard's lock, contended.
+func BenchmarkTakeHotKey(b *testing.B) {
+	benchmarkTake(b, 1)
+}
+
+func benchmarkTake(b *testing.B, nkeys int) {
+	s := memstore.New(memstore.Options{})
+	defer s.Close()
+	keys := benchKeys(b, s, nkeys)
+	ctx := context.Background()
+	for _, n := range callers.Counts {
+		b.Run(callers.Name(n), func(b *testing.B) {
+			b.ReportAllocs()
+			callers.Run(b, n, func(i int) error {
+				_, err := s.Take(ctx, keys[i%len(keys)], benchLimit, 1)
+				return err
+			})
+		})
 	}
 }
 
-func benchmarkTake(b *testing.B, lim admit.Limit, goroutines int, hot bool) {
-	s := memstore.New(memstore.Options{})
-	defer s.Close()
-	ctx := context.Background()
-
-	// RunParallel starts parallelism × GOMAXPROCS goroutines.
-	parallelism := max(1, goroutines/runtime.GOMAXPROCS(0))
-	n := goroutines
-	if goroutines > 1 {
-		n = parallelism * runtime.GOMAXPROCS(0)
+// BenchmarkReferenceShardedMap is the reference for BenchmarkTake: a bare 64-shard map of counters
+// behind one mutex per shard, with no validation, expiry or decision.
+func BenchmarkReferenceShardedMap(b *testing.B) {
+	type shard struct {
+		mu sync.Mutex
+		m  map[string]int64
+		_  [64]byte
 	}
-	keys := make([][]string, n)
-	for g := range keys {
-		keys[g] = make([]string, 1024)
-		for i := range keys[g] {
-			keys[g][i] = fmt.Sprintf("rl:bench:v1:{%04x%08x}", g, i)
-			if hot {
-				keys[g][i] = "rl:bench:v1:{hot}"
-			}
-			if _, err := s.Take(ctx, keys[g][i], lim, 1); err != nil {
-				b.Fatal(err)
-			}
-		}
+	var shards [64]shard
+	for i := range shards {
+		shards[i].m = make(map[string]int64)
 	}
-	b.ReportAllocs()
-
-	if goroutines == 1 {
-		i := 0
-		for b.Loop() {
-			if _, err := s.Take(ctx, keys[0][i&1023], lim, 1); err != nil {
-				b.Fatal(err)
-			}
-			i++
-		}
-		return
+	seed := maphash.MakeSeed()
+	keys := benchKeys(b, nil, 16384)
+	for _, n := range callers.Counts {
+		b.Run(callers.Name(n), func(b *testing.B) {
+			b.ReportAllocs()
+			callers.Run(b, n, func(i int) error {
+				k := keys[i%len(keys)]
+				sh := &shards[maphash.String(seed, k)&63]
+				sh.mu.Lock()
+				sh.m[k]++
+				sh.mu.Unlock()
+				return nil
+			})
+		})
 	}
-	var next atomic.Int64
-	b.SetParallelism(parallelism)
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		mine := keys[int(next.Add(1)-1)%len(keys)]
-		for i := 0; pb.Next(); i++ {
-			if _, err := s.Take(ctx, mine[i&1023], lim, 1); err != nil {
-				b.Error(err)
-				return
-			}
-		}
-	})
 }

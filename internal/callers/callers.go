@@ -1,0 +1,53 @@
+// Package callers runs a benchmark's operation from a fixed number of goroutines at once, so that
+// every package measures "1, 16 and 256 concurrent callers" the same way and names it the same way.
+package callers
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+// Counts are the numbers of concurrent callers every admit benchmark runs with.
+var Counts = []int{1, 16, 256}
+
+// Name returns the sub-benchmark name for n callers, "callers=n"; scripts/bench.sh pairs rows by it.
+func Name(n int) string { return fmt.Sprintf("callers=%d", n) }
+
+// Run calls op b.N times in all from exactly n goroutines, each call with its own index in
+// 0 … b.N−1, and reports the throughput as "decisions/s". Unlike b.RunParallel, the number of
+// goroutines does not depend on GOMAXPROCS. The first error op returns stops the run and fails b.
+func Run(b *testing.B, n int, op func(i int) error) {
+	b.Helper()
+	var (
+		next    atomic.Int64
+		wg      sync.WaitGroup
+		errOnce sync.Once
+		failure error
+	)
+	b.ResetTimer()
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(b.N) {
+					return
+				}
+				if err := op(int(i)); err != nil {
+					errOnce.Do(func() { failure = err })
+					next.Store(int64(b.N)) // stop the others
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	if failure != nil {
+		b.Fatal(failure)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
+}
