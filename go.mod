@@ -2,7 +2,6 @@ module github.com/admit-dev/admit
 
 go 1.26
 
-require (
-	github.com/redis/rueidis v1.0.79 // indirect
-	golang.org/x/sys v0.47.0 // indirect
-)
+require github.com/redis/rueidis v1.0.79
+
+require golang.org/x/sys v0.47.0 // indirect

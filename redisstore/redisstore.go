@@ -93,6 +93,14 @@ func clientOption(cfg Config) (rueidis.ClientOption, error) {
 	if cfg.URL == "" {
 		return rueidis.ClientOption{}, errors.New("redisstore: no Redis URL")
 	}
+	// url.Error quotes the whole URL, password included: report only what is wrong with it.
+	if _, err := url.Parse(cfg.URL); err != nil {
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			err = uerr.Err
+		}
+		return rueidis.ClientOption{}, fmt.Errorf("redisstore: malformed Redis URL (not shown: it may hold a password): %v", err)
+	}
 	opt, err := rueidis.ParseURL(cfg.URL)
 	if err != nil {
 		return rueidis.ClientOption{}, fmt.Errorf("redisstore: Redis URL %s: %v", RedactURL(cfg.URL), redactErr(err, cfg.URL))
@@ -116,19 +124,28 @@ func clientOption(cfg Config) (rueidis.ClientOption, error) {
 	return opt, nil
 }
 
-// RedactURL returns rawURL with any password replaced by "xxxxx", for logs and errors.
+// RedactURL returns rawURL with its whole userinfo replaced by "xxxxx", for logs and errors: a
+// password may stand where the user name goes ("redis://secret@host").
 func RedactURL(rawURL string) string {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return "(unparseable URL)"
 	}
-	return u.Redacted()
+	if u.User != nil {
+		u.User = url.User("xxxxx")
+	}
+	return u.String()
 }
 
 // redactErr returns err's text with the password of rawURL, if any, blanked out.
 func redactErr(err error, rawURL string) string {
 	msg := err.Error()
-	if u, perr := url.Parse(rawURL); perr == nil {
+	if u, perr := url.Parse(rawURL); perr == nil && u.User != nil {
+		for _, secret := range []string{u.User.String(), u.User.Username()} {
+			if secret != "" {
+				msg = strings.ReplaceAll(msg, secret, "xxxxx")
+			}
+		}
 		if p, ok := u.User.Password(); ok && p != "" {
 			msg = strings.ReplaceAll(msg, p, "xxxxx")
 		}

@@ -513,14 +513,31 @@ func TestBadConfig(t *testing.T) {
 }
 
 func TestRedactURL(t *testing.T) {
-	_, err := New(Config{URL: "redis://user:s3cret@127.0.0.1:6379/notanumber"})
-	if err == nil {
-		t.Fatal("a URL with a bad database number was accepted")
+	for _, bad := range []string{
+		"redis://user:s3cret@127.0.0.1:6379/notanumber", // rueidis refuses it
+		"redis://user:s3cret@127.0.0.1:port",            // url.Parse refuses it
+		"redis://user:s3cret@[::1",                      // url.Parse refuses it
+	} {
+		_, err := New(Config{URL: bad})
+		if err == nil {
+			t.Fatalf("New(%q) succeeded", bad)
+		}
+		if strings.Contains(err.Error(), "s3cret") {
+			t.Fatalf("error leaks the password: %v", err)
+		}
 	}
-	if strings.Contains(err.Error(), "s3cret") {
-		t.Fatalf("error leaks the password: %v", err)
-	}
-	if got := RedactURL("redis://user:s3cret@host:6379/0"); strings.Contains(got, "s3cret") || !strings.Contains(got, "host:6379") {
-		t.Fatalf("RedactURL = %q", got)
+	for in, want := range map[string]string{
+		"redis://127.0.0.1:6379":                   "redis://127.0.0.1:6379",
+		"redis://user:pw@127.0.0.1:6379/2":         "redis://xxxxx@127.0.0.1:6379/2",
+		"rediss://:pw@h:6380":                      "rediss://xxxxx@h:6380",
+		"redis://pw@h:1?master_set=m&addr=h2:1":    "redis://xxxxx@h:1?master_set=m&addr=h2:1",
+		"redis://u:p%40ss@h:1":                     "redis://xxxxx@h:1",
+		"redis://admin:hunter2@[::1":               "(unparseable URL)",
+		"redis://[::1]:6379":                       "redis://[::1]:6379",
+		"redis://user:pw@h:1/0?client_name=admit1": "redis://xxxxx@h:1/0?client_name=admit1",
+	} {
+		if got := RedactURL(in); got != want {
+			t.Errorf("RedactURL(%q) = %q, want %q", in, got, want)
+		}
 	}
 }

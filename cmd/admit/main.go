@@ -1,0 +1,239 @@
+// Command admit serves the admit rate limiter over HTTP.
+//
+// Usage:
+//
+//	admit serve [--listen ADDR] [--redis URL]
+//	admit version
+//	admit help
+//
+// Run "admit help" for details.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"runtime"
+	"runtime/debug"
+	"syscall"
+	"time"
+
+	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/memstore"
+	"github.com/admit-dev/admit/redisstore"
+	"github.com/admit-dev/admit/transport/httpapi"
+)
+
+// Exit codes.
+const (
+	exitOK    = 0
+	exitError = 1 // the command failed
+	exitUsage = 2 // the command line was wrong
+)
+
+// Defaults of admit serve.
+const (
+	defaultListen = "127.0.0.1:8080"
+	// shutdownGrace bounds how long a stopping server waits for requests in flight.
+	shutdownGrace = 10 * time.Second
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		// After the first signal, restore the default handling: a second one kills at once.
+		<-ctx.Done()
+		stop()
+	}()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+const usage = `admit is a rate limiter on Redis, served over HTTP.
+
+Usage:
+
+	admit <command> [arguments]
+
+Commands:
+
+	serve     serve the HTTP API (GET /demo, GET /healthz)
+	version   print the version
+	help      print this help
+
+Run "admit <command> --help" for a command's flags.
+`
+
+// run runs the admit command line args (without the program name) and returns the exit code.
+// It stops serving when ctx is done.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	switch cmd, rest := args[0], args[1:]; cmd {
+	case "serve":
+		return serve(ctx, rest, stdout, stderr)
+	case "version", "--version", "-version":
+		fmt.Fprintln(stdout, versionString())
+		return exitOK
+	case "help", "--help", "-help", "-h":
+		if len(rest) > 0 && rest[0] == "serve" {
+			return serve(ctx, []string{"--help"}, stdout, stderr)
+		}
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	default:
+		fmt.Fprintf(stderr, "admit: unknown command %q\n\n%s", cmd, usage)
+		return exitUsage
+	}
+}
+
+// versionString reports the module version and the Go version the binary was built with.
+func versionString() string {
+	v := "(devel)"
+	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" {
+		v = info.Main.Version
+	}
+	return fmt.Sprintf("admit %s %s %s/%s", v, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+}
+
+// serveConfig is the parsed command line of admit serve.
+type serveConfig struct {
+	listen   string
+	redisURL string // "" = in-memory backend
+}
+
+// parseServe parses the flags of admit serve. On --help it writes the usage to stdout and returns
+// done; on a bad command line it writes the error and the usage to stderr and returns exitUsage.
+func parseServe(args []string, stdout, stderr io.Writer) (cfg serveConfig, code int, done bool) {
+	fs := flag.NewFlagSet("admit serve", flag.ContinueOnError)
+	fs.StringVar(&cfg.listen, "listen", defaultListen, "`address` to serve HTTP on (host:port; port 0 picks a free one)")
+	fs.StringVar(&cfg.redisURL, "redis", "", "Redis `URL` (redis:// or rediss://); default $REDIS_URL, else the in-memory backend")
+	printUsage := func(w io.Writer) {
+		fmt.Fprint(w, `Usage: admit serve [--listen ADDR] [--redis URL]
+
+Serves the admit HTTP API until SIGINT or SIGTERM, then finishes the requests in flight (for at
+most `+shutdownGrace.String()+`) and exits 0.
+
+  GET /demo     the demo: one account, 3 requests per 10s; 200, then 429 with Retry-After,
+                or 503 when the limiter cannot decide
+  GET /healthz  200 while the process is alive
+
+Without --redis or REDIS_URL, limits are kept in this process's memory and not shared.
+
+Flags:
+`)
+		fs.SetOutput(w)
+		fs.PrintDefaults()
+	}
+	fs.SetOutput(io.Discard) // errors and usage are printed below, each to its stream
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			printUsage(stdout)
+			return cfg, exitOK, true
+		}
+		fmt.Fprintf(stderr, "admit serve: %v\n", err)
+		printUsage(stderr)
+		return cfg, exitUsage, true
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "admit serve: unexpected argument %q\n", fs.Arg(0))
+		printUsage(stderr)
+		return cfg, exitUsage, true
+	}
+	redisSet := false
+	fs.Visit(func(f *flag.Flag) { redisSet = redisSet || f.Name == "redis" })
+	if !redisSet {
+		cfg.redisURL = os.Getenv("REDIS_URL")
+	}
+	return cfg, exitOK, false
+}
+
+// serve runs admit serve until ctx is done.
+func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cfg, code, done := parseServe(args, stdout, stderr)
+	if done {
+		return code
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, nil))
+
+	store, closeStore, err := openStore(cfg, logger)
+	if err != nil {
+		logger.Error("cannot open the backend", "error", err)
+		return exitUsage
+	}
+	defer closeStore()
+
+	api, err := httpapi.New(httpapi.Options{Store: store, Logger: logger})
+	if err != nil {
+		logger.Error("cannot build the HTTP API", "error", err)
+		return exitError
+	}
+	ln, err := net.Listen("tcp", cfg.listen)
+	if err != nil {
+		logger.Error("cannot listen", "error", err)
+		return exitError
+	}
+	if err := serveHTTP(ctx, ln, api, shutdownGrace, logger); err != nil {
+		logger.Error("server stopped", "error", err)
+		return exitError
+	}
+	return exitOK
+}
+
+// openStore opens the backend that cfg names and logs which one it is.
+func openStore(cfg serveConfig, logger *slog.Logger) (admit.Store, func(), error) {
+	if cfg.redisURL == "" {
+		s := memstore.New(memstore.Options{})
+		logger.Info("backend", "backend", "memory", "note", "limits are not shared with other processes")
+		return s, func() { s.Close() }, nil
+	}
+	s, err := redisstore.New(redisstore.Config{URL: cfg.redisURL})
+	if err != nil {
+		return nil, nil, err // redisstore redacts the URL's password from its errors
+	}
+	logger.Info("backend", "backend", "redis", "url", redisstore.RedactURL(cfg.redisURL))
+	return s, func() { s.Close() }, nil
+}
+
+// serveHTTP serves h on ln until ctx is done, then shuts down gracefully: it stops accepting,
+// lets requests in flight finish for at most grace, and returns nil if they all did.
+func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, grace time.Duration, logger *slog.Logger) error {
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      15 * time.Second,
+		IdleTimeout:       60 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	logger.Info("listening", "addr", ln.Addr().String())
+
+	select {
+	case err := <-served:
+		return err // Serve failed before any shutdown
+	case <-ctx.Done():
+	}
+	logger.Info("shutting down", "grace", grace)
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		srv.Close()
+		return fmt.Errorf("requests still in flight after %v: %w", grace, err)
+	}
+	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	logger.Info("stopped")
+	return nil
+}

@@ -1,0 +1,374 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/admit-dev/admit/internal/redistest"
+)
+
+// logWatch is an io.Writer that keeps what admit logs, safe for concurrent use, so a test can wait
+// for a line.
+type logWatch struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (w *logWatch) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.Write(p)
+}
+
+func (w *logWatch) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
+}
+
+var listeningRE = regexp.MustCompile(`msg=listening addr=(\S+)`)
+
+// waitAddr returns the address from the "listening" log line, failing t if it does not appear
+// within 10s or exited is closed first.
+func (w *logWatch) waitAddr(t *testing.T, exited <-chan struct{}) string {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		if m := listeningRE.FindStringSubmatch(w.String()); m != nil {
+			return m[1]
+		}
+		select {
+		case <-exited:
+			t.Fatalf("admit exited before listening; its log:\n%s", w.String())
+		case <-deadline:
+			t.Fatalf("admit did not log its address within 10s; its log:\n%s", w.String())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// waitLine waits up to 10s for a log line containing s.
+func (w *logWatch) waitLine(t *testing.T, s string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(w.String(), s); {
+		if time.Now().After(deadline) {
+			t.Fatalf("no log line with %q within 10s; log:\n%s", s, w.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// response is what a test checks of an HTTP response.
+type response struct {
+	status int
+	header http.Header
+	body   string
+}
+
+// get sends GET url with a 5s timeout.
+func get(t *testing.T, url string) response {
+	t.Helper()
+	client := &http.Client{Timeout: 5 * time.Second}
+	res, err := client.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatalf("GET %s: reading body: %v", url, err)
+	}
+	return response{status: res.StatusCode, header: res.Header, body: string(body)}
+}
+
+// checkDemo sends GET /demo to base once per wanted status and checks each answer.
+func checkDemo(t *testing.T, base string, statuses ...int) {
+	t.Helper()
+	for i, want := range statuses {
+		r := get(t, base+"/demo")
+		if r.status != want {
+			t.Errorf("request %d: GET /demo = %d %q, want %d", i+1, r.status, r.body, want)
+			continue
+		}
+		switch want {
+		case http.StatusOK:
+			if r.body != "ok\n" {
+				t.Errorf("request %d: body %q, want %q", i+1, r.body, "ok\n")
+			}
+		case http.StatusTooManyRequests:
+			if ra, err := strconv.Atoi(r.header.Get("Retry-After")); err != nil || ra < 1 || ra > 10 {
+				t.Errorf("request %d: Retry-After %q, want 1…10", i+1, r.header.Get("Retry-After"))
+			}
+			if r.body != "rate limit exceeded\n" {
+				t.Errorf("request %d: body %q", i+1, r.body)
+			}
+		case http.StatusServiceUnavailable:
+			if ra := r.header.Get("Retry-After"); ra != "1" {
+				t.Errorf("request %d: Retry-After %q, want 1", i+1, ra)
+			}
+			if r.body != "limiter unavailable\n" {
+				t.Errorf("request %d: body %q", i+1, r.body)
+			}
+		}
+	}
+}
+
+// serveInProcess runs "admit serve args…" in this process and returns the base URL, the log, and a
+// function that cancels the run and returns its exit code.
+func serveInProcess(t *testing.T, args ...string) (base string, logs *logWatch, stop func() int) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	logs = &logWatch{}
+	code := make(chan int, 1)
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		code <- run(ctx, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...), io.Discard, logs)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-exited
+	})
+	addr := logs.waitAddr(t, exited)
+	stop = func() int {
+		t.Helper()
+		cancel()
+		select {
+		case c := <-code:
+			return c
+		case <-time.After(15 * time.Second):
+			t.Fatalf("run did not return within 15s of cancel; log:\n%s", logs.String())
+			return -1
+		}
+	}
+	return "http://" + addr, logs, stop
+}
+
+func TestServeInProcess(t *testing.T) {
+	t.Setenv("REDIS_URL", "")
+	base, logs, stop := serveInProcess(t)
+	checkDemo(t, base, 200, 200, 200, 429)
+	if r := get(t, base+"/healthz"); r.status != 200 || r.body != "ok\n" {
+		t.Errorf("GET /healthz = %d %q, want 200 %q", r.status, r.body, "ok\n")
+	}
+	if !strings.Contains(logs.String(), "backend=memory") {
+		t.Errorf("the log does not name the memory backend:\n%s", logs)
+	}
+	if code := stop(); code != 0 {
+		t.Errorf("run returned %d after cancel, want 0; log:\n%s", code, logs)
+	}
+	if c, err := net.DialTimeout("tcp", strings.TrimPrefix(base, "http://"), time.Second); err == nil {
+		c.Close()
+		t.Error("the listener is still open after run returned")
+	}
+}
+
+// TestServeRedisPasswordNotLogged starts serve on a Redis that refuses connections: it must start,
+// answer 503, and never log the password.
+func TestServeRedisPasswordNotLogged(t *testing.T) {
+	const password = "hunter2-secret"
+	url := "redis://admin:" + password + "@" + redistest.ClosedPort(t)
+	base, logs, stop := serveInProcess(t, "--redis", url)
+	start := time.Now()
+	checkDemo(t, base, 503)
+	t.Logf("503 after %v on a refused connection", time.Since(start))
+	if code := stop(); code != 0 {
+		t.Errorf("run returned %d, want 0", code)
+	}
+	out := logs.String()
+	t.Logf("log:\n%s", out)
+	if strings.Contains(out, password) || strings.Contains(out, "admin") {
+		t.Error("the log holds the Redis user or password")
+	}
+	if !strings.Contains(out, "backend=redis") {
+		t.Error("the log does not name the redis backend")
+	}
+}
+
+func TestServeBadRedisURL(t *testing.T) {
+	for _, url := range []string{
+		"redis://admin:hunter2-secret@[::1",   // unparseable
+		"redis://admin:hunter2-secret@h:port", // bad port
+		"http://admin:hunter2-secret@h:6379",  // wrong scheme
+	} {
+		var stderr bytes.Buffer
+		code := run(context.Background(), []string{"serve", "--listen", "127.0.0.1:0", "--redis", url}, io.Discard, &stderr)
+		t.Logf("%s: exit %d, stderr:\n%s", url, code, stderr.String())
+		if code != exitUsage {
+			t.Errorf("%s: exit %d, want %d", url, code, exitUsage)
+		}
+		if strings.Contains(stderr.String(), "hunter2") {
+			t.Errorf("%s: stderr holds the password", url)
+		}
+	}
+}
+
+func TestParseServeRedisPrecedence(t *testing.T) {
+	for _, tc := range []struct {
+		env  string
+		args []string
+		want string
+	}{
+		{"", nil, ""},
+		{"redis://env:1", nil, "redis://env:1"},
+		{"redis://env:1", []string{"--redis", "redis://flag:1"}, "redis://flag:1"},
+		{"", []string{"--redis=redis://flag:1"}, "redis://flag:1"},
+		{"redis://env:1", []string{"--redis", ""}, ""}, // an explicit empty flag means memory
+	} {
+		t.Setenv("REDIS_URL", tc.env)
+		cfg, _, done := parseServe(tc.args, io.Discard, io.Discard)
+		if done || cfg.redisURL != tc.want || cfg.listen != defaultListen {
+			t.Errorf("REDIS_URL=%q %q: %+v done=%v, want redisURL %q", tc.env, tc.args, cfg, done, tc.want)
+		}
+	}
+}
+
+func TestCommandLine(t *testing.T) {
+	for _, tc := range []struct {
+		args             []string
+		code             int
+		stdout, stderr   []string // substrings wanted
+		noStdout, noErrs bool
+	}{
+		{args: nil, code: 2, stderr: []string{"Usage:", "serve", "version"}, noStdout: true},
+		{args: []string{"help"}, code: 0, stdout: []string{"Usage:", "serve", "version"}, noErrs: true},
+		{args: []string{"--help"}, code: 0, stdout: []string{"Usage:", "serve", "version"}, noErrs: true},
+		{args: []string{"-h"}, code: 0, stdout: []string{"Usage:", "serve", "version"}, noErrs: true},
+		{args: []string{"help", "serve"}, code: 0, stdout: []string{"admit serve", "-listen", "-redis", "REDIS_URL"}, noErrs: true},
+		{args: []string{"serve", "--help"}, code: 0, stdout: []string{"admit serve", "-listen", "-redis", "REDIS_URL", "/demo"}, noErrs: true},
+		{args: []string{"serve", "-h"}, code: 0, stdout: []string{"admit serve"}, noErrs: true},
+		{args: []string{"version"}, code: 0, stdout: []string{"admit ", "go1."}, noErrs: true},
+		{args: []string{"bogus"}, code: 2, stderr: []string{`unknown command "bogus"`, "Usage:", "serve"}, noStdout: true},
+		{args: []string{"serve", "--bogus"}, code: 2, stderr: []string{"bogus", "admit serve"}, noStdout: true},
+		{args: []string{"serve", "extra"}, code: 2, stderr: []string{`unexpected argument "extra"`}, noStdout: true},
+		{args: []string{"serve", "--listen", "256.0.0.1:bad"}, code: 1, stderr: []string{"cannot listen"}, noStdout: true},
+	} {
+		t.Setenv("REDIS_URL", "")
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), tc.args, &stdout, &stderr)
+		if code != tc.code {
+			t.Errorf("admit %q: exit %d, want %d; stderr:\n%s", tc.args, code, tc.code, stderr.String())
+		}
+		for _, s := range tc.stdout {
+			if !strings.Contains(stdout.String(), s) {
+				t.Errorf("admit %q: stdout lacks %q:\n%s", tc.args, s, stdout.String())
+			}
+		}
+		for _, s := range tc.stderr {
+			if !strings.Contains(stderr.String(), s) {
+				t.Errorf("admit %q: stderr lacks %q:\n%s", tc.args, s, stderr.String())
+			}
+		}
+		if tc.noStdout && stdout.Len() > 0 {
+			t.Errorf("admit %q: unexpected stdout:\n%s", tc.args, stdout.String())
+		}
+		if tc.noErrs && stderr.Len() > 0 {
+			t.Errorf("admit %q: unexpected stderr:\n%s", tc.args, stderr.String())
+		}
+	}
+}
+
+// TestServeHTTPFinishesInFlight checks the graceful stop: once ctx is done, serveHTTP stops
+// accepting, lets a request in flight finish, and returns nil.
+func TestServeHTTPFinishesInFlight(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(entered)
+		<-release
+		io.WriteString(w, "done\n")
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &logWatch{}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- serveHTTP(ctx, ln, h, 10*time.Second, slog.New(slog.NewTextHandler(logs, nil))) }()
+
+	got := make(chan string, 1)
+	go func() {
+		res, err := http.Get("http://" + ln.Addr().String() + "/")
+		if err != nil {
+			got <- err.Error()
+			return
+		}
+		defer res.Body.Close()
+		body, err := io.ReadAll(res.Body)
+		got <- fmt.Sprintf("%d %q %v", res.StatusCode, body, err)
+	}()
+	<-entered
+	cancel()
+	logs.waitLine(t, "shutting down")
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		c, err := net.DialTimeout("tcp", ln.Addr().String(), time.Second)
+		if err != nil {
+			break // the listener is closed
+		}
+		c.Close()
+		if time.Now().After(deadline) {
+			t.Fatal("still accepting 5s after ctx was canceled")
+		}
+	}
+	select {
+	case err := <-served:
+		t.Fatalf("serveHTTP returned %v with a request in flight", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	if r, want := <-got, `200 "done\n" <nil>`; r != want {
+		t.Errorf("in-flight request: %s, want %s", r, want)
+	}
+	if err := <-served; err != nil {
+		t.Errorf("serveHTTP = %v, want nil", err)
+	}
+}
+
+// TestServeHTTPGraceExceeded checks that a request outliving the grace period makes serveHTTP
+// return an error, after closing the connection.
+func TestServeHTTPGraceExceeded(t *testing.T) {
+	entered := make(chan struct{})
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(entered)
+		<-r.Context().Done() // until the server closes the connection
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- serveHTTP(ctx, ln, h, 100*time.Millisecond, slog.New(slog.DiscardHandler)) }()
+	clientDone := make(chan error, 1)
+	go func() {
+		res, err := http.Get("http://" + ln.Addr().String() + "/")
+		if err == nil {
+			res.Body.Close()
+		}
+		clientDone <- err
+	}()
+	<-entered
+	cancel()
+	select {
+	case err := <-served:
+		if err == nil {
+			t.Error("serveHTTP = nil with a request outliving the grace period, want an error")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("serveHTTP did not return within 5s of a 100ms grace period")
+	}
+	if err := <-clientDone; err == nil {
+		t.Error("the stuck request got a response, want its connection closed")
+	}
+}

@@ -1,0 +1,74 @@
+// Package httpapi is the HTTP face of the admit service: the origin design's /demo endpoint and
+// health checks, built on package httplimit.
+package httpapi
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/httplimit"
+)
+
+// DemoKey is the key of the one fixed account that GET /demo limits, as in the origin design.
+const DemoKey = "rl:demo:v1:{demo-account}"
+
+// DemoLimit returns the Limit of GET /demo: 3 requests per 10 seconds, in a fixed window.
+func DemoLimit() admit.Limit {
+	return admit.Limit{Algorithm: admit.FixedWindow, Rate: 3, Period: 10 * time.Second}
+}
+
+// Options configures a Handler. Only Store is required.
+type Options struct {
+	// Store decides every limited request; required.
+	Store admit.Store
+	// Logger receives a record for every request the limiter could not decide.
+	// Nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// A Handler serves the admit HTTP API. It is safe for concurrent use. Make one with [New]; the zero
+// value is not usable.
+//
+// Routes (GET also answers HEAD; any other method is answered 405 with an Allow field):
+//
+//	GET /demo     the origin design's demo: one fixed account (DemoKey) under DemoLimit.
+//	              200 "ok\n" when admitted, 429 with Retry-After when over the limit, 503 when the
+//	              limiter cannot decide. A HEAD request counts like a GET.
+//	GET /healthz  200 "ok\n" while the process is alive; it never calls the backend.
+type Handler struct {
+	mux *http.ServeMux
+}
+
+// New returns a Handler for opts. It reports an error if opts.Store is nil.
+func New(opts Options) (*Handler, error) {
+	if opts.Store == nil {
+		return nil, errors.New("httpapi: no Store")
+	}
+	demo := &httplimit.Middleware{
+		Limiter: admit.NewLimiter(opts.Store, DemoLimit()),
+		Key:     func(*http.Request) (string, error) { return DemoKey, nil },
+		Logger:  opts.Logger,
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /demo", demo.Wrap(http.HandlerFunc(ok)))
+	mux.HandleFunc("GET /healthz", ok)
+	return &Handler{mux: mux}, nil
+}
+
+// ServeHTTP routes r to its endpoint.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.mux.ServeHTTP(w, r)
+}
+
+// ok answers 200 "ok\n", not to be cached.
+func ok(w http.ResponseWriter, _ *http.Request) {
+	hdr := w.Header()
+	hdr.Set("Cache-Control", "no-store")
+	hdr.Set("Content-Type", "text/plain; charset=utf-8")
+	hdr.Set("X-Content-Type-Options", "nosniff")
+	io.WriteString(w, "ok\n")
+}
