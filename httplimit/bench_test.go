@@ -1,58 +1,84 @@
 package httplimit_test
 
 import (
-	"fmt"
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/httplimit"
+	"github.com/admit-dev/admit/internal/callers"
 )
 
-// BenchmarkMiddleware measures the cost ServeHTTP adds to a request on a memstore-backed limiter,
-// with parallelism × GOMAXPROCS goroutines. "allowed" spreads requests over many keys that are
-// never full; "limited" sends them all to one key that is.
+// benchKeys are spread over many live buckets that the benchmarks never fill.
+var benchKeys = func() []string {
+	keys := make([]string, 1024)
+	for i := range keys {
+		keys[i] = "rl:bench:v1:{" + strconv.Itoa(i) + "}"
+	}
+	return keys
+}()
+
+var benchLimit = admit.Limit{Algorithm: admit.FixedWindow, Rate: admit.MaxRate, Period: time.Hour}
+
+// BenchmarkMiddleware measures ServeHTTP of the middleware around a handler that does nothing, on a
+// memstore-backed limiter: the cost of limiting one request in process.
 func BenchmarkMiddleware(b *testing.B) {
-	noop := http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
-	for _, mode := range []string{"allowed", "limited"} {
-		for _, par := range []int{1, 16, 256} {
-			b.Run(fmt.Sprintf("%s/parallelism=%d", mode, par), func(b *testing.B) {
-				lim := admit.Limit{Algorithm: admit.FixedWindow, Rate: admit.MaxRate, Period: time.Hour}
-				keys := make([]string, 1024)
-				for i := range keys {
-					keys[i] = "rl:bench:v1:{" + strconv.Itoa(i) + "}"
-				}
-				if mode == "limited" {
-					lim.Rate = 1
-					keys = keys[:1]
-				}
-				var next atomic.Uint64
-				m := &httplimit.Middleware{
-					Limiter: admit.NewLimiter(newMemstore(b), lim),
-					Key: func(r *http.Request) (string, error) {
-						return keys[next.Add(1)%uint64(len(keys))], nil
-					},
-				}
-				h := m.Wrap(noop)
-				b.SetParallelism(par)
-				b.ReportAllocs()
-				b.ResetTimer()
-				b.RunParallel(func(pb *testing.PB) {
-					r := httptest.NewRequest(http.MethodGet, "/", nil)
-					w := &discardWriter{h: http.Header{}}
-					for pb.Next() {
-						clear(w.h)
-						h.ServeHTTP(w, r)
-					}
-				})
+	benchmarkMiddleware(b, benchLimit, benchKeys)
+}
+
+// BenchmarkMiddlewareLimited is BenchmarkMiddleware when every request is answered 429.
+func BenchmarkMiddlewareLimited(b *testing.B) {
+	full := benchLimit
+	full.Rate = 1
+	benchmarkMiddleware(b, full, benchKeys[:1])
+}
+
+func benchmarkMiddleware(b *testing.B, lim admit.Limit, keys []string) {
+	limiter := admit.NewLimiter(newMemstore(b), lim)
+	for _, n := range callers.Counts {
+		b.Run(callers.Name(n), func(b *testing.B) {
+			m := &httplimit.Middleware{
+				Limiter: limiter,
+				Key: func(r *http.Request) (string, error) {
+					return keys[r.Context().Value(keyIndex{}).(int)%len(keys)], nil
+				},
+			}
+			h := m.Wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+			reqs := make([]*http.Request, len(keys))
+			for i := range reqs {
+				reqs[i] = httptest.NewRequest(http.MethodGet, "/", nil).WithContext(context.WithValue(context.Background(), keyIndex{}, i))
+			}
+			b.ReportAllocs()
+			callers.Run(b, n, func(i int) error {
+				h.ServeHTTP(&discardWriter{h: http.Header{}}, reqs[i%len(reqs)])
+				return nil
 			})
-		}
+		})
 	}
 }
+
+// BenchmarkReferenceLimiter is the reference for BenchmarkMiddleware: the same limiter decisions
+// without HTTP around them.
+func BenchmarkReferenceLimiter(b *testing.B) {
+	limiter := admit.NewLimiter(newMemstore(b), benchLimit)
+	ctx := context.Background()
+	for _, n := range callers.Counts {
+		b.Run(callers.Name(n), func(b *testing.B) {
+			b.ReportAllocs()
+			callers.Run(b, n, func(i int) error {
+				_, err := limiter.Allow(ctx, benchKeys[i%len(benchKeys)])
+				return err
+			})
+		})
+	}
+}
+
+// keyIndex is the context key under which a benchmark request carries its key's index.
+type keyIndex struct{}
 
 // discardWriter is a ResponseWriter that keeps nothing but its header map, so the benchmark
 // measures the middleware rather than a recorder.
