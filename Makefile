@@ -20,6 +20,7 @@ test: check-redis vet
 
 vet:
 	$(GO) vet ./...
+	cd bench && $(GO) vet ./...
 
 check-redis:
 	@command -v redis-server >/dev/null 2>&1 || { \
