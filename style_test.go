@@ -1,0 +1,268 @@
+package admit_test
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"unicode"
+	"unicode/utf8"
+)
+
+// The house style (DESIGN.md, "House style" 1) asks that every exported name be documented the way
+// golang.org/x/time/rate documents its own, and that every package have an Example. These tests
+// enforce what a parser can check; whether a comment is any good is still a reviewer's call.
+
+// TestExportedNamesAreDocumented reports every package without a package doc comment, and every
+// exported top-level func, method on an exported type, type, const and var without a doc comment.
+//
+// The doc comment of a func, method, type, or lone const or var must start with its name; a type's
+// may start with an article ("A Limit is …"), as go doc and golint allow. In a grouped const or var
+// declaration, a comment on the group or on the spec counts, and need not start with the name.
+//
+// Methods that implement well-known interfaces (Error, String, Unwrap, Is, ServeHTTP) get no
+// exemption: on an exported type they are part of its documented API, and the tree documents them
+// all without noise.
+func TestExportedNamesAreDocumented(t *testing.T) {
+	for _, pkg := range modulePackages(t) {
+		var hasDoc bool
+		for _, f := range pkg.files {
+			if f.Doc != nil && strings.TrimSpace(f.Doc.Text()) != "" {
+				hasDoc = true
+			}
+		}
+		if !hasDoc {
+			t.Errorf("%s: package %s has no package doc comment", pkg.position(pkg.files[0].Package), pkg.name)
+		}
+		for _, f := range pkg.files {
+			for _, decl := range f.Decls {
+				checkDecl(t, pkg, decl)
+			}
+		}
+	}
+}
+
+// TestEveryPackageHasAnExample reports every package, other than commands (package main), with no
+// Example function in its _test.go files.
+func TestEveryPackageHasAnExample(t *testing.T) {
+	for _, pkg := range modulePackages(t) {
+		if pkg.name == "main" {
+			continue
+		}
+		var found bool
+		for _, f := range pkg.testFiles {
+			for _, decl := range f.Decls {
+				if fn, ok := decl.(*ast.FuncDecl); ok && fn.Recv == nil && strings.HasPrefix(fn.Name.Name, "Example") {
+					found = true
+				}
+			}
+		}
+		if !found {
+			t.Errorf("%s: package %s has no Example function in its _test.go files", pkg.position(pkg.docFile().Package), pkg.name)
+		}
+	}
+}
+
+// checkDecl reports the undocumented exported names that decl declares.
+func checkDecl(t *testing.T, pkg *sourcePackage, decl ast.Decl) {
+	t.Helper()
+	switch d := decl.(type) {
+	case *ast.FuncDecl:
+		if !d.Name.IsExported() {
+			return
+		}
+		name := d.Name.Name
+		if d.Recv != nil {
+			recv := receiverType(d.Recv)
+			if !token.IsExported(recv) {
+				return
+			}
+			name = recv + "." + name
+		}
+		checkDoc(t, pkg, d.Name, name, d.Doc, true, false)
+	case *ast.GenDecl:
+		grouped := d.Lparen.IsValid()
+		for _, spec := range d.Specs {
+			switch s := spec.(type) {
+			case *ast.TypeSpec:
+				if !s.Name.IsExported() {
+					continue
+				}
+				doc := s.Doc
+				if doc == nil {
+					doc = d.Doc
+				}
+				checkDoc(t, pkg, s.Name, s.Name.Name, doc, true, true)
+			case *ast.ValueSpec:
+				doc := s.Doc
+				if doc == nil {
+					doc = d.Doc
+				}
+				for _, id := range s.Names {
+					if id.IsExported() {
+						checkDoc(t, pkg, id, id.Name, doc, !grouped, false)
+					}
+				}
+			}
+		}
+	}
+}
+
+// checkDoc reports a missing doc comment for the name declared at id, displayed as name, and, if
+// wantPrefix, one that does not start with id's name (after an article, if article).
+func checkDoc(t *testing.T, pkg *sourcePackage, id *ast.Ident, name string, doc *ast.CommentGroup, wantPrefix, article bool) {
+	t.Helper()
+	text := ""
+	if doc != nil {
+		text = strings.TrimSpace(doc.Text())
+	}
+	switch {
+	case text == "":
+		t.Errorf("%s: %s: exported name has no doc comment", pkg.position(id.Pos()), name)
+	case wantPrefix && !startsWithName(text, id.Name, article):
+		t.Errorf("%s: %s: doc comment should start with %q", pkg.position(id.Pos()), name, id.Name)
+	}
+}
+
+// startsWithName reports whether text begins with the word name, optionally after "A", "An" or
+// "The" when article is set.
+func startsWithName(text, name string, article bool) bool {
+	if article {
+		for _, a := range []string{"A ", "An ", "The "} {
+			if rest, ok := strings.CutPrefix(text, a); ok && startsWithName(rest, name, false) {
+				return true
+			}
+		}
+	}
+	rest, ok := strings.CutPrefix(text, name)
+	if !ok {
+		return false
+	}
+	r, _ := utf8.DecodeRuneInString(rest)
+	return rest == "" || !(unicode.IsLetter(r) || unicode.IsDigit(r) || r == '_')
+}
+
+// receiverType returns the name of the type of a method's receiver, without pointer or type
+// parameters.
+func receiverType(recv *ast.FieldList) string {
+	if recv == nil || len(recv.List) == 0 {
+		return ""
+	}
+	expr := recv.List[0].Type
+	for {
+		switch e := expr.(type) {
+		case *ast.StarExpr:
+			expr = e.X
+		case *ast.ParenExpr:
+			expr = e.X
+		case *ast.IndexExpr:
+			expr = e.X
+		case *ast.IndexListExpr:
+			expr = e.X
+		case *ast.Ident:
+			return e.Name
+		default:
+			return ""
+		}
+	}
+}
+
+// A sourcePackage is the parsed Go files of one directory of the module.
+type sourcePackage struct {
+	name      string // the package clause of its non-test files
+	fset      *token.FileSet
+	files     []*ast.File // non-test files, with comments, sorted by name
+	testFiles []*ast.File // _test.go files, of either the package or its _test package
+}
+
+// position returns pos as "file:line", the file relative to the module root.
+func (p *sourcePackage) position(pos token.Pos) string {
+	ps := p.fset.Position(pos)
+	return filepath.ToSlash(ps.Filename) + ":" + strconv.Itoa(ps.Line)
+}
+
+// docFile returns the file holding the package doc comment, or else the first file.
+func (p *sourcePackage) docFile() *ast.File {
+	for _, f := range p.files {
+		if f.Doc != nil {
+			return f
+		}
+	}
+	return p.files[0]
+}
+
+// modulePackages parses every package directory of the module rooted at the working directory,
+// skipping testdata, directories whose names start with "." or "_" (as the go command does), and
+// nested modules (directories with their own go.mod, such as bench). A directory with no non-test
+// .go file is not a package and is skipped.
+func modulePackages(t *testing.T) []*sourcePackage {
+	t.Helper()
+	fset := token.NewFileSet()
+	var pkgs []*sourcePackage
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() {
+			return nil
+		}
+		if path != "." {
+			name := d.Name()
+			if name == "testdata" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") {
+				return filepath.SkipDir
+			}
+			if _, err := os.Stat(filepath.Join(path, "go.mod")); err == nil {
+				return filepath.SkipDir
+			}
+		}
+		pkg, err := parsePackage(fset, path)
+		if err != nil {
+			return err
+		}
+		if pkg != nil {
+			pkgs = append(pkgs, pkg)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pkgs) == 0 {
+		t.Fatal("found no packages: is the working directory the module root?")
+	}
+	return pkgs
+}
+
+// parsePackage parses the .go files of dir, or returns nil if it has no non-test .go file.
+func parsePackage(fset *token.FileSet, dir string) (*sourcePackage, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	pkg := &sourcePackage{fset: fset}
+	for _, e := range entries { // ReadDir sorts by name
+		name := e.Name()
+		if e.IsDir() || !strings.HasSuffix(name, ".go") || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, filepath.Join(dir, name), nil, parser.ParseComments|parser.SkipObjectResolution)
+		if err != nil {
+			return nil, err
+		}
+		if strings.HasSuffix(name, "_test.go") {
+			pkg.testFiles = append(pkg.testFiles, f)
+			continue
+		}
+		pkg.files = append(pkg.files, f)
+	}
+	if len(pkg.files) == 0 {
+		return nil, nil
+	}
+	pkg.name = pkg.files[0].Name.Name
+	return pkg, nil
+}
