@@ -541,3 +541,81 @@ func TestRedactURL(t *testing.T) {
 		}
 	}
 }
+
+// B9: out of memory with noeviction: a decision that must write fails as unavailable and changes
+// nothing; decisions that only read still work; once memory is available, admissions resume.
+func TestOutOfMemory(t *testing.T) {
+	srv := redistest.Start(t, "--maxmemory-policy", "noeviction")
+	s := open(t, srv.URL())
+	full := newKey(t)
+	for range 3 {
+		take(t, s, full, threePerMinute, 1)
+	}
+	// 2 MiB of ballast, then a 1 MiB limit: Redis refuses every write until the ballast is gone.
+	ballast := strings.Repeat("x", 64<<10)
+	for i := range 32 {
+		if err := srv.Do(t, "SET", "ballast:"+strconv.Itoa(i), ballast).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := srv.Do(t, "CONFIG", "SET", "maxmemory", "1mb").Error(); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Do(t, "SET", "probe", "1").Error(); err == nil || !strings.Contains(err.Error(), "OOM") {
+		t.Fatalf("a write with the ballast in place: %v, want OOM", err)
+	}
+	fresh := newKey(t)
+	if _, err := s.Take(context.Background(), fresh, threePerMinute, 1); !errors.Is(err, admit.ErrUnavailable) {
+		t.Fatalf("Take of a new key out of memory: %v, want ErrUnavailable", err)
+	}
+	if n, _ := srv.Do(t, "EXISTS", fresh).AsInt64(); n != 0 {
+		t.Fatal("a failed decision created its key")
+	}
+	// A rejection writes nothing, so it is still decided.
+	if d := take(t, s, full, threePerMinute, 1); d.Allowed {
+		t.Fatal("a full key admitted a request out of memory")
+	}
+	// Memory becomes available again (the limit goes back up).
+	if err := srv.Do(t, "CONFIG", "SET", "maxmemory", "0").Error(); err != nil {
+		t.Fatal(err)
+	}
+	if d := take(t, s, fresh, threePerMinute, 1); !d.Allowed {
+		t.Fatalf("after memory was freed: %+v", d)
+	}
+}
+
+// B11: a script busy on the server (BUSY) makes decisions fail as unavailable within the command
+// timeout; they succeed again once it is killed.
+func TestBusyServer(t *testing.T) {
+	srv := redistest.Start(t, "--busy-reply-threshold", "50")
+	s := open(t, srv.URL())
+	key := newKey(t)
+	take(t, s, key, threePerMinute, 1)
+
+	busy := srv.Client(t)
+	running := make(chan error, 1)
+	go func() {
+		// A read-only endless loop, which SCRIPT KILL may stop.
+		running <- busy.Do(context.Background(), busy.B().Eval().Script("while true do end").Numkeys(0).Build()).Error()
+	}()
+	// Wait until the server reports BUSY.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		err := srv.Do(t, "PING").Error()
+		if err != nil && strings.HasPrefix(err.Error(), "BUSY") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the server never became busy: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	requireUnavailable(t, s, key)
+	if err := srv.Do(t, "SCRIPT", "KILL").Error(); err != nil {
+		t.Fatalf("SCRIPT KILL: %v", err)
+	}
+	<-running
+	if d := take(t, s, key, threePerMinute, 1); !d.Allowed || d.Remaining != 1 {
+		t.Fatalf("after the busy script ended: %+v, want allowed with 1 remaining", d)
+	}
+}
