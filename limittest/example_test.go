@@ -1,7 +1,6 @@
 package limittest_test
 
 import (
-	"sync"
 	"testing"
 	"time"
 
@@ -24,7 +23,7 @@ func ExampleTestStore() {
 
 // newBackend returns a fresh Backend for one subtest.
 func newBackend(t *testing.T) limittest.Backend {
-	c := &clock{now: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
+	c := limittest.NewClock(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
 	s := memstore.New(memstore.Options{Now: c.Now})
 	t.Cleanup(func() { s.Close() })
 	return &backend{clock: c, store: s}
@@ -32,7 +31,7 @@ func newBackend(t *testing.T) limittest.Backend {
 
 // backend is a limittest.Backend: one in-process Store, and the clock it reads.
 type backend struct {
-	clock *clock
+	clock *limittest.Clock
 	store *memstore.Store
 }
 
@@ -41,21 +40,3 @@ func (b *backend) Open(t *testing.T) admit.Store { return b.store }
 
 // Sleep advances the fake clock.
 func (b *backend) Sleep(t *testing.T, d time.Duration) { b.clock.Advance(d) }
-
-// clock is a fake clock, safe for concurrent use (the suite calls Take from many goroutines).
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}

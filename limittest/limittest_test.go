@@ -112,27 +112,9 @@ func TestSuiteCatchesBugs(t *testing.T) {
 	}
 }
 
-// A fakeClock is a clock that moves only when told. It is safe for concurrent use.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 // refBackend is a Backend of the reference Store, on a fake clock or on the real one.
 type refBackend struct {
-	clock *fakeClock // nil for the real clock
+	clock *limittest.Clock // nil for the real clock
 	store *refStore
 }
 
@@ -140,7 +122,7 @@ func newRefBackend(bug string, realTime bool) *refBackend {
 	b := &refBackend{}
 	if !realTime {
 		// Not on a boundary of any window the suite uses.
-		b.clock = &fakeClock{now: time.Unix(1_700_000_000, 123_456_789)}
+		b.clock = limittest.NewClock(time.Unix(1_700_000_000, 123_456_789))
 	}
 	b.store = b.newStore(bug)
 	return b

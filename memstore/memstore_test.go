@@ -13,31 +13,14 @@ import (
 	"github.com/admit-dev/admit/memstore"
 )
 
-// A fakeClock is a clock that moves only when told. It is safe for concurrent use.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Date(2025, 3, 1, 12, 0, 7, 123_456_789, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
+// newFakeClock returns a clock that moves only when told.
+func newFakeClock() *limittest.Clock {
+	return limittest.NewClock(time.Date(2025, 3, 1, 12, 0, 7, 123_456_789, time.UTC))
 }
 
 // backend is a limittest.Backend of one Store: every Open returns it.
 type backend struct {
-	clock *fakeClock // nil for the real clock
+	clock *limittest.Clock // nil for the real clock
 	store *memstore.Store
 }
 

@@ -1,0 +1,31 @@
+package limittest
+
+import (
+	"sync"
+	"time"
+)
+
+// A Clock is a fake clock for the Backend of a Store that takes a clock: it moves only when told,
+// so Backend.Sleep can advance it instead of sleeping. It is safe for concurrent use (the suite
+// calls Take from many goroutines). Make one with [NewClock].
+type Clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+// NewClock returns a Clock that reads start until it is advanced.
+func NewClock(start time.Time) *Clock { return &Clock{now: start} }
+
+// Now returns the clock's time. Pass the method value (c.Now) to a Store as its clock.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// Advance moves the clock forward by d.
+func (c *Clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
