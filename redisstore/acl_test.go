@@ -1,0 +1,77 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/redistest"
+	"github.com/admit-dev/admit/limittest"
+)
+
+// leastPrivilegeACL is the ACL SETUSER rule list that docs/redis.md gives for a standalone Redis:
+// EVALSHA and SCRIPT LOAD (never EVAL), PING, and the data commands the scripts call, on rl:* keys.
+const leastPrivilegeACL = "resetkeys ~rl:* resetchannels -@all +evalsha +script|load +ping +get +set +pttl +incrby"
+
+// restrictedURL creates the user "admit" with the least-privilege rules on srv and returns a URL
+// that logs in as it.
+func restrictedURL(t *testing.T, srv *redistest.Server) string {
+	t.Helper()
+	args := append([]string{"ACL", "SETUSER", "admit", "on", ">s3cret"}, strings.Fields(leastPrivilegeACL)...)
+	if err := srv.Do(t, args...).Error(); err != nil {
+		t.Fatalf("ACL SETUSER: %v", err)
+	}
+	return "redis://admit:s3cret@" + srv.Addr()
+}
+
+// C5: the conformance suite passes as a user who may only EVALSHA, SCRIPT LOAD, PING and the
+// scripts' own commands on rl:* keys.
+func TestLeastPrivilegeUser(t *testing.T) {
+	srv := redistest.Start(t)
+	url := restrictedURL(t, srv)
+	limittest.TestStore(t, func(t *testing.T) limittest.Backend { return restrictedBackend{url} })
+
+	t.Run("NoScriptReload", func(t *testing.T) {
+		s := open(t, url)
+		key := newKey(t)
+		take(t, s, key, threePerMinute, 1)
+		if err := srv.Do(t, "SCRIPT", "FLUSH").Error(); err != nil {
+			t.Fatal(err)
+		}
+		if d := take(t, s, key, threePerMinute, 1); !d.Allowed || d.Remaining != 1 {
+			t.Fatalf("after SCRIPT FLUSH, as the restricted user: %+v", d)
+		}
+	})
+	t.Run("KeyOutsideItsPattern", func(t *testing.T) {
+		s := open(t, url)
+		_, err := s.Take(context.Background(), "other:key", threePerMinute, 1)
+		if !errors.Is(err, admit.ErrUnavailable) || !strings.Contains(err.Error(), "NOPERM") {
+			t.Fatalf("Take of a key outside ~rl:*: %v, want unavailable with NOPERM", err)
+		}
+		if n, _ := srv.Do(t, "EXISTS", "other:key").AsInt64(); n != 0 {
+			t.Fatal("a refused decision created its key")
+		}
+	})
+	t.Run("NoEval", func(t *testing.T) {
+		// The rules really are restrictive: the user cannot EVAL.
+		c := open(t, url)
+		client, err := c.conn(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = client.Do(context.Background(), client.B().Eval().Script("return 1").Numkeys(0).Build()).Error()
+		if err == nil || !strings.Contains(err.Error(), "NOPERM") {
+			t.Fatalf("EVAL as the restricted user: %v, want NOPERM", err)
+		}
+	})
+}
+
+// restrictedBackend opens Stores that log in as the restricted user.
+type restrictedBackend struct{ url string }
+
+func (b restrictedBackend) Open(t *testing.T) admit.Store { return open(t, b.url) }
+
+func (b restrictedBackend) Sleep(t *testing.T, d time.Duration) { time.Sleep(d) }
