@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -617,5 +618,42 @@ func TestBusyServer(t *testing.T) {
 	<-running
 	if d := take(t, s, key, threePerMinute, 1); !d.Allowed || d.Remaining != 1 {
 		t.Fatalf("after the busy script ended: %+v, want allowed with 1 remaining", d)
+	}
+}
+
+// B2 / G4: decisions against a black hole leave no goroutine behind once the Store is closed, and
+// none of them waits past its timeout.
+func TestNoGoroutineOutlivesTheStore(t *testing.T) {
+	for name, url := range map[string]string{
+		"black hole": "redis://" + redistest.BlackHole(t),
+		"healthy":    redistest.Start(t).URL(),
+	} {
+		t.Run(name, func(t *testing.T) {
+			baseline := runtime.NumGoroutine()
+			s, err := New(Config{URL: url})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var wg sync.WaitGroup
+			for range 50 {
+				wg.Go(func() {
+					d, err := s.Take(context.Background(), newKey(t), threePerMinute, 1)
+					if err != nil && !errors.Is(err, admit.ErrUnavailable) || err == nil && !d.Allowed {
+						t.Errorf("Take = %+v, %v", d, err)
+					}
+				})
+			}
+			wg.Wait()
+			s.Close()
+			deadline := time.Now().Add(5 * time.Second)
+			for runtime.NumGoroutine() > baseline {
+				if time.Now().After(deadline) {
+					buf := make([]byte, 1<<20)
+					t.Fatalf("%d goroutines 5s after Close, %d before the Store:\n%s",
+						runtime.NumGoroutine(), baseline, buf[:runtime.Stack(buf, true)])
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		})
 	}
 }
