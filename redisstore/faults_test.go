@@ -1,0 +1,193 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/redistest"
+)
+
+// B12 / G5: network faults injected by a TCP proxy between the Store and a real redis-server. A
+// script call is never sent twice, so a failure after the request was sent consumes at most one
+// unit, and a failed decision never admits.
+
+// keepAliveGap is how long a rueidis connection may go without a reply before rueidis PINGs it (the
+// dialer's keep-alive, 1s by default). A one-shot fault applies to the next chunk any client sends:
+// a test arms one within this long of connecting, so that it lands on the script call it targets,
+// not on a keep-alive PING.
+const keepAliveGap = time.Second
+
+// behindProxy starts a redis-server, a proxy in front of it and a Store on the proxy, and opens
+// every connection the Store multiplexes over (each script call picks one at random) with peeks on a
+// scratch key, so that a fault armed next meets a script call rather than a handshake. It returns
+// the time the first connection was made.
+func behindProxy(t *testing.T) (*redistest.Server, *redistest.Proxy, *Store, time.Time) {
+	t.Helper()
+	srv := redistest.Start(t)
+	proxy := redistest.NewProxy(t, srv.Addr())
+	s := open(t, proxy.URL())
+	connected := time.Now()
+	scratch := newKey(t)
+	for range 64 {
+		take(t, s, scratch, threePerMinute, 0)
+	}
+	t.Logf("the Store holds %d connection(s) to Redis", storeConns(t, srv))
+	return srv, proxy, s, connected
+}
+
+// storeConns counts the server's clients other than the harness's own.
+func storeConns(t *testing.T, srv *redistest.Server) int {
+	t.Helper()
+	list, err := srv.Do(t, "CLIENT", "LIST").ToString()
+	if err != nil {
+		t.Fatalf("CLIENT LIST: %v", err)
+	}
+	n := 0
+	for _, line := range strings.Split(strings.TrimSpace(list), "\n") {
+		if !strings.Contains(line, "cmd=client|list") {
+			n++
+		}
+	}
+	return n
+}
+
+// requireNoKeepAlive fails t if a fault armed after connected may have met a keep-alive PING.
+func requireNoKeepAlive(t *testing.T, connected time.Time) {
+	t.Helper()
+	if elapsed := time.Since(connected); elapsed >= keepAliveGap {
+		t.Fatalf("the faulty call ended %v after the Store connected: a keep-alive PING may have taken the fault; the test is too slow to tell", elapsed)
+	}
+}
+
+// counter reads a fixed-window counter directly from the server, not through the proxy; 0 if absent.
+func counter(t *testing.T, srv *redistest.Server, key string) int64 {
+	t.Helper()
+	v, _ := state(t, srv, key)
+	if v == "" {
+		return 0
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		t.Fatalf("counter %q: %v", v, err)
+	}
+	return n
+}
+
+// The reply to a script call is lost after the script ran: the decision fails, the script is not
+// sent again (the counter shows exactly one more unit), and the Store reconnects by itself.
+func TestLostReplyIsNotRetried(t *testing.T) {
+	srv, proxy, s, connected := behindProxy(t)
+	key := newKey(t)
+	if d := take(t, s, key, threePerMinute, 1); !d.Allowed || d.Remaining != 2 {
+		t.Fatalf("first decision: %+v, want allowed with 2 remaining", d)
+	}
+	proxy.LoseNextReply()
+	start := time.Now()
+	d, err := s.Take(context.Background(), key, threePerMinute, 1)
+	elapsed := time.Since(start)
+	requireNoKeepAlive(t, connected)
+	// The counter first: it tells how often the script ran, whatever Take said.
+	if n := counter(t, srv, key); n != 2 {
+		t.Fatalf("counter %d after one admission and one call whose reply was lost, want 2: that call ran the script %d times (and returned %+v, %v)", n, n-1, d, err)
+	}
+	if !errors.Is(err, admit.ErrUnavailable) || errors.Is(err, admit.ErrCorruptState) || d.Allowed {
+		t.Fatalf("Take with its reply lost = %+v, %v; want an error matching ErrUnavailable", d, err)
+	}
+	if elapsed > DefaultCommandTimeout+timeoutSlack {
+		t.Fatalf("failing decision took %v, want at most %v", elapsed, DefaultCommandTimeout+timeoutSlack)
+	}
+	t.Logf("reply lost: unavailable after %v: %v", elapsed, err)
+	if d := take(t, s, key, threePerMinute, 1); !d.Allowed || d.Remaining != 0 {
+		t.Fatalf("decision after the lost reply: %+v, want allowed with 0 remaining", d)
+	}
+	if n := counter(t, srv, key); n != 3 {
+		t.Fatalf("counter %d, want 3", n)
+	}
+}
+
+// A request dropped before it reaches Redis fails and consumes nothing.
+func TestDroppedRequestConsumesNothing(t *testing.T) {
+	srv, proxy, s, connected := behindProxy(t)
+	key := newKey(t)
+	take(t, s, key, threePerMinute, 1)
+	proxy.DropNextRequest()
+	requireUnavailable(t, s, key)
+	requireNoKeepAlive(t, connected)
+	if n := counter(t, srv, key); n != 1 {
+		t.Fatalf("counter %d after one admission and one dropped request, want 1", n)
+	}
+	if d := take(t, s, key, threePerMinute, 1); !d.Allowed || d.Remaining != 1 {
+		t.Fatalf("decision after the dropped request: %+v, want allowed with 1 remaining", d)
+	}
+}
+
+// Replies slower than the command timeout: decisions fail in time, each consumes at most one unit,
+// and once the latency is gone decisions come back by themselves, matching the counter (no late
+// reply is taken for a later call's).
+func TestLatencyAboveTimeout(t *testing.T) {
+	srv, proxy, s, _ := behindProxy(t)
+	key := newKey(t)
+	take(t, s, key, threePerMinute, 1)
+	before := counter(t, srv, key)
+	proxy.SetLatency(2 * DefaultCommandTimeout)
+	timedOut := int64(0)
+	for range 2 {
+		requireUnavailable(t, s, key)
+		timedOut++
+	}
+	proxy.SetLatency(0)
+	var d admit.Decision
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		var err error
+		d, err = s.Take(context.Background(), key, threePerMinute, 1)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, admit.ErrUnavailable) {
+			t.Fatalf("during recovery: %v", err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still failing 3s after the latency went: %v", err)
+		}
+		timedOut++
+		time.Sleep(10 * time.Millisecond)
+	}
+	after := counter(t, srv, key)
+	admitted := int64(0)
+	if d.Allowed {
+		admitted = 1
+	}
+	if extra := after - before - admitted; extra < 0 || extra > timedOut {
+		t.Fatalf("counter went from %d to %d with %d admitted and %d failed decisions", before, after, admitted, timedOut)
+	}
+	if d.Remaining != threePerMinute.Rate-after {
+		t.Fatalf("decision after recovery %+v does not match the counter %d", d, after)
+	}
+	t.Logf("counter %d -> %d: %d admitted, %d timed out", before, after, admitted, timedOut)
+}
+
+// Replies slower than usual but within the command timeout: decisions are exact.
+func TestLatencyBelowTimeout(t *testing.T) {
+	srv, proxy, s, _ := behindProxy(t)
+	key := newKey(t)
+	proxy.SetLatency(DefaultCommandTimeout / 4)
+	for i, want := range []bool{true, true, true, false} {
+		start := time.Now()
+		d := take(t, s, key, threePerMinute, 1)
+		if elapsed := time.Since(start); elapsed < DefaultCommandTimeout/4 {
+			t.Fatalf("decision %d took %v, less than the latency", i+1, elapsed)
+		}
+		if d.Allowed != want || d.Remaining != max(0, 2-int64(i)) {
+			t.Fatalf("decision %d: %+v, want allowed=%v with %d remaining", i+1, d, want, max(0, 2-int64(i)))
+		}
+	}
+	if n := counter(t, srv, key); n != 3 {
+		t.Fatalf("counter %d, want 3", n)
+	}
+}
