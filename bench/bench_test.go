@@ -51,15 +51,10 @@ func BenchmarkAdmitRedisstore(b *testing.B) {
 	}
 	defer s.Close()
 	ctx := context.Background()
-	for _, n := range callers.Counts {
-		b.Run(callers.Name(n), func(b *testing.B) {
-			b.ReportAllocs()
-			callers.Run(b, n, func(i int) error {
-				_, err := s.Take(ctx, keys[i%len(keys)], limit, 1)
-				return err
-			})
-		})
-	}
+	callers.Bench(b, func(i int) error {
+		_, err := s.Take(ctx, keys[i%len(keys)], limit, 1)
+		return err
+	})
 }
 
 // BenchmarkReferenceRueidis is the reference: admit's script called by a bare rueidis EVALSHA, the
@@ -76,14 +71,9 @@ func BenchmarkReferenceRueidis(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, n := range callers.Counts {
-		b.Run(callers.Name(n), func(b *testing.B) {
-			b.ReportAllocs()
-			callers.Run(b, n, func(i int) error {
-				return c.Do(ctx, c.B().Evalsha().Sha1(sha).Numkeys(1).Key(keys[i%len(keys)]).Arg(scriptArgs...).Build()).Error()
-			})
-		})
-	}
+	callers.Bench(b, func(i int) error {
+		return c.Do(ctx, c.B().Evalsha().Sha1(sha).Numkeys(1).Key(keys[i%len(keys)]).Arg(scriptArgs...).Build()).Error()
+	})
 }
 
 // BenchmarkGoRedis calls admit's script with a bare go-redis EVALSHA (retries off, default pool).
@@ -96,14 +86,9 @@ func BenchmarkGoRedis(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, n := range callers.Counts {
-		b.Run(callers.Name(n), func(b *testing.B) {
-			b.ReportAllocs()
-			callers.Run(b, n, func(i int) error {
-				return c.EvalSha(ctx, sha, []string{keys[i%len(keys)]}, scriptArgs[0], scriptArgs[1], scriptArgs[2]).Err()
-			})
-		})
-	}
+	callers.Bench(b, func(i int) error {
+		return c.EvalSha(ctx, sha, []string{keys[i%len(keys)]}, scriptArgs[0], scriptArgs[1], scriptArgs[2]).Err()
+	})
 }
 
 // BenchmarkRedisRate measures go-redis/redis_rate, the popular GCRA limiter on go-redis (another
@@ -115,13 +100,8 @@ func BenchmarkRedisRate(b *testing.B) {
 	l := redis_rate.NewLimiter(c)
 	ctx := context.Background()
 	lim := redis_rate.PerHour(1_000_000_000)
-	for _, n := range callers.Counts {
-		b.Run(callers.Name(n), func(b *testing.B) {
-			b.ReportAllocs()
-			callers.Run(b, n, func(i int) error {
-				_, err := l.Allow(ctx, keys[i%len(keys)], lim)
-				return err
-			})
-		})
-	}
+	callers.Bench(b, func(i int) error {
+		_, err := l.Allow(ctx, keys[i%len(keys)], lim)
+		return err
+	})
 }

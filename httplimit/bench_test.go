@@ -38,27 +38,21 @@ func BenchmarkMiddlewareLimited(b *testing.B) {
 }
 
 func benchmarkMiddleware(b *testing.B, lim admit.Limit, keys []string) {
-	limiter := admit.NewLimiter(newMemstore(b), lim)
-	for _, n := range callers.Counts {
-		b.Run(callers.Name(n), func(b *testing.B) {
-			m := &httplimit.Middleware{
-				Limiter: limiter,
-				Key: func(r *http.Request) (string, error) {
-					return keys[r.Context().Value(keyIndex{}).(int)%len(keys)], nil
-				},
-			}
-			h := m.Wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
-			reqs := make([]*http.Request, len(keys))
-			for i := range reqs {
-				reqs[i] = httptest.NewRequest(http.MethodGet, "/", nil).WithContext(context.WithValue(context.Background(), keyIndex{}, i))
-			}
-			b.ReportAllocs()
-			callers.Run(b, n, func(i int) error {
-				h.ServeHTTP(&discardWriter{h: http.Header{}}, reqs[i%len(reqs)])
-				return nil
-			})
-		})
+	m := &httplimit.Middleware{
+		Limiter: admit.NewLimiter(newMemstore(b), lim),
+		Key: func(r *http.Request) (string, error) {
+			return keys[r.Context().Value(keyIndex{}).(int)%len(keys)], nil
+		},
 	}
+	h := m.Wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	reqs := make([]*http.Request, len(keys))
+	for i := range reqs {
+		reqs[i] = httptest.NewRequest(http.MethodGet, "/", nil).WithContext(context.WithValue(context.Background(), keyIndex{}, i))
+	}
+	callers.Bench(b, func(i int) error {
+		h.ServeHTTP(&discardWriter{h: http.Header{}}, reqs[i%len(reqs)])
+		return nil
+	})
 }
 
 // BenchmarkReferenceLimiter is the reference for BenchmarkMiddleware: the same limiter decisions
@@ -66,15 +60,10 @@ func benchmarkMiddleware(b *testing.B, lim admit.Limit, keys []string) {
 func BenchmarkReferenceLimiter(b *testing.B) {
 	limiter := admit.NewLimiter(newMemstore(b), benchLimit)
 	ctx := context.Background()
-	for _, n := range callers.Counts {
-		b.Run(callers.Name(n), func(b *testing.B) {
-			b.ReportAllocs()
-			callers.Run(b, n, func(i int) error {
-				_, err := limiter.Allow(ctx, benchKeys[i%len(benchKeys)])
-				return err
-			})
-		})
-	}
+	callers.Bench(b, func(i int) error {
+		_, err := limiter.Allow(ctx, benchKeys[i%len(benchKeys)])
+		return err
+	})
 }
 
 // keyIndex is the context key under which a benchmark request carries its key's index.

@@ -46,15 +46,10 @@ func benchmarkTake(b *testing.B, nkeys int) {
 	defer s.Close()
 	keys := benchKeys(b, s, nkeys)
 	ctx := context.Background()
-	for _, n := range callers.Counts {
-		b.Run(callers.Name(n), func(b *testing.B) {
-			b.ReportAllocs()
-			callers.Run(b, n, func(i int) error {
-				_, err := s.Take(ctx, keys[i%len(keys)], benchLimit, 1)
-				return err
-			})
-		})
-	}
+	callers.Bench(b, func(i int) error {
+		_, err := s.Take(ctx, keys[i%len(keys)], benchLimit, 1)
+		return err
+	})
 }
 
 // BenchmarkReferenceShardedMap is the reference for BenchmarkTake: a bare 64-shard map of counters
@@ -71,17 +66,12 @@ func BenchmarkReferenceShardedMap(b *testing.B) {
 	}
 	seed := maphash.MakeSeed()
 	keys := benchKeys(b, nil, 16384)
-	for _, n := range callers.Counts {
-		b.Run(callers.Name(n), func(b *testing.B) {
-			b.ReportAllocs()
-			callers.Run(b, n, func(i int) error {
-				k := keys[i%len(keys)]
-				sh := &shards[maphash.String(seed, k)&63]
-				sh.mu.Lock()
-				sh.m[k]++
-				sh.mu.Unlock()
-				return nil
-			})
-		})
-	}
+	callers.Bench(b, func(i int) error {
+		k := keys[i%len(keys)]
+		sh := &shards[maphash.String(seed, k)&63]
+		sh.mu.Lock()
+		sh.m[k]++
+		sh.mu.Unlock()
+		return nil
+	})
 }

@@ -20,15 +20,10 @@ func BenchmarkTake(b *testing.B) {
 	srv := redistest.Start(b)
 	s := open(b, srv.URL())
 	keys := benchKeys(1024)
-	for _, n := range callers.Counts {
-		b.Run(callers.Name(n), func(b *testing.B) {
-			b.ReportAllocs()
-			callers.Run(b, n, func(i int) error {
-				_, err := s.Take(context.Background(), keys[i%len(keys)], benchLimit, 1)
-				return err
-			})
-		})
-	}
+	callers.Bench(b, func(i int) error {
+		_, err := s.Take(context.Background(), keys[i%len(keys)], benchLimit, 1)
+		return err
+	})
 }
 
 func benchKeys(n int) []string {

@@ -432,13 +432,8 @@ func TestFrozenServer(t *testing.T) {
 		timedOut++
 		time.Sleep(10 * time.Millisecond)
 	}
-	v, _ := state(t, srv, key)
-	count, err := strconv.Atoi(v)
-	if err != nil {
-		t.Fatalf("counter %q: %v", v, err)
-	}
-	if count < allowed || count > allowed+timedOut {
-		t.Fatalf("counter %d after %d allowed and %d timed-out decisions", count, allowed, timedOut)
+	if count := int(counter(t, srv, key)); count < allowed || count > allowed+timedOut {
+		t.Fatalf("counter %d after %d allowed and %d timed-out decisions", counter(t, srv, key), allowed, timedOut)
 	}
 }
 

@@ -15,6 +15,18 @@ var Counts = []int{1, 16, 256}
 // Name returns the sub-benchmark name for n callers, "callers=n"; scripts/bench.sh pairs rows by it.
 func Name(n int) string { return fmt.Sprintf("callers=%d", n) }
 
+// Bench runs op as one sub-benchmark per entry of Counts, named by [Name], each with
+// b.ReportAllocs and [Run].
+func Bench(b *testing.B, op func(i int) error) {
+	b.Helper()
+	for _, n := range Counts {
+		b.Run(Name(n), func(b *testing.B) {
+			b.ReportAllocs()
+			Run(b, n, op)
+		})
+	}
+}
+
 // Run calls op b.N times in all from exactly n goroutines, each call with its own index in
 // 0 … b.N−1, and reports the throughput as "decisions/s". Unlike b.RunParallel, the number of
 // goroutines does not depend on GOMAXPROCS. The first error op returns stops the run and fails b.
