@@ -17,7 +17,7 @@
 // The suite is written to run against a shared, long-lived server. It never assumes an empty backend
 // and never deletes or flushes anything: each subtest uses its own random keys, all beginning with
 // "rl:limittest:", and every key it writes expires on its own — after at most a minute, except one
-// small key whose window is [admit.MaxPeriod]. Subtests run one after the other; the whole suite lets about 2.5
+// small key whose window is [admit.MaxPeriod]. Subtests run one after the other; the whole suite lets about 3
 // seconds of Backend time pass (real time, for a real-time backend).
 //
 // The suite asserts decisions, never how long a call takes. Where a real-time backend lets time

@@ -1,7 +1,8 @@
 package limittest_test
 
 import (
-	"testing"
+	"context"
+	"fmt"
 	"time"
 
 	"github.com/admit-dev/admit"
@@ -9,34 +10,25 @@ import (
 	"github.com/admit-dev/admit/memstore"
 )
 
-// This is how a Store's own tests wire the suite, here for memstore on a fake clock. In the Store's
-// package, the Test function is simply
-//
-//	func TestConformance(t *testing.T) { limittest.TestStore(t, newBackend) }
-//
-// A Redis backend would instead open a new client of one test server in Open, close it with
-// t.Cleanup, and call time.Sleep in Sleep.
-func ExampleTestStore() {
-	conformance := func(t *testing.T) { limittest.TestStore(t, newBackend) }
-	_ = conformance
+// A Clock stands in for time in the Backend of a Store that takes a clock: the suite's Sleep
+// advances it, so a window of ten seconds passes at once. (How a Backend wires it is in the package
+// documentation.)
+func ExampleClock() {
+	clock := limittest.NewClock(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
+	store := memstore.New(memstore.Options{Now: clock.Now})
+	defer store.Close()
+	limiter := admit.NewLimiter(store, admit.Limit{Algorithm: admit.FixedWindow, Rate: 1, Period: 10 * time.Second})
+
+	for _, wait := range []time.Duration{0, 4 * time.Second, 6 * time.Second} {
+		clock.Advance(wait)
+		d, err := limiter.Allow(context.Background(), "rl:example:v1:{alice}")
+		if err != nil {
+			panic(err)
+		}
+		fmt.Printf("after %v more: allowed=%v retry_after=%v\n", wait, d.Allowed, d.RetryAfter)
+	}
+	// Output:
+	// after 0s more: allowed=true retry_after=0s
+	// after 4s more: allowed=false retry_after=6s
+	// after 6s more: allowed=true retry_after=0s
 }
-
-// newBackend returns a fresh Backend for one subtest.
-func newBackend(t *testing.T) limittest.Backend {
-	c := limittest.NewClock(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
-	s := memstore.New(memstore.Options{Now: c.Now})
-	t.Cleanup(func() { s.Close() })
-	return &backend{clock: c, store: s}
-}
-
-// backend is a limittest.Backend: one in-process Store, and the clock it reads.
-type backend struct {
-	clock *limittest.Clock
-	store *memstore.Store
-}
-
-// Open returns the one Store: every Store of a Backend must share state.
-func (b *backend) Open(t *testing.T) admit.Store { return b.store }
-
-// Sleep advances the fake clock.
-func (b *backend) Sleep(t *testing.T, d time.Duration) { b.clock.Advance(d) }

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -48,6 +50,8 @@ var cases = []struct {
 	{"RejectionsAreReadOnly", testRejectionsAreReadOnly},
 	{"KeysAreIndependent", testKeysAreIndependent},
 	{"WindowExpires", testWindowExpires},
+	{"WindowEndsAtItsLastInstant", testWindowEndsAtItsLastInstant},
+	{"ShortWindows", testShortWindows},
 	{"WindowStartsAtFirstAdmission", testWindowStartsAtFirstAdmission},
 	{"Cost", testCost},
 	{"PeekMissingKey", testPeekMissingKey},
@@ -342,6 +346,81 @@ func testWindowExpires(t *testing.T, b Backend) {
 		{sleep: window + window/4, n: 0, allowed: true, remaining: 3},
 		{n: 3, allowed: true, remaining: 0, fresh: true},
 	})
+}
+
+// testWindowEndsAtItsLastInstant checks the boundary: exactly one window after its first admission a
+// window is over, and the next admission starts a new one (for Redis, the key's expiry millisecond,
+// when GET still returns it but PTTL answers 0, is that instant).
+func testWindowEndsAtItsLastInstant(t *testing.T, b Backend) {
+	const window = 100 * time.Millisecond
+	lim := admit.Limit{Algorithm: admit.FixedWindow, Rate: 2, Period: window}
+	run(t, b, b.Open(t), newKey(), lim, []step{
+		{n: 2, allowed: true, remaining: 0, fresh: true},
+		{sleep: window, n: 1, allowed: true, remaining: 1, fresh: true},
+		{sleep: window, n: 0, allowed: true, remaining: 2},
+	})
+}
+
+// testShortWindows hammers keys whose windows last 1 to 5 ms from several goroutines and two Stores
+// while time passes, so that decisions meet every instant of a window, its last one included. Every
+// decision must be made — no error — and valid.
+func testShortWindows(t *testing.T, b Backend) {
+	const workers = 8
+	stores := [2]admit.Store{b.Open(t), b.Open(t)}
+	var keys [5]string
+	var limits [5]admit.Limit
+	for i := range keys {
+		keys[i] = newKey()
+		limits[i] = admit.Limit{Algorithm: admit.FixedWindow, Rate: 3, Period: time.Duration(i+1) * time.Millisecond}
+	}
+
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs []error
+	decided := 0
+	var attempts atomic.Int64
+	for w := range workers {
+		wg.Go(func() {
+			s := stores[w%2]
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				k := (w + i) % len(keys)
+				n := int64(i % 2) // takes and peeks
+				d, err := s.Take(t.Context(), keys[k], limits[k], n)
+				attempts.Add(1)
+				mu.Lock()
+				if err != nil {
+					errs = append(errs, err)
+				} else {
+					decided++
+				}
+				mu.Unlock()
+				if err == nil {
+					checkDecision(t, d, limits[k], n)
+				}
+			}
+		})
+	}
+	for range 400 {
+		b.Sleep(t, 250*time.Microsecond)
+		// On a fake clock Sleep returns at once: let the workers decide at this instant first.
+		for seen := attempts.Load(); attempts.Load() == seen; {
+			runtime.Gosched()
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if len(errs) > 0 {
+		t.Fatalf("%d of %d decisions on windows of 1–5 ms failed; the first: %v", len(errs), len(errs)+decided, errs[0])
+	}
+	if decided < workers {
+		t.Fatalf("only %d decisions were made; want many", decided)
+	}
 }
 
 func testWindowStartsAtFirstAdmission(t *testing.T, b Backend) {

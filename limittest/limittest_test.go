@@ -58,6 +58,7 @@ var mutants = []struct {
 	{"refresh-on-admit", []string{"WindowStartsAtFirstAdmission"}},
 	{"clock-aligned", []string{"Sequence", "WindowStartsAtFirstAdmission"}},
 	{"never-expire", []string{"WindowExpires"}},
+	{"last-instant-corrupt", []string{"WindowEndsAtItsLastInstant", "ShortWindows"}},
 	{"peek-creates", []string{"PeekMissingKey"}},
 	{"peek-consumes", []string{"PeekExistingKey"}},
 	{"peek-over-limit-allowed", []string{"PeekExistingKey"}},
@@ -201,6 +202,9 @@ func (s *refStore) Take(ctx context.Context, key string, lim admit.Limit, n int6
 	defer s.mu.Unlock()
 	now := s.now()
 	e, ok := s.m[key]
+	if ok && e.deadline.Equal(now) && bug == "last-instant-corrupt" {
+		return admit.Decision{}, fmt.Errorf("%w: counter has no expiry", admit.ErrCorruptState)
+	}
 	if ok && !e.deadline.After(now) && bug != "never-expire" {
 		delete(s.m, key)
 		ok = false

@@ -35,12 +35,19 @@ const connIdleTimeout = time.Second
 // Config configures a Store. Only URL is required.
 type Config struct {
 	// URL locates Redis:
-	//   redis://[user:password@]host:port[/db]            standalone (a cluster is detected by itself)
+	//   redis://[user:password@]host[:port][/db]          standalone (a cluster is detected by itself)
 	//   rediss://…                                        the same over TLS
+	//   unix:///path/to/redis.sock[?db=N]                 a Unix socket
 	//   redis://host:port?addr=host2:port2&addr=…          several seed addresses (a cluster)
 	//   redis://host:port?master_set=NAME                 Sentinel: host:port are sentinels
+	// Query options, each honoured or refused, never ignored: addr, master_set, db, client_name,
+	// dial_timeout and write_timeout (Go durations), protocol (2 or 3); client_cache=0 and
+	// max_retries=0 are accepted because admit never caches nor retries a script, any other value
+	// of them is refused; skip_verify and unknown options are refused. New reports a malformed URL
+	// (a port outside 1…65535, a seed address without a port) without quoting its password.
 	URL string
-	// DialTimeout bounds connecting, including the handshake. 0 means DefaultDialTimeout.
+	// DialTimeout bounds connecting, including the handshake. 0 means the URL's dial_timeout, else
+	// DefaultDialTimeout; setting both to different values is an error.
 	DialTimeout time.Duration
 	// CommandTimeout bounds one decision, from the call to the reply, connecting included.
 	// 0 means DefaultCommandTimeout.
@@ -93,27 +100,23 @@ func clientOption(cfg Config) (rueidis.ClientOption, error) {
 	if cfg.URL == "" {
 		return rueidis.ClientOption{}, errors.New("redisstore: no Redis URL")
 	}
-	// url.Error quotes the whole URL, password included: report only what is wrong with it.
-	if _, err := url.Parse(cfg.URL); err != nil {
-		var uerr *url.Error
-		if errors.As(err, &uerr) {
-			err = uerr.Err
-		}
-		return rueidis.ClientOption{}, fmt.Errorf("redisstore: malformed Redis URL (not shown: it may hold a password): %v", err)
-	}
-	opt, err := rueidis.ParseURL(cfg.URL)
+	opt, err := parseURL(cfg.URL)
 	if err != nil {
-		return rueidis.ClientOption{}, fmt.Errorf("redisstore: Redis URL %s: %v", RedactURL(cfg.URL), redactErr(err, cfg.URL))
+		return rueidis.ClientOption{}, fmt.Errorf("redisstore: %w", err)
 	}
-	dial := cfg.DialTimeout
-	if dial == 0 {
-		dial = DefaultDialTimeout
+	switch {
+	case cfg.DialTimeout < 0:
+		return rueidis.ClientOption{}, fmt.Errorf("redisstore: negative dial timeout %v", cfg.DialTimeout)
+	case cfg.DialTimeout > 0 && opt.Dialer.Timeout > 0 && cfg.DialTimeout != opt.Dialer.Timeout:
+		return rueidis.ClientOption{}, fmt.Errorf("redisstore: dial timeout given twice, %v in Config and %v in the URL", cfg.DialTimeout, opt.Dialer.Timeout)
+	case cfg.DialTimeout > 0:
+		opt.Dialer.Timeout = cfg.DialTimeout
+	case opt.Dialer.Timeout == 0: // neither Config nor the URL's dial_timeout set it
+		opt.Dialer.Timeout = DefaultDialTimeout
 	}
-	if dial < 0 {
-		return rueidis.ClientOption{}, fmt.Errorf("redisstore: negative dial timeout %v", dial)
+	if opt.ConnWriteTimeout == 0 { // the URL's write_timeout, if any, wins
+		opt.ConnWriteTimeout = connIdleTimeout
 	}
-	opt.Dialer.Timeout = dial
-	opt.ConnWriteTimeout = connIdleTimeout
 	// A limiter script must never be sent twice: rueidis retries only read-only commands, and
 	// EVALSHA is not one, but turn retries off outright. MOVED and ASK redirects are still
 	// followed: they prove the script did not run.
@@ -185,16 +188,19 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Close closes the connections. Decisions after Close fail with admit.ErrUnavailable.
-// Close is idempotent.
+// Close closes the connections. Decisions after Close fail with admit.ErrUnavailable, and decisions
+// made while Close runs end by their own deadlines: closing a client of a frozen server can take a
+// while, and Close holds no lock meanwhile. Close is idempotent.
 func (s *Store) Close() error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed {
+		s.mu.Unlock()
 		return nil
 	}
 	s.closed = true
-	if c := s.client.Swap(nil); c != nil {
+	c := s.client.Swap(nil)
+	s.mu.Unlock()
+	if c != nil {
 		(*c).Close()
 	}
 	return nil
@@ -238,18 +244,21 @@ func (s *Store) conn(ctx context.Context) (rueidis.Client, error) {
 // dial makes one connection attempt, bounded by the dial timeout, and publishes its outcome.
 func (s *Store) dial(a *dialAttempt) {
 	c, err := rueidis.NewClient(s.opt)
+	var discard rueidis.Client // a client made after Close, closed outside the lock
 	s.mu.Lock()
 	switch {
 	case err != nil:
 		a.err = err
 	case s.closed:
-		c.Close()
-		a.err = errClosed
+		discard, a.err = c, errClosed
 	default:
 		a.client = c
 		s.client.Store(&c)
 	}
 	s.dialing = nil
 	s.mu.Unlock()
+	if discard != nil {
+		discard.Close()
+	}
 	close(a.done)
 }

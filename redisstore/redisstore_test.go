@@ -495,6 +495,41 @@ func TestClosedStoreIsUnavailable(t *testing.T) {
 	}
 }
 
+// A decision made while Close is closing the client of a frozen server ends by its own deadline:
+// Close holds no lock that a decision waits for.
+func TestCloseDoesNotHoldUpDecisions(t *testing.T) {
+	srv := redistest.Start(t)
+	s := open(t, srv.URL())
+	take(t, s, newKey(t), threePerMinute, 1) // connected
+	srv.Freeze(t)
+	closed := make(chan struct{})
+	go func() {
+		s.Close()
+		close(closed)
+	}()
+	time.Sleep(20 * time.Millisecond) // let Close start on the frozen connections
+
+	const budget = 100 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), budget)
+	defer cancel()
+	start := time.Now()
+	d, err := s.Take(ctx, newKey(t), threePerMinute, 1)
+	elapsed := time.Since(start)
+	if !errors.Is(err, admit.ErrUnavailable) || d.Allowed {
+		t.Fatalf("Take during Close = %+v, %v; want ErrUnavailable", d, err)
+	}
+	if elapsed > budget+timeoutSlack {
+		t.Fatalf("Take during Close took %v; its deadline was %v", elapsed, budget)
+	}
+	t.Logf("Take during Close failed after %v: %v", elapsed, err)
+	srv.Thaw(t)
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not return 10s after the server thawed")
+	}
+}
+
 func TestBadConfig(t *testing.T) {
 	for _, cfg := range []Config{
 		{},

@@ -31,7 +31,19 @@ func newScript(name, src string) *script {
 //go:embed scripts/fixed_window.lua
 var fixedWindowSrc string
 
-var fixedWindow = newScript("fixed_window", fixedWindowSrc)
+var fixedWindow = newScript("fixed_window", prelude()+fixedWindowSrc)
+
+// prelude returns the Lua that defines the bounds every script checks, rendered from the Go
+// constants so that Go and Lua share one source of truth:
+//
+//	MAX         the largest limit, count or cost: admit.MaxRate
+//	MAX_WINDOW  the longest window in milliseconds: admit.MaxPeriod
+//	MAX_DIGITS  the most decimal digits either may have
+func prelude() string {
+	maxWindow := admit.MaxPeriod.Milliseconds()
+	digits := max(len(strconv.FormatInt(admit.MaxRate, 10)), len(strconv.FormatInt(maxWindow, 10)))
+	return fmt.Sprintf("local MAX = %d\nlocal MAX_WINDOW = %d\nlocal MAX_DIGITS = %d\n", admit.MaxRate, maxWindow, digits)
+}
 
 // Error-reply prefixes the scripts raise before any write.
 const (

@@ -6,6 +6,8 @@ package algo
 import (
 	"errors"
 	"time"
+
+	"github.com/admit-dev/admit"
 )
 
 // Write names the single write a transition asks its store to make.
@@ -22,6 +24,12 @@ const (
 )
 
 // FixedWindowState is the stored state of one fixed-window key.
+//
+// A key whose time to live has run down to 0 has ended its window: at that instant, and after it, a
+// store passes nil (a missing key), never a state with TTL 0, and never reports it corrupt. For Redis
+// this is the key's expiry millisecond, when GET still returns the key while PTTL answers 0; memstore
+// decides the same instant the same way, so both start a new window exactly one window after the
+// first admission.
 type FixedWindowState struct {
 	// Count is the number of units admitted in the current window, at least 1.
 	Count int64
@@ -29,8 +37,8 @@ type FixedWindowState struct {
 	TTL time.Duration
 }
 
-// MaxCount is the largest count a fixed-window key may hold: 10^15, as admit.MaxRate.
-const MaxCount int64 = 1_000_000_000_000_000
+// MaxCount is the largest count a fixed-window key may hold: admit.MaxRate.
+const MaxCount = admit.MaxRate
 
 // Reasons a stored fixed-window state is corrupt, returned by [CheckFixedWindow].
 var (

@@ -1,4 +1,18 @@
 // Package redistest starts real redis-server processes, and listeners that misbehave, for tests and benchmarks.
+//
+// A test starts its own redis-server, which is gone when the test ends:
+//
+//	func TestCounter(t *testing.T) {
+//		s := redistest.Start(t, "--maxmemory", "1mb")
+//		if n, err := s.Do(t, "INCR", "hits").AsInt64(); err != nil || n != 1 {
+//			t.Fatalf("INCR hits = %d, %v; want 1", n, err)
+//		}
+//		s.Kill(t)    // Redis is gone: the code under test should report it unavailable.
+//		s.Restart(t) // Same address, empty data.
+//	}
+//
+// Every function needs the testing.TB of a running test, so the package has no runnable Example;
+// its own tests show each use.
 package redistest
 
 import (

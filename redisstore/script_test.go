@@ -1,0 +1,91 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/redistest"
+)
+
+// A key in its expiry millisecond — GET still returns it while PTTL answers 0 — is a window that
+// ends now: the decision starts a new window, as memstore decides the same instant (SPEC §2.1). It is
+// never corrupt state. Each probe pipelines PTTL and the script, so that the script runs in the
+// millisecond the PTTL saw; the test goes on until it has seen that millisecond many times.
+func TestExpiryMillisecondStartsANewWindow(t *testing.T) {
+	srv := redistest.Start(t)
+	s := open(t, srv.URL())
+	c := srv.Client(t)
+	lim := admit.Limit{Algorithm: admit.FixedWindow, Rate: 3, Period: 2 * time.Millisecond}
+	args := fixedWindowArgs(lim, 1)
+	ctx := context.Background()
+
+	const want = 20
+	seen := 0
+	deadline := time.Now().Add(10 * time.Second)
+	for seen < want {
+		if time.Now().After(deadline) {
+			t.Fatalf("saw a key in its expiry millisecond only %d times in 10s; want %d", seen, want)
+		}
+		key := newKey(t)
+		take(t, s, key, lim, 1) // starts a 2 ms window and loads the script
+		for {
+			res := c.DoMulti(ctx,
+				c.B().Pttl().Key(key).Build(),
+				c.B().Evalsha().Sha1(fixedWindow.sha).Numkeys(1).Key(key).Arg(args...).Build())
+			ttl, err := res[0].AsInt64()
+			if err != nil {
+				t.Fatalf("PTTL: %v", err)
+			}
+			msg, err := res[1].ToMessage()
+			if err != nil {
+				t.Fatalf("the script right after PTTL %d: %v", ttl, scriptError(err))
+			}
+			d, err := parseDecision(msg, lim)
+			if err != nil {
+				t.Fatalf("the script right after PTTL %d: %v", ttl, err)
+			}
+			if ttl > 0 {
+				continue // the first window is still running
+			}
+			if ttl == 0 {
+				seen++
+			}
+			// The window ended at or before the script: it started a new one.
+			if !d.Allowed || d.Remaining != 2 || d.ResetAfter != lim.Period {
+				t.Fatalf("decision right after PTTL %d = %+v; want a new window: allowed, remaining 2, ResetAfter %v", ttl, d, lim.Period)
+			}
+			break
+		}
+	}
+}
+
+// The script's bounds are rendered from the Go constants: it accepts exactly what Go accepts.
+func TestScriptBoundsAreGos(t *testing.T) {
+	srv := redistest.Start(t)
+	s := open(t, srv.URL())
+	maxRate := strconv.FormatInt(admit.MaxRate, 10)
+	maxWindow := strconv.FormatInt(admit.MaxPeriod.Milliseconds(), 10)
+	for _, tc := range []struct {
+		args []string
+		ok   bool
+	}{
+		{[]string{maxRate, "60000", "1"}, true},
+		{[]string{strconv.FormatInt(admit.MaxRate+1, 10), "60000", "1"}, false},
+		{[]string{"3", maxWindow, "0"}, true},
+		{[]string{"3", strconv.FormatInt(admit.MaxPeriod.Milliseconds()+1, 10), "0"}, false},
+		{[]string{"3", strconv.FormatInt(admit.MinPeriod.Milliseconds(), 10), "0"}, true},
+		{[]string{"3", strconv.FormatInt(admit.MinPeriod.Milliseconds()-1, 10), "0"}, false},
+	} {
+		_, err := s.run(context.Background(), fixedWindow, []string{newKey(t)}, tc.args)
+		switch {
+		case tc.ok && err != nil:
+			t.Errorf("script with ARGV %q: %v; Go accepts it", tc.args, err)
+		case !tc.ok && !errors.Is(err, admit.ErrInvalidRequest):
+			t.Errorf("script with ARGV %q: %v; want ErrInvalidRequest, as Go refuses it", tc.args, err)
+		}
+	}
+}
