@@ -11,7 +11,6 @@
 package admit
 
 import (
-	"context"
 	"fmt"
 	"time"
 )
@@ -45,7 +44,7 @@ func ParseAlgorithm(s string) (Algorithm, error) {
 	return 0, fmt.Errorf("%w: unknown algorithm %q", ErrInvalidLimit, s)
 }
 
-// Bounds on a Limit and a request, enforced by [Limit.Validate] and [ValidateRequest].
+// Bounds on a Limit, enforced by [Limit.Validate].
 const (
 	// MaxRate is the largest Rate: 10^15, inside the structured-field integer range and exact in the
 	// doubles that Redis's Lua uses.
@@ -54,13 +53,14 @@ const (
 	MinPeriod = time.Millisecond
 	// MaxPeriod is the longest Period: 366 days.
 	MaxPeriod = 366 * 24 * time.Hour
-	// MaxKeyLen is the longest key, in bytes.
-	MaxKeyLen = 512
 )
 
-// A Limit is one policy's numbers. Limits are values, compared with ==; one Store serves every Limit.
-// The zero value is invalid.
+// A Limit is one policy's numbers, and its name. Limits are values, compared with ==; one Store
+// serves every Limit. The zero value is invalid.
 type Limit struct {
+	// Name is the policy's name: in keys, headers and metrics. It is empty, or 1 to MaxNameLen
+	// characters of a-z, 0-9, '_' and '-'. A KeyBuilder needs it; a Store does not.
+	Name string
 	// Algorithm says how to count.
 	Algorithm Algorithm
 	// Rate is the number of units admitted per Period, 1 … MaxRate.
@@ -68,6 +68,9 @@ type Limit struct {
 	// Period is the window, a whole number of milliseconds between MinPeriod and MaxPeriod.
 	Period time.Duration
 }
+
+// MaxNameLen is the longest policy name, and the longest key version.
+const MaxNameLen = 64
 
 // Validate reports why l cannot be used, as an error matching [ErrInvalidLimit], or nil.
 func (l Limit) Validate() error {
@@ -80,97 +83,32 @@ func (l Limit) Validate() error {
 		return fmt.Errorf("%w: period %v outside %v…%v", ErrInvalidLimit, l.Period, MinPeriod, MaxPeriod)
 	case l.Period%time.Millisecond != 0:
 		return fmt.Errorf("%w: period %v is not a whole number of milliseconds", ErrInvalidLimit, l.Period)
+	case l.Name != "" && !validName(l.Name):
+		return fmt.Errorf("%w: policy name %q: want 1…%d characters of a-z, 0-9, '_' and '-'", ErrInvalidLimit, l.Name, MaxNameLen)
 	}
 	return nil
 }
 
-// String returns a short description of l, such as "3 per 10s (fixed_window)".
+// validName reports whether s is 1 to MaxNameLen characters of a-z, 0-9, '_' and '-'.
+func validName(s string) bool {
+	if s == "" || len(s) > MaxNameLen {
+		return false
+	}
+	for i := range len(s) {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// String returns a short description of l, such as "demo: 3 per 10s (fixed_window)".
 func (l Limit) String() string {
-	return fmt.Sprintf("%d per %v (%v)", l.Rate, l.Period, l.Algorithm)
-}
-
-// ValidateRequest reports why a request for n units of key under lim cannot be decided, as an error
-// matching [ErrInvalidLimit] or [ErrInvalidRequest], or nil. Every Store calls it before any I/O.
-func ValidateRequest(key string, lim Limit, n int64) error {
-	if err := lim.Validate(); err != nil {
-		return err
+	s := fmt.Sprintf("%d per %v (%v)", l.Rate, l.Period, l.Algorithm)
+	if l.Name != "" {
+		s = l.Name + ": " + s
 	}
-	switch {
-	case key == "":
-		return fmt.Errorf("%w: empty key", ErrInvalidRequest)
-	case len(key) > MaxKeyLen:
-		return fmt.Errorf("%w: key of %d bytes exceeds %d", ErrInvalidRequest, len(key), MaxKeyLen)
-	case n < 0 || n > lim.Rate:
-		return fmt.Errorf("%w: cost %d outside 0…%d", ErrInvalidRequest, n, lim.Rate)
-	}
-	return nil
+	return s
 }
 
-// A Decision is the outcome of one check. Being over the limit is a Decision with Allowed false,
-// never an error.
-type Decision struct {
-	// Allowed reports whether the request was admitted. A peek (cost 0) is allowed unless the key
-	// is already over its limit.
-	Allowed bool
-	// Limit is the Limit that decided.
-	Limit Limit
-	// Remaining is the number of units still available in the current window.
-	Remaining int64
-	// RetryAfter is 0 when Allowed; otherwise the time after which the same request could first be
-	// admitted if no one else consumed meanwhile. It is a lower bound, never a reservation.
-	RetryAfter time.Duration
-	// ResetAfter is the time until the key returns to its full allowance.
-	ResetAfter time.Duration
-}
-
-// RetryAfterSeconds returns RetryAfter as the whole seconds of an HTTP Retry-After field:
-// max(1, ceil(RetryAfter in seconds)). It is meant for a rejected Decision; it never returns less than 1.
-func (d Decision) RetryAfterSeconds() int64 {
-	return CeilSeconds(d.RetryAfter)
-}
-
-// CeilSeconds returns d rounded up to whole seconds, and at least 1.
-func CeilSeconds(d time.Duration) int64 {
-	s := int64((d + time.Second - 1) / time.Second)
-	return max(1, s)
-}
-
-// A Store keeps limit state for many keys. Implementations are safe for concurrent use.
-//
-// Take consumes n units of key under lim if they are available and reports the Decision. A cost of 0
-// is a peek: it reports the state and consumes nothing. A rejected Take writes nothing. An error
-// means the Store could not decide; it matches ErrInvalidLimit or ErrInvalidRequest (nothing was
-// attempted), or ErrUnavailable.
-type Store interface {
-	Take(ctx context.Context, key string, lim Limit, n int64) (Decision, error)
-}
-
-// A Limiter applies one Limit to many keys of one Store. It is safe for concurrent use.
-// Make one with [NewLimiter]; the zero value is not usable.
-type Limiter struct {
-	store Store
-	limit Limit
-}
-
-// NewLimiter returns a Limiter that applies lim to keys of store. An invalid lim is reported by
-// every call, as an error matching ErrInvalidLimit.
-func NewLimiter(store Store, lim Limit) *Limiter {
-	return &Limiter{store: store, limit: lim}
-}
-
-// Limit returns the Limit that l applies.
-func (l *Limiter) Limit() Limit { return l.limit }
-
-// Allow is shorthand for AllowN(ctx, key, 1).
-func (l *Limiter) Allow(ctx context.Context, key string) (Decision, error) {
-	return l.AllowN(ctx, key, 1)
-}
-
-// AllowN consumes n units of key if they are available and reports the Decision.
-// AllowN(ctx, key, 0) is a peek that consumes nothing.
-func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (Decision, error) {
-	if err := ValidateRequest(key, l.limit, n); err != nil {
-		return Decision{}, err
-	}
-	return l.store.Take(ctx, key, l.limit, n)
-}

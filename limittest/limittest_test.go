@@ -41,29 +41,38 @@ var mutants = []struct {
 	bug  string
 	fail []string
 }{
-	{"no-validation", []string{"Invalid"}},
-	{"invalid-is-unavailable", []string{"Invalid"}},
-	{"bounds-exclusive", []string{"Bounds/MaxRate", "Bounds/MaxPeriod", "Bounds/key_of_512_bytes_text"}},
-	{"truncate-key", []string{"Bounds/key_of_512_bytes_text", "Bounds/key_of_512_bytes_binary"}},
-	{"one-bucket", []string{"KeysAreIndependent"}},
-	{"separate-stores", []string{"SharedAcrossStores", "Concurrent"}},
-	{"not-atomic", []string{"Concurrent"}},
-	{"off-by-one", []string{"Sequence", "Cost"}},
-	{"cost-ignored", []string{"Cost"}},
-	{"no-limit-echo", []string{"Sequence"}},
-	{"no-reset-after", []string{"Sequence"}},
-	{"retry-truncated", []string{"RetryAfterSeconds"}},
-	{"count-rejections", []string{"RejectionsAreReadOnly"}},
-	{"refresh-on-reject", []string{"RejectionsAreReadOnly"}},
-	{"refresh-on-admit", []string{"WindowStartsAtFirstAdmission"}},
-	{"clock-aligned", []string{"Sequence", "WindowStartsAtFirstAdmission"}},
-	{"never-expire", []string{"WindowExpires"}},
-	{"last-instant-corrupt", []string{"WindowEndsAtItsLastInstant", "ShortWindows"}},
-	{"peek-creates", []string{"PeekMissingKey"}},
-	{"peek-consumes", []string{"PeekExistingKey"}},
-	{"peek-over-limit-allowed", []string{"PeekExistingKey"}},
-	{"cancel-admits", []string{"CancelledContext"}},
-	{"cancel-unwrapped", []string{"CancelledContext"}},
+	{"no-validation", []string{"fixed_window/Invalid"}},
+	{"invalid-is-unavailable", []string{"fixed_window/Invalid", "MultiPolicy/Invalid"}},
+	{"bounds-exclusive", []string{"fixed_window/Bounds/MaxRate", "fixed_window/Bounds/MaxPeriod", "fixed_window/Bounds/key_of_512_bytes_text"}},
+	{"truncate-key", []string{"fixed_window/Bounds/key_of_512_bytes_text", "fixed_window/Bounds/key_of_512_bytes_binary"}},
+	{"one-bucket", []string{"fixed_window/KeysAreIndependent"}},
+	{"separate-stores", []string{"fixed_window/SharedAcrossStores", "fixed_window/Concurrent", "Idempotency/Replay"}},
+	{"not-atomic", []string{"fixed_window/Concurrent", "MultiPolicy/Concurrent", "Idempotency/Concurrent"}},
+	{"off-by-one", []string{"fixed_window/Sequence", "fixed_window/Cost"}},
+	{"cost-ignored", []string{"fixed_window/Cost"}},
+	{"no-limit-echo", []string{"fixed_window/Sequence"}},
+	{"no-reset-after", []string{"fixed_window/Sequence"}},
+	{"retry-truncated", []string{"fixed_window/RetryAfterSeconds"}},
+	{"count-rejections", []string{"fixed_window/RejectionsAreReadOnly"}},
+	{"refresh-on-reject", []string{"fixed_window/RejectionsAreReadOnly"}},
+	{"refresh-on-admit", []string{"fixed_window/WindowStartsAtFirstAdmission"}},
+	{"clock-aligned", []string{"fixed_window/Sequence", "fixed_window/WindowStartsAtFirstAdmission"}},
+	{"never-expire", []string{"fixed_window/WindowExpires"}},
+	{"last-instant-corrupt", []string{"fixed_window/WindowEndsAtItsLastInstant", "fixed_window/ShortWindows"}},
+	{"peek-creates", []string{"fixed_window/PeekMissingKey"}},
+	{"peek-consumes", []string{"fixed_window/PeekExistingKey"}},
+	{"peek-over-limit-allowed", []string{"fixed_window/PeekExistingKey"}},
+	{"cancel-admits", []string{"fixed_window/CancelledContext"}},
+	{"cancel-unwrapped", []string{"fixed_window/CancelledContext"}},
+	{"partial-writes", []string{"MultiPolicy/AllOrNothing"}},
+	{"slot-unchecked", []string{"MultiPolicy/Invalid/two_slots"}},
+	{"id-ignored", []string{"Idempotency/Replay", "Idempotency/ReplayOfSeveral", "Idempotency/Concurrent"}},
+	{"id-reuse-replays", []string{"Idempotency/ReuseIsInvalid"}},
+	{"record-rejection", []string{"Idempotency/RejectionIsNotRecorded"}},
+	{"record-forever", []string{"Idempotency/RecordExpires"}},
+	{"id-global", []string{"Idempotency/ScopedToTheSlot"}},
+	{"replay-unmarked", []string{"Idempotency/Replay"}},
+	{"supports-release", []string{"Unsupported"}},
 }
 
 // mutantEnv names the bug that TestMutant builds into the reference Store.
@@ -134,7 +143,7 @@ func (b *refBackend) newStore(bug string) *refStore {
 	if b.clock != nil {
 		now = b.clock.Now
 	}
-	return &refStore{now: now, bug: bug, m: map[string]refEntry{}}
+	return &refStore{now: now, bug: bug, m: map[string]refEntry{}, records: map[string]refRecord{}}
 }
 
 func (b *refBackend) Open(t *testing.T) admit.Store {
@@ -152,14 +161,15 @@ func (b *refBackend) Sleep(t *testing.T, d time.Duration) {
 	b.clock.Advance(d)
 }
 
-// refStore is the simplest correct Store: one mutex, one map, algo.FixedWindow. A non-empty bug
-// builds in one of the bugs of mutants.
+// refStore is the simplest correct Store: one mutex, one map, algo.FixedWindow, and a map of
+// idempotency records. A non-empty bug builds in one of the bugs of mutants.
 type refStore struct {
 	now func() time.Time
 	bug string
 
-	mu sync.Mutex
-	m  map[string]refEntry
+	mu      sync.Mutex
+	m       map[string]refEntry
+	records map[string]refRecord
 }
 
 type refEntry struct {
@@ -167,53 +177,127 @@ type refEntry struct {
 	deadline time.Time
 }
 
-func (s *refStore) Take(ctx context.Context, key string, lim admit.Limit, n int64) (admit.Decision, error) {
+type refRecord struct {
+	fingerprint string
+	ds          []admit.Decision
+	deadline    time.Time
+}
+
+func (s *refStore) Take(ctx context.Context, r admit.Request) (admit.Decision, error) {
+	var ds [1]admit.Decision
+	_, err := s.TakeAll(ctx, []admit.Request{r}, ds[:])
+	return ds[0], err
+}
+
+func (s *refStore) Release(ctx context.Context, l admit.Lease) error {
+	if s.bug == "supports-release" {
+		return nil
+	}
+	return errors.ErrUnsupported
+}
+
+func (s *refStore) Settle(ctx context.Context, res admit.Reservation, actual int64) (admit.Decision, error) {
+	return admit.Decision{}, errors.ErrUnsupported
+}
+
+// validate checks rs and ds as a Store must, with the bugs that touch validation.
+func (s *refStore) validate(rs []admit.Request, ds []admit.Decision) error {
 	bug := s.bug
-	if bug != "no-validation" {
-		if err := admit.ValidateRequest(key, lim, n); err != nil {
-			if bug == "invalid-is-unavailable" {
-				return admit.Decision{}, fmt.Errorf("%w: %v", admit.ErrUnavailable, err)
+	if bug == "no-validation" {
+		if len(rs) == 0 || len(ds) != len(rs) {
+			return fmt.Errorf("%w: no requests, or Decisions of another number", admit.ErrInvalidRequest)
+		}
+		return nil
+	}
+	err := admit.ValidateAll(rs)
+	if err != nil && bug == "slot-unchecked" && strings.Contains(err.Error(), "hash slot") {
+		err = nil
+	}
+	if err == nil && len(ds) != len(rs) {
+		err = fmt.Errorf("%w: %d Decisions for %d Requests", admit.ErrInvalidRequest, len(ds), len(rs))
+	}
+	if err != nil && bug == "invalid-is-unavailable" {
+		return fmt.Errorf("%w: %v", admit.ErrUnavailable, err)
+	}
+	if err == nil && bug == "bounds-exclusive" {
+		for _, r := range rs {
+			if r.Limit.Rate == admit.MaxRate || r.Limit.Period == admit.MaxPeriod || len(r.Key) == admit.MaxKeyLen {
+				return fmt.Errorf("%w: at the bound", admit.ErrInvalidLimit)
 			}
-			return admit.Decision{}, err
 		}
 	}
-	if bug == "bounds-exclusive" && (lim.Rate == admit.MaxRate || lim.Period == admit.MaxPeriod || len(key) == admit.MaxKeyLen) {
-		return admit.Decision{}, fmt.Errorf("%w: at the bound", admit.ErrInvalidLimit)
+	return err
+}
+
+func (s *refStore) TakeAll(ctx context.Context, rs []admit.Request, ds []admit.Decision) (bool, error) {
+	bug := s.bug
+	if err := s.validate(rs, ds); err != nil {
+		return false, err
 	}
 	if err := ctx.Err(); err != nil {
 		switch bug {
 		case "cancel-admits":
-			return admit.Decision{Allowed: true, Limit: lim, Remaining: lim.Rate - n, ResetAfter: lim.Period}, nil
+			for i, r := range rs {
+				ds[i] = admit.Decision{Allowed: true, Limit: r.Limit, Remaining: r.Limit.Rate - r.Cost, ResetAfter: r.Limit.Period}
+			}
+			return true, nil
 		case "cancel-unwrapped":
-			return admit.Decision{}, err
+			return false, err
 		}
-		return admit.Decision{}, fmt.Errorf("%w: %w", admit.ErrUnavailable, err)
+		return false, fmt.Errorf("%w: %w", admit.ErrUnavailable, err)
 	}
-	switch bug {
-	case "truncate-key":
-		key = key[:min(len(key), 500)]
-	case "one-bucket":
-		key = "all"
-	case "cost-ignored":
-		n = min(n, 1)
+	keys := make([]string, len(rs))
+	costs := make([]int64, len(rs))
+	for i, r := range rs {
+		keys[i], costs[i] = r.Key, r.Cost
+		switch bug {
+		case "truncate-key":
+			keys[i] = r.Key[:min(len(r.Key), 500)]
+		case "one-bucket":
+			keys[i] = "all"
+		case "cost-ignored":
+			costs[i] = min(r.Cost, 1)
+		}
 	}
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
-	e, ok := s.m[key]
-	if ok && e.deadline.Equal(now) && bug == "last-instant-corrupt" {
-		return admit.Decision{}, fmt.Errorf("%w: counter has no expiry", admit.ErrCorruptState)
+
+	id, recordKey, fp := rs[0].ID, "", ""
+	if id != "" && bug != "id-ignored" {
+		recordKey, fp = algo.RecordKey(rs[0].Key, id), algo.Fingerprint(rs)
+		if bug == "id-global" {
+			recordKey = id
+		}
+		if rec, ok := s.records[recordKey]; ok && (rec.deadline.After(now) || bug == "record-forever") {
+			if rec.fingerprint != fp && bug != "id-reuse-replays" {
+				return false, fmt.Errorf("%w: request ID reused", admit.ErrInvalidRequest)
+			}
+			for i := range ds {
+				ds[i] = rec.ds[min(i, len(rec.ds)-1)]
+				ds[i].Replayed = bug != "replay-unmarked"
+			}
+			return true, nil
+		}
 	}
-	if ok && !e.deadline.After(now) && bug != "never-expire" {
-		delete(s.m, key)
-		ok = false
-	}
-	var st *algo.FixedWindowState
-	if ok {
-		st = &algo.FixedWindowState{Count: e.count, TTL: max(e.deadline.Sub(now), time.Millisecond)}
-		if err := algo.CheckFixedWindow(*st, lim.Period); err != nil && bug != "peek-creates" {
-			return admit.Decision{}, fmt.Errorf("%w: %w", admit.ErrCorruptState, err)
+
+	states := make([]*algo.FixedWindowState, len(rs))
+	for i, r := range rs {
+		e, ok := s.m[keys[i]]
+		if ok && e.deadline.Equal(now) && bug == "last-instant-corrupt" {
+			return false, fmt.Errorf("%w: counter has no expiry", admit.ErrCorruptState)
+		}
+		if ok && !e.deadline.After(now) && bug != "never-expire" {
+			delete(s.m, keys[i])
+			ok = false
+		}
+		if ok {
+			st := &algo.FixedWindowState{Count: e.count, TTL: max(e.deadline.Sub(now), time.Millisecond)}
+			if err := algo.CheckFixedWindow(*st, r.Limit.Period); err != nil && bug != "peek-creates" {
+				return false, fmt.Errorf("%w: %w", admit.ErrCorruptState, err)
+			}
+			states[i] = st
 		}
 	}
 	if bug == "not-atomic" {
@@ -222,11 +306,34 @@ func (s *refStore) Take(ctx context.Context, key string, lim admit.Limit, n int6
 		time.Sleep(time.Millisecond)
 		s.mu.Lock()
 	}
-	limit := lim.Rate
-	if bug == "off-by-one" {
-		limit++
+	results := make([]algo.FixedWindowResult, len(rs))
+	all := true
+	for i, r := range rs {
+		limit := r.Limit.Rate
+		if bug == "off-by-one" {
+			limit++
+		}
+		results[i] = algo.FixedWindow(states[i], limit, r.Limit.Period, costs[i])
+		all = all && results[i].Allowed
 	}
-	r := algo.FixedWindow(st, limit, lim.Period, n)
+	for i, r := range rs {
+		if all || bug == "partial-writes" {
+			s.write(keys[i], r.Limit, costs[i], states[i], &results[i], now)
+		} else {
+			s.writeRejected(keys[i], r.Limit, costs[i], states[i], &results[i], now)
+		}
+		ds[i] = decision(results[i], r.Limit, bug)
+	}
+	if recordKey != "" && (all || bug == "record-rejection") && algo.Recorded(rs) {
+		s.records[recordKey] = refRecord{fingerprint: fp, ds: append([]admit.Decision(nil), ds...), deadline: now.Add(algo.RecordTTL(rs))}
+	}
+	return all, nil
+}
+
+// write makes the write of an admitted request of n units, with the bugs that touch it.
+func (s *refStore) write(key string, lim admit.Limit, n int64, st *algo.FixedWindowState, r *algo.FixedWindowResult, now time.Time) {
+	bug := s.bug
+	e := s.m[key]
 	switch r.Write {
 	case algo.WriteCreate:
 		e = refEntry{count: n, deadline: now.Add(lim.Period)}
@@ -244,24 +351,32 @@ func (s *refStore) Take(ctx context.Context, key string, lim admit.Limit, n int6
 			e.deadline = now.Add(lim.Period)
 		}
 	case algo.WriteNone:
-		switch {
-		case !r.Allowed && bug == "count-rejections":
-			e.count += n
-		case !r.Allowed && bug == "refresh-on-reject":
-			e.deadline = now.Add(lim.Period)
-		case st == nil && bug == "peek-creates":
-			e = refEntry{count: 0, deadline: now.Add(lim.Period)}
-		case st != nil && r.Allowed && bug == "peek-consumes":
-			e.count++
-		case !r.Allowed && n == 0 && bug == "peek-over-limit-allowed":
-			r.Allowed, r.RetryAfter = true, 0
-		}
-		if st == nil && bug != "peek-creates" {
-			return decision(r, lim, bug), nil
-		}
+		s.writeRejected(key, lim, n, st, r, now)
+		return
 	}
 	s.m[key] = e
-	return decision(r, lim, bug), nil
+}
+
+// writeRejected makes the writes that a rejection or a peek must not make, for the bugs that make
+// them.
+func (s *refStore) writeRejected(key string, lim admit.Limit, n int64, st *algo.FixedWindowState, r *algo.FixedWindowResult, now time.Time) {
+	e, ok := s.m[key]
+	switch bug := s.bug; {
+	case !r.Allowed && bug == "count-rejections" && ok:
+		e.count += n
+	case !r.Allowed && bug == "refresh-on-reject" && ok:
+		e.deadline = now.Add(lim.Period)
+	case st == nil && bug == "peek-creates":
+		e = refEntry{count: 0, deadline: now.Add(lim.Period)}
+	case st != nil && r.Allowed && n == 0 && bug == "peek-consumes":
+		e.count++
+	case !r.Allowed && n == 0 && bug == "peek-over-limit-allowed":
+		r.Allowed, r.RetryAfter = true, 0
+		return
+	default:
+		return
+	}
+	s.m[key] = e
 }
 
 func decision(r algo.FixedWindowResult, lim admit.Limit, bug string) admit.Decision {

@@ -47,7 +47,7 @@ func TestLeastPrivilegeUser(t *testing.T) {
 	})
 	t.Run("KeyOutsideItsPattern", func(t *testing.T) {
 		s := open(t, url)
-		_, err := s.Take(context.Background(), "other:key", threePerMinute, 1)
+		_, err := s.Take(context.Background(), admit.Request{Key: "other:key", Limit: threePerMinute, Cost: 1})
 		if !errors.Is(err, admit.ErrUnavailable) || !strings.Contains(err.Error(), "NOPERM") {
 			t.Fatalf("Take of a key outside ~rl:*: %v, want unavailable with NOPERM", err)
 		}

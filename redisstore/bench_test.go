@@ -21,7 +21,7 @@ func BenchmarkTake(b *testing.B) {
 	s := open(b, srv.URL())
 	keys := benchKeys(1024)
 	callers.Bench(b, func(i int) error {
-		_, err := s.Take(context.Background(), keys[i%len(keys)], benchLimit, 1)
+		_, err := s.Take(context.Background(), admit.Request{Key: keys[i%len(keys)], Limit: benchLimit, Cost: 1})
 		return err
 	})
 }

@@ -18,9 +18,13 @@ func Example() {
 		panic(err) // only a malformed URL fails here; New does not connect
 	}
 	defer store.Close()
-	limiter := admit.NewLimiter(store, admit.Limit{Algorithm: admit.FixedWindow, Rate: 3, Period: 10 * time.Second})
+	keys, err := admit.NewKeyBuilder([]byte("the secret every instance shares"))
+	if err != nil {
+		panic(err)
+	}
+	limiter := admit.NewLimiter(store, keys, admit.Limit{Name: "demo", Algorithm: admit.FixedWindow, Rate: 3, Period: 10 * time.Second})
 
-	d, err := limiter.Allow(context.Background(), "rl:demo:v1:{demo-account}")
+	d, err := limiter.Allow(context.Background(), "demo-account")
 	switch {
 	case errors.Is(err, admit.ErrUnavailable):
 		fmt.Println("503 limiter unavailable")

@@ -88,7 +88,7 @@ func TestLostReplyIsNotRetried(t *testing.T) {
 	}
 	proxy.LoseNextReply()
 	start := time.Now()
-	d, err := s.Take(context.Background(), key, threePerMinute, 1)
+	d, err := s.Take(context.Background(), admit.Request{Key: key, Limit: threePerMinute, Cost: 1})
 	elapsed := time.Since(start)
 	requireNoKeepAlive(t, connected)
 	// The counter first: it tells how often the script ran, whatever Take said.
@@ -145,7 +145,7 @@ func TestLatencyAboveTimeout(t *testing.T) {
 	deadline := time.Now().Add(3 * time.Second)
 	for {
 		var err error
-		d, err = s.Take(context.Background(), key, threePerMinute, 1)
+		d, err = s.Take(context.Background(), admit.Request{Key: key, Limit: threePerMinute, Cost: 1})
 		if err == nil {
 			break
 		}

@@ -156,22 +156,44 @@ func redactErr(err error, rawURL string) string {
 	return msg
 }
 
-// Take decides a request for n units of key under lim in one script call. See admit.Store.
-func (s *Store) Take(ctx context.Context, key string, lim admit.Limit, n int64) (admit.Decision, error) {
-	if err := admit.ValidateRequest(key, lim, n); err != nil {
-		return admit.Decision{}, err
+// Take decides r in one script call. See admit.Store.
+func (s *Store) Take(ctx context.Context, r admit.Request) (admit.Decision, error) {
+	rs := [1]admit.Request{r}
+	var ds [1]admit.Decision
+	_, err := s.TakeAll(ctx, rs[:], ds[:])
+	return ds[0], err
+}
+
+// TakeAll decides rs together, all-or-nothing, in one script call. See admit.Store.
+func (s *Store) TakeAll(ctx context.Context, rs []admit.Request, ds []admit.Decision) (bool, error) {
+	if err := admit.ValidateAll(rs); err != nil {
+		return false, fmt.Errorf("redisstore: %w", err)
+	}
+	if len(ds) != len(rs) {
+		return false, fmt.Errorf("redisstore: %w: %d Decisions for %d Requests", admit.ErrInvalidRequest, len(ds), len(rs))
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.commandTimeout)
 	defer cancel()
-	reply, err := s.run(ctx, fixedWindow, []string{key}, fixedWindowArgs(lim, n))
+	keys, args := takeArgs(rs)
+	reply, err := s.run(ctx, takeScript, keys, args)
 	if err != nil {
-		return admit.Decision{}, fmt.Errorf("redisstore: %v: %w", lim.Algorithm, err)
+		return false, fmt.Errorf("redisstore: take: %w", err)
 	}
-	d, err := parseDecision(reply, lim)
+	allowed, err := parseTake(reply, rs, ds)
 	if err != nil {
-		return admit.Decision{}, fmt.Errorf("redisstore: %v: %w", lim.Algorithm, err)
+		return false, fmt.Errorf("redisstore: take: %w", err)
 	}
-	return d, nil
+	return allowed, nil
+}
+
+// Release answers errors.ErrUnsupported: no algorithm issues leases yet.
+func (s *Store) Release(ctx context.Context, l admit.Lease) error {
+	return fmt.Errorf("redisstore: release: %w", errors.ErrUnsupported)
+}
+
+// Settle answers errors.ErrUnsupported: no algorithm issues reservations yet.
+func (s *Store) Settle(ctx context.Context, res admit.Reservation, actual int64) (admit.Decision, error) {
+	return admit.Decision{}, fmt.Errorf("redisstore: settle: %w", errors.ErrUnsupported)
 }
 
 // Ping reports whether Redis answers, as an error matching admit.ErrUnavailable or nil.

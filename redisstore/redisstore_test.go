@@ -52,7 +52,7 @@ var threePerMinute = admit.Limit{Algorithm: admit.FixedWindow, Rate: 3, Period: 
 
 func take(t testing.TB, s *Store, key string, lim admit.Limit, n int64) admit.Decision {
 	t.Helper()
-	d, err := s.Take(context.Background(), key, lim, n)
+	d, err := s.Take(context.Background(), admit.Request{Key: key, Limit: lim, Cost: n})
 	if err != nil {
 		t.Fatalf("Take(%q, %v, %d): %v", key, lim, n, err)
 	}
@@ -98,7 +98,7 @@ func TestCounterInRedis(t *testing.T) {
 			if i%2 == 1 {
 				store = peer
 			}
-			d, err := store.Take(context.Background(), key, threePerMinute, 1)
+			d, err := store.Take(context.Background(), admit.Request{Key: key, Limit: threePerMinute, Cost: 1})
 			if err != nil {
 				t.Errorf("Take: %v", err)
 				return
@@ -261,7 +261,7 @@ func TestCorruptStateIsAnErrorAndLeftAlone(t *testing.T) {
 			}
 			ttlBefore := pttl(t, srv, key)
 			for _, n := range []int64{1, 0, 3} {
-				d, err := s.Take(context.Background(), key, threePerMinute, n)
+				d, err := s.Take(context.Background(), admit.Request{Key: key, Limit: threePerMinute, Cost: n})
 				if !errors.Is(err, admit.ErrCorruptState) || !errors.Is(err, admit.ErrUnavailable) {
 					t.Fatalf("Take(cost %d) = %+v, %v; want an error matching ErrCorruptState and ErrUnavailable", n, d, err)
 				}
@@ -281,6 +281,12 @@ func TestCorruptStateIsAnErrorAndLeftAlone(t *testing.T) {
 			}
 		})
 	}
+}
+
+// fixedWindowArgv returns the take script's ARGV for one fixed-window policy of the given arguments
+// (limit, window, cost), without an ID.
+func fixedWindowArgv(args ...string) []string {
+	return append([]string{"1", "", "fixed_window"}, args...)
 }
 
 // A8: arguments that slip past Go's validation are refused by the script before any write.
@@ -307,13 +313,26 @@ func TestScriptRefusesInvalidArguments(t *testing.T) {
 		{"3", "60000", "99999999999999999"}, // 17 digits
 	}
 	for _, args := range cases {
-		_, err := s.run(context.Background(), fixedWindow, []string{key}, args)
+		_, err := s.run(context.Background(), takeScript, []string{key}, fixedWindowArgv(args...))
 		if !errors.Is(err, admit.ErrInvalidRequest) {
-			t.Errorf("script with ARGV %q: err = %v, want ErrInvalidRequest", args, err)
+			t.Errorf("script with fixed_window ARGV %q: err = %v, want ErrInvalidRequest", args, err)
 		}
 	}
-	if _, err := s.run(context.Background(), fixedWindow, []string{key, key + "2"}, []string{"3", "60000", "1"}); !errors.Is(err, admit.ErrInvalidRequest) {
-		t.Errorf("script with two keys: err = %v, want ErrInvalidRequest", err)
+	for _, tc := range []struct {
+		keys []string
+		argv []string
+	}{
+		{[]string{key, key + "2"}, fixedWindowArgv("3", "60000", "1")},                         // a key too many
+		{[]string{key}, []string{"0", ""}},                                                     // no policy
+		{[]string{key}, append([]string{"17", ""}, fixedWindowArgv("3", "60000", "1")[2:]...)}, // too many policies
+		{[]string{key}, []string{"1", "", "gcra", "3", "60000", "1"}},                          // unknown algorithm
+		{[]string{key}, append(fixedWindowArgv("3", "60000", "1"), "1")},                       // an argument too many
+		{[]string{key}, []string{"1", "not hex", "fixed_window", "3", "60000", "1"}},           // bad fingerprint
+		{[]string{key}, []string{"1", "abc123", "fixed_window", "3", "60000", "1"}},            // an ID without its record key
+	} {
+		if _, err := s.run(context.Background(), takeScript, tc.keys, tc.argv); !errors.Is(err, admit.ErrInvalidRequest) {
+			t.Errorf("script with KEYS %q, ARGV %q: err = %v, want ErrInvalidRequest", tc.keys, tc.argv, err)
+		}
 	}
 	if got := events.until(t, marker); len(got) != 0 {
 		t.Fatalf("refused calls caused keyspace events %v", got)
@@ -338,7 +357,7 @@ func TestInvalidRequestNeedsNoRedis(t *testing.T) {
 		{"k", admit.Limit{Algorithm: admit.FixedWindow, Rate: 0, Period: time.Second}, 1, admit.ErrInvalidLimit},
 		{"k", admit.Limit{Rate: 3, Period: time.Second}, 1, admit.ErrInvalidLimit},
 	} {
-		if _, err := s.Take(context.Background(), tc.key, tc.lim, tc.n); !errors.Is(err, tc.want) || errors.Is(err, admit.ErrUnavailable) {
+		if _, err := s.Take(context.Background(), admit.Request{Key: tc.key, Limit: tc.lim, Cost: tc.n}); !errors.Is(err, tc.want) || errors.Is(err, admit.ErrUnavailable) {
 			t.Errorf("Take(%.10q, %v, %d) = %v, want %v", tc.key, tc.lim, tc.n, err, tc.want)
 		}
 	}
@@ -371,7 +390,7 @@ const timeoutSlack = 300 * time.Millisecond
 func requireUnavailable(t *testing.T, s *Store, key string) {
 	t.Helper()
 	start := time.Now()
-	d, err := s.Take(context.Background(), key, threePerMinute, 1)
+	d, err := s.Take(context.Background(), admit.Request{Key: key, Limit: threePerMinute, Cost: 1})
 	elapsed := time.Since(start)
 	if !errors.Is(err, admit.ErrUnavailable) || d.Allowed {
 		t.Fatalf("Take = %+v, %v; want an error matching ErrUnavailable", d, err)
@@ -419,7 +438,7 @@ func TestFrozenServer(t *testing.T) {
 	allowed := 1
 	deadline := time.Now().Add(3 * time.Second)
 	for {
-		d, err := s.Take(context.Background(), key, lim, 1)
+		d, err := s.Take(context.Background(), admit.Request{Key: key, Limit: lim, Cost: 1})
 		if err == nil {
 			if d.Allowed {
 				allowed++
@@ -449,7 +468,7 @@ func TestKilledAndRestartedServer(t *testing.T) {
 	srv.Restart(t)
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		d, err := s.Take(context.Background(), key, threePerMinute, 1)
+		d, err := s.Take(context.Background(), admit.Request{Key: key, Limit: threePerMinute, Cost: 1})
 		if err == nil {
 			// The restart lost the counter: a new window starts, worth one extra allowance at most.
 			if !d.Allowed || d.Remaining != 2 {
@@ -490,7 +509,7 @@ func TestClosedStoreIsUnavailable(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
-	if _, err := s.Take(context.Background(), newKey(t), threePerMinute, 1); !errors.Is(err, admit.ErrUnavailable) {
+	if _, err := s.Take(context.Background(), admit.Request{Key: newKey(t), Limit: threePerMinute, Cost: 1}); !errors.Is(err, admit.ErrUnavailable) {
 		t.Fatalf("Take after Close: %v, want ErrUnavailable", err)
 	}
 }
@@ -513,7 +532,7 @@ func TestCloseDoesNotHoldUpDecisions(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), budget)
 	defer cancel()
 	start := time.Now()
-	d, err := s.Take(ctx, newKey(t), threePerMinute, 1)
+	d, err := s.Take(ctx, admit.Request{Key: newKey(t), Limit: threePerMinute, Cost: 1})
 	elapsed := time.Since(start)
 	if !errors.Is(err, admit.ErrUnavailable) || d.Allowed {
 		t.Fatalf("Take during Close = %+v, %v; want ErrUnavailable", d, err)
@@ -596,7 +615,7 @@ func TestOutOfMemory(t *testing.T) {
 		t.Fatalf("a write with the ballast in place: %v, want OOM", err)
 	}
 	fresh := newKey(t)
-	if _, err := s.Take(context.Background(), fresh, threePerMinute, 1); !errors.Is(err, admit.ErrUnavailable) {
+	if _, err := s.Take(context.Background(), admit.Request{Key: fresh, Limit: threePerMinute, Cost: 1}); !errors.Is(err, admit.ErrUnavailable) {
 		t.Fatalf("Take of a new key out of memory: %v, want ErrUnavailable", err)
 	}
 	if n, _ := srv.Do(t, "EXISTS", fresh).AsInt64(); n != 0 {
@@ -667,7 +686,7 @@ func TestNoGoroutineOutlivesTheStore(t *testing.T) {
 			var wg sync.WaitGroup
 			for range 50 {
 				wg.Go(func() {
-					d, err := s.Take(context.Background(), newKey(t), threePerMinute, 1)
+					d, err := s.Take(context.Background(), admit.Request{Key: newKey(t), Limit: threePerMinute, Cost: 1})
 					if err != nil && !errors.Is(err, admit.ErrUnavailable) || err == nil && !d.Allowed {
 						t.Errorf("Take = %+v, %v", d, err)
 					}

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/algo"
 )
 
 // A script is one Lua file and its SHA1, the name EVALSHA calls it by.
@@ -28,21 +29,48 @@ func newScript(name, src string) *script {
 	return &script{name: name, src: src, sha: hex.EncodeToString(sum[:])}
 }
 
-//go:embed scripts/fixed_window.lua
-var fixedWindowSrc string
+// The Lua sources: a prelude, one module per algorithm, and the entry points, each assembled into
+// one script (DESIGN: scripts are files, assembled from modules, one SHA per entry point).
+var (
+	//go:embed scripts/prelude.lua
+	preludeSrc string
+	//go:embed scripts/fixed_window.lua
+	fixedWindowSrc string
+	//go:embed scripts/take.lua
+	takeSrc string
+)
 
-var fixedWindow = newScript("fixed_window", prelude()+fixedWindowSrc)
+// modules are the algorithm modules, in the order the scripts define them.
+var modules = []string{fixedWindowSrc}
 
-// prelude returns the Lua that defines the bounds every script checks, rendered from the Go
+// takeScript is the entry point that decides 1 … admit.MaxRequests policies all-or-nothing.
+var takeScript = newScript("take", assemble(takeSrc))
+
+// assemble returns the script of an entry point: the rendered constants, the prelude, every
+// algorithm module, then the entry point itself.
+func assemble(entry string) string {
+	var b strings.Builder
+	b.WriteString(constants())
+	b.WriteString(preludeSrc)
+	for _, m := range modules {
+		b.WriteString(m)
+	}
+	b.WriteString(entry)
+	return b.String()
+}
+
+// constants returns the Lua that defines the bounds every script checks, rendered from the Go
 // constants so that Go and Lua share one source of truth:
 //
-//	MAX         the largest limit, count or cost: admit.MaxRate
-//	MAX_WINDOW  the longest window in milliseconds: admit.MaxPeriod
-//	MAX_DIGITS  the most decimal digits either may have
-func prelude() string {
+//	MAX           the largest limit, count or cost: admit.MaxRate
+//	MAX_WINDOW    the longest window in milliseconds: admit.MaxPeriod
+//	MAX_DIGITS    the most decimal digits either may have
+//	MAX_REQUESTS  the most policies one call decides: admit.MaxRequests
+func constants() string {
 	maxWindow := admit.MaxPeriod.Milliseconds()
 	digits := max(len(strconv.FormatInt(admit.MaxRate, 10)), len(strconv.FormatInt(maxWindow, 10)))
-	return fmt.Sprintf("local MAX = %d\nlocal MAX_WINDOW = %d\nlocal MAX_DIGITS = %d\n", admit.MaxRate, maxWindow, digits)
+	return fmt.Sprintf("local MAX = %d\nlocal MAX_WINDOW = %d\nlocal MAX_DIGITS = %d\nlocal MAX_REQUESTS = %d\n",
+		admit.MaxRate, maxWindow, digits, admit.MaxRequests)
 }
 
 // Error-reply prefixes the scripts raise before any write.
@@ -116,30 +144,70 @@ func unavailable(err error) error {
 	return fmt.Errorf("%w: %w", admit.ErrUnavailable, err)
 }
 
-func fixedWindowArgs(lim admit.Limit, n int64) []string {
-	return []string{
-		strconv.FormatInt(lim.Rate, 10),
-		strconv.FormatInt(lim.Period.Milliseconds(), 10),
-		strconv.FormatInt(n, 10),
+// takeArgs returns the KEYS and ARGV of the take script for rs: each policy's key, then the record's
+// key for a request with an ID; the policy count, the fingerprint (” without an ID), then each
+// policy's algorithm and arguments.
+func takeArgs(rs []admit.Request) (keys, args []string) {
+	id := rs[0].ID
+	keys = make([]string, 0, len(rs)+1)
+	args = make([]string, 0, 2+4*len(rs))
+	fp := ""
+	if id != "" {
+		fp = algo.Fingerprint(rs)
 	}
+	args = append(args, strconv.Itoa(len(rs)), fp)
+	for i := range rs {
+		r := &rs[i]
+		keys = append(keys, r.Key)
+		args = append(args, r.Limit.Algorithm.String(),
+			strconv.FormatInt(r.Limit.Rate, 10),
+			strconv.FormatInt(r.Limit.Period.Milliseconds(), 10),
+			strconv.FormatInt(r.Cost, 10))
+	}
+	if id != "" {
+		keys = append(keys, algo.RecordKey(rs[0].Key, id))
+	}
+	return keys, args
 }
 
 // errBadReply means a script answered with something it never sends.
 var errBadReply = errors.New("malformed script reply")
 
-// parseDecision reads a script's reply {allowed, remaining, retry_after_ms, reset_after_ms},
-// checking every element's type and range.
-func parseDecision(msg rueidis.RedisMessage, lim admit.Limit) (admit.Decision, error) {
+// parseTake reads the take script's reply {allowed, replayed, then per policy: allowed, remaining,
+// retry_after_ms, reset_after_ms} into ds, checking every element's type and range.
+func parseTake(msg rueidis.RedisMessage, rs []admit.Request, ds []admit.Decision) (bool, error) {
 	arr, err := msg.ToArray()
-	if err != nil || len(arr) != 4 {
-		return admit.Decision{}, unavailable(fmt.Errorf("%w: want an array of 4 integers", errBadReply))
+	if err != nil || len(arr) != 2+4*len(rs) {
+		return false, unavailable(fmt.Errorf("%w: want an array of %d integers", errBadReply, 2+4*len(rs)))
 	}
-	var v [4]int64
+	var v [2 + 4*admit.MaxRequests]int64
 	for i := range arr {
 		if v[i], err = arr[i].AsInt64(); err != nil {
-			return admit.Decision{}, unavailable(fmt.Errorf("%w: element %d: %v", errBadReply, i, err))
+			return false, unavailable(fmt.Errorf("%w: element %d: %v", errBadReply, i, err))
 		}
 	}
+	allowed, replayed := v[0], v[1]
+	if allowed != 0 && allowed != 1 || replayed != 0 && replayed != 1 || replayed == 1 && allowed == 0 {
+		return false, unavailable(fmt.Errorf("%w: allowed %d, replayed %d", errBadReply, allowed, replayed))
+	}
+	all := true
+	for i := range rs {
+		d, err := decision(v[2+4*i:6+4*i], rs[i].Limit)
+		if err != nil {
+			return false, err
+		}
+		d.Replayed = replayed == 1
+		ds[i] = d
+		all = all && d.Allowed
+	}
+	if all != (allowed == 1) {
+		return false, unavailable(fmt.Errorf("%w: overall allowed %d disagrees with the policies'", errBadReply, allowed))
+	}
+	return all, nil
+}
+
+// decision reads one policy's {allowed, remaining, retry_after_ms, reset_after_ms}.
+func decision(v []int64, lim admit.Limit) (admit.Decision, error) {
 	allowed, remaining, retryMS, resetMS := v[0], v[1], v[2], v[3]
 	maxMS := lim.Period.Milliseconds()
 	if allowed != 0 && allowed != 1 || remaining < 0 || remaining > lim.Rate ||

@@ -20,7 +20,7 @@ func TestExpiryMillisecondStartsANewWindow(t *testing.T) {
 	s := open(t, srv.URL())
 	c := srv.Client(t)
 	lim := admit.Limit{Algorithm: admit.FixedWindow, Rate: 3, Period: 2 * time.Millisecond}
-	args := fixedWindowArgs(lim, 1)
+	_, args := takeArgs([]admit.Request{{Key: "k", Limit: lim, Cost: 1}})
 	ctx := context.Background()
 
 	const want = 20
@@ -35,7 +35,7 @@ func TestExpiryMillisecondStartsANewWindow(t *testing.T) {
 		for {
 			res := c.DoMulti(ctx,
 				c.B().Pttl().Key(key).Build(),
-				c.B().Evalsha().Sha1(fixedWindow.sha).Numkeys(1).Key(key).Arg(args...).Build())
+				c.B().Evalsha().Sha1(takeScript.sha).Numkeys(1).Key(key).Arg(args...).Build())
 			ttl, err := res[0].AsInt64()
 			if err != nil {
 				t.Fatalf("PTTL: %v", err)
@@ -44,7 +44,9 @@ func TestExpiryMillisecondStartsANewWindow(t *testing.T) {
 			if err != nil {
 				t.Fatalf("the script right after PTTL %d: %v", ttl, scriptError(err))
 			}
-			d, err := parseDecision(msg, lim)
+			var ds [1]admit.Decision
+			_, err = parseTake(msg, []admit.Request{{Key: key, Limit: lim, Cost: 1}}, ds[:])
+			d := ds[0]
 			if err != nil {
 				t.Fatalf("the script right after PTTL %d: %v", ttl, err)
 			}
@@ -80,7 +82,7 @@ func TestScriptBoundsAreGos(t *testing.T) {
 		{[]string{"3", strconv.FormatInt(admit.MinPeriod.Milliseconds(), 10), "0"}, true},
 		{[]string{"3", strconv.FormatInt(admit.MinPeriod.Milliseconds()-1, 10), "0"}, false},
 	} {
-		_, err := s.run(context.Background(), fixedWindow, []string{newKey(t)}, tc.args)
+		_, err := s.run(context.Background(), takeScript, []string{newKey(t)}, fixedWindowArgv(tc.args...))
 		switch {
 		case tc.ok && err != nil:
 			t.Errorf("script with ARGV %q: %v; Go accepts it", tc.args, err)

@@ -1,88 +1,84 @@
--- fixed_window.lua: one fixed-window decision (admit SPEC §2.1), the origin design's algorithm.
+-- fixed_window.lua: the origin design's algorithm (admit SPEC §2.1), a module of the take script.
 --
--- KEYS[1]  the counter key
--- ARGV[1]  limit: units per window, 1 … MAX
--- ARGV[2]  window in milliseconds, 1 … MAX_WINDOW
--- ARGV[3]  cost n, 0 … limit (0 = peek: report, consume nothing)
+-- A key holds one decimal counter with an expiry. The window starts at the first admitted request: a
+-- missing key is created with SET ... PX, value and expiry in one command; an admission adds with
+-- INCRBY, leaving the expiry alone; a rejection writes nothing. Time comes only from the key's own
+-- expiry, Redis's clock.
 --
--- Reply: {allowed (0|1), remaining, retry_after_ms, reset_after_ms}, integers only.
--- Errors: "ADMIT_INVALID <why>" for bad arguments, "ADMIT_CORRUPT <why>" for a key that holds
--- something this script never writes. Both are raised before any write.
---
--- The window starts at the first admitted request: a missing key is created with SET ... PX, value
--- and expiry in one command. A rejection writes nothing: neither the counter nor its expiry changes.
--- Every check comes first; the only write is the last command. Writes pass the caller's own decimal
--- strings, never a Lua number (which Redis would format as a double).
---
--- MAX, MAX_WINDOW and MAX_DIGITS are defined by a prelude that redisstore renders from the Go
--- constants admit.MaxRate and admit.MaxPeriod, so the script and Go share one source of truth.
+-- Arguments, after the algorithm's name: limit (1 … MAX), window in milliseconds (1 … MAX_WINDOW),
+-- cost (0 … limit; 0 is a peek).
 
--- Strict decimal integer in lo … hi, or nil. Rejects "1.5", "1e3", "0x10", " 5", "+5", "007".
-local function integer(s, lo, hi)
-  if type(s) ~= 'string' or #s > MAX_DIGITS or not (s == '0' or string.match(s, '^[1-9]%d*$')) then
-    return nil
+local fixed_window = {}
+
+-- parse reads the arguments from ARGV[i] on, and returns the policy and the index after them, or nil
+-- and why they are invalid.
+function fixed_window.parse(i)
+  local p = {limit = integer(ARGV[i], 1, MAX), window = integer(ARGV[i + 1], 1, MAX_WINDOW), window_arg = ARGV[i + 1]}
+  if not p.limit or not p.window then
+    return nil, 'fixed_window needs a limit in 1..' .. MAX .. ' and a window in 1..' .. MAX_WINDOW .. ' ms'
   end
-  local v = tonumber(s)
-  if v < lo or v > hi then
-    return nil
+  p.cost, p.cost_arg = integer(ARGV[i + 2], 0, p.limit), ARGV[i + 2]
+  if not p.cost then
+    return nil, 'cost must be an integer in 0..limit'
   end
-  return v
+  return p, i + 3
 end
 
-local key = KEYS[1]
-local limit = integer(ARGV[1], 1, MAX)
-local window = integer(ARGV[2], 1, MAX_WINDOW)
-if #KEYS ~= 1 or not limit or not window then
-  return redis.error_reply('ADMIT_INVALID fixed_window needs one key, a limit in 1..' .. MAX .. ' and a window in 1..' .. MAX_WINDOW .. ' ms')
-end
-local n = integer(ARGV[3], 0, limit)
-if not n then
-  return redis.error_reply('ADMIT_INVALID cost must be an integer in 0..limit')
-end
-
-local raw = redis.pcall('GET', key)
-if type(raw) == 'table' and raw.err then
-  return redis.error_reply('ADMIT_CORRUPT key holds a value that is not a string')
-end
-
-local count, ttl
-if raw then
-  count = integer(raw, 1, MAX)
+-- read returns the key's state {count, ttl}; false when the key is missing or its window has ended;
+-- or nil and why the key is corrupt. PTTL 0 is the key's expiry millisecond: Redis still returns the
+-- key from GET, but its window ends now, so it is read as missing, exactly as memstore reads the same
+-- instant. (-2, gone, cannot follow a GET in one script; it would mean missing too.)
+function fixed_window.read(key, p)
+  local raw = redis.pcall('GET', key)
+  if type(raw) == 'table' and raw.err then
+    return nil, 'key holds a value that is not a string'
+  end
+  if not raw then
+    return false
+  end
+  local count = integer(raw, 1, MAX)
   if not count then
-    return redis.error_reply('ADMIT_CORRUPT counter is not an integer in 1..' .. MAX)
+    return nil, 'counter is not an integer in 1..' .. MAX
   end
-  ttl = redis.call('PTTL', key)
+  local ttl = redis.call('PTTL', key)
   if ttl == -1 then
-    return redis.error_reply('ADMIT_CORRUPT counter has no expiry')
+    return nil, 'counter has no expiry'
   end
-  if ttl > window then
-    return redis.error_reply('ADMIT_CORRUPT counter expires after more than one window')
+  if ttl > p.window then
+    return nil, 'counter expires after more than one window'
   end
-  -- PTTL 0 is the key's expiry millisecond: Redis still returns the key from GET, but its window
-  -- ends now. Decide as if it were missing, exactly as memstore decides the same instant: the old
-  -- window is over and a new one starts. (-2, gone, cannot follow a GET in one script; it would
-  -- mean missing too.)
   if ttl <= 0 then
-    raw = nil
+    return false
   end
+  return {count = count, ttl = ttl}
 end
 
-if not raw then
-  if n == 0 then
-    return {1, limit, 0, 0}
+-- decide returns allowed (0 or 1), remaining, retry_after and reset_after in milliseconds.
+function fixed_window.decide(st, p)
+  if not st then
+    if p.cost == 0 then
+      return 1, p.limit, 0, 0
+    end
+    return 1, p.limit - p.cost, 0, p.window
   end
-  redis.call('SET', key, ARGV[3], 'PX', ARGV[2])
-  return {1, limit - n, 0, window}
+  if st.count + p.cost > p.limit then
+    local remaining = p.limit - st.count
+    if remaining < 0 then
+      remaining = 0
+    end
+    return 0, remaining, st.ttl, st.ttl
+  end
+  return 1, p.limit - st.count - p.cost, 0, st.ttl
 end
 
-if count + n > limit then
-  local remaining = limit - count
-  if remaining < 0 then
-    remaining = 0
+-- apply makes the one write of an admission.
+function fixed_window.apply(key, p, st)
+  if p.cost == 0 then
+    return
   end
-  return {0, remaining, ttl, ttl}
+  if st then
+    redis.call('INCRBY', key, p.cost_arg)
+  else
+    redis.call('SET', key, p.cost_arg, 'PX', p.window_arg)
+  end
 end
-if n > 0 then
-  redis.call('INCRBY', key, ARGV[3])
-end
-return {1, limit - count - n, 0, ttl}

@@ -1,0 +1,132 @@
+package admit
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"hash"
+	"strconv"
+	"sync"
+)
+
+// Bounds on a KeyBuilder's inputs.
+const (
+	// MinSecretLen is the shortest HMAC secret a KeyBuilder accepts, in bytes.
+	MinSecretLen = 16
+	// MaxSubjectLen is the longest subject (and slot subject), in bytes.
+	MaxSubjectLen = 1 << 20
+	// DigestLen is the length of a digest in a key: hex characters of a truncated HMAC-SHA256.
+	DigestLen = 32
+)
+
+// A Subject is who a request is limited as: a principal the server authenticated, or a client IP
+// resolved through trusted proxies — never a value the client chose (SPEC §5).
+type Subject struct {
+	// ID is the subject: any bytes, 1 … MaxSubjectLen. It is digested, never stored.
+	ID string
+	// Slot is the slot subject, such as the subject's tenant: the keys of every subject with the same
+	// Slot share one Redis Cluster hash slot, so "10/s per user AND 100k/min per tenant" can be
+	// decided together. Empty means ID.
+	Slot string
+}
+
+// A KeyBuilder makes the keys of policies' subjects: the one way the middleware, the service and
+// Envoy make keys (SPEC §5). It is safe for concurrent use. Make one with [NewKeyBuilder]; the zero
+// value is not usable.
+//
+// A key is
+//
+//	rl:<policy>:v<version>-<shape>:{<slot digest>}
+//	rl:<policy>:v<version>-<shape>:{<slot digest>}:<subject digest>   when Subject.Slot is set and differs from ID
+//
+// where policy is Limit.Name; version is the caller's version of the policy (bump it to start every
+// subject afresh); shape is [Limit.Shape], which changes with the algorithm or the window, so that a
+// reshaped policy starts on fresh keys rather than finding state it must call corrupt, while a change
+// of the rate alone keeps the counters; and a digest is HMAC-SHA256 under the secret of the
+// length-prefixed subject, truncated to DigestLen hex characters. Keys are at most about 250 bytes
+// whatever the subject, hold no personal data, and two policies never share one.
+type KeyBuilder struct {
+	macs sync.Pool // of hash.Hash: HMAC-SHA256 under the secret
+}
+
+// NewKeyBuilder returns a KeyBuilder that digests subjects with secret, which must be at least
+// MinSecretLen bytes. Every process that shares limits must use the same secret: keys made with
+// different secrets never meet.
+func NewKeyBuilder(secret []byte) (*KeyBuilder, error) {
+	if len(secret) < MinSecretLen {
+		return nil, fmt.Errorf("admit: HMAC secret of %d bytes; want at least %d", len(secret), MinSecretLen)
+	}
+	key := append([]byte(nil), secret...)
+	b := &KeyBuilder{}
+	b.macs.New = func() any { return hmac.New(sha256.New, key) }
+	return b, nil
+}
+
+// Key returns the key of subject s under lim, in version of the policy lim.Name. It reports an
+// error matching ErrInvalidLimit for an invalid lim, an empty lim.Name or an invalid version (1 to
+// MaxNameLen characters of a-z, 0-9, '_' and '-'), and ErrInvalidRequest for an empty or oversized
+// subject.
+func (b *KeyBuilder) Key(lim Limit, version string, s Subject) (string, error) {
+	if err := lim.Validate(); err != nil {
+		return "", err
+	}
+	switch {
+	case lim.Name == "":
+		return "", fmt.Errorf("%w: a key needs a policy name", ErrInvalidLimit)
+	case !validName(version):
+		return "", fmt.Errorf("%w: key version %q: want 1…%d characters of a-z, 0-9, '_' and '-'", ErrInvalidLimit, version, MaxNameLen)
+	case s.ID == "":
+		return "", fmt.Errorf("%w: empty subject", ErrInvalidRequest)
+	case len(s.ID) > MaxSubjectLen || len(s.Slot) > MaxSubjectLen:
+		return "", fmt.Errorf("%w: subject of more than %d bytes", ErrInvalidRequest, MaxSubjectLen)
+	}
+	slot := s.Slot
+	if slot == "" {
+		slot = s.ID
+	}
+	shape := lim.Shape()
+	k := make([]byte, 0, len("rl::v-:{}:")+len(lim.Name)+len(version)+len(shape)+2*DigestLen)
+	k = append(k, "rl:"...)
+	k = append(k, lim.Name...)
+	k = append(k, ":v"...)
+	k = append(k, version...)
+	k = append(k, '-')
+	k = append(k, shape...)
+	k = append(k, ":{"...)
+	k = b.appendDigest(k, "slot", slot)
+	k = append(k, '}')
+	if slot != s.ID {
+		k = append(k, ':')
+		k = b.appendDigest(k, "subject", s.ID)
+	}
+	return string(k), nil
+}
+
+// appendDigest appends the digest of the fields label and value: hex of HMAC-SHA256 over each
+// field's length (a uvarint) and bytes, truncated to DigestLen characters.
+func (b *KeyBuilder) appendDigest(dst []byte, label, value string) []byte {
+	mac := b.macs.Get().(hash.Hash)
+	mac.Reset()
+	var n [binary.MaxVarintLen64]byte
+	for _, f := range [2]string{label, value} {
+		mac.Write(n[:binary.PutUvarint(n[:], uint64(len(f)))])
+		mac.Write([]byte(f))
+	}
+	var sum [sha256.Size]byte
+	mac.Sum(sum[:0])
+	b.macs.Put(mac)
+	return hex.AppendEncode(dst, sum[:DigestLen/2])
+}
+
+// Shape returns the part of a key's version segment that changes when the shape of the state l
+// keeps changes: its algorithm and its window, such as "fw10000" for a fixed window of 10 s. The
+// rate is not part of it, so a change of the rate alone keeps the counters.
+func (l Limit) Shape() string {
+	switch l.Algorithm {
+	case FixedWindow:
+		return "fw" + strconv.FormatInt(l.Period.Milliseconds(), 10)
+	}
+	return "x" + strconv.Itoa(int(l.Algorithm))
+}

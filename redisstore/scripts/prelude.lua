@@ -1,0 +1,38 @@
+-- prelude.lua: what every admit script shares (admit SPEC §2–3).
+--
+-- redisstore renders these constants from the Go ones above this file, so that Lua and Go check the
+-- same bounds:
+--   MAX           the largest limit, count or cost (admit.MaxRate)
+--   MAX_WINDOW    the longest window, in milliseconds (admit.MaxPeriod)
+--   MAX_DIGITS    the most decimal digits either may have
+--   MAX_REQUESTS  the most policies one call decides together (admit.MaxRequests)
+--
+-- Errors are raised as 'ADMIT_INVALID <why>' for bad arguments and 'ADMIT_CORRUPT <why>' for a key
+-- that holds something no admit script writes, always before any write. Replies hold integers only,
+-- and writes pass decimal strings, never a Lua number (Redis would format a large one as a double).
+
+-- integer returns s as a strict decimal integer in lo … hi, or nil. It refuses "1.5", "1e3", "0x10",
+-- " 5", "+5" and "007".
+local function integer(s, lo, hi)
+  if type(s) ~= 'string' or #s > MAX_DIGITS or not (s == '0' or string.match(s, '^[1-9]%d*$')) then
+    return nil
+  end
+  local v = tonumber(s)
+  if v < lo or v > hi then
+    return nil
+  end
+  return v
+end
+
+-- decimal formats the integer v as a decimal string, for a write.
+local function decimal(v)
+  return string.format('%.0f', v)
+end
+
+local function invalid(why)
+  return redis.error_reply('ADMIT_INVALID ' .. why)
+end
+
+local function corrupt(why)
+  return redis.error_reply('ADMIT_CORRUPT ' .. why)
+end

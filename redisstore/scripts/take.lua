@@ -1,0 +1,120 @@
+-- take.lua: the entry point that decides 1 … MAX_REQUESTS policies together, all-or-nothing, with an
+-- optional idempotency record (admit SPEC §2.6–2.7).
+--
+-- KEYS[1..N]  the policies' keys, all in one hash slot
+-- KEYS[N+1]   the idempotency record's key, when ARGV[2] is not empty
+-- ARGV[1]     N
+-- ARGV[2]     the request's fingerprint (hex), or '' for a request without an ID
+-- ARGV[3..]   each policy in turn: its algorithm's name, then that algorithm's own arguments
+--
+-- Reply: {allowed, replayed, then for each policy: allowed, remaining, retry_after_ms, reset_after_ms}.
+--
+-- Every key is read and every policy decided before anything is written; only if every policy admits
+-- are the writes made, the record last. A rejection by any policy writes nothing to any key. A record
+-- holds the fingerprint and each policy's remaining and reset_after, and lives as long as the longest
+-- window; a repeat with the same fingerprint returns those, consuming nothing, and a repeat with
+-- another fingerprint is refused.
+
+local ALGORITHMS = {fixed_window = fixed_window}
+
+local n = integer(ARGV[1], 1, MAX_REQUESTS)
+local fp = ARGV[2]
+if not n or type(fp) ~= 'string' or not (fp == '' or string.match(fp, '^%x+$')) then
+  return invalid('take needs a policy count in 1..' .. MAX_REQUESTS .. ' and a fingerprint')
+end
+local want = n
+if fp ~= '' then
+  want = n + 1
+end
+if #KEYS ~= want then
+  return invalid('take needs one key per policy, and one for the record of a request with an ID')
+end
+local record = KEYS[n + 1] -- nil for a request without an ID
+
+local policies = {}
+local i = 3
+for k = 1, n do
+  local alg = ALGORITHMS[ARGV[i]]
+  if not alg then
+    return invalid('policy ' .. k .. ': unknown algorithm')
+  end
+  local p, next_or_why = alg.parse(i + 1)
+  if not p then
+    return invalid('policy ' .. k .. ': ' .. next_or_why)
+  end
+  p.alg = alg
+  policies[k] = p
+  i = next_or_why
+end
+if i ~= #ARGV + 1 then
+  return invalid('take got ' .. #ARGV .. ' arguments, want ' .. (i - 1))
+end
+
+-- A retry of an admitted request returns its recorded decisions.
+if record then
+  local raw = redis.pcall('GET', record)
+  if type(raw) == 'table' and raw.err then
+    return corrupt('request record holds a value that is not a string')
+  end
+  if raw then
+    local words = {}
+    for w in string.gmatch(raw, '%S+') do
+      words[#words + 1] = w
+    end
+    if words[1] ~= fp then
+      return invalid('request ID reused for a different request')
+    end
+    if #words ~= 1 + 2 * n then
+      return corrupt('request record does not hold ' .. n .. ' decisions')
+    end
+    local reply = {1, 1}
+    for k = 1, n do
+      local remaining = integer(words[2 * k], 0, policies[k].limit)
+      local reset = integer(words[2 * k + 1], 0, MAX_WINDOW)
+      if not remaining or not reset then
+        return corrupt('request record holds a decision out of range')
+      end
+      reply[#reply + 1], reply[#reply + 2], reply[#reply + 3], reply[#reply + 4] = 1, remaining, 0, reset
+    end
+    return reply
+  end
+end
+
+local states = {}
+for k = 1, n do
+  local st, why = policies[k].alg.read(KEYS[k], policies[k])
+  if st == nil then
+    return corrupt('policy ' .. k .. ': ' .. why)
+  end
+  states[k] = st
+end
+
+local reply = {1, 0}
+local consumed, longest = false, 0
+for k = 1, n do
+  local p = policies[k]
+  local allowed, remaining, retry, reset = p.alg.decide(states[k], p)
+  if allowed == 0 then
+    reply[1] = 0
+  end
+  reply[#reply + 1], reply[#reply + 2], reply[#reply + 3], reply[#reply + 4] = allowed, remaining, retry, reset
+  consumed = consumed or p.cost > 0
+  if p.window > longest then
+    longest = p.window
+  end
+end
+
+if reply[1] == 1 then
+  for k = 1, n do
+    policies[k].alg.apply(KEYS[k], policies[k], states[k])
+  end
+  if record and consumed then
+    local value = {fp}
+    for k = 1, n do
+      value[#value + 1] = decimal(reply[2 + 4 * (k - 1) + 2])
+      value[#value + 1] = decimal(reply[2 + 4 * (k - 1) + 4])
+    end
+    redis.call('SET', record, table.concat(value, ' '), 'PX', decimal(longest))
+  end
+end
+return reply

@@ -1,0 +1,139 @@
+package admit
+
+import (
+	"fmt"
+	"time"
+)
+
+// Bounds on a request, enforced by [Request.Validate] and [ValidateAll].
+const (
+	// MaxKeyLen is the longest key, in bytes.
+	MaxKeyLen = 512
+	// MaxIDLen is the longest request ID, in bytes.
+	MaxIDLen = 128
+	// MaxRequests is the most Requests one TakeAll decides together.
+	MaxRequests = 16
+)
+
+// A Request asks for Cost units of Key under Limit.
+//
+// Cost 0 is a peek: it reports the state and consumes nothing. ID, if not empty, makes a retry
+// idempotent (SPEC §2.7): a repeat of an admitted request with the same ID, keys, Limits and costs,
+// within the longest Period of the request, returns the first Decisions marked Replayed and consumes
+// nothing. The ID is scoped to the keys' hash slot — the slot subject of a [KeyBuilder] key, by
+// default the subject itself — and reusing it there for a different request is an invalid request.
+type Request struct {
+	// Key is the key whose state decides: 1 … MaxKeyLen bytes, normally made by a KeyBuilder.
+	Key string
+	// Limit is the policy the Key is decided under.
+	Limit Limit
+	// Cost is the number of units asked for, 0 … Limit.Rate.
+	Cost int64
+	// ID identifies the request for idempotent retries; empty for none. At most MaxIDLen bytes.
+	ID string
+}
+
+// Validate reports why r cannot be decided, as an error matching [ErrInvalidLimit] or
+// [ErrInvalidRequest], or nil. Every Store calls it, or [ValidateAll], before any I/O.
+func (r *Request) Validate() error {
+	if err := r.Limit.Validate(); err != nil {
+		return err
+	}
+	switch {
+	case r.Key == "":
+		return fmt.Errorf("%w: empty key", ErrInvalidRequest)
+	case len(r.Key) > MaxKeyLen:
+		return fmt.Errorf("%w: key of %d bytes exceeds %d", ErrInvalidRequest, len(r.Key), MaxKeyLen)
+	case r.Cost < 0 || r.Cost > r.Limit.Rate:
+		return fmt.Errorf("%w: cost %d outside 0…%d", ErrInvalidRequest, r.Cost, r.Limit.Rate)
+	case len(r.ID) > MaxIDLen:
+		return fmt.Errorf("%w: request ID of %d bytes exceeds %d", ErrInvalidRequest, len(r.ID), MaxIDLen)
+	case r.ID != "" && !hasSlotTag(r.Key) && !canTagWhole(r.Key):
+		return fmt.Errorf("%w: a request ID needs a key with a {hash tag}, or with no '}'", ErrInvalidRequest)
+	}
+	return nil
+}
+
+// ValidateAll reports why rs cannot be decided together by TakeAll, as an error matching
+// [ErrInvalidLimit] or [ErrInvalidRequest], or nil: each Request must be valid; there must be 1 to
+// MaxRequests of them, with distinct keys in one Redis Cluster hash slot ([Slot]), and one ID (or
+// none) for all.
+func ValidateAll(rs []Request) error {
+	if len(rs) == 0 || len(rs) > MaxRequests {
+		return fmt.Errorf("%w: %d requests; want 1…%d", ErrInvalidRequest, len(rs), MaxRequests)
+	}
+	slot := Slot(rs[0].Key)
+	for i := range rs {
+		r := &rs[i]
+		if err := r.Validate(); err != nil {
+			return fmt.Errorf("request %d: %w", i, err)
+		}
+		if i == 0 {
+			continue
+		}
+		if s := Slot(r.Key); s != slot {
+			return fmt.Errorf("%w: request %d: key in hash slot %d, request 0's in %d; keys decided together must share a slot (use one slot subject)",
+				ErrInvalidRequest, i, s, slot)
+		}
+		if r.ID != rs[0].ID {
+			return fmt.Errorf("%w: request %d: ID differs from request 0's; requests decided together share one ID", ErrInvalidRequest, i)
+		}
+		for j := range i {
+			if rs[j].Key == r.Key {
+				return fmt.Errorf("%w: requests %d and %d have the same key", ErrInvalidRequest, j, i)
+			}
+		}
+	}
+	return nil
+}
+
+// A Decision is the outcome of one Request. Being over the limit is a Decision with Allowed false,
+// never an error.
+type Decision struct {
+	// Allowed reports whether the request was admitted. A peek (cost 0) is allowed unless the key
+	// is already over its limit.
+	Allowed bool
+	// Limit is the Limit that decided; its Name names the policy.
+	Limit Limit
+	// Remaining is the number of units still available in the current window.
+	Remaining int64
+	// RetryAfter is 0 when Allowed; otherwise the time after which the same request could first be
+	// admitted if no one else consumed meanwhile. It is a lower bound, never a reservation.
+	RetryAfter time.Duration
+	// ResetAfter is the time until the key returns to its full allowance.
+	ResetAfter time.Duration
+	// Replayed reports whether this is the recorded Decision of an earlier request with the same ID:
+	// nothing was consumed this time.
+	Replayed bool
+}
+
+// RetryAfterSeconds returns RetryAfter as the whole seconds of an HTTP Retry-After field:
+// max(1, ceil(RetryAfter in seconds)). It is meant for a rejected Decision; it never returns less than 1.
+func (d Decision) RetryAfterSeconds() int64 {
+	return CeilSeconds(d.RetryAfter)
+}
+
+// CeilSeconds returns d rounded up to whole seconds, and at least 1.
+func CeilSeconds(d time.Duration) int64 {
+	s := int64((d + time.Second - 1) / time.Second)
+	return max(1, s)
+}
+
+// Deciding returns the index of the Decision among ds that decides them together: when any is
+// rejected, the rejected one with the longest RetryAfter (the one to wait for); otherwise the one with
+// the least Remaining (the nearest to its limit). Ties go to the first. It returns -1 for no ds.
+func Deciding(ds []Decision) int {
+	best := -1
+	for i := range ds {
+		d := &ds[i]
+		switch {
+		case best < 0:
+			best = i
+		case !d.Allowed && (ds[best].Allowed || d.RetryAfter > ds[best].RetryAfter):
+			best = i
+		case d.Allowed && ds[best].Allowed && d.Remaining < ds[best].Remaining:
+			best = i
+		}
+	}
+	return best
+}
