@@ -111,4 +111,3 @@ func (l Limit) String() string {
 	}
 	return s
 }
-

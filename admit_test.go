@@ -3,6 +3,7 @@ package admit_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -70,28 +71,82 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-func TestValidateRequest(t *testing.T) {
+func TestRequestValidate(t *testing.T) {
 	lim := admit.Limit{Algorithm: admit.FixedWindow, Rate: 3, Period: time.Second}
 	long := strings.Repeat("k", admit.MaxKeyLen)
 	for _, tc := range []struct {
-		key  string
-		lim  admit.Limit
-		n    int64
+		r    admit.Request
 		want error
 	}{
-		{"k", lim, 0, nil},
-		{"k", lim, 3, nil},
-		{long, lim, 1, nil},
-		{"\xff{}\r\n", lim, 1, nil},
-		{"", lim, 1, admit.ErrInvalidRequest},
-		{long + "k", lim, 1, admit.ErrInvalidRequest},
-		{"k", lim, -1, admit.ErrInvalidRequest},
-		{"k", lim, 4, admit.ErrInvalidRequest},
-		{"k", admit.Limit{}, 1, admit.ErrInvalidLimit},
+		{admit.Request{Key: "k", Limit: lim}, nil},
+		{admit.Request{Key: "k", Limit: lim, Cost: 3}, nil},
+		{admit.Request{Key: long, Limit: lim, Cost: 1}, nil},
+		{admit.Request{Key: "\xff{}\r\n", Limit: lim, Cost: 1}, nil},
+		{admit.Request{Key: "k", Limit: lim, Cost: 1, ID: strings.Repeat("i", admit.MaxIDLen)}, nil},
+		{admit.Request{Key: "a{t}b}", Limit: lim, Cost: 1, ID: "x"}, nil}, // a hash tag
+		{admit.Request{Key: "a{b", Limit: lim, Cost: 1, ID: "x"}, nil},    // no '}': tagged whole
+		{admit.Request{Key: "", Limit: lim, Cost: 1}, admit.ErrInvalidRequest},
+		{admit.Request{Key: long + "k", Limit: lim, Cost: 1}, admit.ErrInvalidRequest},
+		{admit.Request{Key: "k", Limit: lim, Cost: -1}, admit.ErrInvalidRequest},
+		{admit.Request{Key: "k", Limit: lim, Cost: 4}, admit.ErrInvalidRequest},
+		{admit.Request{Key: "k", Limit: lim, Cost: 1, ID: strings.Repeat("i", admit.MaxIDLen+1)}, admit.ErrInvalidRequest},
+		{admit.Request{Key: "a}b", Limit: lim, Cost: 1, ID: "x"}, admit.ErrInvalidRequest}, // neither
+		{admit.Request{Key: "k", Cost: 1}, admit.ErrInvalidLimit},
 	} {
-		err := admit.ValidateRequest(tc.key, tc.lim, tc.n)
+		err := tc.r.Validate()
 		if tc.want == nil && err != nil || tc.want != nil && !errors.Is(err, tc.want) {
-			t.Errorf("ValidateRequest(%.8q, %v, %d) = %v, want %v", tc.key, tc.lim, tc.n, err, tc.want)
+			t.Errorf("Validate(%.12q, cost %d, ID %.8q) = %v, want %v", tc.r.Key, tc.r.Cost, tc.r.ID, err, tc.want)
+		}
+	}
+}
+
+func TestValidateAll(t *testing.T) {
+	lim := admit.Limit{Algorithm: admit.FixedWindow, Rate: 3, Period: time.Second}
+	r := func(key, id string) admit.Request { return admit.Request{Key: key, Limit: lim, Cost: 1, ID: id} }
+	var many []admit.Request
+	for i := range admit.MaxRequests + 1 {
+		many = append(many, r("{t}"+strconv.Itoa(i), ""))
+	}
+	for _, tc := range []struct {
+		name string
+		rs   []admit.Request
+		want string // "" for valid, else a substring of the error
+	}{
+		{"one", many[:1], ""},
+		{"max", many[:admit.MaxRequests], ""},
+		{"none", nil, "0 requests"},
+		{"too_many", many, "17 requests"},
+		{"two_slots", []admit.Request{r("{a}x", ""), r("{b}x", "")}, "hash slot"},
+		{"same_key", []admit.Request{r("{a}x", ""), r("{a}x", "")}, "same key"},
+		{"two_ids", []admit.Request{r("{a}x", "1"), r("{a}y", "2")}, "ID differs"},
+		{"one_invalid", []admit.Request{r("{a}x", ""), {Key: "{a}y", Limit: lim, Cost: 9}}, "request 1: admit: invalid request: cost 9"},
+	} {
+		err := admit.ValidateAll(tc.rs)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: ValidateAll = %v, want nil", tc.name, err)
+		case tc.want != "" && (!errors.Is(err, admit.ErrInvalidRequest) || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: ValidateAll = %v, want ErrInvalidRequest mentioning %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+func TestDeciding(t *testing.T) {
+	ok := func(rem int64) admit.Decision { return admit.Decision{Allowed: true, Remaining: rem} }
+	no := func(retry time.Duration) admit.Decision { return admit.Decision{RetryAfter: retry} }
+	for _, tc := range []struct {
+		ds   []admit.Decision
+		want int
+	}{
+		{nil, -1},
+		{[]admit.Decision{ok(3)}, 0},
+		{[]admit.Decision{ok(3), ok(1), ok(2)}, 1},
+		{[]admit.Decision{ok(1), ok(1)}, 0},
+		{[]admit.Decision{ok(0), no(time.Second), no(time.Minute), no(time.Second)}, 2},
+		{[]admit.Decision{no(time.Second), ok(0)}, 0},
+	} {
+		if got := admit.Deciding(tc.ds); got != tc.want {
+			t.Errorf("Deciding(%+v) = %d, want %d", tc.ds, got, tc.want)
 		}
 	}
 }
@@ -122,28 +177,84 @@ func TestParseAlgorithm(t *testing.T) {
 }
 
 // countingStore records calls, to show what a Limiter sends to its Store.
-type countingStore struct{ calls int }
+type countingStore struct {
+	takes, takeAlls int
+	last            []admit.Request
+}
 
-func (s *countingStore) Take(ctx context.Context, key string, lim admit.Limit, n int64) (admit.Decision, error) {
-	s.calls++
-	return admit.Decision{Allowed: true, Limit: lim, Remaining: lim.Rate - n}, nil
+func (s *countingStore) Take(ctx context.Context, r admit.Request) (admit.Decision, error) {
+	s.takes++
+	s.last = []admit.Request{r}
+	return admit.Decision{Allowed: true, Limit: r.Limit, Remaining: r.Limit.Rate - r.Cost}, nil
+}
+
+func (s *countingStore) TakeAll(ctx context.Context, rs []admit.Request, ds []admit.Decision) (bool, error) {
+	s.takeAlls++
+	s.last = append([]admit.Request(nil), rs...)
+	for i, r := range rs {
+		ds[i] = admit.Decision{Allowed: true, Limit: r.Limit, Remaining: r.Limit.Rate - r.Cost}
+	}
+	return true, nil
+}
+
+func (s *countingStore) Release(context.Context, admit.Lease) error { return errors.ErrUnsupported }
+
+func (s *countingStore) Settle(context.Context, admit.Reservation, int64) (admit.Decision, error) {
+	return admit.Decision{}, errors.ErrUnsupported
 }
 
 func TestLimiterValidatesBeforeTheStore(t *testing.T) {
 	s := &countingStore{}
-	bad := admit.NewLimiter(s, admit.Limit{Algorithm: admit.FixedWindow, Rate: 0, Period: time.Second})
-	if _, err := bad.Allow(context.Background(), "k"); !errors.Is(err, admit.ErrInvalidLimit) {
-		t.Fatalf("Allow with rate 0: %v", err)
+	keys := newKeyBuilder(t)
+	fw := func(name string, rate int64) admit.Limit {
+		return admit.Limit{Name: name, Algorithm: admit.FixedWindow, Rate: rate, Period: time.Second}
 	}
-	good := admit.NewLimiter(s, admit.Limit{Algorithm: admit.FixedWindow, Rate: 3, Period: time.Second})
-	if _, err := good.AllowN(context.Background(), "k", 4); !errors.Is(err, admit.ErrInvalidRequest) {
+	for name, l := range map[string]*admit.Limiter{
+		"rate 0":        admit.NewLimiter(s, keys, fw("a", 0)),
+		"no limits":     admit.NewLimiter(s, keys),
+		"unnamed":       admit.NewLimiter(s, keys, fw("", 3)),
+		"repeated name": admit.NewLimiter(s, keys, fw("a", 3), fw("a", 5)),
+		"no keys":       admit.NewLimiter(s, nil, fw("a", 3)),
+	} {
+		if _, err := l.Allow(context.Background(), "alice"); !errors.Is(err, admit.ErrInvalidLimit) {
+			t.Errorf("%s: Allow = %v, want ErrInvalidLimit", name, err)
+		}
+	}
+	good := admit.NewLimiter(s, keys, fw("a", 3))
+	if _, err := good.AllowN(context.Background(), "alice", 4); !errors.Is(err, admit.ErrInvalidRequest) {
 		t.Fatalf("AllowN(4) with rate 3: %v", err)
 	}
-	if s.calls != 0 {
-		t.Fatalf("the store was called %d times for invalid requests", s.calls)
+	if _, err := good.Allow(context.Background(), ""); !errors.Is(err, admit.ErrInvalidRequest) {
+		t.Fatalf("Allow of an empty subject: %v", err)
 	}
-	d, err := good.Allow(context.Background(), "k")
-	if err != nil || s.calls != 1 || d.Remaining != 2 || good.Limit().Rate != 3 {
-		t.Fatalf("Allow = %+v, %v after %d calls", d, err, s.calls)
+	if s.takes+s.takeAlls != 0 {
+		t.Fatalf("the store was called %d times for invalid requests", s.takes+s.takeAlls)
+	}
+	d, err := good.Allow(context.Background(), "alice")
+	if err != nil || s.takes != 1 || d.Remaining != 2 || good.Limits()[0].Rate != 3 {
+		t.Fatalf("Allow = %+v, %v after %d calls", d, err, s.takes)
+	}
+}
+
+func TestLimiterOfSeveralLimits(t *testing.T) {
+	s := &countingStore{}
+	keys := newKeyBuilder(t)
+	perSecond := admit.Limit{Name: "per-second", Algorithm: admit.FixedWindow, Rate: 10, Period: time.Second}
+	perDay := admit.Limit{Name: "per-day", Algorithm: admit.FixedWindow, Rate: 1000, Period: 24 * time.Hour}
+	l := admit.NewLimiter(s, keys, perSecond, perDay)
+	ds := make([]admit.Decision, 2)
+	d, err := l.Take(context.Background(), admit.Subject{ID: "alice"}, 2, "req-1", ds)
+	if err != nil || s.takeAlls != 1 || s.takes != 0 {
+		t.Fatalf("Take = %v; %d TakeAll and %d Take calls, want one TakeAll", err, s.takeAlls, s.takes)
+	}
+	if d.Limit != perSecond || ds[0].Remaining != 8 || ds[1].Remaining != 998 {
+		t.Fatalf("Take = %+v, %+v; want per-second deciding (8 left), per-day 998 left", d, ds)
+	}
+	rs := s.last
+	if len(rs) != 2 || rs[0].ID != "req-1" || rs[1].ID != "req-1" || rs[0].Cost != 2 || admit.Slot(rs[0].Key) != admit.Slot(rs[1].Key) || rs[0].Key == rs[1].Key {
+		t.Fatalf("requests sent: %+v; want two of cost 2, ID req-1, distinct keys in one slot", rs)
+	}
+	if _, err := l.Take(context.Background(), admit.Subject{ID: "alice"}, 1, "", make([]admit.Decision, 1)); !errors.Is(err, admit.ErrInvalidRequest) {
+		t.Fatalf("Take with 1 Decision for 2 limits: %v", err)
 	}
 }

@@ -112,5 +112,7 @@ func (l *Limiter) request(i int, s Subject, n int64, id string) (Request, error)
 	if err != nil {
 		return Request{}, err
 	}
-	return Request{Key: key, Limit: l.limits[i], Cost: n, ID: id}, nil
+	r := Request{Key: key, Limit: l.limits[i], Cost: n, ID: id}
+	return r, r.Validate() // before the Store: a decorator in between need not
+
 }

@@ -103,11 +103,17 @@ func testSharedAcrossStores(t *testing.T, b Backend, a *algorithm) {
 	}{
 		{"limiter 1", func() (admit.Decision, error) { return l1.Allow(t.Context(), subject) }, true, 2},
 		{"limiter 2", func() (admit.Decision, error) { return l2.Allow(t.Context(), subject) }, true, 1},
-		{"store 2", func() (admit.Decision, error) { return s2.Take(t.Context(), admit.Request{Key: key, Limit: lim, Cost: 1}) }, true, 0},
+		{"store 2", func() (admit.Decision, error) {
+			return s2.Take(t.Context(), admit.Request{Key: key, Limit: lim, Cost: 1})
+		}, true, 0},
 		{"limiter 1", func() (admit.Decision, error) { return l1.Allow(t.Context(), subject) }, false, 0},
-		{"store 1", func() (admit.Decision, error) { return s1.Take(t.Context(), admit.Request{Key: key, Limit: lim, Cost: 1}) }, false, 0},
+		{"store 1", func() (admit.Decision, error) {
+			return s1.Take(t.Context(), admit.Request{Key: key, Limit: lim, Cost: 1})
+		}, false, 0},
 		{"limiter 2", func() (admit.Decision, error) { return l2.AllowN(t.Context(), subject, 1) }, false, 0},
-		{"store 1 peek", func() (admit.Decision, error) { return s1.Take(t.Context(), admit.Request{Key: key, Limit: lim, Cost: 0}) }, true, 0},
+		{"store 1 peek", func() (admit.Decision, error) {
+			return s1.Take(t.Context(), admit.Request{Key: key, Limit: lim, Cost: 0})
+		}, true, 0},
 	}
 	for i, c := range calls {
 		d, err := c.take()
@@ -206,7 +212,7 @@ func testShortWindows(t *testing.T, b Backend, a *algorithm) {
 	var limits [5]admit.Limit
 	for i := range keys {
 		keys[i] = newKey()
-		limits[i] = a.limit(3, time.Duration(i+1) * time.Millisecond)
+		limits[i] = a.limit(3, time.Duration(i+1)*time.Millisecond)
 	}
 
 	stop := make(chan struct{})

@@ -1,0 +1,151 @@
+package admit_test
+
+import (
+	"errors"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/admit-dev/admit"
+)
+
+func newKeyBuilder(t *testing.T) *admit.KeyBuilder {
+	t.Helper()
+	kb, err := admit.NewKeyBuilder([]byte("0123456789abcdef-test-secret"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kb
+}
+
+var demo = admit.Limit{Name: "demo", Algorithm: admit.FixedWindow, Rate: 3, Period: 10 * time.Second}
+
+func key(t *testing.T, kb *admit.KeyBuilder, lim admit.Limit, version string, s admit.Subject) string {
+	t.Helper()
+	k, err := kb.Key(lim, version, s)
+	if err != nil {
+		t.Fatalf("Key(%v, %q, %.20q): %v", lim, version, s.ID, err)
+	}
+	return k
+}
+
+func TestKeyFormat(t *testing.T) {
+	kb := newKeyBuilder(t)
+	own := regexp.MustCompile(`^rl:demo:v1-fw10000:\{[0-9a-f]{32}\}$`)
+	if k := key(t, kb, demo, "1", admit.Subject{ID: "alice"}); !own.MatchString(k) {
+		t.Fatalf("key of alice = %q; want rl:demo:v1-fw10000:{<32 hex>}", k)
+	}
+	tenant := regexp.MustCompile(`^rl:demo:v2-fw10000:\{[0-9a-f]{32}\}:[0-9a-f]{32}$`)
+	if k := key(t, kb, demo, "2", admit.Subject{ID: "alice", Slot: "acme"}); !tenant.MatchString(k) {
+		t.Fatalf("key of alice in acme = %q; want rl:demo:v2-fw10000:{<32 hex>}:<32 hex>", k)
+	}
+	// A slot subject equal to the subject is no slot subject at all.
+	if a, b := key(t, kb, demo, "1", admit.Subject{ID: "alice", Slot: "alice"}), key(t, kb, demo, "1", admit.Subject{ID: "alice"}); a != b {
+		t.Fatalf("Slot = ID gives %q, no Slot %q; want the same", a, b)
+	}
+}
+
+// Keys are bounded, free of the subject's bytes, and distinct for distinct subjects, whatever the
+// subject: 1 MiB, invalid UTF-8, CR/LF, braces.
+func TestKeysOfHostileSubjects(t *testing.T) {
+	kb := newKeyBuilder(t)
+	subjects := []string{
+		strings.Repeat("x", admit.MaxSubjectLen),
+		strings.Repeat("x", admit.MaxSubjectLen-1) + "y",
+		"\xff\xfe\x00", "a\r\nSET x 1\r\n", "{alice}", "}{", "{", "}", "alice", "alice ", "ALICE",
+	}
+	seen := map[string]string{}
+	for _, s := range subjects {
+		for _, slot := range []string{"", "{tenant}"} {
+			k := key(t, kb, demo, "1", admit.Subject{ID: s, Slot: slot})
+			if len(k) > 200 {
+				t.Errorf("key of %.20q is %d bytes; want a bounded key", s, len(k))
+			}
+			if strings.ContainsAny(k, "\r\n\x00\xff ") || strings.Count(k, "{") != 1 || strings.Count(k, "}") != 1 {
+				t.Errorf("key of %.20q = %q holds the subject's bytes", s, k)
+			}
+			if prev, ok := seen[k]; ok {
+				t.Errorf("subjects %.20q and %.20q share key %q", prev, s+"/"+slot, k)
+			}
+			seen[k] = s + "/" + slot
+		}
+	}
+}
+
+func TestKeysSeparatePoliciesAndShapes(t *testing.T) {
+	kb := newKeyBuilder(t)
+	alice := admit.Subject{ID: "alice"}
+	base := key(t, kb, demo, "1", alice)
+	other := demo
+	other.Name = "other"
+	longer := demo
+	longer.Period = time.Minute
+	higher := demo
+	higher.Rate = 100
+	if key(t, kb, other, "1", alice) == base {
+		t.Error("two policies share a key")
+	}
+	if key(t, kb, longer, "1", alice) == base {
+		t.Error("a new window keeps the key: its state would be read with the wrong shape")
+	}
+	if key(t, kb, demo, "2", alice) == base {
+		t.Error("a new version keeps the key")
+	}
+	if key(t, kb, higher, "1", alice) != base {
+		t.Error("a new rate changes the key: counters would be lost for nothing")
+	}
+	other2, err := admit.NewKeyBuilder([]byte("another secret, 16+ bytes long"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if key(t, other2, demo, "1", alice) == base {
+		t.Error("two secrets make the same key")
+	}
+}
+
+// The keys of every subject with one slot subject share a hash slot; "per user" and "per tenant"
+// policies can be decided together.
+func TestKeysShareTheSlotSubjectsSlot(t *testing.T) {
+	kb := newKeyBuilder(t)
+	perTenant := admit.Limit{Name: "per-tenant", Algorithm: admit.FixedWindow, Rate: 100000, Period: time.Minute}
+	a := key(t, kb, demo, "1", admit.Subject{ID: "alice", Slot: "acme"})
+	b := key(t, kb, demo, "1", admit.Subject{ID: "bob", Slot: "acme"})
+	tenant := key(t, kb, perTenant, "1", admit.Subject{ID: "acme"})
+	if a == b || admit.Slot(a) != admit.Slot(b) || admit.Slot(a) != admit.Slot(tenant) {
+		t.Fatalf("alice %q, bob %q and acme %q: want distinct keys in one slot", a, b, tenant)
+	}
+	if err := admit.ValidateAll([]admit.Request{{Key: a, Limit: demo, Cost: 1}, {Key: tenant, Limit: perTenant, Cost: 1}}); err != nil {
+		t.Fatalf("per user and per tenant together: %v", err)
+	}
+}
+
+func TestKeyBuilderRefuses(t *testing.T) {
+	if _, err := admit.NewKeyBuilder([]byte("short")); err == nil {
+		t.Error("NewKeyBuilder accepted a 5-byte secret")
+	}
+	kb := newKeyBuilder(t)
+	unnamed := demo
+	unnamed.Name = ""
+	badName := demo
+	badName.Name = "Demo!"
+	for _, tc := range []struct {
+		lim     admit.Limit
+		version string
+		s       admit.Subject
+		want    error
+	}{
+		{unnamed, "1", admit.Subject{ID: "a"}, admit.ErrInvalidLimit},
+		{badName, "1", admit.Subject{ID: "a"}, admit.ErrInvalidLimit},
+		{demo, "", admit.Subject{ID: "a"}, admit.ErrInvalidLimit},
+		{demo, "v.2", admit.Subject{ID: "a"}, admit.ErrInvalidLimit},
+		{demo, strings.Repeat("1", admit.MaxNameLen+1), admit.Subject{ID: "a"}, admit.ErrInvalidLimit},
+		{demo, "1", admit.Subject{}, admit.ErrInvalidRequest},
+		{demo, "1", admit.Subject{ID: strings.Repeat("x", admit.MaxSubjectLen+1)}, admit.ErrInvalidRequest},
+		{demo, "1", admit.Subject{ID: "a", Slot: strings.Repeat("x", admit.MaxSubjectLen+1)}, admit.ErrInvalidRequest},
+	} {
+		if k, err := kb.Key(tc.lim, tc.version, tc.s); !errors.Is(err, tc.want) {
+			t.Errorf("Key(%q, %q, %.10q) = %q, %v; want %v", tc.lim.Name, tc.version, tc.s.ID, k, err, tc.want)
+		}
+	}
+}
