@@ -1,8 +1,19 @@
 // Package httplimit is net/http middleware that admits or rejects requests with an [admit.Limiter].
 //
-// An admitted request goes on to the next handler. A rejected one is answered 429 Too Many Requests
-// with an integer Retry-After; a request the limiter could not decide is answered 503 Service
-// Unavailable (fail closed), never passed through.
+// An admitted request goes on to the next handler; any other is answered here, and the next handler
+// never runs:
+//
+//   - 429 Too Many Requests, with an integer Retry-After: the limiter rejected the request.
+//   - 400 Bad Request: the key function found the request malformed ([ErrMalformedRequest]), such as a
+//     bad forwarding header from a trusted proxy. The client must change the request.
+//   - 500 Internal Server Error: the limit or the key is invalid ([admit.ErrInvalidLimit],
+//     [admit.ErrInvalidRequest]). That is a bug of the server, which no retry can fix.
+//   - 503 Service Unavailable, with a short Retry-After: the limiter could not decide (fail closed):
+//     the backend is unavailable ([admit.ErrUnavailable]), the key function failed otherwise, an
+//     error cannot be classified, or the key function or limiter panicked.
+//
+// Every answer but 429 is logged, at a bounded rate (see [Middleware.LogInterval]), so an outage of the
+// backend costs a few log records, not one per request.
 package httplimit
 
 import (
@@ -25,16 +36,32 @@ const (
 	LimitedBody = "rate limit exceeded\n"
 	// UnavailableBody is the body of a 503 response.
 	UnavailableBody = "limiter unavailable\n"
+	// BadRequestBody is the body of a 400 response. It never says what was wrong: that is logged.
+	BadRequestBody = "bad request\n"
+	// InternalErrorBody is the body of a 500 response. It never says what was wrong: that is logged.
+	InternalErrorBody = "internal server error\n"
 )
 
 // DefaultUnavailableRetryAfter is the Retry-After of a 503 response when
 // [Middleware.UnavailableRetryAfter] is 0.
 const DefaultUnavailableRetryAfter = time.Second
 
+// DefaultLogInterval is the log interval when [Middleware.LogInterval] is 0.
+const DefaultLogInterval = 10 * time.Second
+
+// ErrMalformedRequest is the error a [KeyFunc] wraps to say that the request itself is malformed,
+// such as a bad forwarding header from a trusted proxy: the middleware answers 400 Bad Request.
+// Wrap it with context, as in fmt.Errorf("X-Forwarded-For %q: %w", v, ErrMalformedRequest); the
+// middleware matches it with errors.Is.
+var ErrMalformedRequest = errors.New("httplimit: malformed request")
+
 // A KeyFunc returns the limiter key for r. The key must be derived from something the server
 // verified, such as an authenticated principal, never from a raw client-supplied header, or a client
-// could choose its own bucket. An error means the request cannot be keyed; the middleware answers
-// 503 and does not call the next handler.
+// could choose its own bucket.
+//
+// An error means the request cannot be keyed, and the next handler is not called. An error matching
+// [ErrMalformedRequest] is answered 400 Bad Request; any other error 503 Service Unavailable. A
+// key that the limiter refuses (empty, or longer than [admit.MaxKeyLen]) is answered 500.
 type KeyFunc func(r *http.Request) (string, error)
 
 // A Middleware limits requests with Limiter, one bucket per key that Key returns.
@@ -45,9 +72,17 @@ type Middleware struct {
 	Limiter *admit.Limiter
 	// Key returns the key of each request; required.
 	Key KeyFunc
-	// Logger receives a record for every request the limiter could not decide.
-	// Nil means slog.Default().
+	// Logger receives a record for requests answered 400, 500 or 503, at the rate LogInterval
+	// allows. Nil means slog.Default(). Its handler is called on the request's goroutine, so it
+	// should not block; cmd/admit writes through a queue that drops lines rather than wait.
 	Logger *slog.Logger
+	// LogInterval bounds the log rate of each handler Wrap returns, for each kind of record (a
+	// level and a message, such as "limiter unavailable" at WARN). The first record of a kind is
+	// logged at once; the records of that kind in the next LogInterval are counted instead, and
+	// when it ends one summary record reports their number (suppressed=N) and the last error,
+	// starting the next interval. A timer writes the summary, so it may come after the handler's
+	// last request. Zero means DefaultLogInterval; less than zero logs every record, without timers.
+	LogInterval time.Duration
 	// UnavailableRetryAfter is the Retry-After sent with a 503, rounded up to whole seconds and at
 	// least 1s. Zero or less means DefaultUnavailableRetryAfter.
 	UnavailableRetryAfter time.Duration
@@ -56,38 +91,43 @@ type Middleware struct {
 // Wrap returns a handler that calls next only for requests the limiter admits.
 //
 // A rejected request is answered 429 with Retry-After (whole seconds, at least 1),
-// Cache-Control: no-store and the body [LimitedBody]. A request that cannot be decided — Key
-// returned an error, the limiter returned any error, or either of them panicked — is answered 503
-// with Retry-After from UnavailableRetryAfter, Cache-Control: no-store and the body
-// [UnavailableBody], and logged. Panics raised by next are not recovered.
+// Cache-Control: no-store and the body [LimitedBody]. A request that is not admitted for any other
+// reason is answered, and logged, as the package documentation lists: 400 with [BadRequestBody],
+// 500 with [InternalErrorBody], or 503 with Retry-After from UnavailableRetryAfter and
+// [UnavailableBody]; each with Cache-Control: no-store, and only the 503 with Retry-After. Panics
+// raised by next are not recovered.
 //
 // Wrap panics if m.Limiter, m.Key or next is nil.
 func (m *Middleware) Wrap(next http.Handler) http.Handler {
 	if m.Limiter == nil || m.Key == nil || next == nil {
 		panic("httplimit: Wrap needs a Limiter, a Key and a next handler")
 	}
-	h := &handler{
-		limiter: m.Limiter,
-		key:     m.Key,
-		logger:  m.Logger,
-		next:    next,
+	logger := m.Logger
+	if logger == nil {
+		logger = slog.Default()
 	}
-	if h.logger == nil {
-		h.logger = slog.Default()
+	interval := m.LogInterval
+	if interval == 0 {
+		interval = DefaultLogInterval
 	}
 	retry := m.UnavailableRetryAfter
 	if retry <= 0 {
 		retry = DefaultUnavailableRetryAfter
 	}
-	h.unavailableRetryAfter = strconv.FormatInt(admit.CeilSeconds(retry), 10)
-	return h
+	return &handler{
+		limiter:               m.Limiter,
+		key:                   m.Key,
+		log:                   newLogLimiter(logger.With(slog.String("limit", m.Limiter.Limit().String())), interval),
+		next:                  next,
+		unavailableRetryAfter: strconv.FormatInt(admit.CeilSeconds(retry), 10),
+	}
 }
 
 // handler is the http.Handler that Wrap returns.
 type handler struct {
 	limiter               *admit.Limiter
 	key                   KeyFunc
-	logger                *slog.Logger
+	log                   *logLimiter
 	next                  http.Handler
 	unavailableRetryAfter string // whole seconds
 }
@@ -96,8 +136,16 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	d, err := h.decide(r)
 	switch {
 	case err != nil:
-		h.logUndecided(r, err)
-		writeText(w, http.StatusServiceUnavailable, h.unavailableRetryAfter, UnavailableBody)
+		k := classify(r.Context(), err)
+		h.logFailure(r, k, err)
+		switch k.status() {
+		case http.StatusBadRequest:
+			writeText(w, http.StatusBadRequest, "", BadRequestBody)
+		case http.StatusInternalServerError:
+			writeText(w, http.StatusInternalServerError, "", InternalErrorBody)
+		default:
+			writeText(w, http.StatusServiceUnavailable, h.unavailableRetryAfter, UnavailableBody)
+		}
 	case !d.Allowed:
 		retry := strconv.FormatInt(d.RetryAfterSeconds(), 10)
 		writeText(w, http.StatusTooManyRequests, retry, LimitedBody)
@@ -139,45 +187,113 @@ func (h *handler) decide(r *http.Request) (d admit.Decision, err error) {
 	return h.limiter.Allow(r.Context(), key)
 }
 
-// logUndecided logs why r could not be decided, at a level fitting the cause: Error for a bug of the
-// server (invalid limit or request, corrupt state, a panic), Warn for an unavailable backend or a
-// failing key function, Info when the client went away first.
-func (h *handler) logUndecided(r *http.Request, err error) {
-	ctx := r.Context()
-	level, msg := slog.LevelWarn, "limiter unavailable"
+// A failure is a kind of request the middleware could not admit, other than over the limit. Each
+// has its status, log level and log message.
+type failure uint8
+
+const (
+	failMalformed   failure = iota // the key function: ErrMalformedRequest
+	failKey                        // the key function: any other error
+	failInvalid                    // ErrInvalidLimit or ErrInvalidRequest
+	failCorrupt                    // ErrCorruptState
+	failPanic                      // a panic in the key function or the limiter
+	failCanceled                   // undecided, and the client went away first
+	failUnavailable                // ErrUnavailable, or anything unclassified
+	numFailures
+)
+
+// classify returns the kind of failure err is, for a request whose context is ctx.
+func classify(ctx context.Context, err error) failure {
 	var pe *panicError
 	var ke *keyError
 	switch {
 	case errors.As(err, &pe):
-		level, msg = slog.LevelError, "panic in limiter"
+		return failPanic
 	case errors.As(err, &ke):
-		msg = "cannot key request"
+		if errors.Is(ke.err, ErrMalformedRequest) {
+			return failMalformed
+		}
+		return failKey
 	case errors.Is(err, admit.ErrInvalidLimit), errors.Is(err, admit.ErrInvalidRequest):
-		level, msg = slog.LevelError, "invalid limit or request"
+		return failInvalid
 	case errors.Is(err, admit.ErrCorruptState):
-		level, msg = slog.LevelError, "corrupt limiter state"
+		return failCorrupt
 	case errors.Is(ctx.Err(), context.Canceled):
-		level, msg = slog.LevelInfo, "request canceled before the limiter decided"
+		return failCanceled
 	}
-	if !h.logger.Enabled(ctx, level) {
+	return failUnavailable
+}
+
+// status returns the HTTP status that answers f.
+func (f failure) status() int {
+	switch f {
+	case failMalformed:
+		return http.StatusBadRequest
+	case failInvalid:
+		return http.StatusInternalServerError
+	}
+	return http.StatusServiceUnavailable
+}
+
+// level returns the log level of f: Error for a bug of the server (an invalid limit or key, corrupt
+// state, a panic), Warn for an unavailable backend or a failing key function, Info for a client's
+// doing (a malformed request, a client that went away first).
+func (f failure) level() slog.Level {
+	switch f {
+	case failInvalid, failCorrupt, failPanic:
+		return slog.LevelError
+	case failMalformed, failCanceled:
+		return slog.LevelInfo
+	}
+	return slog.LevelWarn
+}
+
+// message returns the log message of f.
+func (f failure) message() string {
+	switch f {
+	case failMalformed:
+		return "malformed request"
+	case failKey:
+		return "cannot key request"
+	case failInvalid:
+		return "invalid limit or request"
+	case failCorrupt:
+		return "corrupt limiter state"
+	case failPanic:
+		return "panic in limiter"
+	case failCanceled:
+		return "request canceled before the limiter decided"
+	}
+	return "limiter unavailable"
+}
+
+// logFailure logs why r was not admitted, unless the log rate calls for counting it instead.
+func (h *handler) logFailure(r *http.Request, f failure, err error) {
+	ctx := r.Context()
+	if !h.log.start(ctx, f, err) {
 		return
 	}
+	defer h.log.done(f)
 	attrs := []slog.Attr{
 		slog.String("method", r.Method),
 		slog.String("path", r.URL.Path),
-		slog.String("limit", h.limiter.Limit().String()),
 		slog.Any("error", err),
 	}
-	if pe != nil {
+	if pe := (*panicError)(nil); errors.As(err, &pe) {
 		attrs = append(attrs, slog.String("stack", string(pe.stack)))
 	}
-	h.logger.LogAttrs(ctx, level, msg, attrs...)
+	h.log.logger.LogAttrs(ctx, f.level(), f.message(), attrs...)
 }
 
-// writeText answers with status and a plain-text body that no cache may store.
+// writeText answers with status and a plain-text body that no cache may store, with a Retry-After
+// field if retryAfter is not empty.
 func writeText(w http.ResponseWriter, status int, retryAfter, body string) {
 	hdr := w.Header()
-	hdr["Retry-After"] = []string{retryAfter}
+	if retryAfter != "" {
+		hdr["Retry-After"] = []string{retryAfter}
+	} else {
+		delete(hdr, "Retry-After")
+	}
 	hdr["Cache-Control"] = []string{"no-store"}
 	hdr["Content-Type"] = []string{"text/plain; charset=utf-8"}
 	hdr["X-Content-Type-Options"] = []string{"nosniff"}

@@ -37,9 +37,12 @@ var (
 	wantOK          = want{status: http.StatusOK, body: "next\n", next: true}
 	wantLimited     = want{status: http.StatusTooManyRequests, retryAfter: "10", body: "rate limit exceeded\n"}
 	wantUnavailable = want{status: http.StatusServiceUnavailable, retryAfter: "1", body: "limiter unavailable\n"}
+	// 400 and 500 carry no Retry-After: the same request will fail the same way.
+	wantBadRequest    = want{status: http.StatusBadRequest, body: "bad request\n"}
+	wantInternalError = want{status: http.StatusInternalServerError, body: "internal server error\n"}
 )
 
-// serve sends one GET through h, whose next handler is nextHandler(&ran), and checks the response.
+// check sends one GET through h, whose next handler is nextHandler(&ran), and checks the response.
 func check(t *testing.T, h http.Handler, ran *bool, w want) {
 	t.Helper()
 	*ran = false
@@ -63,12 +66,27 @@ func check(t *testing.T, h http.Handler, ran *bool, w want) {
 		return
 	}
 	for field, value := range map[string]string{
-		"Cache-Control":  "no-store",
-		"Content-Type":   "text/plain; charset=utf-8",
-		"Content-Length": fmt.Sprint(len(w.body)),
+		"Cache-Control":          "no-store",
+		"Content-Type":           "text/plain; charset=utf-8",
+		"Content-Length":         fmt.Sprint(len(w.body)),
+		"X-Content-Type-Options": "nosniff",
 	} {
 		if got := res.Header.Values(field); len(got) != 1 || got[0] != value {
 			t.Errorf("%s = %q, want %q", field, got, value)
+		}
+	}
+}
+
+// TestBodies checks that the exported bodies are the ones the tests expect on the wire.
+func TestBodies(t *testing.T) {
+	for _, tc := range []struct{ got, want string }{
+		{httplimit.LimitedBody, wantLimited.body},
+		{httplimit.UnavailableBody, wantUnavailable.body},
+		{httplimit.BadRequestBody, wantBadRequest.body},
+		{httplimit.InternalErrorBody, wantInternalError.body},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("body constant %q, want %q", tc.got, tc.want)
 		}
 	}
 }
@@ -139,55 +157,147 @@ func failingStore(err error) admit.Store {
 	})
 }
 
-func TestMiddlewareUndecided(t *testing.T) {
+// logBuffer is an io.Writer that keeps log output, safe for concurrent use.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// lines returns the lines logged so far.
+func (b *logBuffer) lines() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := strings.TrimSpace(b.buf.String())
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, "\n")
+}
+
+// TestMiddlewareNotAdmitted runs every way a request can fail other than over the limit, twice:
+// each is answered its status, body and fields, never reaches next, and is logged once at its level
+// (the second record of a kind within the log interval is counted, not written).
+func TestMiddlewareNotAdmitted(t *testing.T) {
+	malformed := func(*http.Request) (string, error) {
+		return "", fmt.Errorf("test: X-Forwarded-For %q: %w", "not-an-ip", httplimit.ErrMalformedRequest)
+	}
 	for _, tc := range []struct {
 		name      string
 		store     admit.Store
 		limit     admit.Limit
 		key       httplimit.KeyFunc
+		want      want
 		wantLevel string
+		wantMsg   string
 	}{{
+		name:      "malformed request",
+		key:       malformed,
+		want:      wantBadRequest,
+		wantLevel: "INFO",
+		wantMsg:   `"malformed request"`,
+	}, {
+		name: "malformed request, wrapped twice",
+		key: func(r *http.Request) (string, error) {
+			_, err := malformed(r)
+			return "", fmt.Errorf("subject: %w", err)
+		},
+		want:      wantBadRequest,
+		wantLevel: "INFO",
+		wantMsg:   `"malformed request"`,
+	}, {
 		name:      "key error",
 		key:       func(*http.Request) (string, error) { return "", errors.New("no principal") },
+		want:      wantUnavailable,
 		wantLevel: "WARN",
+		wantMsg:   `"cannot key request"`,
+	}, {
+		// Only the key function's own verdict is a 400, and its other errors are 503s, even
+		// ones that would mean 500 from the limiter.
+		name:      "key error matching ErrInvalidRequest",
+		key:       func(*http.Request) (string, error) { return "", fmt.Errorf("test: %w", admit.ErrInvalidRequest) },
+		want:      wantUnavailable,
+		wantLevel: "WARN",
+		wantMsg:   `"cannot key request"`,
 	}, {
 		name:      "key panic",
 		key:       func(*http.Request) (string, error) { panic("boom") },
+		want:      wantUnavailable,
 		wantLevel: "ERROR",
+		wantMsg:   `"panic in limiter"`,
 	}, {
 		name:      "key nil-pointer panic",
 		key:       func(r *http.Request) (string, error) { var p *struct{ s string }; return p.s, nil },
+		want:      wantUnavailable,
 		wantLevel: "ERROR",
+		wantMsg:   `"panic in limiter"`,
 	}, {
 		name:      "unavailable",
 		store:     failingStore(fmt.Errorf("teststore: dial: %w", admit.ErrUnavailable)),
+		want:      wantUnavailable,
 		wantLevel: "WARN",
+		wantMsg:   `"limiter unavailable"`,
 	}, {
 		name:      "corrupt state",
 		store:     failingStore(fmt.Errorf("teststore: %w", admit.ErrCorruptState)),
+		want:      wantUnavailable,
 		wantLevel: "ERROR",
+		wantMsg:   `"corrupt limiter state"`,
 	}, {
 		name:      "unclassified store error",
 		store:     failingStore(errors.New("teststore: surprise")),
+		want:      wantUnavailable,
 		wantLevel: "WARN",
+		wantMsg:   `"limiter unavailable"`,
+	}, {
+		name:      "store error matching ErrMalformedRequest",
+		store:     failingStore(fmt.Errorf("teststore: %w", httplimit.ErrMalformedRequest)),
+		want:      wantUnavailable,
+		wantLevel: "WARN",
+		wantMsg:   `"limiter unavailable"`,
 	}, {
 		name: "store panic",
 		store: storeFunc(func(context.Context, string, admit.Limit, int64) (admit.Decision, error) {
 			panic(errors.New("boom"))
 		}),
+		want:      wantUnavailable,
 		wantLevel: "ERROR",
+		wantMsg:   `"panic in limiter"`,
 	}, {
 		name:      "invalid limit",
 		limit:     admit.Limit{Algorithm: admit.FixedWindow, Rate: 0, Period: time.Second},
+		want:      wantInternalError,
 		wantLevel: "ERROR",
+		wantMsg:   `"invalid limit or request"`,
 	}, {
 		name:      "invalid request (empty key)",
 		key:       constKey(""),
+		want:      wantInternalError,
 		wantLevel: "ERROR",
+		wantMsg:   `"invalid limit or request"`,
 	}, {
 		name:      "invalid request (oversized key)",
 		key:       constKey(strings.Repeat("k", admit.MaxKeyLen+1)),
+		want:      wantInternalError,
 		wantLevel: "ERROR",
+		wantMsg:   `"invalid limit or request"`,
+	}, {
+		name:      "invalid request from the store",
+		store:     failingStore(fmt.Errorf("teststore: %w", admit.ErrInvalidRequest)),
+		want:      wantInternalError,
+		wantLevel: "ERROR",
+		wantMsg:   `"invalid limit or request"`,
+	}, {
+		name:      "invalid limit from the store",
+		store:     failingStore(fmt.Errorf("teststore: %w", admit.ErrInvalidLimit)),
+		want:      wantInternalError,
+		wantLevel: "ERROR",
+		wantMsg:   `"invalid limit or request"`,
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.store == nil {
@@ -199,7 +309,7 @@ func TestMiddlewareUndecided(t *testing.T) {
 			if tc.key == nil {
 				tc.key = constKey("rl:test:v1:{a}")
 			}
-			var logs bytes.Buffer
+			var logs logBuffer
 			var ran bool
 			m := &httplimit.Middleware{
 				Limiter: admit.NewLimiter(tc.store, tc.limit),
@@ -207,15 +317,17 @@ func TestMiddlewareUndecided(t *testing.T) {
 				Logger:  slog.New(slog.NewTextHandler(&logs, nil)),
 			}
 			h := m.Wrap(nextHandler(&ran))
-			check(t, h, &ran, wantUnavailable)
-			check(t, h, &ran, wantUnavailable) // and the handler keeps working
-			t.Logf("log: %s", logs.String())
-			lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
-			if len(lines) != 2 {
-				t.Fatalf("got %d log lines, want 2", len(lines))
+			check(t, h, &ran, tc.want)
+			check(t, h, &ran, tc.want) // and the handler keeps working
+			lines := logs.lines()
+			t.Logf("log:\n%s", strings.Join(lines, "\n"))
+			if len(lines) != 1 {
+				t.Fatalf("got %d log lines, want 1 (the second within the log interval is counted)", len(lines))
 			}
-			if !strings.Contains(lines[0], "level="+tc.wantLevel+" ") {
-				t.Errorf("log line does not have level %s", tc.wantLevel)
+			for _, s := range []string{"level=" + tc.wantLevel + " ", "msg=" + tc.wantMsg + " ", "error="} {
+				if !strings.Contains(lines[0], s) {
+					t.Errorf("log line lacks %q", s)
+				}
 			}
 		})
 	}

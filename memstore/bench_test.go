@@ -3,6 +3,7 @@ package memstore_test
 import (
 	"context"
 	"hash/maphash"
+	"runtime"
 	"strconv"
 	"sync"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/internal/callers"
+	"github.com/admit-dev/admit/limittest"
 	"github.com/admit-dev/admit/memstore"
 )
 
@@ -74,4 +76,54 @@ func BenchmarkReferenceShardedMap(b *testing.B) {
 		sh.mu.Unlock()
 		return nil
 	})
+}
+
+// BenchmarkKeyFlood measures the memory a flood of new keys costs: each op is a Take of a key never
+// seen before, under a 100 ms window, on a fake clock that moves 20 µs per op — 50,000 new keys per
+// second of fake time, 5,000 of them live at any moment — and the sweeper runs once per fake second,
+// as its ticker would. It reports the most entries the Store held (peak-entries, sampled every
+// 1,000 ops) and the most live heap above the start (peak-heap-MiB, after a GC, every fake second).
+// -benchtime 1000000x is 20 seconds of fake time:
+//
+//	go test -run '^$' -bench KeyFlood -benchtime 1000000x ./memstore
+func BenchmarkKeyFlood(b *testing.B) {
+	const (
+		keysPerSecond = 50_000
+		step          = time.Second / keysPerSecond
+		sampleEvery   = 1_000
+	)
+	clock := limittest.NewClock(time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC))
+	s := memstore.New(memstore.Options{Now: clock.Now, SweepInterval: -1})
+	defer s.Close()
+	lim := admit.Limit{Algorithm: admit.FixedWindow, Rate: 1, Period: 100 * time.Millisecond}
+	ctx := context.Background()
+	start := liveHeapMiB()
+	var peakEntries int
+	var peakHeap float64
+	b.ResetTimer()
+	for i := range b.N {
+		clock.Advance(step)
+		if _, err := s.Take(ctx, "rl:flood:v1:{"+strconv.Itoa(i)+"}", lim, 1); err != nil {
+			b.Fatal(err)
+		}
+		if (i+1)%sampleEvery == 0 {
+			peakEntries = max(peakEntries, s.Len())
+		}
+		if (i+1)%keysPerSecond == 0 {
+			b.StopTimer()
+			peakHeap = max(peakHeap, liveHeapMiB()-start)
+			memstore.Sweep(s)
+			b.StartTimer()
+		}
+	}
+	b.ReportMetric(float64(peakEntries), "peak-entries")
+	b.ReportMetric(peakHeap, "peak-heap-MiB")
+}
+
+// liveHeapMiB returns the heap in use after a garbage collection, in MiB.
+func liveHeapMiB() float64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return float64(m.HeapAlloc) / (1 << 20)
 }

@@ -5,20 +5,17 @@ import (
 	"fmt"
 	"hash/maphash"
 	"runtime"
-	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/limittest"
 )
 
-// clock returns a goroutine-safe fake clock and a function that advances it.
-func clock() (now func() time.Time, advance func(time.Duration)) {
-	base := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
-	var off atomic.Int64
-	return func() time.Time { return base.Add(time.Duration(off.Load())) },
-		func(d time.Duration) { off.Add(int64(d)) }
+// newClock returns a fake clock that moves only when told.
+func newClock() *limittest.Clock {
+	return limittest.NewClock(time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC))
 }
 
 func mustTake(t *testing.T, s *Store, key string, lim admit.Limit, n int64) admit.Decision {
@@ -35,60 +32,82 @@ var (
 	hour   = admit.Limit{Algorithm: admit.FixedWindow, Rate: 3, Period: time.Hour}
 )
 
-func TestSweepBudget(t *testing.T) {
-	now, advance := clock()
-	s := New(Options{Now: now, Shards: 1, SweepInterval: -1, SweepBudget: 5})
+func TestSweepExaminesEveryEntry(t *testing.T) {
+	clock := newClock()
+	s := New(Options{Now: clock.Now, Shards: 1, SweepInterval: -1, SweepBudget: 5})
 	for i := range 20 {
 		mustTake(t, s, fmt.Sprint("short", i), second, 1)
 	}
 	for i := range 5 {
 		mustTake(t, s, fmt.Sprint("long", i), hour, 2)
 	}
-	if e, r := s.sweep(); r != 0 || e != 5 {
-		t.Fatalf("sweep() before any window ended examined %d, removed %d; want 5, 0", e, r)
+	if e, r := s.sweep(); e != 25 || r != 0 {
+		t.Fatalf("sweep() before any window ended examined %d, removed %d; want 25, 0", e, r)
 	}
-	advance(time.Second)
-	total := 0
-	for pass := 1; s.Len() > 5; pass++ {
-		if pass > 20 {
-			t.Fatalf("20 sweeps left %d entries; want 5", s.Len())
-		}
-		e, r := s.sweep()
-		if e > 5 || r > e {
-			t.Fatalf("sweep() examined %d, removed %d; want at most the budget, 5", e, r)
-		}
-		total += r
+	clock.Advance(time.Second)
+	if e, r := s.sweep(); e != 25 || r != 20 {
+		t.Fatalf("sweep() after 20 windows ended examined %d, removed %d; want 25, 20", e, r)
 	}
-	if total != 20 {
-		t.Fatalf("sweeps removed %d entries; want the 20 expired ones", total)
+	if got := s.Len(); got != 5 {
+		t.Fatalf("Len() = %d after one sweep; want the 5 live entries", got)
 	}
 	// The live entries are intact.
 	for i := range 5 {
 		if d := mustTake(t, s, fmt.Sprint("long", i), hour, 0); d.Remaining != 1 {
-			t.Fatalf("peek of a live key after the sweeps: remaining %d; want 1", d.Remaining)
+			t.Fatalf("peek of a live key after the sweep: remaining %d; want 1", d.Remaining)
 		}
 	}
 }
 
-func TestSweepBudgetPerShard(t *testing.T) {
-	now, advance := clock()
-	s := New(Options{Now: now, Shards: 4, SweepInterval: -1, SweepBudget: 1})
+func TestSweepStepIsBounded(t *testing.T) {
+	clock := newClock()
+	s := New(Options{Now: clock.Now, Shards: 1, SweepInterval: -1})
+	for i := range 30 {
+		lim := hour
+		if i%2 == 0 {
+			lim = second
+		}
+		mustTake(t, s, fmt.Sprint("k", i), lim, 1)
+	}
+	clock.Advance(time.Second)
+	sh := &s.tab.shards[0]
+	// One step, under one hold of the lock, examines at most its budget.
+	examined, removed := 0, 0
+	for pos, steps := 0, 0; pos < len(sh.entries); steps++ {
+		if steps > 10 {
+			t.Fatalf("10 steps of 7 did not cover 30 entries")
+		}
+		var e, r int
+		pos, e, r = sh.sweepFrom(pos, len(sh.entries), s.tab.now(), 7)
+		if e > 7 {
+			t.Fatalf("sweepFrom with budget 7 examined %d entries", e)
+		}
+		examined, removed = examined+e, removed+r
+	}
+	if examined != 30 || removed != 15 || len(sh.entries) != 15 {
+		t.Fatalf("steps examined %d, removed %d, left %d; want 30, 15, 15", examined, removed, len(sh.entries))
+	}
+}
+
+func TestSweepCoversEveryShard(t *testing.T) {
+	clock := newClock()
+	s := New(Options{Now: clock.Now, Shards: 4, SweepInterval: -1, SweepBudget: 1})
 	for i := range 100 {
 		mustTake(t, s, fmt.Sprint("k", i), second, 1)
 	}
-	advance(time.Second)
-	if e, r := s.sweep(); e != 4 || r != 4 {
-		t.Fatalf("sweep() of 4 shards with budget 1 examined %d, removed %d; want 4, 4", e, r)
+	clock.Advance(time.Second)
+	if e, r := s.sweep(); e != 100 || r != 100 {
+		t.Fatalf("sweep() of 4 shards with budget 1 examined %d, removed %d; want 100, 100", e, r)
 	}
-	if s.Len() != 96 {
-		t.Fatalf("Len() = %d; want 96", s.Len())
+	if s.Len() != 0 {
+		t.Fatalf("Len() = %d; want 0", s.Len())
 	}
 }
 
 func TestSweepVisitsEveryEntry(t *testing.T) {
-	now, advance := clock()
-	s := New(Options{Now: now, Shards: 1, SweepInterval: -1, SweepBudget: 7})
-	// Interleave keys that expire at different times, so the cursor must walk past live ones.
+	clock := newClock()
+	s := New(Options{Now: clock.Now, Shards: 1, SweepInterval: -1, SweepBudget: 7})
+	// Interleave keys that expire at different times, so the sweep must step past live ones.
 	for i := range 100 {
 		lim := hour
 		if i%3 == 0 {
@@ -96,19 +115,16 @@ func TestSweepVisitsEveryEntry(t *testing.T) {
 		}
 		mustTake(t, s, fmt.Sprint("k", i), lim, 1)
 	}
-	advance(time.Second)
-	// Every entry is examined within two rounds of the cursor.
-	for range 2 * (100/7 + 1) {
-		s.sweep()
-	}
+	clock.Advance(time.Second)
+	s.sweep()
 	if got := s.Len(); got != 66 {
-		t.Fatalf("Len() = %d after sweeping; want the 66 live entries", got)
+		t.Fatalf("Len() = %d after one sweep; want the 66 live entries", got)
 	}
 }
 
 func TestSweepRebuildsShrunkShard(t *testing.T) {
-	now, advance := clock()
-	s := New(Options{Now: now, Shards: 1, SweepInterval: -1, SweepBudget: 1000})
+	clock := newClock()
+	s := New(Options{Now: clock.Now, Shards: 1, SweepInterval: -1})
 	for i := range 4000 {
 		lim := second
 		if i < 10 {
@@ -116,17 +132,94 @@ func TestSweepRebuildsShrunkShard(t *testing.T) {
 		}
 		mustTake(t, s, fmt.Sprint("k", i), lim, 1)
 	}
-	advance(time.Second)
-	for s.Len() > 10 {
-		s.sweep()
-	}
+	clock.Advance(time.Second)
+	s.sweep()
 	sh := &s.tab.shards[0]
-	if cap(sh.entries) > 100 || sh.peak != 10 {
-		t.Fatalf("after 3990 of 4000 entries expired: cap(entries) = %d, peak = %d; want storage rebuilt for 10", cap(sh.entries), sh.peak)
+	if len(sh.entries) != 10 || cap(sh.entries) > 100 || sh.peak != 10 {
+		t.Fatalf("after 3990 of 4000 entries expired: len %d, cap(entries) = %d, peak = %d; want storage rebuilt for 10",
+			len(sh.entries), cap(sh.entries), sh.peak)
 	}
 	for i := range 10 {
 		if d := mustTake(t, s, fmt.Sprint("k", i), hour, 0); d.Remaining != 2 {
 			t.Fatalf("peek of a live key after the rebuild: remaining %d; want 2", d.Remaining)
+		}
+	}
+}
+
+// TestFloodMemoryReturns floods a Store with keys that all expire: one pass of the sweeper leaves
+// every shard with storage for its live entries only, so the memory goes back to the runtime.
+func TestFloodMemoryReturns(t *testing.T) {
+	clock := newClock()
+	s := New(Options{Now: clock.Now, SweepInterval: -1})
+	short := admit.Limit{Algorithm: admit.FixedWindow, Rate: 1, Period: 100 * time.Millisecond}
+	for i := range 200_000 {
+		if i%200 == 0 {
+			clock.Advance(time.Millisecond) // 200,000 keys per second, for one second
+		}
+		mustTake(t, s, fmt.Sprint("flood", i), short, 1)
+	}
+	mustTake(t, s, "live", hour, 1)
+	clock.Advance(100 * time.Millisecond)
+	s.sweep()
+	for i := range s.tab.shards {
+		sh := &s.tab.shards[i]
+		if cap(sh.entries) > minRebuild || len(sh.index) > 1 {
+			t.Fatalf("shard %d after the flood expired and one sweep: %d entries, cap(entries) = %d; want storage rebuilt",
+				i, len(sh.entries), cap(sh.entries))
+		}
+	}
+	if got := s.Len(); got != 1 {
+		t.Fatalf("Len() = %d; want the 1 live entry", got)
+	}
+}
+
+func TestInsertReclaimsAtCursor(t *testing.T) {
+	for _, tt := range []struct {
+		name          string
+		budget        int
+		expired, live int
+		wantLenAfter  int
+	}{
+		// With no live entry to step past, an insert removes expired ones up to the budget.
+		{name: "all expired", budget: 256, expired: 10, wantLenAfter: 1},
+		{name: "budget", budget: 3, expired: 10, wantLenAfter: 10 - 3 + 1},
+		// It stops after stepping past 2 live entries, and never removes them.
+		{name: "live first", budget: 256, live: 2, expired: 10, wantLenAfter: 2 + 10 + 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			clock := newClock()
+			s := New(Options{Now: clock.Now, Shards: 1, SweepInterval: -1, SweepBudget: tt.budget})
+			for i := range tt.live {
+				mustTake(t, s, fmt.Sprint("live", i), hour, 1)
+			}
+			for i := range tt.expired {
+				mustTake(t, s, fmt.Sprint("short", i), second, 1)
+			}
+			clock.Advance(time.Second)
+			s.tab.shards[0].cursor = 0 // at the first live entry, if any
+			mustTake(t, s, "new", hour, 1)
+			if got := s.Len(); got != tt.wantLenAfter {
+				t.Fatalf("Len() = %d after one insert; want %d", got, tt.wantLenAfter)
+			}
+			for i := range tt.live {
+				if d := mustTake(t, s, fmt.Sprint("live", i), hour, 0); d.Remaining != 2 {
+					t.Fatalf("peek of a live key after an insert: remaining %d; want 2", d.Remaining)
+				}
+			}
+		})
+	}
+}
+
+func TestMaxEntriesPerShard(t *testing.T) {
+	for _, tt := range []struct{ maxEntries, shards, want int }{
+		{0, 0, 1 << 20 / 64}, {-5, 0, 1 << 20 / 64}, {100, 1, 100}, {10, 4, 3}, {1, 64, 1}, {1 << 20, 1 << 16, 16},
+	} {
+		s := New(Options{MaxEntries: tt.maxEntries, Shards: tt.shards, SweepInterval: -1})
+		for i := range s.tab.shards {
+			if got := s.tab.shards[i].capacity; got != tt.want {
+				t.Fatalf("New(Options{MaxEntries: %d, Shards: %d}): shard %d holds at most %d; want %d",
+					tt.maxEntries, tt.shards, i, got, tt.want)
+			}
 		}
 	}
 }

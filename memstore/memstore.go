@@ -5,10 +5,43 @@
 // per process: several processes each with a memstore do not share them.
 //
 // Keys live in shards chosen by a hash of the key with a per-Store seed, each shard behind its own
-// mutex. An entry holds a count and the absolute end of its window. An entry whose window has ended
-// is treated as missing and reclaimed when its key is next used; a background sweeper also
-// reclaims such entries, examining a bounded number of entries per shard at each tick, so memory
-// follows the keys in use rather than every key ever seen.
+// mutex. An entry holds a count and the absolute end of its window.
+//
+// # Reclaim
+//
+// An entry whose window has ended is treated as missing, and reclaimed so that memory follows the
+// keys in use, however fast new keys arrive:
+//
+//   - Each insert pays for reclaim. Before a shard takes a new entry, it examines entries from its
+//     cursor, which walks the shard in turn, and removes those whose window has ended until it has
+//     stepped past 2 live ones (or removed SweepBudget). A turn of the cursor that leaves N entries
+//     so takes about N/2 inserts, and leaves only entries that were live when the turn began or
+//     were inserted during it: each turn ends with at most twice (k/(k−1), for k = 2 live entries
+//     per insert) the entries live when it began, whatever the rate of new keys. Under a steady
+//     flood a shard holds about 1.5 times its live entries (BENCHMARKS.md).
+//   - When nothing is inserted, the background sweeper examines every entry of every shard once per
+//     SweepInterval (holding a shard's lock for at most SweepBudget entries at a time), so an idle
+//     Store is back to its live entries within one SweepInterval after their windows end.
+//   - A key's own expired entry is reused or removed when the key is next used.
+//
+// A shard that has shrunk to a quarter of its peak rebuilds its map and slice at their present
+// size (Go maps never shrink), so the memory returns to the runtime.
+//
+// # The entry cap
+//
+// A Store holds about Options.MaxEntries entries at most, by default 1<<20 (1,048,576): about
+// 110 MiB with keys of 20 bytes, 150 MiB with keys of 50, 600 MiB with keys of 512 bytes, the
+// longest allowed. The cap is enforced per shard: each shard holds at most MaxEntries/shards
+// entries, rounded up (so the Store exceeds MaxEntries only by that rounding), and a new key is
+// refused when its own shard is full, which may be somewhat before the Store holds MaxEntries in
+// all. There is no unlimited setting; set a larger MaxEntries.
+//
+// When a Take needs a new entry and the key's shard is full, the shard first reclaims expired
+// entries (examining at most SweepBudget more). If it is still full, Take returns an error matching
+// [ErrFull] and [admit.ErrUnavailable] at once: it never waits, and it never evicts a live entry,
+// because forgetting a count would admit more than the limit. Keys that hold an entry keep being
+// decided exactly as before, a peek (n = 0) of a missing key needs no entry and still answers, and
+// new keys are admitted again as soon as entries expire.
 package memstore
 
 import (
@@ -30,7 +63,18 @@ const (
 	maxShards            = 1 << 16
 	defaultSweepInterval = time.Second
 	defaultSweepBudget   = 256
+	defaultMaxEntries    = 1 << 20
 )
+
+// liveExaminedPerInsert is k, the live entries an insert steps past to pay for reclaim. A shard then
+// holds at most about k/(k−1) times its live entries; 2 means twice, for little work per insert.
+const liveExaminedPerInsert = 2
+
+// ErrFull is the error [Store.Take] returns when a key needs a new entry and its shard already holds
+// its share of Options.MaxEntries, and reclaim found no expired entry to remove: the Store cannot
+// count the key without forgetting another key's count, so it decides nothing. It matches
+// [admit.ErrUnavailable]; fail closed on it, as on any error.
+var ErrFull = fmt.Errorf("memstore: full: %w", admit.ErrUnavailable)
 
 // Options configures a Store. The zero value is ready to use.
 type Options struct {
@@ -40,13 +84,19 @@ type Options struct {
 	// Shards is the number of independently locked shards, a power of two; other positive values are
 	// rounded up to one (at most 65536). 0 or less means 64.
 	Shards int
-	// SweepInterval is the time between two passes of the background sweeper; 0 means one second,
-	// and a negative value disables the sweeper (expired entries are then reclaimed only when their
-	// keys are used again).
+	// SweepInterval is the time between two passes of the background sweeper, each of which examines
+	// every entry; 0 means one second, and a negative value disables the sweeper (expired entries
+	// are then reclaimed only by inserts and when their keys are used again).
 	SweepInterval time.Duration
-	// SweepBudget is the most entries the sweeper examines in each shard at each pass; 0 or less
+	// SweepBudget is the most entries the sweeper examines in a shard while holding its lock, and the
+	// most expired entries an insert removes; it bounds how long reclaim delays a Take. 0 or less
 	// means 256.
 	SweepBudget int
+	// MaxEntries is the most entries the Store holds, expired ones not yet reclaimed included,
+	// enforced per shard as MaxEntries/Shards rounded up. 0 or less means 1<<20 (1,048,576, about
+	// 110 MiB with 20-byte keys); there is no unlimited setting. A Take that needs a new entry in a
+	// full shard returns an error matching [ErrFull] (see the package doc).
+	MaxEntries int
 }
 
 // Store is an in-process [admit.Store]. It is safe for concurrent use.
@@ -62,38 +112,7 @@ var _ admit.Store = (*Store)(nil)
 // opts.SweepInterval is negative. Call [Store.Close] to stop the sweeper; it is also stopped when the
 // Store is garbage collected.
 func New(opts Options) *Store {
-	now := opts.Now
-	if now == nil {
-		now = time.Now
-	}
-	n := opts.Shards
-	switch {
-	case n <= 0:
-		n = defaultShards
-	case n > maxShards:
-		n = maxShards
-	}
-	size := 1
-	for size < n {
-		size <<= 1
-	}
-	budget := opts.SweepBudget
-	if budget <= 0 {
-		budget = defaultSweepBudget
-	}
-	tab := &table{
-		seed:   maphash.MakeSeed(),
-		shards: make([]shard, size),
-		mask:   uint64(size - 1),
-		clock:  now,
-		base:   now(),
-		budget: budget,
-	}
-	for i := range tab.shards {
-		tab.shards[i].index = make(map[string]int)
-	}
-	s := &Store{tab: tab}
-
+	s := &Store{tab: newTable(opts)}
 	interval := opts.SweepInterval
 	if interval == 0 {
 		interval = defaultSweepInterval
@@ -102,7 +121,7 @@ func New(opts Options) *Store {
 		// The goroutine holds the table and the sweeper, never the Store, so an unreachable Store is
 		// collected and its cleanup stops the goroutine.
 		s.sw = &sweeper{stop: make(chan struct{}), done: make(chan struct{})}
-		go s.sw.run(tab, interval)
+		go s.sw.run(s.tab, interval)
 		runtime.AddCleanup(s, (*sweeper).signal, s.sw)
 	}
 	return s
@@ -115,6 +134,9 @@ func New(opts Options) *Store {
 // [admit.ErrInvalidRequest]. If ctx is already done, Take decides nothing and returns an error that
 // matches both [admit.ErrUnavailable] and ctx.Err(). Otherwise Take never blocks on anything but its
 // shard's lock.
+//
+// If key needs a new entry and its shard is full (see Options.MaxEntries), Take decides nothing and
+// returns an error matching [ErrFull] and [admit.ErrUnavailable]; it never evicts a live entry.
 //
 // The state of a key does not depend on the Limit that wrote it: a later Take under another Limit
 // uses the stored count and window as they are, as Redis does. If the window left on the key is
@@ -146,8 +168,8 @@ func (s *Store) Take(ctx context.Context, key string, lim admit.Limit, n int64) 
 }
 
 // Close stops the background sweeper and waits for it to exit. It is idempotent and always returns
-// nil. The Store stays usable after Close; expired entries are then reclaimed only when their keys
-// are used again.
+// nil. The Store stays usable after Close; expired entries are then reclaimed only by inserts and
+// when their keys are used again.
 func (s *Store) Close() error {
 	if s.sw != nil {
 		s.sw.close()
@@ -178,7 +200,61 @@ type table struct {
 	mask   uint64
 	clock  func() time.Time
 	base   time.Time // the clock at New; times are kept as durations since base
-	budget int       // the sweeper's budget per shard per pass
+}
+
+// newTable returns the empty table that opts describe, with their defaults applied.
+func newTable(opts Options) *table {
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
+	size := shardCount(opts.Shards)
+	capacity := perShard(orDefault(opts.MaxEntries, defaultMaxEntries), size)
+	budget := orDefault(opts.SweepBudget, defaultSweepBudget)
+	tab := &table{
+		seed:   maphash.MakeSeed(),
+		shards: make([]shard, size),
+		mask:   uint64(size - 1),
+		clock:  now,
+		base:   now(),
+	}
+	for i := range tab.shards {
+		tab.shards[i] = shard{index: make(map[string]int), capacity: capacity, budget: budget}
+	}
+	return tab
+}
+
+// shardCount returns the number of shards for Options.Shards = n: n rounded up to a power of two,
+// within 1 … maxShards, or defaultShards for n ≤ 0.
+func shardCount(n int) int {
+	switch {
+	case n <= 0:
+		n = defaultShards
+	case n > maxShards:
+		n = maxShards
+	}
+	size := 1
+	for size < n {
+		size <<= 1
+	}
+	return size
+}
+
+// perShard returns total/shards, rounded up.
+func perShard(total, shards int) int {
+	n := total / shards
+	if total%shards != 0 {
+		n++
+	}
+	return n
+}
+
+// orDefault returns n, or def if n ≤ 0.
+func orDefault(n, def int) int {
+	if n <= 0 {
+		return def
+	}
+	return n
 }
 
 // now returns the time since t.base. With time.Now it follows the monotonic clock, so a change of
@@ -189,14 +265,11 @@ func (t *table) shard(key string) *shard {
 	return &t.shards[maphash.String(t.seed, key)&t.mask]
 }
 
-// sweep examines at most t.budget entries of each shard, removes those whose window has ended, and
-// returns how many entries it examined and removed.
+// sweep examines every entry of every shard, removes those whose window has ended, and returns how
+// many entries it examined and removed.
 func (t *table) sweep() (examined, removed int) {
 	for i := range t.shards {
-		sh := &t.shards[i]
-		sh.mu.Lock()
-		e, r := sh.sweep(t.now(), t.budget)
-		sh.mu.Unlock()
+		e, r := t.shards[i].sweep(t.now)
 		examined += e
 		removed += r
 	}
@@ -211,14 +284,16 @@ type entry struct {
 }
 
 // A shard is the part of a table that one mutex guards. Its entries are kept densely in a slice,
-// with a map from key to position, so that the sweeper can visit them in turn with a cursor.
+// with a map from key to position, so that reclaim can visit them in turn.
 type shard struct {
-	mu      sync.Mutex
-	index   map[string]int // key → position in entries
-	entries []entry
-	cursor  int // the next position the sweeper examines
-	peak    int // the most entries held since the shard's storage was last rebuilt
-	_       [64]byte
+	mu       sync.Mutex
+	index    map[string]int // key → position in entries
+	entries  []entry
+	cursor   int // the next position that reclaim on insert examines
+	peak     int // the most entries held since the shard's storage was last rebuilt
+	capacity int // the most entries the shard holds: its share of Options.MaxEntries
+	budget   int // Options.SweepBudget: the most entries examined at once to sweep or make room
+	_        [64]byte
 }
 
 // take decides a request of n units of key under lim at time now, and makes the decision's write.
@@ -243,9 +318,13 @@ func (sh *shard) take(key string, lim admit.Limit, n int64, now time.Duration) (
 	case algo.WriteCreate:
 		if found {
 			sh.entries[i].count, sh.entries[i].deadline = n, now+lim.Period
-		} else {
-			sh.insert(entry{key: strings.Clone(key), count: n, deadline: now + lim.Period})
+			break
 		}
+		if !sh.makeRoom(now) {
+			return algo.FixedWindowResult{}, fmt.Errorf("%w: the shard of a new key holds %d entries, its share of MaxEntries",
+				ErrFull, len(sh.entries))
+		}
+		sh.insert(entry{key: strings.Clone(key), count: n, deadline: now + lim.Period})
 	case algo.WriteIncrement:
 		sh.entries[i].count += n
 	case algo.WriteNone:
@@ -254,6 +333,19 @@ func (sh *shard) take(key string, lim admit.Limit, n int64, now time.Duration) (
 		}
 	}
 	return r, nil
+}
+
+// makeRoom pays for one new entry: it reclaims from the cursor until it has stepped past
+// liveExaminedPerInsert live entries, and, if the shard is still full, examines up to sh.budget more.
+// It reports whether the shard has room for the entry. It never removes a live entry. The caller
+// holds sh.mu.
+func (sh *shard) makeRoom(now time.Duration) bool {
+	sh.reclaim(now, liveExaminedPerInsert, sh.budget)
+	if len(sh.entries) < sh.capacity {
+		return true
+	}
+	sh.reclaim(now, sh.budget, sh.budget)
+	return len(sh.entries) < sh.capacity
 }
 
 func (sh *shard) insert(e entry) {
@@ -274,14 +366,13 @@ func (sh *shard) remove(i int) {
 	sh.entries = sh.entries[:last]
 }
 
-// Below this many entries a shard's storage is never rebuilt.
-const minRebuild = 1024
-
-// sweep examines up to budget entries from the cursor on, wrapping around, and removes those whose
-// window has ended at now. When the shard has shrunk to a quarter of its peak, it rebuilds the map
-// and the slice at their present size (Go maps never shrink by themselves). The caller holds sh.mu.
-func (sh *shard) sweep(now time.Duration, budget int) (examined, removed int) {
-	for n := min(budget, len(sh.entries)); examined < n && len(sh.entries) > 0; examined++ {
+// reclaim walks the entries from the cursor on, wrapping around, and removes those whose window has
+// ended at now, until it has stepped past maxLive live entries (at most as many as the shard holds)
+// or removed maxExpired. Then it rebuilds the shard if it has shrunk. It returns how many entries it
+// examined and removed. The caller holds sh.mu.
+func (sh *shard) reclaim(now time.Duration, maxLive, maxExpired int) (examined, removed int) {
+	maxLive = min(maxLive, len(sh.entries))
+	for live := 0; live < maxLive && removed < maxExpired && len(sh.entries) > 0; examined++ {
 		if sh.cursor >= len(sh.entries) {
 			sh.cursor = 0
 		}
@@ -290,12 +381,60 @@ func (sh *shard) sweep(now time.Duration, budget int) (examined, removed int) {
 			removed++
 		} else {
 			sh.cursor++
+			live++
 		}
 	}
+	sh.shrinkIfSparse()
+	return examined, removed
+}
+
+// sweep examines every entry the shard holds when it starts, removes those whose window has ended at
+// now(), and then rebuilds the shard if it has shrunk. It takes sh.mu for at most sh.budget entries
+// at a time, so a Take waits for one such step at most. Entries inserted during the sweep, and any
+// an insert moves between two steps, wait for the next one. It returns how many entries it examined
+// and removed.
+func (sh *shard) sweep(now func() time.Duration) (examined, removed int) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	end := len(sh.entries)
+	for pos := 0; ; {
+		var e, r int
+		pos, e, r = sh.sweepFrom(pos, end, now(), sh.budget)
+		examined, removed = examined+e, removed+r
+		if pos >= min(end, len(sh.entries)) {
+			sh.shrinkIfSparse()
+			return examined, removed
+		}
+		sh.mu.Unlock()
+		runtime.Gosched() // let the Takes waiting for the lock have it
+		sh.mu.Lock()
+	}
+}
+
+// sweepFrom examines up to budget entries from position pos on, up to position end, and removes
+// those whose window has ended at now. It returns the position to go on from and how many entries
+// it examined and removed. The caller holds sh.mu.
+func (sh *shard) sweepFrom(pos, end int, now time.Duration, budget int) (next, examined, removed int) {
+	for ; examined < budget && pos < min(end, len(sh.entries)); examined++ {
+		if sh.entries[pos].deadline <= now {
+			sh.remove(pos) // the last entry moves here, and is examined next
+			removed++
+		} else {
+			pos++
+		}
+	}
+	return pos, examined, removed
+}
+
+// Below this many entries a shard's storage is never rebuilt.
+const minRebuild = 1024
+
+// shrinkIfSparse rebuilds the shard's storage once it holds a quarter of its peak or less: Go maps
+// never shrink by themselves. The caller holds sh.mu.
+func (sh *shard) shrinkIfSparse() {
 	if sh.peak >= minRebuild && len(sh.entries) <= sh.peak/4 {
 		sh.rebuild()
 	}
-	return examined, removed
 }
 
 // rebuild copies the entries into storage of their present size.

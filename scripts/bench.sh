@@ -11,7 +11,11 @@ pkgs=(./memstore ./httplimit)
 gotest="go test -run '^\$' -bench . -benchmem -benchtime $benchtime"
 cmd="ADMIT_REQUIRE_REDIS=1 $gotest ${pkgs[*]} && (cd bench && ADMIT_REQUIRE_REDIS=1 $gotest .)"
 raw=$(mktemp)
-trap 'rm -f "$raw"' EXIT
+kept=$(mktemp)
+trap 'rm -f "$raw" "$kept"' EXIT
+# Sections of BENCHMARKS.md written by hand (each starting with a "## " heading) are kept as they are,
+# after the generated table.
+if [ -f BENCHMARKS.md ]; then sed -n '/^## /,$p' BENCHMARKS.md > "$kept"; fi
 
 echo "running: $cmd" >&2
 export ADMIT_REQUIRE_REDIS=1
@@ -65,5 +69,6 @@ go test -run '^$' -bench . -benchmem -benchtime "$benchtime" "${pkgs[@]}" | tee 
 	echo "admit's script called by bare rueidis (the reference) and by bare go-redis (retries off, default"
 	echo "pool); and go-redis/redis_rate, a GCRA limiter (another algorithm, one script call per decision)."
 	echo "Redis runs on the same 2 cores as the benchmark, so Redis-bound rows measure both."
+	if [ -s "$kept" ]; then echo; cat "$kept"; fi
 } > BENCHMARKS.md
 echo "wrote BENCHMARKS.md" >&2

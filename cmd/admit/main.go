@@ -10,6 +10,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -26,6 +27,7 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/logrelay"
 	"github.com/admit-dev/admit/memstore"
 	"github.com/admit-dev/admit/redisstore"
 	"github.com/admit-dev/admit/transport/httpapi"
@@ -43,6 +45,9 @@ const (
 	defaultListen = "127.0.0.1:8080"
 	// shutdownGrace bounds how long a stopping server waits for requests in flight.
 	shutdownGrace = 10 * time.Second
+	// logFlushTimeout bounds how long a stopping server waits for its log to reach stderr, which
+	// may have stalled.
+	logFlushTimeout = 2 * time.Second
 )
 
 func main() {
@@ -162,7 +167,15 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if done {
 		return code
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, nil))
+	// The log goes to stderr through a queue, so a stalled stderr (a full pipe nobody reads) costs
+	// log lines, counted and reported once it drains, but never holds up a request or the exit.
+	relay := logrelay.New(stderr, logrelay.Options{DroppedLine: droppedLine})
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), logFlushTimeout)
+		defer cancel()
+		relay.Close(ctx) // on error, stderr is stalled: there is nowhere left to say so
+	}()
+	logger := slog.New(slog.NewTextHandler(relay, nil))
 
 	store, closeStore, err := openStore(cfg, logger)
 	if err != nil {
@@ -186,6 +199,13 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitError
 	}
 	return exitOK
+}
+
+// droppedLine is the log line that reports n lines dropped because stderr did not keep up.
+func droppedLine(n int64) []byte {
+	var b bytes.Buffer
+	slog.New(slog.NewTextHandler(&b, nil)).Warn("log lines dropped", "dropped", n, "reason", "stderr did not keep up")
+	return b.Bytes()
 }
 
 // openStore opens the backend that cfg names and logs which one it is.

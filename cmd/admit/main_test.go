@@ -198,9 +198,12 @@ func TestServeRedisPasswordNotLogged(t *testing.T) {
 
 func TestServeBadRedisURL(t *testing.T) {
 	for _, url := range []string{
-		"redis://admin:hunter2-secret@[::1",   // unparseable
-		"redis://admin:hunter2-secret@h:port", // bad port
-		"http://admin:hunter2-secret@h:6379",  // wrong scheme
+		"redis://admin:hunter2-secret@[::1",                          // unparseable
+		"redis://admin:hunter2-secret@h:port",                        // bad port
+		"http://admin:hunter2-secret@h:6379",                         // wrong scheme
+		"redis://admin:hunter2-secret@127.0.0.1:99999",               // port out of range
+		"redis://admin:hunter2-secret@127.0.0.1:6379?dial_timout=5s", // a misspelt option
+		"redis://admin:hunter2-secret@127.0.0.1:6379?max_retries=3",  // an option admit cannot honour
 	} {
 		var stderr bytes.Buffer
 		code := run(context.Background(), []string{"serve", "--listen", "127.0.0.1:0", "--redis", url}, io.Discard, &stderr)

@@ -25,8 +25,9 @@ func DemoLimit() admit.Limit {
 type Options struct {
 	// Store decides every limited request; required.
 	Store admit.Store
-	// Logger receives a record for every request the limiter could not decide.
-	// Nil means slog.Default().
+	// Logger receives a record for requests the limiter could not decide, at the bounded rate of
+	// httplimit.DefaultLogInterval: the first of a kind at once, then one summary per interval
+	// with the count of the others. Nil means slog.Default().
 	Logger *slog.Logger
 }
 

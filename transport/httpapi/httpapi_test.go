@@ -1,11 +1,13 @@
 package httpapi_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"testing"
 
 	"github.com/admit-dev/admit"
@@ -29,9 +31,31 @@ func untouchable(t *testing.T) admit.Store {
 	})
 }
 
+// logBuffer keeps log output, safe for concurrent use. A test logs into one rather than into
+// t.Output(), which panics if written after the test: the middleware's log summaries are written by
+// a timer, up to an interval after the last request.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
 func newHandler(t *testing.T, store admit.Store) *httpapi.Handler {
 	t.Helper()
-	h, err := httpapi.New(httpapi.Options{Store: store, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
+	logs := &logBuffer{}
+	t.Cleanup(func() { t.Logf("log:\n%s", logs) })
+	h, err := httpapi.New(httpapi.Options{Store: store, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
