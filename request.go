@@ -62,6 +62,9 @@ func ValidateAll(rs []Request) error {
 	if len(rs) == 0 || len(rs) > MaxRequests {
 		return fmt.Errorf("%w: %d requests; want 1…%d", ErrInvalidRequest, len(rs), MaxRequests)
 	}
+	if len(rs) == 1 {
+		return rs[0].Validate()
+	}
 	slot := Slot(rs[0].Key)
 	for i := range rs {
 		r := &rs[i]

@@ -17,11 +17,15 @@ func ExampleClock() {
 	clock := limittest.NewClock(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
 	store := memstore.New(memstore.Options{Now: clock.Now})
 	defer store.Close()
-	limiter := admit.NewLimiter(store, admit.Limit{Algorithm: admit.FixedWindow, Rate: 1, Period: 10 * time.Second})
+	keys, err := admit.NewKeyBuilder([]byte("at least sixteen bytes of secret"))
+	if err != nil {
+		panic(err)
+	}
+	limiter := admit.NewLimiter(store, keys, admit.Limit{Name: "example", Algorithm: admit.FixedWindow, Rate: 1, Period: 10 * time.Second})
 
 	for _, wait := range []time.Duration{0, 4 * time.Second, 6 * time.Second} {
 		clock.Advance(wait)
-		d, err := limiter.Allow(context.Background(), "rl:example:v1:{alice}")
+		d, err := limiter.Allow(context.Background(), "alice")
 		if err != nil {
 			panic(err)
 		}

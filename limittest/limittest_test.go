@@ -65,6 +65,7 @@ var mutants = []struct {
 	{"cancel-admits", []string{"fixed_window/CancelledContext"}},
 	{"cancel-unwrapped", []string{"fixed_window/CancelledContext"}},
 	{"partial-writes", []string{"MultiPolicy/AllOrNothing"}},
+	{"rejection-reports-consumed", []string{"MultiPolicy/AllOrNothing"}},
 	{"slot-unchecked", []string{"MultiPolicy/Invalid/two_slots"}},
 	{"id-ignored", []string{"Idempotency/Replay", "Idempotency/ReplayOfSeveral", "Idempotency/Concurrent"}},
 	{"id-reuse-replays", []string{"Idempotency/ReuseIsInvalid"}},
@@ -320,6 +321,9 @@ func (s *refStore) TakeAll(ctx context.Context, rs []admit.Request, ds []admit.D
 		if all || bug == "partial-writes" {
 			s.write(keys[i], r.Limit, costs[i], states[i], &results[i], now)
 		} else {
+			if results[i].Allowed && bug != "rejection-reports-consumed" {
+				results[i] = algo.FixedWindow(states[i], r.Limit.Rate, r.Limit.Period, 0) // as it is
+			}
 			s.writeRejected(keys[i], r.Limit, costs[i], states[i], &results[i], now)
 		}
 		ds[i] = decision(results[i], r.Limit, bug)

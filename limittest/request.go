@@ -120,6 +120,10 @@ func testAllOrNothing(t *testing.T, b Backend) {
 		if i := admit.Deciding(ds); i != 0 {
 			t.Fatalf("Deciding = %d; want 0, the policy that rejected", i)
 		}
+		if ds[1].Remaining != 3 || ds[2].Remaining != 8 {
+			t.Fatalf("take with p0 full: p1 and p2 report remaining %d and %d; want 3 and 8, their keys as they are (nothing was consumed)",
+				ds[1].Remaining, ds[2].Remaining)
+		}
 	}
 	if got := remaining(t, s, lims, keys); !equal(got, []int64{0, 3, 8}) {
 		t.Fatalf("after 5 rejections by p0: remaining %v; want [0 3 8]: a rejection by one policy consumes nothing from the others", got)

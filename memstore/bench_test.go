@@ -25,7 +25,7 @@ func benchKeys(b *testing.B, s *memstore.Store, n int) []string {
 	for i := range keys {
 		keys[i] = "rl:bench:v1:{" + strconv.Itoa(i) + "}"
 		if s != nil {
-			if _, err := s.Take(context.Background(), keys[i], benchLimit, 1); err != nil {
+			if _, err := s.Take(context.Background(), admit.Request{Key: keys[i], Limit: benchLimit, Cost: 1}); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -49,7 +49,7 @@ func benchmarkTake(b *testing.B, nkeys int) {
 	keys := benchKeys(b, s, nkeys)
 	ctx := context.Background()
 	callers.Bench(b, func(i int) error {
-		_, err := s.Take(ctx, keys[i%len(keys)], benchLimit, 1)
+		_, err := s.Take(ctx, admit.Request{Key: keys[i%len(keys)], Limit: benchLimit, Cost: 1})
 		return err
 	})
 }
@@ -103,7 +103,7 @@ func BenchmarkKeyFlood(b *testing.B) {
 	b.ResetTimer()
 	for i := range b.N {
 		clock.Advance(step)
-		if _, err := s.Take(ctx, "rl:flood:v1:{"+strconv.Itoa(i)+"}", lim, 1); err != nil {
+		if _, err := s.Take(ctx, admit.Request{Key: "rl:flood:v1:{"+strconv.Itoa(i)+"}", Limit: lim, Cost: 1}); err != nil {
 			b.Fatal(err)
 		}
 		if (i+1)%sampleEvery == 0 {

@@ -16,7 +16,11 @@ func Example() {
 	store := memstore.New(memstore.Options{Now: func() time.Time { return start }})
 	defer store.Close()
 
-	demo := admit.NewLimiter(store, admit.Limit{Algorithm: admit.FixedWindow, Rate: 3, Period: 10 * time.Second})
+	keys, err := admit.NewKeyBuilder([]byte("at least sixteen bytes of secret"))
+	if err != nil {
+		panic(err)
+	}
+	demo := admit.NewLimiter(store, keys, admit.Limit{Name: "demo", Algorithm: admit.FixedWindow, Rate: 3, Period: 10 * time.Second})
 	for range 4 {
 		d, err := demo.Allow(context.Background(), "account:42")
 		switch {

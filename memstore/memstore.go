@@ -4,8 +4,9 @@
 // without Redis, a test, a single-instance service — can use it in place of Redis. Its limits are
 // per process: several processes each with a memstore do not share them.
 //
-// Keys live in shards chosen by a hash of the key with a per-Store seed, each shard behind its own
-// mutex. An entry holds a count and the absolute end of its window.
+// Keys live in shards chosen by their Redis Cluster hash slot (admit.Slot), each shard behind its own
+// mutex, so the keys of one all-or-nothing request share one lock. An entry holds a count and the
+// absolute end of its window, or an idempotency record (SPEC §2.7).
 //
 // # Reclaim
 //
@@ -46,8 +47,8 @@ package memstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"hash/maphash"
 	"runtime"
 	"strings"
 	"sync"
@@ -60,7 +61,7 @@ import (
 // Defaults for the zero fields of Options.
 const (
 	defaultShards        = 64
-	maxShards            = 1 << 16
+	maxShards            = admit.SlotCount
 	defaultSweepInterval = time.Second
 	defaultSweepBudget   = 256
 	defaultMaxEntries    = 1 << 20
@@ -82,7 +83,8 @@ type Options struct {
 	// backwards (see [Store.Take]).
 	Now func() time.Time
 	// Shards is the number of independently locked shards, a power of two; other positive values are
-	// rounded up to one (at most 65536). 0 or less means 64.
+	// rounded up to one (at most 16384, the number of hash slots: a key's shard is chosen by its slot).
+	// 0 or less means 64.
 	Shards int
 	// SweepInterval is the time between two passes of the background sweeper, each of which examines
 	// every entry; 0 means one second, and a negative value disables the sweeper (expired entries
@@ -127,44 +129,63 @@ func New(opts Options) *Store {
 	return s
 }
 
-// Take consumes n units of key under lim if they are available and reports the Decision; n = 0 is a
-// peek that consumes nothing. It decides exactly as the Redis store does (SPEC §2.1).
+// Take decides r; it is TakeAll of one Request. See [Store.TakeAll].
+func (s *Store) Take(ctx context.Context, r admit.Request) (admit.Decision, error) {
+	rs := [1]admit.Request{r}
+	var ds [1]admit.Decision
+	_, err := s.TakeAll(ctx, rs[:], ds[:])
+	return ds[0], err
+}
+
+// TakeAll decides rs together, all-or-nothing, exactly as the Redis store does (SPEC §2): each
+// Request is decided on the state before any of them, and only if every one is allowed is every one
+// consumed. With an ID it keeps the same idempotency record (see admit.Request). See admit.Store.
 //
-// An invalid lim, key or n is reported as an error matching [admit.ErrInvalidLimit] or
-// [admit.ErrInvalidRequest]. If ctx is already done, Take decides nothing and returns an error that
-// matches both [admit.ErrUnavailable] and ctx.Err(). Otherwise Take never blocks on anything but its
-// shard's lock.
+// Invalid requests are reported as errors matching [admit.ErrInvalidLimit] or
+// [admit.ErrInvalidRequest]; like the Redis store, memstore refuses keys of different Redis Cluster
+// hash slots, so code tested on it never meets CROSSSLOT in a cluster. If ctx is already done,
+// TakeAll decides nothing and returns an error that matches both [admit.ErrUnavailable] and
+// ctx.Err(). Otherwise it never blocks on anything but one shard's lock: the keys of one slot live
+// in one shard.
 //
-// If key needs a new entry and its shard is full (see Options.MaxEntries), Take decides nothing and
-// returns an error matching [ErrFull] and [admit.ErrUnavailable]; it never evicts a live entry.
+// If the admission needs new entries and the shard has no room for them (see Options.MaxEntries),
+// TakeAll decides nothing and returns an error matching [ErrFull] and [admit.ErrUnavailable]; it
+// never evicts a live entry.
 //
-// The state of a key does not depend on the Limit that wrote it: a later Take under another Limit
-// uses the stored count and window as they are, as Redis does. If the window left on the key is
-// longer than lim.Period — the key was started under a longer Period, or the clock went backwards —
-// Take returns an error matching [admit.ErrCorruptState] (and so ErrUnavailable) and changes nothing,
-// exactly as the Redis store does; the key is usable again when its window ends.
-func (s *Store) Take(ctx context.Context, key string, lim admit.Limit, n int64) (admit.Decision, error) {
-	if err := admit.ValidateRequest(key, lim, n); err != nil {
-		return admit.Decision{}, fmt.Errorf("memstore: %w", err)
+// The state of a key does not depend on the Limit that wrote it: a later request under another Limit
+// uses the stored count and window as they are, as Redis does. If the window left on a key is longer
+// than its Limit's Period — the key was started under a longer Period, or the clock went backwards —
+// TakeAll returns an error matching [admit.ErrCorruptState] (and so ErrUnavailable) and changes
+// nothing, exactly as the Redis store does; the key is usable again when its window ends.
+func (s *Store) TakeAll(ctx context.Context, rs []admit.Request, ds []admit.Decision) (bool, error) {
+	if err := admit.ValidateAll(rs); err != nil {
+		return false, fmt.Errorf("memstore: %w", err)
+	}
+	if len(ds) != len(rs) {
+		return false, fmt.Errorf("memstore: %w: %d Decisions for %d Requests", admit.ErrInvalidRequest, len(ds), len(rs))
 	}
 	if err := ctx.Err(); err != nil {
-		return admit.Decision{}, fmt.Errorf("memstore: %w: %w", admit.ErrUnavailable, err)
+		return false, fmt.Errorf("memstore: %w: %w", admit.ErrUnavailable, err)
 	}
-	sh := s.tab.shard(key)
+	sh := s.tab.shard(rs[0].Key)
 	sh.mu.Lock()
 	// Read the clock under the lock, so that the times seen by one key never go backwards.
-	r, err := sh.take(key, lim, n, s.tab.now())
+	allowed, err := sh.takeAll(rs, ds, s.tab.now())
 	sh.mu.Unlock()
 	if err != nil {
-		return admit.Decision{}, err
+		clear(ds)
 	}
-	return admit.Decision{
-		Allowed:    r.Allowed,
-		Limit:      lim,
-		Remaining:  r.Remaining,
-		RetryAfter: r.RetryAfter,
-		ResetAfter: r.ResetAfter,
-	}, nil
+	return allowed, err
+}
+
+// Release answers errors.ErrUnsupported: no algorithm issues leases yet.
+func (s *Store) Release(ctx context.Context, l admit.Lease) error {
+	return fmt.Errorf("memstore: release: %w", errors.ErrUnsupported)
+}
+
+// Settle answers errors.ErrUnsupported: no algorithm issues reservations yet.
+func (s *Store) Settle(ctx context.Context, res admit.Reservation, actual int64) (admit.Decision, error) {
+	return admit.Decision{}, fmt.Errorf("memstore: settle: %w", errors.ErrUnsupported)
 }
 
 // Close stops the background sweeper and waits for it to exit. It is idempotent and always returns
@@ -195,7 +216,6 @@ func (s *Store) sweep() (examined, removed int) { return s.tab.sweep() }
 
 // A table is the state of a Store: its shards and its clock.
 type table struct {
-	seed   maphash.Seed
 	shards []shard
 	mask   uint64
 	clock  func() time.Time
@@ -212,7 +232,6 @@ func newTable(opts Options) *table {
 	capacity := perShard(orDefault(opts.MaxEntries, defaultMaxEntries), size)
 	budget := orDefault(opts.SweepBudget, defaultSweepBudget)
 	tab := &table{
-		seed:   maphash.MakeSeed(),
 		shards: make([]shard, size),
 		mask:   uint64(size - 1),
 		clock:  now,
@@ -261,8 +280,10 @@ func orDefault(n, def int) int {
 // the wall clock moves no window.
 func (t *table) now() time.Duration { return t.clock().Sub(t.base) }
 
+// shard returns the shard of key: the one of its Redis Cluster hash slot, so that the keys of one
+// TakeAll share a lock.
 func (t *table) shard(key string) *shard {
-	return &t.shards[maphash.String(t.seed, key)&t.mask]
+	return &t.shards[uint64(admit.Slot(key))&t.mask]
 }
 
 // sweep examines every entry of every shard, removes those whose window has ended, and returns how
@@ -276,11 +297,19 @@ func (t *table) sweep() (examined, removed int) {
 	return examined, removed
 }
 
-// An entry is the state of one key: algo.FixedWindowState with an absolute deadline in place of a TTL.
+// An entry is the state of one key: algo.FixedWindowState with an absolute deadline in place of a
+// TTL, or, for the key of an idempotency record, the record.
 type entry struct {
 	key      string
 	count    int64
-	deadline time.Duration // the end of the window, since table.base
+	deadline time.Duration // the end of the window or of the record's life, since table.base
+	rec      *record       // nil for a counter
+}
+
+// A record is what an admitted request with an ID leaves: its fingerprint and its Decisions.
+type record struct {
+	fingerprint string
+	ds          []admit.Decision
 }
 
 // A shard is the part of a table that one mutex guards. Its entries are kept densely in a slice,
@@ -296,43 +325,157 @@ type shard struct {
 	_        [64]byte
 }
 
-// take decides a request of n units of key under lim at time now, and makes the decision's write.
-// The caller holds sh.mu.
-func (sh *shard) take(key string, lim admit.Limit, n int64, now time.Duration) (algo.FixedWindowResult, error) {
-	i, found := sh.index[key]
-	var st *algo.FixedWindowState
-	if found {
-		e := &sh.entries[i]
-		if ttl := e.deadline - now; ttl > 0 {
-			state := algo.FixedWindowState{Count: e.count, TTL: ttl}
-			if err := algo.CheckFixedWindow(state, lim.Period); err != nil {
-				return algo.FixedWindowResult{}, fmt.Errorf("memstore: fixed_window: %w: %w (window left %v, Limit %v)",
-					admit.ErrCorruptState, err, ttl, lim)
+// takeAll decides rs together at time now and makes the writes of an admission. The caller holds
+// sh.mu.
+func (sh *shard) takeAll(rs []admit.Request, ds []admit.Decision, now time.Duration) (bool, error) {
+	var recordKey, fingerprint string
+	if id := rs[0].ID; id != "" {
+		recordKey, fingerprint = algo.RecordKey(rs[0].Key, id), algo.Fingerprint(rs)
+		if replayed, err := sh.replay(recordKey, fingerprint, rs, ds, now); replayed || err != nil {
+			return replayed, err
+		}
+	}
+	var writes [admit.MaxRequests]algo.Write
+	var states [admit.MaxRequests]*algo.FixedWindowState
+	var stateBuf [admit.MaxRequests]algo.FixedWindowState
+	allowed := true
+	for k := range rs {
+		r := &rs[k]
+		st, live, err := sh.read(r.Key, r.Limit, now)
+		if err != nil {
+			return false, err
+		}
+		if live {
+			stateBuf[k] = st
+			states[k] = &stateBuf[k]
+		}
+		res := algo.FixedWindow(states[k], r.Limit.Rate, r.Limit.Period, r.Cost)
+		writes[k] = res.Write
+		allowed = allowed && res.Allowed
+		ds[k] = decision(res, r.Limit)
+	}
+	if !allowed {
+		// A rejection writes nothing: a policy that would have admitted reports its key as it is.
+		for k := range rs {
+			if ds[k].Allowed {
+				ds[k] = decision(algo.FixedWindow(states[k], rs[k].Limit.Rate, rs[k].Limit.Period, 0), rs[k].Limit)
 			}
-			st = &state
 		}
-		// Otherwise the window has ended: the key is missing, and its entry is reused or removed below.
+		return false, nil
 	}
-	r := algo.FixedWindow(st, lim.Rate, lim.Period, n)
-	switch r.Write {
-	case algo.WriteCreate:
-		if found {
-			sh.entries[i].count, sh.entries[i].deadline = n, now+lim.Period
-			break
+	keep := recordKey != "" && algo.Recorded(rs)
+	if err := sh.makeRoomFor(rs, writes[:len(rs)], keep, now); err != nil {
+		return false, err
+	}
+	for k := range rs {
+		sh.apply(&rs[k], writes[k], now)
+	}
+	if keep {
+		rec := entry{
+			key:      recordKey,
+			deadline: now + algo.RecordTTL(rs),
+			rec:      &record{fingerprint: fingerprint, ds: append([]admit.Decision(nil), ds...)},
 		}
+		sh.insert(rec) // replay removed an ended record of the same ID
+
+	}
+	return true, nil
+}
+
+// decision returns the Decision of res under lim.
+func decision(res algo.FixedWindowResult, lim admit.Limit) admit.Decision {
+	return admit.Decision{
+		Allowed:    res.Allowed,
+		Limit:      lim,
+		Remaining:  res.Remaining,
+		RetryAfter: res.RetryAfter,
+		ResetAfter: res.ResetAfter,
+	}
+}
+
+// replay answers rs from the live record at recordKey, if there is one: its Decisions, marked
+// replayed, when its fingerprint is rs's, or an invalid-request error when the ID was used for
+// another request. It reports whether it answered. The caller holds sh.mu.
+func (sh *shard) replay(recordKey, fingerprint string, rs []admit.Request, ds []admit.Decision, now time.Duration) (bool, error) {
+	i, ok := sh.index[recordKey]
+	if !ok {
+		return false, nil
+	}
+	if sh.entries[i].deadline <= now {
+		sh.remove(i) // the record has ended
+		return false, nil
+	}
+	rec := sh.entries[i].rec
+	switch {
+	case rec == nil:
+		return false, fmt.Errorf("memstore: %w: request record %q holds a counter", admit.ErrCorruptState, recordKey)
+	case rec.fingerprint != fingerprint:
+		return false, fmt.Errorf("memstore: %w: request ID reused for a different request", admit.ErrInvalidRequest)
+	}
+	for k := range ds {
+		ds[k] = rec.ds[k]
+		ds[k].Replayed = true
+	}
+	return true, nil
+}
+
+// read returns the state of key under lim at now, and whether it is live: false when the key is
+// missing or its window has ended (an ended entry is removed), or an error when the state cannot be
+// lim's. The caller holds sh.mu.
+func (sh *shard) read(key string, lim admit.Limit, now time.Duration) (algo.FixedWindowState, bool, error) {
+	i, found := sh.index[key]
+	if !found {
+		return algo.FixedWindowState{}, false, nil
+	}
+	e := &sh.entries[i]
+	ttl := e.deadline - now
+	if ttl <= 0 {
+		sh.remove(i) // the window has ended, at its last instant as in Redis: the key is missing
+		return algo.FixedWindowState{}, false, nil
+	}
+	if e.rec != nil {
+		return algo.FixedWindowState{}, false, fmt.Errorf("memstore: fixed_window: %w: key %q holds a request record", admit.ErrCorruptState, key)
+	}
+	st := algo.FixedWindowState{Count: e.count, TTL: ttl}
+	if err := algo.CheckFixedWindow(st, lim.Period); err != nil {
+		return st, false, fmt.Errorf("memstore: fixed_window: %w: %w (window left %v, Limit %v)", admit.ErrCorruptState, err, ttl, lim)
+	}
+	return st, true, nil
+}
+
+// makeRoomFor makes room for the new entries an admission needs — a key without an entry that
+// writes create, and the record if keep — or reports ErrFull, having written nothing.
+// The caller holds sh.mu.
+func (sh *shard) makeRoomFor(rs []admit.Request, writes []algo.Write, keep bool, now time.Duration) error {
+	need := 0
+	if keep {
+		need++
+	}
+	for k := range rs {
+		if _, found := sh.index[rs[k].Key]; !found && writes[k] == algo.WriteCreate {
+			need++
+		}
+	}
+	for range need {
 		if !sh.makeRoom(now) {
-			return algo.FixedWindowResult{}, fmt.Errorf("%w: the shard of a new key holds %d entries, its share of MaxEntries",
-				ErrFull, len(sh.entries))
-		}
-		sh.insert(entry{key: strings.Clone(key), count: n, deadline: now + lim.Period})
-	case algo.WriteIncrement:
-		sh.entries[i].count += n
-	case algo.WriteNone:
-		if found && st == nil {
-			sh.remove(i)
+			return fmt.Errorf("%w: the shard of a new key holds %d entries, its share of MaxEntries", ErrFull, len(sh.entries))
 		}
 	}
-	return r, nil
+	if len(sh.entries)+need > sh.capacity {
+		return fmt.Errorf("%w: the shard of a new key holds %d entries, its share of MaxEntries", ErrFull, len(sh.entries))
+	}
+	return nil
+}
+
+// apply makes the write that decided r: it creates the key's entry (read removed an ended one) or
+// adds to its count. The caller holds sh.mu, and made room for a new entry.
+func (sh *shard) apply(r *admit.Request, w algo.Write, now time.Duration) {
+	switch w {
+	case algo.WriteCreate:
+		sh.insert(entry{key: strings.Clone(r.Key), count: r.Cost, deadline: now + r.Limit.Period})
+	case algo.WriteIncrement:
+		sh.entries[sh.index[r.Key]].count += r.Cost
+	}
 }
 
 // makeRoom pays for one new entry: it reclaims from the cursor until it has stepped past

@@ -58,7 +58,7 @@ var perMinute3 = admit.Limit{Algorithm: admit.FixedWindow, Rate: 3, Period: time
 
 func take(t *testing.T, s *memstore.Store, key string, lim admit.Limit, n int64) admit.Decision {
 	t.Helper()
-	d, err := s.Take(t.Context(), key, lim, n)
+	d, err := s.Take(t.Context(), admit.Request{Key: key, Limit: lim, Cost: n})
 	if err != nil {
 		t.Fatalf("Take(%q, n=%d): %v", key, n, err)
 	}
@@ -122,7 +122,7 @@ func TestLongerWindowIsCorrupt(t *testing.T) {
 	take(t, s, "k", perMinute3, 1)
 	short := admit.Limit{Algorithm: admit.FixedWindow, Rate: 3, Period: time.Second}
 	for _, n := range []int64{0, 1, 3} {
-		d, err := s.Take(t.Context(), "k", short, n)
+		d, err := s.Take(t.Context(), admit.Request{Key: "k", Limit: short, Cost: n})
 		if !errors.Is(err, admit.ErrCorruptState) || !errors.Is(err, admit.ErrUnavailable) || d.Allowed {
 			t.Fatalf("Take(n=%d) under %v of a key with 1m left = %+v, %v; want an error matching ErrCorruptState", n, short, d, err)
 		}
@@ -154,7 +154,7 @@ func TestDoneContext(t *testing.T) {
 	defer s.Close()
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	d, err := s.Take(ctx, "k", perMinute3, 1)
+	d, err := s.Take(ctx, admit.Request{Key: "k", Limit: perMinute3, Cost: 1})
 	if !errors.Is(err, admit.ErrUnavailable) || !errors.Is(err, context.Canceled) || d != (admit.Decision{}) {
 		t.Fatalf("Take with a cancelled context = %+v, %v; want an error matching ErrUnavailable and context.Canceled", d, err)
 	}
@@ -162,7 +162,7 @@ func TestDoneContext(t *testing.T) {
 		t.Fatalf("Len() = %d after a cancelled Take; want 0", s.Len())
 	}
 	// Validation comes first: a caller's mistake is reported as such.
-	if _, err := s.Take(ctx, "", perMinute3, 1); !errors.Is(err, admit.ErrInvalidRequest) {
+	if _, err := s.Take(ctx, admit.Request{Key: "", Limit: perMinute3, Cost: 1}); !errors.Is(err, admit.ErrInvalidRequest) {
 		t.Fatalf("Take of an empty key with a cancelled context: %v; want ErrInvalidRequest", err)
 	}
 }
@@ -209,7 +209,7 @@ func TestStress(t *testing.T) {
 		wg.Go(func() {
 			for i := range 3000 {
 				key := fmt.Sprint("k", (g*7+i)%50)
-				d, err := s.Take(t.Context(), key, lim, int64(i%3))
+				d, err := s.Take(t.Context(), admit.Request{Key: key, Limit: lim, Cost: int64(i % 3)})
 				if err != nil {
 					errs <- err
 					return

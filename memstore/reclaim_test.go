@@ -165,7 +165,7 @@ func TestMaxEntries(t *testing.T) {
 		started := time.Now()
 
 		for i := range 1000 {
-			d, err := s.Take(t.Context(), fmt.Sprint("new", i), lim, 1)
+			d, err := s.Take(t.Context(), admit.Request{Key: fmt.Sprint("new", i), Limit: lim, Cost: 1})
 			if !errors.Is(err, memstore.ErrFull) || !errors.Is(err, admit.ErrUnavailable) || d != (admit.Decision{}) {
 				t.Fatalf("Take of a new key in a full Store = %+v, %v; want an error matching ErrFull and ErrUnavailable", d, err)
 			}
@@ -203,7 +203,7 @@ func TestMaxEntries(t *testing.T) {
 				t.Fatalf("Take of new key %d after 50 entries expired = %+v; want allowed, remaining 2", i, d)
 			}
 		}
-		if _, err := s.Take(t.Context(), "one-more", lim, 1); !errors.Is(err, memstore.ErrFull) {
+		if _, err := s.Take(t.Context(), admit.Request{Key: "one-more", Limit: lim, Cost: 1}); !errors.Is(err, memstore.ErrFull) {
 			t.Fatalf("Take of a 51st new key = %v; want ErrFull", err)
 		}
 		if d := take(t, s, "full-key", lim, 1); d.Allowed {
@@ -240,7 +240,7 @@ func TestMaxEntriesConcurrent(t *testing.T) {
 		wg.Go(func() {
 			for i := range 2000 {
 				key := fmt.Sprint("k", (g*31+i*7)%keys)
-				d, err := s.Take(t.Context(), key, lim, 1)
+				d, err := s.Take(t.Context(), admit.Request{Key: key, Limit: lim, Cost: 1})
 				mu.Lock()
 				switch {
 				case errors.Is(err, memstore.ErrFull):

@@ -53,22 +53,23 @@ function fixed_window.read(key, p)
   return {count = count, ttl = ttl}
 end
 
--- decide returns allowed (0 or 1), remaining, retry_after and reset_after in milliseconds.
-function fixed_window.decide(st, p)
+-- decide returns allowed (0 or 1), remaining, retry_after and reset_after in milliseconds for a
+-- request of cost units (the policy's own, or 0 for a peek).
+function fixed_window.decide(st, p, cost)
   if not st then
-    if p.cost == 0 then
+    if cost == 0 then
       return 1, p.limit, 0, 0
     end
-    return 1, p.limit - p.cost, 0, p.window
+    return 1, p.limit - cost, 0, p.window
   end
-  if st.count + p.cost > p.limit then
+  if st.count + cost > p.limit then
     local remaining = p.limit - st.count
     if remaining < 0 then
       remaining = 0
     end
     return 0, remaining, st.ttl, st.ttl
   end
-  return 1, p.limit - st.count - p.cost, 0, st.ttl
+  return 1, p.limit - st.count - cost, 0, st.ttl
 end
 
 -- apply makes the one write of an admission.

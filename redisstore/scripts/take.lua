@@ -10,7 +10,8 @@
 -- Reply: {allowed, replayed, then for each policy: allowed, remaining, retry_after_ms, reset_after_ms}.
 --
 -- Every key is read and every policy decided before anything is written; only if every policy admits
--- are the writes made, the record last. A rejection by any policy writes nothing to any key. A record
+-- are the writes made, the record last. A rejection by any policy writes nothing to any key, and a
+-- policy that would have admitted then reports its key as it is, as a peek would. A record
 -- holds the fingerprint and each policy's remaining and reset_after, and lives as long as the longest
 -- window; a repeat with the same fingerprint returns those, consuming nothing, and a repeat with
 -- another fingerprint is refused.
@@ -93,7 +94,7 @@ local reply = {1, 0}
 local consumed, longest = false, 0
 for k = 1, n do
   local p = policies[k]
-  local allowed, remaining, retry, reset = p.alg.decide(states[k], p)
+  local allowed, remaining, retry, reset = p.alg.decide(states[k], p, p.cost)
   if allowed == 0 then
     reply[1] = 0
   end
@@ -104,7 +105,15 @@ for k = 1, n do
   end
 end
 
-if reply[1] == 1 then
+if reply[1] == 0 then
+  -- A rejection writes nothing: a policy that would have admitted reports its key as it is.
+  for k = 1, n do
+    local at = 3 + 4 * (k - 1)
+    if reply[at] == 1 then
+      reply[at], reply[at + 1], reply[at + 2], reply[at + 3] = policies[k].alg.decide(states[k], policies[k], 0)
+    end
+  end
+else
   for k = 1, n do
     policies[k].alg.apply(KEYS[k], policies[k], states[k])
   end
