@@ -24,11 +24,15 @@ type Backend interface {
 // For each algorithm it runs the cases every algorithm passes (concurrency, bounds, invalid input, a
 // done context, read-only rejections, short windows) and the algorithm's own step tables, as
 // subtests named after the algorithm (TestConformance/fixed_window/Concurrent); then the cases of the
-// request model: several policies at once (MultiPolicy/…), idempotent retries (Idempotency/…) and
-// the operations no algorithm supports yet (Unsupported). The subtests run one after the other, on
+// request model: several policies at once (MultiPolicy/…), idempotent retries (Idempotency/…),
+// the operations no algorithm supports yet (Unsupported), and, for a [SharedBackend], a race between
+// several OS processes with exact totals (MultiProcess). The subtests run one after the other, on
 // the calling goroutine, and may be selected with -run as usual.
 func TestStore(t *testing.T, newBackend func(t *testing.T) Backend) {
 	t.Helper()
+	if runChild(t, newBackend) {
+		return // this process is a child of MultiProcess, and has done its part
+	}
 	for _, a := range algorithms() {
 		t.Run(a.alg.String(), func(t *testing.T) {
 			for _, c := range sharedCases {

@@ -28,6 +28,7 @@ var requestCases = []algorithmCase{
 	{"Idempotency/ScopedToTheSlot", testIDScopedToSlot},
 	{"Idempotency/Concurrent", testReplayConcurrent},
 	{"Unsupported", testUnsupported},
+	{"MultiProcess", testProcesses},
 }
 
 // policies returns n fixed-window Limits of the given rates per minute, named p0, p1, …, and a key

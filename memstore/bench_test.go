@@ -103,7 +103,7 @@ func BenchmarkKeyFlood(b *testing.B) {
 	b.ResetTimer()
 	for i := range b.N {
 		clock.Advance(step)
-		if _, err := s.Take(ctx, admit.Request{Key: "rl:flood:v1:{"+strconv.Itoa(i)+"}", Limit: lim, Cost: 1}); err != nil {
+		if _, err := s.Take(ctx, admit.Request{Key: "rl:flood:v1:{" + strconv.Itoa(i) + "}", Limit: lim, Cost: 1}); err != nil {
 			b.Fatal(err)
 		}
 		if (i+1)%sampleEvery == 0 {

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -12,9 +13,10 @@ import (
 	"github.com/admit-dev/admit/limittest"
 )
 
-// leastPrivilegeACL is the ACL SETUSER rule list that docs/redis.md gives for a standalone Redis:
+// leastPrivilegeACL is the ACL SETUSER rule list that docs/redis.md gives for a standalone Redis,
+// derived from the scripts:
 // EVALSHA and SCRIPT LOAD (never EVAL), PING, and the data commands the scripts call, on rl:* keys.
-const leastPrivilegeACL = "resetkeys ~rl:* resetchannels -@all +evalsha +script|load +ping +get +set +pttl +incrby"
+var leastPrivilegeACL = ACLRules()
 
 // restrictedURL creates the user "admit" with the least-privilege rules on srv and returns a URL
 // that logs in as it.
@@ -75,3 +77,29 @@ type restrictedBackend struct{ url string }
 func (b restrictedBackend) Open(t *testing.T) admit.Store { return open(t, b.url) }
 
 func (b restrictedBackend) Sleep(t *testing.T, d time.Duration) { time.Sleep(d) }
+
+func (b restrictedBackend) Address() string { return b.url }
+
+func (b restrictedBackend) OpenAddress(t *testing.T, url string) admit.Store { return open(t, url) }
+
+// The ACL rules come from the scripts: every call names its command literally, so none is missed,
+// and docs/redis.md gives exactly the rules ACLRules derives.
+func TestACLRulesMatchScriptsAndDocs(t *testing.T) {
+	for _, src := range append([]string{preludeSrc, takeSrc}, modules...) {
+		for _, m := range scriptCalls.FindAllStringSubmatch(src, -1) {
+			if m[2] == "" {
+				t.Errorf("a script calls Redis with a command that is not a literal string (%q): ACLRules cannot see it", m[0])
+			}
+		}
+	}
+	if got := scriptCommands(); strings.Join(got, " ") != "GET INCRBY PTTL SET" {
+		t.Errorf("the scripts call %v; want GET INCRBY PTTL SET (update this test and the docs together)", got)
+	}
+	doc, err := os.ReadFile("../docs/redis.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if line := "ACL SETUSER admit on >PASSWORD " + ACLRules(); !strings.Contains(string(doc), line) {
+		t.Errorf("docs/redis.md does not give the rules the scripts need; want the line\n%s", line)
+	}
+}

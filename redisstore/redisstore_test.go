@@ -26,6 +26,10 @@ func (b backend) Open(t *testing.T) admit.Store { return open(t, b.srv.URL()) }
 
 func (b backend) Sleep(t *testing.T, d time.Duration) { time.Sleep(d) }
 
+func (b backend) Address() string { return b.srv.URL() }
+
+func (b backend) OpenAddress(t *testing.T, url string) admit.Store { return open(t, url) }
+
 func TestConformance(t *testing.T) {
 	srv := redistest.Start(t)
 	limittest.TestStore(t, func(t *testing.T) limittest.Backend { return backend{srv} })
@@ -158,7 +162,7 @@ func TestRejectionsAreReadOnly(t *testing.T) {
 	}
 }
 
-// keyspaceWatch collects keyspace events for one key until a marker key is written.
+// keyspaceWatch collects keyspace events for some keys until a marker key is written.
 type keyspaceWatch struct {
 	mu     sync.Mutex
 	events []string
@@ -170,6 +174,17 @@ type keyspaceWatch struct {
 // subscription is known to be live (an event for marker has arrived).
 func watchKeyspace(t *testing.T, srv *redistest.Server, key, marker string) *keyspaceWatch {
 	t.Helper()
+	return watchKeys(t, srv, marker, key)
+}
+
+// watchKeys subscribes to keyspace events of keys and marker, and returns once the subscription is
+// known to be live (an event for marker has arrived).
+func watchKeys(t *testing.T, srv *redistest.Server, marker string, keys ...string) *keyspaceWatch {
+	t.Helper()
+	channels := []string{"__keyspace@0__:" + marker}
+	for _, k := range keys {
+		channels = append(channels, "__keyspace@0__:"+k)
+	}
 	c := srv.Client(t)
 	w := &keyspaceWatch{srv: srv, marked: make(chan struct{}, 16)}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -177,7 +192,7 @@ func watchKeyspace(t *testing.T, srv *redistest.Server, key, marker string) *key
 	t.Cleanup(func() { cancel(); <-done })
 	go func() {
 		defer close(done)
-		c.Receive(ctx, c.B().Subscribe().Channel("__keyspace@0__:"+key, "__keyspace@0__:"+marker).Build(),
+		c.Receive(ctx, c.B().Subscribe().Channel(channels...).Build(),
 			func(m rueidis.PubSubMessage) {
 				if strings.HasSuffix(m.Channel, ":"+marker) {
 					w.marked <- struct{}{}

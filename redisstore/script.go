@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -221,4 +223,34 @@ func decision(v []int64, lim admit.Limit) (admit.Decision, error) {
 		RetryAfter: time.Duration(retryMS) * time.Millisecond,
 		ResetAfter: time.Duration(resetMS) * time.Millisecond,
 	}, nil
+}
+
+// ACLRules returns the ACL SETUSER rules of a least-privilege user of this store: keys under rl:*,
+// no channels, and no command but EVALSHA, SCRIPT LOAD, PING and the data commands the scripts call,
+// derived from the scripts themselves. docs/redis.md gives the same line; a test keeps them equal.
+func ACLRules() string {
+	rules := []string{"resetkeys", "~rl:*", "resetchannels", "-@all", "+evalsha", "+script|load", "+ping"}
+	for _, c := range scriptCommands() {
+		rules = append(rules, "+"+strings.ToLower(c))
+	}
+	return strings.Join(rules, " ")
+}
+
+// scriptCalls matches every call a script makes to Redis, and the command it names.
+var scriptCalls = regexp.MustCompile(`redis\.p?call\(\s*('([A-Za-z|]+)')?`)
+
+// scriptCommands returns the Redis commands the scripts call, sorted, each once.
+func scriptCommands() []string {
+	seen := map[string]bool{}
+	for _, src := range append([]string{preludeSrc, takeSrc}, modules...) {
+		for _, m := range scriptCalls.FindAllStringSubmatch(src, -1) {
+			seen[strings.ToUpper(m[2])] = true
+		}
+	}
+	cmds := make([]string, 0, len(seen))
+	for c := range seen {
+		cmds = append(cmds, c)
+	}
+	slices.Sort(cmds)
+	return cmds
 }

@@ -62,6 +62,14 @@ if record then
     for w in string.gmatch(raw, '%S+') do
       words[#words + 1] = w
     end
+    -- A record is the fingerprint, then a remaining and a reset_after per policy.
+    local wellformed = #words >= 3 and #words % 2 == 1 and #words[1] == #fp and string.match(words[1], '^%x+$')
+    for w = 2, #words do
+      wellformed = wellformed and integer(words[w], 0, MAX)
+    end
+    if not wellformed then
+      return corrupt('request record is not a fingerprint and decisions')
+    end
     if words[1] ~= fp then
       return invalid('request ID reused for a different request')
     end
