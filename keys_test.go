@@ -2,6 +2,7 @@ package admit_test
 
 import (
 	"errors"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -43,6 +44,33 @@ func TestKeyFormat(t *testing.T) {
 	// A slot subject equal to the subject is no slot subject at all.
 	if a, b := key(t, kb, demo, "1", admit.Subject{ID: "alice", Slot: "alice"}), key(t, kb, demo, "1", admit.Subject{ID: "alice"}); a != b {
 		t.Fatalf("Slot = ID gives %q, no Slot %q; want the same", a, b)
+	}
+}
+
+// The key format is stored state: these keys, given in docs/keys.md, must never change.
+func TestKeyFormatIsStable(t *testing.T) {
+	kb := newKeyBuilder(t)
+	for _, tc := range []struct {
+		lim  admit.Limit
+		s    admit.Subject
+		want string
+	}{
+		{demo, admit.Subject{ID: "demo-account"}, "rl:demo:v1-fw10000:{8f30d4fd92e8cddd6479f96bd3a200d5}"},
+		{admit.Limit{Name: "per-second", Algorithm: admit.FixedWindow, Rate: 10, Period: time.Second}, admit.Subject{ID: "alice", Slot: "acme"},
+			"rl:per-second:v1-fw1000:{4ec7806b9a0066d13055cdfb3dc8b6b4}:d792e2dd2849c327cfb3ef0cff488a2d"},
+		{admit.Limit{Name: "per-tenant", Algorithm: admit.FixedWindow, Rate: 100000, Period: time.Minute}, admit.Subject{ID: "acme"},
+			"rl:per-tenant:v1-fw60000:{4ec7806b9a0066d13055cdfb3dc8b6b4}"},
+	} {
+		if got := key(t, kb, tc.lim, "1", tc.s); got != tc.want {
+			t.Errorf("key of %q under %s = %q; want %q", tc.s.ID, tc.lim.Name, got, tc.want)
+		}
+	}
+	doc, err := os.ReadFile("docs/keys.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(doc), "rl:demo:v1-fw10000:{8f30d4fd92e8cddd6479f96bd3a200d5}") {
+		t.Error("docs/keys.md does not show the demo's key as the builder makes it")
 	}
 }
 
