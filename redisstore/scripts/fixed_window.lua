@@ -10,31 +10,34 @@
 
 local fixed_window = {}
 
--- parse reads the arguments from ARGV[i] on, and returns the policy and the index after them, or nil
--- and why they are invalid.
+-- parse reads the arguments from ARGV[i] on and returns the policy's table and the index after them,
+-- or nil and why they are invalid. The table is made whole in one constructor (growing it field by
+-- field would rehash it three times), with room for the state read reads into it.
 function fixed_window.parse(i)
-  local p = {limit = integer(ARGV[i], 1, MAX), window = integer(ARGV[i + 1], 1, MAX_WINDOW), window_arg = ARGV[i + 1]}
-  if not p.limit or not p.window then
+  local limit, window = integer(ARGV[i], 1, MAX), integer(ARGV[i + 1], 1, MAX_WINDOW)
+  if not limit or not window then
     return nil, 'fixed_window needs a limit in 1..' .. MAX .. ' and a window in 1..' .. MAX_WINDOW .. ' ms'
   end
-  p.cost, p.cost_arg = integer(ARGV[i + 2], 0, p.limit), ARGV[i + 2]
-  if not p.cost then
+  local cost = integer(ARGV[i + 2], 0, limit)
+  if not cost then
     return nil, 'cost must be an integer in 0..limit'
   end
-  return p, i + 3
+  return {alg = fixed_window, limit = limit, window = window, cost = cost, window_arg = ARGV[i + 1],
+    cost_arg = ARGV[i + 2], live = false, count = 0, ttl = 0}, i + 3
 end
 
--- read returns the key's state {count, ttl}; false when the key is missing or its window has ended;
--- or nil and why the key is corrupt. PTTL 0 is the key's expiry millisecond: Redis still returns the
--- key from GET, but its window ends now, so it is read as missing, exactly as memstore reads the same
--- instant. (-2, gone, cannot follow a GET in one script; it would mean missing too.)
+-- read reads the key's state into p: p.live stays false when the key is missing or its window has
+-- ended, else p.count and p.ttl hold it. It returns true, or nil and why the key is corrupt. PTTL 0
+-- is the key's expiry millisecond: Redis still returns the key from GET, but its window ends now, so
+-- it is read as missing, exactly as memstore reads the same instant. (-2, gone, cannot follow a GET
+-- in one script; it would mean missing too.)
 function fixed_window.read(key, p)
   local raw = redis.pcall('GET', key)
-  if type(raw) == 'table' and raw.err then
-    return nil, 'key holds a value that is not a string'
-  end
   if not raw then
-    return false
+    return true
+  end
+  if type(raw) == 'table' then
+    return nil, 'key holds a value that is not a string'
   end
   local count = integer(raw, 1, MAX)
   if not count then
@@ -47,37 +50,38 @@ function fixed_window.read(key, p)
   if ttl > p.window then
     return nil, 'counter expires after more than one window'
   end
-  if ttl <= 0 then
-    return false
+  if ttl > 0 then
+    p.live, p.count, p.ttl = true, count, ttl
   end
-  return {count = count, ttl = ttl}
+  return true
 end
 
 -- decide returns allowed (0 or 1), remaining, retry_after and reset_after in milliseconds for a
--- request of cost units (the policy's own, or 0 for a peek).
-function fixed_window.decide(st, p, cost)
-  if not st then
+-- request of cost units (the policy's own, or 0 for a peek) on the state read into p.
+function fixed_window.decide(p, cost)
+  if not p.live then
     if cost == 0 then
       return 1, p.limit, 0, 0
     end
     return 1, p.limit - cost, 0, p.window
   end
-  if st.count + cost > p.limit then
-    local remaining = p.limit - st.count
+  local count, ttl = p.count, p.ttl
+  if count + cost > p.limit then
+    local remaining = p.limit - count
     if remaining < 0 then
       remaining = 0
     end
-    return 0, remaining, st.ttl, st.ttl
+    return 0, remaining, ttl, ttl
   end
-  return 1, p.limit - st.count - cost, 0, st.ttl
+  return 1, p.limit - count - cost, 0, ttl
 end
 
 -- apply makes the one write of an admission.
-function fixed_window.apply(key, p, st)
+function fixed_window.apply(key, p)
   if p.cost == 0 then
     return
   end
-  if st then
+  if p.live then
     redis.call('INCRBY', key, p.cost_arg)
   else
     redis.call('SET', key, p.cost_arg, 'PX', p.window_arg)

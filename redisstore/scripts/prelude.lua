@@ -8,7 +8,11 @@
 --   MAX_REQUESTS  the most policies one call decides together (admit.MaxRequests)
 --
 -- Errors are raised as 'ADMIT_INVALID <why>' for bad arguments and 'ADMIT_CORRUPT <why>' for a key
--- that holds something no admit script writes, always before any write. Replies hold integers only,
+-- that holds something no admit script writes, always before any write.
+--
+-- Every function a script defines is a new closure on every call (Redis runs the whole chunk each
+-- time), so the prelude defines only integer; error replies and formats are written where they are
+-- needed. Replies hold integers only,
 -- and writes pass decimal strings, never a Lua number (Redis would format a large one as a double).
 
 -- integer returns s as a strict decimal integer in lo … hi, or nil. It refuses "1.5", "1e3", "0x10",
@@ -22,17 +26,4 @@ local function integer(s, lo, hi)
     return nil
   end
   return v
-end
-
--- decimal formats the integer v as a decimal string, for a write.
-local function decimal(v)
-  return string.format('%.0f', v)
-end
-
-local function invalid(why)
-  return redis.error_reply('ADMIT_INVALID ' .. why)
-end
-
-local function corrupt(why)
-  return redis.error_reply('ADMIT_CORRUPT ' .. why)
 end

@@ -21,14 +21,14 @@ local ALGORITHMS = {fixed_window = fixed_window}
 local n = integer(ARGV[1], 1, MAX_REQUESTS)
 local fp = ARGV[2]
 if not n or type(fp) ~= 'string' or not (fp == '' or string.match(fp, '^%x+$')) then
-  return invalid('take needs a policy count in 1..' .. MAX_REQUESTS .. ' and a fingerprint')
+  return redis.error_reply('ADMIT_INVALID ' .. 'take needs a policy count in 1..' .. MAX_REQUESTS .. ' and a fingerprint')
 end
 local want = n
 if fp ~= '' then
   want = n + 1
 end
 if #KEYS ~= want then
-  return invalid('take needs one key per policy, and one for the record of a request with an ID')
+  return redis.error_reply('ADMIT_INVALID ' .. 'take needs one key per policy, and one for the record of a request with an ID')
 end
 local record = KEYS[n + 1] -- nil for a request without an ID
 
@@ -37,25 +37,24 @@ local i = 3
 for k = 1, n do
   local alg = ALGORITHMS[ARGV[i]]
   if not alg then
-    return invalid('policy ' .. k .. ': unknown algorithm')
+    return redis.error_reply('ADMIT_INVALID ' .. 'policy ' .. k .. ': unknown algorithm')
   end
   local p, next_or_why = alg.parse(i + 1)
   if not p then
-    return invalid('policy ' .. k .. ': ' .. next_or_why)
+    return redis.error_reply('ADMIT_INVALID ' .. 'policy ' .. k .. ': ' .. next_or_why)
   end
-  p.alg = alg
   policies[k] = p
   i = next_or_why
 end
 if i ~= #ARGV + 1 then
-  return invalid('take got ' .. #ARGV .. ' arguments, want ' .. (i - 1))
+  return redis.error_reply('ADMIT_INVALID ' .. 'take got ' .. #ARGV .. ' arguments, want ' .. (i - 1))
 end
 
 -- A retry of an admitted request returns its recorded decisions.
 if record then
   local raw = redis.pcall('GET', record)
-  if type(raw) == 'table' and raw.err then
-    return corrupt('request record holds a value that is not a string')
+  if type(raw) == 'table' then
+    return redis.error_reply('ADMIT_CORRUPT ' .. 'request record holds a value that is not a string')
   end
   if raw then
     local words = {}
@@ -68,45 +67,45 @@ if record then
       wellformed = wellformed and integer(words[w], 0, MAX)
     end
     if not wellformed then
-      return corrupt('request record is not a fingerprint and decisions')
+      return redis.error_reply('ADMIT_CORRUPT ' .. 'request record is not a fingerprint and decisions')
     end
     if words[1] ~= fp then
-      return invalid('request ID reused for a different request')
+      return redis.error_reply('ADMIT_INVALID ' .. 'request ID reused for a different request')
     end
     if #words ~= 1 + 2 * n then
-      return corrupt('request record does not hold ' .. n .. ' decisions')
+      return redis.error_reply('ADMIT_CORRUPT ' .. 'request record does not hold ' .. n .. ' decisions')
     end
     local reply = {1, 1}
     for k = 1, n do
       local remaining = integer(words[2 * k], 0, policies[k].limit)
       local reset = integer(words[2 * k + 1], 0, MAX_WINDOW)
       if not remaining or not reset then
-        return corrupt('request record holds a decision out of range')
+        return redis.error_reply('ADMIT_CORRUPT ' .. 'request record holds a decision out of range')
       end
-      reply[#reply + 1], reply[#reply + 2], reply[#reply + 3], reply[#reply + 4] = 1, remaining, 0, reset
+      local at = 4 * k - 1
+      reply[at], reply[at + 1], reply[at + 2], reply[at + 3] = 1, remaining, 0, reset
     end
     return reply
   end
 end
 
-local states = {}
 for k = 1, n do
-  local st, why = policies[k].alg.read(KEYS[k], policies[k])
-  if st == nil then
-    return corrupt('policy ' .. k .. ': ' .. why)
+  local ok, why = policies[k].alg.read(KEYS[k], policies[k])
+  if not ok then
+    return redis.error_reply('ADMIT_CORRUPT ' .. 'policy ' .. k .. ': ' .. why)
   end
-  states[k] = st
 end
 
-local reply = {1, 0}
+local reply = {1, 0, 0, 0, 0, 0} -- sized for one policy; more grow it
 local consumed, longest = false, 0
 for k = 1, n do
   local p = policies[k]
-  local allowed, remaining, retry, reset = p.alg.decide(states[k], p, p.cost)
+  local at = 4 * k - 1
+  local allowed, remaining, retry, reset = p.alg.decide(p, p.cost)
+  reply[at], reply[at + 1], reply[at + 2], reply[at + 3] = allowed, remaining, retry, reset
   if allowed == 0 then
     reply[1] = 0
   end
-  reply[#reply + 1], reply[#reply + 2], reply[#reply + 3], reply[#reply + 4] = allowed, remaining, retry, reset
   consumed = consumed or p.cost > 0
   if p.window > longest then
     longest = p.window
@@ -116,22 +115,21 @@ end
 if reply[1] == 0 then
   -- A rejection writes nothing: a policy that would have admitted reports its key as it is.
   for k = 1, n do
-    local at = 3 + 4 * (k - 1)
+    local at = 4 * k - 1
     if reply[at] == 1 then
-      reply[at], reply[at + 1], reply[at + 2], reply[at + 3] = policies[k].alg.decide(states[k], policies[k], 0)
+      reply[at], reply[at + 1], reply[at + 2], reply[at + 3] = policies[k].alg.decide(policies[k], 0)
     end
   end
-else
+  return reply
+end
+for k = 1, n do
+  policies[k].alg.apply(KEYS[k], policies[k])
+end
+if record and consumed then
+  local value = {fp}
   for k = 1, n do
-    policies[k].alg.apply(KEYS[k], policies[k], states[k])
+    value[2 * k], value[2 * k + 1] = string.format('%.0f', reply[4 * k]), string.format('%.0f', reply[4 * k + 2])
   end
-  if record and consumed then
-    local value = {fp}
-    for k = 1, n do
-      value[#value + 1] = decimal(reply[2 + 4 * (k - 1) + 2])
-      value[#value + 1] = decimal(reply[2 + 4 * (k - 1) + 4])
-    end
-    redis.call('SET', record, table.concat(value, ' '), 'PX', decimal(longest))
-  end
+  redis.call('SET', record, table.concat(value, ' '), 'PX', string.format('%.0f', longest))
 end
 return reply
