@@ -21,14 +21,14 @@ local ALGORITHMS = {fixed_window = fixed_window}
 local n = integer(ARGV[1], 1, MAX_REQUESTS)
 local fp = ARGV[2]
 if not n or type(fp) ~= 'string' or not (fp == '' or string.match(fp, '^%x+$')) then
-  return redis.error_reply('ADMIT_INVALID ' .. 'take needs a policy count in 1..' .. MAX_REQUESTS .. ' and a fingerprint')
+  return redis.error_reply('ADMIT_INVALID take needs a policy count in 1..' .. MAX_REQUESTS .. ' and a fingerprint')
 end
 local want = n
 if fp ~= '' then
   want = n + 1
 end
 if #KEYS ~= want then
-  return redis.error_reply('ADMIT_INVALID ' .. 'take needs one key per policy, and one for the record of a request with an ID')
+  return redis.error_reply('ADMIT_INVALID take needs one key per policy, and one for the record of a request with an ID')
 end
 local record = KEYS[n + 1] -- nil for a request without an ID
 
@@ -37,24 +37,24 @@ local i = 3
 for k = 1, n do
   local alg = ALGORITHMS[ARGV[i]]
   if not alg then
-    return redis.error_reply('ADMIT_INVALID ' .. 'policy ' .. k .. ': unknown algorithm')
+    return redis.error_reply('ADMIT_INVALID policy ' .. k .. ': unknown algorithm')
   end
   local p, next_or_why = alg.parse(i + 1)
   if not p then
-    return redis.error_reply('ADMIT_INVALID ' .. 'policy ' .. k .. ': ' .. next_or_why)
+    return redis.error_reply('ADMIT_INVALID policy ' .. k .. ': ' .. next_or_why)
   end
   policies[k] = p
   i = next_or_why
 end
 if i ~= #ARGV + 1 then
-  return redis.error_reply('ADMIT_INVALID ' .. 'take got ' .. #ARGV .. ' arguments, want ' .. (i - 1))
+  return redis.error_reply('ADMIT_INVALID take got ' .. #ARGV .. ' arguments, want ' .. (i - 1))
 end
 
 -- A retry of an admitted request returns its recorded decisions.
 if record then
   local raw = redis.pcall('GET', record)
   if type(raw) == 'table' then
-    return redis.error_reply('ADMIT_CORRUPT ' .. 'request record holds a value that is not a string')
+    return redis.error_reply('ADMIT_CORRUPT request record holds a value that is not a string')
   end
   if raw then
     local words = {}
@@ -67,20 +67,20 @@ if record then
       wellformed = wellformed and integer(words[w], 0, MAX)
     end
     if not wellformed then
-      return redis.error_reply('ADMIT_CORRUPT ' .. 'request record is not a fingerprint and decisions')
+      return redis.error_reply('ADMIT_CORRUPT request record is not a fingerprint and decisions')
     end
     if words[1] ~= fp then
-      return redis.error_reply('ADMIT_INVALID ' .. 'request ID reused for a different request')
+      return redis.error_reply('ADMIT_INVALID request ID reused for a different request')
     end
     if #words ~= 1 + 2 * n then
-      return redis.error_reply('ADMIT_CORRUPT ' .. 'request record does not hold ' .. n .. ' decisions')
+      return redis.error_reply('ADMIT_CORRUPT request record does not hold ' .. n .. ' decisions')
     end
     local reply = {1, 1}
     for k = 1, n do
       local remaining = integer(words[2 * k], 0, policies[k].limit)
       local reset = integer(words[2 * k + 1], 0, MAX_WINDOW)
       if not remaining or not reset then
-        return redis.error_reply('ADMIT_CORRUPT ' .. 'request record holds a decision out of range')
+        return redis.error_reply('ADMIT_CORRUPT request record holds a decision out of range')
       end
       local at = 4 * k - 1
       reply[at], reply[at + 1], reply[at + 2], reply[at + 3] = 1, remaining, 0, reset
@@ -92,7 +92,7 @@ end
 for k = 1, n do
   local ok, why = policies[k].alg.read(KEYS[k], policies[k])
   if not ok then
-    return redis.error_reply('ADMIT_CORRUPT ' .. 'policy ' .. k .. ': ' .. why)
+    return redis.error_reply('ADMIT_CORRUPT policy ' .. k .. ': ' .. why)
   end
 end
 
