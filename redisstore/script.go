@@ -254,3 +254,15 @@ func scriptCommands() []string {
 	slices.Sort(cmds)
 	return cmds
 }
+
+// Script returns the Lua source of the entry point name, as redisstore loads it — the rendered
+// constants, the prelude, every algorithm module and the entry point — and reports whether there is
+// such an entry point. The one entry point today is "take". It is for benchmarks and tools that call
+// the script as redisstore does.
+func Script(name string) (src string, ok bool) {
+	switch name {
+	case takeScript.name:
+		return takeScript.src, true
+	}
+	return "", false
+}

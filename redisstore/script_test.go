@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -89,5 +90,15 @@ func TestScriptBoundsAreGos(t *testing.T) {
 		case !tc.ok && !errors.Is(err, admit.ErrInvalidRequest):
 			t.Errorf("script with ARGV %q: %v; want ErrInvalidRequest, as Go refuses it", tc.args, err)
 		}
+	}
+}
+
+func TestScriptSource(t *testing.T) {
+	src, ok := Script("take")
+	if !ok || src != takeScript.src || !strings.Contains(src, "local MAX = ") || !strings.Contains(src, "function fixed_window.decide") {
+		t.Fatalf("Script(take) = %.60q, %v; want the assembled take script", src, ok)
+	}
+	if _, ok := Script("fixed_window"); ok {
+		t.Fatal("Script(fixed_window): a module is not an entry point")
 	}
 }
