@@ -1,10 +1,12 @@
-// Package admit decides whether a request may proceed under a rate limit shared by many processes.
+// Package admit decides whether a request may proceed under rate limits shared by many processes.
 //
-// A [Limit] names an algorithm and its numbers; a [Store] keeps the state of many keys and decides
-// atomically; a [Limiter] binds one Limit to a Store. Being over the limit is a [Decision] with
-// Allowed false, never an error: an error always means the Store could not decide, and matches
-// [ErrUnavailable] (or [ErrCorruptState], a kind of it) or, for a caller's mistake, [ErrInvalidLimit]
-// or [ErrInvalidRequest].
+// A [Limit] is one named policy: an algorithm and its numbers. A [KeyBuilder] turns a policy and a
+// [Subject] the server verified into a key, with an HMAC under a server secret, so that no client
+// chooses its own bucket. A [Store] keeps the state of many keys and decides a [Request] atomically, or
+// several at once, all-or-nothing, with idempotent retries; a [Limiter] binds Limits, a KeyBuilder and
+// a Store into Allow and AllowN. Being over the limit is a [Decision] with Allowed false, never an
+// error: an error always means the Store could not decide, and matches [ErrUnavailable] (or
+// [ErrCorruptState], a kind of it) or, for a caller's mistake, [ErrInvalidLimit] or [ErrInvalidRequest].
 //
 // The in-process store lives in package memstore, the Redis store in package redisstore; package
 // limittest holds the conformance suite both pass.
