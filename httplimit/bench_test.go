@@ -13,41 +13,50 @@ import (
 	"github.com/admit-dev/admit/internal/callers"
 )
 
-// benchKeys are spread over many live buckets that the benchmarks never fill.
-var benchKeys = func() []string {
-	keys := make([]string, 1024)
-	for i := range keys {
-		keys[i] = "rl:bench:v1:{" + strconv.Itoa(i) + "}"
+// benchSubjects spread requests over many live keys that the benchmarks never fill.
+var benchSubjects = func() []admit.Subject {
+	subjects := make([]admit.Subject, 1024)
+	for i := range subjects {
+		subjects[i] = admit.Subject{ID: "user-" + strconv.Itoa(i)}
 	}
-	return keys
+	return subjects
 }()
 
-var benchLimit = admit.Limit{Algorithm: admit.FixedWindow, Rate: admit.MaxRate, Period: time.Hour}
+var benchLimit = admit.Limit{Name: "bench", Algorithm: admit.FixedWindow, Rate: admit.MaxRate, Period: time.Hour}
 
 // BenchmarkMiddleware measures ServeHTTP of the middleware around a handler that does nothing, on a
-// memstore-backed limiter: the cost of limiting one request in process.
+// memstore-backed limiter of one policy: the cost of limiting one request in process, its keying
+// included.
 func BenchmarkMiddleware(b *testing.B) {
-	benchmarkMiddleware(b, benchLimit, benchKeys)
+	benchmarkMiddleware(b, []admit.Limit{benchLimit}, benchSubjects)
+}
+
+// BenchmarkMiddlewareTwoPolicies is BenchmarkMiddleware with a limiter of two policies, decided
+// together.
+func BenchmarkMiddlewareTwoPolicies(b *testing.B) {
+	daily := benchLimit
+	daily.Name, daily.Period = "bench-daily", 24*time.Hour
+	benchmarkMiddleware(b, []admit.Limit{benchLimit, daily}, benchSubjects)
 }
 
 // BenchmarkMiddlewareLimited is BenchmarkMiddleware when every request is answered 429.
 func BenchmarkMiddlewareLimited(b *testing.B) {
 	full := benchLimit
 	full.Rate = 1
-	benchmarkMiddleware(b, full, benchKeys[:1])
+	benchmarkMiddleware(b, []admit.Limit{full}, benchSubjects[:1])
 }
 
-func benchmarkMiddleware(b *testing.B, lim admit.Limit, keys []string) {
+func benchmarkMiddleware(b *testing.B, limits []admit.Limit, subjects []admit.Subject) {
 	m := &httplimit.Middleware{
-		Limiter: admit.NewLimiter(newMemstore(b), lim),
-		Key: func(r *http.Request) (string, error) {
-			return keys[r.Context().Value(keyIndex{}).(int)%len(keys)], nil
+		Limiter: newLimiter(b, newMemstore(b), limits...),
+		Subject: func(r *http.Request) (admit.Subject, error) {
+			return subjects[r.Context().Value(subjectIndex{}).(int)%len(subjects)], nil
 		},
 	}
 	h := m.Wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
-	reqs := make([]*http.Request, len(keys))
+	reqs := make([]*http.Request, len(subjects))
 	for i := range reqs {
-		reqs[i] = httptest.NewRequest(http.MethodGet, "/", nil).WithContext(context.WithValue(context.Background(), keyIndex{}, i))
+		reqs[i] = httptest.NewRequest(http.MethodGet, "/", nil).WithContext(context.WithValue(context.Background(), subjectIndex{}, i))
 	}
 	callers.Bench(b, func(i int) error {
 		h.ServeHTTP(&discardWriter{h: http.Header{}}, reqs[i%len(reqs)])
@@ -58,16 +67,16 @@ func benchmarkMiddleware(b *testing.B, lim admit.Limit, keys []string) {
 // BenchmarkReferenceLimiter is the reference for BenchmarkMiddleware: the same limiter decisions
 // without HTTP around them.
 func BenchmarkReferenceLimiter(b *testing.B) {
-	limiter := admit.NewLimiter(newMemstore(b), benchLimit)
+	limiter := newLimiter(b, newMemstore(b), benchLimit)
 	ctx := context.Background()
 	callers.Bench(b, func(i int) error {
-		_, err := limiter.Allow(ctx, benchKeys[i%len(benchKeys)])
+		_, err := limiter.Take(ctx, benchSubjects[i%len(benchSubjects)], 1, "", nil)
 		return err
 	})
 }
 
-// keyIndex is the context key under which a benchmark request carries its key's index.
-type keyIndex struct{}
+// subjectIndex is the context key under which a benchmark request carries its subject's index.
+type subjectIndex struct{}
 
 // discardWriter is a ResponseWriter that keeps nothing but its header map, so the benchmark
 // measures the middleware rather than a recorder.

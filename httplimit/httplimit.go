@@ -1,16 +1,20 @@
 // Package httplimit is net/http middleware that admits or rejects requests with an [admit.Limiter].
 //
-// An admitted request goes on to the next handler; any other is answered here, and the next handler
-// never runs:
+// A [SubjectFunc] says who each request is limited as — an authenticated principal, a client
+// address resolved through trusted proxies, or for demos and global limits one [Constant] subject —
+// and the Limiter decides that subject under each of its policies, all-or-nothing. An admitted
+// request goes on to the next handler; any other is answered here, and the next handler never runs:
 //
-//   - 429 Too Many Requests, with an integer Retry-After: the limiter rejected the request.
-//   - 400 Bad Request: the key function found the request malformed ([ErrMalformedRequest]), such as a
-//     bad forwarding header from a trusted proxy. The client must change the request.
-//   - 500 Internal Server Error: the limit or the key is invalid ([admit.ErrInvalidLimit],
-//     [admit.ErrInvalidRequest]). That is a bug of the server, which no retry can fix.
+//   - 429 Too Many Requests, with an integer Retry-After: a policy of the limiter rejected the
+//     request, and nothing was consumed from any of them.
+//   - 400 Bad Request: the subject function found the request malformed ([ErrMalformedRequest]),
+//     such as a bad forwarding header from a trusted proxy. The client must change the request.
+//   - 500 Internal Server Error: a policy or the subject is invalid ([admit.ErrInvalidLimit],
+//     [admit.ErrInvalidRequest]), such as an empty subject. That is a bug of the server, which no
+//     retry can fix.
 //   - 503 Service Unavailable, with a short Retry-After: the limiter could not decide (fail closed):
-//     the backend is unavailable ([admit.ErrUnavailable]), the key function failed otherwise, an
-//     error cannot be classified, or the key function or limiter panicked.
+//     the backend is unavailable ([admit.ErrUnavailable]), the subject function failed otherwise, an
+//     error cannot be classified, or the subject function or limiter panicked.
 //
 // Every answer but 429 is logged, at a bounded rate (see [Middleware.LogInterval]), so an outage of the
 // backend costs a few log records, not one per request.
@@ -25,6 +29,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/admit-dev/admit"
@@ -49,29 +54,40 @@ const DefaultUnavailableRetryAfter = time.Second
 // DefaultLogInterval is the log interval when [Middleware.LogInterval] is 0.
 const DefaultLogInterval = 10 * time.Second
 
-// ErrMalformedRequest is the error a [KeyFunc] wraps to say that the request itself is malformed,
+// ErrMalformedRequest is the error a [SubjectFunc] wraps to say that the request itself is malformed,
 // such as a bad forwarding header from a trusted proxy: the middleware answers 400 Bad Request.
 // Wrap it with context, as in fmt.Errorf("X-Forwarded-For %q: %w", v, ErrMalformedRequest); the
 // middleware matches it with errors.Is.
 var ErrMalformedRequest = errors.New("httplimit: malformed request")
 
-// A KeyFunc returns the limiter key for r. The key must be derived from something the server
-// verified, such as an authenticated principal, never from a raw client-supplied header, or a client
-// could choose its own bucket.
+// A SubjectFunc returns the subject that r is limited as. The subject must be something the server
+// verified, such as an authenticated principal or a client address resolved through trusted
+// proxies, never a raw client-supplied header, or a client could choose its own allowance (SPEC §5).
+// The Limiter's KeyBuilder digests it into one key per policy; admit never stores or logs it.
 //
-// An error means the request cannot be keyed, and the next handler is not called. An error matching
-// [ErrMalformedRequest] is answered 400 Bad Request; any other error 503 Service Unavailable. A
-// key that the limiter refuses (empty, or longer than [admit.MaxKeyLen]) is answered 500.
-type KeyFunc func(r *http.Request) (string, error)
+// An error means the request's subject cannot be found, and the next handler is not called. An
+// error matching [ErrMalformedRequest] is answered 400 Bad Request; any other error 503 Service
+// Unavailable. A subject that the limiter refuses (an empty ID, or one longer than
+// [admit.MaxSubjectLen]) is answered 500.
+type SubjectFunc func(r *http.Request) (admit.Subject, error)
 
-// A Middleware limits requests with Limiter, one bucket per key that Key returns.
-// Set its fields, then call [Middleware.Wrap]; Wrap copies them, so later changes have no effect on
+// Constant returns a SubjectFunc that makes every request the one subject, so that all requests
+// share each policy's allowance. It is for demos and global limits ("this endpoint takes 1000
+// requests a second, whoever asks"), not for limiting clients apart. An empty subject is invalid:
+// every request is then answered 500.
+func Constant(subject string) SubjectFunc {
+	s := admit.Subject{ID: subject}
+	return func(*http.Request) (admit.Subject, error) { return s, nil }
+}
+
+// A Middleware limits requests with Limiter, deciding the subject that Subject returns under every
+// policy of the Limiter together. Set its fields, then call [Middleware.Wrap]; Wrap copies them, so later changes have no effect on
 // handlers already returned. The handlers Wrap returns are safe for concurrent use.
 type Middleware struct {
-	// Limiter decides each request; required.
+	// Limiter decides each request, one unit under each of its policies, all-or-nothing; required.
 	Limiter *admit.Limiter
-	// Key returns the key of each request; required.
-	Key KeyFunc
+	// Subject returns the subject of each request; required.
+	Subject SubjectFunc
 	// Logger receives a record for requests answered 400, 500 or 503, at the rate LogInterval
 	// allows. Nil means slog.Default(). Its handler is called on the request's goroutine, so it
 	// should not block; cmd/admit writes through a queue that drops lines rather than wait.
@@ -97,10 +113,13 @@ type Middleware struct {
 // [UnavailableBody]; each with Cache-Control: no-store, and only the 503 with Retry-After. Panics
 // raised by next are not recovered.
 //
-// Wrap panics if m.Limiter, m.Key or next is nil.
+// Every log record carries the attribute limit, the names of the Limiter's policies joined by ","
+// (such as limit=per-second,per-day).
+//
+// Wrap panics if m.Limiter, m.Subject or next is nil.
 func (m *Middleware) Wrap(next http.Handler) http.Handler {
-	if m.Limiter == nil || m.Key == nil || next == nil {
-		panic("httplimit: Wrap needs a Limiter, a Key and a next handler")
+	if m.Limiter == nil || m.Subject == nil || next == nil {
+		panic("httplimit: Wrap needs a Limiter, a Subject function and a next handler")
 	}
 	logger := m.Logger
 	if logger == nil {
@@ -116,17 +135,27 @@ func (m *Middleware) Wrap(next http.Handler) http.Handler {
 	}
 	return &handler{
 		limiter:               m.Limiter,
-		key:                   m.Key,
-		log:                   newLogLimiter(logger.With(slog.String("limit", m.Limiter.Limit().String())), interval),
+		subject:               m.Subject,
+		log:                   newLogLimiter(logger.With(slog.String("limit", policyNames(m.Limiter))), interval),
 		next:                  next,
 		unavailableRetryAfter: strconv.FormatInt(admit.CeilSeconds(retry), 10),
 	}
 }
 
+// policyNames returns the names of l's policies, joined by ",".
+func policyNames(l *admit.Limiter) string {
+	limits := l.Limits()
+	names := make([]string, len(limits))
+	for i, lim := range limits {
+		names[i] = lim.Name
+	}
+	return strings.Join(names, ",")
+}
+
 // handler is the http.Handler that Wrap returns.
 type handler struct {
 	limiter               *admit.Limiter
-	key                   KeyFunc
+	subject               SubjectFunc
 	log                   *logLimiter
 	next                  http.Handler
 	unavailableRetryAfter string // whole seconds
@@ -165,26 +194,26 @@ func (e *panicError) Error() string {
 	return fmt.Sprintf("httplimit: panic in %s: %v", e.where, e.value)
 }
 
-// keyError is an error returned by the key function.
-type keyError struct{ err error }
+// subjectError is an error returned by the subject function.
+type subjectError struct{ err error }
 
-func (e *keyError) Error() string { return "httplimit: key: " + e.err.Error() }
-func (e *keyError) Unwrap() error { return e.err }
+func (e *subjectError) Error() string { return "httplimit: subject: " + e.err.Error() }
+func (e *subjectError) Unwrap() error { return e.err }
 
-// decide runs the key function and the limiter for r, turning a panic in either into an error.
+// decide runs the subject function and the limiter for r, turning a panic in either into an error.
 func (h *handler) decide(r *http.Request) (d admit.Decision, err error) {
-	where := "key function"
+	where := "subject function"
 	defer func() {
 		if v := recover(); v != nil {
 			d, err = admit.Decision{}, &panicError{where: where, value: v, stack: debug.Stack()}
 		}
 	}()
-	key, err := h.key(r)
+	s, err := h.subject(r)
 	if err != nil {
-		return admit.Decision{}, &keyError{err: err}
+		return admit.Decision{}, &subjectError{err: err}
 	}
 	where = "limiter"
-	return h.limiter.Allow(r.Context(), key)
+	return h.limiter.Take(r.Context(), s, 1, "", nil)
 }
 
 // A failure is a kind of request the middleware could not admit, other than over the limit. Each
@@ -192,11 +221,11 @@ func (h *handler) decide(r *http.Request) (d admit.Decision, err error) {
 type failure uint8
 
 const (
-	failMalformed   failure = iota // the key function: ErrMalformedRequest
-	failKey                        // the key function: any other error
+	failMalformed   failure = iota // the subject function: ErrMalformedRequest
+	failSubject                    // the subject function: any other error
 	failInvalid                    // ErrInvalidLimit or ErrInvalidRequest
 	failCorrupt                    // ErrCorruptState
-	failPanic                      // a panic in the key function or the limiter
+	failPanic                      // a panic in the subject function or the limiter
 	failCanceled                   // undecided, and the client went away first
 	failUnavailable                // ErrUnavailable, or anything unclassified
 	numFailures
@@ -205,15 +234,15 @@ const (
 // classify returns the kind of failure err is, for a request whose context is ctx.
 func classify(ctx context.Context, err error) failure {
 	var pe *panicError
-	var ke *keyError
+	var se *subjectError
 	switch {
 	case errors.As(err, &pe):
 		return failPanic
-	case errors.As(err, &ke):
-		if errors.Is(ke.err, ErrMalformedRequest) {
+	case errors.As(err, &se):
+		if errors.Is(se.err, ErrMalformedRequest) {
 			return failMalformed
 		}
-		return failKey
+		return failSubject
 	case errors.Is(err, admit.ErrInvalidLimit), errors.Is(err, admit.ErrInvalidRequest):
 		return failInvalid
 	case errors.Is(err, admit.ErrCorruptState):
@@ -235,9 +264,9 @@ func (f failure) status() int {
 	return http.StatusServiceUnavailable
 }
 
-// level returns the log level of f: Error for a bug of the server (an invalid limit or key, corrupt
-// state, a panic), Warn for an unavailable backend or a failing key function, Info for a client's
-// doing (a malformed request, a client that went away first).
+// level returns the log level of f: Error for a bug of the server (an invalid policy or subject,
+// corrupt state, a panic), Warn for an unavailable backend or a failing subject function, Info for a
+// client's doing (a malformed request, a client that went away first).
 func (f failure) level() slog.Level {
 	switch f {
 	case failInvalid, failCorrupt, failPanic:
@@ -253,8 +282,8 @@ func (f failure) message() string {
 	switch f {
 	case failMalformed:
 		return "malformed request"
-	case failKey:
-		return "cannot key request"
+	case failSubject:
+		return "cannot find the request's subject"
 	case failInvalid:
 		return "invalid limit or request"
 	case failCorrupt:

@@ -1,7 +1,6 @@
 package httplimit_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,14 +14,43 @@ import (
 
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/httplimit"
+	"github.com/admit-dev/admit/internal/syncbuf"
 	"github.com/admit-dev/admit/memstore"
 )
 
-var demoLimit = admit.Limit{Algorithm: admit.FixedWindow, Rate: 3, Period: 10 * time.Second}
+var demoLimit = admit.Limit{Name: "demo", Algorithm: admit.FixedWindow, Rate: 3, Period: 10 * time.Second}
 
-// constKey is a KeyFunc that keys every request alike.
-func constKey(key string) httplimit.KeyFunc {
-	return func(*http.Request) (string, error) { return key, nil }
+// testSecret is the HMAC secret of every test's KeyBuilder.
+var testSecret = []byte("httplimit test secret, 32 bytes!")
+
+func newKeys(t testing.TB) *admit.KeyBuilder {
+	t.Helper()
+	keys, err := admit.NewKeyBuilder(testSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keys
+}
+
+// newLimiter returns a Limiter over limits on store, with a KeyBuilder on testSecret.
+func newLimiter(t testing.TB, store admit.Store, limits ...admit.Limit) *admit.Limiter {
+	t.Helper()
+	return admit.NewLimiter(store, newKeys(t), limits...)
+}
+
+// principal is a SubjectFunc that limits each request as its Test-Principal header: a stand-in for
+// an authenticated principal (a real subject function never trusts a raw header).
+func principal(r *http.Request) (admit.Subject, error) {
+	return admit.Subject{ID: r.Header.Get("Test-Principal")}, nil
+}
+
+// get sends GET / as principal p through h and returns the response.
+func get(h http.Handler, p string) *httptest.ResponseRecorder {
+	rec := httptest.NewRecorder()
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	r.Header.Set("Test-Principal", p)
+	h.ServeHTTP(rec, r)
+	return rec
 }
 
 // want is the response a step expects.
@@ -108,8 +136,8 @@ func newMemstore(t testing.TB) *memstore.Store {
 func TestMiddlewareLimits(t *testing.T) {
 	var ran bool
 	m := &httplimit.Middleware{
-		Limiter: admit.NewLimiter(newMemstore(t), demoLimit),
-		Key:     constKey("rl:test:v1:{a}"),
+		Limiter: newLimiter(t, newMemstore(t), demoLimit),
+		Subject: httplimit.Constant("a"),
 	}
 	h := m.Wrap(nextHandler(&ran))
 	for i, w := range []want{wantOK, wantOK, wantOK, wantLimited, wantLimited} {
@@ -118,121 +146,223 @@ func TestMiddlewareLimits(t *testing.T) {
 	}
 }
 
-func TestMiddlewareKeysSeparately(t *testing.T) {
+func TestMiddlewareLimitsSubjectsSeparately(t *testing.T) {
 	var ran bool
 	m := &httplimit.Middleware{
-		Limiter: admit.NewLimiter(newMemstore(t), admit.Limit{Algorithm: admit.FixedWindow, Rate: 1, Period: time.Minute}),
-		Key: func(r *http.Request) (string, error) {
-			return "rl:test:v1:{" + r.Header.Get("Test-Principal") + "}", nil
-		},
+		Limiter: newLimiter(t, newMemstore(t), admit.Limit{Name: "test", Algorithm: admit.FixedWindow, Rate: 1, Period: time.Minute}),
+		Subject: principal,
 	}
 	h := m.Wrap(nextHandler(&ran))
-	status := func(principal string) int {
-		rec := httptest.NewRecorder()
-		r := httptest.NewRequest(http.MethodGet, "/", nil)
-		r.Header.Set("Test-Principal", principal)
-		h.ServeHTTP(rec, r)
-		return rec.Code
-	}
 	for _, step := range []struct {
 		principal string
 		want      int
 	}{{"a", 200}, {"b", 200}, {"a", 429}, {"b", 429}, {"c", 200}} {
-		if got := status(step.principal); got != step.want {
+		if got := get(h, step.principal).Code; got != step.want {
 			t.Errorf("principal %s: status %d, want %d", step.principal, got, step.want)
 		}
 	}
 }
 
-// storeFunc is a scripted admit.Store, used only for failures a real store cannot be made to show.
-type storeFunc func(ctx context.Context, key string, lim admit.Limit, n int64) (admit.Decision, error)
+// TestConstant checks that Constant makes every request its one subject, whatever the request, and
+// that two Constant subjects are limited apart.
+func TestConstant(t *testing.T) {
+	limiter := newLimiter(t, newMemstore(t), admit.Limit{Name: "test", Algorithm: admit.FixedWindow, Rate: 2, Period: time.Minute})
+	a := (&httplimit.Middleware{Limiter: limiter, Subject: httplimit.Constant("a")}).Wrap(http.NotFoundHandler())
+	b := (&httplimit.Middleware{Limiter: limiter, Subject: httplimit.Constant("b")}).Wrap(http.NotFoundHandler())
+	for i, step := range []struct {
+		h         http.Handler
+		principal string
+		want      int
+	}{{a, "x", 404}, {a, "y", 404}, {a, "z", 429}, {b, "x", 404}, {b, "x", 404}, {b, "y", 429}} {
+		if got := get(step.h, step.principal).Code; got != step.want {
+			t.Errorf("step %d: status %d, want %d", i+1, got, step.want)
+		}
+	}
+	for _, subject := range []string{"", "a", "{x}", strings.Repeat("s", 1000)} {
+		got, err := httplimit.Constant(subject)(httptest.NewRequest(http.MethodGet, "/", nil))
+		if err != nil || got != (admit.Subject{ID: subject}) {
+			t.Errorf("Constant(%.10q) = %+v, %v; want {ID: %.10q}, nil", subject, got, err, subject)
+		}
+	}
+}
 
-func (f storeFunc) Take(ctx context.Context, key string, lim admit.Limit, n int64) (admit.Decision, error) {
-	return f(ctx, key, lim, n)
+// TestMiddlewareTakesOneUnitOfTheSubject checks the Request the middleware makes: one unit of the
+// subject the subject function returns, slot subject and all, keyed by the Limiter's KeyBuilder,
+// with no request ID.
+func TestMiddlewareTakesOneUnitOfTheSubject(t *testing.T) {
+	subject := admit.Subject{ID: "alice", Slot: "tenant-7"}
+	wantKey, err := newKeys(t).Key(demoLimit, admit.DefaultVersion, subject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls int
+	store := storeFunc(func(_ context.Context, r admit.Request) (admit.Decision, error) {
+		calls++
+		if want := (admit.Request{Key: wantKey, Limit: demoLimit, Cost: 1}); r != want {
+			t.Errorf("Take(%+v), want Take(%+v)", r, want)
+		}
+		return admit.Decision{Allowed: true, Limit: r.Limit, Remaining: 2}, nil
+	})
+	var ran bool
+	m := &httplimit.Middleware{
+		Limiter: newLimiter(t, store, demoLimit),
+		Subject: func(*http.Request) (admit.Subject, error) { return subject, nil },
+	}
+	check(t, m.Wrap(nextHandler(&ran)), &ran, wantOK)
+	if calls != 1 {
+		t.Errorf("%d store calls, want 1", calls)
+	}
+}
+
+// TestMiddlewareTwoPolicies checks a Limiter over two policies: a request is answered 429 when
+// either rejects it, with the Retry-After of the one that rejected, and then consumes from neither.
+func TestMiddlewareTwoPolicies(t *testing.T) {
+	store := newMemstore(t)
+	keys := newKeys(t)
+	burst := admit.Limit{Name: "burst", Algorithm: admit.FixedWindow, Rate: 2, Period: 10 * time.Second}
+	hourly := admit.Limit{Name: "hourly", Algorithm: admit.FixedWindow, Rate: 3, Period: time.Hour}
+	var ran bool
+	h := (&httplimit.Middleware{Limiter: admit.NewLimiter(store, keys, burst, hourly), Subject: principal}).Wrap(nextHandler(&ran))
+
+	// remaining peeks at what subject p has left under lim, consuming nothing.
+	remaining := func(lim admit.Limit, p string) int64 {
+		t.Helper()
+		d, err := admit.NewLimiter(store, keys, lim).AllowN(context.Background(), p, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.Remaining
+	}
+	statuses := func(p string, want ...int) {
+		t.Helper()
+		for i, w := range want {
+			rec := get(h, p)
+			if rec.Code != w {
+				t.Errorf("%s, request %d: status %d, want %d", p, i+1, rec.Code, w)
+			}
+			if w == http.StatusTooManyRequests {
+				if ra := rec.Header().Get("Retry-After"); ra == "" {
+					t.Errorf("%s, request %d: 429 without Retry-After", p, i+1)
+				}
+			}
+		}
+	}
+
+	// The first policy rejects, the second would admit: nothing is taken from the second.
+	statuses("a", 200, 200, 429, 429)
+	if rec := get(h, "a"); rec.Header().Get("Retry-After") != "10" {
+		t.Errorf("a: Retry-After %q, want the burst policy's 10", rec.Header().Get("Retry-After"))
+	}
+	if got := remaining(hourly, "a"); got != 1 {
+		t.Errorf("a: hourly has %d left after 2 admitted requests and 3 rejected, want 1", got)
+	}
+
+	// The second policy rejects, the first would admit: nothing is taken from the first.
+	if _, err := admit.NewLimiter(store, keys, hourly).AllowN(context.Background(), "b", 3); err != nil {
+		t.Fatal(err)
+	}
+	statuses("b", 429, 429)
+	if rec := get(h, "b"); rec.Header().Get("Retry-After") != "3600" {
+		t.Errorf("b: Retry-After %q, want the hourly policy's 3600", rec.Header().Get("Retry-After"))
+	}
+	if got := remaining(burst, "b"); got != 2 {
+		t.Errorf("b: burst has %d left after 3 rejected requests, want all 2", got)
+	}
+	if ran = false; get(h, "c").Code != 200 || !ran {
+		t.Error("c: a fresh subject was not admitted")
+	}
+}
+
+// storeFunc is a scripted admit.Store, used only for failures a real store cannot be made to show.
+// Its TakeAll calls the func for each Request in turn: it is not all-or-nothing.
+type storeFunc func(ctx context.Context, r admit.Request) (admit.Decision, error)
+
+func (f storeFunc) Take(ctx context.Context, r admit.Request) (admit.Decision, error) {
+	return f(ctx, r)
+}
+
+func (f storeFunc) TakeAll(ctx context.Context, rs []admit.Request, ds []admit.Decision) (bool, error) {
+	all := true
+	for i, r := range rs {
+		d, err := f(ctx, r)
+		if err != nil {
+			return false, err
+		}
+		ds[i], all = d, all && d.Allowed
+	}
+	return all, nil
+}
+
+func (f storeFunc) Release(context.Context, admit.Lease) error { return errors.ErrUnsupported }
+
+func (f storeFunc) Settle(context.Context, admit.Reservation, int64) (admit.Decision, error) {
+	return admit.Decision{}, errors.ErrUnsupported
 }
 
 func failingStore(err error) admit.Store {
-	return storeFunc(func(context.Context, string, admit.Limit, int64) (admit.Decision, error) {
+	return storeFunc(func(context.Context, admit.Request) (admit.Decision, error) {
 		return admit.Decision{}, err
 	})
 }
 
-// logBuffer is an io.Writer that keeps log output, safe for concurrent use.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// lines returns the lines logged so far.
-func (b *logBuffer) lines() []string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	s := strings.TrimSpace(b.buf.String())
-	if s == "" {
-		return nil
-	}
-	return strings.Split(s, "\n")
-}
-
 // TestMiddlewareNotAdmitted runs every way a request can fail other than over the limit, twice:
 // each is answered its status, body and fields, never reaches next, and is logged once at its level
-// (the second record of a kind within the log interval is counted, not written).
+// with the names of the limiter's policies (the second record of a kind within the log interval is
+// counted, not written).
 func TestMiddlewareNotAdmitted(t *testing.T) {
-	malformed := func(*http.Request) (string, error) {
-		return "", fmt.Errorf("test: X-Forwarded-For %q: %w", "not-an-ip", httplimit.ErrMalformedRequest)
+	malformed := func(*http.Request) (admit.Subject, error) {
+		return admit.Subject{}, fmt.Errorf("test: X-Forwarded-For %q: %w", "not-an-ip", httplimit.ErrMalformedRequest)
 	}
+	second := admit.Limit{Name: "second", Algorithm: admit.FixedWindow, Rate: 5, Period: time.Minute}
 	for _, tc := range []struct {
 		name      string
 		store     admit.Store
-		limit     admit.Limit
-		key       httplimit.KeyFunc
+		limits    []admit.Limit
+		subject   httplimit.SubjectFunc
 		want      want
 		wantLevel string
 		wantMsg   string
+		wantLimit string // the limit attribute; "" means demo
 	}{{
 		name:      "malformed request",
-		key:       malformed,
+		subject:   malformed,
 		want:      wantBadRequest,
 		wantLevel: "INFO",
 		wantMsg:   `"malformed request"`,
 	}, {
 		name: "malformed request, wrapped twice",
-		key: func(r *http.Request) (string, error) {
+		subject: func(r *http.Request) (admit.Subject, error) {
 			_, err := malformed(r)
-			return "", fmt.Errorf("subject: %w", err)
+			return admit.Subject{}, fmt.Errorf("subject: %w", err)
 		},
 		want:      wantBadRequest,
 		wantLevel: "INFO",
 		wantMsg:   `"malformed request"`,
 	}, {
-		name:      "key error",
-		key:       func(*http.Request) (string, error) { return "", errors.New("no principal") },
+		name:      "subject error",
+		subject:   func(*http.Request) (admit.Subject, error) { return admit.Subject{}, errors.New("no principal") },
 		want:      wantUnavailable,
 		wantLevel: "WARN",
-		wantMsg:   `"cannot key request"`,
+		wantMsg:   `"cannot find the request's subject"`,
 	}, {
-		// Only the key function's own verdict is a 400, and its other errors are 503s, even
+		// Only the subject function's own verdict is a 400, and its other errors are 503s, even
 		// ones that would mean 500 from the limiter.
-		name:      "key error matching ErrInvalidRequest",
-		key:       func(*http.Request) (string, error) { return "", fmt.Errorf("test: %w", admit.ErrInvalidRequest) },
+		name: "subject error matching ErrInvalidRequest",
+		subject: func(*http.Request) (admit.Subject, error) {
+			return admit.Subject{}, fmt.Errorf("test: %w", admit.ErrInvalidRequest)
+		},
 		want:      wantUnavailable,
 		wantLevel: "WARN",
-		wantMsg:   `"cannot key request"`,
+		wantMsg:   `"cannot find the request's subject"`,
 	}, {
-		name:      "key panic",
-		key:       func(*http.Request) (string, error) { panic("boom") },
+		name:      "subject panic",
+		subject:   func(*http.Request) (admit.Subject, error) { panic("boom") },
 		want:      wantUnavailable,
 		wantLevel: "ERROR",
 		wantMsg:   `"panic in limiter"`,
 	}, {
-		name:      "key nil-pointer panic",
-		key:       func(r *http.Request) (string, error) { var p *struct{ s string }; return p.s, nil },
+		name:      "subject nil-pointer panic",
+		subject:   func(r *http.Request) (admit.Subject, error) { var p *admit.Subject; return *p, nil },
 		want:      wantUnavailable,
 		wantLevel: "ERROR",
 		wantMsg:   `"panic in limiter"`,
@@ -242,6 +372,14 @@ func TestMiddlewareNotAdmitted(t *testing.T) {
 		want:      wantUnavailable,
 		wantLevel: "WARN",
 		wantMsg:   `"limiter unavailable"`,
+	}, {
+		name:      "unavailable, two policies",
+		store:     failingStore(fmt.Errorf("teststore: dial: %w", admit.ErrUnavailable)),
+		limits:    []admit.Limit{demoLimit, second},
+		want:      wantUnavailable,
+		wantLevel: "WARN",
+		wantMsg:   `"limiter unavailable"`,
+		wantLimit: "demo,second",
 	}, {
 		name:      "corrupt state",
 		store:     failingStore(fmt.Errorf("teststore: %w", admit.ErrCorruptState)),
@@ -262,7 +400,7 @@ func TestMiddlewareNotAdmitted(t *testing.T) {
 		wantMsg:   `"limiter unavailable"`,
 	}, {
 		name: "store panic",
-		store: storeFunc(func(context.Context, string, admit.Limit, int64) (admit.Decision, error) {
+		store: storeFunc(func(context.Context, admit.Request) (admit.Decision, error) {
 			panic(errors.New("boom"))
 		}),
 		want:      wantUnavailable,
@@ -270,19 +408,48 @@ func TestMiddlewareNotAdmitted(t *testing.T) {
 		wantMsg:   `"panic in limiter"`,
 	}, {
 		name:      "invalid limit",
-		limit:     admit.Limit{Algorithm: admit.FixedWindow, Rate: 0, Period: time.Second},
+		limits:    []admit.Limit{{Name: "demo", Algorithm: admit.FixedWindow, Rate: 0, Period: time.Second}},
 		want:      wantInternalError,
 		wantLevel: "ERROR",
 		wantMsg:   `"invalid limit or request"`,
 	}, {
-		name:      "invalid request (empty key)",
-		key:       constKey(""),
+		name:      "unnamed limit",
+		limits:    []admit.Limit{{Algorithm: admit.FixedWindow, Rate: 3, Period: time.Second}},
+		want:      wantInternalError,
+		wantLevel: "ERROR",
+		wantMsg:   `"invalid limit or request"`,
+		wantLimit: `""`,
+	}, {
+		name:      "two limits of one name",
+		limits:    []admit.Limit{demoLimit, demoLimit},
+		want:      wantInternalError,
+		wantLevel: "ERROR",
+		wantMsg:   `"invalid limit or request"`,
+		wantLimit: "demo,demo",
+	}, {
+		name:      "no limits",
+		limits:    []admit.Limit{},
+		want:      wantInternalError,
+		wantLevel: "ERROR",
+		wantMsg:   `"invalid limit or request"`,
+		wantLimit: `""`,
+	}, {
+		name:      "invalid request (empty subject)",
+		subject:   httplimit.Constant(""),
 		want:      wantInternalError,
 		wantLevel: "ERROR",
 		wantMsg:   `"invalid limit or request"`,
 	}, {
-		name:      "invalid request (oversized key)",
-		key:       constKey(strings.Repeat("k", admit.MaxKeyLen+1)),
+		name:      "invalid request (oversized subject)",
+		subject:   httplimit.Constant(strings.Repeat("s", admit.MaxSubjectLen+1)),
+		want:      wantInternalError,
+		wantLevel: "ERROR",
+		wantMsg:   `"invalid limit or request"`,
+	}, {
+		name: "invalid request (oversized slot subject)",
+		subject: func(*http.Request) (admit.Subject, error) {
+			return admit.Subject{ID: "a", Slot: strings.Repeat("s", admit.MaxSubjectLen+1)}, nil
+		},
 		want:      wantInternalError,
 		wantLevel: "ERROR",
 		wantMsg:   `"invalid limit or request"`,
@@ -303,28 +470,31 @@ func TestMiddlewareNotAdmitted(t *testing.T) {
 			if tc.store == nil {
 				tc.store = newMemstore(t)
 			}
-			if tc.limit == (admit.Limit{}) {
-				tc.limit = demoLimit
+			if tc.limits == nil {
+				tc.limits = []admit.Limit{demoLimit}
 			}
-			if tc.key == nil {
-				tc.key = constKey("rl:test:v1:{a}")
+			if tc.subject == nil {
+				tc.subject = httplimit.Constant("a")
 			}
-			var logs logBuffer
+			if tc.wantLimit == "" {
+				tc.wantLimit = "demo"
+			}
+			var logs syncbuf.Buffer
 			var ran bool
 			m := &httplimit.Middleware{
-				Limiter: admit.NewLimiter(tc.store, tc.limit),
-				Key:     tc.key,
+				Limiter: newLimiter(t, tc.store, tc.limits...),
+				Subject: tc.subject,
 				Logger:  slog.New(slog.NewTextHandler(&logs, nil)),
 			}
 			h := m.Wrap(nextHandler(&ran))
 			check(t, h, &ran, tc.want)
 			check(t, h, &ran, tc.want) // and the handler keeps working
-			lines := logs.lines()
+			lines := logs.Lines()
 			t.Logf("log:\n%s", strings.Join(lines, "\n"))
 			if len(lines) != 1 {
 				t.Fatalf("got %d log lines, want 1 (the second within the log interval is counted)", len(lines))
 			}
-			for _, s := range []string{"level=" + tc.wantLevel + " ", "msg=" + tc.wantMsg + " ", "error="} {
+			for _, s := range []string{"level=" + tc.wantLevel + " ", "msg=" + tc.wantMsg + " ", "limit=" + tc.wantLimit + " ", "error="} {
 				if !strings.Contains(lines[0], s) {
 					t.Errorf("log line lacks %q", s)
 				}
@@ -340,8 +510,8 @@ func TestMiddlewareUnavailableRetryAfter(t *testing.T) {
 	}{{0, "1"}, {-time.Second, "1"}, {time.Millisecond, "1"}, {1500 * time.Millisecond, "2"}, {30 * time.Second, "30"}} {
 		var ran bool
 		m := &httplimit.Middleware{
-			Limiter:               admit.NewLimiter(failingStore(admit.ErrUnavailable), demoLimit),
-			Key:                   constKey("k"),
+			Limiter:               newLimiter(t, failingStore(admit.ErrUnavailable), demoLimit),
+			Subject:               httplimit.Constant("k"),
 			Logger:                slog.New(slog.DiscardHandler),
 			UnavailableRetryAfter: tc.d,
 		}
@@ -359,10 +529,10 @@ func TestMiddlewareRetryAfterRoundsUp(t *testing.T) {
 	}{{0, "1"}, {time.Nanosecond, "1"}, {time.Second, "1"}, {time.Second + time.Millisecond, "2"}, {90 * time.Second, "90"}} {
 		var ran bool
 		m := &httplimit.Middleware{
-			Limiter: admit.NewLimiter(storeFunc(func(_ context.Context, _ string, lim admit.Limit, _ int64) (admit.Decision, error) {
-				return admit.Decision{Limit: lim, RetryAfter: tc.d, ResetAfter: tc.d}, nil
+			Limiter: newLimiter(t, storeFunc(func(_ context.Context, r admit.Request) (admit.Decision, error) {
+				return admit.Decision{Limit: r.Limit, RetryAfter: tc.d, ResetAfter: tc.d}, nil
 			}), demoLimit),
-			Key: constKey("k"),
+			Subject: httplimit.Constant("k"),
 		}
 		w := wantLimited
 		w.retryAfter = tc.want
@@ -376,11 +546,11 @@ type ctxKey struct{}
 func TestMiddlewareUsesRequestContext(t *testing.T) {
 	var got any
 	m := &httplimit.Middleware{
-		Limiter: admit.NewLimiter(storeFunc(func(ctx context.Context, _ string, lim admit.Limit, _ int64) (admit.Decision, error) {
+		Limiter: newLimiter(t, storeFunc(func(ctx context.Context, r admit.Request) (admit.Decision, error) {
 			got = ctx.Value(ctxKey{})
-			return admit.Decision{Allowed: true, Limit: lim}, nil
+			return admit.Decision{Allowed: true, Limit: r.Limit}, nil
 		}), demoLimit),
-		Key: constKey("k"),
+		Subject: httplimit.Constant("k"),
 	}
 	r := httptest.NewRequest(http.MethodGet, "/", nil)
 	r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, "mine"))
@@ -391,15 +561,15 @@ func TestMiddlewareUsesRequestContext(t *testing.T) {
 }
 
 func TestMiddlewareCanceledRequestLogsInfo(t *testing.T) {
-	var logs bytes.Buffer
+	var logs syncbuf.Buffer
 	var ran bool
 	m := &httplimit.Middleware{
-		Limiter: admit.NewLimiter(storeFunc(func(ctx context.Context, _ string, _ admit.Limit, _ int64) (admit.Decision, error) {
+		Limiter: newLimiter(t, storeFunc(func(ctx context.Context, _ admit.Request) (admit.Decision, error) {
 			<-ctx.Done()
 			return admit.Decision{}, fmt.Errorf("teststore: %w: %w", admit.ErrUnavailable, ctx.Err())
 		}), demoLimit),
-		Key:    constKey("k"),
-		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+		Subject: httplimit.Constant("k"),
+		Logger:  slog.New(slog.NewTextHandler(&logs, nil)),
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -414,7 +584,7 @@ func TestMiddlewareCanceledRequestLogsInfo(t *testing.T) {
 }
 
 func TestMiddlewareDoesNotRecoverNext(t *testing.T) {
-	m := &httplimit.Middleware{Limiter: admit.NewLimiter(newMemstore(t), demoLimit), Key: constKey("k")}
+	m := &httplimit.Middleware{Limiter: newLimiter(t, newMemstore(t), demoLimit), Subject: httplimit.Constant("k")}
 	h := m.Wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { panic("next") }))
 	defer func() {
 		if v := recover(); v != "next" {
@@ -426,11 +596,11 @@ func TestMiddlewareDoesNotRecoverNext(t *testing.T) {
 }
 
 func TestWrapPanicsOnMissingFields(t *testing.T) {
-	lim := admit.NewLimiter(failingStore(admit.ErrUnavailable), demoLimit)
+	lim := newLimiter(t, failingStore(admit.ErrUnavailable), demoLimit)
 	for name, wrap := range map[string]func(){
-		"no limiter": func() { (&httplimit.Middleware{Key: constKey("k")}).Wrap(http.NotFoundHandler()) },
-		"no key":     func() { (&httplimit.Middleware{Limiter: lim}).Wrap(http.NotFoundHandler()) },
-		"no next":    func() { (&httplimit.Middleware{Limiter: lim, Key: constKey("k")}).Wrap(nil) },
+		"no limiter": func() { (&httplimit.Middleware{Subject: httplimit.Constant("k")}).Wrap(http.NotFoundHandler()) },
+		"no subject": func() { (&httplimit.Middleware{Limiter: lim}).Wrap(http.NotFoundHandler()) },
+		"no next":    func() { (&httplimit.Middleware{Limiter: lim, Subject: httplimit.Constant("k")}).Wrap(nil) },
 	} {
 		func() {
 			defer func() {
@@ -444,11 +614,11 @@ func TestWrapPanicsOnMissingFields(t *testing.T) {
 }
 
 // TestMiddlewareConcurrent checks exactness through the middleware: of many concurrent requests on
-// one key, exactly Rate reach the next handler.
+// one subject, exactly Rate reach the next handler.
 func TestMiddlewareConcurrent(t *testing.T) {
 	var mu sync.Mutex
 	admitted := 0
-	m := &httplimit.Middleware{Limiter: admit.NewLimiter(newMemstore(t), demoLimit), Key: constKey("k")}
+	m := &httplimit.Middleware{Limiter: newLimiter(t, newMemstore(t), demoLimit), Subject: httplimit.Constant("k")}
 	h := m.Wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
 		mu.Lock()
 		admitted++

@@ -16,6 +16,7 @@ import (
 
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/httplimit"
+	"github.com/admit-dev/admit/internal/syncbuf"
 )
 
 // The log-rate tests run in a synctest bubble: time.Sleep advances a fake clock at once, and the
@@ -24,7 +25,7 @@ import (
 // countingStore fails every Take with ErrUnavailable, numbering the attempts in the error.
 func countingStore() admit.Store {
 	var n atomic.Int64
-	return storeFunc(func(context.Context, string, admit.Limit, int64) (admit.Decision, error) {
+	return storeFunc(func(context.Context, admit.Request) (admit.Decision, error) {
 		return admit.Decision{}, fmt.Errorf("teststore: attempt %d: %w", n.Add(1), admit.ErrUnavailable)
 	})
 }
@@ -42,9 +43,9 @@ func burst(t *testing.T, h http.Handler, n int) {
 }
 
 // wantLines checks that the log holds len(want) lines, the i-th holding every substring of want[i].
-func wantLines(t *testing.T, logs *logBuffer, want ...[]string) {
+func wantLines(t *testing.T, logs *syncbuf.Buffer, want ...[]string) {
 	t.Helper()
-	lines := logs.lines()
+	lines := logs.Lines()
 	if len(lines) != len(want) {
 		t.Fatalf("%d log lines, want %d:\n%s", len(lines), len(want), strings.Join(lines, "\n"))
 	}
@@ -61,10 +62,10 @@ func wantLines(t *testing.T, logs *logBuffer, want ...[]string) {
 // the rest are reported by one summary record per interval with their count and the last error.
 func TestLogRateBurst(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var logs logBuffer
+		var logs syncbuf.Buffer
 		m := &httplimit.Middleware{
-			Limiter: admit.NewLimiter(countingStore(), demoLimit),
-			Key:     constKey("k"),
+			Limiter: newLimiter(t, countingStore(), demoLimit),
+			Subject: httplimit.Constant("k"),
 			Logger:  slog.New(slog.NewTextHandler(&logs, nil)),
 		}
 		h := m.Wrap(http.NotFoundHandler())
@@ -97,7 +98,7 @@ func TestLogRateBurst(t *testing.T) {
 		wantLines(t, &logs, first, summary1, summary2)
 		burst(t, h, 1)
 		wantLines(t, &logs, first, summary1, summary2, []string{`msg="limiter unavailable"`, "attempt 1501:"})
-		if strings.Contains(logs.lines()[3], "suppressed=") {
+		if strings.Contains(logs.Lines()[3], "suppressed=") {
 			t.Error("a fresh record after a quiet interval carries a suppressed count")
 		}
 	})
@@ -106,10 +107,10 @@ func TestLogRateBurst(t *testing.T) {
 // TestLogRateConfigurable checks that LogInterval sets the interval.
 func TestLogRateConfigurable(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var logs logBuffer
+		var logs syncbuf.Buffer
 		m := &httplimit.Middleware{
-			Limiter:     admit.NewLimiter(countingStore(), demoLimit),
-			Key:         constKey("k"),
+			Limiter:     newLimiter(t, countingStore(), demoLimit),
+			Subject:     httplimit.Constant("k"),
 			Logger:      slog.New(slog.NewTextHandler(&logs, nil)),
 			LogInterval: time.Minute,
 		}
@@ -126,15 +127,15 @@ func TestLogRateConfigurable(t *testing.T) {
 
 // TestLogRateNegativeLogsAll checks that a negative LogInterval logs every record.
 func TestLogRateNegativeLogsAll(t *testing.T) {
-	var logs logBuffer
+	var logs syncbuf.Buffer
 	m := &httplimit.Middleware{
-		Limiter:     admit.NewLimiter(countingStore(), demoLimit),
-		Key:         constKey("k"),
+		Limiter:     newLimiter(t, countingStore(), demoLimit),
+		Subject:     httplimit.Constant("k"),
 		Logger:      slog.New(slog.NewTextHandler(&logs, nil)),
 		LogInterval: -1,
 	}
 	burst(t, m.Wrap(http.NotFoundHandler()), 100)
-	if n := len(logs.lines()); n != 100 {
+	if n := len(logs.Lines()); n != 100 {
 		t.Errorf("%d log lines for 100 undecided requests, want 100", n)
 	}
 }
@@ -142,17 +143,17 @@ func TestLogRateNegativeLogsAll(t *testing.T) {
 // TestLogRateKinds checks that each kind of record (level and message) has its own rate.
 func TestLogRateKinds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var logs logBuffer
+		var logs syncbuf.Buffer
 		var n atomic.Int64
-		store := storeFunc(func(context.Context, string, admit.Limit, int64) (admit.Decision, error) {
+		store := storeFunc(func(context.Context, admit.Request) (admit.Decision, error) {
 			if n.Add(1)%2 == 0 {
 				return admit.Decision{}, fmt.Errorf("teststore: %w", admit.ErrCorruptState)
 			}
 			return admit.Decision{}, fmt.Errorf("teststore: %w", admit.ErrUnavailable)
 		})
 		m := &httplimit.Middleware{
-			Limiter: admit.NewLimiter(store, demoLimit),
-			Key:     constKey("k"),
+			Limiter: newLimiter(t, store, demoLimit),
+			Subject: httplimit.Constant("k"),
 			Logger:  slog.New(slog.NewTextHandler(&logs, nil)),
 		}
 		burst(t, m.Wrap(http.NotFoundHandler()), 100)
@@ -160,13 +161,13 @@ func TestLogRateKinds(t *testing.T) {
 		wantLines(t, &logs, unavailable, corrupt)
 		time.Sleep(httplimit.DefaultLogInterval)
 		synctest.Wait()
-		lines := logs.lines()
+		lines := logs.Lines()
 		if len(lines) != 4 {
 			t.Fatalf("%d log lines, want 4:\n%s", len(lines), strings.Join(lines, "\n"))
 		}
 		// The two summaries are due at the same instant, in either order.
-		if !strings.Contains(lines[2]+lines[3], `level=WARN msg="limiter unavailable" limit="3 per 10s (fixed_window)" suppressed=49 `) ||
-			!strings.Contains(lines[2]+lines[3], `level=ERROR msg="corrupt limiter state" limit="3 per 10s (fixed_window)" suppressed=49 `) {
+		if !strings.Contains(lines[2]+lines[3], `level=WARN msg="limiter unavailable" limit=demo suppressed=49 `) ||
+			!strings.Contains(lines[2]+lines[3], `level=ERROR msg="corrupt limiter state" limit=demo suppressed=49 `) {
 			t.Errorf("want one summary of 49 per kind:\n%s", strings.Join(lines[2:], "\n"))
 		}
 	})
@@ -175,10 +176,10 @@ func TestLogRateKinds(t *testing.T) {
 // TestLogRateConcurrent checks the count when many goroutines fail at once.
 func TestLogRateConcurrent(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var logs logBuffer
+		var logs syncbuf.Buffer
 		m := &httplimit.Middleware{
-			Limiter: admit.NewLimiter(countingStore(), demoLimit),
-			Key:     constKey("k"),
+			Limiter: newLimiter(t, countingStore(), demoLimit),
+			Subject: httplimit.Constant("k"),
 			Logger:  slog.New(slog.NewTextHandler(&logs, nil)),
 		}
 		h := m.Wrap(http.NotFoundHandler())
@@ -208,11 +209,11 @@ func (b *blockingWriter) Write(p []byte) (int, error) {
 // first record: the others are counted and answered, and the count is reported once it unblocks.
 func TestLogRateBlockedLogger(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var logs logBuffer
+		var logs syncbuf.Buffer
 		release := make(chan struct{})
 		m := &httplimit.Middleware{
-			Limiter: admit.NewLimiter(countingStore(), demoLimit),
-			Key:     constKey("k"),
+			Limiter: newLimiter(t, countingStore(), demoLimit),
+			Subject: httplimit.Constant("k"),
 			Logger:  slog.New(slog.NewTextHandler(&blockingWriter{release: release, w: &logs}, nil)),
 		}
 		h := m.Wrap(http.NotFoundHandler())
@@ -242,10 +243,10 @@ func TestLogRateBlockedLogger(t *testing.T) {
 // summed up.
 func TestLogRateDisabledLevel(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var logs logBuffer
+		var logs syncbuf.Buffer
 		m := &httplimit.Middleware{
-			Limiter: admit.NewLimiter(countingStore(), demoLimit),
-			Key:     constKey("k"),
+			Limiter: newLimiter(t, countingStore(), demoLimit),
+			Subject: httplimit.Constant("k"),
 			Logger:  slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelError})),
 		}
 		burst(t, m.Wrap(http.NotFoundHandler()), 100)

@@ -27,7 +27,7 @@ func TestE2EStalledStderr(t *testing.T) {
 	}
 	defer r.Close()
 	cmd := exec.Command(admitBinary(t), "serve", "--listen", "127.0.0.1:0", "--redis", "redis://"+redistest.ClosedPort(t))
-	cmd.Env = withoutEnv(os.Environ(), "REDIS_URL")
+	cmd.Env = admitEnv(secretEnv + "=" + testSecret)
 	cmd.Stderr = w
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

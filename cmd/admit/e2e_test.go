@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -16,7 +17,6 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit/internal/redistest"
-	"github.com/admit-dev/admit/transport/httpapi"
 )
 
 // The end-to-end tests run the real admit binary, built once per test run, against real
@@ -65,15 +65,22 @@ type proc struct {
 	err    error         // cmd.Wait's result, set before exited is closed
 }
 
-// startAdmit runs "admit serve --listen 127.0.0.1:0 args…", with REDIS_URL unset, and returns once
-// it listens. The process is killed, if still running, at t's cleanup, and its log is written to the
-// test log.
+// startAdmit runs "admit serve --listen 127.0.0.1:0 args…", with REDIS_URL unset and
+// ADMIT_HMAC_SECRET testSecret, and returns once it listens. The process is killed, if still
+// running, at t's cleanup, and its log is written to the test log.
 func startAdmit(t *testing.T, args ...string) *proc {
 	t.Helper()
-	return startAdmitEnv(t, withoutEnv(os.Environ(), "REDIS_URL"), args...)
+	return startAdmitEnv(t, admitEnv(secretEnv+"="+testSecret), args...)
 }
 
-// startAdmitEnv is startAdmit with the environment env.
+// admitEnv returns this process's environment without REDIS_URL and ADMIT_HMAC_SECRET, plus extra
+// (each "NAME=value").
+func admitEnv(extra ...string) []string {
+	return append(withoutEnv(os.Environ(), "REDIS_URL", secretEnv), extra...)
+}
+
+// startAdmitEnv is startAdmit with the environment env. At t's cleanup it also checks that the log
+// holds no HMAC secret.
 func startAdmitEnv(t *testing.T, env []string, args ...string) *proc {
 	t.Helper()
 	p := &proc{logs: &logWatch{}, exited: make(chan struct{})}
@@ -96,6 +103,13 @@ func startAdmitEnv(t *testing.T, env []string, args ...string) *proc {
 			<-p.exited
 		}
 		t.Logf("admit %q (pid %d) log:\n%s", args, p.cmd.Process.Pid, p.logs)
+		var secret string
+		for _, kv := range env {
+			if v, ok := strings.CutPrefix(kv, secretEnv+"="); ok {
+				secret = v
+			}
+		}
+		noSecretIn(t, p.logs.String(), secret)
 	})
 	p.base = "http://" + p.logs.waitAddr(t, p.exited)
 	return p
@@ -119,14 +133,23 @@ func (p *proc) wait(t *testing.T) int {
 	return 0
 }
 
-func withoutEnv(env []string, name string) []string {
+// withoutEnv returns env without the variables names.
+func withoutEnv(env []string, names ...string) []string {
 	var out []string
 	for _, kv := range env {
-		if !strings.HasPrefix(kv, name+"=") {
+		if !slices.ContainsFunc(names, func(name string) bool { return strings.HasPrefix(kv, name+"=") }) {
 			out = append(out, kv)
 		}
 	}
 	return out
+}
+
+// wantCount checks that key holds the counter want on s.
+func wantCount(t *testing.T, s *redistest.Server, key, want string) {
+	t.Helper()
+	if got, err := s.Do(t, "GET", key).ToString(); err != nil || got != want {
+		t.Errorf("GET %s = %q, %v; want %q", key, got, err, want)
+	}
 }
 
 // timedDemo503 sends GET /demo, checks that it is answered 503 within a hang guard of 2s, and logs
@@ -142,29 +165,32 @@ func timedDemo503(t *testing.T, p *proc, what string) {
 	}
 }
 
+// TestE2ERedisDemo checks the demo on Redis, and its one key: the demo account's under the secret
+// from ADMIT_HMAC_SECRET, as a KeyBuilder on that secret makes it.
 func TestE2ERedisDemo(t *testing.T) {
 	s := redistest.Start(t)
 	p := startAdmit(t, "--redis", s.URL())
 	checkDemo(t, p.base, 200, 200, 200, 429, 429)
-	if got, err := s.Do(t, "GET", httpapi.DemoKey).ToString(); err != nil || got != "3" {
-		t.Errorf("GET %s = %q, %v; want \"3\"", httpapi.DemoKey, got, err)
+	key := demoKey(t, testSecret)
+	wantCount(t, s, key, "3")
+	if pttl, err := s.Do(t, "PTTL", key).AsInt64(); err != nil || pttl <= 0 || pttl > 10_000 {
+		t.Errorf("PTTL %s = %d, %v; want 1…10000", key, pttl, err)
 	}
-	if pttl, err := s.Do(t, "PTTL", httpapi.DemoKey).AsInt64(); err != nil || pttl <= 0 || pttl > 10_000 {
-		t.Errorf("PTTL %s = %d, %v; want 1…10000", httpapi.DemoKey, pttl, err)
+	if keys, err := s.Do(t, "KEYS", "*").AsStrSlice(); err != nil || !slices.Equal(keys, []string{key}) {
+		t.Errorf("KEYS * = %q, %v; want only %s", keys, err, key)
 	}
-	if !strings.Contains(p.logs.String(), "backend=redis") {
-		t.Error("the log does not name the redis backend")
+	for _, s := range []string{"backend=redis", `msg="HMAC secret" source=ADMIT_HMAC_SECRET`} {
+		if !strings.Contains(p.logs.String(), s) {
+			t.Errorf("the log lacks %q", s)
+		}
 	}
 }
 
 func TestE2ERedisFromEnv(t *testing.T) {
 	s := redistest.Start(t)
-	env := append(withoutEnv(os.Environ(), "REDIS_URL"), "REDIS_URL="+s.URL())
-	p := startAdmitEnv(t, env)
+	p := startAdmitEnv(t, admitEnv("REDIS_URL="+s.URL(), secretEnv+"="+testSecret))
 	checkDemo(t, p.base, 200)
-	if got, err := s.Do(t, "GET", httpapi.DemoKey).ToString(); err != nil || got != "1" {
-		t.Errorf("GET %s = %q, %v; want \"1\": REDIS_URL was not used", httpapi.DemoKey, got, err)
-	}
+	wantCount(t, s, demoKey(t, testSecret), "1")
 }
 
 // TestE2ETwoProcessesShareLimit sends 40 concurrent requests, split across two admit processes on
@@ -210,9 +236,20 @@ func TestE2ETwoProcessesShareLimit(t *testing.T) {
 	if count[200] != 3 || count[429] != n-3 {
 		t.Errorf("statuses %v, want exactly 3×200 and %d×429", count, n-3)
 	}
-	if got, err := s.Do(t, "GET", httpapi.DemoKey).ToString(); err != nil || got != "3" {
-		t.Errorf("GET %s = %q, %v; want \"3\"", httpapi.DemoKey, got, err)
-	}
+	wantCount(t, s, demoKey(t, testSecret), "3")
+}
+
+// TestE2EDifferentSecretsDoNotShare shows why every instance needs the same secret: two processes
+// on one Redis with different secrets make different keys, and each admits the demo's 3.
+func TestE2EDifferentSecretsDoNotShare(t *testing.T) {
+	s := redistest.Start(t)
+	const other = "another secret of 32 bytes, too!"
+	a := startAdmit(t, "--redis", s.URL())
+	b := startAdmitEnv(t, admitEnv(secretEnv+"="+other), "--redis", s.URL())
+	checkDemo(t, a.base, 200, 200, 200, 429)
+	checkDemo(t, b.base, 200, 200, 200, 429)
+	wantCount(t, s, demoKey(t, testSecret), "3")
+	wantCount(t, s, demoKey(t, other), "3")
 }
 
 func TestE2ERedisKilled(t *testing.T) {
@@ -258,9 +295,7 @@ func TestE2ERedisKilled(t *testing.T) {
 	if late503 > 0 {
 		t.Logf("%d× 503 after the first 200 following the restart", late503)
 	}
-	if got, err := s.Do(t, "GET", httpapi.DemoKey).ToString(); err != nil || got != "3" {
-		t.Errorf("GET %s = %q, %v; want \"3\"", httpapi.DemoKey, got, err)
-	}
+	wantCount(t, s, demoKey(t, testSecret), "3")
 }
 
 func TestE2ERedisUnreachable(t *testing.T) {
@@ -284,7 +319,7 @@ func TestE2ERedisUnreachable(t *testing.T) {
 func TestE2ECorruptState(t *testing.T) {
 	s := redistest.Start(t)
 	p := startAdmit(t, "--redis", s.URL())
-	key := httpapi.DemoKey
+	key := demoKey(t, testSecret)
 	for _, tc := range []struct {
 		name      string
 		corrupt   func()
@@ -367,8 +402,16 @@ func TestE2EExitCodes(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
 		code int
-	}{{[]string{"--help"}, 0}, {[]string{"version"}, 0}, {[]string{"bogus"}, 2}, {nil, 2}} {
-		err := exec.Command(admitBinary(t), tc.args...).Run()
+	}{
+		{[]string{"--help"}, 0},
+		{[]string{"version"}, 0},
+		{[]string{"bogus"}, 2},
+		{nil, 2},
+		{[]string{"serve", "--listen", "127.0.0.1:0", "--redis", "redis://" + redistest.ClosedPort(t)}, 2}, // no HMAC secret
+	} {
+		cmd := exec.Command(admitBinary(t), tc.args...)
+		cmd.Env = admitEnv()
+		err := cmd.Run()
 		code := 0
 		var exit *exec.ExitError
 		if errors.As(err, &exit) {

@@ -2,7 +2,7 @@
 //
 // Usage:
 //
-//	admit serve [--listen ADDR] [--redis URL]
+//	admit serve [--listen ADDR] [--redis URL] [--hmac-secret-file PATH]
 //	admit version
 //	admit help
 //
@@ -12,6 +12,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"errors"
 	"flag"
 	"fmt"
@@ -31,6 +32,19 @@ import (
 	"github.com/admit-dev/admit/memstore"
 	"github.com/admit-dev/admit/redisstore"
 	"github.com/admit-dev/admit/transport/httpapi"
+)
+
+// demoLimit returns the policy of GET /demo, the origin design's: 3 requests per 10 seconds, in a
+// fixed window. Its keys are in version admit.DefaultVersion.
+func demoLimit() admit.Limit {
+	return admit.Limit{Name: "demo", Algorithm: admit.FixedWindow, Rate: 3, Period: 10 * time.Second}
+}
+
+// Where admit serve finds its HMAC secret, and how long a random one is.
+const (
+	secretEnv       = "ADMIT_HMAC_SECRET"
+	secretFileFlag  = "hmac-secret-file"
+	randomSecretLen = 32
 )
 
 // Exit codes.
@@ -109,10 +123,12 @@ func versionString() string {
 	return fmt.Sprintf("admit %s %s %s/%s", v, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 }
 
-// serveConfig is the parsed command line of admit serve.
+// serveConfig is the parsed command line of admit serve. It never holds the secret itself.
 type serveConfig struct {
-	listen   string
-	redisURL string // "" = in-memory backend
+	listen        string
+	redisURL      string // "" = in-memory backend
+	secretFile    string // the HMAC secret's file, if secretFileSet
+	secretFileSet bool   // --hmac-secret-file was given: it wins over ADMIT_HMAC_SECRET
 }
 
 // parseServe parses the flags of admit serve. On --help it writes the usage to stdout and returns
@@ -121,8 +137,9 @@ func parseServe(args []string, stdout, stderr io.Writer) (cfg serveConfig, code 
 	fs := flag.NewFlagSet("admit serve", flag.ContinueOnError)
 	fs.StringVar(&cfg.listen, "listen", defaultListen, "`address` to serve HTTP on (host:port; port 0 picks a free one)")
 	fs.StringVar(&cfg.redisURL, "redis", "", "Redis `URL` (redis:// or rediss://); default $REDIS_URL, else the in-memory backend")
+	fs.StringVar(&cfg.secretFile, secretFileFlag, "", "read the HMAC secret from the file at `PATH` (one trailing newline is dropped); default $"+secretEnv)
 	printUsage := func(w io.Writer) {
-		fmt.Fprint(w, `Usage: admit serve [--listen ADDR] [--redis URL]
+		fmt.Fprint(w, `Usage: admit serve [--listen ADDR] [--redis URL] [--hmac-secret-file PATH]
 
 Serves the admit HTTP API until SIGINT or SIGTERM, then finishes the requests in flight (for at
 most `+shutdownGrace.String()+`) and exits 0.
@@ -132,6 +149,12 @@ most `+shutdownGrace.String()+`) and exits 0.
   GET /healthz  200 while the process is alive
 
 Without --redis or REDIS_URL, limits are kept in this process's memory and not shared.
+
+The HMAC secret turns subjects into keys, so that no client can name its own counter and no
+personal data reaches Redis: --hmac-secret-file PATH, else $`+secretEnv+`, at least `+fmt.Sprint(admit.MinSecretLen)+`
+bytes, never logged. With --redis or REDIS_URL it is required, and every instance on one Redis
+must have the same one, or they do not share limits: without it admit serve refuses to start
+(exit 2). In memory, without one, it uses a random secret of its own.
 
 Flags:
 `)
@@ -154,11 +177,65 @@ Flags:
 		return cfg, exitUsage, true
 	}
 	redisSet := false
-	fs.Visit(func(f *flag.Flag) { redisSet = redisSet || f.Name == "redis" })
+	fs.Visit(func(f *flag.Flag) {
+		redisSet = redisSet || f.Name == "redis"
+		cfg.secretFileSet = cfg.secretFileSet || f.Name == secretFileFlag
+	})
 	if !redisSet {
 		cfg.redisURL = os.Getenv("REDIS_URL")
 	}
 	return cfg, exitOK, false
+}
+
+// hmacSecret returns the HMAC secret that cfg and the environment name, and where it came from:
+// the file of --hmac-secret-file, less one trailing newline; else $ADMIT_HMAC_SECRET; else nil.
+// Its errors never hold the secret.
+func hmacSecret(cfg serveConfig) (secret []byte, source string, err error) {
+	switch {
+	case cfg.secretFileSet:
+		source = "--" + secretFileFlag
+		if cfg.secretFile == "" {
+			return nil, "", fmt.Errorf("%s: empty path", source)
+		}
+		if secret, err = os.ReadFile(cfg.secretFile); err != nil {
+			return nil, "", fmt.Errorf("%s: %w", source, err) // the path, never the contents
+		}
+		if s, ok := bytes.CutSuffix(secret, []byte("\n")); ok {
+			secret = bytes.TrimSuffix(s, []byte("\r")) // a CRLF too
+		}
+	case os.Getenv(secretEnv) != "":
+		secret, source = []byte(os.Getenv(secretEnv)), secretEnv
+	default:
+		return nil, "", nil
+	}
+	if len(secret) < admit.MinSecretLen {
+		return nil, "", fmt.Errorf("the HMAC secret from %s is %d bytes; want at least %d", source, len(secret), admit.MinSecretLen)
+	}
+	return secret, source, nil
+}
+
+// keyBuilder returns the KeyBuilder of the HMAC secret that cfg names, and logs where the secret came
+// from, never the secret. Without a secret it refuses a Redis backend, and uses a random one for
+// the in-memory backend.
+func keyBuilder(cfg serveConfig, logger *slog.Logger) (*admit.KeyBuilder, error) {
+	secret, source, err := hmacSecret(cfg)
+	switch {
+	case err != nil:
+		return nil, err
+	case secret == nil && cfg.redisURL != "":
+		return nil, fmt.Errorf("no HMAC secret: with --redis or REDIS_URL, set %s or --%s PATH "+
+			"to a secret of at least %d bytes that every instance on the Redis shares; "+
+			"instances with different secrets make different keys and do not share limits",
+			secretEnv, secretFileFlag, admit.MinSecretLen)
+	case secret == nil:
+		secret = make([]byte, randomSecretLen)
+		rand.Read(secret) // never fails
+		logger.Info("HMAC secret", "source", "random",
+			"note", "a random secret of this process only; set "+secretEnv+" or --"+secretFileFlag+" to choose one")
+	default:
+		logger.Info("HMAC secret", "source", source)
+	}
+	return admit.NewKeyBuilder(secret)
 }
 
 // serve runs admit serve until ctx is done.
@@ -177,6 +254,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}()
 	logger := slog.New(slog.NewTextHandler(relay, nil))
 
+	keys, err := keyBuilder(cfg, logger)
+	if err != nil {
+		logger.Error("no usable HMAC secret", "error", err)
+		return exitUsage
+	}
 	store, closeStore, err := openStore(cfg, logger)
 	if err != nil {
 		logger.Error("cannot open the backend", "error", err)
@@ -184,7 +266,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	defer closeStore()
 
-	api, err := httpapi.New(httpapi.Options{Store: store, Logger: logger})
+	api, err := httpapi.New(httpapi.Options{Demo: admit.NewLimiter(store, keys, demoLimit()), Logger: logger})
 	if err != nil {
 		logger.Error("cannot build the HTTP API", "error", err)
 		return exitError

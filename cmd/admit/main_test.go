@@ -8,34 +8,66 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/internal/redistest"
+	"github.com/admit-dev/admit/internal/syncbuf"
+	"github.com/admit-dev/admit/transport/httpapi"
 )
 
-// logWatch is an io.Writer that keeps what admit logs, safe for concurrent use, so a test can wait
-// for a line.
-type logWatch struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
+// testSecret is the HMAC secret the tests give admit serve. It is the README's, so the demo key the
+// tests find in Redis is the one README.md and docs/keys.md show: readmeDemoKey.
+const testSecret = "0123456789abcdef-test-secret"
+
+// readmeDemoKey is the demo account's key under testSecret, as README.md and docs/keys.md show it.
+const readmeDemoKey = "rl:demo:v1-fw10000:{8f30d4fd92e8cddd6479f96bd3a200d5}"
+
+// demoKey returns the key of the demo account under secret: the policy demoLimit, version
+// admit.DefaultVersion, subject httpapi.DemoSubject.
+func demoKey(t *testing.T, secret string) string {
+	t.Helper()
+	keys, err := admit.NewKeyBuilder([]byte(secret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := keys.Key(demoLimit(), admit.DefaultVersion, admit.Subject{ID: httpapi.DemoSubject})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key
 }
 
-func (w *logWatch) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.Write(p)
+// TestDemoKeyIsREADMEs checks that the demo policy makes the key that the README shows.
+func TestDemoKeyIsREADMEs(t *testing.T) {
+	if got := demoKey(t, testSecret); got != readmeDemoKey {
+		t.Errorf("demo key %s, want the README's %s", got, readmeDemoKey)
+	}
 }
 
-func (w *logWatch) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.String()
+// useSecret sets ADMIT_HMAC_SECRET to testSecret for the test, and REDIS_URL to nothing.
+func useSecret(t *testing.T) {
+	t.Setenv(secretEnv, testSecret)
+	t.Setenv("REDIS_URL", "")
 }
+
+// noSecretIn fails t if the log holds testSecret or any of secrets.
+func noSecretIn(t *testing.T, log string, secrets ...string) {
+	t.Helper()
+	for _, s := range append(secrets, testSecret) {
+		if s != "" && strings.Contains(log, s) {
+			t.Errorf("the log holds the HMAC secret %q", s)
+		}
+	}
+}
+
+// logWatch keeps what admit logs, safe for concurrent use, so a test can wait for a line.
+type logWatch struct{ syncbuf.Buffer }
 
 var listeningRE = regexp.MustCompile(`msg=listening addr=(\S+)`)
 
@@ -124,8 +156,9 @@ func checkDemo(t *testing.T, base string, statuses ...int) {
 	}
 }
 
-// serveInProcess runs "admit serve args…" in this process and returns the base URL, the log, and a
-// function that cancels the run and returns its exit code.
+// serveInProcess runs "admit serve args…" in this process, in the environment of the test, and
+// returns the base URL, the log, and a function that cancels the run and returns its exit code. At
+// the test's cleanup it checks that the log holds no HMAC secret.
 func serveInProcess(t *testing.T, args ...string) (base string, logs *logWatch, stop func() int) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -139,6 +172,7 @@ func serveInProcess(t *testing.T, args ...string) (base string, logs *logWatch, 
 	t.Cleanup(func() {
 		cancel()
 		<-exited
+		noSecretIn(t, logs.String(), os.Getenv(secretEnv))
 	})
 	addr := logs.waitAddr(t, exited)
 	stop = func() int {
@@ -156,14 +190,16 @@ func serveInProcess(t *testing.T, args ...string) (base string, logs *logWatch, 
 }
 
 func TestServeInProcess(t *testing.T) {
-	t.Setenv("REDIS_URL", "")
+	useSecret(t)
 	base, logs, stop := serveInProcess(t)
 	checkDemo(t, base, 200, 200, 200, 429)
 	if r := get(t, base+"/healthz"); r.status != 200 || r.body != "ok\n" {
 		t.Errorf("GET /healthz = %d %q, want 200 %q", r.status, r.body, "ok\n")
 	}
-	if !strings.Contains(logs.String(), "backend=memory") {
-		t.Errorf("the log does not name the memory backend:\n%s", logs)
+	for _, s := range []string{"backend=memory", `msg="HMAC secret" source=ADMIT_HMAC_SECRET`} {
+		if !strings.Contains(logs.String(), s) {
+			t.Errorf("the log lacks %q:\n%s", s, logs)
+		}
 	}
 	if code := stop(); code != 0 {
 		t.Errorf("run returned %d after cancel, want 0; log:\n%s", code, logs)
@@ -177,6 +213,7 @@ func TestServeInProcess(t *testing.T) {
 // TestServeRedisPasswordNotLogged starts serve on a Redis that refuses connections: it must start,
 // answer 503, and never log the password.
 func TestServeRedisPasswordNotLogged(t *testing.T) {
+	useSecret(t)
 	const password = "hunter2-secret"
 	url := "redis://admin:" + password + "@" + redistest.ClosedPort(t)
 	base, logs, stop := serveInProcess(t, "--redis", url)
@@ -197,6 +234,7 @@ func TestServeRedisPasswordNotLogged(t *testing.T) {
 }
 
 func TestServeBadRedisURL(t *testing.T) {
+	useSecret(t)
 	for _, url := range []string{
 		"redis://admin:hunter2-secret@[::1",                          // unparseable
 		"redis://admin:hunter2-secret@h:port",                        // bad port
@@ -205,7 +243,7 @@ func TestServeBadRedisURL(t *testing.T) {
 		"redis://admin:hunter2-secret@127.0.0.1:6379?dial_timout=5s", // a misspelt option
 		"redis://admin:hunter2-secret@127.0.0.1:6379?max_retries=3",  // an option admit cannot honour
 	} {
-		var stderr bytes.Buffer
+		var stderr syncbuf.Buffer
 		code := run(context.Background(), []string{"serve", "--listen", "127.0.0.1:0", "--redis", url}, io.Discard, &stderr)
 		t.Logf("%s: exit %d, stderr:\n%s", url, code, stderr.String())
 		if code != exitUsage {
@@ -213,6 +251,9 @@ func TestServeBadRedisURL(t *testing.T) {
 		}
 		if strings.Contains(stderr.String(), "hunter2") {
 			t.Errorf("%s: stderr holds the password", url)
+		}
+		if !strings.Contains(stderr.String(), `msg="cannot open the backend"`) {
+			t.Errorf("%s: the URL was not what stopped serve", url)
 		}
 	}
 }
@@ -231,7 +272,7 @@ func TestParseServeRedisPrecedence(t *testing.T) {
 	} {
 		t.Setenv("REDIS_URL", tc.env)
 		cfg, _, done := parseServe(tc.args, io.Discard, io.Discard)
-		if done || cfg.redisURL != tc.want || cfg.listen != defaultListen {
+		if done || cfg.redisURL != tc.want || cfg.listen != defaultListen || cfg.secretFileSet {
 			t.Errorf("REDIS_URL=%q %q: %+v done=%v, want redisURL %q", tc.env, tc.args, cfg, done, tc.want)
 		}
 	}
@@ -248,8 +289,8 @@ func TestCommandLine(t *testing.T) {
 		{args: []string{"help"}, code: 0, stdout: []string{"Usage:", "serve", "version"}, noErrs: true},
 		{args: []string{"--help"}, code: 0, stdout: []string{"Usage:", "serve", "version"}, noErrs: true},
 		{args: []string{"-h"}, code: 0, stdout: []string{"Usage:", "serve", "version"}, noErrs: true},
-		{args: []string{"help", "serve"}, code: 0, stdout: []string{"admit serve", "-listen", "-redis", "REDIS_URL"}, noErrs: true},
-		{args: []string{"serve", "--help"}, code: 0, stdout: []string{"admit serve", "-listen", "-redis", "REDIS_URL", "/demo"}, noErrs: true},
+		{args: []string{"help", "serve"}, code: 0, stdout: []string{"admit serve", "-listen", "-redis", "REDIS_URL", "-hmac-secret-file", "ADMIT_HMAC_SECRET"}, noErrs: true},
+		{args: []string{"serve", "--help"}, code: 0, stdout: []string{"admit serve", "-listen", "-redis", "REDIS_URL", "/demo", "-hmac-secret-file PATH", "$ADMIT_HMAC_SECRET", "at least 16"}, noErrs: true},
 		{args: []string{"serve", "-h"}, code: 0, stdout: []string{"admit serve"}, noErrs: true},
 		{args: []string{"version"}, code: 0, stdout: []string{"admit ", "go1."}, noErrs: true},
 		{args: []string{"bogus"}, code: 2, stderr: []string{`unknown command "bogus"`, "Usage:", "serve"}, noStdout: true},
@@ -257,7 +298,7 @@ func TestCommandLine(t *testing.T) {
 		{args: []string{"serve", "extra"}, code: 2, stderr: []string{`unexpected argument "extra"`}, noStdout: true},
 		{args: []string{"serve", "--listen", "256.0.0.1:bad"}, code: 1, stderr: []string{"cannot listen"}, noStdout: true},
 	} {
-		t.Setenv("REDIS_URL", "")
+		useSecret(t)
 		var stdout, stderr bytes.Buffer
 		code := run(context.Background(), tc.args, &stdout, &stderr)
 		if code != tc.code {

@@ -49,6 +49,7 @@ func (w *stallingWriter) blockedWrites() int {
 // TestServeStalledStderr serves many undecided requests with a stderr that stalled once the server
 // was listening: each is answered 503, and the server still stops promptly and exits 0.
 func TestServeStalledStderr(t *testing.T) {
+	useSecret(t)
 	logs := &logWatch{}
 	stderr := &stallingWriter{logs: logs, after: "msg=listening", release: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -92,6 +93,7 @@ func TestServeStalledStderr(t *testing.T) {
 // TestServeLogsUndecidedAtBoundedRate sends many undecided requests: they are logged once, plus at
 // most a summary per 10s, not once each.
 func TestServeLogsUndecidedAtBoundedRate(t *testing.T) {
+	useSecret(t)
 	base, logs, stop := serveInProcess(t, "--redis", "redis://"+redistest.ClosedPort(t))
 	start := time.Now()
 	const n = 500

@@ -1,7 +1,6 @@
 package logrelay_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,36 +10,19 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit/internal/logrelay"
+	"github.com/admit-dev/admit/internal/syncbuf"
 )
 
 // hangGuard bounds how long a test waits for something that must not block. It is a guard against
 // a hang, not a claim about speed.
 const hangGuard = 5 * time.Second
 
-// syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // steppedWriter hands each Write to the test on entered, and finishes it when the test sends on
 // proceed; closing proceed lets every Write through.
 type steppedWriter struct {
 	entered chan string
 	proceed chan struct{}
-	out     syncBuffer
+	out     syncbuf.Buffer
 }
 
 func newSteppedWriter() *steppedWriter {
@@ -85,7 +67,7 @@ func returnsPromptly(t *testing.T, what string, f func()) {
 func dropped(n int64) []byte { return fmt.Appendf(nil, "dropped %d\n", n) }
 
 func TestRelayWritesInOrder(t *testing.T) {
-	var out syncBuffer
+	var out syncbuf.Buffer
 	r := logrelay.New(&out, logrelay.Options{})
 	var want strings.Builder
 	for i := range 100 {
@@ -168,7 +150,7 @@ func TestRelayReportsDropsWhenDrained(t *testing.T) {
 }
 
 func TestRelayMaxBytes(t *testing.T) {
-	var out syncBuffer
+	var out syncbuf.Buffer
 	r := logrelay.New(&out, logrelay.Options{MaxBytes: 8, DroppedLine: dropped})
 	fmt.Fprint(r, "this line is too long\n")
 	fmt.Fprint(r, "short\n")
@@ -205,7 +187,7 @@ func TestRelayCloseStalled(t *testing.T) {
 // TestRelayConcurrent writes from many goroutines to a slow destination: every line is either
 // written, whole, or counted as dropped.
 func TestRelayConcurrent(t *testing.T) {
-	var out syncBuffer
+	var out syncbuf.Buffer
 	r := logrelay.New(writerFunc(func(p []byte) (int, error) {
 		time.Sleep(time.Microsecond)
 		return out.Write(p)

@@ -4,15 +4,23 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"time"
 
+	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/memstore"
 	"github.com/admit-dev/admit/transport/httpapi"
 )
 
+// The origin design's demo: /demo is one fixed account, here under 3 requests per 10 seconds.
 func Example() {
 	store := memstore.New(memstore.Options{})
 	defer store.Close()
-	h, err := httpapi.New(httpapi.Options{Store: store})
+	keys, err := admit.NewKeyBuilder([]byte("a secret every instance shares"))
+	if err != nil {
+		panic(err)
+	}
+	demo := admit.NewLimiter(store, keys, admit.Limit{Name: "demo", Algorithm: admit.FixedWindow, Rate: 3, Period: 10 * time.Second})
+	h, err := httpapi.New(httpapi.Options{Demo: demo})
 	if err != nil {
 		panic(err)
 	}

@@ -7,24 +7,20 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"time"
 
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/httplimit"
 )
 
-// DemoKey is the key of the one fixed account that GET /demo limits, as in the origin design.
-const DemoKey = "rl:demo:v1:{demo-account}"
+// DemoSubject is the one fixed account that GET /demo limits, as in the origin design: every
+// request to /demo is this subject.
+const DemoSubject = "demo-account"
 
-// DemoLimit returns the Limit of GET /demo: 3 requests per 10 seconds, in a fixed window.
-func DemoLimit() admit.Limit {
-	return admit.Limit{Algorithm: admit.FixedWindow, Rate: 3, Period: 10 * time.Second}
-}
-
-// Options configures a Handler. Only Store is required.
+// Options configures a Handler. Only Demo is required.
 type Options struct {
-	// Store decides every limited request; required.
-	Store admit.Store
+	// Demo decides each GET /demo as DemoSubject, under its policies; required. The policies are
+	// the caller's: cmd/admit's is the origin design's 3 requests per 10 seconds.
+	Demo *admit.Limiter
 	// Logger receives a record for requests the limiter could not decide, at the bounded rate of
 	// httplimit.DefaultLogInterval: the first of a kind at once, then one summary per interval
 	// with the count of the others. Nil means slog.Default().
@@ -36,22 +32,22 @@ type Options struct {
 //
 // Routes (GET also answers HEAD; any other method is answered 405 with an Allow field):
 //
-//	GET /demo     the origin design's demo: one fixed account (DemoKey) under DemoLimit.
-//	              200 "ok\n" when admitted, 429 with Retry-After when over the limit, 503 when the
-//	              limiter cannot decide. A HEAD request counts like a GET.
+//	GET /demo     the origin design's demo: one fixed account (DemoSubject) under the policies of
+//	              Options.Demo. 200 "ok\n" when admitted, 429 with Retry-After when over the limit,
+//	              503 when the limiter cannot decide. A HEAD request counts like a GET.
 //	GET /healthz  200 "ok\n" while the process is alive; it never calls the backend.
 type Handler struct {
 	mux *http.ServeMux
 }
 
-// New returns a Handler for opts. It reports an error if opts.Store is nil.
+// New returns a Handler for opts. It reports an error if opts.Demo is nil.
 func New(opts Options) (*Handler, error) {
-	if opts.Store == nil {
-		return nil, errors.New("httpapi: no Store")
+	if opts.Demo == nil {
+		return nil, errors.New("httpapi: no Demo limiter")
 	}
 	demo := &httplimit.Middleware{
-		Limiter: admit.NewLimiter(opts.Store, DemoLimit()),
-		Key:     func(*http.Request) (string, error) { return DemoKey, nil },
+		Limiter: opts.Demo,
+		Subject: httplimit.Constant(DemoSubject),
 		Logger:  opts.Logger,
 	}
 	mux := http.NewServeMux()

@@ -1,65 +1,85 @@
 package httpapi_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"testing"
+	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/syncbuf"
 	"github.com/admit-dev/admit/memstore"
 	"github.com/admit-dev/admit/transport/httpapi"
 )
 
-// storeFunc is a scripted admit.Store, for failures and for proving that a route never calls the
-// store.
-type storeFunc func(ctx context.Context, key string, lim admit.Limit, n int64) (admit.Decision, error)
+// demoLimit is the policy the tests give /demo: cmd/admit's.
+var demoLimit = admit.Limit{Name: "demo", Algorithm: admit.FixedWindow, Rate: 3, Period: 10 * time.Second}
 
-func (f storeFunc) Take(ctx context.Context, key string, lim admit.Limit, n int64) (admit.Decision, error) {
-	return f(ctx, key, lim, n)
+// testSecret is the HMAC secret of every test's KeyBuilder.
+var testSecret = []byte("httpapi test secret of 32 bytes!")
+
+// newLimiter returns a Limiter over limits on store, with a KeyBuilder on testSecret.
+func newLimiter(t *testing.T, store admit.Store, limits ...admit.Limit) *admit.Limiter {
+	t.Helper()
+	keys, err := admit.NewKeyBuilder(testSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return admit.NewLimiter(store, keys, limits...)
+}
+
+// failingStore is a Store whose decisions all fail with err. Its Release and Settle are never
+// called: they would panic.
+type failingStore struct {
+	admit.Store
+	err error
+}
+
+func (s failingStore) Take(context.Context, admit.Request) (admit.Decision, error) {
+	return admit.Decision{}, s.err
+}
+
+func (s failingStore) TakeAll(context.Context, []admit.Request, []admit.Decision) (bool, error) {
+	return false, s.err
 }
 
 // untouchable is a Store that fails t if it is ever called.
-func untouchable(t *testing.T) admit.Store {
-	return storeFunc(func(context.Context, string, admit.Limit, int64) (admit.Decision, error) {
-		t.Error("the store was called")
-		return admit.Decision{}, admit.ErrUnavailable
-	})
+type untouchable struct {
+	admit.Store
+	t *testing.T
 }
 
-// logBuffer keeps log output, safe for concurrent use. A test logs into one rather than into
-// t.Output(), which panics if written after the test: the middleware's log summaries are written by
-// a timer, up to an interval after the last request.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
+func (s untouchable) Take(context.Context, admit.Request) (admit.Decision, error) {
+	s.t.Error("the store was called")
+	return admit.Decision{}, admit.ErrUnavailable
 }
 
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
+func (s untouchable) TakeAll(context.Context, []admit.Request, []admit.Decision) (bool, error) {
+	s.t.Error("the store was called")
+	return false, admit.ErrUnavailable
 }
 
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func newHandler(t *testing.T, store admit.Store) *httpapi.Handler {
+// newHandler returns a Handler whose /demo is limited by demo. It logs into a buffer rather than
+// into t.Output(), which panics if written after the test: the middleware's log summaries are
+// written by a timer, up to an interval after the last request.
+func newHandler(t *testing.T, demo *admit.Limiter) *httpapi.Handler {
 	t.Helper()
-	logs := &logBuffer{}
+	logs := &syncbuf.Buffer{}
 	t.Cleanup(func() { t.Logf("log:\n%s", logs) })
-	h, err := httpapi.New(httpapi.Options{Store: store, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	h, err := httpapi.New(httpapi.Options{Demo: demo, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return h
+}
+
+// newDemoHandler returns a Handler whose /demo is limited by demoLimit on store.
+func newDemoHandler(t *testing.T, store admit.Store) *httpapi.Handler {
+	t.Helper()
+	return newHandler(t, newLimiter(t, store, demoLimit))
 }
 
 func newMemstore(t *testing.T) *memstore.Store {
@@ -108,45 +128,53 @@ var (
 )
 
 func TestDemo(t *testing.T) {
-	run(t, newHandler(t, newMemstore(t)), []step{okStep, okStep, okStep, limitedStep, limitedStep})
+	run(t, newDemoHandler(t, newMemstore(t)), []step{okStep, okStep, okStep, limitedStep, limitedStep})
 }
 
-func TestDemoUsesDemoKeyAndLimit(t *testing.T) {
-	var calls int
-	store := storeFunc(func(_ context.Context, key string, lim admit.Limit, n int64) (admit.Decision, error) {
-		calls++
-		if key != httpapi.DemoKey || lim != httpapi.DemoLimit() || n != 1 {
-			t.Errorf("Take(%q, %v, %d), want Take(%q, %v, 1)", key, lim, n, httpapi.DemoKey, httpapi.DemoLimit())
+// TestDemoLimitsDemoSubject checks that /demo takes one unit of DemoSubject under the Demo
+// limiter's policy, and nothing else.
+func TestDemoLimitsDemoSubject(t *testing.T) {
+	store := newMemstore(t)
+	limiter := newLimiter(t, store, demoLimit)
+	run(t, newHandler(t, limiter), []step{okStep})
+	for subject, want := range map[string]int64{httpapi.DemoSubject: 2, "other": 3} {
+		d, err := limiter.AllowN(context.Background(), subject, 0) // a peek
+		if err != nil {
+			t.Fatal(err)
 		}
-		return admit.Decision{Allowed: true, Limit: lim, Remaining: 2, ResetAfter: lim.Period}, nil
-	})
-	run(t, newHandler(t, store), []step{okStep})
-	if calls != 1 {
-		t.Errorf("%d store calls, want 1", calls)
+		if d.Remaining != want {
+			t.Errorf("subject %q has %d left after one GET /demo, want %d", subject, d.Remaining, want)
+		}
 	}
+}
+
+// TestDemoUsesTheGivenLimiter checks that /demo applies the policies of Options.Demo, not its own.
+func TestDemoUsesTheGivenLimiter(t *testing.T) {
+	once := admit.Limit{Name: "once", Algorithm: admit.FixedWindow, Rate: 1, Period: time.Minute}
+	limited := limitedStep
+	limited.header = map[string]string{"Retry-After": "60"}
+	run(t, newHandler(t, newLimiter(t, newMemstore(t), once)), []step{okStep, limited})
 }
 
 func TestDemoHeadCounts(t *testing.T) {
 	head := okStep
 	head.method = "HEAD"
-	run(t, newHandler(t, newMemstore(t)), []step{head, okStep, head, {method: "HEAD", path: "/demo", status: 429}})
+	run(t, newDemoHandler(t, newMemstore(t)), []step{head, okStep, head, {method: "HEAD", path: "/demo", status: 429}})
 }
 
 func TestDemoUnavailable(t *testing.T) {
-	store := storeFunc(func(context.Context, string, admit.Limit, int64) (admit.Decision, error) {
-		return admit.Decision{}, fmt.Errorf("teststore: %w", admit.ErrUnavailable)
-	})
-	run(t, newHandler(t, store), []step{unavailableStep, unavailableStep, healthStep})
+	store := failingStore{err: fmt.Errorf("teststore: %w", admit.ErrUnavailable)}
+	run(t, newDemoHandler(t, store), []step{unavailableStep, unavailableStep, healthStep})
 }
 
 func TestHealthzNeverCallsStore(t *testing.T) {
 	head := healthStep
 	head.method = "HEAD"
-	run(t, newHandler(t, untouchable(t)), []step{healthStep, head, healthStep})
+	run(t, newDemoHandler(t, untouchable{t: t}), []step{healthStep, head, healthStep})
 }
 
 func TestMethodNotAllowed(t *testing.T) {
-	h := newHandler(t, untouchable(t))
+	h := newDemoHandler(t, untouchable{t: t})
 	for _, path := range []string{"/demo", "/healthz"} {
 		for _, method := range []string{"POST", "PUT", "DELETE", "PATCH"} {
 			rec := httptest.NewRecorder()
@@ -162,14 +190,14 @@ func TestMethodNotAllowed(t *testing.T) {
 }
 
 func TestNotFound(t *testing.T) {
-	run(t, newHandler(t, untouchable(t)), []step{
+	run(t, newDemoHandler(t, untouchable{t: t}), []step{
 		{method: "GET", path: "/", status: 404, body: "404 page not found\n"},
 		{method: "GET", path: "/demo/x", status: 404, body: "404 page not found\n"},
 	})
 }
 
-func TestNewWithoutStore(t *testing.T) {
+func TestNewWithoutDemo(t *testing.T) {
 	if _, err := httpapi.New(httpapi.Options{}); err == nil {
-		t.Error("New without a Store succeeded")
+		t.Error("New without a Demo limiter succeeded")
 	}
 }
