@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -29,38 +28,21 @@ var keys = func() []string {
 	return k
 }()
 
-// takeCommand returns the SHA and the ARGV of the EVALSHA that redisstore sends to srv for a Take of
-// one unit of limit, read from srv's slow log, which records every command while it runs. The ARGV
-// is the same for every key. The script is loaded on srv when takeCommand returns, so a bare client
-// can call exactly what admit calls, whatever the way redisstore assembles its script and its
-// arguments.
-func takeCommand(b *testing.B, srv *redistest.Server) (sha string, argv []string) {
-	b.Helper()
-	s, err := redisstore.New(redisstore.Config{URL: srv.URL()})
-	if err != nil {
-		b.Fatal(err)
+// takeArgs are the ARGV of redisstore's take script for one unit of limit, with no request ID, as
+// scripts/take.lua documents them: the policy count, an empty fingerprint, then the algorithm and its
+// arguments (limit, window in milliseconds, cost). A drift from what the script accepts fails the
+// reference benchmarks with its ADMIT_INVALID reply.
+var takeArgs = []string{"1", "", limit.Algorithm.String(),
+	strconv.FormatInt(limit.Rate, 10), strconv.FormatInt(limit.Period.Milliseconds(), 10), "1"}
+
+// takeScript returns the source of redisstore's take script, the one its Take calls, which the bare
+// clients call too.
+func takeScript(b *testing.B) string {
+	src, ok := redisstore.Script("take")
+	if !ok {
+		b.Fatal(`redisstore has no "take" script`)
 	}
-	defer s.Close()
-	srv.Do(b, "CONFIG", "SET", "slowlog-log-slower-than", "0")
-	srv.Do(b, "SLOWLOG", "RESET")
-	_, err = s.Take(context.Background(), admit.Request{Key: keys[0], Limit: limit, Cost: 1})
-	entries, logErr := srv.Do(b, "SLOWLOG", "GET", "128").ToArray()
-	srv.Do(b, "CONFIG", "SET", "slowlog-log-slower-than", "10000") // the default: the benchmarks run unlogged
-	if err != nil || logErr != nil {
-		b.Fatalf("Take: %v; SLOWLOG GET: %v", err, logErr)
-	}
-	for _, e := range entries { // newest first
-		fields, err := e.ToArray()
-		if err != nil || len(fields) < 4 {
-			continue
-		}
-		args, err := fields[3].AsStrSlice() // id, time, duration, then the command's arguments
-		if err == nil && len(args) >= 4 && strings.EqualFold(args[0], "EVALSHA") && args[2] == "1" && args[3] == keys[0] {
-			return args[1], args[4:]
-		}
-	}
-	b.Fatalf("no EVALSHA of %s among the %d commands in the slow log", keys[0], len(entries))
-	return "", nil
+	return src
 }
 
 // BenchmarkAdmitRedisstore measures admit's Redis store: validation, a timeout per decision,
@@ -79,34 +61,40 @@ func BenchmarkAdmitRedisstore(b *testing.B) {
 	})
 }
 
-// BenchmarkReferenceRueidis is the reference: the EVALSHA that admit's Take sends, by a bare rueidis
-// client, the client admit uses, with nothing around it.
+// BenchmarkReferenceRueidis is the reference: admit's take script called by a bare rueidis EVALSHA,
+// the client admit uses, with nothing around it.
 func BenchmarkReferenceRueidis(b *testing.B) {
 	srv := redistest.Start(b)
-	sha, argv := takeCommand(b, srv)
 	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer c.Close()
 	ctx := context.Background()
+	sha, err := c.Do(ctx, c.B().ScriptLoad().Script(takeScript(b)).Build()).ToString()
+	if err != nil {
+		b.Fatal(err)
+	}
 	callers.Bench(b, func(i int) error {
-		return c.Do(ctx, c.B().Evalsha().Sha1(sha).Numkeys(1).Key(keys[i%len(keys)]).Arg(argv...).Build()).Error()
+		return c.Do(ctx, c.B().Evalsha().Sha1(sha).Numkeys(1).Key(keys[i%len(keys)]).Arg(takeArgs...).Build()).Error()
 	})
 }
 
-// BenchmarkGoRedis sends the EVALSHA that admit's Take sends with a bare go-redis client (retries
-// off, default pool).
+// BenchmarkGoRedis calls admit's take script with a bare go-redis EVALSHA (retries off, default
+// pool).
 func BenchmarkGoRedis(b *testing.B) {
 	srv := redistest.Start(b)
-	sha, argv := takeCommand(b, srv)
-	args := make([]any, len(argv))
-	for i, a := range argv {
-		args[i] = a
-	}
 	c := goredis.NewClient(&goredis.Options{Addr: srv.Addr(), MaxRetries: -1})
 	defer c.Close()
 	ctx := context.Background()
+	sha, err := c.ScriptLoad(ctx, takeScript(b)).Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	args := make([]any, len(takeArgs))
+	for i, a := range takeArgs {
+		args[i] = a
+	}
 	callers.Bench(b, func(i int) error {
 		return c.EvalSha(ctx, sha, []string{keys[i%len(keys)]}, args...).Err()
 	})
