@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"os"
 	"strconv"
 	"testing"
 	"time"
@@ -77,6 +78,31 @@ func BenchmarkReferenceRueidis(b *testing.B) {
 	}
 	callers.Bench(b, func(i int) error {
 		return c.Do(ctx, c.B().Evalsha().Sha1(sha).Numkeys(1).Key(keys[i%len(keys)]).Arg(takeArgs...).Build()).Error()
+	})
+}
+
+// BenchmarkPreviousScriptRueidis calls, by bare rueidis EVALSHA, the single-purpose fixed-window
+// script redisstore used before the take script (testdata/fixed_window_before_take.lua): the
+// single-policy path before and after the request model, in one run.
+func BenchmarkPreviousScriptRueidis(b *testing.B) {
+	src, err := os.ReadFile("testdata/fixed_window_before_take.lua")
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := redistest.Start(b)
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	sha, err := c.Do(ctx, c.B().ScriptLoad().Script(string(src)).Build()).ToString()
+	if err != nil {
+		b.Fatal(err)
+	}
+	args := takeArgs[3:] // limit, window, cost
+	callers.Bench(b, func(i int) error {
+		return c.Do(ctx, c.B().Evalsha().Sha1(sha).Numkeys(1).Key(keys[i%len(keys)]).Arg(args...).Build()).Error()
 	})
 }
 
