@@ -335,22 +335,22 @@ func (sh *shard) takeAll(rs []admit.Request, ds []admit.Decision, now time.Durat
 			return replayed, err
 		}
 	}
-	var writes [admit.MaxRequests]algo.Write
-	var states [admit.MaxRequests]*algo.FixedWindowState
-	var stateBuf [admit.MaxRequests]algo.FixedWindowState
-	allowed := true
+	var few [4]pending // most requests have few policies: no allocation, little to zero
+	ps := few[:0]
+	if len(rs) <= len(few) {
+		ps = few[:len(rs)]
+	} else {
+		ps = make([]pending, len(rs))
+	}
+	allowed, moved := true, false
 	for k := range rs {
-		r := &rs[k]
-		st, live, err := sh.read(r.Key, r.Limit, now)
-		if err != nil {
+		r, p := &rs[k], &ps[k]
+		var err error
+		if p.index, p.live, err = sh.read(r.Key, r.Limit, now, &p.st, &moved); err != nil {
 			return false, err
 		}
-		if live {
-			stateBuf[k] = st
-			states[k] = &stateBuf[k]
-		}
-		res := algo.FixedWindow(states[k], r.Limit.Rate, r.Limit.Period, r.Cost)
-		writes[k] = res.Write
+		res := algo.FixedWindow(p.state(), r.Limit.Rate, r.Limit.Period, r.Cost)
+		p.write = res.Write
 		allowed = allowed && res.Allowed
 		ds[k] = decision(res, r.Limit)
 	}
@@ -358,28 +358,55 @@ func (sh *shard) takeAll(rs []admit.Request, ds []admit.Decision, now time.Durat
 		// A rejection writes nothing: a policy that would have admitted reports its key as it is.
 		for k := range rs {
 			if ds[k].Allowed {
-				ds[k] = decision(algo.FixedWindow(states[k], rs[k].Limit.Rate, rs[k].Limit.Period, 0), rs[k].Limit)
+				ds[k] = decision(algo.FixedWindow(ps[k].state(), rs[k].Limit.Rate, rs[k].Limit.Period, 0), rs[k].Limit)
 			}
 		}
 		return false, nil
 	}
 	keep := recordKey != "" && algo.Recorded(rs)
-	if err := sh.makeRoomFor(rs, writes[:len(rs)], keep, now); err != nil {
-		return false, err
+	need := 0 // new entries: keys to create (read removed their ended entries) and the record
+	if keep {
+		need++
 	}
 	for k := range rs {
-		sh.apply(&rs[k], writes[k], now)
+		if ps[k].write == algo.WriteCreate {
+			need++
+		}
+	}
+	if need > 0 {
+		if err := sh.makeRoomFor(need, now); err != nil {
+			return false, err
+		}
+		moved = true // reclaim may have moved entries
+	}
+	for k := range rs {
+		sh.apply(&rs[k], &ps[k], moved, now)
 	}
 	if keep {
-		rec := entry{
+		sh.insert(entry{ // replay removed an ended record of the same ID
 			key:      recordKey,
 			deadline: now + algo.RecordTTL(rs),
 			rec:      &record{fingerprint: fingerprint, ds: append([]admit.Decision(nil), ds...)},
-		}
-		sh.insert(rec) // replay removed an ended record of the same ID
-
+		})
 	}
 	return true, nil
+}
+
+// A pending is what takeAll knows of one Request between reading and writing.
+type pending struct {
+	index int                   // the key's entry, when live
+	live  bool                  // the key holds a live window, st
+	st    algo.FixedWindowState // the key's state, when live
+	write algo.Write            // the write an admission makes
+}
+
+// state returns the key's state for algo.FixedWindow: nil when the key is missing or its window has
+// ended.
+func (p *pending) state() *algo.FixedWindowState {
+	if !p.live {
+		return nil
+	}
+	return &p.st
 }
 
 // decision returns the Decision of res under lim.
@@ -419,43 +446,35 @@ func (sh *shard) replay(recordKey, fingerprint string, rs []admit.Request, ds []
 	return true, nil
 }
 
-// read returns the state of key under lim at now, and whether it is live: false when the key is
-// missing or its window has ended (an ended entry is removed), or an error when the state cannot be
-// lim's. The caller holds sh.mu.
-func (sh *shard) read(key string, lim admit.Limit, now time.Duration) (algo.FixedWindowState, bool, error) {
+// read reads the state of key under lim at now into *st, and returns the index of its entry and
+// whether it is live: not when the key is missing or its window has ended — an ended entry is removed,
+// and *moved set, since removing moves another entry — or an error when the state cannot be lim's.
+// The caller holds sh.mu.
+func (sh *shard) read(key string, lim admit.Limit, now time.Duration, st *algo.FixedWindowState, moved *bool) (int, bool, error) {
 	i, found := sh.index[key]
 	if !found {
-		return algo.FixedWindowState{}, false, nil
+		return 0, false, nil
 	}
 	e := &sh.entries[i]
 	ttl := e.deadline - now
 	if ttl <= 0 {
 		sh.remove(i) // the window has ended, at its last instant as in Redis: the key is missing
-		return algo.FixedWindowState{}, false, nil
+		*moved = true
+		return 0, false, nil
 	}
 	if e.rec != nil {
-		return algo.FixedWindowState{}, false, fmt.Errorf("memstore: fixed_window: %w: key %q holds a request record", admit.ErrCorruptState, key)
+		return 0, false, fmt.Errorf("memstore: fixed_window: %w: key %q holds a request record", admit.ErrCorruptState, key)
 	}
-	st := algo.FixedWindowState{Count: e.count, TTL: ttl}
-	if err := algo.CheckFixedWindow(st, lim.Period); err != nil {
-		return st, false, fmt.Errorf("memstore: fixed_window: %w: %w (window left %v, Limit %v)", admit.ErrCorruptState, err, ttl, lim)
+	*st = algo.FixedWindowState{Count: e.count, TTL: ttl}
+	if err := algo.CheckFixedWindow(*st, lim.Period); err != nil {
+		return 0, false, fmt.Errorf("memstore: fixed_window: %w: %w (window left %v, Limit %v)", admit.ErrCorruptState, err, ttl, lim)
 	}
-	return st, true, nil
+	return i, true, nil
 }
 
-// makeRoomFor makes room for the new entries an admission needs — a key without an entry that
-// writes create, and the record if keep — or reports ErrFull, having written nothing.
-// The caller holds sh.mu.
-func (sh *shard) makeRoomFor(rs []admit.Request, writes []algo.Write, keep bool, now time.Duration) error {
-	need := 0
-	if keep {
-		need++
-	}
-	for k := range rs {
-		if _, found := sh.index[rs[k].Key]; !found && writes[k] == algo.WriteCreate {
-			need++
-		}
-	}
+// makeRoomFor makes room for need new entries, paying reclaim for each, or reports ErrFull having
+// written nothing. The caller holds sh.mu.
+func (sh *shard) makeRoomFor(need int, now time.Duration) error {
 	for range need {
 		if !sh.makeRoom(now) {
 			return fmt.Errorf("%w: the shard of a new key holds %d entries, its share of MaxEntries", ErrFull, len(sh.entries))
@@ -467,14 +486,19 @@ func (sh *shard) makeRoomFor(rs []admit.Request, writes []algo.Write, keep bool,
 	return nil
 }
 
-// apply makes the write that decided r: it creates the key's entry (read removed an ended one) or
-// adds to its count. The caller holds sh.mu, and made room for a new entry.
-func (sh *shard) apply(r *admit.Request, w algo.Write, now time.Duration) {
-	switch w {
+// apply makes the write p decided for r: it creates the key's entry (read removed an ended one) or
+// adds to its count, at p.index unless entries have moved since read. The caller holds sh.mu, and
+// made room for a new entry.
+func (sh *shard) apply(r *admit.Request, p *pending, moved bool, now time.Duration) {
+	switch p.write {
 	case algo.WriteCreate:
 		sh.insert(entry{key: strings.Clone(r.Key), count: r.Cost, deadline: now + r.Limit.Period})
 	case algo.WriteIncrement:
-		sh.entries[sh.index[r.Key]].count += r.Cost
+		i := p.index
+		if moved {
+			i = sh.index[r.Key]
+		}
+		sh.entries[i].count += r.Cost
 	}
 }
 
