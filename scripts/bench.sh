@@ -66,9 +66,11 @@ go test -run '^$' -bench . -benchmem -benchtime "$benchtime" "${pkgs[@]}" | tee 
 	' "$raw"
 	echo
 	echo "Rows in *bench* are Redis clients and limiters on one harness-started Redis: admit's redisstore;"
-	echo "admit's script called by bare rueidis (the reference) and by bare go-redis (retries off, default"
-	echo "pool); and go-redis/redis_rate, a GCRA limiter (another algorithm, one script call per decision)."
-	echo "Redis runs on the same 2 cores as the benchmark, so Redis-bound rows measure both."
+	echo "admit's take script called by bare rueidis (the reference) and by bare go-redis (retries off,"
+	echo "default pool); the single-purpose fixed-window script redisstore called before the take script,"
+	echo "by bare rueidis (PreviousScriptRueidis: the single-policy path before and after, in one run); and"
+	echo "go-redis/redis_rate, a GCRA limiter (another algorithm, one script call per decision). Redis runs"
+	echo "on the same 2 cores as the benchmark, so Redis-bound rows measure both."
 	if [ -s "$kept" ]; then echo; cat "$kept"; fi
 } > BENCHMARKS.md
 echo "wrote BENCHMARKS.md" >&2
