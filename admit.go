@@ -21,11 +21,21 @@ import (
 // The zero value is not a valid Algorithm.
 type Algorithm uint8
 
-// The algorithms a Limit may name.
+// The algorithms a Limit may name. An Algorithm that [Limit.Validate] does not accept yet is named
+// here so that configuration can refer to it; see the package documentation of each.
 const (
-	// FixedWindow admits at most Rate units per window of Period, the window starting at the first
-	// admitted request for a key (not at a clock boundary).
+	// FixedWindow admits at most Rate units per window of Period. The window starts at the first
+	// admitted request for a key (the origin design), or, with Limit.Aligned, at a multiple of
+	// Period in Unix time, as envoyproxy/ratelimit counts.
 	FixedWindow Algorithm = iota + 1
+	// SlidingWindow admits when an estimate of the units admitted in the last Period — the previous
+	// fixed window weighted by how much of it still overlaps, plus the current one — leaves room.
+	SlidingWindow
+	// SlidingLog admits at most Rate units in any Period, exactly, by keeping every admission's time.
+	SlidingLog
+	// GCRA is the generic cell rate algorithm: a sustained Rate per Period with bursts of up to Burst
+	// units (a token bucket). "token_bucket" in configuration names it too.
+	GCRA
 )
 
 // String returns the algorithm's name as used in configuration, such as "fixed_window".
@@ -33,15 +43,26 @@ func (a Algorithm) String() string {
 	switch a {
 	case FixedWindow:
 		return "fixed_window"
+	case SlidingWindow:
+		return "sliding_window"
+	case SlidingLog:
+		return "sliding_log"
+	case GCRA:
+		return "gcra"
 	}
 	return fmt.Sprintf("Algorithm(%d)", uint8(a))
 }
 
-// ParseAlgorithm returns the Algorithm named s, as written by [Algorithm.String].
+// ParseAlgorithm returns the Algorithm named s, as written by [Algorithm.String]; "token_bucket" is
+// another name of GCRA.
 func ParseAlgorithm(s string) (Algorithm, error) {
-	switch s {
-	case "fixed_window":
-		return FixedWindow, nil
+	for a := FixedWindow; a <= GCRA; a++ {
+		if s == a.String() {
+			return a, nil
+		}
+	}
+	if s == "token_bucket" {
+		return GCRA, nil
 	}
 	return 0, fmt.Errorf("%w: unknown algorithm %q", ErrInvalidLimit, s)
 }
@@ -69,6 +90,13 @@ type Limit struct {
 	Rate int64
 	// Period is the window, a whole number of milliseconds between MinPeriod and MaxPeriod.
 	Period time.Duration
+	// Burst is GCRA's bucket size, the most units admitted at once: 1 … MaxRate, or 0 for Rate. It
+	// must be 0 for any other algorithm.
+	Burst int64
+	// Aligned makes a FixedWindow's windows start at multiples of Period in Unix time (Redis's
+	// clock), as envoyproxy/ratelimit counts, instead of at a key's first admitted request. It must
+	// be false for any other algorithm.
+	Aligned bool
 }
 
 // MaxNameLen is the longest policy name, and the longest key version.
@@ -76,9 +104,10 @@ const MaxNameLen = 64
 
 // Validate reports why l cannot be used, as an error matching [ErrInvalidLimit], or nil.
 func (l Limit) Validate() error {
+	if err := l.validateAlgorithm(); err != nil {
+		return err
+	}
 	switch {
-	case l.Algorithm != FixedWindow:
-		return fmt.Errorf("%w: unknown algorithm %v", ErrInvalidLimit, l.Algorithm)
 	case l.Rate < 1 || l.Rate > MaxRate:
 		return fmt.Errorf("%w: rate %d outside 1…%d", ErrInvalidLimit, l.Rate, MaxRate)
 	case l.Period < MinPeriod || l.Period > MaxPeriod:
@@ -87,8 +116,34 @@ func (l Limit) Validate() error {
 		return fmt.Errorf("%w: period %v is not a whole number of milliseconds", ErrInvalidLimit, l.Period)
 	case l.Name != "" && !validName(l.Name):
 		return fmt.Errorf("%w: policy name %q: want 1…%d characters of a-z, 0-9, '_' and '-'", ErrInvalidLimit, l.Name, MaxNameLen)
+	case l.Burst != 0 && l.Algorithm != GCRA:
+		return fmt.Errorf("%w: burst %d: only gcra has a burst", ErrInvalidLimit, l.Burst)
+	case l.Aligned && l.Algorithm != FixedWindow:
+		return fmt.Errorf("%w: only fixed_window windows can be aligned", ErrInvalidLimit)
 	}
 	return nil
+}
+
+// validateAlgorithm reports why l's algorithm cannot be used, with the numbers of l that only it
+// constrains, or nil.
+func (l Limit) validateAlgorithm() error {
+	switch l.Algorithm {
+	case FixedWindow:
+		return nil
+	case SlidingWindow, SlidingLog, GCRA:
+		return fmt.Errorf("%w: algorithm %v is not implemented yet", ErrInvalidLimit, l.Algorithm)
+	}
+	return fmt.Errorf("%w: unknown algorithm %v", ErrInvalidLimit, l.Algorithm)
+}
+
+// MaxWait returns the longest RetryAfter and ResetAfter a Decision under l can report: the time a
+// key takes to return to its full allowance. For a fixed window it is Period.
+func (l Limit) MaxWait() time.Duration {
+	switch l.Algorithm {
+	case FixedWindow:
+		return l.Period
+	}
+	return l.Period
 }
 
 // validName reports whether s is 1 to MaxNameLen characters of a-z, 0-9, '_' and '-'.

@@ -121,12 +121,17 @@ func (b *KeyBuilder) appendDigest(dst []byte, label, value string) []byte {
 }
 
 // Shape returns the part of a key's version segment that changes when the shape of the state l
-// keeps changes: its algorithm and its window, such as "fw10000" for a fixed window of 10 s. The
-// rate is not part of it, so a change of the rate alone keeps the counters.
+// keeps changes: its algorithm and its window, such as "fw10000" for a fixed window of 10 s from the
+// first admission, "fwa10000" for one aligned to Unix time. The rate is not part of it, so a change
+// of the rate alone keeps the counters.
 func (l Limit) Shape() string {
+	period := strconv.FormatInt(l.Period.Milliseconds(), 10)
 	switch l.Algorithm {
 	case FixedWindow:
-		return "fw" + strconv.FormatInt(l.Period.Milliseconds(), 10)
+		if l.Aligned {
+			return "fwa" + period
+		}
+		return "fw" + period
 	}
-	return "x" + strconv.Itoa(int(l.Algorithm))
+	return "x" + strconv.Itoa(int(l.Algorithm)) + "-" + period
 }

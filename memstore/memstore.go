@@ -170,7 +170,7 @@ func (s *Store) TakeAll(ctx context.Context, rs []admit.Request, ds []admit.Deci
 	sh := s.tab.shard(rs[0].Key)
 	sh.mu.Lock()
 	// Read the clock under the lock, so that the times seen by one key never go backwards.
-	allowed, err := sh.takeAll(rs, ds, s.tab.now())
+	allowed, err := sh.takeAll(rs, ds, s.tab.instant())
 	sh.mu.Unlock()
 	if err != nil {
 		clear(ds)
@@ -280,6 +280,12 @@ func orDefault(n, def int) int {
 // the wall clock moves no window.
 func (t *table) now() time.Duration { return t.clock().Sub(t.base) }
 
+// instant returns the time now, for a decision.
+func (t *table) instant() instant {
+	mono := t.now()
+	return instant{mono: mono, unixMicro: t.base.UnixMicro() + mono.Microseconds()}
+}
+
 // shard returns the shard of key: the one of its Redis Cluster hash slot, so that the keys of one
 // TakeAll share a lock.
 func (t *table) shard(key string) *shard {
@@ -297,13 +303,14 @@ func (t *table) sweep() (examined, removed int) {
 	return examined, removed
 }
 
-// An entry is the state of one key: algo.FixedWindowState with an absolute deadline in place of a
-// TTL, or, for the key of an idempotency record, the record.
+// An entry is the state of one key under one algorithm, kept by the algorithm's kernel, or, for the
+// key of an idempotency record, the record.
 type entry struct {
 	key      string
-	count    int64
-	deadline time.Duration // the end of the window or of the record's life, since table.base
-	rec      *record       // nil for a counter
+	alg      admit.Algorithm // the algorithm whose kernel keeps it; 0 for a record
+	count    int64           // the units a kernel counts
+	deadline time.Duration   // since table.base: from then on the entry is not live, and reclaimed
+	rec      *record         // the idempotency record; nil for a kernel's state
 }
 
 // A record is what an admitted request with an ID leaves: its fingerprint and its Decisions.
@@ -327,11 +334,11 @@ type shard struct {
 
 // takeAll decides rs together at time now and makes the writes of an admission. The caller holds
 // sh.mu.
-func (sh *shard) takeAll(rs []admit.Request, ds []admit.Decision, now time.Duration) (bool, error) {
+func (sh *shard) takeAll(rs []admit.Request, ds []admit.Decision, now instant) (bool, error) {
 	var recordKey, fingerprint string
 	if id := rs[0].ID; id != "" {
 		recordKey, fingerprint = algo.RecordKey(rs[0].Key, id), algo.Fingerprint(rs)
-		if replayed, err := sh.replay(recordKey, fingerprint, rs, ds, now); replayed || err != nil {
+		if replayed, err := sh.replay(recordKey, fingerprint, rs, ds, now.mono); replayed || err != nil {
 			return replayed, err
 		}
 	}
@@ -345,20 +352,21 @@ func (sh *shard) takeAll(rs []admit.Request, ds []admit.Decision, now time.Durat
 	allowed, moved := true, false
 	for k := range rs {
 		r, p := &rs[k], &ps[k]
+		p.kernel = kernel(r.Limit.Algorithm)
+		var e *entry
 		var err error
-		if p.index, p.live, err = sh.read(r.Key, r.Limit, now, &p.st, &moved); err != nil {
+		if p.index, e, err = sh.read(r.Key, r.Limit, p.kernel, now, &moved); err != nil {
 			return false, err
 		}
-		res := algo.FixedWindow(p.state(), r.Limit.Rate, r.Limit.Period, r.Cost)
-		p.write = res.Write
-		allowed = allowed && res.Allowed
-		ds[k] = decision(res, r.Limit)
+		// Decide now, while e is where read found it: a later read may move entries.
+		ds[k], p.write = p.kernel.decide(e, r.Limit, r.Cost, now)
+		allowed = allowed && ds[k].Allowed
 	}
 	if !allowed {
 		// A rejection writes nothing: a policy that would have admitted reports its key as it is.
 		for k := range rs {
 			if ds[k].Allowed {
-				ds[k] = decision(algo.FixedWindow(ps[k].state(), rs[k].Limit.Rate, rs[k].Limit.Period, 0), rs[k].Limit)
+				ds[k], _ = ps[k].kernel.decide(sh.live(rs[k].Key), rs[k].Limit, 0, now)
 			}
 		}
 		return false, nil
@@ -369,12 +377,12 @@ func (sh *shard) takeAll(rs []admit.Request, ds []admit.Decision, now time.Durat
 		need++
 	}
 	for k := range rs {
-		if ps[k].write == algo.WriteCreate {
+		if ps[k].write == writeCreate {
 			need++
 		}
 	}
 	if need > 0 {
-		if err := sh.makeRoomFor(need, now); err != nil {
+		if err := sh.makeRoomFor(need, now.mono); err != nil {
 			return false, err
 		}
 		moved = true // reclaim may have moved entries
@@ -385,39 +393,27 @@ func (sh *shard) takeAll(rs []admit.Request, ds []admit.Decision, now time.Durat
 	if keep {
 		sh.insert(entry{ // replay removed an ended record of the same ID
 			key:      recordKey,
-			deadline: now + algo.RecordTTL(rs),
+			deadline: now.mono + algo.RecordTTL(rs),
 			rec:      &record{fingerprint: fingerprint, ds: append([]admit.Decision(nil), ds...)},
 		})
 	}
 	return true, nil
 }
 
-// A pending is what takeAll knows of one Request between reading and writing.
+// A pending is what takeAll knows of one Request between deciding and writing.
 type pending struct {
-	index int                   // the key's entry, when live
-	live  bool                  // the key holds a live window, st
-	st    algo.FixedWindowState // the key's state, when live
-	write algo.Write            // the write an admission makes
+	kernel kernel // the Request's algorithm's
+	index  int    // the key's entry, when it has a live one
+	write  write  // the write an admission makes
 }
 
-// state returns the key's state for algo.FixedWindow: nil when the key is missing or its window has
-// ended.
-func (p *pending) state() *algo.FixedWindowState {
-	if !p.live {
-		return nil
+// live returns the entry of key, which takeAll read live, or nil if it has none. The caller holds
+// sh.mu.
+func (sh *shard) live(key string) *entry {
+	if i, ok := sh.index[key]; ok {
+		return &sh.entries[i]
 	}
-	return &p.st
-}
-
-// decision returns the Decision of res under lim.
-func decision(res algo.FixedWindowResult, lim admit.Limit) admit.Decision {
-	return admit.Decision{
-		Allowed:    res.Allowed,
-		Limit:      lim,
-		Remaining:  res.Remaining,
-		RetryAfter: res.RetryAfter,
-		ResetAfter: res.ResetAfter,
-	}
+	return nil
 }
 
 // replay answers rs from the live record at recordKey, if there is one: its Decisions, marked
@@ -446,30 +442,32 @@ func (sh *shard) replay(recordKey, fingerprint string, rs []admit.Request, ds []
 	return true, nil
 }
 
-// read reads the state of key under lim at now into *st, and returns the index of its entry and
-// whether it is live: not when the key is missing or its window has ended — an ended entry is removed,
-// and *moved set, since removing moves another entry — or an error when the state cannot be lim's.
-// The caller holds sh.mu.
-func (sh *shard) read(key string, lim admit.Limit, now time.Duration, st *algo.FixedWindowState, moved *bool) (int, bool, error) {
+// read returns the entry of key, and its index, if it is live for k at now; nil when the key is
+// missing or its state has ended — an ended entry is removed, and *moved set, since removing moves another entry — or an
+// error when the state cannot be lim's. The entry stays where it is until the next removal. The
+// caller holds sh.mu.
+func (sh *shard) read(key string, lim admit.Limit, k kernel, now instant, moved *bool) (int, *entry, error) {
 	i, found := sh.index[key]
 	if !found {
-		return 0, false, nil
+		return 0, nil, nil
 	}
 	e := &sh.entries[i]
-	ttl := e.deadline - now
-	if ttl <= 0 {
-		sh.remove(i) // the window has ended, at its last instant as in Redis: the key is missing
-		*moved = true
-		return 0, false, nil
+	switch {
+	case e.rec != nil:
+		if e.deadline > now.mono {
+			return 0, nil, fmt.Errorf("memstore: %v: %w: key %q holds a request record", lim.Algorithm, admit.ErrCorruptState, key)
+		}
+	case e.alg != lim.Algorithm:
+		return 0, nil, fmt.Errorf("memstore: %v: %w: key %q holds %v state", lim.Algorithm, admit.ErrCorruptState, key, e.alg)
+	case k.live(e, now):
+		if err := k.check(e, lim, now); err != nil {
+			return 0, nil, fmt.Errorf("memstore: %v: %w: %w", lim.Algorithm, admit.ErrCorruptState, err)
+		}
+		return i, e, nil
 	}
-	if e.rec != nil {
-		return 0, false, fmt.Errorf("memstore: fixed_window: %w: key %q holds a request record", admit.ErrCorruptState, key)
-	}
-	*st = algo.FixedWindowState{Count: e.count, TTL: ttl}
-	if err := algo.CheckFixedWindow(*st, lim.Period); err != nil {
-		return 0, false, fmt.Errorf("memstore: fixed_window: %w: %w (window left %v, Limit %v)", admit.ErrCorruptState, err, ttl, lim)
-	}
-	return i, true, nil
+	sh.remove(i) // ended, at its last instant as in Redis: the key is missing
+	*moved = true
+	return 0, nil, nil
 }
 
 // makeRoomFor makes room for need new entries, paying reclaim for each, or reports ErrFull having
@@ -486,19 +484,20 @@ func (sh *shard) makeRoomFor(need int, now time.Duration) error {
 	return nil
 }
 
-// apply makes the write p decided for r: it creates the key's entry (read removed an ended one) or
-// adds to its count, at p.index unless entries have moved since read. The caller holds sh.mu, and
-// made room for a new entry.
-func (sh *shard) apply(r *admit.Request, p *pending, moved bool, now time.Duration) {
+// apply makes the write p decided for r: on a new entry, or on the key's, at p.index unless entries
+// have moved since read. The caller holds sh.mu, and made room for a new entry.
+func (sh *shard) apply(r *admit.Request, p *pending, moved bool, now instant) {
 	switch p.write {
-	case algo.WriteCreate:
-		sh.insert(entry{key: strings.Clone(r.Key), count: r.Cost, deadline: now + r.Limit.Period})
-	case algo.WriteIncrement:
+	case writeCreate:
+		e := entry{key: strings.Clone(r.Key), alg: r.Limit.Algorithm}
+		p.kernel.apply(&e, writeCreate, r.Limit, r.Cost, now)
+		sh.insert(e)
+	case writeUpdate:
 		i := p.index
 		if moved {
 			i = sh.index[r.Key]
 		}
-		sh.entries[i].count += r.Cost
+		p.kernel.apply(&sh.entries[i], writeUpdate, r.Limit, r.Cost, now)
 	}
 }
 

@@ -46,13 +46,16 @@ var (
 var modules = []string{fixedWindowSrc}
 
 // takeScript is the entry point that decides 1 … admit.MaxRequests policies all-or-nothing.
-var takeScript = newScript("take", assemble(takeSrc))
+var takeScript = newScript("take", assemble(takeSrc, false))
 
 // assemble returns the script of an entry point: the rendered constants, the prelude, every
-// algorithm module, then the entry point itself.
-func assemble(entry string) string {
+// algorithm module, then the entry point itself. A test assembly (testClock) reads the time from its
+// last argument, Unix microseconds, instead of Redis's TIME, so that tests can fix it; production
+// scripts read Redis's clock only.
+func assemble(entry string, testClock bool) string {
 	var b strings.Builder
 	b.WriteString(constants())
+	fmt.Fprintf(&b, "local CLOCK_FROM_ARGV = %t\n", testClock)
 	b.WriteString(preludeSrc)
 	for _, m := range modules {
 		b.WriteString(m)
@@ -161,15 +164,27 @@ func takeArgs(rs []admit.Request) (keys, args []string) {
 	for i := range rs {
 		r := &rs[i]
 		keys = append(keys, r.Key)
-		args = append(args, r.Limit.Algorithm.String(),
-			strconv.FormatInt(r.Limit.Rate, 10),
-			strconv.FormatInt(r.Limit.Period.Milliseconds(), 10),
-			strconv.FormatInt(r.Cost, 10))
+		args = policyArgs(args, r)
 	}
 	if id != "" {
 		keys = append(keys, algo.RecordKey(rs[0].Key, id))
 	}
 	return keys, args
+}
+
+// policyArgs appends the take script's arguments of r's policy: its algorithm's name, then the
+// arguments that algorithm's module parses (scripts/<algorithm>.lua).
+func policyArgs(args []string, r *admit.Request) []string {
+	lim := &r.Limit
+	args = append(args, lim.Algorithm.String(),
+		strconv.FormatInt(lim.Rate, 10),
+		strconv.FormatInt(lim.Period.Milliseconds(), 10),
+		strconv.FormatInt(r.Cost, 10))
+	switch lim.Algorithm {
+	case admit.FixedWindow:
+		// limit, window, cost
+	}
+	return args
 }
 
 // errBadReply means a script answered with something it never sends.
@@ -211,7 +226,7 @@ func parseTake(msg rueidis.RedisMessage, rs []admit.Request, ds []admit.Decision
 // decision reads one policy's {allowed, remaining, retry_after_ms, reset_after_ms}.
 func decision(v []int64, lim admit.Limit) (admit.Decision, error) {
 	allowed, remaining, retryMS, resetMS := v[0], v[1], v[2], v[3]
-	maxMS := lim.Period.Milliseconds()
+	maxMS := lim.MaxWait().Milliseconds()
 	if allowed != 0 && allowed != 1 || remaining < 0 || remaining > lim.Rate ||
 		retryMS < 0 || retryMS > maxMS || resetMS < 0 || resetMS > maxMS {
 		return admit.Decision{}, unavailable(fmt.Errorf("%w: %v out of range", errBadReply, v))

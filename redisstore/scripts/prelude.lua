@@ -6,13 +6,14 @@
 --   MAX_WINDOW    the longest window, in milliseconds (admit.MaxPeriod)
 --   MAX_DIGITS    the most decimal digits either may have
 --   MAX_REQUESTS  the most policies one call decides together (admit.MaxRequests)
+-- and CLOCK_FROM_ARGV, false but in a test assembly, which takes the time from its last argument.
 --
 -- Errors are raised as 'ADMIT_INVALID <why>' for bad arguments and 'ADMIT_CORRUPT <why>' for a key
 -- that holds something no admit script writes, always before any write.
 --
 -- Every function a script defines is a new closure on every call (Redis runs the whole chunk each
--- time), so the prelude defines only integer; error replies and formats are written where they are
--- needed. Replies hold integers only,
+-- time), so the prelude defines only integer and now; error replies and formats are written where
+-- they are needed. Replies hold integers only,
 -- and writes pass decimal strings, never a Lua number (Redis would format a large one as a double).
 
 -- integer returns s as a strict decimal integer in lo … hi, or nil. It refuses "1.5", "1e3", "0x10",
@@ -26,4 +27,26 @@ local function integer(s, lo, hi)
     return nil
   end
   return v
+end
+
+-- ARGS is the number of arguments the entry point reads: all, but the time of a test assembly.
+local ARGS = #ARGV
+if CLOCK_FROM_ARGV then
+  ARGS = ARGS - 1
+end
+
+-- now returns the time in Unix microseconds, read once per call from Redis's clock (TIME), never the
+-- application's: application servers with skewed clocks still agree. A test assembly reads it from
+-- its last argument instead.
+local clock = nil
+local function now()
+  if not clock then
+    if CLOCK_FROM_ARGV then
+      clock = tonumber(ARGV[#ARGV])
+    else
+      local t = redis.call('TIME')
+      clock = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    end
+  end
+  return clock
 end

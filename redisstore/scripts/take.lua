@@ -6,6 +6,7 @@
 -- ARGV[1]     N
 -- ARGV[2]     the request's fingerprint (hex), or '' for a request without an ID
 -- ARGV[3..]   each policy in turn: its algorithm's name, then that algorithm's own arguments
+--             (and, in a test assembly only, the time in Unix microseconds last)
 --
 -- Reply: {allowed, replayed, then for each policy: allowed, remaining, retry_after_ms, reset_after_ms}.
 --
@@ -46,8 +47,8 @@ for k = 1, n do
   policies[k] = p
   i = next_or_why
 end
-if i ~= #ARGV + 1 then
-  return redis.error_reply('ADMIT_INVALID take got ' .. #ARGV .. ' arguments, want ' .. (i - 1))
+if i ~= ARGS + 1 then
+  return redis.error_reply('ADMIT_INVALID take got ' .. ARGS .. ' arguments, want ' .. (i - 1))
 end
 
 -- A retry of an admitted request returns its recorded decisions.
