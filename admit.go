@@ -76,6 +76,10 @@ const (
 	MinPeriod = time.Millisecond
 	// MaxPeriod is the longest Period: 366 days.
 	MaxPeriod = 366 * 24 * time.Hour
+	// MaxSlidingLogRate is the largest Rate of a SlidingLog: the log keeps one timestamp per
+	// admitted unit, so a key's memory grows with its Rate (docs/sliding-log.md measures it: about
+	// 1 MiB per Redis key at this Rate).
+	MaxSlidingLogRate int64 = 10_000
 )
 
 // A Limit is one policy's numbers, and its name. Limits are values, compared with ==; one Store
@@ -130,17 +134,30 @@ func (l Limit) validateAlgorithm() error {
 	switch l.Algorithm {
 	case FixedWindow:
 		return nil
-	case SlidingWindow, SlidingLog, GCRA:
+	case SlidingWindow:
+		return nil
+	case SlidingLog:
+		if l.Rate > MaxSlidingLogRate {
+			return fmt.Errorf("%w: rate %d: a sliding_log keeps every admission, so its rate is at most %d", ErrInvalidLimit, l.Rate, MaxSlidingLogRate)
+		}
+		return nil
+	case GCRA:
 		return fmt.Errorf("%w: algorithm %v is not implemented yet", ErrInvalidLimit, l.Algorithm)
 	}
 	return fmt.Errorf("%w: unknown algorithm %v", ErrInvalidLimit, l.Algorithm)
 }
 
 // MaxWait returns the longest RetryAfter and ResetAfter a Decision under l can report: the time a
-// key takes to return to its full allowance. For a fixed window it is Period.
+// key takes to return to its full allowance. For a fixed window and a sliding log it is Period; for
+// a sliding window, 2 × Period (the rest of the current window, then the next one, in which the
+// current window's count still weighs).
 func (l Limit) MaxWait() time.Duration {
 	switch l.Algorithm {
 	case FixedWindow:
+		return l.Period
+	case SlidingWindow:
+		return 2 * l.Period
+	case SlidingLog:
 		return l.Period
 	}
 	return l.Period

@@ -56,6 +56,18 @@ func TestValidate(t *testing.T) {
 		{fw(1, admit.MaxPeriod+time.Millisecond), "period 8784h0m0.001s"},
 		{fw(1, 1500*time.Microsecond), "whole number of milliseconds"},
 		{admit.Limit{Rate: 1, Period: time.Second}, "unknown algorithm"},
+		{admit.Limit{Algorithm: admit.SlidingWindow, Rate: admit.MaxRate, Period: admit.MaxPeriod}, ""},
+		{admit.Limit{Algorithm: admit.SlidingWindow, Rate: 1, Period: time.Millisecond}, ""},
+		{admit.Limit{Algorithm: admit.SlidingWindow, Rate: 0, Period: time.Second}, "rate 0"},
+		{admit.Limit{Algorithm: admit.SlidingWindow, Rate: 1, Period: 1500 * time.Microsecond}, "whole number of milliseconds"},
+		{admit.Limit{Algorithm: admit.SlidingWindow, Rate: 3, Period: time.Second, Burst: 3}, "only gcra has a burst"},
+		{admit.Limit{Algorithm: admit.SlidingWindow, Rate: 3, Period: time.Second, Aligned: true}, "only fixed_window"},
+		{admit.Limit{Algorithm: admit.SlidingLog, Rate: admit.MaxSlidingLogRate, Period: admit.MaxPeriod}, ""},
+		{admit.Limit{Algorithm: admit.SlidingLog, Rate: 1, Period: time.Millisecond}, ""},
+		{admit.Limit{Algorithm: admit.SlidingLog, Rate: admit.MaxSlidingLogRate + 1, Period: time.Second}, "rate 10001: a sliding_log keeps every admission, so its rate is at most 10000"},
+		{admit.Limit{Algorithm: admit.SlidingLog, Rate: admit.MaxRate, Period: time.Second}, "at most 10000"},
+		{admit.Limit{Algorithm: admit.SlidingLog, Rate: 0, Period: time.Second}, "rate 0"},
+		{admit.Limit{Algorithm: admit.SlidingLog, Rate: 3, Period: time.Second, Aligned: true}, "only fixed_window"},
 		{admit.Limit{Algorithm: 99, Rate: 1, Period: time.Second}, "unknown algorithm Algorithm(99)"},
 	} {
 		err := tc.lim.Validate()
@@ -67,6 +79,22 @@ func TestValidate(t *testing.T) {
 		}
 		if !errors.Is(err, admit.ErrInvalidLimit) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v.Validate() = %v, want ErrInvalidLimit mentioning %q", tc.lim, err, tc.want)
+		}
+	}
+}
+
+func TestMaxWait(t *testing.T) {
+	for _, tc := range []struct {
+		alg  admit.Algorithm
+		want time.Duration
+	}{
+		{admit.FixedWindow, 10 * time.Second},
+		{admit.SlidingWindow, 20 * time.Second}, // the rest of the window, then the next
+		{admit.SlidingLog, 10 * time.Second},
+	} {
+		lim := admit.Limit{Algorithm: tc.alg, Rate: 3, Period: 10 * time.Second}
+		if got := lim.MaxWait(); got != tc.want {
+			t.Errorf("MaxWait of %v = %v, want %v", lim, got, tc.want)
 		}
 	}
 }
@@ -167,9 +195,14 @@ func TestErrorKinds(t *testing.T) {
 }
 
 func TestParseAlgorithm(t *testing.T) {
-	a, err := admit.ParseAlgorithm("fixed_window")
-	if err != nil || a != admit.FixedWindow || a.String() != "fixed_window" {
-		t.Fatalf("ParseAlgorithm(fixed_window) = %v, %v", a, err)
+	for _, want := range []admit.Algorithm{admit.FixedWindow, admit.SlidingWindow, admit.SlidingLog} {
+		a, err := admit.ParseAlgorithm(want.String())
+		if err != nil || a != want {
+			t.Fatalf("ParseAlgorithm(%s) = %v, %v", want, a, err)
+		}
+	}
+	if admit.SlidingWindow.String() != "sliding_window" || admit.SlidingLog.String() != "sliding_log" {
+		t.Fatalf("names %q and %q; want sliding_window and sliding_log", admit.SlidingWindow, admit.SlidingLog)
 	}
 	if _, err := admit.ParseAlgorithm("leaky"); !errors.Is(err, admit.ErrInvalidLimit) {
 		t.Fatalf("ParseAlgorithm(leaky) = %v, want ErrInvalidLimit", err)

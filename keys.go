@@ -122,8 +122,10 @@ func (b *KeyBuilder) appendDigest(dst []byte, label, value string) []byte {
 
 // Shape returns the part of a key's version segment that changes when the shape of the state l
 // keeps changes: its algorithm and its window, such as "fw10000" for a fixed window of 10 s from the
-// first admission, "fwa10000" for one aligned to Unix time. The rate is not part of it, so a change
-// of the rate alone keeps the counters.
+// first admission, "fwa10000" for one aligned to Unix time, "sw10000" for a sliding window and
+// "sl10000" for a sliding log of 10 s. The rate is not part of it, so a change of the rate alone
+// keeps the counters (a sliding window's counts and a sliding log's timestamps are units admitted,
+// as meaningful under any rate).
 func (l Limit) Shape() string {
 	period := strconv.FormatInt(l.Period.Milliseconds(), 10)
 	switch l.Algorithm {
@@ -132,6 +134,10 @@ func (l Limit) Shape() string {
 			return "fwa" + period
 		}
 		return "fw" + period
+	case SlidingWindow:
+		return "sw" + period
+	case SlidingLog:
+		return "sl" + period
 	}
 	return "x" + strconv.Itoa(int(l.Algorithm)) + "-" + period
 }

@@ -60,6 +60,10 @@ func TestKeyFormatIsStable(t *testing.T) {
 			"rl:per-second:v1-fw1000:{4ec7806b9a0066d13055cdfb3dc8b6b4}:d792e2dd2849c327cfb3ef0cff488a2d"},
 		{admit.Limit{Name: "per-tenant", Algorithm: admit.FixedWindow, Rate: 100000, Period: time.Minute}, admit.Subject{ID: "acme"},
 			"rl:per-tenant:v1-fw60000:{4ec7806b9a0066d13055cdfb3dc8b6b4}"},
+		{admit.Limit{Name: "per-minute", Algorithm: admit.SlidingWindow, Rate: 100, Period: time.Minute}, admit.Subject{ID: "alice"},
+			"rl:per-minute:v1-sw60000:{d9e6d899cf23189c77c5e86126feed62}"},
+		{admit.Limit{Name: "login", Algorithm: admit.SlidingLog, Rate: 5, Period: 15 * time.Minute}, admit.Subject{ID: "alice"},
+			"rl:login:v1-sl900000:{d9e6d899cf23189c77c5e86126feed62}"},
 	} {
 		if got := key(t, kb, tc.lim, "1", tc.s); got != tc.want {
 			t.Errorf("key of %q under %s = %q; want %q", tc.s.ID, tc.lim.Name, got, tc.want)
@@ -122,6 +126,26 @@ func TestKeysSeparatePoliciesAndShapes(t *testing.T) {
 	}
 	if key(t, kb, higher, "1", alice) != base {
 		t.Error("a new rate changes the key: counters would be lost for nothing")
+	}
+	// Each algorithm keeps its own shape of state: a change of algorithm changes the key; a change of
+	// the rate alone keeps it, for every algorithm.
+	seen := map[string]admit.Algorithm{base: admit.FixedWindow}
+	for _, alg := range []admit.Algorithm{admit.SlidingWindow, admit.SlidingLog} {
+		lim := demo
+		lim.Algorithm = alg
+		k := key(t, kb, lim, "1", alice)
+		if prev, ok := seen[k]; ok {
+			t.Errorf("%v and %v share the key %q", prev, alg, k)
+		}
+		seen[k] = alg
+		lim.Rate = 7
+		if key(t, kb, lim, "1", alice) != k {
+			t.Errorf("%v: a new rate changes the key", alg)
+		}
+		lim.Period = time.Minute
+		if key(t, kb, lim, "1", alice) == k {
+			t.Errorf("%v: a new window keeps the key", alg)
+		}
 	}
 	other2, err := admit.NewKeyBuilder([]byte("another secret, 16+ bytes long"))
 	if err != nil {
