@@ -1,6 +1,7 @@
 // Package algo holds the limiting algorithms as pure transitions, (state, limit, n) -> (write,
-// decision), with no I/O and no clock. It is the executable spec that the Redis scripts and the
-// in-memory store both follow.
+// decision), with no I/O and no clock: an algorithm that needs the time, such as a sliding window,
+// takes it as an argument, in Unix microseconds as Redis's TIME gives it. It is the executable spec
+// that the Redis scripts and the in-memory store both follow.
 package algo
 
 import (
