@@ -20,6 +20,10 @@ func (k kernel) live(e *entry, now instant) bool {
 	switch admit.Algorithm(k) {
 	case admit.FixedWindow:
 		return fixedWindowLive(e, now)
+	case admit.SlidingWindow:
+		return slidingWindowLive(e, now)
+	case admit.SlidingLog:
+		return slidingLogLive(e, now)
 	}
 	return false
 }
@@ -29,6 +33,10 @@ func (k kernel) check(e *entry, lim admit.Limit, now instant) error {
 	switch admit.Algorithm(k) {
 	case admit.FixedWindow:
 		return fixedWindowCheck(e, lim, now)
+	case admit.SlidingWindow:
+		return slidingWindowCheck(e, lim, now)
+	case admit.SlidingLog:
+		return slidingLogCheck(e, lim, now)
 	}
 	return fmt.Errorf("no kernel for %v", lim.Algorithm)
 }
@@ -39,6 +47,10 @@ func (k kernel) decide(e *entry, lim admit.Limit, cost int64, now instant) (admi
 	switch admit.Algorithm(k) {
 	case admit.FixedWindow:
 		return fixedWindowDecide(e, lim, cost, now)
+	case admit.SlidingWindow:
+		return slidingWindowDecide(e, lim, cost, now)
+	case admit.SlidingLog:
+		return slidingLogDecide(e, lim, cost, now)
 	}
 	return admit.Decision{Limit: lim}, writeNone
 }
@@ -49,6 +61,10 @@ func (k kernel) apply(e *entry, w write, lim admit.Limit, cost int64, now instan
 	switch admit.Algorithm(k) {
 	case admit.FixedWindow:
 		fixedWindowApply(e, w, lim, cost, now)
+	case admit.SlidingWindow:
+		slidingWindowApply(e, w, lim, cost, now)
+	case admit.SlidingLog:
+		slidingLogApply(e, w, lim, cost, now)
 	}
 }
 

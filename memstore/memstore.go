@@ -311,6 +311,7 @@ type entry struct {
 	count    int64           // the units a kernel counts
 	deadline time.Duration   // since table.base: from then on the entry is not live, and reclaimed
 	rec      *record         // the idempotency record; nil for a kernel's state
+	sliding  *sliding        // a sliding window's or log's state beyond count and deadline; nil for others
 }
 
 // A record is what an admitted request with an ID leaves: its fingerprint and its Decisions.

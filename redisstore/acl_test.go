@@ -92,8 +92,9 @@ func TestACLRulesMatchScriptsAndDocs(t *testing.T) {
 			}
 		}
 	}
-	if got := scriptCommands(); strings.Join(got, " ") != "GET INCRBY PTTL SET TIME" {
-		t.Errorf("the scripts call %v; want GET INCRBY PTTL SET TIME (update this test and the docs together)", got)
+	const want = "GET HGETALL HINCRBY HSET INCRBY PEXPIREAT PTTL SET TIME ZADD ZCARD ZCOUNT ZRANGE ZRANGEBYSCORE ZREMRANGEBYSCORE"
+	if got := scriptCommands(); strings.Join(got, " ") != want {
+		t.Errorf("the scripts call %v; want %s (update this test and the docs together)", got, want)
 	}
 	doc, err := os.ReadFile("../docs/redis.md")
 	if err != nil {
@@ -101,5 +102,12 @@ func TestACLRulesMatchScriptsAndDocs(t *testing.T) {
 	}
 	if line := "ACL SETUSER admit on >PASSWORD " + ACLRules(); !strings.Contains(string(doc), line) {
 		t.Errorf("docs/redis.md does not give the rules the scripts need; want the line\n%s", line)
+	}
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rules := strings.TrimPrefix(ACLRules(), "resetkeys ~rl:* resetchannels "); !strings.Contains(string(readme), "`"+rules+"` on\n`~rl:*`") {
+		t.Errorf("README.md does not give the rules the scripts need; want\n`%s` on\n`~rl:*`", rules)
 	}
 }

@@ -38,12 +38,16 @@ var (
 	preludeSrc string
 	//go:embed scripts/fixed_window.lua
 	fixedWindowSrc string
+	//go:embed scripts/sliding_window.lua
+	slidingWindowSrc string
+	//go:embed scripts/sliding_log.lua
+	slidingLogSrc string
 	//go:embed scripts/take.lua
 	takeSrc string
 )
 
 // modules are the algorithm modules, in the order the scripts define them.
-var modules = []string{fixedWindowSrc}
+var modules = []string{fixedWindowSrc, slidingWindowSrc, slidingLogSrc}
 
 // takeScript is the entry point that decides 1 … admit.MaxRequests policies all-or-nothing.
 var takeScript = newScript("take", assemble(takeSrc, false))
@@ -71,11 +75,13 @@ func assemble(entry string, testClock bool) string {
 //	MAX_WINDOW    the longest window in milliseconds: admit.MaxPeriod
 //	MAX_DIGITS    the most decimal digits either may have
 //	MAX_REQUESTS  the most policies one call decides: admit.MaxRequests
+//	MAX_LOG       the largest limit of a sliding log, and the most entries its key holds: admit.MaxSlidingLogRate
 func constants() string {
 	maxWindow := admit.MaxPeriod.Milliseconds()
 	digits := max(len(strconv.FormatInt(admit.MaxRate, 10)), len(strconv.FormatInt(maxWindow, 10)))
 	return fmt.Sprintf("local MAX = %d\nlocal MAX_WINDOW = %d\nlocal MAX_DIGITS = %d\nlocal MAX_REQUESTS = %d\n",
-		admit.MaxRate, maxWindow, digits, admit.MaxRequests)
+		admit.MaxRate, maxWindow, digits, admit.MaxRequests) +
+		fmt.Sprintf("local MAX_LOG = %d\n", admit.MaxSlidingLogRate)
 }
 
 // Error-reply prefixes the scripts raise before any write.
@@ -182,6 +188,10 @@ func policyArgs(args []string, r *admit.Request) []string {
 		strconv.FormatInt(r.Cost, 10))
 	switch lim.Algorithm {
 	case admit.FixedWindow:
+		// limit, window, cost
+	case admit.SlidingWindow:
+		// limit, window, cost
+	case admit.SlidingLog:
 		// limit, window, cost
 	}
 	return args
