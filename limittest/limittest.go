@@ -48,13 +48,29 @@ func TestStore(t *testing.T, newBackend func(t *testing.T) Backend) {
 	}
 }
 
-// An algorithm is what the suite knows of one admit.Algorithm: how to make its Limits and the cases
-// only it passes. An algorithm joins the suite with an entry in algorithms and, for the invariants
-// of its Decisions beyond those of every Decision, one in checkAlgorithm.
+// An algorithm is what the suite knows of one admit.Algorithm: how to make its Limits, what the
+// shared cases expect of it where algorithms differ, and the cases only it passes. An algorithm joins
+// the suite with an entry in algorithms and, for the invariants of its Decisions beyond those of every
+// Decision, one in checkAlgorithm.
 type algorithm struct {
 	alg   admit.Algorithm
 	cases []algorithmCase
+	// maxRate is the largest Rate of the algorithm's Limits: admit.MaxRate, or less for an algorithm
+	// whose state grows with its Rate.
+	maxRate int64
+	// refill returns the least and the most time a fresh key filled by one admission under lim takes
+	// to return to its full allowance, from that admission: its ResetAfter, and the RetryAfter of a
+	// rejection right after it. Exactly the window for a fixed window or a log.
+	refill func(lim admit.Limit) (lo, hi time.Duration)
+	// windowFromFirst reports whether a key's window starts at its first admission and nothing but
+	// its end restarts it, so that ResetAfter counts down from the window whatever else the key
+	// admits (a fixed window).
+	windowFromFirst bool
 }
+
+// exactWindow is the refill of an algorithm whose full key returns to its allowance exactly one
+// window after its admission.
+func exactWindow(lim admit.Limit) (lo, hi time.Duration) { return lim.Period, lim.Period }
 
 // An algorithmCase is a subtest of one algorithm only.
 type algorithmCase struct {
@@ -63,7 +79,17 @@ type algorithmCase struct {
 }
 
 // algorithms returns the algorithms the suite checks, in order.
-func algorithms() []*algorithm { return []*algorithm{fixedWindow()} }
+func algorithms() []*algorithm { return []*algorithm{fixedWindow(), slidingWindow(), slidingLog()} }
+
+// algorithmOf returns the suite's algorithm of alg, or nil.
+func algorithmOf(alg admit.Algorithm) *algorithm {
+	for _, a := range algorithms() {
+		if a.alg == alg {
+			return a
+		}
+	}
+	return nil
+}
 
 // limit returns a Limit of the algorithm: rate units per period, named after the algorithm.
 func (a *algorithm) limit(rate int64, period time.Duration) admit.Limit {
@@ -81,6 +107,10 @@ func checkAlgorithm(t *testing.T, d admit.Decision, lim admit.Limit, n int64) {
 	switch lim.Algorithm {
 	case admit.FixedWindow:
 		checkFixedWindow(t, d, n)
+	case admit.SlidingWindow:
+		checkSlidingWindow(t, d, lim, n)
+	case admit.SlidingLog:
+		checkSlidingLog(t, d, lim, n)
 	}
 }
 
@@ -147,23 +177,25 @@ func checkDecision(t *testing.T, d admit.Decision, lim admit.Limit, n int64) {
 		if d.RetryAfter != 0 {
 			t.Errorf("Take(n=%d): allowed with RetryAfter = %v; want 0", n, d.RetryAfter)
 		}
-		if d.ResetAfter < 0 || d.ResetAfter > lim.Period {
-			t.Errorf("Take(n=%d): allowed with ResetAfter = %v; want 0…%v", n, d.ResetAfter, lim.Period)
+		if d.ResetAfter < 0 || d.ResetAfter > lim.MaxWait() {
+			t.Errorf("Take(n=%d): allowed with ResetAfter = %v; want 0…%v (MaxWait)", n, d.ResetAfter, lim.MaxWait())
 		}
 		if n > 0 && d.ResetAfter == 0 {
 			t.Errorf("Take(n=%d): admitted with ResetAfter = 0; want the time until the key is full again", n)
 		}
-	} else if d.RetryAfter <= 0 || d.RetryAfter > lim.Period {
-		t.Errorf("Take(n=%d): rejected with RetryAfter = %v; want more than 0 and at most the window %v", n, d.RetryAfter, lim.Period)
+	} else if d.RetryAfter <= 0 || d.RetryAfter > lim.MaxWait() {
+		t.Errorf("Take(n=%d): rejected with RetryAfter = %v; want more than 0 and at most %v (MaxWait)", n, d.RetryAfter, lim.MaxWait())
 	}
 	checkAlgorithm(t, d, lim, n)
 }
 
-// checkFresh reports whether d started a new window: ResetAfter is the whole window (within slack).
+// checkFresh reports whether d filled a fresh key: ResetAfter is the time such a key takes to return
+// to its full allowance (within slack), for a fixed window the whole window.
 func checkFresh(t *testing.T, d admit.Decision, lim admit.Limit) {
 	t.Helper()
-	if lo := lim.Period - slack(lim.Period); d.ResetAfter <= lo || d.ResetAfter > lim.Period {
-		t.Errorf("a Take that starts a window: ResetAfter = %v; want the whole window, %v (at least %v for a real-time backend)", d.ResetAfter, lim.Period, lo)
+	lo, hi := algorithmOf(lim.Algorithm).refill(lim)
+	if least := lo - slack(lim.Period); d.ResetAfter <= least || d.ResetAfter > hi {
+		t.Errorf("a Take that starts a window: ResetAfter = %v; want %v…%v (more than %v for a real-time backend)", d.ResetAfter, lo, hi, least)
 	}
 }
 

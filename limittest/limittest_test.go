@@ -43,7 +43,7 @@ var mutants = []struct {
 }{
 	{"no-validation", []string{"fixed_window/Invalid"}},
 	{"invalid-is-unavailable", []string{"fixed_window/Invalid", "MultiPolicy/Invalid"}},
-	{"bounds-exclusive", []string{"fixed_window/Bounds/MaxRate", "fixed_window/Bounds/MaxPeriod", "fixed_window/Bounds/key_of_512_bytes_text"}},
+	{"bounds-exclusive", []string{"fixed_window/Bounds/MaxRate", "fixed_window/Bounds/MaxPeriod", "fixed_window/Bounds/key_of_512_bytes_text", "sliding_log/Bounds/MaxRate"}},
 	{"truncate-key", []string{"fixed_window/Bounds/key_of_512_bytes_text", "fixed_window/Bounds/key_of_512_bytes_binary"}},
 	{"one-bucket", []string{"fixed_window/KeysAreIndependent"}},
 	{"separate-stores", []string{"fixed_window/SharedAcrossStores", "fixed_window/Concurrent", "Idempotency/Replay"}},
@@ -74,6 +74,10 @@ var mutants = []struct {
 	{"id-global", []string{"Idempotency/ScopedToTheSlot"}},
 	{"replay-unmarked", []string{"Idempotency/Replay"}},
 	{"supports-release", []string{"Unsupported"}},
+	{"sliding-window-forgets-previous", []string{"sliding_window/PreviousWindowWeighs", "sliding_window/ForgetsAfterTwoWindows"}},
+	{"sliding-window-floor", []string{"sliding_window/PreviousWindowWeighs", "sliding_window/ForgetsAfterTwoWindows"}},
+	{"sliding-log-window-ends", []string{"sliding_log/EntriesLeaveOneByOne"}},
+	{"sliding-log-one-entry-per-take", []string{"sliding_log/EveryUnitIsLogged", "sliding_log/Cost"}},
 }
 
 // mutantEnv names the bug that TestMutant builds into the reference Store.
@@ -144,7 +148,8 @@ func (b *refBackend) newStore(bug string) *refStore {
 	if b.clock != nil {
 		now = b.clock.Now
 	}
-	return &refStore{now: now, bug: bug, m: map[string]refEntry{}, records: map[string]refRecord{}}
+	return &refStore{now: now, bug: bug, m: map[string]refEntry{}, records: map[string]refRecord{},
+		windows: map[string]algo.SlidingWindowState{}, logs: map[string][]int64{}}
 }
 
 func (b *refBackend) Open(t *testing.T) admit.Store {
@@ -162,8 +167,8 @@ func (b *refBackend) Sleep(t *testing.T, d time.Duration) {
 	b.clock.Advance(d)
 }
 
-// refStore is the simplest correct Store: one mutex, one map, algo.FixedWindow, and a map of
-// idempotency records. A non-empty bug builds in one of the bugs of mutants.
+// refStore is the simplest correct Store: one mutex, a map per algorithm's keys (deciding with
+// algo.FixedWindow, algo.SlidingWindow or algo.SlidingLog), and a map of idempotency records. A non-empty bug builds in one of the bugs of mutants.
 type refStore struct {
 	now func() time.Time
 	bug string
@@ -171,6 +176,8 @@ type refStore struct {
 	mu      sync.Mutex
 	m       map[string]refEntry
 	records map[string]refRecord
+	windows map[string]algo.SlidingWindowState // sliding_window keys
+	logs    map[string][]int64                 // sliding_log keys
 }
 
 type refEntry struct {
@@ -222,7 +229,8 @@ func (s *refStore) validate(rs []admit.Request, ds []admit.Decision) error {
 	}
 	if err == nil && bug == "bounds-exclusive" {
 		for _, r := range rs {
-			if r.Limit.Rate == admit.MaxRate || r.Limit.Period == admit.MaxPeriod || len(r.Key) == admit.MaxKeyLen {
+			if r.Limit.Rate == admit.MaxRate || r.Limit.Period == admit.MaxPeriod || len(r.Key) == admit.MaxKeyLen ||
+				r.Limit.Algorithm == admit.SlidingLog && r.Limit.Rate == admit.MaxSlidingLogRate {
 				return fmt.Errorf("%w: at the bound", admit.ErrInvalidLimit)
 			}
 		}
@@ -284,7 +292,17 @@ func (s *refStore) TakeAll(ctx context.Context, rs []admit.Request, ds []admit.D
 	}
 
 	states := make([]*algo.FixedWindowState, len(rs))
+	slides := make([]refSliding, len(rs)) // the sliding algorithms' own
 	for i, r := range rs {
+		// Without validation, an invalid request is decided as a fixed window, which takes any numbers.
+		slides[i].on = (r.Limit.Algorithm == admit.SlidingWindow || r.Limit.Algorithm == admit.SlidingLog) &&
+			(bug != "no-validation" || r.Validate() == nil)
+		if slides[i].on {
+			if err := s.readSliding(&slides[i], keys[i], r.Limit, now); err != nil {
+				return false, err
+			}
+			continue
+		}
 		e, ok := s.m[keys[i]]
 		if ok && e.deadline.Equal(now) && bug == "last-instant-corrupt" {
 			return false, fmt.Errorf("%w: counter has no expiry", admit.ErrCorruptState)
@@ -314,10 +332,24 @@ func (s *refStore) TakeAll(ctx context.Context, rs []admit.Request, ds []admit.D
 		if bug == "off-by-one" {
 			limit++
 		}
+		if slides[i].on {
+			all = slides[i].decide(r.Limit, limit, costs[i], now, bug) && all
+			continue
+		}
 		results[i] = algo.FixedWindow(states[i], limit, r.Limit.Period, costs[i])
 		all = all && results[i].Allowed
 	}
 	for i, r := range rs {
+		if slides[i].on {
+			sl := &slides[i]
+			if all || bug == "partial-writes" {
+				s.writeSliding(sl, keys[i], r.Limit, costs[i])
+			} else if sl.d.Allowed && bug != "rejection-reports-consumed" {
+				sl.decide(r.Limit, r.Limit.Rate, 0, now, bug) // as it is
+			}
+			ds[i] = decisionOf(sl.d, bug)
+			continue
+		}
 		if all || bug == "partial-writes" {
 			s.write(keys[i], r.Limit, costs[i], states[i], &results[i], now)
 		} else {
@@ -384,7 +416,11 @@ func (s *refStore) writeRejected(key string, lim admit.Limit, n int64, st *algo.
 }
 
 func decision(r algo.FixedWindowResult, lim admit.Limit, bug string) admit.Decision {
-	d := admit.Decision{Allowed: r.Allowed, Limit: lim, Remaining: r.Remaining, RetryAfter: r.RetryAfter, ResetAfter: r.ResetAfter}
+	return decisionOf(admit.Decision{Allowed: r.Allowed, Limit: lim, Remaining: r.Remaining, RetryAfter: r.RetryAfter, ResetAfter: r.ResetAfter}, bug)
+}
+
+// decisionOf returns d as the reference Store reports it, with the bugs that touch a Decision.
+func decisionOf(d admit.Decision, bug string) admit.Decision {
 	switch bug {
 	case "no-limit-echo":
 		d.Limit = admit.Limit{}
@@ -394,4 +430,112 @@ func decision(r algo.FixedWindowResult, lim admit.Limit, bug string) admit.Decis
 		d.RetryAfter = d.RetryAfter.Truncate(time.Second)
 	}
 	return d
+}
+
+// refSliding is what the reference Store knows of one request of a sliding algorithm between reading
+// and writing: the state as read, and the Decision.
+type refSliding struct {
+	on     bool // the request is decided by a sliding algorithm
+	window *algo.SlidingWindowState
+	log    []int64
+	d      admit.Decision
+	write  algo.Write
+	state  algo.SlidingWindowState // a sliding window's WriteCreate
+	trim   int                     // a sliding log's WriteIncrement
+	at     int64                   // the time of the decision, Unix µs
+}
+
+// readSliding reads the state of key under lim into sl, with the bugs that touch reading.
+func (s *refStore) readSliding(sl *refSliding, key string, lim admit.Limit, now time.Time) error {
+	at := now.UnixMicro()
+	w := lim.Period.Microseconds()
+	switch lim.Algorithm {
+	case admit.SlidingWindow:
+		st, ok := s.windows[key]
+		if !ok {
+			return nil
+		}
+		if err := algo.CheckSlidingWindow(st, lim.Period, at); err != nil {
+			return fmt.Errorf("%w: %w", admit.ErrCorruptState, err)
+		}
+		if s.bug == "sliding-window-forgets-previous" { // an aligned fixed window
+			if st.Start != at-at%w {
+				return nil
+			}
+			st.Prev = 0
+		}
+		sl.window = &st
+	case admit.SlidingLog:
+		log := s.logs[key]
+		if err := algo.CheckSlidingLog(log, at); err != nil {
+			return fmt.Errorf("%w: %w", admit.ErrCorruptState, err)
+		}
+		if s.bug == "sliding-log-window-ends" && len(log) > 0 && log[0] <= at-w {
+			log = nil // the whole log ends when its oldest entry leaves, as a fixed window would
+		}
+		sl.log = log
+	}
+	return nil
+}
+
+// decide decides n units under lim, counting up to limit, on the state sl read, with the bugs that
+// touch deciding, and reports whether they are admitted.
+func (sl *refSliding) decide(lim admit.Limit, limit, n int64, now time.Time, bug string) bool {
+	sl.at = now.UnixMicro()
+	d := admit.Decision{Limit: lim}
+	switch lim.Algorithm {
+	case admit.SlidingWindow:
+		st := sl.window
+		if st != nil && bug == "sliding-window-floor" {
+			// The previous window weighs ⌊p × (w − e)/w⌋: one unit less whenever it is not whole.
+			w := lim.Period.Microseconds()
+			e := sl.at % w
+			var p int64
+			switch st.Start {
+			case sl.at - e:
+				p = st.Prev
+			case sl.at - e - w:
+				p = st.Curr
+			}
+			if p*(w-e)%w != 0 {
+				limit++
+			}
+		}
+		r := algo.SlidingWindow(st, sl.at, limit, lim.Period, n)
+		d.Allowed, d.Remaining, d.RetryAfter, d.ResetAfter = r.Allowed, min(r.Remaining, lim.Rate), r.RetryAfter, r.ResetAfter
+		sl.write, sl.state = r.Write, r.State
+	case admit.SlidingLog:
+		r := algo.SlidingLog(sl.log, sl.at, limit, lim.Period, n)
+		d.Allowed, d.Remaining, d.RetryAfter, d.ResetAfter = r.Allowed, min(r.Remaining, lim.Rate), r.RetryAfter, r.ResetAfter
+		sl.write, sl.trim = r.Write, r.Trim
+	}
+	sl.d = d
+	return d.Allowed
+}
+
+// writeSliding makes the write sl decided for n units of key, with the bugs that touch writing.
+func (s *refStore) writeSliding(sl *refSliding, key string, lim admit.Limit, n int64) {
+	switch lim.Algorithm {
+	case admit.SlidingWindow:
+		switch sl.write {
+		case algo.WriteCreate:
+			s.windows[key] = sl.state
+		case algo.WriteIncrement:
+			st := *sl.window // as read: the not-atomic bug has let others write since
+			st.Curr += n
+			s.windows[key] = st
+		}
+	case admit.SlidingLog:
+		if sl.write == algo.WriteNone {
+			return
+		}
+		if s.bug == "sliding-log-one-entry-per-take" {
+			n = 1
+		}
+		log := append([]int64(nil), sl.log[sl.trim:]...) // as read
+		for range n {
+			log = append(log, sl.at)
+		}
+		s.logs[key] = log
+	}
 }

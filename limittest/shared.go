@@ -155,9 +155,14 @@ func testRejectionsAreReadOnly(t *testing.T, b Backend, a *algorithm) {
 	before = take(t, s, key, lim, 0)
 	rejectMany(t, s, key, lim, 1, 0, before.ResetAfter)
 	after = take(t, s, key, lim, 0)
-	if after.Remaining != 0 || after.ResetAfter > before.ResetAfter || after.ResetAfter > lim.Period-20*time.Millisecond {
+	if after.Remaining != 0 || after.ResetAfter > before.ResetAfter {
 		t.Fatalf("peek before 20 rejections: remaining %d, ResetAfter %v; after: remaining %d, ResetAfter %v; want remaining 0 and ResetAfter not increased",
 			before.Remaining, before.ResetAfter, after.Remaining, after.ResetAfter)
+	}
+	// A window that started at the first admission, 20 ms ago or more, has no more than that left.
+	if a.windowFromFirst && after.ResetAfter > lim.Period-20*time.Millisecond {
+		t.Fatalf("peek after 20 rejections: ResetAfter %v; want at most %v: the window began with the first admission, at least 20ms ago",
+			after.ResetAfter, lim.Period-20*time.Millisecond)
 	}
 	// Remaining stops at 0; a larger Limit on the same key shows the stored count itself.
 	big := a.perMinute(100)
@@ -376,18 +381,25 @@ func testInvalid(t *testing.T, b Backend, a *algorithm) {
 func testBounds(t *testing.T, b Backend, a *algorithm) {
 	s := b.Open(t)
 	t.Run("MaxRate", func(t *testing.T) {
-		lim := a.perMinute(admit.MaxRate)
+		most := a.maxRate
+		lim := a.perMinute(most)
 		run(t, b, s, newKey(), lim, []step{
-			{n: admit.MaxRate, allowed: true, remaining: 0, fresh: true},
+			{n: most, allowed: true, remaining: 0, fresh: true},
 			{n: 1, allowed: false, remaining: 0},
 		})
 		run(t, b, s, newKey(), lim, []step{
-			{n: 1, allowed: true, remaining: admit.MaxRate - 1, fresh: true},
-			{n: admit.MaxRate, allowed: false, remaining: admit.MaxRate - 1},
-			{n: admit.MaxRate - 2, allowed: true, remaining: 1},
+			{n: 1, allowed: true, remaining: most - 1, fresh: true},
+			{n: most, allowed: false, remaining: most - 1},
+			{n: most - 2, allowed: true, remaining: 1},
 			{n: 2, allowed: false, remaining: 1},
 			{n: 1, allowed: true, remaining: 0},
 		})
+		if most < admit.MaxRate {
+			over := a.perMinute(most + 1)
+			if _, err := s.Take(t.Context(), admit.Request{Key: newKey(), Limit: over, Cost: 1}); !errors.Is(err, admit.ErrInvalidLimit) {
+				t.Fatalf("Take under %v, above the algorithm's largest rate %d: %v; want ErrInvalidLimit", over, most, err)
+			}
+		}
 	})
 	t.Run("MaxPeriod", func(t *testing.T) {
 		lim := a.limit(2, admit.MaxPeriod)
@@ -442,9 +454,22 @@ func testRetryAfterSeconds(t *testing.T, b Backend, a *algorithm) {
 			{n: 1, allowed: true, remaining: 0, fresh: true},
 			{n: 1, allowed: false, remaining: 0},
 		})
-		if got := ds[1].RetryAfterSeconds(); got != tt.want {
-			t.Errorf("a rejection just after the first admission to a window of %v: RetryAfter = %v, RetryAfterSeconds() = %d; want %d",
-				tt.window, ds[1].RetryAfter, got, tt.want)
+		got := ds[1].RetryAfterSeconds()
+		if lo, hi := a.refill(lim); lo == hi {
+			if got != tt.want {
+				t.Errorf("a rejection just after the first admission to a window of %v: RetryAfter = %v, RetryAfterSeconds() = %d; want %d",
+					tt.window, ds[1].RetryAfter, got, tt.want)
+			}
+			continue
+		}
+		// The wait depends on where the key's window lies: it is what remains of the admission's
+		// ResetAfter, which the key takes to refill.
+		if ds[1].RetryAfter > ds[0].ResetAfter || ds[1].RetryAfter <= ds[0].ResetAfter-slack(tt.window) {
+			t.Errorf("a rejection just after an admission that filled a window of %v: RetryAfter = %v; want what remains of the admission's ResetAfter %v",
+				tt.window, ds[1].RetryAfter, ds[0].ResetAfter)
+		}
+		if want := admit.CeilSeconds(ds[1].RetryAfter); got != want || got < tt.want {
+			t.Errorf("RetryAfter = %v, RetryAfterSeconds() = %d; want %d, at least %d", ds[1].RetryAfter, got, want, tt.want)
 		}
 	}
 }
