@@ -303,3 +303,21 @@ func TestCleanupStopsSweeper(t *testing.T) {
 	}
 	t.Fatal("the sweeper goroutine of an unreachable Store is still running")
 }
+
+// A sliding log keeps only the entries of its window: each admission trims those that left, so a
+// key's log never outgrows its rate however long it is used.
+func TestSlidingLogTrimsOnAdmission(t *testing.T) {
+	clock := newClock()
+	s := New(Options{Now: clock.Now, SweepInterval: -1})
+	lim := admit.Limit{Algorithm: admit.SlidingLog, Rate: 3, Period: 3 * time.Second}
+	for i := range 1000 {
+		if d := mustTake(t, s, "k", lim, 1); !d.Allowed {
+			t.Fatalf("take %d, a second after the last: %+v", i, d)
+		}
+		sh := s.tab.shard("k")
+		if n := len(sh.live("k").sliding.log); n > 3 {
+			t.Fatalf("after %d admissions a second apart under 3 per 3s: %d entries; want at most 3", i+1, n)
+		}
+		clock.Advance(time.Second)
+	}
+}
