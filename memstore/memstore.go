@@ -6,7 +6,9 @@
 //
 // Keys live in shards chosen by their Redis Cluster hash slot (admit.Slot), each shard behind its own
 // mutex, so the keys of one all-or-nothing request share one lock. An entry holds a count and the
-// absolute end of its window, or an idempotency record (SPEC §2.7).
+// absolute end of its window, or an idempotency record (SPEC §2.7). A sliding window's entry also
+// points to its window's start and the previous window's count (48 bytes more), a sliding log's to
+// the times of its admitted units (8 bytes each, at most admit.MaxSlidingLogRate).
 //
 // # Reclaim
 //
@@ -30,8 +32,8 @@
 //
 // # The entry cap
 //
-// A Store holds about Options.MaxEntries entries at most, by default 1<<20 (1,048,576): about
-// 110 MiB with keys of 20 bytes, 150 MiB with keys of 50, 600 MiB with keys of 512 bytes, the
+// A Store holds about Options.MaxEntries entries at most, by default 1<<20 (1,048,576): for fixed
+// windows about 110 MiB with keys of 20 bytes, 150 MiB with keys of 50, 600 MiB with keys of 512 bytes, the
 // longest allowed. The cap is enforced per shard: each shard holds at most MaxEntries/shards
 // entries, rounded up (so the Store exceeds MaxEntries only by that rounding), and a new key is
 // refused when its own shard is full, which may be somewhat before the Store holds MaxEntries in

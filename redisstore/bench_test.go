@@ -33,3 +33,53 @@ func benchKeys(n int) []string {
 	}
 	return keys
 }
+
+// BenchmarkKeyMemory reports the Redis memory of one key of each algorithm as admit leaves it:
+// bytes/key is MEMORY USAGE (SAMPLES 0: every element counted) of a key named as a KeyBuilder names
+// it, after one Take of the given cost; ns/op is that Take. docs/sliding-window.md and
+// docs/sliding-log.md quote it:
+//
+//	ADMIT_REQUIRE_REDIS=1 go test -run '^$' -bench KeyMemory -benchtime 3x ./redisstore
+func BenchmarkKeyMemory(b *testing.B) {
+	srv := redistest.Start(b)
+	s := open(b, srv.URL())
+	kb, err := admit.NewKeyBuilder([]byte("benchmark secret, 16+ bytes"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, bc := range []struct {
+		name string
+		lim  admit.Limit
+		cost int64
+	}{
+		{"fixed_window", admit.Limit{Name: "api", Algorithm: admit.FixedWindow, Rate: 100, Period: time.Minute}, 1},
+		{"sliding_window", admit.Limit{Name: "api", Algorithm: admit.SlidingWindow, Rate: 100, Period: time.Minute}, 1},
+		{"sliding_window/rate=10^15", admit.Limit{Name: "api", Algorithm: admit.SlidingWindow, Rate: admit.MaxRate, Period: time.Minute}, admit.MaxRate},
+		{"sliding_log/entries=1", admit.Limit{Name: "api", Algorithm: admit.SlidingLog, Rate: 100, Period: time.Minute}, 1},
+		{"sliding_log/entries=100", admit.Limit{Name: "api", Algorithm: admit.SlidingLog, Rate: 100, Period: time.Minute}, 100},
+		{"sliding_log/entries=128", admit.Limit{Name: "api", Algorithm: admit.SlidingLog, Rate: 128, Period: time.Minute}, 128},
+		{"sliding_log/entries=129", admit.Limit{Name: "api", Algorithm: admit.SlidingLog, Rate: 129, Period: time.Minute}, 129},
+		{"sliding_log/entries=1000", admit.Limit{Name: "api", Algorithm: admit.SlidingLog, Rate: 1000, Period: time.Minute}, 1000},
+		{"sliding_log/entries=10000", admit.Limit{Name: "api", Algorithm: admit.SlidingLog, Rate: admit.MaxSlidingLogRate, Period: time.Minute}, admit.MaxSlidingLogRate},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			var key string
+			i := 0
+			for b.Loop() {
+				i++
+				key, err = kb.Key(bc.lim, admit.DefaultVersion, admit.Subject{ID: b.Name() + strconv.Itoa(i)})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if d, err := s.Take(context.Background(), admit.Request{Key: key, Limit: bc.lim, Cost: bc.cost}); err != nil || !d.Allowed {
+					b.Fatalf("Take: %+v, %v", d, err)
+				}
+			}
+			bytes, err := srv.Do(b, "MEMORY", "USAGE", key, "SAMPLES", "0").AsInt64()
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(bytes), "bytes/key")
+		})
+	}
+}

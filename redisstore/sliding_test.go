@@ -711,9 +711,10 @@ func TestSlidingWindowReplayOfTheLongestWindow(t *testing.T) {
 func TestSlidingWindowMulDivIsExact(t *testing.T) {
 	srv := redistest.Start(t)
 	src := constants() + "local CLOCK_FROM_ARGV = false\n" + preludeSrc + slidingWindowSrc + `
+sliding_window_define()
 local out = {}
 for i = 1, #ARGV, 3 do
-  local q, r = muldiv(tonumber(ARGV[i]), tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]))
+  local q, r = sliding_window.muldiv(tonumber(ARGV[i]), tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]))
   out[#out + 1] = q
   out[#out + 1] = r
 end

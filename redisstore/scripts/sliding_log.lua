@@ -14,9 +14,107 @@
 
 local sliding_log = {}
 
+-- define defines the module's functions other than parse. parse calls it for the first policy of a
+-- call that names a sliding log, so that a call that names none does not make their closures:
+-- every function a script defines is made anew on every call (~67 ns each, BENCHMARKS.md).
+local function sliding_log_define()
+  -- read reads the key's state at now into p: p.card, its entries; p.count, those in the window;
+  -- p.newest, the newest entry's time; and p.kth, for a request of p.cost that does not fit, the time
+  -- of the entry whose exit lets it fit. It returns true, or nil and why the key is corrupt.
+  function sliding_log.read(key, p)
+    local t = now()
+    p.now = t
+    local card = redis.pcall('ZCARD', key)
+    if type(card) == 'table' then
+      return nil, 'key holds a value that is not a sorted set'
+    end
+    if card == 0 then
+      return true
+    end
+    if card > MAX_LOG then
+      return nil, 'log holds more than ' .. MAX_LOG .. ' entries'
+    end
+    local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+    local score = integer(newest[2], 0, t)
+    local at = string.match(newest[1], '^(%d+):[1-9]%d*$')
+    if not score or at ~= newest[2] then
+      return nil, "newest entry is not '<t>:<seq>' scored t, an integer time not after now"
+    end
+    if redis.call('PTTL', key) == -1 then
+      return nil, 'log has no expiry'
+    end
+    local from = '(' .. string.format('%.0f', t - p.w)
+    p.card, p.newest = card, score
+    p.count = redis.call('ZCOUNT', key, from, '+inf')
+    local k = p.count + p.cost - p.limit
+    if k > 0 then
+      local kth = redis.call('ZRANGEBYSCORE', key, from, '+inf', 'WITHSCORES', 'LIMIT', k - 1, 1)
+      p.kth = integer(kth[2], 0, t)
+      if not p.kth then
+        return nil, 'log holds an entry whose time is not an integer'
+      end
+    end
+    return true
+  end
+
+  -- decide returns allowed (0 or 1), remaining, retry_after and reset_after in milliseconds for a
+  -- request of cost units on the state read into p. cost is the policy's own, or 0 for a peek of a
+  -- policy that admits its own cost (take.lua asks no other): a rejection waits for p.kth, read for
+  -- the policy's own cost.
+  function sliding_log.decide(p, cost)
+    local count, limit = p.count, p.limit
+    if count + cost <= limit then
+      local reset = 0
+      if cost > 0 then
+        reset = p.window
+      elseif count > 0 then
+        reset = math.ceil((p.newest + p.w - p.now) / 1000)
+      end
+      return 1, limit - count - cost, 0, reset
+    end
+    local remaining = limit - count
+    if remaining < 0 then
+      remaining = 0
+    end
+    return 0, remaining, math.ceil((p.kth + p.w - p.now) / 1000), math.ceil((p.newest + p.w - p.now) / 1000)
+  end
+
+  -- apply makes the writes of an admission: the trim of entries that left the window, if any (every
+  -- entry not in it is before it: none is after now), the cost's members, in batches that unpack can
+  -- take, and the expiry.
+  function sliding_log.apply(key, p)
+    local cost = p.cost
+    if cost == 0 then
+      return
+    end
+    local t = p.now
+    local at = string.format('%.0f', t)
+    if p.card > p.count then
+      redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%.0f', t - p.w))
+    end
+    local seq = 0
+    if p.newest == t then
+      seq = redis.call('ZCOUNT', key, at, at)
+    end
+    local args = {}
+    for j = 1, cost do
+      args[#args + 1] = at
+      args[#args + 1] = at .. ':' .. (seq + j)
+      if #args == 2000 or j == cost then
+        redis.call('ZADD', key, unpack(args))
+        args = {}
+      end
+    end
+    redis.call('PEXPIREAT', key, string.format('%.0f', math.ceil((t + p.w) / 1000)))
+  end
+end
+
 -- parse reads the arguments from ARGV[i] on and returns the policy's table and the index after them,
 -- or nil and why they are invalid.
 function sliding_log.parse(i)
+  if not sliding_log.apply then
+    sliding_log_define()
+  end
   local limit, window = integer(ARGV[i], 1, MAX_LOG), integer(ARGV[i + 1], 1, MAX_WINDOW)
   if not limit or not window then
     return nil, 'sliding_log needs a limit in 1..' .. MAX_LOG .. ' and a window in 1..' .. MAX_WINDOW .. ' ms'
@@ -27,94 +125,4 @@ function sliding_log.parse(i)
   end
   return {alg = sliding_log, limit = limit, window = window, cost = cost, w = window * 1000,
     now = 0, card = 0, count = 0, newest = 0, kth = 0}, i + 3
-end
-
--- read reads the key's state at now into p: p.card, its entries; p.count, those in the window;
--- p.newest, the newest entry's time; and p.kth, for a request of p.cost that does not fit, the time
--- of the entry whose exit lets it fit. It returns true, or nil and why the key is corrupt.
-function sliding_log.read(key, p)
-  local t = now()
-  p.now = t
-  local card = redis.pcall('ZCARD', key)
-  if type(card) == 'table' then
-    return nil, 'key holds a value that is not a sorted set'
-  end
-  if card == 0 then
-    return true
-  end
-  if card > MAX_LOG then
-    return nil, 'log holds more than ' .. MAX_LOG .. ' entries'
-  end
-  local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-  local score = integer(newest[2], 0, t)
-  local at = string.match(newest[1], '^(%d+):[1-9]%d*$')
-  if not score or at ~= newest[2] then
-    return nil, "newest entry is not '<t>:<seq>' scored t, an integer time not after now"
-  end
-  if redis.call('PTTL', key) == -1 then
-    return nil, 'log has no expiry'
-  end
-  local from = '(' .. string.format('%.0f', t - p.w)
-  p.card, p.newest = card, score
-  p.count = redis.call('ZCOUNT', key, from, '+inf')
-  local k = p.count + p.cost - p.limit
-  if k > 0 then
-    local kth = redis.call('ZRANGEBYSCORE', key, from, '+inf', 'WITHSCORES', 'LIMIT', k - 1, 1)
-    p.kth = integer(kth[2], 0, t)
-    if not p.kth then
-      return nil, 'log holds an entry whose time is not an integer'
-    end
-  end
-  return true
-end
-
--- decide returns allowed (0 or 1), remaining, retry_after and reset_after in milliseconds for a
--- request of cost units on the state read into p. cost is the policy's own, or 0 for a peek of a
--- policy that admits its own cost (take.lua asks no other): a rejection waits for p.kth, read for
--- the policy's own cost.
-function sliding_log.decide(p, cost)
-  local count, limit = p.count, p.limit
-  if count + cost <= limit then
-    local reset = 0
-    if cost > 0 then
-      reset = p.window
-    elseif count > 0 then
-      reset = math.ceil((p.newest + p.w - p.now) / 1000)
-    end
-    return 1, limit - count - cost, 0, reset
-  end
-  local remaining = limit - count
-  if remaining < 0 then
-    remaining = 0
-  end
-  return 0, remaining, math.ceil((p.kth + p.w - p.now) / 1000), math.ceil((p.newest + p.w - p.now) / 1000)
-end
-
--- apply makes the writes of an admission: the trim of entries that left the window, if any (every
--- entry not in it is before it: none is after now), the cost's members, in batches that unpack can
--- take, and the expiry.
-function sliding_log.apply(key, p)
-  local cost = p.cost
-  if cost == 0 then
-    return
-  end
-  local t = p.now
-  local at = string.format('%.0f', t)
-  if p.card > p.count then
-    redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%.0f', t - p.w))
-  end
-  local seq = 0
-  if p.newest == t then
-    seq = redis.call('ZCOUNT', key, at, at)
-  end
-  local args = {}
-  for j = 1, cost do
-    args[#args + 1] = at
-    args[#args + 1] = at .. ':' .. (seq + j)
-    if #args == 2000 or j == cost then
-      redis.call('ZADD', key, unpack(args))
-      args = {}
-    end
-  end
-  redis.call('PEXPIREAT', key, string.format('%.0f', math.ceil((t + p.w) / 1000)))
 end
