@@ -19,7 +19,7 @@ const MaxLogLen = int(admit.MaxSlidingLogRate)
 
 // Reasons a stored sliding log is corrupt, returned by [CheckSlidingLog].
 var (
-	ErrLogTooLong      = errors.New("log holds more entries than any sliding_log rate admits")
+	ErrLogTooLong       = errors.New("log holds more entries than any sliding_log rate admits")
 	ErrEntryInTheFuture = errors.New("log holds an entry after now")
 )
 

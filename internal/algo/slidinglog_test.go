@@ -41,7 +41,7 @@ func TestSlidingLog(t *testing.T) {
 			ago(12*time.Second, w, 3*time.Second), 2, 1, SlidingLogResult{WriteIncrement, true, 0, 0, w, 2}},
 		{"a rejection trims nothing", ago(12*time.Second, 3*time.Second, 2*time.Second), 2, 1,
 			SlidingLogResult{Remaining: 0, RetryAfter: 7 * time.Second, ResetAfter: 8 * time.Second}},
-		{"an entry one microsecond inside the window", ago(w-time.Microsecond), 1, 1,
+		{"an entry one microsecond inside the window", ago(w - time.Microsecond), 1, 1,
 			SlidingLogResult{Remaining: 0, RetryAfter: ms, ResetAfter: ms}},
 		{"an entry exactly one window old has left", ago(w), 1, 1, SlidingLogResult{WriteIncrement, true, 0, 0, w, 1}},
 		{"only old entries: peek", ago(11 * time.Second), 1, 0, SlidingLogResult{Allowed: true, Remaining: 1}},
@@ -49,7 +49,7 @@ func TestSlidingLog(t *testing.T) {
 			SlidingLogResult{Remaining: 1, RetryAfter: 9 * time.Second, ResetAfter: 9 * time.Second}},
 		{"count above a lowered limit: peek", ago(5*time.Second, 4*time.Second, 3*time.Second), 1, 0,
 			SlidingLogResult{Remaining: 0, RetryAfter: 6 * time.Second, ResetAfter: 7 * time.Second}},
-		{"sub-millisecond exits round up", ago(2500*time.Microsecond), 1, 1,
+		{"sub-millisecond exits round up", ago(2500 * time.Microsecond), 1, 1,
 			SlidingLogResult{Remaining: 0, RetryAfter: 9998 * ms, ResetAfter: 9998 * ms}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -112,7 +112,9 @@ func TestSlidingLogWaitsAreExact(t *testing.T) {
 		if res.Write != WriteNone { // ResetAfter is of the log as the admission leaves it
 			log = append(slices.Clone(log[res.Trim:]), slices.Repeat([]int64{now}, int(n))...)
 		}
-		at := func(d time.Duration, n int64) SlidingLogResult { return SlidingLog(log, now+d.Microseconds(), limit, w, n) }
+		at := func(d time.Duration, n int64) SlidingLogResult {
+			return SlidingLog(log, now+d.Microseconds(), limit, w, n)
+		}
 		if res.ResetAfter > 0 {
 			if p := at(res.ResetAfter, 0); p.Remaining != limit {
 				t.Fatalf("%v, window %v: ResetAfter %v, but then %d of %d remain", log, w, res.ResetAfter, p.Remaining, limit)

@@ -146,7 +146,9 @@ func TestSlidingWindowWaitsAreExact(t *testing.T) {
 		case WriteIncrement:
 			after = &SlidingWindowState{st.Start, st.Prev, st.Curr + n}
 		}
-		peekAt := func(d time.Duration) SlidingWindowResult { return SlidingWindow(after, now+d.Microseconds(), limit, w, 0) }
+		peekAt := func(d time.Duration) SlidingWindowResult {
+			return SlidingWindow(after, now+d.Microseconds(), limit, w, 0)
+		}
 		if res.ResetAfter > 0 {
 			if p := peekAt(res.ResetAfter); p.Remaining != limit {
 				t.Fatalf("%+v at %d, window %v: ResetAfter %v, but then %d of %d remain", st, now, w, res.ResetAfter, p.Remaining, limit)
