@@ -127,3 +127,33 @@ func liveHeapMiB() float64 {
 	runtime.ReadMemStats(&m)
 	return float64(m.HeapAlloc) / (1 << 20)
 }
+
+// BenchmarkKeyMemory reports the heap a key takes under each algorithm: bytes/key is the live heap,
+// after a GC, of a Store holding 2^20 keys of 20 bytes, each after one Take of one unit, divided by
+// 2^20 — the key, its entry, its share of the shards' maps and slices, and any state an entry points
+// to. ns/op is the time to fill the Store. docs/sliding-window.md and docs/sliding-log.md quote it:
+//
+//	go test -run '^$' -bench KeyMemory -benchtime 1x ./memstore
+func BenchmarkKeyMemory(b *testing.B) {
+	const keys = 1 << 20
+	for _, alg := range []admit.Algorithm{admit.FixedWindow, admit.SlidingWindow, admit.SlidingLog} {
+		b.Run(alg.String(), func(b *testing.B) {
+			lim := admit.Limit{Algorithm: alg, Rate: 3, Period: time.Hour}
+			var perKey float64
+			for b.Loop() {
+				start := liveHeapMiB()
+				clock := limittest.NewClock(time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC))
+				s := memstore.New(memstore.Options{Now: clock.Now, SweepInterval: -1, MaxEntries: 2 * keys})
+				for i := range keys {
+					key := "rl:k:" + strconv.FormatInt(1e14+int64(i), 10) // 20 bytes
+					if _, err := s.Take(context.Background(), admit.Request{Key: key, Limit: lim, Cost: 1}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				perKey = (liveHeapMiB() - start) * (1 << 20) / keys
+				runtime.KeepAlive(s)
+			}
+			b.ReportMetric(perKey, "bytes/key")
+		})
+	}
+}

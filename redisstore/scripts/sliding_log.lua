@@ -48,7 +48,10 @@ local function sliding_log_define()
     p.count = redis.call('ZCOUNT', key, from, '+inf')
     local k = p.count + p.cost - p.limit
     if k > 0 then
-      local kth = redis.call('ZRANGEBYSCORE', key, from, '+inf', 'WITHSCORES', 'LIMIT', k - 1, 1)
+      -- The entries in the window are the newest count (none is after now): the k-th oldest of them
+      -- has rank card − count + k − 1, found in logarithmic time.
+      local rank = card - p.count + k - 1
+      local kth = redis.call('ZRANGE', key, rank, rank, 'WITHSCORES')
       p.kth = integer(kth[2], 0, t)
       if not p.kth then
         return nil, 'log holds an entry whose time is not an integer'
