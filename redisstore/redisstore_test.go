@@ -26,6 +26,9 @@ func (b backend) Open(t *testing.T) admit.Store { return open(t, b.srv.URL()) }
 
 func (b backend) Sleep(t *testing.T, d time.Duration) { time.Sleep(d) }
 
+// Now is Redis's TIME, the clock the scripts decide by: the backend is a limittest.ClockBackend.
+func (b backend) Now(t *testing.T) time.Time { return redisNow(t, b.srv) }
+
 func (b backend) Address() string { return b.srv.URL() }
 
 func (b backend) OpenAddress(t *testing.T, url string) admit.Store { return open(t, url) }

@@ -18,12 +18,13 @@ var ErrExpiryAfterWindowEnd = errors.New("counter expires after its aligned wind
 
 // AlignedWindowLeft returns the time from now, in Unix microseconds, to the end of the aligned
 // window of length window that holds now: the next multiple of window in Unix time. It is more than
-// 0 and at most window. window must be a whole number of microseconds, at least one.
+// 0 and at most window. window is taken in whole microseconds; an invalid one, shorter than a
+// microsecond, counts as one (it never panics).
 //
 // The Redis store computes it in whole milliseconds, from the millisecond that holds now: its figure
 // is this one rounded up to a millisecond, and both name the same window end.
 func AlignedWindowLeft(now int64, window time.Duration) time.Duration {
-	w := window.Microseconds()
+	w := max(window.Microseconds(), 1)
 	into := now % w
 	if into < 0 { // before 1970: the window still starts at a multiple of w below now
 		into += w

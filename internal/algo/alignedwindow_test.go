@@ -29,6 +29,8 @@ func TestAlignedWindowLeft(t *testing.T) {
 		{0, time.Minute, time.Minute},       // the Unix epoch is a boundary of every window
 		{-1, time.Second, time.Microsecond}, // before it too
 		{-1_500_000, time.Second, 500 * time.Millisecond},
+		{at(0), 0, time.Microsecond},            // an invalid window does not panic
+		{at(0), -time.Second, time.Microsecond}, // nor does a negative one
 		// A week from the epoch, a Thursday, as envoyproxy/ratelimit's WEEK unit counts.
 		{time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC).UnixMicro(), 7 * 24 * time.Hour, 7 * 24 * time.Hour},
 		{time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC).UnixMicro(), 7 * 24 * time.Hour, 3 * 24 * time.Hour},
