@@ -4,7 +4,7 @@ GO        ?= go
 LISTEN    ?= 127.0.0.1:8080
 BENCHTIME ?= 2s
 
-.PHONY: run test vet bench build check-redis
+.PHONY: run test vet bench build check-redis pictures
 
 ## run: start `admit serve` on the embedded in-memory backend (set REDIS_URL to use Redis).
 run:
@@ -32,3 +32,7 @@ check-redis:
 ## bench: run the benchmarks against a harness-started Redis and write BENCHMARKS.md.
 bench: check-redis
 	BENCHTIME=$(BENCHTIME) ./scripts/bench.sh
+
+## pictures: redraw docs/algorithms.svg from internal/algo (a test fails while the checked-in file is stale).
+pictures:
+	$(GO) run ./internal/tools/algopicture -o docs/algorithms.svg

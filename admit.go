@@ -160,9 +160,13 @@ func validName(s string) bool {
 	return true
 }
 
-// String returns a short description of l, such as "demo: 3 per 10s (fixed_window)".
+// String returns a short description of l, such as "demo: 3 per 10s (fixed_window)", or
+// "demo: 3 per 10s (fixed_window, aligned)" for windows aligned to Unix time.
 func (l Limit) String() string {
 	s := fmt.Sprintf("%d per %v (%v)", l.Rate, l.Period, l.Algorithm)
+	if l.Aligned {
+		s = fmt.Sprintf("%d per %v (%v, aligned)", l.Rate, l.Period, l.Algorithm)
+	}
 	if l.Name != "" {
 		s = l.Name + ": " + s
 	}

@@ -23,7 +23,8 @@ type Backend interface {
 //
 // For each algorithm it runs the cases every algorithm passes (concurrency, bounds, invalid input, a
 // done context, read-only rejections, short windows) and the algorithm's own step tables, as
-// subtests named after the algorithm (TestConformance/fixed_window/Concurrent); then the cases of the
+// subtests named after the algorithm (TestConformance/fixed_window/Concurrent; fixed windows aligned
+// to the clock are TestConformance/fixed_window_aligned/…); then the cases of the
 // request model: several policies at once (MultiPolicy/…), idempotent retries (Idempotency/…),
 // the operations no algorithm supports yet (Unsupported), and, for a [SharedBackend], a race between
 // several OS processes with exact totals (MultiProcess). The subtests run one after the other, on
@@ -34,9 +35,13 @@ func TestStore(t *testing.T, newBackend func(t *testing.T) Backend) {
 		return // this process is a child of MultiProcess, and has done its part
 	}
 	for _, a := range algorithms() {
-		t.Run(a.alg.String(), func(t *testing.T) {
+		t.Run(a.name(), func(t *testing.T) {
 			for _, c := range sharedCases {
-				t.Run(c.name, func(t *testing.T) { c.run(t, newBackend(t), a) })
+				t.Run(c.name, func(t *testing.T) {
+					b := newBackend(t)
+					a.prepare(t, b)
+					c.run(t, b, a)
+				})
 			}
 			for _, c := range a.cases {
 				t.Run(c.name, func(t *testing.T) { c.run(t, newBackend(t)) })
@@ -52,8 +57,9 @@ func TestStore(t *testing.T, newBackend func(t *testing.T) Backend) {
 // only it passes. An algorithm joins the suite with an entry in algorithms and, for the invariants
 // of its Decisions beyond those of every Decision, one in checkAlgorithm.
 type algorithm struct {
-	alg   admit.Algorithm
-	cases []algorithmCase
+	alg     admit.Algorithm
+	aligned bool // FixedWindow with Limit.Aligned, a variant with its own subtests
+	cases   []algorithmCase
 }
 
 // An algorithmCase is a subtest of one algorithm only.
@@ -63,11 +69,30 @@ type algorithmCase struct {
 }
 
 // algorithms returns the algorithms the suite checks, in order.
-func algorithms() []*algorithm { return []*algorithm{fixedWindow()} }
+func algorithms() []*algorithm { return []*algorithm{fixedWindow(), alignedWindow()} }
+
+// name returns the name of the algorithm's subtests: its configuration name, such as
+// "fixed_window", or "fixed_window_aligned".
+func (a *algorithm) name() string {
+	if a.aligned {
+		return a.alg.String() + "_aligned"
+	}
+	return a.alg.String()
+}
 
 // limit returns a Limit of the algorithm: rate units per period, named after the algorithm.
 func (a *algorithm) limit(rate int64, period time.Duration) admit.Limit {
-	return admit.Limit{Name: "limittest", Algorithm: a.alg, Rate: rate, Period: period}
+	return admit.Limit{Name: "limittest", Algorithm: a.alg, Rate: rate, Period: period, Aligned: a.aligned}
+}
+
+// prepare readies b for one of the shared cases, most of which assume that no window of a minute
+// ends while they run: for aligned windows, which end at every minute of the clock, it lets the next
+// such end pass first if it is near (see settle). Other algorithms need nothing.
+func (a *algorithm) prepare(t *testing.T, b Backend) {
+	t.Helper()
+	if a.aligned {
+		settle(t, b, a.perMinute(1), minuteMargin)
+	}
 }
 
 // perMinute returns a Limit of rate units per minute: a window long enough that it never ends during
@@ -159,9 +184,14 @@ func checkDecision(t *testing.T, d admit.Decision, lim admit.Limit, n int64) {
 	checkAlgorithm(t, d, lim, n)
 }
 
-// checkFresh reports whether d started a new window: ResetAfter is the whole window (within slack).
+// checkFresh reports whether d started a new window: ResetAfter is the whole window (within slack),
+// or, for an aligned window, the time to its end (see checkAlignedFresh).
 func checkFresh(t *testing.T, d admit.Decision, lim admit.Limit) {
 	t.Helper()
+	if lim.Aligned {
+		checkAlignedFresh(t, d, lim)
+		return
+	}
 	if lo := lim.Period - slack(lim.Period); d.ResetAfter <= lo || d.ResetAfter > lim.Period {
 		t.Errorf("a Take that starts a window: ResetAfter = %v; want the whole window, %v (at least %v for a real-time backend)", d.ResetAfter, lim.Period, lo)
 	}
@@ -184,7 +214,7 @@ func run(t *testing.T, b Backend, s admit.Store, key string, lim admit.Limit, st
 		if st.sleep > 0 {
 			b.Sleep(t, st.sleep)
 		}
-		d := take(t, s, key, lim, st.n)
+		d := takeTimed(t, b, s, key, lim, st.n)
 		if d.Allowed != st.allowed || d.Remaining != st.remaining {
 			t.Fatalf("step %d: Take(n=%d) under %v = allowed %v, remaining %d; want allowed %v, remaining %d",
 				i, st.n, lim, d.Allowed, d.Remaining, st.allowed, st.remaining)

@@ -74,6 +74,10 @@ var mutants = []struct {
 	{"id-global", []string{"Idempotency/ScopedToTheSlot"}},
 	{"replay-unmarked", []string{"Idempotency/Replay"}},
 	{"supports-release", []string{"Unsupported"}},
+	{"aligned-ignored", []string{"fixed_window_aligned/AdmissionsShareTheWindowEnd", "fixed_window_aligned/NextWindowStartsAtTheBoundary",
+		"fixed_window_aligned/BoundaryBurst", "fixed_window_aligned/OnTheUnixGrid"}},
+	{"aligned-to-start", []string{"fixed_window_aligned/OnTheUnixGrid"}},
+	{"aligned-reset-window", []string{"fixed_window_aligned/AdmissionsShareTheWindowEnd", "fixed_window_aligned/OnTheUnixGrid"}},
 }
 
 // mutantEnv names the bug that TestMutant builds into the reference Store.
@@ -144,7 +148,7 @@ func (b *refBackend) newStore(bug string) *refStore {
 	if b.clock != nil {
 		now = b.clock.Now
 	}
-	return &refStore{now: now, bug: bug, m: map[string]refEntry{}, records: map[string]refRecord{}}
+	return &refStore{now: now, start: now(), bug: bug, m: map[string]refEntry{}, records: map[string]refRecord{}}
 }
 
 func (b *refBackend) Open(t *testing.T) admit.Store {
@@ -152,6 +156,14 @@ func (b *refBackend) Open(t *testing.T) admit.Store {
 		return b.newStore(b.store.bug)
 	}
 	return b.store
+}
+
+// Now is the time the reference Store decides by: it is a limittest.ClockBackend.
+func (b *refBackend) Now(t *testing.T) time.Time {
+	if b.clock == nil {
+		return time.Now()
+	}
+	return b.clock.Now()
 }
 
 func (b *refBackend) Sleep(t *testing.T, d time.Duration) {
@@ -162,11 +174,13 @@ func (b *refBackend) Sleep(t *testing.T, d time.Duration) {
 	b.clock.Advance(d)
 }
 
-// refStore is the simplest correct Store: one mutex, one map, algo.FixedWindow, and a map of
-// idempotency records. A non-empty bug builds in one of the bugs of mutants.
+// refStore is the simplest correct Store: one mutex, one map, algo.FixedWindow (algo.AlignedWindow
+// for an aligned Limit), and a map of idempotency records. A non-empty bug builds in one of the bugs
+// of mutants.
 type refStore struct {
-	now func() time.Time
-	bug string
+	now   func() time.Time
+	start time.Time // when the Store was made: the "aligned-to-start" bug aligns windows to it
+	bug   string
 
 	mu      sync.Mutex
 	m       map[string]refEntry
@@ -295,7 +309,12 @@ func (s *refStore) TakeAll(ctx context.Context, rs []admit.Request, ds []admit.D
 		}
 		if ok {
 			st := &algo.FixedWindowState{Count: e.count, TTL: max(e.deadline.Sub(now), time.Millisecond)}
-			if err := algo.CheckFixedWindow(*st, r.Limit.Period); err != nil && bug != "peek-creates" {
+			err := algo.CheckFixedWindow(*st, r.Limit.Period)
+			if s.aligned(r.Limit) {
+				st.TTL = e.deadline.Sub(time.UnixMicro(now.UnixMicro())) // from the microsecond now is in
+				err = algo.CheckAlignedWindow(*st, r.Limit.Period, s.unixMicro(now))
+			}
+			if err != nil && bug != "peek-creates" {
 				return false, fmt.Errorf("%w: %w", admit.ErrCorruptState, err)
 			}
 			states[i] = st
@@ -314,7 +333,7 @@ func (s *refStore) TakeAll(ctx context.Context, rs []admit.Request, ds []admit.D
 		if bug == "off-by-one" {
 			limit++
 		}
-		results[i] = algo.FixedWindow(states[i], limit, r.Limit.Period, costs[i])
+		results[i] = s.decide(states[i], r.Limit, limit, costs[i], now)
 		all = all && results[i].Allowed
 	}
 	for i, r := range rs {
@@ -322,7 +341,7 @@ func (s *refStore) TakeAll(ctx context.Context, rs []admit.Request, ds []admit.D
 			s.write(keys[i], r.Limit, costs[i], states[i], &results[i], now)
 		} else {
 			if results[i].Allowed && bug != "rejection-reports-consumed" {
-				results[i] = algo.FixedWindow(states[i], r.Limit.Rate, r.Limit.Period, 0) // as it is
+				results[i] = s.decide(states[i], r.Limit, r.Limit.Rate, 0, now) // as it is
 			}
 			s.writeRejected(keys[i], r.Limit, costs[i], states[i], &results[i], now)
 		}
@@ -341,7 +360,13 @@ func (s *refStore) write(key string, lim admit.Limit, n int64, st *algo.FixedWin
 	switch r.Write {
 	case algo.WriteCreate:
 		e = refEntry{count: n, deadline: now.Add(lim.Period)}
-		if bug == "clock-aligned" {
+		if s.aligned(lim) {
+			// The window's end: from the microsecond now is in, to the next multiple of the period.
+			e.deadline = time.UnixMicro(now.UnixMicro()).Add(algo.AlignedWindowLeft(s.unixMicro(now), lim.Period))
+			if bug == "aligned-reset-window" {
+				r.ResetAfter = lim.Period
+			}
+		} else if bug == "clock-aligned" {
 			e.deadline = now.Truncate(lim.Period).Add(lim.Period)
 			r.ResetAfter = e.deadline.Sub(now)
 		}
@@ -381,6 +406,27 @@ func (s *refStore) writeRejected(key string, lim admit.Limit, n int64, st *algo.
 		return
 	}
 	s.m[key] = e
+}
+
+// aligned reports whether the Store aligns lim's windows: lim.Aligned, but for the "aligned-ignored"
+// bug.
+func (s *refStore) aligned(lim admit.Limit) bool { return lim.Aligned && s.bug != "aligned-ignored" }
+
+// unixMicro returns now in Unix microseconds: for the "aligned-to-start" bug, the time since the
+// Store was made, so that its windows are aligned to its start.
+func (s *refStore) unixMicro(now time.Time) int64 {
+	if s.bug == "aligned-to-start" {
+		return now.UnixMicro() - s.start.UnixMicro()
+	}
+	return now.UnixMicro()
+}
+
+// decide decides n units of a key in state st under lim, counting up to limit, at now.
+func (s *refStore) decide(st *algo.FixedWindowState, lim admit.Limit, limit, n int64, now time.Time) algo.FixedWindowResult {
+	if s.aligned(lim) {
+		return algo.AlignedWindow(st, limit, lim.Period, s.unixMicro(now), n)
+	}
+	return algo.FixedWindow(st, limit, lim.Period, n)
 }
 
 func decision(r algo.FixedWindowResult, lim admit.Limit, bug string) admit.Decision {

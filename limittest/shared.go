@@ -438,10 +438,23 @@ func testRetryAfterSeconds(t *testing.T, b Backend, a *algorithm) {
 		{1500 * time.Millisecond, 2},
 	} {
 		lim := a.limit(1, tt.window)
+		if a.aligned {
+			settle(t, b, lim, tt.window/10) // the two Takes in one window
+		}
 		ds := run(t, b, s, newKey(), lim, []step{
 			{n: 1, allowed: true, remaining: 0, fresh: true},
 			{n: 1, allowed: false, remaining: 0},
 		})
+		if a.aligned {
+			// An aligned window ends at the next multiple of its period, which the admission reported:
+			// the rejection waits for that end, in whole seconds rounded up.
+			end, r, got := ds[0].ResetAfter, ds[1].RetryAfter, ds[1].RetryAfterSeconds()
+			if r > end || r < end-slack(tt.window) || time.Duration(got)*time.Second < r || time.Duration(got-1)*time.Second >= r {
+				t.Errorf("a rejection just after an admission that reported ResetAfter = %v: RetryAfter = %v, RetryAfterSeconds() = %d; want that end, rounded up to whole seconds",
+					end, r, got)
+			}
+			continue
+		}
 		if got := ds[1].RetryAfterSeconds(); got != tt.want {
 			t.Errorf("a rejection just after the first admission to a window of %v: RetryAfter = %v, RetryAfterSeconds() = %d; want %d",
 				tt.window, ds[1].RetryAfter, got, tt.want)

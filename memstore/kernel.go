@@ -67,4 +67,5 @@ const (
 type instant struct {
 	mono      time.Duration
 	unixMicro int64
+	intoMicro time.Duration // how far mono is into the microsecond unixMicro names: 0 … 999 ns
 }

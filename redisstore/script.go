@@ -155,7 +155,7 @@ func unavailable(err error) error {
 func takeArgs(rs []admit.Request) (keys, args []string) {
 	id := rs[0].ID
 	keys = make([]string, 0, len(rs)+1)
-	args = make([]string, 0, 2+4*len(rs))
+	args = make([]string, 0, 2+5*len(rs))
 	fp := ""
 	if id != "" {
 		fp = algo.Fingerprint(rs)
@@ -182,7 +182,12 @@ func policyArgs(args []string, r *admit.Request) []string {
 		strconv.FormatInt(r.Cost, 10))
 	switch lim.Algorithm {
 	case admit.FixedWindow:
-		// limit, window, cost
+		// limit, window, cost, then aligned
+		aligned := "0"
+		if lim.Aligned {
+			aligned = "1"
+		}
+		args = append(args, aligned)
 	}
 	return args
 }

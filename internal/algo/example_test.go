@@ -27,3 +27,25 @@ func ExampleFixedWindow() {
 	// allowed=true remaining=0 retry_after=0s
 	// allowed=false remaining=0 retry_after=10s
 }
+
+// Aligned windows end at multiples of the window in Unix time: two keys started 40 s apart within one
+// minute both end at the minute, and the next admission after it starts a new window.
+func ExampleAlignedWindow() {
+	const limit, window = 3, time.Minute
+	minute := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC) // a multiple of a minute
+	for _, at := range []time.Duration{10 * time.Second, 50 * time.Second} {
+		r := algo.AlignedWindow(nil, limit, window, minute.Add(at).UnixMicro(), 1)
+		fmt.Printf("a new key at 12:00:%02d: its window ends in %v\n", int(at.Seconds()), r.ResetAfter)
+	}
+	// A key filled at 12:00:50, asked again at 12:00:59.999, then at 12:01:00 (missing: its window has ended).
+	full := &algo.FixedWindowState{Count: limit, TTL: time.Millisecond}
+	r := algo.AlignedWindow(full, limit, window, minute.Add(window-time.Millisecond).UnixMicro(), 1)
+	fmt.Printf("12:00:59.999 allowed=%v retry_after=%v\n", r.Allowed, r.RetryAfter)
+	r = algo.AlignedWindow(nil, limit, window, minute.Add(window).UnixMicro(), 1)
+	fmt.Printf("12:01:00 allowed=%v remaining=%d reset_after=%v\n", r.Allowed, r.Remaining, r.ResetAfter)
+	// Output:
+	// a new key at 12:00:10: its window ends in 50s
+	// a new key at 12:00:50: its window ends in 10s
+	// 12:00:59.999 allowed=false retry_after=1ms
+	// 12:01:00 allowed=true remaining=2 reset_after=1m0s
+}

@@ -1,6 +1,7 @@
 // Package algo holds the limiting algorithms as pure transitions, (state, limit, n) -> (write,
-// decision), with no I/O and no clock. It is the executable spec that the Redis scripts and the
-// in-memory store both follow.
+// decision), with no I/O and no clock: an algorithm that needs the time takes it as an argument, in
+// Unix microseconds. It is the executable spec that the Redis scripts and the in-memory store both
+// follow.
 package algo
 
 import (
@@ -17,7 +18,8 @@ type Write uint8
 const (
 	// WriteNone leaves the key as it is: a rejection or a peek.
 	WriteNone Write = iota
-	// WriteCreate creates the key with value n and a time to live of one window (SET key n PX window).
+	// WriteCreate creates the key with value n, expiring when the new window ends: ResetAfter from
+	// now (SET key n PX window; for an aligned window, SET key n PXAT end).
 	WriteCreate
 	// WriteIncrement adds n to the value and leaves the time to live alone (INCRBY key n).
 	WriteIncrement

@@ -30,7 +30,8 @@ func RecordKey(key, id string) string {
 }
 
 // Fingerprint returns what identifies rs as one request, for telling a retry from a reuse of its
-// ID: a digest of every key, Limit and cost, in order, DigestLen hex characters long.
+// ID: a digest of every key, Limit (its name, algorithm, alignment, rate and period) and cost, in
+// order, DigestLen hex characters long.
 func Fingerprint(rs []admit.Request) string {
 	h := sha256.New()
 	var n [binary.MaxVarintLen64]byte
@@ -42,7 +43,11 @@ func Fingerprint(rs []admit.Request) string {
 		r := &rs[i]
 		field(r.Key)
 		field(r.Limit.Name)
-		field(r.Limit.Algorithm.String())
+		alg := r.Limit.Algorithm.String()
+		if r.Limit.Aligned {
+			alg += "/aligned" // a request that says nothing of alignment keeps its fingerprint
+		}
+		field(alg)
 		field(strconv.FormatInt(r.Limit.Rate, 10))
 		field(strconv.FormatInt(r.Limit.Period.Milliseconds(), 10))
 		field(strconv.FormatInt(r.Cost, 10))

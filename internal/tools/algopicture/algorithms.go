@@ -1,0 +1,93 @@
+package main
+
+import (
+	"time"
+
+	"github.com/admit-dev/admit/internal/algo"
+)
+
+// An algorithm is one row of the picture: its name, a few words on how it counts, and how to make a
+// simulator of it for limit units per window.
+type algorithm struct {
+	name string
+	note string
+	new  func(limit int64, window time.Duration) simulator
+}
+
+// algorithms are the picture's rows, top to bottom: one small entry each.
+var algorithms = []algorithm{
+	{"fixed window", "starts at the first admission", newFixedWindow},
+	{"fixed window, aligned", "aligned to Unix time", newAlignedWindow},
+	// The algorithms that other branches are adding to internal/algo plug in here, one line each, with
+	// a simulator of a few lines beside fixedWindow's below (see simulator):
+	// {"sliding window", "the last window weighted, plus this one", newSlidingWindow}, // sliding_window
+	// {"sliding log", "every admission in the last window, exactly", newSlidingLog},   // sliding_log
+	// {"GCRA", "a steady rate, bursts up to the limit", newGCRA},                       // gcra
+}
+
+// A simulator replays one key's requests through an algorithm's transition in internal/algo, as a
+// store does: it keeps the key's state, asks the transition what to do, and makes the write it names.
+type simulator interface {
+	// take decides one unit at now, in Unix microseconds (never before the last take's), and reports
+	// whether it was admitted.
+	take(now int64) bool
+	// windows returns the windows to shade between from and to (Unix microseconds), in order; none for
+	// an algorithm without windows.
+	windows(from, to int64) []span
+}
+
+// A span is an interval of time [from, to), in Unix microseconds.
+type span struct{ from, to int64 }
+
+// fixedWindow simulates algo.FixedWindow, or, aligned, algo.AlignedWindow.
+type fixedWindow struct {
+	limit   int64
+	window  time.Duration
+	aligned bool
+	count   int64 // in the key's window, which ends at end; 0 for a missing key
+	end     int64
+	started []span // the windows the key has had
+}
+
+func newFixedWindow(limit int64, window time.Duration) simulator {
+	return &fixedWindow{limit: limit, window: window}
+}
+
+func newAlignedWindow(limit int64, window time.Duration) simulator {
+	return &fixedWindow{limit: limit, window: window, aligned: true}
+}
+
+func (f *fixedWindow) take(now int64) bool {
+	var st *algo.FixedWindowState
+	if f.count > 0 && now < f.end {
+		st = &algo.FixedWindowState{Count: f.count, TTL: time.Duration(f.end-now) * time.Microsecond}
+	}
+	var r algo.FixedWindowResult
+	if f.aligned {
+		r = algo.AlignedWindow(st, f.limit, f.window, now, 1)
+	} else {
+		r = algo.FixedWindow(st, f.limit, f.window, 1)
+	}
+	switch r.Write {
+	case algo.WriteCreate:
+		f.count, f.end = 1, now+r.ResetAfter.Microseconds()
+		f.started = append(f.started, span{now, f.end})
+	case algo.WriteIncrement:
+		f.count++
+	}
+	return r.Allowed
+}
+
+// windows returns, aligned, every window of the clock; otherwise the windows the key has had, each
+// from its first admission.
+func (f *fixedWindow) windows(from, to int64) []span {
+	if !f.aligned {
+		return f.started
+	}
+	w := f.window.Microseconds()
+	var ws []span
+	for t := from - from%w; t < to; t += w {
+		ws = append(ws, span{t, t + w})
+	}
+	return ws
+}
