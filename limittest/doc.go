@@ -16,9 +16,10 @@
 //
 // The suite is written to run against a shared, long-lived server. It never assumes an empty backend
 // and never deletes or flushes anything: each subtest uses its own random keys, all beginning with
-// "rl:limittest:", and every key it writes expires on its own — after at most a minute, except one
-// small key whose window is [admit.MaxPeriod]. Subtests run one after the other; the whole suite lets about 3
-// seconds of Backend time pass (real time, for a real-time backend).
+// "rl:limittest:", and every key it writes expires on its own — after at most a minute, except a few
+// small keys that live at most [admit.MaxPeriod] (a fixed window of that length, GCRA buckets that
+// take that long to empty). Subtests run one after the other; the whole suite lets about 6 seconds of
+// Backend time pass (real time, for a real-time backend).
 //
 // The suite asserts decisions, never how long a call takes. Where a real-time backend lets time
 // pass between calls, durations are checked within a slack of a quarter of the window; on a fake

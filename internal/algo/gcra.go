@@ -85,7 +85,7 @@ type GCRAResult struct {
 // bucket. All times are microseconds on one clock. A live state must have passed [CheckGCRA]; one
 // further ahead than a full bucket (which CheckGCRA refuses) is decided as over its limit.
 func GCRA(tat, now int64, lim admit.Limit, n int64) GCRAResult {
-	interval := lim.EmissionInterval().Microseconds()
+	interval := max(lim.EmissionInterval().Microseconds(), 1) // 1 for an invalid lim: never divide by 0
 	backlog := max(tat-now, 0)
 	room := gcraTolerance(lim) - backlog
 	need := n * interval // n ≤ capacity, so at most the tolerance: no overflow
