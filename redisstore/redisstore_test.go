@@ -340,7 +340,7 @@ func TestScriptRefusesInvalidArguments(t *testing.T) {
 		{[]string{key, key + "2"}, fixedWindowArgv("3", "60000", "1")},                         // a key too many
 		{[]string{key}, []string{"0", ""}},                                                     // no policy
 		{[]string{key}, append([]string{"17", ""}, fixedWindowArgv("3", "60000", "1")[2:]...)}, // too many policies
-		{[]string{key}, []string{"1", "", "gcra", "3", "60000", "1"}},                          // unknown algorithm
+		{[]string{key}, []string{"1", "", "no_such_algorithm", "3", "60000", "1"}},             // unknown algorithm
 		{[]string{key}, append(fixedWindowArgv("3", "60000", "1"), "1")},                       // an argument too many
 		{[]string{key}, []string{"1", "not hex", "fixed_window", "3", "60000", "1"}},           // bad fingerprint
 		{[]string{key}, []string{"1", "abc123", "fixed_window", "3", "60000", "1"}},            // an ID without its record key
