@@ -2,6 +2,7 @@ package admit_test
 
 import (
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -165,5 +166,23 @@ func TestGCRAKeys(t *testing.T) {
 	fw.Algorithm, fw.Burst = admit.FixedWindow, 0
 	if key(t, kb, fw, "1", alice) == base {
 		t.Error("a fixed window and a GCRA share a key")
+	}
+}
+
+// A GCRA key, as docs/keys.md and docs/gcra.md show it, must never change: it is stored state.
+func TestGCRAKeyFormatIsStable(t *testing.T) {
+	api := admit.Limit{Name: "api", Algorithm: admit.GCRA, Rate: 10, Period: time.Second, Burst: 20}
+	const want = "rl:api:v1-gcra100000b20:{d9e6d899cf23189c77c5e86126feed62}"
+	if got := key(t, newKeyBuilder(t), api, "1", admit.Subject{ID: "alice"}); got != want {
+		t.Fatalf("key of alice under %v = %q; want %q", api, got, want)
+	}
+	for _, doc := range []string{"docs/keys.md", "docs/gcra.md"} {
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(b), want) {
+			t.Errorf("%s does not show the GCRA key as the builder makes it, %s", doc, want)
+		}
 	}
 }

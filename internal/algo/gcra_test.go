@@ -171,3 +171,19 @@ func TestGCRAIsATokenBucket(t *testing.T) {
 		}
 	}
 }
+
+// A request ID reused with another burst is another request; fingerprints of Limits without a
+// burst are what they were before GCRA, so records in flight across an upgrade still replay.
+func TestFingerprintOfABurst(t *testing.T) {
+	lim := gcraLimit(3, time.Minute, 0)
+	rs := []admit.Request{{Key: "{t}a", Limit: lim, Cost: 1}}
+	base := Fingerprint(rs)
+	rs[0].Limit.Burst = 5
+	if Fingerprint(rs) == base {
+		t.Error("a request with another burst has the same fingerprint")
+	}
+	fw := admit.Limit{Name: "p", Algorithm: admit.FixedWindow, Rate: 3, Period: time.Minute}
+	if got := Fingerprint([]admit.Request{{Key: "{t}a", Limit: fw, Cost: 1}}); got != "eb588a79f14d2e724239f2002b520646" {
+		t.Errorf("a fixed window's fingerprint changed to %s", got)
+	}
+}
