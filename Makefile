@@ -14,13 +14,16 @@ run:
 build:
 	$(GO) build -o bin/admit ./cmd/admit
 
-## test: go vet, then every test with the race detector, Redis tests against real redis-server.
+## test: go vet, then every test with the race detector, Redis tests against real redis-server; then
+## the compatibility tests (compat/, a module of its own: admit against go-redis/redis_rate).
 test: check-redis vet
 	ADMIT_REQUIRE_REDIS=1 $(GO) test -race -count=1 ./...
+	cd compat && ADMIT_REQUIRE_REDIS=1 $(GO) test -race -count=1 ./...
 
 vet:
 	$(GO) vet ./...
 	cd bench && $(GO) vet ./...
+	cd compat && $(GO) vet ./...
 
 check-redis:
 	@command -v redis-server >/dev/null 2>&1 || { \

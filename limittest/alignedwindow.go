@@ -12,7 +12,7 @@ import (
 // hold on a real clock: they never assume where in a window they start, but learn it from a
 // Decision's ResetAfter, or from the clock of a ClockBackend.
 func alignedWindow() *algorithm {
-	return &algorithm{alg: admit.FixedWindow, aligned: true, cases: []algorithmCase{
+	return &algorithm{alg: admit.FixedWindow, aligned: true, largest: aw(admit.MaxRate, time.Minute), cases: []algorithmCase{
 		{"AdmissionsShareTheWindowEnd", testAdmissionsShareTheWindowEnd},
 		{"NextWindowStartsAtTheBoundary", testNextWindowStartsAtTheBoundary},
 		{"BoundaryBurst", testBoundaryBurst},

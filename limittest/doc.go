@@ -16,10 +16,11 @@
 //
 // The suite is written to run against a shared, long-lived server. It never assumes an empty backend
 // and never deletes or flushes anything: each subtest uses its own random keys, all beginning with
-// "rl:limittest:", and every key it writes expires on its own — after at most a minute, except two
-// small keys whose window is [admit.MaxPeriod] (one from the first admission, one aligned). Subtests
-// run one after the other; the whole suite lets about 5 seconds of Backend time pass (real time, for
-// a real-time backend), and a few more when a case of aligned windows waits for the next minute.
+// "rl:limittest:", and every key it writes expires on its own — after at most a minute, except a few
+// small keys that live at most [admit.MaxPeriod] (fixed windows of that length, from the first
+// admission or aligned, and GCRA buckets that take that long to empty). Subtests run one after the
+// other; the whole suite lets about 6 seconds of Backend time pass (real time, for a real-time
+// backend), and a few more when a case of aligned windows waits for the next minute.
 //
 // The suite asserts decisions, never how long a call takes. Where a real-time backend lets time
 // pass between calls, durations are checked within a slack of a quarter of the window; on a fake

@@ -55,11 +55,18 @@ func TestStore(t *testing.T, newBackend func(t *testing.T) Backend) {
 
 // An algorithm is what the suite knows of one admit.Algorithm: how to make its Limits and the cases
 // only it passes. An algorithm joins the suite with an entry in algorithms and, for the invariants
-// of its Decisions beyond those of every Decision, one in checkAlgorithm.
+// of its Decisions beyond those of every Decision, one in checkAlgorithm (and, if a fresh key's
+// ResetAfter is not its whole window, one in checkFresh).
 type algorithm struct {
 	alg     admit.Algorithm
 	aligned bool // FixedWindow with Limit.Aligned, a variant with its own subtests
 	cases   []algorithmCase
+	// roomFor returns a Limit of the algorithm with room for units in all that reads the state lim
+	// leaves on a key as lim does; nil means lim with a Rate of units.
+	roomFor func(lim admit.Limit, units int64) admit.Limit
+	// largest is the Limit of the algorithm with the largest Capacity whose keys' state does not
+	// change for a minute after their first admission, however time passes.
+	largest admit.Limit
 }
 
 // An algorithmCase is a subtest of one algorithm only.
@@ -69,7 +76,7 @@ type algorithmCase struct {
 }
 
 // algorithms returns the algorithms the suite checks, in order.
-func algorithms() []*algorithm { return []*algorithm{fixedWindow(), alignedWindow()} }
+func algorithms() []*algorithm { return []*algorithm{fixedWindow(), alignedWindow(), gcra()} }
 
 // name returns the name of the algorithm's subtests: its configuration name, such as
 // "fixed_window", or "fixed_window_aligned".
@@ -99,6 +106,15 @@ func (a *algorithm) prepare(t *testing.T, b Backend) {
 // a subtest.
 func (a *algorithm) perMinute(rate int64) admit.Limit { return a.limit(rate, time.Minute) }
 
+// withRoom returns a Limit that reads the state lim leaves on a key as lim does, with room for units.
+func (a *algorithm) withRoom(lim admit.Limit, units int64) admit.Limit {
+	if a.roomFor != nil {
+		return a.roomFor(lim, units)
+	}
+	lim.Rate = units
+	return lim
+}
+
 // checkAlgorithm reports, with t.Errorf, what d breaks of the invariants of lim's algorithm beyond
 // those of every Decision. It is safe to call from any goroutine.
 func checkAlgorithm(t *testing.T, d admit.Decision, lim admit.Limit, n int64) {
@@ -106,6 +122,8 @@ func checkAlgorithm(t *testing.T, d admit.Decision, lim admit.Limit, n int64) {
 	switch lim.Algorithm {
 	case admit.FixedWindow:
 		checkFixedWindow(t, d, n)
+	case admit.GCRA:
+		checkGCRA(t, d, lim, n)
 	}
 }
 
@@ -162,8 +180,8 @@ func checkDecision(t *testing.T, d admit.Decision, lim admit.Limit, n int64) {
 	if d.Limit != lim {
 		t.Errorf("Take(n=%d): Decision.Limit = %+v; want the Limit passed, %+v", n, d.Limit, lim)
 	}
-	if d.Remaining < 0 || d.Remaining > lim.Rate {
-		t.Errorf("Take(n=%d): Remaining = %d; want 0…%d", n, d.Remaining, lim.Rate)
+	if d.Remaining < 0 || d.Remaining > lim.Capacity() {
+		t.Errorf("Take(n=%d): Remaining = %d; want 0…%d", n, d.Remaining, lim.Capacity())
 	}
 	if d.Replayed {
 		t.Errorf("Take(n=%d) without an ID: Replayed", n)
@@ -172,24 +190,34 @@ func checkDecision(t *testing.T, d admit.Decision, lim admit.Limit, n int64) {
 		if d.RetryAfter != 0 {
 			t.Errorf("Take(n=%d): allowed with RetryAfter = %v; want 0", n, d.RetryAfter)
 		}
-		if d.ResetAfter < 0 || d.ResetAfter > lim.Period {
-			t.Errorf("Take(n=%d): allowed with ResetAfter = %v; want 0…%v", n, d.ResetAfter, lim.Period)
+		if d.ResetAfter < 0 || d.ResetAfter > lim.MaxWait() {
+			t.Errorf("Take(n=%d): allowed with ResetAfter = %v; want 0…%v", n, d.ResetAfter, lim.MaxWait())
 		}
 		if n > 0 && d.ResetAfter == 0 {
 			t.Errorf("Take(n=%d): admitted with ResetAfter = 0; want the time until the key is full again", n)
 		}
-	} else if d.RetryAfter <= 0 || d.RetryAfter > lim.Period {
-		t.Errorf("Take(n=%d): rejected with RetryAfter = %v; want more than 0 and at most the window %v", n, d.RetryAfter, lim.Period)
+	} else if d.RetryAfter <= 0 || d.RetryAfter > lim.MaxWait() {
+		t.Errorf("Take(n=%d): rejected with RetryAfter = %v; want more than 0 and at most %v, the Limit's MaxWait", n, d.RetryAfter, lim.MaxWait())
 	}
 	checkAlgorithm(t, d, lim, n)
 }
 
-// checkFresh reports whether d started a new window: ResetAfter is the whole window (within slack),
-// or, for an aligned window, the time to its end (see checkAlignedFresh).
-func checkFresh(t *testing.T, d admit.Decision, lim admit.Limit) {
+// checkFresh reports whether d, of n units, was decided on a missing key: for a fixed window,
+// ResetAfter is the whole window (within slack), or, for an aligned window, the time to its end (see
+// checkAlignedFresh); for GCRA, exactly the n emission intervals admitted, rounded up to the
+// millisecond, on any backend.
+func checkFresh(t *testing.T, d admit.Decision, lim admit.Limit, n int64) {
 	t.Helper()
-	if lim.Aligned {
+	switch {
+	case lim.Aligned:
 		checkAlignedFresh(t, d, lim)
+		return
+	case lim.Algorithm == admit.GCRA:
+		want := (time.Duration(n)*lim.EmissionInterval() + time.Millisecond - 1).Truncate(time.Millisecond)
+		if d.ResetAfter != want {
+			t.Errorf("a Take of %d units of an empty bucket: ResetAfter = %v; want n × the emission interval %v, rounded up to the millisecond: %v",
+				n, d.ResetAfter, lim.EmissionInterval(), want)
+		}
 		return
 	}
 	if lo := lim.Period - slack(lim.Period); d.ResetAfter <= lo || d.ResetAfter > lim.Period {
@@ -203,7 +231,7 @@ type step struct {
 	n         int64         // cost; 0 is a peek
 	allowed   bool
 	remaining int64
-	fresh     bool // the Take starts a new window: ResetAfter is the whole window
+	fresh     bool // the Take finds the key missing: for a fixed window, ResetAfter is the whole window
 }
 
 // run performs steps on key of s under lim, in order, and returns their Decisions.
@@ -220,7 +248,7 @@ func run(t *testing.T, b Backend, s admit.Store, key string, lim admit.Limit, st
 				i, st.n, lim, d.Allowed, d.Remaining, st.allowed, st.remaining)
 		}
 		if st.fresh {
-			checkFresh(t, d, lim)
+			checkFresh(t, d, lim, st.n)
 		}
 		ds[i] = d
 	}

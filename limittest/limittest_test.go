@@ -78,6 +78,13 @@ var mutants = []struct {
 		"fixed_window_aligned/BoundaryBurst", "fixed_window_aligned/OnTheUnixGrid"}},
 	{"aligned-to-start", []string{"fixed_window_aligned/OnTheUnixGrid"}},
 	{"aligned-reset-window", []string{"fixed_window_aligned/AdmissionsShareTheWindowEnd", "fixed_window_aligned/OnTheUnixGrid"}},
+	// Bugs that only GCRA's cases catch.
+	{"gcra-no-refill", []string{"gcra/Sequence", "gcra/BurstAboveRate", "gcra/RetryAfterIsWhenItFits"}},
+	{"gcra-burst-is-rate", []string{"gcra/BurstAboveRate", "gcra/BurstBelowRate", "gcra/RejectionsAreReadOnly", "gcra/PeekExistingKey"}},
+	{"gcra-reject-writes", []string{"gcra/RejectionsAreReadOnly", "gcra/RetryAfterIsWhenItFits", "gcra/Sequence"}},
+	{"gcra-retry-is-reset", []string{"gcra/Sequence", "gcra/Cost"}},
+	{"gcra-no-remaining-on-reject", []string{"gcra/Cost", "gcra/RejectionsAreReadOnly"}},
+	{"gcra-reset-truncated", []string{"gcra/RoundedInterval"}},
 }
 
 // mutantEnv names the bug that TestMutant builds into the reference Store.
@@ -175,8 +182,8 @@ func (b *refBackend) Sleep(t *testing.T, d time.Duration) {
 }
 
 // refStore is the simplest correct Store: one mutex, one map, algo.FixedWindow (algo.AlignedWindow
-// for an aligned Limit), and a map of idempotency records. A non-empty bug builds in one of the bugs
-// of mutants.
+// for an aligned Limit) and algo.GCRA, and a map of idempotency records. A non-empty bug builds in
+// one of the bugs of mutants.
 type refStore struct {
 	now   func() time.Time
 	start time.Time // when the Store was made: the "aligned-to-start" bug aligns windows to it
@@ -190,6 +197,13 @@ type refStore struct {
 type refEntry struct {
 	count    int64
 	deadline time.Time
+	gcra     *refGCRA // the state of a GCRA key; nil for a fixed window's
+}
+
+// refGCRA is the state of a GCRA key: its theoretical arrival time, and when it was written.
+type refGCRA struct {
+	tat     int64 // Unix µs
+	written int64 // Unix µs
 }
 
 type refRecord struct {
@@ -298,8 +312,19 @@ func (s *refStore) TakeAll(ctx context.Context, rs []admit.Request, ds []admit.D
 	}
 
 	states := make([]*algo.FixedWindowState, len(rs))
+	tats := make([]int64, len(rs)) // GCRA's: 0 for a missing key
 	for i, r := range rs {
+		if r.Limit.Algorithm == admit.GCRA {
+			var err error
+			if tats[i], err = s.readGCRA(keys[i], r.Limit, now.UnixMicro()); err != nil {
+				return false, err
+			}
+			continue
+		}
 		e, ok := s.m[keys[i]]
+		if ok && e.gcra != nil {
+			return false, fmt.Errorf("%w: key holds GCRA state", admit.ErrCorruptState)
+		}
 		if ok && e.deadline.Equal(now) && bug == "last-instant-corrupt" {
 			return false, fmt.Errorf("%w: counter has no expiry", admit.ErrCorruptState)
 		}
@@ -327,8 +352,14 @@ func (s *refStore) TakeAll(ctx context.Context, rs []admit.Request, ds []admit.D
 		s.mu.Lock()
 	}
 	results := make([]algo.FixedWindowResult, len(rs))
+	gcraResults := make([]algo.GCRAResult, len(rs))
 	all := true
 	for i, r := range rs {
+		if r.Limit.Algorithm == admit.GCRA {
+			gcraResults[i] = s.decideGCRA(tats[i], now.UnixMicro(), r.Limit, costs[i])
+			all = all && gcraResults[i].Allowed
+			continue
+		}
 		limit := r.Limit.Rate
 		if bug == "off-by-one" {
 			limit++
@@ -337,6 +368,10 @@ func (s *refStore) TakeAll(ctx context.Context, rs []admit.Request, ds []admit.D
 		all = all && results[i].Allowed
 	}
 	for i, r := range rs {
+		if r.Limit.Algorithm == admit.GCRA {
+			ds[i] = s.applyGCRA(keys[i], r.Limit, costs[i], tats[i], &gcraResults[i], all, now.UnixMicro())
+			continue
+		}
 		if all || bug == "partial-writes" {
 			s.write(keys[i], r.Limit, costs[i], states[i], &results[i], now)
 		} else {
@@ -427,6 +462,65 @@ func (s *refStore) decide(st *algo.FixedWindowState, lim admit.Limit, limit, n i
 		return algo.AlignedWindow(st, limit, lim.Period, s.unixMicro(now), n)
 	}
 	return algo.FixedWindow(st, limit, lim.Period, n)
+}
+
+// readGCRA returns the TAT of a GCRA key at now (µs), 0 for a missing key or an emptied bucket, or
+// why its state is corrupt, with the bugs that touch reading.
+func (s *refStore) readGCRA(key string, lim admit.Limit, now int64) (int64, error) {
+	e, ok := s.m[key]
+	switch {
+	case !ok:
+		return 0, nil
+	case e.gcra == nil:
+		return 0, fmt.Errorf("%w: key holds a fixed window", admit.ErrCorruptState)
+	case e.gcra.tat <= now:
+		delete(s.m, key)
+		return 0, nil
+	}
+	st := algo.GCRAState{TAT: e.gcra.tat, TTL: time.Duration(e.gcra.tat-now) * time.Microsecond}
+	if err := algo.CheckGCRA(st, now, lim); err != nil {
+		return 0, fmt.Errorf("%w: %w", admit.ErrCorruptState, err)
+	}
+	if s.bug == "gcra-no-refill" {
+		// Decide as if no time had passed since the last write.
+		return e.gcra.tat - (now - e.gcra.written), nil
+	}
+	return e.gcra.tat, nil
+}
+
+// decideGCRA decides n units of a key whose TAT is tat at now, with the bugs that touch deciding.
+func (s *refStore) decideGCRA(tat, now int64, lim admit.Limit, n int64) algo.GCRAResult {
+	if s.bug == "gcra-burst-is-rate" {
+		lim.Burst = 0
+	}
+	r := algo.GCRA(tat, now, lim, n)
+	switch {
+	case !r.Allowed && s.bug == "gcra-retry-is-reset":
+		r.RetryAfter = r.ResetAfter
+	case !r.Allowed && s.bug == "gcra-no-remaining-on-reject":
+		r.Remaining = 0 // as redis_rate reports a rejection
+	case s.bug == "gcra-reset-truncated":
+		r.ResetAfter = (time.Duration(max(r.TAT, tat)-now) * time.Microsecond).Truncate(time.Millisecond)
+		if r.ResetAfter < 0 {
+			r.ResetAfter = 0
+		}
+	}
+	return r
+}
+
+// applyGCRA makes the write of r, of n units of a GCRA key whose TAT was tat, when the request is
+// admitted (all), and returns its Decision, with the bugs that touch writing.
+func (s *refStore) applyGCRA(key string, lim admit.Limit, n, tat int64, r *algo.GCRAResult, all bool, now int64) admit.Decision {
+	switch {
+	case all && r.Write:
+		s.m[key] = refEntry{deadline: time.UnixMicro(r.TAT), gcra: &refGCRA{tat: r.TAT, written: now}}
+	case !r.Allowed && n > 0 && s.bug == "gcra-reject-writes":
+		penalty := max(tat, now) + n*lim.EmissionInterval().Microseconds()
+		s.m[key] = refEntry{deadline: time.UnixMicro(penalty), gcra: &refGCRA{tat: penalty, written: now}}
+	case !all && r.Allowed:
+		*r = s.decideGCRA(tat, now, lim, 0) // rejected by another policy: the key as it is
+	}
+	return admit.Decision{Allowed: r.Allowed, Limit: lim, Remaining: r.Remaining, RetryAfter: r.RetryAfter, ResetAfter: r.ResetAfter}
 }
 
 func decision(r algo.FixedWindowResult, lim admit.Limit, bug string) admit.Decision {

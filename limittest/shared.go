@@ -155,12 +155,12 @@ func testRejectionsAreReadOnly(t *testing.T, b Backend, a *algorithm) {
 	before = take(t, s, key, lim, 0)
 	rejectMany(t, s, key, lim, 1, 0, before.ResetAfter)
 	after = take(t, s, key, lim, 0)
-	if after.Remaining != 0 || after.ResetAfter > before.ResetAfter || after.ResetAfter > lim.Period-20*time.Millisecond {
+	if after.Remaining != 0 || after.ResetAfter > before.ResetAfter || after.ResetAfter > lim.MaxWait()-20*time.Millisecond {
 		t.Fatalf("peek before 20 rejections: remaining %d, ResetAfter %v; after: remaining %d, ResetAfter %v; want remaining 0 and ResetAfter not increased",
 			before.Remaining, before.ResetAfter, after.Remaining, after.ResetAfter)
 	}
 	// Remaining stops at 0; a larger Limit on the same key shows the stored count itself.
-	big := a.perMinute(100)
+	big := a.withRoom(lim, 100)
 	if d := take(t, s, key, big, 0); d.Remaining != 97 {
 		t.Fatalf("peek under %v after 3 admissions and 40 rejections: remaining %d; want 97 (rejections must not count)", big, d.Remaining)
 	}
@@ -376,15 +376,17 @@ func testInvalid(t *testing.T, b Backend, a *algorithm) {
 func testBounds(t *testing.T, b Backend, a *algorithm) {
 	s := b.Open(t)
 	t.Run("MaxRate", func(t *testing.T) {
-		lim := a.perMinute(admit.MaxRate)
+		// MaxRate per minute for a fixed window; for GCRA, the biggest bucket that refills nothing in
+		// a minute.
+		lim, most := a.largest, a.largest.Capacity()
 		run(t, b, s, newKey(), lim, []step{
-			{n: admit.MaxRate, allowed: true, remaining: 0, fresh: true},
+			{n: most, allowed: true, remaining: 0, fresh: true},
 			{n: 1, allowed: false, remaining: 0},
 		})
 		run(t, b, s, newKey(), lim, []step{
-			{n: 1, allowed: true, remaining: admit.MaxRate - 1, fresh: true},
-			{n: admit.MaxRate, allowed: false, remaining: admit.MaxRate - 1},
-			{n: admit.MaxRate - 2, allowed: true, remaining: 1},
+			{n: 1, allowed: true, remaining: most - 1, fresh: true},
+			{n: most, allowed: false, remaining: most - 1},
+			{n: most - 2, allowed: true, remaining: 1},
 			{n: 2, allowed: false, remaining: 1},
 			{n: 1, allowed: true, remaining: 0},
 		})

@@ -9,7 +9,7 @@ import (
 
 // A kernel is how memstore keeps and decides one admit.Algorithm's state in an entry, following the
 // algorithm's transition in internal/algo, as the Redis script's module does. Its methods dispatch
-// on the algorithm to the functions of its file (fixedwindow.go, …); an algorithm that
+// on the algorithm to the functions of its file (fixedwindow.go, gcra.go, …); an algorithm that
 // admit.Limit.Validate accepts has a case in each. (A switch rather than an interface: the entries
 // passed to an interface method would escape to the heap, and Take would allocate.)
 type kernel admit.Algorithm
@@ -20,6 +20,8 @@ func (k kernel) live(e *entry, now instant) bool {
 	switch admit.Algorithm(k) {
 	case admit.FixedWindow:
 		return fixedWindowLive(e, now)
+	case admit.GCRA:
+		return gcraLive(e, now)
 	}
 	return false
 }
@@ -29,6 +31,8 @@ func (k kernel) check(e *entry, lim admit.Limit, now instant) error {
 	switch admit.Algorithm(k) {
 	case admit.FixedWindow:
 		return fixedWindowCheck(e, lim, now)
+	case admit.GCRA:
+		return gcraCheck(e, lim, now)
 	}
 	return fmt.Errorf("no kernel for %v", lim.Algorithm)
 }
@@ -39,6 +43,8 @@ func (k kernel) decide(e *entry, lim admit.Limit, cost int64, now instant) (admi
 	switch admit.Algorithm(k) {
 	case admit.FixedWindow:
 		return fixedWindowDecide(e, lim, cost, now)
+	case admit.GCRA:
+		return gcraDecide(e, lim, cost, now)
 	}
 	return admit.Decision{Limit: lim}, writeNone
 }
@@ -49,6 +55,8 @@ func (k kernel) apply(e *entry, w write, lim admit.Limit, cost int64, now instan
 	switch admit.Algorithm(k) {
 	case admit.FixedWindow:
 		fixedWindowApply(e, w, lim, cost, now)
+	case admit.GCRA:
+		gcraApply(e, w, lim, cost, now)
 	}
 }
 

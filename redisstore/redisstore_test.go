@@ -348,7 +348,7 @@ func TestScriptRefusesInvalidArguments(t *testing.T) {
 		{[]string{key, key + "2"}, fixedWindowArgv("3", "60000", "1", "0")},                         // a key too many
 		{[]string{key}, []string{"0", ""}},                                                          // no policy
 		{[]string{key}, append([]string{"17", ""}, fixedWindowArgv("3", "60000", "1", "0")[2:]...)}, // too many policies
-		{[]string{key}, []string{"1", "", "gcra", "3", "60000", "1"}},                               // unknown algorithm
+		{[]string{key}, []string{"1", "", "no_such_algorithm", "3", "60000", "1", "0"}},             // unknown algorithm
 		{[]string{key}, append(fixedWindowArgv("3", "60000", "1", "0"), "1")},                       // an argument too many
 		{[]string{key}, []string{"1", "not hex", "fixed_window", "3", "60000", "1", "0"}},           // bad fingerprint
 		{[]string{key}, []string{"1", "abc123", "fixed_window", "3", "60000", "1", "0"}},            // an ID without its record key

@@ -3,6 +3,7 @@ package main
 import (
 	"time"
 
+	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/internal/algo"
 )
 
@@ -18,11 +19,11 @@ type algorithm struct {
 var algorithms = []algorithm{
 	{"fixed window", "starts at the first admission", newFixedWindow},
 	{"fixed window, aligned", "aligned to Unix time", newAlignedWindow},
-	// The algorithms that other branches are adding to internal/algo plug in here, one line each, with
-	// a simulator of a few lines beside fixedWindow's below (see simulator):
+	{"GCRA", "a steady rate, with bursts", newGCRA},
+	// The algorithms still being added to internal/algo plug in here, one line each, with a simulator
+	// of a few lines beside fixedWindow's below (see simulator):
 	// {"sliding window", "the last window weighted, plus this one", newSlidingWindow}, // sliding_window
 	// {"sliding log", "every admission in the last window, exactly", newSlidingLog},   // sliding_log
-	// {"GCRA", "a steady rate, bursts up to the limit", newGCRA},                       // gcra
 }
 
 // A simulator replays one key's requests through an algorithm's transition in internal/algo, as a
@@ -91,3 +92,24 @@ func (f *fixedWindow) windows(from, to int64) []span {
 	}
 	return ws
 }
+
+// gcra simulates algo.GCRA with a burst of limit: the key's state is its theoretical arrival time.
+type gcra struct {
+	lim admit.Limit
+	tat int64 // 0 for a missing key
+}
+
+func newGCRA(limit int64, window time.Duration) simulator {
+	return &gcra{lim: admit.Limit{Algorithm: admit.GCRA, Rate: limit, Period: window}}
+}
+
+func (g *gcra) take(now int64) bool {
+	r := algo.GCRA(g.tat, now, g.lim, 1)
+	if r.Write {
+		g.tat = r.TAT
+	}
+	return r.Allowed
+}
+
+// windows returns none: GCRA has no windows.
+func (g *gcra) windows(from, to int64) []span { return nil }

@@ -113,7 +113,11 @@ func drawRow(p func(string, ...any), r row, y int) {
 	pk := r.peak
 	x0, x1 := x(pk.from), x(pk.to)
 	col, weight, text := colMuted, "normal", fmt.Sprintf("never more than %d within %s", limit, seconds(window))
-	if pk.count > limit {
+	switch {
+	case pk.count > limit && len(r.windows) == 0:
+		// No windows, so no boundary: a bucket's burst, and what refilled meanwhile.
+		text = fmt.Sprintf("%d admitted within %d ms: a full bucket of %d, then its steady refill", pk.count, (pk.to - pk.from).Milliseconds(), limit)
+	case pk.count > limit:
 		col, weight = colBurst, "bold"
 		text = fmt.Sprintf("%d admitted within %d ms: the boundary burst (a window allows %d)", pk.count, (pk.to - pk.from).Milliseconds(), limit)
 	}
