@@ -4,7 +4,7 @@ GO        ?= go
 LISTEN    ?= 127.0.0.1:8080
 BENCHTIME ?= 2s
 
-.PHONY: run test vet bench build check-redis
+.PHONY: run test vet bench build check-redis pictures
 
 ## run: start `admit serve` on the embedded in-memory backend (set REDIS_URL to use Redis).
 run:
@@ -14,13 +14,16 @@ run:
 build:
 	$(GO) build -o bin/admit ./cmd/admit
 
-## test: go vet, then every test with the race detector, Redis tests against real redis-server.
+## test: go vet, then every test with the race detector, Redis tests against real redis-server; then
+## the compatibility tests (compat/, a module of its own: admit against go-redis/redis_rate).
 test: check-redis vet
 	ADMIT_REQUIRE_REDIS=1 $(GO) test -race -count=1 ./...
+	cd compat && ADMIT_REQUIRE_REDIS=1 $(GO) test -race -count=1 ./...
 
 vet:
 	$(GO) vet ./...
 	cd bench && $(GO) vet ./...
+	cd compat && $(GO) vet ./...
 
 check-redis:
 	@command -v redis-server >/dev/null 2>&1 || { \
@@ -32,3 +35,7 @@ check-redis:
 ## bench: run the benchmarks against a harness-started Redis and write BENCHMARKS.md.
 bench: check-redis
 	BENCHTIME=$(BENCHTIME) ./scripts/bench.sh
+
+## pictures: redraw docs/algorithms.svg from internal/algo (a test fails while the checked-in file is stale).
+pictures:
+	$(GO) run ./internal/tools/algopicture -o docs/algorithms.svg

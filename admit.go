@@ -90,12 +90,13 @@ type Limit struct {
 	Name string
 	// Algorithm says how to count.
 	Algorithm Algorithm
-	// Rate is the number of units admitted per Period, 1 … MaxRate.
+	// Rate is the number of units admitted per Period, 1 … MaxRate; for GCRA, at most one per
+	// microsecond of Period (see [Limit.EmissionInterval]).
 	Rate int64
 	// Period is the window, a whole number of milliseconds between MinPeriod and MaxPeriod.
 	Period time.Duration
-	// Burst is GCRA's bucket size, the most units admitted at once: 1 … MaxRate, or 0 for Rate. It
-	// must be 0 for any other algorithm.
+	// Burst is GCRA's bucket size, the most units admitted at once: 1 … MaxRate, or 0 for Rate, and
+	// at most MaxTolerance/EmissionInterval. It must be 0 for any other algorithm.
 	Burst int64
 	// Aligned makes a FixedWindow's windows start at multiples of Period in Unix time (Redis's
 	// clock), as envoyproxy/ratelimit counts, instead of at a key's first admitted request. It must
@@ -142,7 +143,7 @@ func (l Limit) validateAlgorithm() error {
 		}
 		return nil
 	case GCRA:
-		return fmt.Errorf("%w: algorithm %v is not implemented yet", ErrInvalidLimit, l.Algorithm)
+		return l.validateGCRA()
 	}
 	return fmt.Errorf("%w: unknown algorithm %v", ErrInvalidLimit, l.Algorithm)
 }
@@ -150,7 +151,8 @@ func (l Limit) validateAlgorithm() error {
 // MaxWait returns the longest RetryAfter and ResetAfter a Decision under l can report: the time a
 // key takes to return to its full allowance. For a fixed window and a sliding log it is Period; for
 // a sliding window, 2 × Period (the rest of the current window, then the next one, in which the
-// current window's count still weighs).
+// current window's count still weighs); for GCRA, the time a full bucket takes to empty,
+// Capacity × EmissionInterval, rounded up to the millisecond.
 func (l Limit) MaxWait() time.Duration {
 	switch l.Algorithm {
 	case FixedWindow:
@@ -159,6 +161,8 @@ func (l Limit) MaxWait() time.Duration {
 		return 2 * l.Period
 	case SlidingLog:
 		return l.Period
+	case GCRA:
+		return ceilMillisecond(l.gcraTolerance())
 	}
 	return l.Period
 }
@@ -177,9 +181,17 @@ func validName(s string) bool {
 	return true
 }
 
-// String returns a short description of l, such as "demo: 3 per 10s (fixed_window)".
+// String returns a short description of l, such as "demo: 3 per 10s (fixed_window)",
+// "demo: 3 per 10s (fixed_window, aligned)" for windows aligned to Unix time, or "api: 10 per 1s,
+// burst 50 (gcra)".
 func (l Limit) String() string {
 	s := fmt.Sprintf("%d per %v (%v)", l.Rate, l.Period, l.Algorithm)
+	switch {
+	case l.Aligned:
+		s = fmt.Sprintf("%d per %v (%v, aligned)", l.Rate, l.Period, l.Algorithm)
+	case l.Burst != 0:
+		s = fmt.Sprintf("%d per %v, burst %d (%v)", l.Rate, l.Period, l.Burst, l.Algorithm)
+	}
 	if l.Name != "" {
 		s = l.Name + ": " + s
 	}

@@ -48,6 +48,9 @@ func TestValidate(t *testing.T) {
 		{fw(1, time.Millisecond), ""},
 		{fw(admit.MaxRate, admit.MaxPeriod), ""},
 		{fw(3, 10*time.Second), ""},
+		{admit.Limit{Algorithm: admit.FixedWindow, Rate: 1, Period: time.Millisecond, Aligned: true}, ""},
+		{admit.Limit{Algorithm: admit.FixedWindow, Rate: admit.MaxRate, Period: admit.MaxPeriod, Aligned: true}, ""},
+		{admit.Limit{Algorithm: admit.FixedWindow, Rate: 1, Period: 1500 * time.Microsecond, Aligned: true}, "whole number of milliseconds"},
 		{fw(0, time.Second), "rate 0"},
 		{fw(-1, time.Second), "rate -1"},
 		{fw(admit.MaxRate+1, time.Second), "rate 1000000000000001"},
@@ -95,6 +98,20 @@ func TestMaxWait(t *testing.T) {
 		lim := admit.Limit{Algorithm: tc.alg, Rate: 3, Period: 10 * time.Second}
 		if got := lim.MaxWait(); got != tc.want {
 			t.Errorf("MaxWait of %v = %v, want %v", lim, got, tc.want)
+		}
+	}
+}
+
+func TestLimitString(t *testing.T) {
+	demo := admit.Limit{Name: "demo", Algorithm: admit.FixedWindow, Rate: 3, Period: 10 * time.Second}
+	aligned := demo
+	aligned.Aligned = true
+	for lim, want := range map[admit.Limit]string{
+		demo:    "demo: 3 per 10s (fixed_window)",
+		aligned: "demo: 3 per 10s (fixed_window, aligned)",
+	} {
+		if got := lim.String(); got != want {
+			t.Errorf("%#v.String() = %q; want %q", lim, got, want)
 		}
 	}
 }

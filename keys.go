@@ -123,9 +123,14 @@ func (b *KeyBuilder) appendDigest(dst []byte, label, value string) []byte {
 // Shape returns the part of a key's version segment that changes when the shape of the state l
 // keeps changes: its algorithm and its window, such as "fw10000" for a fixed window of 10 s from the
 // first admission, "fwa10000" for one aligned to Unix time, "sw10000" for a sliding window and
-// "sl10000" for a sliding log of 10 s. The rate is not part of it, so a change of the rate alone
+// "sl10000" for a sliding log of 10 s. The rate is not part of these, so a change of the rate alone
 // keeps the counters (a sliding window's counts and a sliding log's timestamps are units admitted,
 // as meaningful under any rate).
+//
+// GCRA's shape is its emission interval in microseconds and its capacity, such as "gcra100000b20" for
+// 10 per second with a burst of 20: its state is a time, which means a number of units only at one
+// emission interval, so a new rate (or burst) starts on fresh keys, while 10 per second and 600 per
+// minute, the same bucket, share them (docs/keys.md).
 func (l Limit) Shape() string {
 	period := strconv.FormatInt(l.Period.Milliseconds(), 10)
 	switch l.Algorithm {
@@ -138,6 +143,8 @@ func (l Limit) Shape() string {
 		return "sw" + period
 	case SlidingLog:
 		return "sl" + period
+	case GCRA:
+		return "gcra" + strconv.FormatInt(l.EmissionInterval().Microseconds(), 10) + "b" + strconv.FormatInt(l.Capacity(), 10)
 	}
 	return "x" + strconv.Itoa(int(l.Algorithm)) + "-" + period
 }

@@ -64,6 +64,8 @@ func TestKeyFormatIsStable(t *testing.T) {
 			"rl:per-minute:v1-sw60000:{d9e6d899cf23189c77c5e86126feed62}"},
 		{admit.Limit{Name: "login", Algorithm: admit.SlidingLog, Rate: 5, Period: 15 * time.Minute}, admit.Subject{ID: "alice"},
 			"rl:login:v1-sl900000:{d9e6d899cf23189c77c5e86126feed62}"},
+		{admit.Limit{Name: "per-minute", Algorithm: admit.FixedWindow, Rate: 60, Period: time.Minute, Aligned: true}, admit.Subject{ID: "alice"},
+			"rl:per-minute:v1-fwa60000:{d9e6d899cf23189c77c5e86126feed62}"},
 	} {
 		if got := key(t, kb, tc.lim, "1", tc.s); got != tc.want {
 			t.Errorf("key of %q under %s = %q; want %q", tc.s.ID, tc.lim.Name, got, tc.want)
@@ -120,6 +122,16 @@ func TestKeysSeparatePoliciesAndShapes(t *testing.T) {
 	}
 	if key(t, kb, longer, "1", alice) == base {
 		t.Error("a new window keeps the key: its state would be read with the wrong shape")
+	}
+	aligned := demo
+	aligned.Aligned = true
+	if key(t, kb, aligned, "1", alice) == base {
+		t.Error("aligning the windows keeps the key: a first-admission counter can expire after its aligned window, which is corrupt")
+	}
+	alignedHigher := aligned
+	alignedHigher.Rate = 100
+	if key(t, kb, alignedHigher, "1", alice) != key(t, kb, aligned, "1", alice) {
+		t.Error("a new rate changes an aligned window's key: counters would be lost for nothing")
 	}
 	if key(t, kb, demo, "2", alice) == base {
 		t.Error("a new version keeps the key")

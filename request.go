@@ -27,7 +27,7 @@ type Request struct {
 	Key string
 	// Limit is the policy the Key is decided under.
 	Limit Limit
-	// Cost is the number of units asked for, 0 … Limit.Rate.
+	// Cost is the number of units asked for, 0 … Limit.Capacity(): the Rate, or a GCRA Limit's Burst.
 	Cost int64
 	// ID identifies the request for idempotent retries; empty for none. At most MaxIDLen bytes.
 	ID string
@@ -44,8 +44,8 @@ func (r *Request) Validate() error {
 		return fmt.Errorf("%w: empty key", ErrInvalidRequest)
 	case len(r.Key) > MaxKeyLen:
 		return fmt.Errorf("%w: key of %d bytes exceeds %d", ErrInvalidRequest, len(r.Key), MaxKeyLen)
-	case r.Cost < 0 || r.Cost > r.Limit.Rate:
-		return fmt.Errorf("%w: cost %d outside 0…%d", ErrInvalidRequest, r.Cost, r.Limit.Rate)
+	case r.Cost < 0 || r.Cost > r.Limit.Capacity():
+		return fmt.Errorf("%w: cost %d outside 0…%d", ErrInvalidRequest, r.Cost, r.Limit.Capacity())
 	case len(r.ID) > MaxIDLen:
 		return fmt.Errorf("%w: request ID of %d bytes exceeds %d", ErrInvalidRequest, len(r.ID), MaxIDLen)
 	case r.ID != "" && !hasSlotTag(r.Key) && !canTagWhole(r.Key):

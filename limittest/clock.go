@@ -2,6 +2,7 @@ package limittest
 
 import (
 	"sync"
+	"testing"
 	"time"
 )
 
@@ -28,4 +29,16 @@ func (c *Clock) Advance(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.now = c.now.Add(d)
+}
+
+// A ClockBackend is a Backend that tells the time its Stores decide by. The suite then checks the
+// windows that are aligned to that clock (admit.Limit.Aligned) against it: each must end at a
+// multiple of its Period in Unix time. Without it, the suite checks aligned windows against one
+// another only — keys share their windows' ends, a window starts where the last one ended — which a
+// Store that aligns its windows to anything else, such as its own start, would pass too.
+type ClockBackend interface {
+	Backend
+	// Now returns the time by the clock the Stores decide by: the fake clock a Store was given, or,
+	// for Redis, the server's TIME.
+	Now(t *testing.T) time.Time
 }

@@ -16,13 +16,18 @@
 //
 // The suite is written to run against a shared, long-lived server. It never assumes an empty backend
 // and never deletes or flushes anything: each subtest uses its own random keys, all beginning with
-// "rl:limittest:", and every key it writes expires on its own — after at most two minutes, except a
-// few small keys whose window is [admit.MaxPeriod]. Subtests run one after the other; the whole suite
-// lets about 3 seconds of Backend time pass per algorithm (real time, for a real-time backend).
+// "rl:limittest:", and every key it writes expires on its own — after at most two minutes (a sliding
+// window's units weigh for two of its windows), except a few small keys that live at most
+// [admit.MaxPeriod] (fixed windows of that length, from the first admission or aligned, and GCRA
+// buckets that take that long to empty) or two of it (a sliding window of that length). Subtests run
+// one after the other; the whole suite lets about 11 seconds of Backend time pass (real time, for
+// a real-time backend), and a few more when a case of aligned windows waits for the next minute.
 //
 // The suite asserts decisions, never how long a call takes. Where a real-time backend lets time
 // pass between calls, durations are checked within a slack of a quarter of the window; on a fake
-// clock the results are exact. A sliding window's windows are aligned to the backend's clock, which
-// the suite does not know: its cases read where a key is in its window from each Decision's own
-// ResetAfter, and check the Decision exactly there.
+// clock the results are exact. Windows aligned to the clock (admit.Limit.Aligned, and every sliding
+// window's) end at instants the suite does not choose: their cases learn where they are in a window
+// from a Decision's ResetAfter, and check the Decision exactly there; an aligned fixed window's cases
+// also check the windows' ends against the Backend's clock when the Backend is a
+// [ClockBackend].
 package limittest

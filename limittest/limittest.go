@@ -23,7 +23,8 @@ type Backend interface {
 //
 // For each algorithm it runs the cases every algorithm passes (concurrency, bounds, invalid input, a
 // done context, read-only rejections, short windows) and the algorithm's own step tables, as
-// subtests named after the algorithm (TestConformance/fixed_window/Concurrent); then the cases of the
+// subtests named after the algorithm (TestConformance/fixed_window/Concurrent; fixed windows aligned
+// to the clock are TestConformance/fixed_window_aligned/…); then the cases of the
 // request model: several policies at once (MultiPolicy/…), idempotent retries (Idempotency/…),
 // the operations no algorithm supports yet (Unsupported), and, for a [SharedBackend], a race between
 // several OS processes with exact totals (MultiProcess). The subtests run one after the other, on
@@ -34,9 +35,13 @@ func TestStore(t *testing.T, newBackend func(t *testing.T) Backend) {
 		return // this process is a child of MultiProcess, and has done its part
 	}
 	for _, a := range algorithms() {
-		t.Run(a.alg.String(), func(t *testing.T) {
+		t.Run(a.name(), func(t *testing.T) {
 			for _, c := range sharedCases {
-				t.Run(c.name, func(t *testing.T) { c.run(t, newBackend(t), a) })
+				t.Run(c.name, func(t *testing.T) {
+					b := newBackend(t)
+					a.prepare(t, b)
+					c.run(t, b, a)
+				})
 			}
 			for _, c := range a.cases {
 				t.Run(c.name, func(t *testing.T) { c.run(t, newBackend(t)) })
@@ -51,21 +56,35 @@ func TestStore(t *testing.T, newBackend func(t *testing.T) Backend) {
 // An algorithm is what the suite knows of one admit.Algorithm: how to make its Limits, what the
 // shared cases expect of it where algorithms differ, and the cases only it passes. An algorithm joins
 // the suite with an entry in algorithms and, for the invariants of its Decisions beyond those of every
-// Decision, one in checkAlgorithm.
+// Decision, one in checkAlgorithm. Every entry sets every field the shared cases read: all but
+// aligned and roomFor.
 type algorithm struct {
-	alg   admit.Algorithm
-	cases []algorithmCase
-	// maxRate is the largest Rate of the algorithm's Limits: admit.MaxRate, or less for an algorithm
-	// whose state grows with its Rate.
+	alg     admit.Algorithm
+	aligned bool // FixedWindow with Limit.Aligned, a variant with its own subtests
+	cases   []algorithmCase
+	// maxRate is the largest Rate of the algorithm's Limits of a minute: admit.MaxRate, or less for an
+	// algorithm whose state grows with its Rate (a sliding log) or whose Rate is bounded by its Period
+	// (GCRA, one unit per microsecond).
 	maxRate int64
 	// refill returns the least and the most time a fresh key filled by one admission under lim takes
 	// to return to its full allowance, from that admission: its ResetAfter, and the RetryAfter of a
-	// rejection right after it. Exactly the window for a fixed window or a log.
+	// rejection right after it. Exactly the window for a fixed window or a log; MaxWait for GCRA; the
+	// rest of the window that holds the admission for an aligned window.
 	refill func(lim admit.Limit) (lo, hi time.Duration)
-	// windowFromFirst reports whether a key's window starts at its first admission and nothing but
-	// its end restarts it, so that ResetAfter counts down from the window whatever else the key
-	// admits (a fixed window).
+	// windowFromFirst reports whether the time a key takes to return to its full allowance runs from
+	// its first admission, so that, once admissions soon after it have used the whole allowance,
+	// ResetAfter counts down from at most MaxWait at that first admission: a fixed window's window
+	// starts at its first admission (an aligned one's before it) and nothing but its end restarts it;
+	// a GCRA key whose Capacity is admitted from its first unit on, before any comes back, has it all
+	// back Capacity emission intervals after that first unit. Not so for a sliding window or log,
+	// whose later admissions weigh until later.
 	windowFromFirst bool
+	// roomFor returns a Limit of the algorithm with room for units in all that reads the state lim
+	// leaves on a key as lim does; nil means lim with a Rate of units.
+	roomFor func(lim admit.Limit, units int64) admit.Limit
+	// largest is the Limit of the algorithm with the largest Capacity whose keys' state does not
+	// change for a minute after their first admission, however time passes.
+	largest admit.Limit
 }
 
 // exactWindow is the refill of an algorithm whose full key returns to its allowance exactly one
@@ -79,26 +98,56 @@ type algorithmCase struct {
 }
 
 // algorithms returns the algorithms the suite checks, in order.
-func algorithms() []*algorithm { return []*algorithm{fixedWindow(), slidingWindow(), slidingLog()} }
+func algorithms() []*algorithm {
+	return []*algorithm{fixedWindow(), alignedWindow(), gcra(), slidingWindow(), slidingLog()}
+}
 
-// algorithmOf returns the suite's algorithm of alg, or nil.
-func algorithmOf(alg admit.Algorithm) *algorithm {
+// algorithmOf returns the suite's algorithm of lim (its Algorithm, aligned or not), or nil.
+func algorithmOf(lim admit.Limit) *algorithm {
 	for _, a := range algorithms() {
-		if a.alg == alg {
+		if a.alg == lim.Algorithm && a.aligned == lim.Aligned {
 			return a
 		}
 	}
 	return nil
 }
 
+// name returns the name of the algorithm's subtests: its configuration name, such as
+// "fixed_window", or "fixed_window_aligned".
+func (a *algorithm) name() string {
+	if a.aligned {
+		return a.alg.String() + "_aligned"
+	}
+	return a.alg.String()
+}
+
 // limit returns a Limit of the algorithm: rate units per period, named after the algorithm.
 func (a *algorithm) limit(rate int64, period time.Duration) admit.Limit {
-	return admit.Limit{Name: "limittest", Algorithm: a.alg, Rate: rate, Period: period}
+	return admit.Limit{Name: "limittest", Algorithm: a.alg, Rate: rate, Period: period, Aligned: a.aligned}
+}
+
+// prepare readies b for one of the shared cases, most of which assume that no window of a minute
+// ends while they run: for aligned windows, which end at every minute of the clock, it lets the next
+// such end pass first if it is near (see settle). Other algorithms need nothing.
+func (a *algorithm) prepare(t *testing.T, b Backend) {
+	t.Helper()
+	if a.aligned {
+		settle(t, b, a.perMinute(1), minuteMargin)
+	}
 }
 
 // perMinute returns a Limit of rate units per minute: a window long enough that it never ends during
 // a subtest.
 func (a *algorithm) perMinute(rate int64) admit.Limit { return a.limit(rate, time.Minute) }
+
+// withRoom returns a Limit that reads the state lim leaves on a key as lim does, with room for units.
+func (a *algorithm) withRoom(lim admit.Limit, units int64) admit.Limit {
+	if a.roomFor != nil {
+		return a.roomFor(lim, units)
+	}
+	lim.Rate = units
+	return lim
+}
 
 // checkAlgorithm reports, with t.Errorf, what d breaks of the invariants of lim's algorithm beyond
 // those of every Decision. It is safe to call from any goroutine.
@@ -111,6 +160,8 @@ func checkAlgorithm(t *testing.T, d admit.Decision, lim admit.Limit, n int64) {
 		checkSlidingWindow(t, d, lim, n)
 	case admit.SlidingLog:
 		checkSlidingLog(t, d, lim, n)
+	case admit.GCRA:
+		checkGCRA(t, d, lim, n)
 	}
 }
 
@@ -167,8 +218,8 @@ func checkDecision(t *testing.T, d admit.Decision, lim admit.Limit, n int64) {
 	if d.Limit != lim {
 		t.Errorf("Take(n=%d): Decision.Limit = %+v; want the Limit passed, %+v", n, d.Limit, lim)
 	}
-	if d.Remaining < 0 || d.Remaining > lim.Rate {
-		t.Errorf("Take(n=%d): Remaining = %d; want 0…%d", n, d.Remaining, lim.Rate)
+	if d.Remaining < 0 || d.Remaining > lim.Capacity() {
+		t.Errorf("Take(n=%d): Remaining = %d; want 0…%d", n, d.Remaining, lim.Capacity())
 	}
 	if d.Replayed {
 		t.Errorf("Take(n=%d) without an ID: Replayed", n)
@@ -178,22 +229,36 @@ func checkDecision(t *testing.T, d admit.Decision, lim admit.Limit, n int64) {
 			t.Errorf("Take(n=%d): allowed with RetryAfter = %v; want 0", n, d.RetryAfter)
 		}
 		if d.ResetAfter < 0 || d.ResetAfter > lim.MaxWait() {
-			t.Errorf("Take(n=%d): allowed with ResetAfter = %v; want 0…%v (MaxWait)", n, d.ResetAfter, lim.MaxWait())
+			t.Errorf("Take(n=%d): allowed with ResetAfter = %v; want 0…%v", n, d.ResetAfter, lim.MaxWait())
 		}
 		if n > 0 && d.ResetAfter == 0 {
 			t.Errorf("Take(n=%d): admitted with ResetAfter = 0; want the time until the key is full again", n)
 		}
 	} else if d.RetryAfter <= 0 || d.RetryAfter > lim.MaxWait() {
-		t.Errorf("Take(n=%d): rejected with RetryAfter = %v; want more than 0 and at most %v (MaxWait)", n, d.RetryAfter, lim.MaxWait())
+		t.Errorf("Take(n=%d): rejected with RetryAfter = %v; want more than 0 and at most %v, the Limit's MaxWait", n, d.RetryAfter, lim.MaxWait())
 	}
 	checkAlgorithm(t, d, lim, n)
 }
 
-// checkFresh reports whether d filled a fresh key: ResetAfter is the time such a key takes to return
-// to its full allowance (within slack), for a fixed window the whole window.
-func checkFresh(t *testing.T, d admit.Decision, lim admit.Limit) {
+// checkFresh reports whether d, of n units, was decided on a missing key: ResetAfter is the time such
+// a key takes to return to its full allowance (the algorithm's refill, within slack), for a fixed
+// window the whole window; for an aligned window, the time to its end (see checkAlignedFresh); for
+// GCRA, exactly the n emission intervals admitted, rounded up to the millisecond, on any backend.
+func checkFresh(t *testing.T, d admit.Decision, lim admit.Limit, n int64) {
 	t.Helper()
-	lo, hi := algorithmOf(lim.Algorithm).refill(lim)
+	switch {
+	case lim.Aligned:
+		checkAlignedFresh(t, d, lim)
+		return
+	case lim.Algorithm == admit.GCRA:
+		want := (time.Duration(n)*lim.EmissionInterval() + time.Millisecond - 1).Truncate(time.Millisecond)
+		if d.ResetAfter != want {
+			t.Errorf("a Take of %d units of an empty bucket: ResetAfter = %v; want n × the emission interval %v, rounded up to the millisecond: %v",
+				n, d.ResetAfter, lim.EmissionInterval(), want)
+		}
+		return
+	}
+	lo, hi := algorithmOf(lim).refill(lim)
 	if least := lo - slack(lim.Period); d.ResetAfter <= least || d.ResetAfter > hi {
 		t.Errorf("a Take that starts a window: ResetAfter = %v; want %v…%v (more than %v for a real-time backend)", d.ResetAfter, lo, hi, least)
 	}
@@ -205,7 +270,7 @@ type step struct {
 	n         int64         // cost; 0 is a peek
 	allowed   bool
 	remaining int64
-	fresh     bool // the Take starts a new window: ResetAfter is the whole window
+	fresh     bool // the Take finds the key missing: for a fixed window, ResetAfter is the whole window
 }
 
 // run performs steps on key of s under lim, in order, and returns their Decisions.
@@ -216,13 +281,13 @@ func run(t *testing.T, b Backend, s admit.Store, key string, lim admit.Limit, st
 		if st.sleep > 0 {
 			b.Sleep(t, st.sleep)
 		}
-		d := take(t, s, key, lim, st.n)
+		d := takeTimed(t, b, s, key, lim, st.n)
 		if d.Allowed != st.allowed || d.Remaining != st.remaining {
 			t.Fatalf("step %d: Take(n=%d) under %v = allowed %v, remaining %d; want allowed %v, remaining %d",
 				i, st.n, lim, d.Allowed, d.Remaining, st.allowed, st.remaining)
 		}
 		if st.fresh {
-			checkFresh(t, d, lim)
+			checkFresh(t, d, lim, st.n)
 		}
 		ds[i] = d
 	}

@@ -74,6 +74,18 @@ var mutants = []struct {
 	{"id-global", []string{"Idempotency/ScopedToTheSlot"}},
 	{"replay-unmarked", []string{"Idempotency/Replay"}},
 	{"supports-release", []string{"Unsupported"}},
+	{"aligned-ignored", []string{"fixed_window_aligned/AdmissionsShareTheWindowEnd", "fixed_window_aligned/NextWindowStartsAtTheBoundary",
+		"fixed_window_aligned/BoundaryBurst", "fixed_window_aligned/OnTheUnixGrid"}},
+	{"aligned-to-start", []string{"fixed_window_aligned/OnTheUnixGrid"}},
+	{"aligned-reset-window", []string{"fixed_window_aligned/AdmissionsShareTheWindowEnd", "fixed_window_aligned/OnTheUnixGrid"}},
+	// Bugs that only GCRA's cases catch.
+	{"gcra-no-refill", []string{"gcra/Sequence", "gcra/BurstAboveRate", "gcra/RetryAfterIsWhenItFits"}},
+	{"gcra-burst-is-rate", []string{"gcra/BurstAboveRate", "gcra/BurstBelowRate", "gcra/RejectionsAreReadOnly", "gcra/PeekExistingKey"}},
+	{"gcra-reject-writes", []string{"gcra/RejectionsAreReadOnly", "gcra/RetryAfterIsWhenItFits", "gcra/Sequence"}},
+	{"gcra-retry-is-reset", []string{"gcra/Sequence", "gcra/Cost"}},
+	{"gcra-no-remaining-on-reject", []string{"gcra/Cost", "gcra/RejectionsAreReadOnly"}},
+	{"gcra-reset-truncated", []string{"gcra/RoundedInterval"}},
+	// Bugs that only the sliding algorithms' cases catch.
 	{"sliding-window-forgets-previous", []string{"sliding_window/PreviousWindowWeighs", "sliding_window/ForgetsAfterTwoWindows"}},
 	{"sliding-window-floor", []string{"sliding_window/PreviousWindowWeighs", "sliding_window/ForgetsAfterTwoWindows"}},
 	{"sliding-log-window-ends", []string{"sliding_log/EntriesLeaveOneByOne"}},
@@ -148,7 +160,7 @@ func (b *refBackend) newStore(bug string) *refStore {
 	if b.clock != nil {
 		now = b.clock.Now
 	}
-	return &refStore{now: now, bug: bug, m: map[string]refEntry{}, records: map[string]refRecord{},
+	return &refStore{now: now, start: now(), bug: bug, m: map[string]refEntry{}, records: map[string]refRecord{},
 		windows: map[string]algo.SlidingWindowState{}, logs: map[string][]int64{}}
 }
 
@@ -159,6 +171,14 @@ func (b *refBackend) Open(t *testing.T) admit.Store {
 	return b.store
 }
 
+// Now is the time the reference Store decides by: it is a limittest.ClockBackend.
+func (b *refBackend) Now(t *testing.T) time.Time {
+	if b.clock == nil {
+		return time.Now()
+	}
+	return b.clock.Now()
+}
+
 func (b *refBackend) Sleep(t *testing.T, d time.Duration) {
 	if b.clock == nil {
 		time.Sleep(d)
@@ -167,11 +187,14 @@ func (b *refBackend) Sleep(t *testing.T, d time.Duration) {
 	b.clock.Advance(d)
 }
 
-// refStore is the simplest correct Store: one mutex, a map per algorithm's keys (deciding with
-// algo.FixedWindow, algo.SlidingWindow or algo.SlidingLog), and a map of idempotency records. A non-empty bug builds in one of the bugs of mutants.
+// refStore is the simplest correct Store: one mutex, a map of fixed-window and GCRA keys (deciding
+// with algo.FixedWindow, algo.AlignedWindow for an aligned Limit, and algo.GCRA), a map per sliding
+// algorithm's keys (algo.SlidingWindow, algo.SlidingLog), and a map of idempotency records. A
+// non-empty bug builds in one of the bugs of mutants.
 type refStore struct {
-	now func() time.Time
-	bug string
+	now   func() time.Time
+	start time.Time // when the Store was made: the "aligned-to-start" bug aligns windows to it
+	bug   string
 
 	mu      sync.Mutex
 	m       map[string]refEntry
@@ -183,6 +206,13 @@ type refStore struct {
 type refEntry struct {
 	count    int64
 	deadline time.Time
+	gcra     *refGCRA // the state of a GCRA key; nil for a fixed window's
+}
+
+// refGCRA is the state of a GCRA key: its theoretical arrival time, and when it was written.
+type refGCRA struct {
+	tat     int64 // Unix µs
+	written int64 // Unix µs
 }
 
 type refRecord struct {
@@ -293,6 +323,7 @@ func (s *refStore) TakeAll(ctx context.Context, rs []admit.Request, ds []admit.D
 
 	states := make([]*algo.FixedWindowState, len(rs))
 	slides := make([]refSliding, len(rs)) // the sliding algorithms' own
+	tats := make([]int64, len(rs))        // GCRA's: 0 for a missing key
 	for i, r := range rs {
 		// Without validation, an invalid request is decided as a fixed window, which takes any numbers.
 		slides[i].on = (r.Limit.Algorithm == admit.SlidingWindow || r.Limit.Algorithm == admit.SlidingLog) &&
@@ -303,7 +334,17 @@ func (s *refStore) TakeAll(ctx context.Context, rs []admit.Request, ds []admit.D
 			}
 			continue
 		}
+		if r.Limit.Algorithm == admit.GCRA {
+			var err error
+			if tats[i], err = s.readGCRA(keys[i], r.Limit, now.UnixMicro()); err != nil {
+				return false, err
+			}
+			continue
+		}
 		e, ok := s.m[keys[i]]
+		if ok && e.gcra != nil {
+			return false, fmt.Errorf("%w: key holds GCRA state", admit.ErrCorruptState)
+		}
 		if ok && e.deadline.Equal(now) && bug == "last-instant-corrupt" {
 			return false, fmt.Errorf("%w: counter has no expiry", admit.ErrCorruptState)
 		}
@@ -313,7 +354,12 @@ func (s *refStore) TakeAll(ctx context.Context, rs []admit.Request, ds []admit.D
 		}
 		if ok {
 			st := &algo.FixedWindowState{Count: e.count, TTL: max(e.deadline.Sub(now), time.Millisecond)}
-			if err := algo.CheckFixedWindow(*st, r.Limit.Period); err != nil && bug != "peek-creates" {
+			err := algo.CheckFixedWindow(*st, r.Limit.Period)
+			if s.aligned(r.Limit) {
+				st.TTL = e.deadline.Sub(time.UnixMicro(now.UnixMicro())) // from the microsecond now is in
+				err = algo.CheckAlignedWindow(*st, r.Limit.Period, s.unixMicro(now))
+			}
+			if err != nil && bug != "peek-creates" {
 				return false, fmt.Errorf("%w: %w", admit.ErrCorruptState, err)
 			}
 			states[i] = st
@@ -326,8 +372,14 @@ func (s *refStore) TakeAll(ctx context.Context, rs []admit.Request, ds []admit.D
 		s.mu.Lock()
 	}
 	results := make([]algo.FixedWindowResult, len(rs))
+	gcraResults := make([]algo.GCRAResult, len(rs))
 	all := true
 	for i, r := range rs {
+		if r.Limit.Algorithm == admit.GCRA {
+			gcraResults[i] = s.decideGCRA(tats[i], now.UnixMicro(), r.Limit, costs[i])
+			all = all && gcraResults[i].Allowed
+			continue
+		}
 		limit := r.Limit.Rate
 		if bug == "off-by-one" {
 			limit++
@@ -336,10 +388,14 @@ func (s *refStore) TakeAll(ctx context.Context, rs []admit.Request, ds []admit.D
 			all = slides[i].decide(r.Limit, limit, costs[i], now, bug) && all
 			continue
 		}
-		results[i] = algo.FixedWindow(states[i], limit, r.Limit.Period, costs[i])
+		results[i] = s.decide(states[i], r.Limit, limit, costs[i], now)
 		all = all && results[i].Allowed
 	}
 	for i, r := range rs {
+		if r.Limit.Algorithm == admit.GCRA {
+			ds[i] = s.applyGCRA(keys[i], r.Limit, costs[i], tats[i], &gcraResults[i], all, now.UnixMicro())
+			continue
+		}
 		if slides[i].on {
 			sl := &slides[i]
 			if all || bug == "partial-writes" {
@@ -354,7 +410,7 @@ func (s *refStore) TakeAll(ctx context.Context, rs []admit.Request, ds []admit.D
 			s.write(keys[i], r.Limit, costs[i], states[i], &results[i], now)
 		} else {
 			if results[i].Allowed && bug != "rejection-reports-consumed" {
-				results[i] = algo.FixedWindow(states[i], r.Limit.Rate, r.Limit.Period, 0) // as it is
+				results[i] = s.decide(states[i], r.Limit, r.Limit.Rate, 0, now) // as it is
 			}
 			s.writeRejected(keys[i], r.Limit, costs[i], states[i], &results[i], now)
 		}
@@ -373,7 +429,13 @@ func (s *refStore) write(key string, lim admit.Limit, n int64, st *algo.FixedWin
 	switch r.Write {
 	case algo.WriteCreate:
 		e = refEntry{count: n, deadline: now.Add(lim.Period)}
-		if bug == "clock-aligned" {
+		if s.aligned(lim) {
+			// The window's end: from the microsecond now is in, to the next multiple of the period.
+			e.deadline = time.UnixMicro(now.UnixMicro()).Add(algo.AlignedWindowLeft(s.unixMicro(now), lim.Period))
+			if bug == "aligned-reset-window" {
+				r.ResetAfter = lim.Period
+			}
+		} else if bug == "clock-aligned" {
 			e.deadline = now.Truncate(lim.Period).Add(lim.Period)
 			r.ResetAfter = e.deadline.Sub(now)
 		}
@@ -413,6 +475,86 @@ func (s *refStore) writeRejected(key string, lim admit.Limit, n int64, st *algo.
 		return
 	}
 	s.m[key] = e
+}
+
+// aligned reports whether the Store aligns lim's windows: lim.Aligned, but for the "aligned-ignored"
+// bug.
+func (s *refStore) aligned(lim admit.Limit) bool { return lim.Aligned && s.bug != "aligned-ignored" }
+
+// unixMicro returns now in Unix microseconds: for the "aligned-to-start" bug, the time since the
+// Store was made, so that its windows are aligned to its start.
+func (s *refStore) unixMicro(now time.Time) int64 {
+	if s.bug == "aligned-to-start" {
+		return now.UnixMicro() - s.start.UnixMicro()
+	}
+	return now.UnixMicro()
+}
+
+// decide decides n units of a key in state st under lim, counting up to limit, at now.
+func (s *refStore) decide(st *algo.FixedWindowState, lim admit.Limit, limit, n int64, now time.Time) algo.FixedWindowResult {
+	if s.aligned(lim) {
+		return algo.AlignedWindow(st, limit, lim.Period, s.unixMicro(now), n)
+	}
+	return algo.FixedWindow(st, limit, lim.Period, n)
+}
+
+// readGCRA returns the TAT of a GCRA key at now (µs), 0 for a missing key or an emptied bucket, or
+// why its state is corrupt, with the bugs that touch reading.
+func (s *refStore) readGCRA(key string, lim admit.Limit, now int64) (int64, error) {
+	e, ok := s.m[key]
+	switch {
+	case !ok:
+		return 0, nil
+	case e.gcra == nil:
+		return 0, fmt.Errorf("%w: key holds a fixed window", admit.ErrCorruptState)
+	case e.gcra.tat <= now:
+		delete(s.m, key)
+		return 0, nil
+	}
+	st := algo.GCRAState{TAT: e.gcra.tat, TTL: time.Duration(e.gcra.tat-now) * time.Microsecond}
+	if err := algo.CheckGCRA(st, now, lim); err != nil {
+		return 0, fmt.Errorf("%w: %w", admit.ErrCorruptState, err)
+	}
+	if s.bug == "gcra-no-refill" {
+		// Decide as if no time had passed since the last write.
+		return e.gcra.tat - (now - e.gcra.written), nil
+	}
+	return e.gcra.tat, nil
+}
+
+// decideGCRA decides n units of a key whose TAT is tat at now, with the bugs that touch deciding.
+func (s *refStore) decideGCRA(tat, now int64, lim admit.Limit, n int64) algo.GCRAResult {
+	if s.bug == "gcra-burst-is-rate" {
+		lim.Burst = 0
+	}
+	r := algo.GCRA(tat, now, lim, n)
+	switch {
+	case !r.Allowed && s.bug == "gcra-retry-is-reset":
+		r.RetryAfter = r.ResetAfter
+	case !r.Allowed && s.bug == "gcra-no-remaining-on-reject":
+		r.Remaining = 0 // as redis_rate reports a rejection
+	case s.bug == "gcra-reset-truncated":
+		r.ResetAfter = (time.Duration(max(r.TAT, tat)-now) * time.Microsecond).Truncate(time.Millisecond)
+		if r.ResetAfter < 0 {
+			r.ResetAfter = 0
+		}
+	}
+	return r
+}
+
+// applyGCRA makes the write of r, of n units of a GCRA key whose TAT was tat, when the request is
+// admitted (all), and returns its Decision, with the bugs that touch writing.
+func (s *refStore) applyGCRA(key string, lim admit.Limit, n, tat int64, r *algo.GCRAResult, all bool, now int64) admit.Decision {
+	switch {
+	case all && r.Write:
+		s.m[key] = refEntry{deadline: time.UnixMicro(r.TAT), gcra: &refGCRA{tat: r.TAT, written: now}}
+	case !r.Allowed && n > 0 && s.bug == "gcra-reject-writes":
+		penalty := max(tat, now) + n*lim.EmissionInterval().Microseconds()
+		s.m[key] = refEntry{deadline: time.UnixMicro(penalty), gcra: &refGCRA{tat: penalty, written: now}}
+	case !all && r.Allowed:
+		*r = s.decideGCRA(tat, now, lim, 0) // rejected by another policy: the key as it is
+	}
+	return admit.Decision{Allowed: r.Allowed, Limit: lim, Remaining: r.Remaining, RetryAfter: r.RetryAfter, ResetAfter: r.ResetAfter}
 }
 
 func decision(r algo.FixedWindowResult, lim admit.Limit, bug string) admit.Decision {

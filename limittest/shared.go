@@ -159,13 +159,13 @@ func testRejectionsAreReadOnly(t *testing.T, b Backend, a *algorithm) {
 		t.Fatalf("peek before 20 rejections: remaining %d, ResetAfter %v; after: remaining %d, ResetAfter %v; want remaining 0 and ResetAfter not increased",
 			before.Remaining, before.ResetAfter, after.Remaining, after.ResetAfter)
 	}
-	// A window that started at the first admission, 20 ms ago or more, has no more than that left.
-	if a.windowFromFirst && after.ResetAfter > lim.Period-20*time.Millisecond {
-		t.Fatalf("peek after 20 rejections: ResetAfter %v; want at most %v: the window began with the first admission, at least 20ms ago",
-			after.ResetAfter, lim.Period-20*time.Millisecond)
+	// A wait that runs from the first admission, 20 ms ago or more, has no more than that left.
+	if a.windowFromFirst && after.ResetAfter > lim.MaxWait()-20*time.Millisecond {
+		t.Fatalf("peek after 20 rejections: ResetAfter %v; want at most %v: the key's wait began with its first admission, at least 20ms ago",
+			after.ResetAfter, lim.MaxWait()-20*time.Millisecond)
 	}
 	// Remaining stops at 0; a larger Limit on the same key shows the stored count itself.
-	big := a.perMinute(100)
+	big := a.withRoom(lim, 100)
 	if d := take(t, s, key, big, 0); d.Remaining != 97 {
 		t.Fatalf("peek under %v after 3 admissions and 40 rejections: remaining %d; want 97 (rejections must not count)", big, d.Remaining)
 	}
@@ -381,8 +381,10 @@ func testInvalid(t *testing.T, b Backend, a *algorithm) {
 func testBounds(t *testing.T, b Backend, a *algorithm) {
 	s := b.Open(t)
 	t.Run("MaxRate", func(t *testing.T) {
-		most := a.maxRate
-		lim := a.perMinute(most)
+		// The algorithm's largest Limit whose keys' state stays a minute: MaxRate per minute for a
+		// fixed or sliding window, MaxSlidingLogRate for a sliding log; for GCRA, the biggest bucket
+		// that refills nothing in a minute.
+		lim, most := a.largest, a.largest.Capacity()
 		run(t, b, s, newKey(), lim, []step{
 			{n: most, allowed: true, remaining: 0, fresh: true},
 			{n: 1, allowed: false, remaining: 0},
@@ -394,10 +396,10 @@ func testBounds(t *testing.T, b Backend, a *algorithm) {
 			{n: 2, allowed: false, remaining: 1},
 			{n: 1, allowed: true, remaining: 0},
 		})
-		if most < admit.MaxRate {
-			over := a.perMinute(most + 1)
+		if a.maxRate < admit.MaxRate {
+			over := a.perMinute(a.maxRate + 1)
 			if _, err := s.Take(t.Context(), admit.Request{Key: newKey(), Limit: over, Cost: 1}); !errors.Is(err, admit.ErrInvalidLimit) {
-				t.Fatalf("Take under %v, above the algorithm's largest rate %d: %v; want ErrInvalidLimit", over, most, err)
+				t.Fatalf("Take under %v, above the algorithm's largest rate per minute %d: %v; want ErrInvalidLimit", over, a.maxRate, err)
 			}
 		}
 	})
@@ -450,10 +452,23 @@ func testRetryAfterSeconds(t *testing.T, b Backend, a *algorithm) {
 		{1500 * time.Millisecond, 2},
 	} {
 		lim := a.limit(1, tt.window)
+		if a.aligned {
+			settle(t, b, lim, tt.window/10) // the two Takes in one window
+		}
 		ds := run(t, b, s, newKey(), lim, []step{
 			{n: 1, allowed: true, remaining: 0, fresh: true},
 			{n: 1, allowed: false, remaining: 0},
 		})
+		if a.aligned {
+			// An aligned window ends at the next multiple of its period, which the admission reported:
+			// the rejection waits for that end, in whole seconds rounded up.
+			end, r, got := ds[0].ResetAfter, ds[1].RetryAfter, ds[1].RetryAfterSeconds()
+			if r > end || r < end-slack(tt.window) || time.Duration(got)*time.Second < r || time.Duration(got-1)*time.Second >= r {
+				t.Errorf("a rejection just after an admission that reported ResetAfter = %v: RetryAfter = %v, RetryAfterSeconds() = %d; want that end, rounded up to whole seconds",
+					end, r, got)
+			}
+			continue
+		}
 		got := ds[1].RetryAfterSeconds()
 		if lo, hi := a.refill(lim); lo == hi {
 			if got != tt.want {

@@ -8,26 +8,49 @@ import (
 )
 
 // The kernel of admit.FixedWindow: e.count units admitted in a window that ends at e.deadline
-// (SPEC §2.1, algo.FixedWindow).
+// (SPEC §2.1, algo.FixedWindow). With Limit.Aligned the windows are aligned to Unix time
+// (algo.AlignedWindow): a new entry's deadline is the end of the aligned window that holds
+// now.unixMicro, measured from the start of that microsecond, so the entry ends exactly at the
+// boundary, as a Redis key written with PXAT ends at its millisecond.
 
 func fixedWindowLive(e *entry, now instant) bool { return e.deadline > now.mono }
 
 func fixedWindowCheck(e *entry, lim admit.Limit, now instant) error {
-	ttl := e.deadline - now.mono
-	if err := algo.CheckFixedWindow(algo.FixedWindowState{Count: e.count, TTL: ttl}, lim.Period); err != nil {
-		return fmt.Errorf("%w (window left %v, Limit %v)", err, ttl, lim)
+	st := fixedWindowState(e, lim, now)
+	var err error
+	if lim.Aligned {
+		err = algo.CheckAlignedWindow(st, lim.Period, now.unixMicro)
+	} else {
+		err = algo.CheckFixedWindow(st, lim.Period)
+	}
+	if err != nil {
+		return fmt.Errorf("%w (window left %v, Limit %v)", err, st.TTL, lim)
 	}
 	return nil
+}
+
+// fixedWindowState returns e's state at now. The time left in an aligned window is measured from
+// the start of the microsecond now.unixMicro names, as algo.AlignedWindowLeft measures it.
+func fixedWindowState(e *entry, lim admit.Limit, now instant) algo.FixedWindowState {
+	if lim.Aligned {
+		return algo.FixedWindowState{Count: e.count, TTL: e.deadline - (now.mono - now.intoMicro)}
+	}
+	return algo.FixedWindowState{Count: e.count, TTL: e.deadline - now.mono}
 }
 
 func fixedWindowDecide(e *entry, lim admit.Limit, cost int64, now instant) (admit.Decision, write) {
 	var st *algo.FixedWindowState
 	var buf algo.FixedWindowState
 	if e != nil {
-		buf = algo.FixedWindowState{Count: e.count, TTL: e.deadline - now.mono}
+		buf = fixedWindowState(e, lim, now)
 		st = &buf
 	}
-	res := algo.FixedWindow(st, lim.Rate, lim.Period, cost)
+	var res algo.FixedWindowResult
+	if lim.Aligned {
+		res = algo.AlignedWindow(st, lim.Rate, lim.Period, now.unixMicro, cost)
+	} else {
+		res = algo.FixedWindow(st, lim.Rate, lim.Period, cost)
+	}
 	d := admit.Decision{Allowed: res.Allowed, Limit: lim, Remaining: res.Remaining, RetryAfter: res.RetryAfter, ResetAfter: res.ResetAfter}
 	switch res.Write {
 	case algo.WriteCreate:
@@ -39,10 +62,12 @@ func fixedWindowDecide(e *entry, lim admit.Limit, cost int64, now instant) (admi
 }
 
 func fixedWindowApply(e *entry, w write, lim admit.Limit, cost int64, now instant) {
-	switch w {
-	case writeCreate:
+	switch {
+	case w == writeCreate && lim.Aligned:
+		e.count, e.deadline = cost, now.mono-now.intoMicro+algo.AlignedWindowLeft(now.unixMicro, lim.Period)
+	case w == writeCreate:
 		e.count, e.deadline = cost, now.mono+lim.Period
-	case writeUpdate:
+	case w == writeUpdate:
 		e.count += cost
 	}
 }

@@ -9,7 +9,7 @@ import (
 
 // A kernel is how memstore keeps and decides one admit.Algorithm's state in an entry, following the
 // algorithm's transition in internal/algo, as the Redis script's module does. Its methods dispatch
-// on the algorithm to the functions of its file (fixedwindow.go, …); an algorithm that
+// on the algorithm to the functions of its file (fixedwindow.go, gcra.go, …); an algorithm that
 // admit.Limit.Validate accepts has a case in each. (A switch rather than an interface: the entries
 // passed to an interface method would escape to the heap, and Take would allocate.)
 type kernel admit.Algorithm
@@ -24,6 +24,8 @@ func (k kernel) live(e *entry, now instant) bool {
 		return slidingWindowLive(e, now)
 	case admit.SlidingLog:
 		return slidingLogLive(e, now)
+	case admit.GCRA:
+		return gcraLive(e, now)
 	}
 	return false
 }
@@ -37,6 +39,8 @@ func (k kernel) check(e *entry, lim admit.Limit, now instant) error {
 		return slidingWindowCheck(e, lim, now)
 	case admit.SlidingLog:
 		return slidingLogCheck(e, lim, now)
+	case admit.GCRA:
+		return gcraCheck(e, lim, now)
 	}
 	return fmt.Errorf("no kernel for %v", lim.Algorithm)
 }
@@ -51,6 +55,8 @@ func (k kernel) decide(e *entry, lim admit.Limit, cost int64, now instant) (admi
 		return slidingWindowDecide(e, lim, cost, now)
 	case admit.SlidingLog:
 		return slidingLogDecide(e, lim, cost, now)
+	case admit.GCRA:
+		return gcraDecide(e, lim, cost, now)
 	}
 	return admit.Decision{Limit: lim}, writeNone
 }
@@ -65,6 +71,8 @@ func (k kernel) apply(e *entry, w write, lim admit.Limit, cost int64, now instan
 		slidingWindowApply(e, w, lim, cost, now)
 	case admit.SlidingLog:
 		slidingLogApply(e, w, lim, cost, now)
+	case admit.GCRA:
+		gcraApply(e, w, lim, cost, now)
 	}
 }
 
@@ -83,4 +91,5 @@ const (
 type instant struct {
 	mono      time.Duration
 	unixMicro int64
+	intoMicro time.Duration // how far mono is into the microsecond unixMicro names: 0 … 999 ns
 }

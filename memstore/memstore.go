@@ -282,10 +282,12 @@ func orDefault(n, def int) int {
 // the wall clock moves no window.
 func (t *table) now() time.Duration { return t.clock().Sub(t.base) }
 
-// instant returns the time now, for a decision.
+// instant returns the time now, for a decision. Its Unix time is the clock's at base plus the
+// time since on the monotonic clock, truncated to the microsecond.
 func (t *table) instant() instant {
 	mono := t.now()
-	return instant{mono: mono, unixMicro: t.base.UnixMicro() + mono.Microseconds()}
+	wall := t.base.Add(mono)
+	return instant{mono: mono, unixMicro: wall.UnixMicro(), intoMicro: time.Duration(wall.Nanosecond() % 1000)}
 }
 
 // shard returns the shard of key: the one of its Redis Cluster hash slot, so that the keys of one

@@ -26,6 +26,14 @@ type backend struct {
 
 func (b *backend) Open(t *testing.T) admit.Store { return b.store }
 
+// Now is the time the Store decides by: the backend is a limittest.ClockBackend.
+func (b *backend) Now(t *testing.T) time.Time {
+	if b.clock == nil {
+		return time.Now()
+	}
+	return b.clock.Now()
+}
+
 func (b *backend) Sleep(t *testing.T, d time.Duration) {
 	if b.clock == nil {
 		time.Sleep(d)

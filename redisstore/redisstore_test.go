@@ -26,6 +26,9 @@ func (b backend) Open(t *testing.T) admit.Store { return open(t, b.srv.URL()) }
 
 func (b backend) Sleep(t *testing.T, d time.Duration) { time.Sleep(d) }
 
+// Now is Redis's TIME, the clock the scripts decide by: the backend is a limittest.ClockBackend.
+func (b backend) Now(t *testing.T) time.Time { return redisNow(t, b.srv) }
+
 func (b backend) Address() string { return b.srv.URL() }
 
 func (b backend) OpenAddress(t *testing.T, url string) admit.Store { return open(t, url) }
@@ -299,7 +302,7 @@ func TestCorruptStateIsAnErrorAndLeftAlone(t *testing.T) {
 }
 
 // fixedWindowArgv returns the take script's ARGV for one fixed-window policy of the given arguments
-// (limit, window, cost), without an ID.
+// (limit, window, cost, aligned), without an ID.
 func fixedWindowArgv(args ...string) []string {
 	return append([]string{"1", "", "fixed_window"}, args...)
 }
@@ -312,20 +315,25 @@ func TestScriptRefusesInvalidArguments(t *testing.T) {
 	marker := key + ":marker"
 	events := watchKeyspace(t, srv, key, marker)
 	cases := [][]string{
-		{"0", "60000", "1"},                 // limit 0
-		{"1000000000000001", "60000", "1"},  // limit above 10^15
-		{"3", "0", "1"},                     // window 0
-		{"3", "31622400001", "1"},           // window above 366 days
-		{"3", "60000", "4"},                 // cost above limit
-		{"3", "60000", "-1"},                // negative cost
-		{"3", "1.5", "1"},                   // not an integer
-		{"3", "60000", "1e0"},               // not a plain integer
-		{"x", "60000", "1"},                 // not a number
-		{"3", "60000"},                      // missing argument
-		{"3", "60000", " 1"},                // padded
-		{"03", "60000", "1"},                // leading zero
-		{"3", "60000", "0x1"},               // hex
-		{"3", "60000", "99999999999999999"}, // 17 digits
+		{"0", "60000", "1", "0"},                 // limit 0
+		{"1000000000000001", "60000", "1", "0"},  // limit above 10^15
+		{"3", "0", "1", "0"},                     // window 0
+		{"3", "31622400001", "1", "0"},           // window above 366 days
+		{"3", "60000", "4", "0"},                 // cost above limit
+		{"3", "60000", "-1", "0"},                // negative cost
+		{"3", "1.5", "1", "0"},                   // not an integer
+		{"3", "60000", "1e0", "0"},               // not a plain integer
+		{"x", "60000", "1", "0"},                 // not a number
+		{"3", "60000"},                           // missing arguments
+		{"3", "60000", "1"},                      // missing the aligned flag
+		{"3", "60000", "1", "2"},                 // aligned neither 0 nor 1
+		{"3", "60000", "1", ""},                  // aligned empty
+		{"3", "60000", "1", "true"},              // aligned not a digit
+		{"3", "60000", "1", "01"},                // aligned padded
+		{"3", "60000", " 1", "0"},                // padded
+		{"03", "60000", "1", "0"},                // leading zero
+		{"3", "60000", "0x1", "0"},               // hex
+		{"3", "60000", "99999999999999999", "0"}, // 17 digits
 	}
 	for _, args := range cases {
 		_, err := s.run(context.Background(), takeScript, []string{key}, fixedWindowArgv(args...))
@@ -337,13 +345,13 @@ func TestScriptRefusesInvalidArguments(t *testing.T) {
 		keys []string
 		argv []string
 	}{
-		{[]string{key, key + "2"}, fixedWindowArgv("3", "60000", "1")},                         // a key too many
-		{[]string{key}, []string{"0", ""}},                                                     // no policy
-		{[]string{key}, append([]string{"17", ""}, fixedWindowArgv("3", "60000", "1")[2:]...)}, // too many policies
-		{[]string{key}, []string{"1", "", "gcra", "3", "60000", "1"}},                          // unknown algorithm
-		{[]string{key}, append(fixedWindowArgv("3", "60000", "1"), "1")},                       // an argument too many
-		{[]string{key}, []string{"1", "not hex", "fixed_window", "3", "60000", "1"}},           // bad fingerprint
-		{[]string{key}, []string{"1", "abc123", "fixed_window", "3", "60000", "1"}},            // an ID without its record key
+		{[]string{key, key + "2"}, fixedWindowArgv("3", "60000", "1", "0")},                         // a key too many
+		{[]string{key}, []string{"0", ""}},                                                          // no policy
+		{[]string{key}, append([]string{"17", ""}, fixedWindowArgv("3", "60000", "1", "0")[2:]...)}, // too many policies
+		{[]string{key}, []string{"1", "", "no_such_algorithm", "3", "60000", "1", "0"}},             // unknown algorithm
+		{[]string{key}, append(fixedWindowArgv("3", "60000", "1", "0"), "1")},                       // an argument too many
+		{[]string{key}, []string{"1", "not hex", "fixed_window", "3", "60000", "1", "0"}},           // bad fingerprint
+		{[]string{key}, []string{"1", "abc123", "fixed_window", "3", "60000", "1", "0"}},            // an ID without its record key
 	} {
 		if _, err := s.run(context.Background(), takeScript, tc.keys, tc.argv); !errors.Is(err, admit.ErrInvalidRequest) {
 			t.Errorf("script with KEYS %q, ARGV %q: err = %v, want ErrInvalidRequest", tc.keys, tc.argv, err)

@@ -42,12 +42,14 @@ var (
 	slidingWindowSrc string
 	//go:embed scripts/sliding_log.lua
 	slidingLogSrc string
+	//go:embed scripts/gcra.lua
+	gcraSrc string
 	//go:embed scripts/take.lua
 	takeSrc string
 )
 
 // modules are the algorithm modules, in the order the scripts define them.
-var modules = []string{fixedWindowSrc, slidingWindowSrc, slidingLogSrc}
+var modules = []string{fixedWindowSrc, gcraConstants() + gcraSrc, slidingWindowSrc, slidingLogSrc}
 
 // takeScript is the entry point that decides 1 … admit.MaxRequests policies all-or-nothing.
 var takeScript = newScript("take", assemble(takeSrc, false))
@@ -161,7 +163,7 @@ func unavailable(err error) error {
 func takeArgs(rs []admit.Request) (keys, args []string) {
 	id := rs[0].ID
 	keys = make([]string, 0, len(rs)+1)
-	args = make([]string, 0, 2+4*len(rs))
+	args = make([]string, 0, 2+5*len(rs))
 	fp := ""
 	if id != "" {
 		fp = algo.Fingerprint(rs)
@@ -188,13 +190,32 @@ func policyArgs(args []string, r *admit.Request) []string {
 		strconv.FormatInt(r.Cost, 10))
 	switch lim.Algorithm {
 	case admit.FixedWindow:
-		// limit, window, cost
+		// limit, window, cost, then aligned
+		aligned := "0"
+		if lim.Aligned {
+			aligned = "1"
+		}
+		args = append(args, aligned)
+	case admit.GCRA:
+		// rate, window, cost, burst
+		args = append(args, strconv.FormatInt(lim.Capacity(), 10))
 	case admit.SlidingWindow:
 		// limit, window, cost
 	case admit.SlidingLog:
 		// limit, window, cost
 	}
 	return args
+}
+
+// gcraConstants returns the Lua that defines the bounds of the GCRA module, rendered from the Go
+// constants:
+//
+//	MAX_TAT            the largest theoretical arrival time, in µs: algo.MaxTAT
+//	MAX_TOLERANCE      the largest burst × emission interval, in µs: admit.MaxTolerance
+//	INTERVAL_ROUNDING  rounding the interval up may slow the rate by less than 1 in this: admit.MaxIntervalRounding
+func gcraConstants() string {
+	return fmt.Sprintf("local MAX_TAT = %d\nlocal MAX_TOLERANCE = %d\nlocal INTERVAL_ROUNDING = %d\n",
+		algo.MaxTAT, admit.MaxTolerance.Microseconds(), admit.MaxIntervalRounding)
 }
 
 // errBadReply means a script answered with something it never sends.
@@ -237,7 +258,7 @@ func parseTake(msg rueidis.RedisMessage, rs []admit.Request, ds []admit.Decision
 func decision(v []int64, lim admit.Limit) (admit.Decision, error) {
 	allowed, remaining, retryMS, resetMS := v[0], v[1], v[2], v[3]
 	maxMS := lim.MaxWait().Milliseconds()
-	if allowed != 0 && allowed != 1 || remaining < 0 || remaining > lim.Rate ||
+	if allowed != 0 && allowed != 1 || remaining < 0 || remaining > lim.Capacity() ||
 		retryMS < 0 || retryMS > maxMS || resetMS < 0 || resetMS > maxMS {
 		return admit.Decision{}, unavailable(fmt.Errorf("%w: %v out of range", errBadReply, v))
 	}

@@ -76,12 +76,14 @@ func TestScriptBoundsAreGos(t *testing.T) {
 		args []string
 		ok   bool
 	}{
-		{[]string{maxRate, "60000", "1"}, true},
-		{[]string{strconv.FormatInt(admit.MaxRate+1, 10), "60000", "1"}, false},
-		{[]string{"3", maxWindow, "0"}, true},
-		{[]string{"3", strconv.FormatInt(admit.MaxPeriod.Milliseconds()+1, 10), "0"}, false},
-		{[]string{"3", strconv.FormatInt(admit.MinPeriod.Milliseconds(), 10), "0"}, true},
-		{[]string{"3", strconv.FormatInt(admit.MinPeriod.Milliseconds()-1, 10), "0"}, false},
+		{[]string{maxRate, "60000", "1", "0"}, true},
+		{[]string{strconv.FormatInt(admit.MaxRate+1, 10), "60000", "1", "0"}, false},
+		{[]string{"3", maxWindow, "0", "0"}, true},
+		{[]string{"3", strconv.FormatInt(admit.MaxPeriod.Milliseconds()+1, 10), "0", "0"}, false},
+		{[]string{"3", strconv.FormatInt(admit.MinPeriod.Milliseconds(), 10), "0", "0"}, true},
+		{[]string{"3", strconv.FormatInt(admit.MinPeriod.Milliseconds()-1, 10), "0", "0"}, false},
+		{[]string{maxRate, maxWindow, "1", "1"}, true}, // aligned at both bounds
+		{[]string{"3", strconv.FormatInt(admit.MinPeriod.Milliseconds(), 10), "1", "1"}, true},
 	} {
 		_, err := s.run(context.Background(), takeScript, []string{newKey(t)}, fixedWindowArgv(tc.args...))
 		switch {

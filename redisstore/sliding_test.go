@@ -35,14 +35,15 @@ func aheadStart(w time.Duration) int64 {
 	return (time.Now().Add(time.Hour).UnixMicro()/W + 1) * W
 }
 
-// takeOneAt decides r at Unix time at, in microseconds, through the test assembly.
-func takeOneAt(t *testing.T, s *Store, r admit.Request, at int64) admit.Decision {
+// mustTakeAt decides r (without an ID) at Unix time at, in microseconds, with takeOneAt, and fails
+// the test on an error.
+func mustTakeAt(t *testing.T, s *Store, r admit.Request, at int64) admit.Decision {
 	t.Helper()
-	ds := make([]admit.Decision, 1)
-	if _, err := s.takeAt(context.Background(), []admit.Request{r}, ds, time.UnixMicro(at)); err != nil {
+	d, err := takeOneAt(s, r.Key, r.Limit, r.Cost, time.UnixMicro(at))
+	if err != nil {
 		t.Fatalf("take %d of %v at %d: %v", r.Cost, r.Limit, at, err)
 	}
-	return ds[0]
+	return d
 }
 
 // dump returns the DUMP of key, or "" for no key.
@@ -176,7 +177,7 @@ func TestSlidingWindowInRedis(t *testing.T) {
 		res := algo.SlidingWindow(mirror, now, lim.Rate, window, st.n)
 		want := decisionOf(lim, res.Allowed, res.Remaining, res.RetryAfter, res.ResetAfter)
 		before := dump(t, srv, key)
-		d := takeOneAt(t, s, admit.Request{Key: key, Limit: lim, Cost: st.n}, now)
+		d := mustTakeAt(t, s, admit.Request{Key: key, Limit: lim, Cost: st.n}, now)
 		if d != want {
 			t.Fatalf("step %d (%v, n %d): %+v; algo %+v", i, st.at, st.n, d, want)
 		}
@@ -213,7 +214,7 @@ func TestSlidingLogInRedis(t *testing.T) {
 	step := func(i int, now, n int64) admit.Decision {
 		t.Helper()
 		res := algo.SlidingLog(mirror, now, lim.Rate, window, n)
-		d := takeOneAt(t, s, admit.Request{Key: key, Limit: lim, Cost: n}, now)
+		d := mustTakeAt(t, s, admit.Request{Key: key, Limit: lim, Cost: n}, now)
 		if want := decisionOf(lim, res.Allowed, res.Remaining, res.RetryAfter, res.ResetAfter); d != want {
 			t.Fatalf("step %d (n %d at +%dµs): %+v; algo %+v", i, n, now-t0, d, want)
 		}
@@ -265,13 +266,13 @@ func TestSlidingLogAtMaxRate(t *testing.T) {
 	lim := admit.Limit{Algorithm: admit.SlidingLog, Rate: admit.MaxSlidingLogRate, Period: time.Minute}
 	key := newKey(t)
 	now := aheadStart(time.Minute)
-	if d := takeOneAt(t, s, admit.Request{Key: key, Limit: lim, Cost: lim.Rate - 1}, now); !d.Allowed || d.Remaining != 1 {
+	if d := mustTakeAt(t, s, admit.Request{Key: key, Limit: lim, Cost: lim.Rate - 1}, now); !d.Allowed || d.Remaining != 1 {
 		t.Fatalf("%d units at once: %+v", lim.Rate-1, d)
 	}
-	if d := takeOneAt(t, s, admit.Request{Key: key, Limit: lim, Cost: 1}, now); !d.Allowed || d.Remaining != 0 {
+	if d := mustTakeAt(t, s, admit.Request{Key: key, Limit: lim, Cost: 1}, now); !d.Allowed || d.Remaining != 0 {
 		t.Fatalf("the last unit: %+v", d)
 	}
-	if d := takeOneAt(t, s, admit.Request{Key: key, Limit: lim, Cost: 1}, now+1); d.Allowed || d.RetryAfter != time.Minute {
+	if d := mustTakeAt(t, s, admit.Request{Key: key, Limit: lim, Cost: 1}, now+1); d.Allowed || d.RetryAfter != time.Minute {
 		t.Fatalf("a unit more: %+v", d)
 	}
 	log, _ := logSet(t, srv, key)
@@ -428,7 +429,7 @@ func TestSlidingWindowScriptAgreesWithAlgo(t *testing.T) {
 		n := r.Int64N(limit + 1)
 		lim := admit.Limit{Algorithm: admit.SlidingWindow, Rate: limit, Period: w}
 		res := algo.SlidingWindow(st, now, limit, w, n)
-		d := takeOneAt(t, s, admit.Request{Key: key, Limit: lim, Cost: n}, now)
+		d := mustTakeAt(t, s, admit.Request{Key: key, Limit: lim, Cost: n}, now)
 		if want := decisionOf(lim, res.Allowed, res.Remaining, res.RetryAfter, res.ResetAfter); d != want {
 			t.Fatalf("%+v at %d (+%dµs), limit %d, n %d, window %v: script %+v; algo %+v", st, now, now-cur, limit, n, w, d, want)
 		}
@@ -486,7 +487,7 @@ func TestSlidingLogScriptAgreesWithAlgo(t *testing.T) {
 		n := r.Int64N(limit + 1)
 		lim := admit.Limit{Algorithm: admit.SlidingLog, Rate: limit, Period: w}
 		res := algo.SlidingLog(log, now, limit, w, n)
-		d := takeOneAt(t, s, admit.Request{Key: key, Limit: lim, Cost: n}, now)
+		d := mustTakeAt(t, s, admit.Request{Key: key, Limit: lim, Cost: n}, now)
 		if want := decisionOf(lim, res.Allowed, res.Remaining, res.RetryAfter, res.ResetAfter); d != want {
 			t.Fatalf("%v at %d, limit %d, n %d, window %v: script %+v; algo %+v", log, now, limit, n, w, d, want)
 		}
@@ -545,7 +546,7 @@ func TestSlidingWindowBoundAgainstLogInRedis(t *testing.T) {
 		}
 		e := now - cur
 		res := algo.SlidingWindow(sw, now, limit, window, n)
-		if d := takeOneAt(t, s, admit.Request{Key: swKey, Limit: swLim, Cost: n}, now); d != decisionOf(swLim, res.Allowed, res.Remaining, res.RetryAfter, res.ResetAfter) {
+		if d := mustTakeAt(t, s, admit.Request{Key: swKey, Limit: swLim, Cost: n}, now); d != decisionOf(swLim, res.Allowed, res.Remaining, res.RetryAfter, res.ResetAfter) {
 			t.Fatalf("request %d: the window's script %+v; algo %+v", i, d, res)
 		}
 		sw = windowApply(sw, res, n)
@@ -558,7 +559,7 @@ func TestSlidingWindowBoundAgainstLogInRedis(t *testing.T) {
 			worst = max(worst, held-limit)
 		}
 		lres := algo.SlidingLog(slLog, now, limit, window, n)
-		if d := takeOneAt(t, s, admit.Request{Key: slKey, Limit: slLim, Cost: n}, now); d != decisionOf(slLim, lres.Allowed, lres.Remaining, lres.RetryAfter, lres.ResetAfter) {
+		if d := mustTakeAt(t, s, admit.Request{Key: slKey, Limit: slLim, Cost: n}, now); d != decisionOf(slLim, lres.Allowed, lres.Remaining, lres.RetryAfter, lres.ResetAfter) {
 			t.Fatalf("request %d: the log's script %+v; algo %+v", i, d, lres)
 		}
 		slLog = logApply(slLog, lres, n, now)

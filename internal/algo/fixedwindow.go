@@ -18,7 +18,8 @@ type Write uint8
 const (
 	// WriteNone leaves the key as it is: a rejection or a peek.
 	WriteNone Write = iota
-	// WriteCreate creates the key with value n and a time to live of one window (SET key n PX window).
+	// WriteCreate creates the key with value n, expiring when the new window ends: ResetAfter from
+	// now (SET key n PX window; for an aligned window, SET key n PXAT end).
 	WriteCreate
 	// WriteIncrement adds n to the value and leaves the time to live alone (INCRBY key n).
 	WriteIncrement

@@ -30,7 +30,8 @@ func RecordKey(key, id string) string {
 }
 
 // Fingerprint returns what identifies rs as one request, for telling a retry from a reuse of its
-// ID: a digest of every key, Limit and cost, in order, DigestLen hex characters long.
+// ID: a digest of every key, Limit (its name, algorithm, alignment and burst when set, rate and
+// period) and cost, in order, DigestLen hex characters long.
 func Fingerprint(rs []admit.Request) string {
 	h := sha256.New()
 	var n [binary.MaxVarintLen64]byte
@@ -42,10 +43,17 @@ func Fingerprint(rs []admit.Request) string {
 		r := &rs[i]
 		field(r.Key)
 		field(r.Limit.Name)
-		field(r.Limit.Algorithm.String())
+		alg := r.Limit.Algorithm.String()
+		if r.Limit.Aligned {
+			alg += "/aligned" // a request that says nothing of alignment keeps its fingerprint
+		}
+		field(alg)
 		field(strconv.FormatInt(r.Limit.Rate, 10))
 		field(strconv.FormatInt(r.Limit.Period.Milliseconds(), 10))
 		field(strconv.FormatInt(r.Cost, 10))
+		if r.Limit.Burst != 0 { // GCRA's; absent otherwise, so fixed-window fingerprints are as they were
+			field("burst " + strconv.FormatInt(r.Limit.Burst, 10))
+		}
 	}
 	var sum [sha256.Size]byte
 	return hex.EncodeToString(h.Sum(sum[:0])[:admit.DigestLen/2])

@@ -35,13 +35,14 @@ func TestFingerprint(t *testing.T) {
 		t.Fatalf("Fingerprint = %q; want %d stable hex characters", fp, admit.DigestLen)
 	}
 	change := map[string]func(rs []admit.Request){
-		"key":    func(rs []admit.Request) { rs[1].Key = "{t}c" },
-		"name":   func(rs []admit.Request) { rs[0].Limit.Name = "q" },
-		"rate":   func(rs []admit.Request) { rs[0].Limit.Rate = 4 },
-		"period": func(rs []admit.Request) { rs[1].Limit.Period = time.Hour },
-		"cost":   func(rs []admit.Request) { rs[1].Cost = 2 },
-		"order":  func(rs []admit.Request) { rs[0], rs[1] = rs[1], rs[0] },
-		"split":  func(rs []admit.Request) { rs[0].Key, rs[1].Key = "{t}", "a{t}b" }, // length-prefixed fields
+		"key":       func(rs []admit.Request) { rs[1].Key = "{t}c" },
+		"name":      func(rs []admit.Request) { rs[0].Limit.Name = "q" },
+		"rate":      func(rs []admit.Request) { rs[0].Limit.Rate = 4 },
+		"period":    func(rs []admit.Request) { rs[1].Limit.Period = time.Hour },
+		"cost":      func(rs []admit.Request) { rs[1].Cost = 2 },
+		"alignment": func(rs []admit.Request) { rs[1].Limit.Aligned = true },
+		"order":     func(rs []admit.Request) { rs[0], rs[1] = rs[1], rs[0] },
+		"split":     func(rs []admit.Request) { rs[0].Key, rs[1].Key = "{t}", "a{t}b" }, // length-prefixed fields
 	}
 	for name, f := range change {
 		rs := append([]admit.Request(nil), base...)

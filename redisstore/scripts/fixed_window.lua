@@ -5,14 +5,22 @@
 -- INCRBY, leaving the expiry alone; a rejection writes nothing. Time comes only from the key's own
 -- expiry, Redis's clock.
 --
+-- Aligned (admit.Limit.Aligned): the windows are [k * window, (k + 1) * window) in Unix milliseconds,
+-- as envoyproxy/ratelimit counts, from now() (Redis's TIME). A missing key is created with
+-- SET ... PXAT the window's end, so its expiry is that end, exactly; the key is read with
+-- PEXPIRETIME, the absolute expiry, which does not depend on when the script runs. A counter whose
+-- expiry is at or before now has ended (the key's expiry millisecond, or earlier); one whose expiry
+-- lies after the end of the window of now is corrupt.
+--
 -- Arguments, after the algorithm's name: limit (1 … MAX), window in milliseconds (1 … MAX_WINDOW),
--- cost (0 … limit; 0 is a peek).
+-- cost (0 … limit; 0 is a peek), aligned ('1') or from the first admission ('0').
 
 local fixed_window = {}
 
 -- parse reads the arguments from ARGV[i] on and returns the policy's table and the index after them,
 -- or nil and why they are invalid. The table is made whole in one constructor (growing it field by
--- field would rehash it three times), with room for the state read reads into it.
+-- field would rehash it three times), with room for the state read reads into it. span is how long
+-- a window started now lasts: the window, or, aligned, the time to its end (read sets it).
 function fixed_window.parse(i)
   local limit, window = integer(ARGV[i], 1, MAX), integer(ARGV[i + 1], 1, MAX_WINDOW)
   if not limit or not window then
@@ -22,16 +30,27 @@ function fixed_window.parse(i)
   if not cost then
     return nil, 'cost must be an integer in 0..limit'
   end
+  local aligned = ARGV[i + 3]
+  if aligned ~= '0' and aligned ~= '1' then
+    return nil, 'fixed_window needs aligned 0 or 1'
+  end
   return {alg = fixed_window, limit = limit, window = window, cost = cost, window_arg = ARGV[i + 1],
-    cost_arg = ARGV[i + 2], live = false, count = 0, ttl = 0}, i + 3
+    cost_arg = ARGV[i + 2], aligned = aligned == '1', span = window, ends = 0, live = false, count = 0,
+    ttl = 0}, i + 4
 end
 
 -- read reads the key's state into p: p.live stays false when the key is missing or its window has
 -- ended, else p.count and p.ttl hold it. It returns true, or nil and why the key is corrupt. PTTL 0
 -- is the key's expiry millisecond: Redis still returns the key from GET, but its window ends now, so
 -- it is read as missing, exactly as memstore reads the same instant. (-2, gone, cannot follow a GET
--- in one script; it would mean missing too.)
+-- in one script; it would mean missing too.) Aligned, it first sets p.ends and p.span from now().
 function fixed_window.read(key, p)
+  local t -- aligned: now, in Unix milliseconds
+  if p.aligned then
+    t = math.floor(now() / 1000)
+    p.ends = t - t % p.window + p.window
+    p.span = p.ends - t
+  end
   local raw = redis.pcall('GET', key)
   if not raw then
     return true
@@ -42,6 +61,19 @@ function fixed_window.read(key, p)
   local count = integer(raw, 1, MAX)
   if not count then
     return nil, 'counter is not an integer in 1..' .. MAX
+  end
+  if p.aligned then
+    local at = redis.call('PEXPIRETIME', key)
+    if at == -1 then
+      return nil, 'counter has no expiry'
+    end
+    if at > p.ends then
+      return nil, 'counter expires after its aligned window ends'
+    end
+    if at > t then
+      p.live, p.count, p.ttl = true, count, at - t
+    end
+    return true
   end
   local ttl = redis.call('PTTL', key)
   if ttl == -1 then
@@ -63,7 +95,7 @@ function fixed_window.decide(p, cost)
     if cost == 0 then
       return 1, p.limit, 0, 0
     end
-    return 1, p.limit - cost, 0, p.window
+    return 1, p.limit - cost, 0, p.span
   end
   local count, ttl = p.count, p.ttl
   if count + cost > p.limit then
@@ -83,6 +115,8 @@ function fixed_window.apply(key, p)
   end
   if p.live then
     redis.call('INCRBY', key, p.cost_arg)
+  elseif p.aligned then
+    redis.call('SET', key, p.cost_arg, 'PXAT', string.format('%.0f', p.ends))
   else
     redis.call('SET', key, p.cost_arg, 'PX', p.window_arg)
   end

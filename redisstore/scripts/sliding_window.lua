@@ -178,5 +178,5 @@ function sliding_window.parse(i)
     return nil, 'cost must be an integer in 0..limit'
   end
   return {alg = sliding_window, limit = limit, window = window, cost = cost, cost_arg = ARGV[i + 2],
-    w = window * 1000, cur = 0, e = 0, prev = 0, curr = 0, same = false}, i + 3
+    max_wait = 2 * window, w = window * 1000, cur = 0, e = 0, prev = 0, curr = 0, same = false}, i + 3
 end

@@ -17,7 +17,7 @@
 -- window; a repeat with the same fingerprint returns those, consuming nothing, and a repeat with
 -- another fingerprint is refused.
 
-local ALGORITHMS = {fixed_window = fixed_window, sliding_window = sliding_window, sliding_log = sliding_log}
+local ALGORITHMS = {fixed_window = fixed_window, gcra = gcra, sliding_window = sliding_window, sliding_log = sliding_log}
 
 local n = ARGV[1] == '1' and 1 or integer(ARGV[1], 1, MAX_REQUESTS) -- '1' first: a strict parse costs ~0.4 µs
 local fp = ARGV[2]
@@ -79,7 +79,7 @@ if record then
     local reply = {1, 1}
     for k = 1, n do
       local remaining = integer(words[2 * k], 0, policies[k].limit)
-      local reset = integer(words[2 * k + 1], 0, 2 * MAX_WINDOW) -- a sliding window's is up to two
+      local reset = integer(words[2 * k + 1], 0, policies[k].max_wait or MAX_WINDOW) -- a module's longest reset_after
       if not remaining or not reset then
         return redis.error_reply('ADMIT_CORRUPT request record holds a decision out of range')
       end

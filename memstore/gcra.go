@@ -1,0 +1,54 @@
+package memstore
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/algo"
+)
+
+// The kernel of admit.GCRA (SPEC §2.4, algo.GCRA): the theoretical arrival time, in whole microseconds
+// since the table's base, is e.deadline itself. The entry is live while the TAT is ahead of now; from
+// the TAT on the bucket is full, the same as a missing key, and reclaim may drop the entry. e.count is
+// unused.
+
+func gcraLive(e *entry, now instant) bool { return e.deadline > now.mono }
+
+func gcraCheck(e *entry, lim admit.Limit, now instant) error {
+	st := algo.GCRAState{TAT: gcraTAT(e), TTL: e.deadline - now.mono}
+	if err := algo.CheckGCRA(st, micros(now), lim); err != nil {
+		return fmt.Errorf("%w (TAT %v ahead, Limit %v)", err, st.TTL, lim)
+	}
+	return nil
+}
+
+func gcraDecide(e *entry, lim admit.Limit, cost int64, now instant) (admit.Decision, write) {
+	var tat int64 // a missing key
+	if e != nil {
+		tat = gcraTAT(e)
+	}
+	res := algo.GCRA(tat, micros(now), lim, cost)
+	d := admit.Decision{Allowed: res.Allowed, Limit: lim, Remaining: res.Remaining, RetryAfter: res.RetryAfter, ResetAfter: res.ResetAfter}
+	switch {
+	case !res.Write:
+		return d, writeNone
+	case e == nil:
+		return d, writeCreate
+	}
+	return d, writeUpdate
+}
+
+func gcraApply(e *entry, w write, lim admit.Limit, cost int64, now instant) {
+	var tat int64 // a new entry
+	if w == writeUpdate {
+		tat = gcraTAT(e)
+	}
+	e.deadline = time.Duration(algo.GCRA(tat, micros(now), lim, cost).TAT) * time.Microsecond
+}
+
+// gcraTAT returns the theoretical arrival time e holds, in microseconds since the table's base.
+func gcraTAT(e *entry) int64 { return int64(e.deadline / time.Microsecond) }
+
+// micros returns now in whole microseconds since the table's base, the resolution GCRA keeps.
+func micros(now instant) int64 { return int64(now.mono / time.Microsecond) }
