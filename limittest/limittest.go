@@ -127,12 +127,13 @@ func (a *algorithm) limit(rate int64, period time.Duration) admit.Limit {
 }
 
 // prepare readies b for one of the shared cases, most of which assume that no window of a minute
-// ends while they run: for aligned windows, which end at every minute of the clock, it lets the next
-// such end pass first if it is near (see settle). Other algorithms need nothing.
+// ends while they run: for aligned fixed windows and sliding windows, whose windows end at every
+// minute of the clock, it lets the next such end pass first if it is near (see settle). Other
+// algorithms need nothing.
 func (a *algorithm) prepare(t *testing.T, b Backend) {
 	t.Helper()
-	if a.aligned {
-		settle(t, b, a.perMinute(1), minuteMargin)
+	if a.aligned || a.alg == admit.SlidingWindow { // both align their windows to the clock's minutes
+		settle(t, b, aw(1, time.Minute), minuteMargin)
 	}
 }
 
