@@ -36,17 +36,29 @@ const (
 	childProcesses = 4
 	childWorkers   = 8  // goroutines in each process
 	childAttempts  = 10 // requests each goroutine makes on each key
-	raceRate       = 7  // the limit of the single key
+	raceRate       = 7  // the limit of each single key
 )
 
-// The Limits of the race: one key alone, and two decided together.
-var (
-	raceLimit = admit.Limit{Name: "race", Algorithm: admit.FixedWindow, Rate: raceRate, Period: time.Minute}
-	racePair  = [2]admit.Limit{
-		{Name: "pair-a", Algorithm: admit.FixedWindow, Rate: 3, Period: time.Minute},
-		{Name: "pair-b", Algorithm: admit.FixedWindow, Rate: 5, Period: time.Minute},
+// raceLimits returns the Limits of the race's single keys: one of raceRate per minute for every
+// algorithm, each of which admits exactly raceRate on a fresh key within a race that no minute
+// boundary crosses.
+func raceLimits() []admit.Limit {
+	return []admit.Limit{
+		{Name: "race", Algorithm: admit.FixedWindow, Rate: raceRate, Period: time.Minute},
+		{Name: "race", Algorithm: admit.FixedWindow, Rate: raceRate, Period: time.Minute, Aligned: true},
+		{Name: "race", Algorithm: admit.SlidingWindow, Rate: raceRate, Period: time.Minute},
+		{Name: "race", Algorithm: admit.SlidingLog, Rate: raceRate, Period: time.Minute},
+		{Name: "race", Algorithm: admit.GCRA, Rate: raceRate, Period: time.Minute},
 	}
-)
+}
+
+// racePair returns the Limits of the race's two keys decided together.
+func racePair() [2]admit.Limit {
+	return [2]admit.Limit{
+		{Name: "pair-a", Algorithm: admit.FixedWindow, Rate: 3, Period: time.Minute},
+		{Name: "pair-b", Algorithm: admit.GCRA, Rate: 5, Period: time.Minute},
+	}
+}
 
 // runChild does a child process's part of testProcesses, if this process is such a child, and
 // reports whether it was.
@@ -55,54 +67,60 @@ func runChild(t *testing.T, newBackend func(t *testing.T) Backend) bool {
 	if work == "" {
 		return false
 	}
+	lims, pair := raceLimits(), racePair()
 	fields := strings.Fields(work)
-	if len(fields) != 3 {
-		t.Fatalf("limittest child: %s=%q; want an address and two keys", childEnv, work)
+	if len(fields) != 2+len(lims) {
+		t.Fatalf("limittest child: %s=%q; want an address, the pair's key and a key per race Limit", childEnv, work)
 	}
 	b, ok := newBackend(t).(SharedBackend)
 	if !ok {
 		t.Fatal("limittest child: the Backend is not a SharedBackend")
 	}
 	s := b.OpenAddress(t, fields[0])
-	single, pair := fields[1], fields[2]
+	pairKey, keys := fields[1], fields[2:]
 	var mu sync.Mutex
-	var admitted [2]int
+	admitted := make([]int, len(lims)+1) // the pair's, then each race Limit's
 	var wg sync.WaitGroup
 	for range childWorkers {
 		wg.Go(func() {
 			for range childAttempts {
-				d, err := s.Take(context.Background(), admit.Request{Key: single, Limit: raceLimit, Cost: 1})
-				if err != nil {
-					t.Errorf("limittest child: Take: %v", err)
-					return
-				}
 				rs := []admit.Request{
-					{Key: pair + ":a", Limit: racePair[0], Cost: 1},
-					{Key: pair + ":b", Limit: racePair[1], Cost: 1},
+					{Key: pairKey + ":a", Limit: pair[0], Cost: 1},
+					{Key: pairKey + ":b", Limit: pair[1], Cost: 1},
 				}
 				both, err := s.TakeAll(context.Background(), rs, make([]admit.Decision, 2))
 				if err != nil {
 					t.Errorf("limittest child: TakeAll: %v", err)
 					return
 				}
-				mu.Lock()
-				if d.Allowed {
-					admitted[0]++
+				got := make([]bool, len(lims)+1)
+				got[0] = both
+				for i, lim := range lims {
+					d, err := s.Take(context.Background(), admit.Request{Key: keys[i], Limit: lim, Cost: 1})
+					if err != nil {
+						t.Errorf("limittest child: Take under %v: %v", lim, err)
+						return
+					}
+					got[i+1] = d.Allowed
 				}
-				if both {
-					admitted[1]++
+				mu.Lock()
+				for i, ok := range got {
+					if ok {
+						admitted[i]++
+					}
 				}
 				mu.Unlock()
 			}
 		})
 	}
 	wg.Wait()
-	fmt.Printf("limittest-child admitted %d %d\n", admitted[0], admitted[1])
+	fmt.Printf("limittest-child admitted %s\n", strings.Trim(fmt.Sprint(admitted), "[]"))
 	return true
 }
 
-// testProcesses races childProcesses processes, each with childWorkers goroutines, on one key and on
-// a pair of keys decided together, and requires that exactly the limits were admitted in all.
+// testProcesses races childProcesses processes, each with childWorkers goroutines, on a key of every
+// algorithm and on a pair of keys decided together, and requires that exactly the limits were
+// admitted in all.
 func testProcesses(t *testing.T, b Backend) {
 	sb, ok := b.(SharedBackend)
 	if !ok {
@@ -112,9 +130,15 @@ func testProcesses(t *testing.T, b Backend) {
 	if err != nil {
 		t.Fatalf("cannot find the test binary: %v", err)
 	}
+	lims, pair := raceLimits(), racePair()
 	top, _, _ := strings.Cut(t.Name(), "/")
-	single, pair := newKey(), "rl:limittest:"+newSlot()
-	work := strings.Join([]string{sb.Address(), single, pair}, " ")
+	pairKey := "rl:limittest:" + newSlot()
+	work := []string{sb.Address(), pairKey}
+	for range lims {
+		work = append(work, newKey())
+	}
+	// Aligned and sliding windows end at every minute of the clock: race within one minute.
+	settle(t, b, aw(1, time.Minute), minuteMargin)
 
 	outs := make([][]byte, childProcesses)
 	errs := make([]error, childProcesses)
@@ -122,47 +146,60 @@ func testProcesses(t *testing.T, b Backend) {
 	for i := range childProcesses {
 		wg.Go(func() {
 			cmd := exec.CommandContext(t.Context(), exe, "-test.run=^"+top+"$", "-test.count=1", "-test.v")
-			cmd.Env = append(os.Environ(), childEnv+"="+work)
+			cmd.Env = append(os.Environ(), childEnv+"="+strings.Join(work, " "))
 			outs[i], errs[i] = cmd.CombinedOutput()
 		})
 	}
 	wg.Wait()
-	var single1, pair1 int
+	totals := make([]int, len(lims)+1)
 	for i := range childProcesses {
 		if errs[i] != nil {
 			t.Fatalf("child %d: %v; output:\n%s", i, errs[i], outs[i])
 		}
-		a, p, ok := childResult(outs[i])
+		counts, ok := childResult(outs[i], len(totals))
 		if !ok {
 			t.Fatalf("child %d printed no result; output:\n%s", i, outs[i])
 		}
-		single1, pair1 = single1+a, pair1+p
+		for k, n := range counts {
+			totals[k] += n
+		}
 	}
 	attempts := childProcesses * childWorkers * childAttempts
-	if single1 != raceRate {
-		t.Errorf("%d requests from %d processes on one key of %v: %d admitted; want exactly %d", attempts, childProcesses, raceLimit, single1, raceRate)
+	if totals[0] != int(pair[0].Rate) {
+		t.Errorf("%d requests from %d processes on %v and %v together: %d admitted; want exactly %d", attempts, childProcesses, pair[0], pair[1], totals[0], pair[0].Rate)
 	}
-	if pair1 != int(racePair[0].Rate) {
-		t.Errorf("%d requests from %d processes on %v and %v together: %d admitted; want exactly %d", attempts, childProcesses, racePair[0], racePair[1], pair1, racePair[0].Rate)
+	for i, lim := range lims {
+		if totals[i+1] != raceRate {
+			t.Errorf("%d requests from %d processes on one key of %v: %d admitted; want exactly %d", attempts, childProcesses, lim, totals[i+1], raceRate)
+		}
 	}
 	s := b.Open(t)
-	if d := take(t, s, pair+":b", racePair[1], 0); d.Remaining != racePair[1].Rate-racePair[0].Rate {
-		t.Errorf("pair-b has %d left; want %d: only the admitted pairs consumed", d.Remaining, racePair[1].Rate-racePair[0].Rate)
+	if d := take(t, s, pairKey+":b", pair[1], 0); d.Remaining != pair[1].Rate-pair[0].Rate {
+		t.Errorf("pair-b has %d left; want %d: only the admitted pairs consumed", d.Remaining, pair[1].Rate-pair[0].Rate)
 	}
 }
 
-// childResult reads the line a child prints.
-func childResult(out []byte) (single, pair int, ok bool) {
+// childResult reads the n counts of the line a child prints.
+func childResult(out []byte, n int) ([]int, bool) {
 	sc := bufio.NewScanner(strings.NewReader(string(out)))
 	for sc.Scan() {
 		rest, found := strings.CutPrefix(sc.Text(), "limittest-child admitted ")
 		if !found {
 			continue
 		}
-		a, b, _ := strings.Cut(rest, " ")
-		x, err1 := strconv.Atoi(a)
-		y, err2 := strconv.Atoi(b)
-		return x, y, err1 == nil && err2 == nil
+		fields := strings.Fields(rest)
+		if len(fields) != n {
+			return nil, false
+		}
+		counts := make([]int, n)
+		for i, f := range fields {
+			v, err := strconv.Atoi(f)
+			if err != nil {
+				return nil, false
+			}
+			counts[i] = v
+		}
+		return counts, true
 	}
-	return 0, 0, false
+	return nil, false
 }
