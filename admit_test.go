@@ -165,8 +165,13 @@ func TestValidateAll(t *testing.T) {
 		{"same_key", []admit.Request{r("{a}x", ""), r("{a}x", "")}, "same key"},
 		{"two_ids", []admit.Request{r("{a}x", "1"), r("{a}y", "2")}, "ID differs"},
 		{"one_invalid", []admit.Request{r("{a}x", ""), {Key: "{a}y", Limit: lim, Cost: 9}}, "request 1: admit: invalid request: cost 9"},
+		{"decisions_short", many[:2], "1 Decisions for 2 Requests"},
 	} {
-		err := admit.ValidateAll(tc.rs)
+		ds := make([]admit.Decision, len(tc.rs))
+		if tc.name == "decisions_short" {
+			ds = ds[:1]
+		}
+		err := admit.ValidateAll(tc.rs, ds)
 		switch {
 		case tc.want == "" && err != nil:
 			t.Errorf("%s: ValidateAll = %v, want nil", tc.name, err)

@@ -179,7 +179,7 @@ func TestKeysShareTheSlotSubjectsSlot(t *testing.T) {
 	if a == b || admit.Slot(a) != admit.Slot(b) || admit.Slot(a) != admit.Slot(tenant) {
 		t.Fatalf("alice %q, bob %q and acme %q: want distinct keys in one slot", a, b, tenant)
 	}
-	if err := admit.ValidateAll([]admit.Request{{Key: a, Limit: demo, Cost: 1}, {Key: tenant, Limit: perTenant, Cost: 1}}); err != nil {
+	if err := admit.ValidateAll([]admit.Request{{Key: a, Limit: demo, Cost: 1}, {Key: tenant, Limit: perTenant, Cost: 1}}, make([]admit.Decision, 2)); err != nil {
 		t.Fatalf("per user and per tenant together: %v", err)
 	}
 }

@@ -54,13 +54,16 @@ func (r *Request) Validate() error {
 	return nil
 }
 
-// ValidateAll reports why rs cannot be decided together by TakeAll, as an error matching
+// ValidateAll reports why rs cannot be decided together by TakeAll into ds, as an error matching
 // [ErrInvalidLimit] or [ErrInvalidRequest], or nil: each Request must be valid; there must be 1 to
 // MaxRequests of them, with distinct keys in one Redis Cluster hash slot ([Slot]), and one ID (or
-// none) for all.
-func ValidateAll(rs []Request) error {
-	if len(rs) == 0 || len(rs) > MaxRequests {
+// none) for all; and ds must have a Decision for each.
+func ValidateAll(rs []Request, ds []Decision) error {
+	switch {
+	case len(rs) == 0 || len(rs) > MaxRequests:
 		return fmt.Errorf("%w: %d requests; want 1…%d", ErrInvalidRequest, len(rs), MaxRequests)
+	case len(ds) != len(rs):
+		return fmt.Errorf("%w: %d Decisions for %d Requests", ErrInvalidRequest, len(ds), len(rs))
 	}
 	if len(rs) == 1 {
 		return rs[0].Validate()

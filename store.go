@@ -19,7 +19,7 @@ type Store interface {
 	// TakeAll decides rs together, all-or-nothing (SPEC §2.6): each Request is decided on the state
 	// before any of them, and only if every one is allowed is every one consumed; a rejection by any
 	// writes nothing to any key. It fills ds, which must have len(rs) elements, with each Request's
-	// Decision, and reports whether all were allowed. rs must pass [ValidateAll]: 1 to MaxRequests
+	// Decision, and reports whether all were allowed. rs and ds must pass [ValidateAll]: 1 to MaxRequests
 	// distinct keys in one hash slot, and one ID for all. On an error ds holds nothing useful.
 	TakeAll(ctx context.Context, rs []Request, ds []Decision) (allowed bool, err error)
 	// Release ends a lease of a concurrency Limit. No algorithm issues leases yet: every Store

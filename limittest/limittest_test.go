@@ -247,12 +247,9 @@ func (s *refStore) validate(rs []admit.Request, ds []admit.Decision) error {
 		}
 		return nil
 	}
-	err := admit.ValidateAll(rs)
+	err := admit.ValidateAll(rs, ds)
 	if err != nil && bug == "slot-unchecked" && strings.Contains(err.Error(), "hash slot") {
 		err = nil
-	}
-	if err == nil && len(ds) != len(rs) {
-		err = fmt.Errorf("%w: %d Decisions for %d Requests", admit.ErrInvalidRequest, len(ds), len(rs))
 	}
 	if err != nil && bug == "invalid-is-unavailable" {
 		return fmt.Errorf("%w: %v", admit.ErrUnavailable, err)

@@ -160,11 +160,8 @@ func (s *Store) Take(ctx context.Context, r admit.Request) (admit.Decision, erro
 // TakeAll returns an error matching [admit.ErrCorruptState] (and so ErrUnavailable) and changes
 // nothing, exactly as the Redis store does; the key is usable again when its window ends.
 func (s *Store) TakeAll(ctx context.Context, rs []admit.Request, ds []admit.Decision) (bool, error) {
-	if err := admit.ValidateAll(rs); err != nil {
+	if err := admit.ValidateAll(rs, ds); err != nil {
 		return false, fmt.Errorf("memstore: %w", err)
-	}
-	if len(ds) != len(rs) {
-		return false, fmt.Errorf("memstore: %w: %d Decisions for %d Requests", admit.ErrInvalidRequest, len(ds), len(rs))
 	}
 	if err := ctx.Err(); err != nil {
 		return false, fmt.Errorf("memstore: %w: %w", admit.ErrUnavailable, err)

@@ -17,7 +17,7 @@ var testTakeScript = newScript("take-test", assemble(takeSrc, true))
 
 // takeAt is TakeAll with the time fixed at at, through testTakeScript.
 func (s *Store) takeAt(ctx context.Context, rs []admit.Request, ds []admit.Decision, at time.Time) (bool, error) {
-	if err := admit.ValidateAll(rs); err != nil {
+	if err := admit.ValidateAll(rs, ds); err != nil {
 		return false, err
 	}
 	keys, args := takeArgs(rs)

@@ -166,11 +166,8 @@ func (s *Store) Take(ctx context.Context, r admit.Request) (admit.Decision, erro
 
 // TakeAll decides rs together, all-or-nothing, in one script call. See admit.Store.
 func (s *Store) TakeAll(ctx context.Context, rs []admit.Request, ds []admit.Decision) (bool, error) {
-	if err := admit.ValidateAll(rs); err != nil {
+	if err := admit.ValidateAll(rs, ds); err != nil {
 		return false, fmt.Errorf("redisstore: %w", err)
-	}
-	if len(ds) != len(rs) {
-		return false, fmt.Errorf("redisstore: %w: %d Decisions for %d Requests", admit.ErrInvalidRequest, len(ds), len(rs))
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.commandTimeout)
 	defer cancel()
