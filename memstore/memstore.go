@@ -166,10 +166,14 @@ func (s *Store) TakeAll(ctx context.Context, rs []admit.Request, ds []admit.Deci
 	if err := ctx.Err(); err != nil {
 		return false, fmt.Errorf("memstore: %w: %w", admit.ErrUnavailable, err)
 	}
+	var rec recordID // hashed before the lock: nothing under it waits for SHA-256
+	if id := rs[0].ID; id != "" {
+		rec = recordID{key: algo.RecordKey(rs[0].Key, id), fingerprint: algo.Fingerprint(rs)}
+	}
 	sh := s.tab.shard(rs[0].Key)
 	sh.mu.Lock()
 	// Read the clock under the lock, so that the times seen by one key never go backwards.
-	allowed, err := sh.takeAll(rs, ds, s.tab.instant())
+	allowed, err := sh.takeAll(rs, ds, rec, s.tab.instant())
 	sh.mu.Unlock()
 	if err != nil {
 		clear(ds)
@@ -334,13 +338,17 @@ type shard struct {
 	_        [64]byte
 }
 
-// takeAll decides rs together at time now and makes the writes of an admission. The caller holds
-// sh.mu.
-func (sh *shard) takeAll(rs []admit.Request, ds []admit.Decision, now instant) (bool, error) {
-	var recordKey, fingerprint string
-	if id := rs[0].ID; id != "" {
-		recordKey, fingerprint = algo.RecordKey(rs[0].Key, id), algo.Fingerprint(rs)
-		if replayed, err := sh.replay(recordKey, fingerprint, rs, ds, now.mono); replayed || err != nil {
+// A recordID names the idempotency record of a request with an ID: its key and the request's
+// fingerprint. It is zero for a request without an ID.
+type recordID struct {
+	key, fingerprint string
+}
+
+// takeAll decides rs together at time now and makes the writes of an admission, with the record rec
+// for a request with an ID. The caller holds sh.mu.
+func (sh *shard) takeAll(rs []admit.Request, ds []admit.Decision, rec recordID, now instant) (bool, error) {
+	if rec.key != "" {
+		if replayed, err := sh.replay(rec.key, rec.fingerprint, rs, ds, now.mono); replayed || err != nil {
 			return replayed, err
 		}
 	}
@@ -373,7 +381,7 @@ func (sh *shard) takeAll(rs []admit.Request, ds []admit.Decision, now instant) (
 		}
 		return false, nil
 	}
-	keep := recordKey != "" && algo.Recorded(rs)
+	keep := rec.key != "" && algo.Recorded(rs)
 	need := 0 // new entries: keys to create (read removed their ended entries) and the record
 	if keep {
 		need++
@@ -394,9 +402,9 @@ func (sh *shard) takeAll(rs []admit.Request, ds []admit.Decision, now instant) (
 	}
 	if keep {
 		sh.insert(entry{ // replay removed an ended record of the same ID
-			key:      recordKey,
+			key:      rec.key,
 			deadline: now.mono + algo.RecordTTL(rs),
-			rec:      &record{fingerprint: fingerprint, ds: append([]admit.Decision(nil), ds...)},
+			rec:      &record{fingerprint: rec.fingerprint, ds: append([]admit.Decision(nil), ds...)},
 		})
 	}
 	return true, nil
