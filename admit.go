@@ -36,6 +36,10 @@ const (
 	// GCRA is the generic cell rate algorithm: a sustained Rate per Period with bursts of up to Burst
 	// units (a token bucket). "token_bucket" in configuration names it too.
 	GCRA
+	// Concurrency admits at most Rate requests in flight: an admitted request holds a lease until it
+	// is released, or until Period, the lease TTL, has passed since it was acquired (so the capacity of
+	// a holder that crashed returns). Its Requests cost 0 (a peek) or 1 (one lease).
+	Concurrency
 )
 
 // String returns the algorithm's name as used in configuration, such as "fixed_window".
@@ -49,6 +53,8 @@ func (a Algorithm) String() string {
 		return "sliding_log"
 	case GCRA:
 		return "gcra"
+	case Concurrency:
+		return "concurrency"
 	}
 	return fmt.Sprintf("Algorithm(%d)", uint8(a))
 }
@@ -56,7 +62,7 @@ func (a Algorithm) String() string {
 // ParseAlgorithm returns the Algorithm named s, as written by [Algorithm.String]; "token_bucket" is
 // another name of GCRA.
 func ParseAlgorithm(s string) (Algorithm, error) {
-	for a := FixedWindow; a <= GCRA; a++ {
+	for a := FixedWindow; a <= Concurrency; a++ {
 		if s == a.String() {
 			return a, nil
 		}
@@ -80,6 +86,9 @@ const (
 	// admitted unit, so a key's memory grows with its Rate — in Redis about 129 bytes per unit,
 	// 1.23 MiB for a full log at this Rate (docs/sliding-log.md).
 	MaxSlidingLogRate int64 = 10_000
+	// MaxConcurrency is the largest Rate of a Concurrency Limit: a key keeps every lease in flight,
+	// so its memory grows with the leases held, up to this many.
+	MaxConcurrency int64 = 100_000
 )
 
 // A Limit is one policy's numbers, and its name. Limits are values, compared with ==; one Store
@@ -91,9 +100,11 @@ type Limit struct {
 	// Algorithm says how to count.
 	Algorithm Algorithm
 	// Rate is the number of units admitted per Period, 1 … MaxRate; for GCRA, at most one per
-	// microsecond of Period (see [Limit.EmissionInterval]).
+	// microsecond of Period (see [Limit.EmissionInterval]); for Concurrency, the most leases in
+	// flight, at most MaxConcurrency.
 	Rate int64
-	// Period is the window, a whole number of milliseconds between MinPeriod and MaxPeriod.
+	// Period is the window, a whole number of milliseconds between MinPeriod and MaxPeriod; for
+	// Concurrency, the lease TTL: how long a lease that is never released holds its unit.
 	Period time.Duration
 	// Burst is GCRA's bucket size, the most units admitted at once: 1 … MaxRate, or 0 for Rate, and
 	// at most MaxTolerance/EmissionInterval. It must be 0 for any other algorithm.
@@ -144,6 +155,11 @@ func (l Limit) validateAlgorithm() error {
 		return nil
 	case GCRA:
 		return l.validateGCRA()
+	case Concurrency:
+		if l.Rate > MaxConcurrency {
+			return fmt.Errorf("%w: rate %d: a concurrency key keeps every lease in flight, so its rate is at most %d", ErrInvalidLimit, l.Rate, MaxConcurrency)
+		}
+		return nil
 	}
 	return fmt.Errorf("%w: unknown algorithm %v", ErrInvalidLimit, l.Algorithm)
 }
@@ -152,7 +168,7 @@ func (l Limit) validateAlgorithm() error {
 // key takes to return to its full allowance. For a fixed window and a sliding log it is Period; for
 // a sliding window, 2 × Period (the rest of the current window, then the next one, in which the
 // current window's count still weighs); for GCRA, the time a full bucket takes to empty,
-// Capacity × EmissionInterval, rounded up to the millisecond.
+// Capacity × EmissionInterval, rounded up to the millisecond; for Concurrency, Period, the lease TTL.
 func (l Limit) MaxWait() time.Duration {
 	switch l.Algorithm {
 	case FixedWindow:

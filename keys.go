@@ -131,6 +131,9 @@ func (b *KeyBuilder) appendDigest(dst []byte, label, value string) []byte {
 // 10 per second with a burst of 20: its state is a time, which means a number of units only at one
 // emission interval, so a new rate (or burst) starts on fresh keys, while 10 per second and 600 per
 // minute, the same bucket, share them (docs/keys.md).
+//
+// Concurrency's shape is "cc" whatever its numbers: each lease stores its own expiry, so a new rate or
+// lease TTL keeps counting the leases in flight.
 func (l Limit) Shape() string {
 	period := strconv.FormatInt(l.Period.Milliseconds(), 10)
 	switch l.Algorithm {
@@ -145,6 +148,8 @@ func (l Limit) Shape() string {
 		return "sl" + period
 	case GCRA:
 		return "gcra" + strconv.FormatInt(l.EmissionInterval().Microseconds(), 10) + "b" + strconv.FormatInt(l.Capacity(), 10)
+	case Concurrency:
+		return "cc" // a lease stores its own expiry: a new TTL or rate keeps the leases in flight
 	}
 	return "x" + strconv.Itoa(int(l.Algorithm)) + "-" + period
 }

@@ -3,6 +3,7 @@ package admit
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 )
 
 // DefaultVersion is the key version of a Limiter made by NewLimiter.
@@ -69,7 +70,8 @@ func (l *Limiter) AllowN(ctx context.Context, subject string, n int64) (Decision
 }
 
 // Take decides n units for s under every Limit of l, all-or-nothing, with request ID id (empty for
-// none; see [Request]). It fills ds, if not nil, with the Decision of each Limit in order — ds must
+// none; see [Request]); under a Concurrency Limit any n ≥ 1 takes one lease, which Take leaves held
+// until it expires (use [Limiter.Acquire] to release it). It fills ds, if not nil, with the Decision of each Limit in order — ds must
 // then have len(l.Limits()) elements — and returns the deciding one (see [Deciding]).
 func (l *Limiter) Take(ctx context.Context, s Subject, n int64, id string, ds []Decision) (Decision, error) {
 	if l.err != nil {
@@ -112,7 +114,119 @@ func (l *Limiter) request(i int, s Subject, n int64, id string) (Request, error)
 	if err != nil {
 		return Request{}, err
 	}
+	if l.limits[i].Algorithm == Concurrency {
+		n = min(n, 1) // a lease is one request in flight, whatever the request costs elsewhere
+	}
 	r := Request{Key: key, Limit: l.limits[i], Cost: n, ID: id}
 	return r, r.Validate() // before the Store: a decorator in between need not
+}
 
+// Acquire takes one unit for subject under every Limit of l, all-or-nothing, as Allow does, and
+// returns the deciding Decision and release, which ends the leases the request holds under l's
+// Concurrency Limits. Call release once the work is done — deferred, so that a panic releases too;
+// release is never nil, does nothing for a rejected request or a Limiter without Concurrency Limits,
+// and does nothing when called again. It releases even when ctx is done, within the Store's own
+// timeout; a lease it cannot release (the Store unavailable) expires after its Limit's Period.
+func (l *Limiter) Acquire(ctx context.Context, subject string) (release func(), d Decision, err error) {
+	h, d, err := l.hold(ctx, Subject{ID: subject}, 1)
+	return h.release, d, err
+}
+
+// Reserve takes estimate units for subject under every Limit of l, all-or-nothing, as AllowN does,
+// for a request whose actual cost is known only once it is done (SPEC §2.9), and returns the deciding
+// Decision and settle. settle(ctx, actual) settles the reservation of each Limit at actual (see
+// Store.Settle: a refund goes back only to the window it was counted in; an overrun consumes what is
+// left) and releases the leases of its Concurrency Limits, and returns the deciding Decision of
+// the settled Limits (the zero Decision when l has only Concurrency Limits). A reservation never
+// settled stays consumed. settle is never nil; for a rejected
+// request, or when called again, it settles nothing and returns an error matching ErrInvalidRequest.
+func (l *Limiter) Reserve(ctx context.Context, subject string, estimate int64) (settle func(ctx context.Context, actual int64) (Decision, error), d Decision, err error) {
+	h, d, err := l.hold(ctx, Subject{ID: subject}, estimate)
+	return h.settle, d, err
+}
+
+// hold takes n units for s under every Limit of l, and returns what the request holds.
+func (l *Limiter) hold(ctx context.Context, s Subject, n int64) (*holding, Decision, error) {
+	h := &holding{store: l.store, ctx: context.WithoutCancel(ctx), rs: make([]Request, len(l.limits)), ds: make([]Decision, len(l.limits))}
+	if l.err != nil {
+		h.done.Store(true)
+		return h, Decision{}, l.err
+	}
+	for i := range h.rs {
+		r, err := l.request(i, s, n, "")
+		if err != nil {
+			h.done.Store(true)
+			return h, Decision{}, err
+		}
+		h.rs[i] = r
+	}
+	allowed, err := l.store.TakeAll(ctx, h.rs, h.ds)
+	if err != nil || !allowed {
+		h.done.Store(true)
+	}
+	if err != nil {
+		return h, Decision{}, err
+	}
+	return h, h.ds[Deciding(h.ds)], nil
+}
+
+// A holding is what an admitted request holds under a Limiter's Limits until it ends: the leases of
+// its Concurrency Limits and the reservations of the others.
+type holding struct {
+	store Store
+	ctx   context.Context // the request's, without its cancellation: for releasing
+	rs    []Request
+	ds    []Decision
+	done  atomic.Bool // set once the holding has ended, or never began
+}
+
+// release ends the holding's leases, once.
+func (h *holding) release() {
+	if h.done.Swap(true) {
+		return
+	}
+	h.releaseLeases()
+}
+
+// releaseLeases releases the holding's leases, and reports the first error.
+func (h *holding) releaseLeases() error {
+	var first error
+	for i := range h.rs {
+		if h.rs[i].Limit.Algorithm != Concurrency || h.ds[i].Token == 0 {
+			continue
+		}
+		err := h.store.Release(h.ctx, Lease{Key: h.rs[i].Key, Limit: h.rs[i].Limit, Token: h.ds[i].Token})
+		if first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// settle settles the holding's reservations at actual and releases its leases, once.
+func (h *holding) settle(ctx context.Context, actual int64) (Decision, error) {
+	if h.done.Swap(true) {
+		return Decision{}, fmt.Errorf("%w: nothing to settle: the request was not admitted, or is settled already", ErrInvalidRequest)
+	}
+	first := h.releaseLeases()
+	var settled [MaxRequests]Decision
+	ds := settled[:0]
+	for i := range h.rs {
+		r := &h.rs[i]
+		if r.Limit.Algorithm == Concurrency || r.Cost == 0 {
+			continue
+		}
+		d, err := h.store.Settle(ctx, Reservation{Request: *r, Token: h.ds[i].Token}, actual)
+		if err != nil {
+			if first == nil {
+				first = err
+			}
+			continue
+		}
+		ds = append(ds, d)
+	}
+	if first != nil || len(ds) == 0 {
+		return Decision{}, first
+	}
+	return ds[Deciding(ds)], nil
 }

@@ -27,7 +27,8 @@ type Request struct {
 	Key string
 	// Limit is the policy the Key is decided under.
 	Limit Limit
-	// Cost is the number of units asked for, 0 … Limit.Capacity(): the Rate, or a GCRA Limit's Burst.
+	// Cost is the number of units asked for, 0 … Limit.Capacity(): the Rate, or a GCRA Limit's Burst;
+	// under a Concurrency Limit, 0 or 1.
 	Cost int64
 	// ID identifies the request for idempotent retries; empty for none. At most MaxIDLen bytes.
 	ID string
@@ -46,6 +47,8 @@ func (r *Request) Validate() error {
 		return fmt.Errorf("%w: key of %d bytes exceeds %d", ErrInvalidRequest, len(r.Key), MaxKeyLen)
 	case r.Cost < 0 || r.Cost > r.Limit.Capacity():
 		return fmt.Errorf("%w: cost %d outside 0…%d", ErrInvalidRequest, r.Cost, r.Limit.Capacity())
+	case r.Cost > 1 && r.Limit.Algorithm == Concurrency:
+		return fmt.Errorf("%w: cost %d: a concurrency lease is one request in flight, so its cost is 0 or 1", ErrInvalidRequest, r.Cost)
 	case len(r.ID) > MaxIDLen:
 		return fmt.Errorf("%w: request ID of %d bytes exceeds %d", ErrInvalidRequest, len(r.ID), MaxIDLen)
 	case r.ID != "" && !hasSlotTag(r.Key) && !canTagWhole(r.Key):
@@ -111,6 +114,12 @@ type Decision struct {
 	// Replayed reports whether this is the recorded Decision of an earlier request with the same ID:
 	// nothing was consumed this time.
 	Replayed bool
+	// Token names what an admitted Request that consumed holds until it ends; 0 for nothing (a
+	// rejection, a peek). Under a Concurrency Limit it is the lease: pass it in a [Lease] to
+	// Store.Release. Under any other it names the window the units were counted in, so that a
+	// [Reservation] can be settled in it, or 0 where the Store cannot settle. Tokens are opaque,
+	// and meaningful only to the Store that made them.
+	Token uint64
 }
 
 // RetryAfterSeconds returns RetryAfter as the whole seconds of an HTTP Retry-After field:

@@ -1,6 +1,9 @@
 package admit
 
-import "context"
+import (
+	"context"
+	"fmt"
+)
 
 // A Store keeps limit state for many keys and decides requests atomically. Implementations are safe
 // for concurrent use.
@@ -22,28 +25,73 @@ type Store interface {
 	// Decision, and reports whether all were allowed. rs and ds must pass [ValidateAll]: 1 to MaxRequests
 	// distinct keys in one hash slot, and one ID for all. On an error ds holds nothing useful.
 	TakeAll(ctx context.Context, rs []Request, ds []Decision) (allowed bool, err error)
-	// Release ends a lease of a concurrency Limit. No algorithm issues leases yet: every Store
-	// answers errors.ErrUnsupported.
+	// Release ends the lease l of a Concurrency Limit (SPEC §2.5) by compare-and-delete: it removes
+	// l.Token from l.Key's leases, and nothing else. Releasing a lease that has expired, or was
+	// released already, does nothing and returns nil. l must pass [Lease.Validate].
 	Release(ctx context.Context, l Lease) error
-	// Settle settles a reservation at the actual cost (SPEC §2.9). No algorithm issues reservations
-	// yet: every Store answers errors.ErrUnsupported.
+	// Settle settles res at its actual cost (SPEC §2.9): when actual is below the units reserved
+	// (res.Request.Cost) it gives the difference back to the window res was counted in, if that
+	// window is still the key's — never to a later one; when above, it consumes as much of the
+	// difference as the key has left now. It reports the key's state after, Allowed false when an
+	// overrun did not fit whole. A reservation never settled stays consumed. res must pass
+	// [Reservation.Validate]; a Store that cannot settle its algorithm answers errors.ErrUnsupported.
 	Settle(ctx context.Context, res Reservation, actual int64) (Decision, error)
 }
 
-// A Lease is one unit of a concurrency Limit, held by an admitted request until it is released or
-// expires (SPEC §2.5).
+// A Lease is one unit of a Concurrency Limit, held by an admitted request until it is released or
+// its Limit's Period, the lease TTL, has passed (SPEC §2.5).
 type Lease struct {
 	// Key and Limit are those of the Request that acquired the lease.
 	Key   string
 	Limit Limit
-	// Token identifies the lease among the key's others.
-	Token string
+	// Token identifies the lease among the key's others: the Decision's Token.
+	Token uint64
 }
 
-// A Reservation is an admitted Request whose actual cost is known only later (SPEC §2.9).
+// Validate reports why l cannot be released, as an error matching [ErrInvalidLimit] or
+// [ErrInvalidRequest], or nil.
+func (l *Lease) Validate() error {
+	r := Request{Key: l.Key, Limit: l.Limit}
+	if err := r.Validate(); err != nil {
+		return err
+	}
+	switch {
+	case l.Limit.Algorithm != Concurrency:
+		return fmt.Errorf("%w: a lease of a %v limit; only concurrency limits lease", ErrInvalidRequest, l.Limit.Algorithm)
+	case l.Token == 0:
+		return fmt.Errorf("%w: a lease needs the token of an admitted request", ErrInvalidRequest)
+	}
+	return nil
+}
+
+// A Reservation is an admitted Request whose actual cost is known only later (SPEC §2.9): reserve
+// an estimate with Take, then Settle the actual cost.
 type Reservation struct {
 	// Request is the Request as taken; its Cost is the estimate reserved.
 	Request Request
-	// Token identifies the reservation, and the window it was taken in.
-	Token string
+	// Token is the Decision's Token: it names the window the reservation was counted in.
+	Token uint64
+}
+
+// MaxSettle is the largest actual cost Settle accepts: MaxRate. An overrun consumes at most what a
+// key has left, so a larger one would settle the same.
+const MaxSettle = MaxRate
+
+// Validate reports why res cannot be settled at actual, as an error matching [ErrInvalidLimit] or
+// [ErrInvalidRequest], or nil.
+func (res *Reservation) Validate(actual int64) error {
+	r := res.Request
+	r.ID = "" // a reservation's window is its own; its request ID played its part in Take
+	if err := r.Validate(); err != nil {
+		return err
+	}
+	switch {
+	case r.Limit.Algorithm == Concurrency:
+		return fmt.Errorf("%w: a concurrency lease is released, not settled", ErrInvalidRequest)
+	case r.Cost == 0 || res.Token == 0:
+		return fmt.Errorf("%w: a reservation needs the cost and token of an admitted request", ErrInvalidRequest)
+	case actual < 0 || actual > MaxSettle:
+		return fmt.Errorf("%w: actual cost %d outside 0…%d", ErrInvalidRequest, actual, MaxSettle)
+	}
+	return nil
 }
