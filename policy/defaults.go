@@ -1,0 +1,30 @@
+package policy
+
+import "github.com/admit-dev/admit"
+
+// setDefaults fills what the file leaves out: the default step. It runs only on a file that parsed,
+// and sets only fields the file did not.
+func (f *rawFile) setDefaults() {
+	s := &f.server
+	def(&s.listen, DefaultListen)
+	def(&s.ipv6Prefix, DefaultIPv6Prefix)
+	def(&s.rateLimitHeaders, true)
+	for i := range f.policies {
+		p := &f.policies[i]
+		def(&p.version, admit.DefaultVersion)
+		def(&p.mode, Enforce.String())
+		def(&p.failure, Closed.String())
+	}
+	for i := range f.routes {
+		r := &f.routes[i]
+		def(&r.cost, 1)
+		def(&r.subjectFrom, SubjectClientIP)
+	}
+}
+
+// def sets f's value to v when the file leaves f out.
+func def[T any](f *field[T], v T) {
+	if f.missing() {
+		f.v = v
+	}
+}

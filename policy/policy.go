@@ -1,0 +1,186 @@
+// Package policy reads admit's configuration files into validated, immutable policy sets.
+//
+// A file names policies — an algorithm and its numbers, a mode and a failure mode each — and, for
+// `admit serve` and `admit proxy`, server settings and routes:
+//
+//	server:
+//	  listen: 127.0.0.1:8080
+//	  hmac_secret_file: /etc/admit/secret
+//	policies:
+//	  - name: per-second
+//	    algorithm: gcra          # fixed_window | sliding_window | sliding_log | gcra (token_bucket) | concurrency
+//	    limit: 10
+//	    window: 1s
+//	    burst: 20
+//	  - name: per-day
+//	    algorithm: fixed_window
+//	    limit: 1000
+//	    window: 24h
+//	    mode: shadow             # enforce (default) | shadow
+//	    failure: closed          # closed (default) | open, with local_limit: N
+//	routes:
+//	  - path_prefix: /api/
+//	    policies: [per-second, per-day]
+//
+// [Parse] reads a file in three separate steps: parse (YAML to fields, each with its line; unknown
+// fields, a wrong type, a duplicate field are errors), default (fill what the file leaves out), and
+// validate (each policy is a valid admit.Limit, names are unique, routes name known policies, …).
+// It reports every error it finds at once, each with file:line:column, as an [ErrorList]. The
+// configuration reference is docs/configuration.md.
+package policy
+
+import (
+	"net/netip"
+
+	"github.com/admit-dev/admit"
+)
+
+// A Config is one configuration file, validated. It is immutable once Parse returns it: share it
+// freely, and replace it whole to reload.
+type Config struct {
+	// Server holds the settings of `admit serve` and `admit proxy`.
+	Server Server
+	// Policies are the file's policies, in its order, with distinct names.
+	Policies []Policy
+	// Routes are the file's routes, in its order: the first that matches a request applies.
+	Routes []Route
+	// Hash is the hex SHA-256 of the file's bytes, to tell which configuration is loaded.
+	Hash string
+
+	byName map[string]int // policy name → index in Policies
+}
+
+// Policy returns the policy named name, and whether there is one.
+func (c *Config) Policy(name string) (Policy, bool) {
+	i, ok := c.byName[name]
+	if !ok {
+		return Policy{}, false
+	}
+	return c.Policies[i], true
+}
+
+// A Policy is a named Limit and how to apply it.
+type Policy struct {
+	// Limit is the policy's algorithm and numbers; its Name is the policy's name.
+	Limit admit.Limit
+	// Version is the policy's key version (admit.KeyBuilder): change it to start every subject
+	// afresh. The default is admit.DefaultVersion.
+	Version string
+	// Mode says whether a rejection by the policy rejects the request (Enforce) or is only reported
+	// (Shadow; SPEC §2.8).
+	Mode Mode
+	// Failure says what happens when the backend cannot decide: Closed answers unavailable; Open
+	// lets a local limiter of LocalLimit decide (SPEC §4).
+	Failure Failure
+	// LocalLimit is the limit of the local limiter that decides under Failure Open, per process,
+	// per Limit.Period: 1 … Limit.Rate. It is 0 under Failure Closed.
+	LocalLimit int64
+}
+
+// Mode is a policy's mode: whether its rejections reject. The zero value is Enforce.
+type Mode uint8
+
+// The modes of a policy.
+const (
+	// Enforce rejects a request the policy rejects.
+	Enforce Mode = iota
+	// Shadow counts and decides as Enforce does, but reports a rejection as "would have limited" and
+	// lets the request through: the way to roll a new limit out safely.
+	Shadow
+)
+
+// String returns the mode's name in configuration: "enforce" or "shadow".
+func (m Mode) String() string {
+	if m == Shadow {
+		return "shadow"
+	}
+	return "enforce"
+}
+
+// Failure is a policy's failure mode: what happens when the backend cannot decide. The zero value is
+// Closed.
+type Failure uint8
+
+// The failure modes of a policy.
+const (
+	// Closed answers unavailable (HTTP 503) when the backend cannot decide.
+	Closed Failure = iota
+	// Open lets a bounded local limiter decide, marking its decisions degraded.
+	Open
+)
+
+// String returns the failure mode's name in configuration: "closed" or "open".
+func (f Failure) String() string {
+	if f == Open {
+		return "open"
+	}
+	return "closed"
+}
+
+// Server holds the settings of `admit serve` and `admit proxy`. Flags and environment variables
+// override them (flag, then environment, then file).
+type Server struct {
+	// Listen is the HTTP listen address; default DefaultListen.
+	Listen string
+	// Redis is the Redis URL; empty means the in-memory backend.
+	Redis string
+	// HMACSecretFile names the file holding the HMAC secret of keys; empty means none is configured.
+	HMACSecretFile string
+	// TrustedProxies are the peers whose forwarding header is read to find a client's address.
+	TrustedProxies []netip.Prefix
+	// ForwardedHeader is the header read from a trusted proxy: "x-forwarded-for" or "forwarded"
+	// (RFC 7239); empty when no proxy is trusted.
+	ForwardedHeader string
+	// IPv6Prefix is the prefix length by which IPv6 clients are grouped into one subject, so that one
+	// host cannot mint many; default DefaultIPv6Prefix.
+	IPv6Prefix int
+	// RateLimitHeaders reports whether responses carry the RateLimit-Policy and RateLimit fields;
+	// default true.
+	RateLimitHeaders bool
+}
+
+// Defaults of the Server settings.
+const (
+	// DefaultListen is Server.Listen when the file sets none.
+	DefaultListen = "127.0.0.1:8080"
+	// DefaultIPv6Prefix is Server.IPv6Prefix when the file sets none.
+	DefaultIPv6Prefix = 64
+)
+
+// A Route applies policies to the requests it matches (`admit proxy`): every policy at once,
+// all-or-nothing, for the subject it names.
+type Route struct {
+	// Method is the HTTP method matched; empty matches every method.
+	Method string
+	// PathPrefix is the prefix of the URL path matched; it starts with '/'.
+	PathPrefix string
+	// Policies are the names of the policies applied, each defined in the file's policies.
+	Policies []string
+	// Subject says who a request is limited as.
+	Subject Subject
+	// Cost is the units each request costs under every policy; default 1.
+	Cost int64
+}
+
+// A Subject says where a route finds who a request is limited as.
+type Subject struct {
+	// From is SubjectClientIP (the client's address through trusted proxies, the default),
+	// SubjectHeader (a header that only a trusted proxy may set) or SubjectConstant (one subject
+	// for every request).
+	From string
+	// Header is the header read when From is SubjectHeader.
+	Header string
+}
+
+// The sources of a route's subject.
+const (
+	SubjectClientIP = "client_ip"
+	SubjectHeader   = "header"
+	SubjectConstant = "constant"
+)
+
+// MaxFileSize is the largest configuration file Parse reads.
+const MaxFileSize = 1 << 20
+
+// durationLimit bounds the durations of a file: every window and TTL.
+const durationLimit = admit.MaxPeriod

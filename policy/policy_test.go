@@ -1,0 +1,221 @@
+package policy_test
+
+import (
+	"errors"
+	"flag"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/policy"
+)
+
+var update = flag.Bool("update", false, "rewrite the .err files of testdata/errors from the errors Parse reports")
+
+// TestErrorFixtures parses each file of testdata/errors, which holds one mistake, and compares what
+// Parse reports with the file's .err twin, exactly: one error, with its place and message.
+func TestErrorFixtures(t *testing.T) {
+	files, err := filepath.Glob("testdata/errors/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no fixtures: %v", err)
+	}
+	for _, file := range files {
+		t.Run(strings.TrimSuffix(filepath.Base(file), ".yaml"), func(t *testing.T) {
+			_, err := policy.Load(file)
+			var list policy.ErrorList
+			if !errors.As(err, &list) {
+				t.Fatalf("Load = %v; want an ErrorList", err)
+			}
+			if len(list) != 1 {
+				t.Errorf("%d errors; want the fixture's one mistake:\n%v", len(list), err)
+			}
+			golden := strings.TrimSuffix(file, ".yaml") + ".err"
+			if *update {
+				if err := os.WriteFile(golden, []byte(err.Error()+"\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, rerr := os.ReadFile(golden)
+			if rerr != nil {
+				t.Fatalf("%v (run go test ./policy -update to write it)", rerr)
+			}
+			if got := err.Error() + "\n"; got != string(want) {
+				t.Errorf("errors:\n%s\nwant:\n%s", got, want)
+			}
+		})
+	}
+}
+
+// TestEveryErrorAtOnce checks that a file with many mistakes has all of them reported, in the
+// order of their places.
+func TestEveryErrorAtOnce(t *testing.T) {
+	_, err := policy.Parse("many.yaml", []byte(`server:
+  ipv6_prefix: 0
+policies:
+  - name: a
+    algorithm: gcrb
+    limit: 0
+    window: 1s
+  - name: b
+    algorithm: fixed_window
+    limit: "10"
+    window: soon
+    mode: loud
+routes:
+  - path_prefix: /
+    policies: [c]
+`))
+	want := []string{
+		"many.yaml:2:16: server.ipv6_prefix: 0 is outside 1…128",
+		`many.yaml:5:16: policies[0] (a).algorithm: "gcrb": want fixed_window, sliding_window, sliding_log, gcra (token_bucket) or concurrency`,
+		"many.yaml:6:12: policies[0] (a).limit: 0 is outside 1…1000000000000000",
+		`many.yaml:10:12: policies[1] (b).limit: want a whole number, found the string "10"`,
+		`many.yaml:11:13: policies[1] (b).window: "soon": want a duration such as 1s, 250ms or 24h, at most 8784h0m0s`,
+		`many.yaml:12:11: policies[1] (b).mode: "loud": want enforce or shadow`,
+		`many.yaml:15:16: routes[0].policies[0]: no policy is named "c"`,
+	}
+	if err == nil || err.Error() != strings.Join(want, "\n") {
+		t.Errorf("errors:\n%v\nwant:\n%s", err, strings.Join(want, "\n"))
+	}
+}
+
+func TestFileTooLarge(t *testing.T) {
+	data := []byte("policies: []\n" + strings.Repeat("#", policy.MaxFileSize))
+	_, err := policy.Parse("big.yaml", data)
+	if err == nil || err.Error() != "big.yaml: file of more than 1048576 bytes" {
+		t.Errorf("Parse of %d bytes = %v; want the file refused", len(data), err)
+	}
+}
+
+// TestParse reads a file that uses every field, and checks each lands where it should.
+func TestParse(t *testing.T) {
+	cfg, err := policy.Load("testdata/valid/everything.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantServer := policy.Server{
+		Listen:           "0.0.0.0:9090",
+		Redis:            "redis://127.0.0.1:6379/0",
+		HMACSecretFile:   "/etc/admit/secret",
+		TrustedProxies:   []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("2001:db8::/32"), netip.MustParsePrefix("192.0.2.7/32")},
+		ForwardedHeader:  "forwarded",
+		IPv6Prefix:       56,
+		RateLimitHeaders: false,
+	}
+	if s := cfg.Server; s.Listen != wantServer.Listen || s.Redis != wantServer.Redis || s.HMACSecretFile != wantServer.HMACSecretFile ||
+		!equalPrefixes(s.TrustedProxies, wantServer.TrustedProxies) || s.ForwardedHeader != wantServer.ForwardedHeader ||
+		s.IPv6Prefix != wantServer.IPv6Prefix || s.RateLimitHeaders != wantServer.RateLimitHeaders {
+		t.Errorf("Server = %+v; want %+v", s, wantServer)
+	}
+	want := []policy.Policy{
+		{Limit: admit.Limit{Name: "per-second", Algorithm: admit.GCRA, Rate: 10, Period: time.Second, Burst: 20}, Version: "1"},
+		{Limit: admit.Limit{Name: "per-day", Algorithm: admit.FixedWindow, Rate: 1000, Period: 24 * time.Hour, Aligned: true}, Version: "2", Mode: policy.Shadow},
+		{Limit: admit.Limit{Name: "per-minute", Algorithm: admit.SlidingWindow, Rate: 600, Period: time.Minute}, Version: "1", Failure: policy.Open, LocalLimit: 200},
+		{Limit: admit.Limit{Name: "exact", Algorithm: admit.SlidingLog, Rate: 100, Period: 10 * time.Second}, Version: "1"},
+		{Limit: admit.Limit{Name: "bucket", Algorithm: admit.GCRA, Rate: 5, Period: time.Second}, Version: "1"},
+		{Limit: admit.Limit{Name: "in-flight", Algorithm: admit.Concurrency, Rate: 5, Period: 30 * time.Second}, Version: "1"},
+	}
+	if len(cfg.Policies) != len(want) {
+		t.Fatalf("%d policies; want %d", len(cfg.Policies), len(want))
+	}
+	for i, p := range want {
+		if cfg.Policies[i] != p {
+			t.Errorf("policy %d = %+v; want %+v", i, cfg.Policies[i], p)
+		}
+		if got, ok := cfg.Policy(p.Limit.Name); !ok || got != p {
+			t.Errorf("Policy(%q) = %+v, %v; want it", p.Limit.Name, got, ok)
+		}
+	}
+	if _, ok := cfg.Policy("nope"); ok {
+		t.Error(`Policy("nope") found a policy`)
+	}
+	wantRoutes := []policy.Route{
+		{Method: "POST", PathPrefix: "/v1/chat/", Policies: []string{"per-second", "per-day"}, Subject: policy.Subject{From: policy.SubjectHeader, Header: "X-User"}, Cost: 5},
+		{PathPrefix: "/", Policies: []string{"per-minute"}, Subject: policy.Subject{From: policy.SubjectClientIP}, Cost: 1},
+	}
+	if len(cfg.Routes) != len(wantRoutes) {
+		t.Fatalf("%d routes; want %d", len(cfg.Routes), len(wantRoutes))
+	}
+	for i, r := range wantRoutes {
+		got := cfg.Routes[i]
+		if got.Method != r.Method || got.PathPrefix != r.PathPrefix || strings.Join(got.Policies, ",") != strings.Join(r.Policies, ",") || got.Subject != r.Subject || got.Cost != r.Cost {
+			t.Errorf("route %d = %+v; want %+v", i, got, r)
+		}
+	}
+	if len(cfg.Hash) != 64 {
+		t.Errorf("Hash = %q; want 64 hex characters", cfg.Hash)
+	}
+}
+
+// TestDefaults reads the smallest file, and checks what Parse fills in.
+func TestDefaults(t *testing.T) {
+	cfg, err := policy.Parse("min.yaml", []byte("policies:\n  - {name: api, algorithm: token_bucket, limit: 10, window: 1s}\nroutes:\n  - {path_prefix: /, policies: [api]}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := cfg.Server
+	if s.Listen != policy.DefaultListen || s.IPv6Prefix != policy.DefaultIPv6Prefix || !s.RateLimitHeaders || s.Redis != "" || s.HMACSecretFile != "" || s.TrustedProxies != nil || s.ForwardedHeader != "" {
+		t.Errorf("Server = %+v; want the defaults", s)
+	}
+	p := cfg.Policies[0]
+	if p.Limit.Algorithm != admit.GCRA || p.Version != admit.DefaultVersion || p.Mode != policy.Enforce || p.Failure != policy.Closed || p.LocalLimit != 0 {
+		t.Errorf("policy = %+v; want gcra, version %s, enforce, closed", p, admit.DefaultVersion)
+	}
+	if r := cfg.Routes[0]; r.Cost != 1 || r.Subject.From != policy.SubjectClientIP || r.Method != "" {
+		t.Errorf("route = %+v; want cost 1, subject client_ip, any method", r)
+	}
+}
+
+func equalPrefixes(a, b []netip.Prefix) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// FuzzParse checks that Parse never panics, and that whatever it accepts is valid: every policy a
+// valid admit.Limit, every route naming known policies.
+func FuzzParse(f *testing.F) {
+	seeds, _ := filepath.Glob("testdata/*/*.yaml")
+	for _, s := range seeds {
+		data, err := os.ReadFile(s)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cfg, err := policy.Parse("fuzz.yaml", data)
+		if err != nil {
+			var list policy.ErrorList
+			if !errors.As(err, &list) || len(list) == 0 {
+				t.Fatalf("error %v is not a non-empty ErrorList", err)
+			}
+			return
+		}
+		if len(cfg.Policies) == 0 {
+			t.Fatal("accepted a file with no policy")
+		}
+		for _, p := range cfg.Policies {
+			if err := p.Limit.Validate(); err != nil || p.Limit.Name == "" {
+				t.Fatalf("accepted policy %+v: %v", p, err)
+			}
+		}
+		for _, r := range cfg.Routes {
+			for _, name := range r.Policies {
+				if _, ok := cfg.Policy(name); !ok {
+					t.Fatalf("accepted a route naming unknown policy %q", name)
+				}
+			}
+		}
+	})
+}

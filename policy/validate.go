@@ -1,0 +1,308 @@
+package policy
+
+import (
+	"net/netip"
+	"strings"
+
+	"github.com/admit-dev/admit"
+)
+
+// validate checks a parsed and defaulted file and builds its Config: the validate step. It records
+// every error it finds; the Config is meaningful only when it finds none.
+func (d *decoder) validate(raw rawFile) *Config {
+	cfg := &Config{byName: make(map[string]int, len(raw.policies))}
+	cfg.Server = d.validateServer(raw.server)
+	if len(raw.policies) == 0 && !raw.policiesBad {
+		d.errorf(nil, "policies: want at least one policy")
+	}
+	names := make(map[string]bool, len(raw.policies))
+	for i := range raw.policies {
+		p := &raw.policies[i]
+		if !p.name.set() {
+			continue
+		}
+		if names[p.name.v] {
+			d.errorf(p.name.node, "%s.name: another policy before it has this name", p.path)
+		}
+		names[p.name.v] = true
+	}
+	for i := range raw.policies {
+		if p, ok := d.validatePolicy(&raw.policies[i]); ok {
+			if _, dup := cfg.byName[p.Limit.Name]; !dup {
+				cfg.byName[p.Limit.Name] = len(cfg.Policies)
+			}
+			cfg.Policies = append(cfg.Policies, p)
+		}
+	}
+	for i := range raw.routes {
+		if r, ok := d.validateRoute(&raw.routes[i], names); ok {
+			cfg.Routes = append(cfg.Routes, r)
+		}
+	}
+	return cfg
+}
+
+func (d *decoder) validateServer(s rawServer) Server {
+	out := Server{
+		Listen:           s.listen.v,
+		Redis:            s.redis.v,
+		HMACSecretFile:   s.hmacSecretFile.v,
+		IPv6Prefix:       int(s.ipv6Prefix.v),
+		RateLimitHeaders: s.rateLimitHeaders.v,
+	}
+	if !s.listen.bad && s.listen.v == "" {
+		d.errorf(s.listen.node, "server.listen: want an address such as 127.0.0.1:8080")
+	}
+	if s.hmacSecretFile.set() && s.hmacSecretFile.v == "" {
+		d.errorf(s.hmacSecretFile.node, "server.hmac_secret_file: want a file name")
+	}
+	for i, p := range s.trustedProxies.v {
+		if p.bad {
+			continue
+		}
+		prefix, err := netip.ParsePrefix(p.v)
+		if err != nil {
+			addr, aerr := netip.ParseAddr(p.v)
+			if aerr != nil {
+				d.errorf(p.node, "server.trusted_proxies[%d]: %q is not a CIDR such as 10.0.0.0/8 or an address", i, p.v)
+				continue
+			}
+			prefix = netip.PrefixFrom(addr, addr.BitLen())
+		}
+		out.TrustedProxies = append(out.TrustedProxies, prefix.Masked())
+	}
+	switch h := strings.ToLower(s.forwardedHeader.v); {
+	case s.forwardedHeader.bad || s.trustedProxies.bad || len(out.TrustedProxies) < len(s.trustedProxies.v):
+	case s.forwardedHeader.missing() && len(out.TrustedProxies) > 0:
+		d.errorf(s.trustedProxies.node, "server.trusted_proxies: set server.forwarded_header too: x-forwarded-for or forwarded")
+	case s.forwardedHeader.missing():
+	case h != "x-forwarded-for" && h != "forwarded":
+		d.errorf(s.forwardedHeader.node, "server.forwarded_header: %q: want x-forwarded-for or forwarded (RFC 7239)", s.forwardedHeader.v)
+	case len(out.TrustedProxies) == 0:
+		d.errorf(s.forwardedHeader.node, "server.forwarded_header: no server.trusted_proxies: the header of an untrusted peer is never read")
+	default:
+		out.ForwardedHeader = h
+	}
+	if !s.ipv6Prefix.bad && (out.IPv6Prefix < 1 || out.IPv6Prefix > 128) {
+		d.errorf(s.ipv6Prefix.node, "server.ipv6_prefix: %d is outside 1…128", s.ipv6Prefix.v)
+	}
+	return out
+}
+
+// validatePolicy checks one policy and returns it, and whether it is valid.
+func (d *decoder) validatePolicy(p *rawPolicy) (Policy, bool) {
+	if p.bad {
+		return Policy{}, false
+	}
+	before := len(d.errs)
+	path := p.path
+	out := Policy{Version: p.version.v}
+	lim := &out.Limit
+	lim.Name = p.name.v
+	switch {
+	case p.name.missing():
+		d.errorf(p.node, "%s: want a name", path)
+	case p.name.set() && !validName(p.name.v):
+		d.errorf(p.name.node, "%s.name: %q: want 1…%d characters of a-z, 0-9, '_' and '-'", path, p.name.v, admit.MaxNameLen)
+	}
+	if !p.version.bad && !validName(p.version.v) {
+		d.errorf(p.version.node, "%s.version: %q: want 1…%d characters of a-z, 0-9, '_' and '-'", path, p.version.v, admit.MaxNameLen)
+	}
+	if p.algorithm.missing() {
+		d.errorf(p.node, "%s: want an algorithm: fixed_window, sliding_window, sliding_log, gcra (token_bucket) or concurrency", path)
+	} else if a, err := admit.ParseAlgorithm(p.algorithm.v); p.algorithm.set() && err != nil {
+		d.errorf(p.algorithm.node, "%s.algorithm: %q: want fixed_window, sliding_window, sliding_log, gcra (token_bucket) or concurrency", path, p.algorithm.v)
+	} else {
+		lim.Algorithm = a // 0 for a bad field: validateNumbers then checks only what needs no algorithm
+	}
+	d.validateNumbers(p, lim)
+	switch p.mode.v {
+	case "":
+		// a bad field, reported
+	case "enforce":
+		out.Mode = Enforce
+	case "shadow":
+		out.Mode = Shadow
+	default:
+		d.errorf(p.mode.node, "%s.mode: %q: want enforce or shadow", path, p.mode.v)
+	}
+	switch p.failure.v {
+	case "":
+		// a bad field, reported
+	case "closed":
+		out.Failure = Closed
+		if p.localLimit.set() {
+			d.errorf(p.localLimit.node, "%s.local_limit: only a policy with failure: open has a local limit", path)
+		}
+	case "open":
+		out.Failure = Open
+		out.LocalLimit = p.localLimit.v
+		switch {
+		case p.localLimit.bad:
+		case p.localLimit.missing():
+			d.errorf(p.failure.node, "%s.failure: open needs local_limit: the most a process admits on its own while the backend is down", path)
+		case p.localLimit.v < 1 || p.limit.set() && p.localLimit.v > p.limit.v:
+			d.errorf(p.localLimit.node, "%s.local_limit: %d is outside 1…limit (%d)", path, p.localLimit.v, p.limit.v)
+		}
+	default:
+		d.errorf(p.failure.node, "%s.failure: %q: want closed or open", path, p.failure.v)
+	}
+	if len(d.errs) > before || p.anyBad() {
+		return Policy{}, false
+	}
+	if err := lim.Validate(); err != nil { // what the checks above leave: GCRA's rounding, for one
+		d.errorf(p.node, "%s: %s", path, strings.TrimPrefix(err.Error(), admit.ErrInvalidLimit.Error()+": "))
+		return Policy{}, false
+	}
+	return out, true
+}
+
+// validateNumbers checks a policy's limit, window, burst, alignment and lease TTL against its
+// algorithm (lim.Algorithm, 0 when unknown), and sets them in lim.
+func (d *decoder) validateNumbers(p *rawPolicy, lim *admit.Limit) {
+	path := p.path
+	maxLimit, why := admit.MaxRate, ""
+	switch lim.Algorithm {
+	case admit.SlidingLog:
+		maxLimit, why = admit.MaxSlidingLogRate, " (a sliding_log keeps every admission)"
+	case admit.Concurrency:
+		maxLimit, why = admit.MaxConcurrency, " (a concurrency key keeps every lease)"
+	}
+	switch {
+	case p.limit.missing():
+		d.errorf(p.node, "%s: want a limit", path)
+	case p.limit.bad:
+	case p.limit.v < 1 || p.limit.v > maxLimit:
+		d.errorf(p.limit.node, "%s.limit: %d is outside 1…%d%s", path, p.limit.v, maxLimit, why)
+	default:
+		lim.Rate = p.limit.v
+	}
+	period, periodField := p.window, "window"
+	switch lim.Algorithm {
+	case 0:
+		// unknown: a window or a lease TTL
+		if p.window.missing() {
+			period, periodField = p.leaseTTL, "lease_ttl"
+		}
+	case admit.Concurrency:
+		period, periodField = p.leaseTTL, "lease_ttl"
+		if !p.window.missing() {
+			d.errorf(p.window.node, "%s.window: a concurrency policy has no window; its leases expire after lease_ttl", path)
+		}
+	default:
+		if !p.leaseTTL.missing() {
+			d.errorf(p.leaseTTL.node, "%s.lease_ttl: only a concurrency policy has leases", path)
+		}
+	}
+	switch {
+	case period.missing() && lim.Algorithm != 0:
+		d.errorf(p.node, "%s: want a %s", path, periodField)
+	case !period.set():
+	case period.v < admit.MinPeriod || period.v%admit.MinPeriod != 0:
+		d.errorf(period.node, "%s.%s: %v: want a whole number of milliseconds, at least %v", path, periodField, period.v, admit.MinPeriod)
+	default:
+		lim.Period = period.v
+	}
+	if p.burst.set() {
+		switch {
+		case lim.Algorithm == 0:
+		case lim.Algorithm != admit.GCRA:
+			d.errorf(p.burst.node, "%s.burst: only gcra (token_bucket) has a burst", path)
+		case p.burst.v < 1 || p.burst.v > admit.MaxRate:
+			d.errorf(p.burst.node, "%s.burst: %d is outside 1…%d", path, p.burst.v, admit.MaxRate)
+		default:
+			lim.Burst = p.burst.v
+		}
+	}
+	if p.aligned.set() {
+		if lim.Algorithm != 0 && lim.Algorithm != admit.FixedWindow {
+			d.errorf(p.aligned.node, "%s.aligned: only a fixed_window can be aligned", path)
+		}
+		lim.Aligned = p.aligned.v
+	}
+}
+
+// validateRoute checks one route against the policies named in the file, and returns it, and
+// whether it is valid.
+func (d *decoder) validateRoute(r *rawRoute, policies map[string]bool) (Route, bool) {
+	if r.bad {
+		return Route{}, false
+	}
+	before := len(d.errs)
+	path := r.path
+	out := Route{Method: r.method.v, PathPrefix: r.pathPrefix.v, Cost: r.cost.v, Subject: Subject{From: r.subjectFrom.v, Header: r.subjectHeader.v}}
+	if r.method.set() && !validMethod(r.method.v) {
+		d.errorf(r.method.node, "%s.method: %q: want an HTTP method such as GET, in capitals", path, r.method.v)
+	}
+	switch {
+	case r.pathPrefix.missing():
+		d.errorf(r.node, "%s: want a path_prefix, such as /", path)
+	case r.pathPrefix.set() && !strings.HasPrefix(r.pathPrefix.v, "/"):
+		d.errorf(r.pathPrefix.node, "%s.path_prefix: %q: want a path starting with /", path, r.pathPrefix.v)
+	}
+	switch n := len(r.policies.v); {
+	case r.policies.missing():
+		d.errorf(r.node, "%s: want policies: the names of the policies the route applies", path)
+	case r.policies.bad:
+	case n == 0 || n > admit.MaxRequests:
+		d.errorf(r.policies.node, "%s.policies: %d policies; want 1…%d", path, n, admit.MaxRequests)
+	}
+	seen := make(map[string]bool, len(r.policies.v))
+	for i, name := range r.policies.v {
+		switch {
+		case name.bad:
+		case !policies[name.v]:
+			d.errorf(name.node, "%s.policies[%d]: no policy is named %q", path, i, name.v)
+		case seen[name.v]:
+			d.errorf(name.node, "%s.policies[%d]: %q is listed twice", path, i, name.v)
+		}
+		seen[name.v] = true
+		out.Policies = append(out.Policies, name.v)
+	}
+	if !r.cost.bad && (r.cost.v < 0 || r.cost.v > admit.MaxRate) {
+		d.errorf(r.cost.node, "%s.cost: %d is outside 0…%d", path, r.cost.v, admit.MaxRate)
+	}
+	d.validateSubject(r, path)
+	return out, len(d.errs) == before
+}
+
+func (d *decoder) validateSubject(r *rawRoute, path string) {
+	at := r.subjectFrom.node
+	if at == nil {
+		at = r.subject
+	}
+	switch r.subjectFrom.v {
+	case "":
+		// a bad field, reported
+	case SubjectHeader:
+		if !r.subjectHeader.set() || r.subjectHeader.v == "" {
+			d.errorf(at, "%s.subject: from: header needs header: the name of a header only a trusted proxy sets", path)
+		}
+	case SubjectClientIP, SubjectConstant:
+		if r.subjectHeader.set() {
+			d.errorf(r.subjectHeader.node, "%s.subject.header: only a subject from: header reads a header", path)
+		}
+	default:
+		d.errorf(at, "%s.subject.from: %q: want client_ip, header or constant", path, r.subjectFrom.v)
+	}
+}
+
+// validName reports whether s is 1 to admit.MaxNameLen characters of a-z, 0-9, '_' and '-', as
+// policy names and key versions must be.
+func validName(s string) bool {
+	lim := admit.Limit{Name: s, Algorithm: admit.FixedWindow, Rate: 1, Period: admit.MinPeriod}
+	return s != "" && lim.Validate() == nil
+}
+
+// validMethod reports whether s is an HTTP method token in capitals, such as GET.
+func validMethod(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range s {
+		if c < 'A' || c > 'Z' {
+			return false
+		}
+	}
+	return true
+}
