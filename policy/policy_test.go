@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -107,7 +108,7 @@ func TestParse(t *testing.T) {
 		RateLimitHeaders: false,
 	}
 	if s := cfg.Server; s.Listen != wantServer.Listen || s.Redis != wantServer.Redis || s.HMACSecretFile != wantServer.HMACSecretFile ||
-		!equalPrefixes(s.TrustedProxies, wantServer.TrustedProxies) || s.ForwardedHeader != wantServer.ForwardedHeader ||
+		!slices.Equal(s.TrustedProxies, wantServer.TrustedProxies) || s.ForwardedHeader != wantServer.ForwardedHeader ||
 		s.IPv6Prefix != wantServer.IPv6Prefix || s.RateLimitHeaders != wantServer.RateLimitHeaders {
 		t.Errorf("Server = %+v; want %+v", s, wantServer)
 	}
@@ -142,7 +143,7 @@ func TestParse(t *testing.T) {
 	}
 	for i, r := range wantRoutes {
 		got := cfg.Routes[i]
-		if got.Method != r.Method || got.PathPrefix != r.PathPrefix || strings.Join(got.Policies, ",") != strings.Join(r.Policies, ",") || got.Subject != r.Subject || got.Cost != r.Cost {
+		if got.Method != r.Method || got.PathPrefix != r.PathPrefix || !slices.Equal(got.Policies, r.Policies) || got.Subject != r.Subject || got.Cost != r.Cost {
 			t.Errorf("route %d = %+v; want %+v", i, got, r)
 		}
 	}
@@ -168,18 +169,6 @@ func TestDefaults(t *testing.T) {
 	if r := cfg.Routes[0]; r.Cost != 1 || r.Subject.From != policy.SubjectClientIP || r.Method != "" {
 		t.Errorf("route = %+v; want cost 1, subject client_ip, any method", r)
 	}
-}
-
-func equalPrefixes(a, b []netip.Prefix) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // FuzzParse checks that Parse never panics, and that whatever it accepts is valid: every policy a
