@@ -3,6 +3,7 @@
 // Usage:
 //
 //	admit serve [--listen ADDR] [--redis URL] [--hmac-secret-file PATH]
+//	admit config validate FILE
 //	admit version
 //	admit help
 //
@@ -83,6 +84,7 @@ Usage:
 Commands:
 
 	serve     serve the HTTP API (GET /demo, GET /healthz)
+	config    check a configuration file: admit config validate FILE
 	version   print the version
 	help      print this help
 
@@ -99,12 +101,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch cmd, rest := args[0], args[1:]; cmd {
 	case "serve":
 		return serve(ctx, rest, stdout, stderr)
+	case "config":
+		return config(rest, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, versionString())
 		return exitOK
 	case "help", "--help", "-help", "-h":
 		if len(rest) > 0 && rest[0] == "serve" {
 			return serve(ctx, []string{"--help"}, stdout, stderr)
+		}
+		if len(rest) > 0 && rest[0] == "config" {
+			return config([]string{"--help"}, stdout, stderr)
 		}
 		fmt.Fprint(stdout, usage)
 		return exitOK

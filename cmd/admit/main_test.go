@@ -297,6 +297,13 @@ func TestCommandLine(t *testing.T) {
 		{args: []string{"serve", "--bogus"}, code: 2, stderr: []string{"bogus", "admit serve"}, noStdout: true},
 		{args: []string{"serve", "extra"}, code: 2, stderr: []string{`unexpected argument "extra"`}, noStdout: true},
 		{args: []string{"serve", "--listen", "256.0.0.1:bad"}, code: 1, stderr: []string{"cannot listen"}, noStdout: true},
+		{args: []string{"config", "validate", "../../policy/testdata/valid/everything.yaml"}, code: 0, stdout: []string{"everything.yaml: valid: 6 policies, 2 routes"}, noErrs: true},
+		{args: []string{"config", "validate", "../../policy/testdata/errors/limit-zero.yaml"}, code: 1,
+			stderr: []string{"limit-zero.yaml:4:12: policies[0] (api).limit: 0 is outside", "limit-zero.yaml: 1 error\n"}, noStdout: true},
+		{args: []string{"config", "validate", "no-such-file.yaml"}, code: 1, stderr: []string{"no-such-file.yaml"}, noStdout: true},
+		{args: []string{"config", "validate"}, code: 2, stderr: []string{"admit config validate FILE"}, noStdout: true},
+		{args: []string{"config", "--help"}, code: 0, stdout: []string{"admit config validate FILE", "Exit status"}, noErrs: true},
+		{args: []string{"help", "config"}, code: 0, stdout: []string{"admit config validate FILE"}, noErrs: true},
 	} {
 		useSecret(t)
 		var stdout, stderr bytes.Buffer
