@@ -1,15 +1,20 @@
-// Package httpapi is the HTTP face of the admit service: the origin design's /demo endpoint and
-// health checks, built on package httplimit.
+// Package httpapi is the HTTP face of the admit service: the JSON check API over a
+// service.Service, the origin design's /demo endpoint (built on package httplimit), health and
+// readiness checks, and the metrics endpoint.
 package httpapi
 
 import (
+	"context"
 	"errors"
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/httplimit"
+	"github.com/admit-dev/admit/service"
 )
 
 // DemoSubject is the one fixed account that GET /demo limits, as in the origin design: every
@@ -25,7 +30,17 @@ type Options struct {
 	// httplimit.DefaultLogInterval: the first of a kind at once, then one summary per interval
 	// with the count of the others. Nil means slog.Default().
 	Logger *slog.Logger
+	// Service, if not nil, serves POST /v1/check and GET /v1/policies.
+	Service *service.Service
+	// Ready, if not nil, is called by GET /readyz with a context that ends after ReadyTimeout: nil
+	// means the backend can decide. Nil means /readyz answers as /healthz does.
+	Ready func(ctx context.Context) error
+	// Metrics, if not nil, serves GET /metrics.
+	Metrics http.Handler
 }
+
+// ReadyTimeout bounds how long GET /readyz waits for Options.Ready.
+const ReadyTimeout = time.Second
 
 // A Handler serves the admit HTTP API. It is safe for concurrent use. Make one with [New]; the zero
 // value is not usable.
@@ -36,6 +51,16 @@ type Options struct {
 //	              Options.Demo. 200 "ok\n" when admitted, 429 with Retry-After when over the limit,
 //	              503 when the limiter cannot decide. A HEAD request counts like a GET.
 //	GET /healthz  200 "ok\n" while the process is alive; it never calls the backend.
+//	GET /readyz   200 "ok\n" when Options.Ready reports the backend can decide, within
+//	              ReadyTimeout; else 503 "not ready\n".
+//	GET /metrics  Options.Metrics, when set.
+//
+// With Options.Service:
+//
+//	POST /v1/check    decides a CheckRequest, and answers a CheckResponse: 200 allowed, 429 limited
+//	                  (with Retry-After), 400 invalid (an ErrorResponse: unknown policy, bad JSON,
+//	                  cost above a limit, a key or body too large), 503 undecided (with Retry-After).
+//	GET /v1/policies  the loaded policies.
 type Handler struct {
 	mux *http.ServeMux
 }
@@ -53,12 +78,49 @@ func New(opts Options) (*Handler, error) {
 	mux := http.NewServeMux()
 	mux.Handle("GET /demo", demo.Wrap(http.HandlerFunc(ok)))
 	mux.HandleFunc("GET /healthz", ok)
+	mux.HandleFunc("GET /readyz", ready(opts.Ready, logger(opts.Logger)))
+	if opts.Metrics != nil {
+		mux.Handle("GET /metrics", opts.Metrics)
+	}
+	if opts.Service != nil {
+		retry := strconv.FormatInt(admit.CeilSeconds(httplimit.DefaultUnavailableRetryAfter), 10)
+		mux.Handle("POST /v1/check", &check{svc: opts.Service, logger: logger(opts.Logger), unavailable: retry})
+		mux.HandleFunc("GET /v1/policies", policies(opts.Service))
+	}
 	return &Handler{mux: mux}, nil
 }
 
 // ServeHTTP routes r to its endpoint.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.mux.ServeHTTP(w, r)
+}
+
+// logger returns l, or slog.Default() for nil.
+func logger(l *slog.Logger) *slog.Logger {
+	if l == nil {
+		return slog.Default()
+	}
+	return l
+}
+
+// ready returns the handler of GET /readyz.
+func ready(check func(context.Context) error, logger *slog.Logger) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if check != nil {
+			ctx, cancel := context.WithTimeout(r.Context(), ReadyTimeout)
+			defer cancel()
+			if err := check(ctx); err != nil {
+				logger.Warn("not ready", "error", err)
+				hdr := w.Header()
+				hdr.Set("Cache-Control", "no-store")
+				hdr.Set("Content-Type", "text/plain; charset=utf-8")
+				w.WriteHeader(http.StatusServiceUnavailable)
+				io.WriteString(w, "not ready\n")
+				return
+			}
+		}
+		ok(w, r)
+	}
 }
 
 // ok answers 200 "ok\n", not to be cached.

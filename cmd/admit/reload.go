@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"log/slog"
+	"os"
+	"os/signal"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/admit-dev/admit/metrics"
+	"github.com/admit-dev/admit/policy"
+	"github.com/admit-dev/admit/service"
+)
+
+// reloadPollInterval is how often admit serve looks at its configuration file for a change.
+const reloadPollInterval = time.Second
+
+// A reloader reloads the configuration file into a Service on SIGHUP and when the file changes.
+// A file with errors is logged and counted, and the loaded configuration keeps serving; a good one
+// replaces it whole (service.Service.Swap), so requests in flight finish on the one they started
+// with. Server settings (listen address, Redis, secret) are read at start only: a reload that
+// changes them logs that a restart is needed, and applies the policies.
+type reloader struct {
+	file    string
+	svc     *service.Service
+	metrics *metrics.Config
+	logger  *slog.Logger
+	server  policy.Server // the settings in effect
+}
+
+// run reloads until ctx is done: on SIGHUP, and when the file's bytes change, looked at every poll.
+func (r *reloader) run(ctx context.Context, poll time.Duration) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	tick := time.NewTicker(poll)
+	defer tick.Stop()
+	last := r.svc.Config().Hash
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			r.logger.Info("reloading the configuration", "file", r.file, "cause", "SIGHUP")
+			last = r.reload(last, true)
+		case <-tick.C:
+			data, err := os.ReadFile(r.file)
+			if err != nil {
+				continue // reported by the next reload that needs it; a file being replaced may be missing briefly
+			}
+			if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != last {
+				r.logger.Info("reloading the configuration", "file", r.file, "cause", "changed")
+				last = r.reload(last, false)
+			}
+		}
+	}
+}
+
+// reload loads the file and, if it is valid, swaps it in. It returns the hash of the file it read,
+// good or bad (so that a bad file is reported once, not at every poll), or last if it could not
+// read one. force reloads a file whose hash is last too.
+func (r *reloader) reload(last string, force bool) string {
+	cfg, err := policy.Load(r.file)
+	if err != nil {
+		r.metrics.Failed()
+		r.logger.Error("configuration not reloaded; the loaded one keeps serving", "file", r.file, "error", err)
+		if data, rerr := os.ReadFile(r.file); rerr == nil {
+			sum := sha256.Sum256(data)
+			return hex.EncodeToString(sum[:])
+		}
+		return last
+	}
+	if cfg.Hash == last && !force {
+		return last
+	}
+	if !sameServer(cfg.Server, r.server) {
+		r.logger.Warn("server settings changed; they take effect at the next start", "file", r.file)
+	}
+	r.svc.Swap(cfg)
+	r.metrics.Loaded(cfg.Hash, true)
+	r.logger.Info("configuration reloaded", "file", r.file, "policies", len(cfg.Policies), "hash", cfg.Hash)
+	return cfg.Hash
+}
+
+// sameServer reports whether a and b are the same server settings.
+func sameServer(a, b policy.Server) bool {
+	return a.Listen == b.Listen && a.Redis == b.Redis && a.HMACSecretFile == b.HMACSecretFile &&
+		slices.Equal(a.TrustedProxies, b.TrustedProxies) && a.ForwardedHeader == b.ForwardedHeader &&
+		a.IPv6Prefix == b.IPv6Prefix && a.RateLimitHeaders == b.RateLimitHeaders
+}

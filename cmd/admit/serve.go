@@ -1,0 +1,364 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/logrelay"
+	"github.com/admit-dev/admit/memstore"
+	"github.com/admit-dev/admit/metrics"
+	"github.com/admit-dev/admit/policy"
+	"github.com/admit-dev/admit/redisstore"
+	"github.com/admit-dev/admit/service"
+	"github.com/admit-dev/admit/transport/httpapi"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// serveConfig is the parsed command line of admit serve, with the environment and the server
+// settings of its configuration file applied: flag, then environment, then file. It never holds the
+// secret itself.
+type serveConfig struct {
+	listen         string
+	listenSet      bool   // --listen was given: it wins over the file's server.listen
+	redisURL       string // "" = in-memory backend
+	secretFile     string // the HMAC secret's file, if secretFileSet
+	secretFileSet  bool   // --hmac-secret-file was given: it wins over ADMIT_HMAC_SECRET
+	configFile     string // --config: the configuration file, or "" for the built-in demo policy
+	fileSecretFile string // the configuration file's server.hmac_secret_file, the last resort
+}
+
+// applyFile applies the server settings of the configuration file to cfg, where no flag or
+// environment variable has set them.
+func (cfg *serveConfig) applyFile(s policy.Server) {
+	if !cfg.listenSet {
+		cfg.listen = s.Listen
+	}
+	if cfg.redisURL == "" {
+		cfg.redisURL = s.Redis
+	}
+	cfg.fileSecretFile = s.HMACSecretFile
+}
+
+// parseServe parses the flags of admit serve. On --help it writes the usage to stdout and returns
+// done; on a bad command line it writes the error and the usage to stderr and returns exitUsage.
+func parseServe(args []string, stdout, stderr io.Writer) (cfg serveConfig, code int, done bool) {
+	fs := flag.NewFlagSet("admit serve", flag.ContinueOnError)
+	fs.StringVar(&cfg.listen, "listen", defaultListen, "`address` to serve HTTP on (host:port; port 0 picks a free one)")
+	fs.StringVar(&cfg.redisURL, "redis", "", "Redis `URL` (redis:// or rediss://); default $REDIS_URL, else the in-memory backend")
+	fs.StringVar(&cfg.secretFile, secretFileFlag, "", "read the HMAC secret from the file at `PATH` (one trailing newline is dropped); default $"+secretEnv)
+	fs.StringVar(&cfg.configFile, "config", "", "the configuration `FILE`: policies and server settings (docs/configuration.md)")
+	printUsage := func(w io.Writer) {
+		fmt.Fprint(w, `Usage: admit serve [--config FILE] [--listen ADDR] [--redis URL] [--hmac-secret-file PATH]
+
+Serves the admit HTTP API until SIGINT or SIGTERM, then finishes the requests in flight (for at
+most `+shutdownGrace.String()+`) and exits 0.
+
+  POST /v1/check    {"policy":"per-day","key":"alice","cost":1,"request_id":"…"}, or
+                    "policies":[…] for several at once: 200 allowed, 429 limited,
+                    400 invalid, 503 undecided; the decision as JSON
+  GET /v1/policies  the policies loaded
+  GET /demo         the demo: one account, 3 requests per 10s; 200, then 429 with
+                    Retry-After, or 503 when the limiter cannot decide
+  GET /healthz      200 while the process is alive
+  GET /readyz       200 when the backend answers, else 503
+  GET /metrics      Prometheus metrics
+
+--config FILE names the policies (docs/configuration.md; check it with admit config validate).
+Without it, the one policy is the demo's, "demo". The file is reloaded on SIGHUP and when it
+changes; a file with errors is logged and counted, and the loaded policies keep serving.
+Settings come from a flag, else the environment, else the file.
+
+Without --redis, REDIS_URL or the file's server.redis, limits are kept in this process's memory
+and not shared.
+
+The HMAC secret turns subjects into keys, so that no client can name its own counter and no
+personal data reaches Redis: --hmac-secret-file PATH, else $`+secretEnv+`, else the file's
+server.hmac_secret_file, at least `+fmt.Sprint(admit.MinSecretLen)+` bytes, never logged. With --redis or REDIS_URL it is required, and every instance on one Redis
+must have the same one, or they do not share limits: without it admit serve refuses to start
+(exit 2). In memory, without one, it uses a random secret of its own.
+
+Flags:
+`)
+		fs.SetOutput(w)
+		fs.PrintDefaults()
+	}
+	fs.SetOutput(io.Discard) // errors and usage are printed below, each to its stream
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			printUsage(stdout)
+			return cfg, exitOK, true
+		}
+		fmt.Fprintf(stderr, "admit serve: %v\n", err)
+		printUsage(stderr)
+		return cfg, exitUsage, true
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "admit serve: unexpected argument %q\n", fs.Arg(0))
+		printUsage(stderr)
+		return cfg, exitUsage, true
+	}
+	redisSet := false
+	fs.Visit(func(f *flag.Flag) {
+		redisSet = redisSet || f.Name == "redis"
+		cfg.listenSet = cfg.listenSet || f.Name == "listen"
+		cfg.secretFileSet = cfg.secretFileSet || f.Name == secretFileFlag
+	})
+	if !redisSet {
+		cfg.redisURL = os.Getenv("REDIS_URL")
+	}
+	return cfg, exitOK, false
+}
+
+// hmacSecret returns the HMAC secret that cfg and the environment name, and where it came from:
+// the file of --hmac-secret-file, less one trailing newline; else $ADMIT_HMAC_SECRET; else the file
+// of the configuration's server.hmac_secret_file; else nil. Its errors never hold the secret.
+func hmacSecret(cfg serveConfig) (secret []byte, source string, err error) {
+	switch {
+	case cfg.secretFileSet:
+		if secret, source, err = readSecret("--"+secretFileFlag, cfg.secretFile); err != nil {
+			return nil, "", err
+		}
+	case os.Getenv(secretEnv) != "":
+		secret, source = []byte(os.Getenv(secretEnv)), secretEnv
+	case cfg.fileSecretFile != "":
+		if secret, source, err = readSecret("server.hmac_secret_file", cfg.fileSecretFile); err != nil {
+			return nil, "", err
+		}
+	default:
+		return nil, "", nil
+	}
+	if len(secret) < admit.MinSecretLen {
+		return nil, "", fmt.Errorf("the HMAC secret from %s is %d bytes; want at least %d", source, len(secret), admit.MinSecretLen)
+	}
+	return secret, source, nil
+}
+
+// readSecret reads the secret in the file at path, less one trailing newline, naming it source.
+func readSecret(source, path string) ([]byte, string, error) {
+	if path == "" {
+		return nil, "", fmt.Errorf("%s: empty path", source)
+	}
+	secret, err := os.ReadFile(path)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %w", source, err) // the path, never the contents
+	}
+	if s, ok := bytes.CutSuffix(secret, []byte("\n")); ok {
+		secret = bytes.TrimSuffix(s, []byte("\r")) // a CRLF too
+	}
+	return secret, source, nil
+}
+
+// keyBuilder returns the KeyBuilder of the HMAC secret that cfg names, and logs where the secret came
+// from, never the secret. Without a secret it refuses a Redis backend, and uses a random one for
+// the in-memory backend.
+func keyBuilder(cfg serveConfig, logger *slog.Logger) (*admit.KeyBuilder, error) {
+	secret, source, err := hmacSecret(cfg)
+	switch {
+	case err != nil:
+		return nil, err
+	case secret == nil && cfg.redisURL != "":
+		return nil, fmt.Errorf("no HMAC secret: with --redis or REDIS_URL, set %s or --%s PATH "+
+			"to a secret of at least %d bytes that every instance on the Redis shares; "+
+			"instances with different secrets make different keys and do not share limits",
+			secretEnv, secretFileFlag, admit.MinSecretLen)
+	case secret == nil:
+		secret = make([]byte, randomSecretLen)
+		rand.Read(secret) // never fails
+		logger.Info("HMAC secret", "source", "random",
+			"note", "a random secret of this process only; set "+secretEnv+" or --"+secretFileFlag+" to choose one")
+	default:
+		logger.Info("HMAC secret", "source", source)
+	}
+	return admit.NewKeyBuilder(secret)
+}
+
+// serve runs admit serve until ctx is done.
+func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cfg, code, done := parseServe(args, stdout, stderr)
+	if done {
+		return code
+	}
+	// The log goes to stderr through a queue, so a stalled stderr (a full pipe nobody reads) costs
+	// log lines, counted and reported once it drains, but never holds up a request or the exit.
+	relay := logrelay.New(stderr, logrelay.Options{DroppedLine: droppedLine})
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), logFlushTimeout)
+		defer cancel()
+		relay.Close(ctx) // on error, stderr is stalled: there is nowhere left to say so
+	}()
+	logger := slog.New(slog.NewTextHandler(relay, nil))
+
+	policies, err := loadPolicies(cfg.configFile)
+	if err != nil {
+		logger.Error("cannot load the configuration", "file", cfg.configFile, "error", err)
+		return exitUsage
+	}
+	cfg.applyFile(policies.Server)
+	keys, err := keyBuilder(cfg, logger)
+	if err != nil {
+		logger.Error("no usable HMAC secret", "error", err)
+		return exitUsage
+	}
+	backend, closeStore, err := openStore(cfg, logger)
+	if err != nil {
+		logger.Error("cannot open the backend", "error", err)
+		return exitUsage
+	}
+	defer closeStore()
+
+	reg := prometheus.NewRegistry()
+	store, configMetrics, err := registerMetrics(reg, backend)
+	if err != nil {
+		logger.Error("cannot register the metrics", "error", err)
+		return exitError
+	}
+	svc, err := service.New(store, keys, policies)
+	if err != nil {
+		logger.Error("cannot build the service", "error", err)
+		return exitError
+	}
+	configMetrics.Loaded(policies.Hash, false)
+	logger.Info("configuration", "file", cfg.configFile, "policies", len(policies.Policies), "hash", policies.Hash)
+	if cfg.configFile != "" {
+		r := &reloader{file: cfg.configFile, svc: svc, metrics: configMetrics, logger: logger, server: policies.Server}
+		go r.run(ctx, reloadPollInterval)
+	}
+
+	api, err := httpapi.New(httpapi.Options{
+		Demo:    admit.NewLimiter(store, keys, demoLimit()),
+		Logger:  logger,
+		Service: svc,
+		Ready:   func(ctx context.Context) error { return ready(ctx, backend) },
+		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}),
+	})
+	if err != nil {
+		logger.Error("cannot build the HTTP API", "error", err)
+		return exitError
+	}
+	ln, err := net.Listen("tcp", cfg.listen)
+	if err != nil {
+		logger.Error("cannot listen", "error", err)
+		return exitError
+	}
+	if err := serveHTTP(ctx, ln, api, shutdownGrace, logger); err != nil {
+		logger.Error("server stopped", "error", err)
+		return exitError
+	}
+	return exitOK
+}
+
+// loadPolicies loads the configuration file, or, for "", returns the built-in one: the demo
+// policy alone.
+func loadPolicies(file string) (*policy.Config, error) {
+	if file == "" {
+		return policy.Parse("built-in", []byte(demoConfig))
+	}
+	return policy.Load(file)
+}
+
+// demoConfig is the configuration of admit serve without --config: the demo's policy.
+const demoConfig = `
+policies:
+  - name: demo
+    algorithm: fixed_window
+    limit: 3
+    window: 10s
+`
+
+// registerMetrics registers admit's metrics, Go's and the process's into reg, and returns backend
+// wrapped in the metrics Store, and the configuration's metrics.
+func registerMetrics(reg *prometheus.Registry, backend admit.Store) (admit.Store, *metrics.Config, error) {
+	store, err := metrics.NewStore(backend, reg)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg, err := metrics.NewConfig(reg)
+	if err != nil {
+		return nil, nil, err
+	}
+	err = errors.Join(
+		metrics.RegisterBuildInfo(reg, moduleVersion()),
+		reg.Register(collectors.NewGoCollector()),
+		reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})),
+	)
+	return store, cfg, err
+}
+
+// readyLimit is the Limit of the key GET /readyz peeks: a peek writes nothing.
+var readyLimit = admit.Limit{Name: "readyz", Algorithm: admit.FixedWindow, Rate: 1, Period: time.Second}
+
+// ready reports whether backend can decide: it peeks one key, writing nothing.
+func ready(ctx context.Context, backend admit.Store) error {
+	_, err := backend.Take(ctx, admit.Request{Key: "rl:readyz", Limit: readyLimit, Cost: 0})
+	return err
+}
+
+// droppedLine is the log line that reports n lines dropped because stderr did not keep up.
+func droppedLine(n int64) []byte {
+	var b bytes.Buffer
+	slog.New(slog.NewTextHandler(&b, nil)).Warn("log lines dropped", "dropped", n, "reason", "stderr did not keep up")
+	return b.Bytes()
+}
+
+// openStore opens the backend that cfg names and logs which one it is.
+func openStore(cfg serveConfig, logger *slog.Logger) (admit.Store, func(), error) {
+	if cfg.redisURL == "" {
+		s := memstore.New(memstore.Options{})
+		logger.Info("backend", "backend", "memory", "note", "limits are not shared with other processes")
+		return s, func() { s.Close() }, nil
+	}
+	s, err := redisstore.New(redisstore.Config{URL: cfg.redisURL})
+	if err != nil {
+		return nil, nil, err // redisstore redacts the URL's password from its errors
+	}
+	logger.Info("backend", "backend", "redis", "url", redisstore.RedactURL(cfg.redisURL))
+	return s, func() { s.Close() }, nil
+}
+
+// serveHTTP serves h on ln until ctx is done, then shuts down gracefully: it stops accepting,
+// lets requests in flight finish for at most grace, and returns nil if they all did.
+func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, grace time.Duration, logger *slog.Logger) error {
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      15 * time.Second,
+		IdleTimeout:       60 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	logger.Info("listening", "addr", ln.Addr().String())
+
+	select {
+	case err := <-served:
+		return err // Serve failed before any shutdown
+	case <-ctx.Done():
+	}
+	logger.Info("shutting down", "grace", grace)
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		srv.Close()
+		return fmt.Errorf("requests still in flight after %v: %w", grace, err)
+	}
+	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	logger.Info("stopped")
+	return nil
+}

@@ -1,0 +1,123 @@
+// Package service decides checks against the policies of a configuration: the transport-neutral
+// core of `admit serve`, which its JSON API (and Envoy's rate limit service, and the proxy) call.
+//
+// A [Service] holds one loaded [policy.Config] at a time and swaps it atomically on reload: a check
+// runs entirely on the configuration it started with, and a check that starts after a swap sees only
+// the new one — nothing is half-applied.
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/policy"
+)
+
+// ErrUnknownPolicy is the error of a Check that names a policy the loaded configuration does not
+// have. It matches admit.ErrInvalidRequest.
+var ErrUnknownPolicy = fmt.Errorf("%w: unknown policy", admit.ErrInvalidRequest)
+
+// A Service decides Checks on a Store, with keys made by a KeyBuilder, under the policies of the
+// configuration it holds. It is safe for concurrent use. Make one with [New]; the zero value is not
+// usable.
+type Service struct {
+	store admit.Store
+	keys  *admit.KeyBuilder
+	cfg   atomic.Pointer[policy.Config]
+}
+
+// New returns a Service deciding on store, with keys from keys, under cfg. It reports an error when
+// any of them is nil.
+func New(store admit.Store, keys *admit.KeyBuilder, cfg *policy.Config) (*Service, error) {
+	if store == nil || keys == nil || cfg == nil {
+		return nil, errors.New("service: New needs a Store, a KeyBuilder and a Config")
+	}
+	s := &Service{store: store, keys: keys}
+	s.cfg.Store(cfg)
+	return s, nil
+}
+
+// Config returns the configuration the Service holds.
+func (s *Service) Config() *policy.Config { return s.cfg.Load() }
+
+// Swap makes cfg the configuration of every Check that starts from now on, and returns the one it
+// replaces. Checks in flight finish on the configuration they started with.
+func (s *Service) Swap(cfg *policy.Config) *policy.Config {
+	if cfg == nil {
+		panic("service: Swap(nil)")
+	}
+	return s.cfg.Swap(cfg)
+}
+
+// A Check asks whether a subject may spend Cost units under one or more policies, all-or-nothing.
+type Check struct {
+	// Policies are the names of the policies, 1 … admit.MaxRequests distinct ones of the loaded
+	// configuration.
+	Policies []string
+	// Subject is who is limited: digested into one key per policy, never stored.
+	Subject admit.Subject
+	// Cost is the units asked for under each policy, 0 (a peek) … each policy's capacity; under a
+	// concurrency policy any cost of 1 or more takes one lease.
+	Cost int64
+	// RequestID, if not empty, makes a retry idempotent (admit.Request.ID).
+	RequestID string
+}
+
+// A Result is the outcome of a Check.
+type Result struct {
+	// Allowed reports whether the Check was admitted under every policy.
+	Allowed bool
+	// Decisions holds one Decision per policy, in the Check's order; each Decision's Limit.Name names
+	// its policy.
+	Decisions []admit.Decision
+	// Deciding is the index in Decisions of the Decision that decided (admit.Deciding): the rejection
+	// to wait for longest, or, when allowed, the policy nearest to its limit.
+	Deciding int
+	// Replayed reports whether the Result is the recorded one of an earlier Check with the same
+	// RequestID: nothing was consumed this time.
+	Replayed bool
+}
+
+// Check decides c under the loaded configuration. An error means nothing was decided: it matches
+// admit.ErrInvalidRequest (ErrUnknownPolicy among them) or admit.ErrInvalidLimit for a caller's
+// mistake, found before any I/O, and admit.ErrUnavailable when the Store could not decide.
+func (s *Service) Check(ctx context.Context, c Check) (Result, error) {
+	cfg := s.cfg.Load() // the one configuration of this Check, whatever Swap does meanwhile
+	n := len(c.Policies)
+	if n == 0 || n > admit.MaxRequests {
+		return Result{}, fmt.Errorf("%w: %d policies; want 1…%d", admit.ErrInvalidRequest, n, admit.MaxRequests)
+	}
+	rs := make([]admit.Request, n)
+	for i, name := range c.Policies {
+		p, ok := cfg.Policy(name)
+		if !ok {
+			return Result{}, fmt.Errorf("%w %q", ErrUnknownPolicy, name)
+		}
+		for _, prev := range c.Policies[:i] {
+			if prev == name {
+				return Result{}, fmt.Errorf("%w: policy %q named twice", admit.ErrInvalidRequest, name)
+			}
+		}
+		key, err := s.keys.Key(p.Limit, p.Version, c.Subject)
+		if err != nil {
+			return Result{}, err
+		}
+		cost := c.Cost
+		if p.Limit.Algorithm == admit.Concurrency {
+			cost = min(cost, 1) // a lease is one request in flight, whatever the request costs elsewhere
+		}
+		rs[i] = admit.Request{Key: key, Limit: p.Limit, Cost: cost, ID: c.RequestID}
+	}
+	res := Result{Decisions: make([]admit.Decision, n)}
+	allowed, err := s.store.TakeAll(ctx, rs, res.Decisions)
+	if err != nil {
+		return Result{}, err
+	}
+	res.Allowed = allowed
+	res.Deciding = admit.Deciding(res.Decisions)
+	res.Replayed = res.Decisions[0].Replayed
+	return res, nil
+}

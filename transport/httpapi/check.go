@@ -1,0 +1,207 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+
+	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/service"
+)
+
+// MaxCheckBody is the largest body POST /v1/check reads: a larger one is answered 400.
+const MaxCheckBody = 64 << 10
+
+// CheckRequest is the JSON body of POST /v1/check. Exactly one of Policy and Policies is set.
+type CheckRequest struct {
+	// Policy names the one policy to check.
+	Policy string `json:"policy,omitempty"`
+	// Policies names several policies, checked together, all-or-nothing.
+	Policies []string `json:"policies,omitempty"`
+	// Key is the subject: who is limited, such as a user ID. It is digested with the server's
+	// secret into one key per policy; never stored or logged.
+	Key string `json:"key"`
+	// Cost is the units asked for under each policy; absent means 1, 0 is a peek.
+	Cost *int64 `json:"cost,omitempty"`
+	// RequestID makes a retry idempotent: a repeat returns the first answer, marked replayed.
+	RequestID string `json:"request_id,omitempty"`
+}
+
+// CheckResponse is the JSON body of an answer of POST /v1/check: the decision, or Error alone.
+type CheckResponse struct {
+	// Allowed reports whether the request was admitted under every policy.
+	Allowed bool `json:"allowed"`
+	// Policy names the deciding policy: the rejection to wait for longest, or, when allowed, the
+	// policy nearest to its limit.
+	Policy string `json:"policy"`
+	// Limit, Remaining, RetryAfterMS and ResetAfterMS are the deciding policy's.
+	Limit        int64 `json:"limit"`
+	Remaining    int64 `json:"remaining"`
+	RetryAfterMS int64 `json:"retry_after_ms"`
+	ResetAfterMS int64 `json:"reset_after_ms"`
+	// Replayed reports whether this is the recorded answer of an earlier request with the same ID.
+	Replayed bool `json:"replayed"`
+	// Degraded reports whether a local limiter decided while the backend could not.
+	Degraded bool `json:"degraded"`
+	// Decisions holds one decision per policy, in the request's order.
+	Decisions []PolicyDecision `json:"decisions"`
+}
+
+// PolicyDecision is one policy's decision in a CheckResponse.
+type PolicyDecision struct {
+	Policy       string `json:"policy"`
+	Allowed      bool   `json:"allowed"`
+	Limit        int64  `json:"limit"`
+	Remaining    int64  `json:"remaining"`
+	RetryAfterMS int64  `json:"retry_after_ms"`
+	ResetAfterMS int64  `json:"reset_after_ms"`
+}
+
+// ErrorResponse is the JSON body of a 400 or 503 answer of the API.
+type ErrorResponse struct {
+	// Error says what went wrong; for a 503, only that the limiter is unavailable.
+	Error string `json:"error"`
+}
+
+// check serves POST /v1/check.
+type check struct {
+	svc         *service.Service
+	logger      *slog.Logger
+	unavailable string // the Retry-After of a 503, whole seconds
+}
+
+func (c *check) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	req, err := decodeCheck(w, r)
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, ErrorResponse{Error: err.Error()})
+		return
+	}
+	chk := service.Check{Policies: req.Policies, Subject: admit.Subject{ID: req.Key}, Cost: 1, RequestID: req.RequestID}
+	if req.Policy != "" {
+		chk.Policies = []string{req.Policy}
+	}
+	if req.Cost != nil {
+		chk.Cost = *req.Cost
+	}
+	res, err := c.svc.Check(r.Context(), chk)
+	switch {
+	case errors.Is(err, admit.ErrInvalidRequest), errors.Is(err, admit.ErrInvalidLimit):
+		writeJSON(w, http.StatusBadRequest, ErrorResponse{Error: err.Error()})
+		return
+	case err != nil:
+		c.logger.Warn("limiter unavailable", "path", r.URL.Path, "error", err)
+		w.Header().Set("Retry-After", c.unavailable)
+		writeJSON(w, http.StatusServiceUnavailable, ErrorResponse{Error: "limiter unavailable"})
+		return
+	}
+	body := response(res)
+	status := http.StatusOK
+	if !res.Allowed {
+		status = http.StatusTooManyRequests
+		w.Header().Set("Retry-After", strconv.FormatInt(res.Decisions[res.Deciding].RetryAfterSeconds(), 10))
+	}
+	writeJSON(w, status, body)
+}
+
+// decodeCheck reads r's body as a CheckRequest: strict JSON (no unknown fields, nothing after the
+// object) of at most MaxCheckBody bytes, with exactly one of policy and policies, and a key.
+func decodeCheck(w http.ResponseWriter, r *http.Request) (CheckRequest, error) {
+	var req CheckRequest
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxCheckBody))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return req, fmt.Errorf("body larger than %d bytes", MaxCheckBody)
+		}
+		return req, fmt.Errorf("reading the body: %v", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return req, fmt.Errorf("body is not a check request: %v", err)
+	}
+	if dec.More() {
+		return req, errors.New("body holds more than one JSON value")
+	}
+	switch {
+	case req.Policy == "" && len(req.Policies) == 0:
+		return req, errors.New(`want "policy" or "policies"`)
+	case req.Policy != "" && len(req.Policies) > 0:
+		return req, errors.New(`want "policy" or "policies", not both`)
+	case req.Key == "":
+		return req, errors.New(`want a "key": the subject to limit`)
+	}
+	return req, nil
+}
+
+// response returns the CheckResponse of res.
+func response(res service.Result) CheckResponse {
+	d := res.Decisions[res.Deciding]
+	out := CheckResponse{
+		Allowed:      res.Allowed,
+		Policy:       d.Limit.Name,
+		Limit:        d.Limit.Rate,
+		Remaining:    d.Remaining,
+		RetryAfterMS: d.RetryAfter.Milliseconds(),
+		ResetAfterMS: d.ResetAfter.Milliseconds(),
+		Replayed:     res.Replayed,
+		Decisions:    make([]PolicyDecision, len(res.Decisions)),
+	}
+	for i, d := range res.Decisions {
+		out.Decisions[i] = PolicyDecision{Policy: d.Limit.Name, Allowed: d.Allowed, Limit: d.Limit.Rate, Remaining: d.Remaining,
+			RetryAfterMS: d.RetryAfter.Milliseconds(), ResetAfterMS: d.ResetAfter.Milliseconds()}
+	}
+	return out
+}
+
+// writeJSON answers status with v as its JSON body, not to be cached.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		panic(err) // the API's own types always marshal
+	}
+	hdr := w.Header()
+	hdr.Set("Content-Type", "application/json")
+	hdr.Set("Cache-Control", "no-store")
+	hdr.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	w.Write(append(body, '\n'))
+}
+
+// PolicyInfo describes one policy in the answer of GET /v1/policies.
+type PolicyInfo struct {
+	Name      string `json:"name"`
+	Algorithm string `json:"algorithm"`
+	Limit     int64  `json:"limit"`
+	// WindowMS is the window in milliseconds; for a concurrency policy, the lease TTL.
+	WindowMS int64 `json:"window_ms"`
+	// Burst is a gcra policy's bucket size; omitted for others.
+	Burst   int64  `json:"burst,omitempty"`
+	Aligned bool   `json:"aligned,omitempty"`
+	Mode    string `json:"mode"`
+	Failure string `json:"failure"`
+}
+
+// policies serves GET /v1/policies: the loaded configuration's policies, in its order.
+func policies(svc *service.Service) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		cfg := svc.Config()
+		out := struct {
+			Policies []PolicyInfo `json:"policies"`
+			Hash     string       `json:"config_hash"`
+		}{Policies: make([]PolicyInfo, len(cfg.Policies)), Hash: cfg.Hash}
+		for i, p := range cfg.Policies {
+			out.Policies[i] = PolicyInfo{Name: p.Limit.Name, Algorithm: p.Limit.Algorithm.String(), Limit: p.Limit.Rate,
+				WindowMS: p.Limit.Period.Milliseconds(), Burst: p.Limit.Capacity(), Aligned: p.Limit.Aligned, Mode: p.Mode.String(), Failure: p.Failure.String()}
+			if p.Limit.Algorithm != admit.GCRA {
+				out.Policies[i].Burst = 0
+			}
+		}
+		writeJSON(w, http.StatusOK, out)
+	}
+}

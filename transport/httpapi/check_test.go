@@ -1,0 +1,206 @@
+package httpapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/policy"
+	"github.com/admit-dev/admit/service"
+	"github.com/admit-dev/admit/transport/httpapi"
+)
+
+const checkConfig = `
+policies:
+  - name: per-second
+    algorithm: fixed_window
+    limit: 3
+    window: 10s
+  - name: per-day
+    algorithm: gcra
+    limit: 5
+    window: 24h
+`
+
+// newCheckHandler returns a Handler with a Service over store under checkConfig.
+func newCheckHandler(t *testing.T, store admit.Store, ready func(context.Context) error) *httpapi.Handler {
+	t.Helper()
+	cfg, err := policy.Parse("test.yaml", []byte(checkConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := admit.NewKeyBuilder(testSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := service.New(store, keys, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := httpapi.New(httpapi.Options{Demo: newLimiter(t, store, demoLimit), Service: svc, Ready: ready})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// post sends body to POST /v1/check and returns the recorder.
+func post(h http.Handler, body string) *httptest.ResponseRecorder {
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/check", strings.NewReader(body)))
+	return rec
+}
+
+func decode[T any](t *testing.T, rec *httptest.ResponseRecorder) T {
+	t.Helper()
+	var v T
+	dec := json.NewDecoder(rec.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&v); err != nil {
+		t.Fatalf("body %q: %v", rec.Body.String(), err)
+	}
+	if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
+		t.Errorf("Content-Type %q; want application/json", ct)
+	}
+	if cc := rec.Header().Get("Cache-Control"); cc != "no-store" {
+		t.Errorf("Cache-Control %q; want no-store", cc)
+	}
+	return v
+}
+
+func TestCheckOnePolicy(t *testing.T) {
+	h := newCheckHandler(t, newMemstore(t), nil)
+	for i := range 3 {
+		rec := post(h, `{"policy":"per-second","key":"alice"}`)
+		res := decode[httpapi.CheckResponse](t, rec)
+		if rec.Code != http.StatusOK || !res.Allowed || res.Policy != "per-second" || res.Limit != 3 || res.Remaining != int64(2-i) || res.ResetAfterMS > 10000 || res.ResetAfterMS < 9000 || len(res.Decisions) != 1 {
+			t.Fatalf("check %d: %d %+v", i, rec.Code, res)
+		}
+	}
+	rec := post(h, `{"policy":"per-second","key":"alice","cost":1}`)
+	res := decode[httpapi.CheckResponse](t, rec)
+	if rec.Code != http.StatusTooManyRequests || res.Allowed || res.RetryAfterMS <= 0 || res.RetryAfterMS > 10000 {
+		t.Fatalf("fourth: %d %+v; want 429", rec.Code, res)
+	}
+	if ra := rec.Header().Get("Retry-After"); ra != "10" {
+		t.Errorf("Retry-After %q; want 10", ra)
+	}
+	// A peek of another subject: the full allowance, nothing consumed.
+	rec = post(h, `{"policy":"per-second","key":"bob","cost":0}`)
+	if res := decode[httpapi.CheckResponse](t, rec); rec.Code != http.StatusOK || res.Remaining != 3 {
+		t.Errorf("peek: %d %+v; want 200 with 3 remaining", rec.Code, res)
+	}
+}
+
+func TestCheckSeveralPolicies(t *testing.T) {
+	h := newCheckHandler(t, newMemstore(t), nil)
+	body := `{"policies":["per-second","per-day"],"key":"alice","cost":2,"request_id":"r-1"}`
+	rec := post(h, body)
+	res := decode[httpapi.CheckResponse](t, rec)
+	if rec.Code != http.StatusOK || len(res.Decisions) != 2 || res.Decisions[0].Policy != "per-second" || res.Decisions[1].Policy != "per-day" ||
+		res.Decisions[0].Remaining != 1 || res.Decisions[1].Remaining != 3 || res.Policy != "per-second" || res.Replayed {
+		t.Fatalf("%d %+v", rec.Code, res)
+	}
+	rec = post(h, body) // a retry: replayed, nothing consumed
+	if res := decode[httpapi.CheckResponse](t, rec); rec.Code != http.StatusOK || !res.Replayed || res.Decisions[0].Remaining != 1 {
+		t.Fatalf("retry: %d %+v; want the first answer, replayed", rec.Code, res)
+	}
+	rec = post(h, `{"policies":["per-second","per-day"],"key":"alice","cost":2}`)
+	res = decode[httpapi.CheckResponse](t, rec)
+	if rec.Code != http.StatusTooManyRequests || res.Policy != "per-second" || res.Decisions[0].Allowed || !res.Decisions[1].Allowed {
+		t.Fatalf("over per-second: %d %+v", rec.Code, res)
+	}
+	rec = post(h, `{"policy":"per-day","key":"alice","cost":0}`)
+	if res := decode[httpapi.CheckResponse](t, rec); res.Remaining != 3 {
+		t.Errorf("per-day remaining %d; want 3: the rejected check consumed nothing", res.Remaining)
+	}
+}
+
+func TestCheckInvalid(t *testing.T) {
+	h := newCheckHandler(t, untouchable{t: t}, nil)
+	for _, c := range []struct{ name, body, want string }{
+		{"not JSON", `policy=per-second`, "not a check request"},
+		{"unknown field", `{"policy":"per-second","key":"a","weight":2}`, "unknown field"},
+		{"two values", `{"policy":"per-second","key":"a"} {}`, "more than one JSON value"},
+		{"no policy", `{"key":"a"}`, `want "policy" or "policies"`},
+		{"both", `{"policy":"per-second","policies":["per-day"],"key":"a"}`, "not both"},
+		{"no key", `{"policy":"per-second"}`, `want a "key"`},
+		{"cost a string", `{"policy":"per-second","key":"a","cost":"1"}`, "not a check request"},
+		{"body too large", `{"policy":"per-second","key":"` + strings.Repeat("a", httpapi.MaxCheckBody) + `"}`, "body larger than"},
+	} {
+		rec := post(h, c.body)
+		res := decode[httpapi.ErrorResponse](t, rec)
+		if rec.Code != http.StatusBadRequest || !strings.Contains(res.Error, c.want) {
+			t.Errorf("%s: %d %q; want 400 saying %q", c.name, rec.Code, res.Error, c.want)
+		}
+	}
+}
+
+func TestCheckInvalidForTheService(t *testing.T) {
+	h := newCheckHandler(t, newMemstore(t), nil)
+	for _, c := range []struct{ name, body, want string }{
+		{"unknown policy", `{"policy":"per-hour","key":"a"}`, `unknown policy "per-hour"`},
+		{"cost above the limit", `{"policy":"per-second","key":"a","cost":4}`, "cost 4 outside 0…3"},
+		{"a policy twice", `{"policies":["per-day","per-day"],"key":"a"}`, "named twice"},
+		{"ID too long", `{"policy":"per-second","key":"a","request_id":"` + strings.Repeat("i", admit.MaxIDLen+1) + `"}`, "request ID"},
+	} {
+		rec := post(h, c.body)
+		res := decode[httpapi.ErrorResponse](t, rec)
+		if rec.Code != http.StatusBadRequest || !strings.Contains(res.Error, c.want) {
+			t.Errorf("%s: %d %q; want 400 saying %q", c.name, rec.Code, res.Error, c.want)
+		}
+	}
+}
+
+func TestCheckUnavailable(t *testing.T) {
+	h := newCheckHandler(t, failingStore{err: admit.ErrUnavailable}, nil)
+	rec := post(h, `{"policy":"per-second","key":"alice"}`)
+	res := decode[httpapi.ErrorResponse](t, rec)
+	if rec.Code != http.StatusServiceUnavailable || res.Error != "limiter unavailable" || rec.Header().Get("Retry-After") != "1" {
+		t.Errorf("%d %+v Retry-After=%q; want 503, limiter unavailable, Retry-After 1", rec.Code, res, rec.Header().Get("Retry-After"))
+	}
+}
+
+func TestCheckMethod(t *testing.T) {
+	h := newCheckHandler(t, untouchable{t: t}, nil)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/check", nil))
+	if rec.Code != http.StatusMethodNotAllowed || rec.Header().Get("Allow") != "POST" {
+		t.Errorf("GET /v1/check: %d Allow=%q; want 405, Allow: POST", rec.Code, rec.Header().Get("Allow"))
+	}
+}
+
+func TestPolicies(t *testing.T) {
+	h := newCheckHandler(t, untouchable{t: t}, nil)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/policies", nil))
+	got := decode[struct {
+		Policies []httpapi.PolicyInfo `json:"policies"`
+		Hash     string               `json:"config_hash"`
+	}](t, rec)
+	want := []httpapi.PolicyInfo{
+		{Name: "per-second", Algorithm: "fixed_window", Limit: 3, WindowMS: 10000, Mode: "enforce", Failure: "closed"},
+		{Name: "per-day", Algorithm: "gcra", Limit: 5, WindowMS: 86400000, Burst: 5, Mode: "enforce", Failure: "closed"},
+	}
+	if rec.Code != http.StatusOK || len(got.Policies) != 2 || got.Policies[0] != want[0] || got.Policies[1] != want[1] || len(got.Hash) != 64 {
+		t.Errorf("%d %+v; want %+v", rec.Code, got, want)
+	}
+}
+
+func TestReadyz(t *testing.T) {
+	var err error
+	h := newCheckHandler(t, untouchable{t: t}, func(ctx context.Context) error {
+		if _, ok := ctx.Deadline(); !ok {
+			t.Error("Ready called without a deadline")
+		}
+		return err
+	})
+	run(t, h, []step{{method: http.MethodGet, path: "/readyz", status: http.StatusOK, body: "ok\n"}})
+	err = errors.New("redis: connection refused")
+	run(t, h, []step{{method: http.MethodGet, path: "/readyz", status: http.StatusServiceUnavailable, body: "not ready\n"}})
+}
