@@ -285,11 +285,10 @@ func parseBracketed(s string, obfPort bool) (netip.Addr, error) {
 	if rest != "" && (rest[0] != ':' || !validPort(rest[1:], obfPort)) {
 		return netip.Addr{}, errBadPort
 	}
-	a, err := parseAddr(host, false)
-	if err == nil && !a.Is6() {
-		return netip.Addr{}, errNotAddress // "[192.0.2.1]"
+	if !strings.Contains(host, ":") {
+		return netip.Addr{}, errNotAddress // "[192.0.2.1]": brackets are for IPv6
 	}
-	return a.Unmap(), err
+	return parseAddr(host, false)
 }
 
 // parseAddr parses an IP address without a zone, IPv4 only if only4, and returns it with an
