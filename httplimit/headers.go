@@ -41,8 +41,7 @@ func policyField(limits []admit.Limit) (string, bool) {
 		if b, ok = appendSFString(b, l.Name); !ok {
 			return "", false
 		}
-		b = append(b, ";q="...)
-		b = strconv.AppendInt(b, l.Capacity(), 10)
+		b = appendInt(append(b, ";q="...), l.Capacity())
 		switch l.Algorithm {
 		case admit.Concurrency:
 			b = append(b, `;qu="concurrent-requests"`...)
@@ -58,7 +57,16 @@ func policyField(limits []admit.Limit) (string, bool) {
 
 // appendW appends the w parameter of window d, in whole seconds, rounded up, at least 1.
 func appendW(b []byte, d time.Duration) []byte {
-	return strconv.AppendInt(append(b, ";w="...), admit.CeilSeconds(d), 10)
+	return appendInt(append(b, ";w="...), admit.CeilSeconds(d))
+}
+
+// maxSFInteger is the largest structured-field Integer (RFC 9651 §3.3.1): 15 digits.
+const maxSFInteger = 999_999_999_999_999
+
+// appendInt appends n as a structured-field Integer, capped at maxSFInteger: only a quota of
+// admit.MaxRate, 10^15, exceeds it.
+func appendInt(b []byte, n int64) []byte {
+	return strconv.AppendInt(b, min(n, maxSFInteger), 10)
 }
 
 // appendSFString appends s as a structured-field String (RFC 8941 §4.1.6) and reports whether it
@@ -87,7 +95,8 @@ func appendSFString(b []byte, s string) ([]byte, bool) {
 // RetryAfter of a policy that rejected, the ResetAfter of one that admitted. retryAfter is the
 // Retry-After of a 429 response, 0 otherwise: no member's t is below it, so a client that waits
 // for any t never retries before Retry-After. On a 429, the r of a policy that would have admitted
-// is what it would have had left after the request: nothing was consumed, so a lower bound.
+// is what it has left: nothing was consumed. Integers are capped at 15 digits, as structured fields
+// require.
 func appendRateLimit(b []byte, limits []admit.Limit, ds []admit.Decision, retryAfter int64) []byte {
 	for i := range ds {
 		d := &ds[i]
@@ -95,14 +104,14 @@ func appendRateLimit(b []byte, limits []admit.Limit, ds []admit.Decision, retryA
 			b = append(b, ", "...)
 		}
 		b, _ = appendSFString(b, limits[i].Name)
-		b = strconv.AppendInt(append(b, ";r="...), max(d.Remaining, 0), 10)
+		b = appendInt(append(b, ";r="...), max(d.Remaining, 0))
 		var t int64
 		if d.Allowed {
 			t = ceilSeconds(d.ResetAfter)
 		} else {
 			t = admit.CeilSeconds(d.RetryAfter)
 		}
-		b = strconv.AppendInt(append(b, ";t="...), max(t, retryAfter), 10)
+		b = appendInt(append(b, ";t="...), max(t, retryAfter))
 	}
 	return b
 }
