@@ -1,23 +1,29 @@
 // Package httplimit is net/http middleware that admits or rejects requests with an [admit.Limiter].
 //
-// A [SubjectFunc] says who each request is limited as — an authenticated principal, a client
-// address resolved through trusted proxies, or for demos and global limits one [Constant] subject —
-// and the Limiter decides that subject under each of its policies, all-or-nothing. An admitted
-// request goes on to the next handler; any other is answered here, and the next handler never runs:
+// A [SubjectFunc] says who each request is limited as — an authenticated principal ([Principal],
+// recorded by your authentication middleware with [WithPrincipal]), a client address resolved
+// through trusted proxies ([ClientIP]), or for demos and global limits one [Constant] subject —
+// and the Limiter decides that subject under each of its policies, all-or-nothing. None reads a
+// header the client controls. An admitted request goes on to the next handler; any other is
+// answered here, and the next handler never runs:
 //
 //   - 429 Too Many Requests, with an integer Retry-After: a policy of the limiter rejected the
 //     request, and nothing was consumed from any of them.
 //   - 400 Bad Request: the subject function found the request malformed ([ErrMalformedRequest]),
 //     such as a bad forwarding header from a trusted proxy. The client must change the request.
 //   - 500 Internal Server Error: a policy or the subject is invalid ([admit.ErrInvalidLimit],
-//     [admit.ErrInvalidRequest]), such as an empty subject. That is a bug of the server, which no
-//     retry can fix.
+//     [admit.ErrInvalidRequest]), such as an empty subject, or the subject function found the
+//     server misconfigured ([ErrMisconfigured]), such as no principal where authentication should
+//     have put one. That is a bug of the server, which no retry can fix.
 //   - 503 Service Unavailable, with a short Retry-After: the limiter could not decide (fail closed):
 //     the backend is unavailable ([admit.ErrUnavailable]), the subject function failed otherwise, an
 //     error cannot be classified, or the subject function or limiter panicked.
 //
-// Every answer but 429 is logged, at a bounded rate (see [Middleware.LogInterval]), so an outage of the
-// backend costs a few log records, not one per request.
+// Admitted and 429 responses carry the RateLimit-Policy and RateLimit fields of
+// draft-ietf-httpapi-ratelimit-headers-10, one list member per policy in the Limiter's order
+// (see [Middleware.Wrap]). Every answer but 200 and 429 is logged, at a bounded rate (see
+// [Middleware.LogInterval]), so an outage of the backend costs a few log records, not one per
+// request.
 package httplimit
 
 import (
@@ -66,8 +72,8 @@ var ErrMalformedRequest = errors.New("httplimit: malformed request")
 // The Limiter's KeyBuilder digests it into one key per policy; admit never stores or logs it.
 //
 // An error means the request's subject cannot be found, and the next handler is not called. An
-// error matching [ErrMalformedRequest] is answered 400 Bad Request; any other error 503 Service
-// Unavailable. A subject that the limiter refuses (an empty ID, or one longer than
+// error matching [ErrMalformedRequest] is answered 400 Bad Request; one matching [ErrMisconfigured]
+// 500 Internal Server Error; any other error 503 Service Unavailable. A subject that the limiter refuses (an empty ID, or one longer than
 // [admit.MaxSubjectLen]) is answered 500.
 type SubjectFunc func(r *http.Request) (admit.Subject, error)
 
@@ -102,12 +108,35 @@ type Middleware struct {
 	// UnavailableRetryAfter is the Retry-After sent with a 503, rounded up to whole seconds and at
 	// least 1s. Zero or less means DefaultUnavailableRetryAfter.
 	UnavailableRetryAfter time.Duration
+	// OmitRateLimitHeaders turns off the RateLimit-Policy and RateLimit fields
+	// (draft-ietf-httpapi-ratelimit-headers-10) that admitted and 429 responses otherwise carry.
+	OmitRateLimitHeaders bool
+	// ProblemDetails makes the body of a 429 response RFC 9457 problem details,
+	// application/problem+json, of type [QuotaExceededType] with the extension member
+	// violated-policies, the names of the policies that rejected the request, instead of the
+	// plain-text [LimitedBody].
+	ProblemDetails bool
 }
 
 // Wrap returns a handler that calls next only for requests the limiter admits.
 //
 // A rejected request is answered 429 with Retry-After (whole seconds, at least 1),
-// Cache-Control: no-store and the body [LimitedBody]. A request that is not admitted for any other
+// Cache-Control: no-store and the body [LimitedBody], or with ProblemDetails the problem details
+// that name the policies that rejected it.
+//
+// Unless OmitRateLimitHeaders is set, an admitted request reaches next with the response fields
+// RateLimit-Policy and RateLimit already set, and a rejected one is answered with them, in the
+// syntax of draft-ietf-httpapi-ratelimit-headers-10: structured-field lists with one member per
+// policy, named by the policy's name as a string, in the Limiter's order in both fields, as in
+//
+//	RateLimit-Policy: "per-second";q=10;w=1, "per-day";q=1000;w=86400
+//	RateLimit: "per-second";r=3;t=1, "per-day";r=997;t=86400
+//
+// q is the quota (for GCRA the burst, and w the time to refill it), w the window in whole seconds
+// rounded up, r the units remaining, t the seconds until more quota, rounded up (the RetryAfter of
+// a policy that rejected, the ResetAfter of one that admitted), and on a 429 never less than
+// Retry-After. A Concurrency policy has qu="concurrent-requests" and no w. RateLimit-Policy is
+// computed once, here. A request that is not admitted for any other
 // reason is answered, and logged, as the package documentation lists: 400 with [BadRequestBody],
 // 500 with [InternalErrorBody], or 503 with Retry-After from UnavailableRetryAfter and
 // [UnavailableBody]; each with Cache-Control: no-store, and only the 503 with Retry-After. Panics
@@ -133,13 +162,19 @@ func (m *Middleware) Wrap(next http.Handler) http.Handler {
 	if retry <= 0 {
 		retry = DefaultUnavailableRetryAfter
 	}
-	return &handler{
+	h := &handler{
 		limiter:               m.Limiter,
+		limits:                m.Limiter.Limits(),
 		subject:               m.Subject,
 		log:                   newLogLimiter(logger.With(slog.String("limit", policyNames(m.Limiter))), interval),
 		next:                  next,
 		unavailableRetryAfter: strconv.FormatInt(admit.CeilSeconds(retry), 10),
+		problem:               m.ProblemDetails,
 	}
+	if !m.OmitRateLimitHeaders {
+		h.policyField, h.headers = policyField(h.limits)
+	}
+	return h
 }
 
 // policyNames returns the names of l's policies, joined by ",".
@@ -155,14 +190,23 @@ func policyNames(l *admit.Limiter) string {
 // handler is the http.Handler that Wrap returns.
 type handler struct {
 	limiter               *admit.Limiter
+	limits                []admit.Limit // the Limiter's, in its order
 	subject               SubjectFunc
 	log                   *logLimiter
 	next                  http.Handler
 	unavailableRetryAfter string // whole seconds
+	headers               bool   // whether to send the RateLimit fields
+	policyField           string // the RateLimit-Policy field value
+	problem               bool   // whether a 429's body is problem details
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	d, err := h.decide(r)
+	var dbuf [admit.MaxRequests]admit.Decision
+	var ds []admit.Decision
+	if n := len(h.limits); n <= len(dbuf) {
+		ds = dbuf[:n] // else the Limiter is invalid, and says so
+	}
+	d, err := h.decide(r, ds)
 	switch {
 	case err != nil:
 		k := classify(r.Context(), err)
@@ -176,11 +220,30 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeText(w, http.StatusServiceUnavailable, h.unavailableRetryAfter, UnavailableBody)
 		}
 	case !d.Allowed:
-		retry := strconv.FormatInt(d.RetryAfterSeconds(), 10)
-		writeText(w, http.StatusTooManyRequests, retry, LimitedBody)
+		retry := d.RetryAfterSeconds()
+		h.setRateLimit(w.Header(), ds, retry)
+		if h.problem {
+			writeBody(w, http.StatusTooManyRequests, strconv.FormatInt(retry, 10), "application/problem+json", problemBody(h.limits, ds, retry))
+		} else {
+			writeText(w, http.StatusTooManyRequests, strconv.FormatInt(retry, 10), LimitedBody)
+		}
 	default:
+		h.setRateLimit(w.Header(), ds, 0)
 		h.next.ServeHTTP(w, r)
 	}
+}
+
+// setRateLimit sets the RateLimit-Policy and RateLimit fields of a response to a request whose
+// Decisions are ds, if h sends them; retryAfter is the Retry-After of a 429, 0 otherwise.
+func (h *handler) setRateLimit(hdr http.Header, ds []admit.Decision, retryAfter int64) {
+	if !h.headers {
+		return
+	}
+	var buf [256]byte
+	b := appendRateLimit(buf[:0], h.limits, ds, retryAfter)
+	vals := []string{h.policyField, string(b)} // one allocation for both fields' slices
+	hdr[fieldRateLimitPolicy] = vals[0:1:1]
+	hdr[fieldRateLimit] = vals[1:2:2]
 }
 
 // panicError is a recovered panic, with the stack where it happened.
@@ -200,8 +263,9 @@ type subjectError struct{ err error }
 func (e *subjectError) Error() string { return "httplimit: subject: " + e.err.Error() }
 func (e *subjectError) Unwrap() error { return e.err }
 
-// decide runs the subject function and the limiter for r, turning a panic in either into an error.
-func (h *handler) decide(r *http.Request) (d admit.Decision, err error) {
+// decide runs the subject function and the limiter for r, filling ds with the Decision of each
+// policy, and turns a panic in either into an error.
+func (h *handler) decide(r *http.Request, ds []admit.Decision) (d admit.Decision, err error) {
 	where := "subject function"
 	defer func() {
 		if v := recover(); v != nil {
@@ -213,7 +277,7 @@ func (h *handler) decide(r *http.Request) (d admit.Decision, err error) {
 		return admit.Decision{}, &subjectError{err: err}
 	}
 	where = "limiter"
-	return h.limiter.Take(r.Context(), s, 1, "", nil)
+	return h.limiter.Take(r.Context(), s, 1, "", ds)
 }
 
 // A failure is a kind of request the middleware could not admit, other than over the limit. Each
@@ -221,13 +285,14 @@ func (h *handler) decide(r *http.Request) (d admit.Decision, err error) {
 type failure uint8
 
 const (
-	failMalformed   failure = iota // the subject function: ErrMalformedRequest
-	failSubject                    // the subject function: any other error
-	failInvalid                    // ErrInvalidLimit or ErrInvalidRequest
-	failCorrupt                    // ErrCorruptState
-	failPanic                      // a panic in the subject function or the limiter
-	failCanceled                   // undecided, and the client went away first
-	failUnavailable                // ErrUnavailable, or anything unclassified
+	failMalformed     failure = iota // the subject function: ErrMalformedRequest
+	failSubject                      // the subject function: any other error
+	failMisconfigured                // the subject function: ErrMisconfigured
+	failInvalid                      // ErrInvalidLimit or ErrInvalidRequest
+	failCorrupt                      // ErrCorruptState
+	failPanic                        // a panic in the subject function or the limiter
+	failCanceled                     // undecided, and the client went away first
+	failUnavailable                  // ErrUnavailable, or anything unclassified
 	numFailures
 )
 
@@ -239,8 +304,11 @@ func classify(ctx context.Context, err error) failure {
 	case errors.As(err, &pe):
 		return failPanic
 	case errors.As(err, &se):
-		if errors.Is(se.err, ErrMalformedRequest) {
+		switch {
+		case errors.Is(se.err, ErrMalformedRequest):
 			return failMalformed
+		case errors.Is(se.err, ErrMisconfigured):
+			return failMisconfigured
 		}
 		return failSubject
 	case errors.Is(err, admit.ErrInvalidLimit), errors.Is(err, admit.ErrInvalidRequest):
@@ -258,7 +326,7 @@ func (f failure) status() int {
 	switch f {
 	case failMalformed:
 		return http.StatusBadRequest
-	case failInvalid:
+	case failInvalid, failMisconfigured:
 		return http.StatusInternalServerError
 	}
 	return http.StatusServiceUnavailable
@@ -269,7 +337,7 @@ func (f failure) status() int {
 // client's doing (a malformed request, a client that went away first).
 func (f failure) level() slog.Level {
 	switch f {
-	case failInvalid, failCorrupt, failPanic:
+	case failInvalid, failMisconfigured, failCorrupt, failPanic:
 		return slog.LevelError
 	case failMalformed, failCanceled:
 		return slog.LevelInfo
@@ -286,6 +354,8 @@ func (f failure) message() string {
 		return "cannot find the request's subject"
 	case failInvalid:
 		return "invalid limit or request"
+	case failMisconfigured:
+		return "server misconfigured"
 	case failCorrupt:
 		return "corrupt limiter state"
 	case failPanic:
@@ -317,6 +387,12 @@ func (h *handler) logFailure(r *http.Request, f failure, err error) {
 // writeText answers with status and a plain-text body that no cache may store, with a Retry-After
 // field if retryAfter is not empty.
 func writeText(w http.ResponseWriter, status int, retryAfter, body string) {
+	writeBody(w, status, retryAfter, "text/plain; charset=utf-8", body)
+}
+
+// writeBody answers with status and a body of contentType that no cache may store, with a
+// Retry-After field if retryAfter is not empty.
+func writeBody(w http.ResponseWriter, status int, retryAfter, contentType, body string) {
 	hdr := w.Header()
 	if retryAfter != "" {
 		hdr["Retry-After"] = []string{retryAfter}
@@ -324,7 +400,7 @@ func writeText(w http.ResponseWriter, status int, retryAfter, body string) {
 		delete(hdr, "Retry-After")
 	}
 	hdr["Cache-Control"] = []string{"no-store"}
-	hdr["Content-Type"] = []string{"text/plain; charset=utf-8"}
+	hdr["Content-Type"] = []string{contentType}
 	hdr["X-Content-Type-Options"] = []string{"nosniff"}
 	hdr["Content-Length"] = []string{strconv.Itoa(len(body))}
 	w.WriteHeader(status)

@@ -355,6 +355,26 @@ func TestMiddlewareNotAdmitted(t *testing.T) {
 		wantLevel: "WARN",
 		wantMsg:   `"cannot find the request's subject"`,
 	}, {
+		name: "subject error matching ErrMisconfigured",
+		subject: func(*http.Request) (admit.Subject, error) {
+			return admit.Subject{}, fmt.Errorf("test: %w", httplimit.ErrMisconfigured)
+		},
+		want:      wantInternalError,
+		wantLevel: "ERROR",
+		wantMsg:   `"server misconfigured"`,
+	}, {
+		name:      "no principal",
+		subject:   httplimit.Principal,
+		want:      wantInternalError,
+		wantLevel: "ERROR",
+		wantMsg:   `"server misconfigured"`,
+	}, {
+		name:      "client IP of a peer that has none",
+		subject:   func(r *http.Request) (admit.Subject, error) { r.RemoteAddr = "@"; return clientIPOfPeer.Subject(r) },
+		want:      wantInternalError,
+		wantLevel: "ERROR",
+		wantMsg:   `"server misconfigured"`,
+	}, {
 		name:      "subject panic",
 		subject:   func(*http.Request) (admit.Subject, error) { panic("boom") },
 		want:      wantUnavailable,
@@ -502,6 +522,9 @@ func TestMiddlewareNotAdmitted(t *testing.T) {
 		})
 	}
 }
+
+// clientIPOfPeer finds the client address of a server without proxies: the TCP peer.
+var clientIPOfPeer, _ = httplimit.NewClientIP(httplimit.ClientIPConfig{})
 
 func TestMiddlewareUnavailableRetryAfter(t *testing.T) {
 	for _, tc := range []struct {
