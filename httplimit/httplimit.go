@@ -39,6 +39,7 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/ratelimitfield"
 )
 
 // The response bodies the middleware writes.
@@ -172,7 +173,7 @@ func (m *Middleware) Wrap(next http.Handler) http.Handler {
 		problem:               m.ProblemDetails,
 	}
 	if !m.OmitRateLimitHeaders {
-		h.policyField, h.headers = policyField(h.limits)
+		h.policyField, h.headers = ratelimitfield.Policy(h.limits)
 	}
 	return h
 }
@@ -240,10 +241,10 @@ func (h *handler) setRateLimit(hdr http.Header, ds []admit.Decision, retryAfter 
 		return
 	}
 	var buf [256]byte
-	b := appendRateLimit(buf[:0], h.limits, ds, retryAfter)
+	b := ratelimitfield.AppendRateLimit(buf[:0], h.limits, ds, retryAfter)
 	vals := []string{h.policyField, string(b)} // one allocation for both fields' slices
-	hdr[fieldRateLimitPolicy] = vals[0:1:1]
-	hdr[fieldRateLimit] = vals[1:2:2]
+	hdr[ratelimitfield.PolicyName] = vals[0:1:1]
+	hdr[ratelimitfield.Name] = vals[1:2:2]
 }
 
 // panicError is a recovered panic, with the stack where it happened.

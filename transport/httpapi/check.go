@@ -11,6 +11,7 @@ import (
 	"strconv"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/ratelimitfield"
 	"github.com/admit-dev/admit/service"
 )
 
@@ -99,13 +100,26 @@ func (c *check) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, ErrorResponse{Error: "limiter unavailable"})
 		return
 	}
-	body := response(res)
-	status := http.StatusOK
+	status, retry := http.StatusOK, int64(0)
 	if !res.Allowed {
-		status = http.StatusTooManyRequests
-		w.Header().Set("Retry-After", strconv.FormatInt(res.Decisions[res.Deciding].RetryAfterSeconds(), 10))
+		status, retry = http.StatusTooManyRequests, res.Decisions[res.Deciding].RetryAfterSeconds()
+		w.Header().Set("Retry-After", strconv.FormatInt(retry, 10))
 	}
-	writeJSON(w, status, body)
+	setRateLimit(w.Header(), res.Decisions, retry)
+	writeJSON(w, status, response(res))
+}
+
+// setRateLimit sets the RateLimit-Policy and RateLimit fields (SPEC §6) of the answer to a check
+// decided as ds; retryAfter is the Retry-After of a 429, 0 otherwise.
+func setRateLimit(hdr http.Header, ds []admit.Decision, retryAfter int64) {
+	limits := make([]admit.Limit, len(ds))
+	for i := range ds {
+		limits[i] = ds[i].Limit
+	}
+	if policy, ok := ratelimitfield.Policy(limits); ok {
+		hdr.Set(ratelimitfield.PolicyName, policy)
+		hdr.Set(ratelimitfield.Name, string(ratelimitfield.AppendRateLimit(nil, limits, ds, retryAfter)))
+	}
 }
 
 // decodeCheck reads r's body as a CheckRequest: strict JSON (no unknown fields, nothing after the

@@ -90,6 +90,9 @@ func TestCheckOnePolicy(t *testing.T) {
 	if ra := rec.Header().Get("Retry-After"); ra != "10" {
 		t.Errorf("Retry-After %q; want 10", ra)
 	}
+	if p, f := rec.Header().Get("RateLimit-Policy"), rec.Header().Get("RateLimit"); p != `"per-second";q=3;w=10` || f != `"per-second";r=0;t=10` {
+		t.Errorf("RateLimit-Policy %q, RateLimit %q; want the policy's quota, 0 remaining, t = Retry-After", p, f)
+	}
 	// A peek of another subject: the full allowance, nothing consumed.
 	rec = post(h, `{"policy":"per-second","key":"bob","cost":0}`)
 	if res := decode[httpapi.CheckResponse](t, rec); rec.Code != http.StatusOK || res.Remaining != 3 {
@@ -105,6 +108,9 @@ func TestCheckSeveralPolicies(t *testing.T) {
 	if rec.Code != http.StatusOK || len(res.Decisions) != 2 || res.Decisions[0].Policy != "per-second" || res.Decisions[1].Policy != "per-day" ||
 		res.Decisions[0].Remaining != 1 || res.Decisions[1].Remaining != 3 || res.Policy != "per-second" || res.Replayed {
 		t.Fatalf("%d %+v", rec.Code, res)
+	}
+	if f := rec.Header().Get("RateLimit"); !strings.HasPrefix(f, `"per-second";r=1;t=`) || !strings.Contains(f, `, "per-day";r=3;t=`) {
+		t.Errorf("RateLimit %q; want a member per policy", f)
 	}
 	rec = post(h, body) // a retry: replayed, nothing consumed
 	if res := decode[httpapi.CheckResponse](t, rec); rec.Code != http.StatusOK || !res.Replayed || res.Decisions[0].Remaining != 1 {
