@@ -4,6 +4,7 @@
 //
 //	admit serve [--listen ADDR] [--redis URL] [--hmac-secret-file PATH]
 //	admit config validate FILE
+//	admit check --config FILE --policy P [--policy Q] --key K [--cost N] [--request-id ID] [--redis URL]
 //	admit version
 //	admit help
 //
@@ -73,6 +74,7 @@ Usage:
 Commands:
 
 	serve     serve the HTTP API (GET /demo, GET /healthz)
+	check     decide one request under a configuration's policies, and print it as JSON
 	config    check a configuration file: admit config validate FILE
 	version   print the version
 	help      print this help
@@ -92,6 +94,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return serve(ctx, rest, stdout, stderr)
 	case "config":
 		return config(rest, stdout, stderr)
+	case "check":
+		return check(ctx, rest, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, versionString())
 		return exitOK
@@ -101,6 +105,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		if len(rest) > 0 && rest[0] == "config" {
 			return config([]string{"--help"}, stdout, stderr)
+		}
+		if len(rest) > 0 && rest[0] == "check" {
+			return check(ctx, []string{"--help"}, stdout, stderr)
 		}
 		fmt.Fprint(stdout, usage)
 		return exitOK

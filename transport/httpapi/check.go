@@ -106,7 +106,7 @@ func (c *check) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Retry-After", strconv.FormatInt(retry, 10))
 	}
 	setRateLimit(w.Header(), res.Decisions, retry)
-	writeJSON(w, status, response(res))
+	writeJSON(w, status, NewCheckResponse(res))
 }
 
 // setRateLimit sets the RateLimit-Policy and RateLimit fields (SPEC §6) of the answer to a check
@@ -153,8 +153,9 @@ func decodeCheck(w http.ResponseWriter, r *http.Request) (CheckRequest, error) {
 	return req, nil
 }
 
-// response returns the CheckResponse of res.
-func response(res service.Result) CheckResponse {
+// NewCheckResponse returns the CheckResponse of res: what POST /v1/check answers, and `admit check`
+// prints.
+func NewCheckResponse(res service.Result) CheckResponse {
 	d := res.Decisions[res.Deciding]
 	out := CheckResponse{
 		Allowed:      res.Allowed,
