@@ -69,7 +69,7 @@ func noSecretIn(t *testing.T, log string, secrets ...string) {
 // logWatch keeps what admit logs, safe for concurrent use, so a test can wait for a line.
 type logWatch struct{ syncbuf.Buffer }
 
-var listeningRE = regexp.MustCompile(`msg=listening addr=(\S+)`)
+var listeningRE = regexp.MustCompile(`msg=listening addr=(\S+)|"msg":"listening","addr":"([^"]+)"`)
 
 // waitAddr returns the address from the "listening" log line, failing t if it does not appear
 // within 10s or exited is closed first.
@@ -78,7 +78,7 @@ func (w *logWatch) waitAddr(t *testing.T, exited <-chan struct{}) string {
 	deadline := time.After(10 * time.Second)
 	for {
 		if m := listeningRE.FindStringSubmatch(w.String()); m != nil {
-			return m[1]
+			return m[1] + m[2] // text's, or JSON's
 		}
 		select {
 		case <-exited:
@@ -297,6 +297,7 @@ func TestCommandLine(t *testing.T) {
 		{args: []string{"serve", "--bogus"}, code: 2, stderr: []string{"bogus", "admit serve"}, noStdout: true},
 		{args: []string{"serve", "extra"}, code: 2, stderr: []string{`unexpected argument "extra"`}, noStdout: true},
 		{args: []string{"serve", "--listen", "256.0.0.1:bad"}, code: 1, stderr: []string{"cannot listen"}, noStdout: true},
+		{args: []string{"serve", "--log-format", "xml"}, code: 2, stderr: []string{`--log-format "xml": want text or json`}, noStdout: true},
 		{args: []string{"config", "validate", "../../policy/testdata/valid/everything.yaml"}, code: 0, stdout: []string{"everything.yaml: valid: 6 policies, 2 routes"}, noErrs: true},
 		{args: []string{"config", "validate", "../../policy/testdata/errors/limit-zero.yaml"}, code: 1,
 			stderr: []string{"limit-zero.yaml:4:12: policies[0] (api).limit: 0 is outside", "limit-zero.yaml: 1 error\n"}, noStdout: true},

@@ -37,6 +37,7 @@ type serveConfig struct {
 	secretFile     string // the HMAC secret's file, if secretFileSet
 	secretFileSet  bool   // --hmac-secret-file was given: it wins over ADMIT_HMAC_SECRET
 	configFile     string // --config: the configuration file, or "" for the built-in demo policy
+	logFormat      string // --log-format: text or json
 	fileSecretFile string // the configuration file's server.hmac_secret_file, the last resort
 }
 
@@ -60,8 +61,9 @@ func parseServe(args []string, stdout, stderr io.Writer) (cfg serveConfig, code 
 	fs.StringVar(&cfg.redisURL, "redis", "", "Redis `URL` (redis:// or rediss://); default $REDIS_URL, else the in-memory backend")
 	fs.StringVar(&cfg.secretFile, secretFileFlag, "", "read the HMAC secret from the file at `PATH` (one trailing newline is dropped); default $"+secretEnv)
 	fs.StringVar(&cfg.configFile, "config", "", "the configuration `FILE`: policies and server settings (docs/configuration.md)")
+	fs.StringVar(&cfg.logFormat, "log-format", "text", "the log's `FORMAT` on stderr: text (logfmt) or json")
 	printUsage := func(w io.Writer) {
-		fmt.Fprint(w, `Usage: admit serve [--config FILE] [--listen ADDR] [--redis URL] [--hmac-secret-file PATH]
+		fmt.Fprint(w, `Usage: admit serve [--config FILE] [--listen ADDR] [--redis URL] [--hmac-secret-file PATH] [--log-format text|json]
 
 Serves the admit HTTP API until SIGINT or SIGTERM, then finishes the requests in flight (for at
 most `+shutdownGrace.String()+`) and exits 0.
@@ -108,6 +110,10 @@ Flags:
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "admit serve: unexpected argument %q\n", fs.Arg(0))
 		printUsage(stderr)
+		return cfg, exitUsage, true
+	}
+	if cfg.logFormat != "text" && cfg.logFormat != "json" {
+		fmt.Fprintf(stderr, "admit serve: --log-format %q: want text or json\n", cfg.logFormat)
 		return cfg, exitUsage, true
 	}
 	redisSet := false
@@ -199,7 +205,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		defer cancel()
 		relay.Close(ctx) // on error, stderr is stalled: there is nowhere left to say so
 	}()
-	logger := slog.New(slog.NewTextHandler(relay, nil))
+	var handler slog.Handler = slog.NewTextHandler(relay, nil)
+	if cfg.logFormat == "json" {
+		handler = slog.NewJSONHandler(relay, nil)
+	}
+	logger := slog.New(handler)
 
 	policies, err := loadPolicies(cfg.configFile)
 	if err != nil {

@@ -223,3 +223,21 @@ func TestE2EServiceBadConfig(t *testing.T) {
 		t.Errorf("exit %d, stderr:\n%s\nwant exit 2 naming the error", code, stderr.String())
 	}
 }
+
+// TestE2EJSONLog checks that --log-format json writes one JSON object per line.
+func TestE2EJSONLog(t *testing.T) {
+	p := startAdmit(t, "--log-format", "json")
+	checkDemo(t, p.base, 200)
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	p.wait(t)
+	lines := strings.Split(strings.TrimSpace(p.logs.String()), "\n")
+	for _, line := range lines {
+		var record map[string]any
+		if err := json.Unmarshal([]byte(line), &record); err != nil || record["msg"] == nil || record["level"] == nil {
+			t.Errorf("log line %q is not a JSON record: %v", line, err)
+		}
+	}
+	if len(lines) < 3 {
+		t.Errorf("%d log lines; want the start-up records at least", len(lines))
+	}
+}
