@@ -29,6 +29,7 @@ func concurrency() *algorithm {
 			{"MultiPolicy", testConcurrencyMultiPolicy},
 			{"Idempotency", testConcurrencyReplay},
 			{"KilledHolder", testKilledHolder},
+			{"NewLimitKeepsLeases", testNewLimitKeepsLeases},
 		}}
 }
 
@@ -390,4 +391,28 @@ func rejectAll(t *testing.T, s admit.Store, rs []admit.Request) (bool, []admit.D
 		t.Fatalf("TakeAll of %d requests: unexpected error: %v", len(rs), err)
 	}
 	return allowed, ds
+}
+
+// testNewLimitKeepsLeases checks that a key's leases count under a new rate or lease TTL (a
+// concurrency key's shape does not change with them: admit.Limit.Shape), never answering an error: a
+// lease acquired under a longer TTL keeps its expiry, and is reported as ending within the new one.
+func testNewLimitKeepsLeases(t *testing.T, b Backend) {
+	s := b.Open(t)
+	key := newKey()
+	long, short := cc(2, time.Minute), cc(3, time.Second)
+	ds := run(t, b, s, key, long, []step{
+		{n: 1, allowed: true, remaining: 1, fresh: true},
+		{n: 1, allowed: true, remaining: 0},
+	})
+	d := run(t, b, s, key, short, []step{
+		{n: 1, allowed: true, remaining: 0},
+		{n: 1, allowed: false, remaining: 0},
+		{n: 0, allowed: true, remaining: 0},
+	})[1]
+	if d.RetryAfter > short.Period || d.ResetAfter > short.Period {
+		t.Fatalf("a rejection under a TTL of %v of leases acquired under %v: %+v; want its waits at most the new TTL", short.Period, long.Period, d)
+	}
+	release(t, s, key, short, ds[0].Token) // a lease is released under either Limit
+	run(t, b, s, key, long, []step{{n: 0, allowed: true, remaining: 0}, {n: 0, allowed: true, remaining: 0}})
+	run(t, b, s, key, short, []step{{n: 0, allowed: true, remaining: 1}})
 }

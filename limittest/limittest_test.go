@@ -671,7 +671,7 @@ func (s *refStore) readSliding(sl *refSliding, key string, lim admit.Limit, now 
 		sl.log = log
 	case admit.Concurrency:
 		leases := s.leases[key]
-		if err := algo.CheckConcurrency(leases, at, lim.Period); err != nil {
+		if err := algo.CheckConcurrency(leases, at); err != nil {
 			return fmt.Errorf("%w: %w", admit.ErrCorruptState, err)
 		}
 		sl.leases = leases

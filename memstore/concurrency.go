@@ -17,7 +17,7 @@ import (
 func concurrencyLive(e *entry, now instant) bool { return e.deadline > now.mono }
 
 func concurrencyCheck(e *entry, lim admit.Limit, now instant) error {
-	if err := algo.CheckConcurrency(e.sliding.leases, now.unixMicro, lim.Period); err != nil {
+	if err := algo.CheckConcurrency(e.sliding.leases, now.unixMicro); err != nil {
 		return fmt.Errorf("%w (%d leases at %d, Limit %v)", err, len(e.sliding.leases), now.unixMicro, lim)
 	}
 	return nil

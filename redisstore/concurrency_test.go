@@ -144,17 +144,17 @@ func TestConcurrencyCorruptStateIsAnErrorAndLeftAlone(t *testing.T) {
 		many = append(many, soon, strconv.FormatInt(i+1, 10))
 	}
 	for name, setup := range map[string][][]string{
-		"string":               {{"SET", "KEY", "1", "PX", "60000"}},
-		"hash":                 {{"HSET", "KEY", "a", "1"}, expire},
-		"member not a token":   {{"ZADD", "KEY", soon, "x"}, expire},
-		"member 0":             {{"ZADD", "KEY", soon, "0"}, expire},
-		"member above 2^64-1":  {{"ZADD", "KEY", soon, "18446744073709551616"}, expire},
-		"member with a sign":   {{"ZADD", "KEY", soon, "+7"}, expire},
-		"fractional score":     {{"ZADD", "KEY", soon + ".5", "7"}, expire},
-		"negative score":       {{"ZADD", "KEY", "-5", "7"}, expire},
-		"lease beyond the TTL": {{"ZADD", "KEY", strconv.FormatInt(now.Add(time.Hour).UnixMicro(), 10), "7"}, expire},
-		"too many leases":      {many, expire},
-		"no expiry":            {{"ZADD", "KEY", soon, "7"}},
+		"string":                 {{"SET", "KEY", "1", "PX", "60000"}},
+		"hash":                   {{"HSET", "KEY", "a", "1"}, expire},
+		"member not a token":     {{"ZADD", "KEY", soon, "x"}, expire},
+		"member 0":               {{"ZADD", "KEY", soon, "0"}, expire},
+		"member above 2^64-1":    {{"ZADD", "KEY", soon, "18446744073709551616"}, expire},
+		"member with a sign":     {{"ZADD", "KEY", soon, "+7"}, expire},
+		"fractional score":       {{"ZADD", "KEY", soon + ".5", "7"}, expire},
+		"negative score":         {{"ZADD", "KEY", "-5", "7"}, expire},
+		"lease beyond MaxPeriod": {{"ZADD", "KEY", strconv.FormatInt(now.Add(admit.MaxPeriod+time.Hour).UnixMicro(), 10), "7"}, expire},
+		"too many leases":        {many, expire},
+		"no expiry":              {{"ZADD", "KEY", soon, "7"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			key := newKey(t)

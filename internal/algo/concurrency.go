@@ -32,24 +32,25 @@ type Lease struct {
 // Reasons a stored concurrency state is corrupt, returned by [CheckConcurrency].
 var (
 	ErrTooManyLeases   = errors.New("key holds more leases than any concurrency limit admits")
-	ErrLeaseTooLong    = errors.New("key holds a lease that expires more than one lease TTL from now")
+	ErrLeaseTooLong    = errors.New("key holds a lease that expires more than admit.MaxPeriod from now")
 	ErrLeasesUnordered = errors.New("leases are not ordered by expiry")
 )
 
-// CheckConcurrency reports why leases, ordered by expiry, cannot be the state of a concurrency key
-// whose lease TTL is ttl at now, in Unix microseconds, or nil: more than MaxLeases, or a lease that
-// ends later than ttl from now (no admission under ttl made it; the key was written under a longer
-// TTL, or the clock went backwards). It checks the first and last leases only, in constant time. A
-// store must not decide, nor write, on state that fails this check. A Redis store also refuses a key
-// that is not a sorted set, a first or last lease whose member is not a decimal token or whose score
-// is not an integer, and a key without expiry.
-func CheckConcurrency(leases []Lease, now int64, ttl time.Duration) error {
+// CheckConcurrency reports why leases, ordered by expiry, cannot be the state of a concurrency key at
+// now, in Unix microseconds, or nil: more than MaxLeases, or a lease that ends later than
+// admit.MaxPeriod from now (no valid Limit made it: the clock went backwards, or someone else wrote
+// it). A lease may end later than the lease TTL of the Limit deciding: the key's shape does not change
+// with the TTL (admit.Limit.Shape), so leases acquired under a longer one keep their expiry. It checks
+// the first and last leases only, in constant time. A store must not decide, nor write, on state that
+// fails this check. A Redis store also refuses a key that is not a sorted set, a first or last lease
+// whose member is not a decimal token or whose score is not an integer, and a key without expiry.
+func CheckConcurrency(leases []Lease, now int64) error {
 	switch {
 	case len(leases) > MaxLeases:
 		return ErrTooManyLeases
 	case len(leases) == 0:
 		return nil
-	case leases[len(leases)-1].Expiry > now+ttl.Microseconds():
+	case leases[len(leases)-1].Expiry > now+admit.MaxPeriod.Microseconds():
 		return ErrLeaseTooLong
 	case leases[0].Expiry > leases[len(leases)-1].Expiry:
 		return ErrLeasesUnordered
@@ -69,10 +70,11 @@ type ConcurrencyResult struct {
 	// negative.
 	Remaining int64
 	// RetryAfter is 0 when allowed, else the time until enough live leases expire for the request,
-	// if none is released and nothing else is admitted meanwhile, rounded up to a whole millisecond.
+	// if none is released and nothing else is admitted meanwhile, rounded up to a whole millisecond,
+	// and at most the TTL (see Concurrency).
 	RetryAfter time.Duration
-	// ResetAfter is the time until the last live lease expires, rounded up to a whole millisecond:
-	// the TTL for an admission; 0 for a key with no live lease.
+	// ResetAfter is the time until the last live lease expires, rounded up to a whole millisecond, and
+	// at most the TTL: the TTL for an admission; 0 for a key with no live lease.
 	ResetAfter time.Duration
 	// Trim is the number of first leases that have expired, which WriteIncrement removes; 0 for any
 	// other Write.
@@ -84,6 +86,11 @@ type ConcurrencyResult struct {
 // Concurrency decides a request for n leases (0 = peek, or 1) under limit leases in flight, with
 // lease TTL ttl, at now, in Unix microseconds. leases holds the key's leases ordered by expiry,
 // earliest first, nil when the key does not exist; it must have passed [CheckConcurrency].
+//
+// The durations it reports are at most ttl, the longest a Decision under the Limit reports
+// (admit.Limit.MaxWait): leases acquired under a longer TTL, before the Limit's was shortened, are
+// reported as ending within ttl, though they keep their expiry. That is the only case where
+// RetryAfter is earlier than the time the request fits; it ends one old TTL after the change.
 func Concurrency(leases []Lease, now, limit int64, ttl time.Duration, n int64) ConcurrencyResult {
 	first := sort.Search(len(leases), func(i int) bool { return leases[i].Expiry > now })
 	live := int64(len(leases) - first)
@@ -97,7 +104,7 @@ func Concurrency(leases []Lease, now, limit int64, ttl time.Duration, n int64) C
 				res.Write = WriteCreate
 			}
 		case live > 0:
-			res.ResetAfter = ceilMillis(leases[len(leases)-1].Expiry - now)
+			res.ResetAfter = ceilMillis(min(leases[len(leases)-1].Expiry-now, ttl.Microseconds()))
 		}
 		return res
 	}
@@ -105,8 +112,8 @@ func Concurrency(leases []Lease, now, limit int64, ttl time.Duration, n int64) C
 	k := live + n - limit
 	return ConcurrencyResult{
 		Remaining:  max(0, limit-live),
-		RetryAfter: ceilMillis(leases[first+int(k)-1].Expiry - now),
-		ResetAfter: ceilMillis(leases[len(leases)-1].Expiry - now),
+		RetryAfter: ceilMillis(min(leases[first+int(k)-1].Expiry-now, ttl.Microseconds())),
+		ResetAfter: ceilMillis(min(leases[len(leases)-1].Expiry-now, ttl.Microseconds())),
 	}
 }
 

@@ -52,11 +52,11 @@ local function concurrency_define()
     if card > MAX_LEASES then
       return nil, 'key holds more than ' .. MAX_LEASES .. ' leases'
     end
-    local hi = t + p.w
+    local hi = t + MAX_WINDOW * 1000 -- leases of a longer TTL than this policy's keep their expiry
     local first = lease(redis.call('ZRANGE', key, 0, 0, 'WITHSCORES'), hi)
     local last = lease(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES'), hi)
     if not first or not last then
-      return nil, 'a lease is not a decimal token scored with an integer expiry within one lease TTL of now'
+      return nil, 'a lease is not a decimal token scored with an integer expiry at most MAX_WINDOW from now'
     end
     if redis.call('PTTL', key) == -1 then
       return nil, 'leases have no expiry'
@@ -74,6 +74,16 @@ local function concurrency_define()
     return true
   end
 
+  -- left returns the milliseconds until expiry, rounded up, and at most the policy's TTL: a lease
+  -- acquired under a longer TTL is reported as ending within this one (algo.Concurrency).
+  local function left(p, expiry)
+    local us = expiry - p.now
+    if us > p.w then
+      us = p.w
+    end
+    return math.ceil(us / 1000)
+  end
+
   -- decide returns allowed (0 or 1), remaining, retry_after and reset_after in milliseconds for a
   -- request of cost leases on the state read into p (see sliding_log.lua for cost).
   function concurrency.decide(p, cost)
@@ -83,7 +93,7 @@ local function concurrency_define()
       if cost > 0 then
         reset = p.window
       elseif live > 0 then
-        reset = math.ceil((p.last - p.now) / 1000)
+        reset = left(p, p.last)
       end
       return 1, limit - live - cost, 0, reset
     end
@@ -91,7 +101,7 @@ local function concurrency_define()
     if remaining < 0 then
       remaining = 0
     end
-    return 0, remaining, math.ceil((p.kth - p.now) / 1000), math.ceil((p.last - p.now) / 1000)
+    return 0, remaining, left(p, p.kth), left(p, p.last)
   end
 
   -- apply makes the writes of an admission: the removal of expired leases, if any, the new lease, and
