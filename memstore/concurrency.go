@@ -29,14 +29,8 @@ func concurrencyDecide(e *entry, lim admit.Limit, cost int64, now instant) (admi
 		leases = e.sliding.leases
 	}
 	res := algo.Concurrency(leases, now.unixMicro, lim.Rate, lim.Period, cost)
-	d := admit.Decision{Allowed: res.Allowed, Limit: lim, Remaining: res.Remaining, RetryAfter: res.RetryAfter, ResetAfter: res.ResetAfter}
-	switch {
-	case res.Write == algo.WriteNone:
-		return d, writeNone
-	case e == nil:
-		return d, writeCreate
-	}
-	return d, writeUpdate
+	return admit.Decision{Allowed: res.Allowed, Limit: lim, Remaining: res.Remaining, RetryAfter: res.RetryAfter, ResetAfter: res.ResetAfter},
+		writeOf(res.Write, e)
 }
 
 // concurrencyApply adds the lease named token.

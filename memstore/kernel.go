@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/algo"
 )
 
 // A kernel is how memstore keeps and decides one admit.Algorithm's state in an entry, following the
@@ -93,6 +94,18 @@ const (
 	writeCreate              // a new entry, for a key that has none (or whose entry has ended)
 	writeUpdate              // a change of the key's live entry
 )
+
+// writeOf returns the write of an admission whose transition asks for w on e, nil for a missing
+// key: none, a new entry, or a change of e.
+func writeOf(w algo.Write, e *entry) write {
+	switch {
+	case w == algo.WriteNone:
+		return writeNone
+	case e == nil:
+		return writeCreate
+	}
+	return writeUpdate
+}
 
 // An instant is the time of a decision: since the table's base on the monotonic clock, which
 // deadlines use, and in Unix microseconds, for the algorithms that align to Unix time or keep

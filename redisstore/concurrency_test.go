@@ -158,17 +158,7 @@ func TestConcurrencyCorruptStateIsAnErrorAndLeftAlone(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			key := newKey(t)
-			for _, cmd := range setup {
-				args := slices.Clone(cmd)
-				for i := range args {
-					if args[i] == "KEY" {
-						args[i] = key
-					}
-				}
-				if err := srv.Do(t, args...).Error(); err != nil {
-					t.Fatalf("%.5v: %v", args, err)
-				}
-			}
+			setUp(t, srv, key, setup)
 			before, ttl := dump(t, srv, key), pttl(t, srv, key)
 			for _, n := range []int64{1, 0} {
 				d, err := s.Take(context.Background(), admit.Request{Key: key, Limit: lim, Cost: n})
