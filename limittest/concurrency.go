@@ -64,13 +64,13 @@ func release(t *testing.T, s admit.Store, key string, lim admit.Limit, token uin
 	}
 }
 
-// fillConcurrently acquires n leases of key under lim from 16 goroutines, and checks that every one
+// fillConcurrently acquires n leases of key under lim from 4 goroutines, and checks that every one
 // was admitted and the key is then full.
 func fillConcurrently(t *testing.T, s admit.Store, key string, lim admit.Limit, n int64) {
 	t.Helper()
 	var next, rejected atomic.Int64
 	var wg sync.WaitGroup
-	for range 16 {
+	for range 4 {
 		wg.Go(func() {
 			for next.Add(1) <= n {
 				d, err := s.Take(t.Context(), admit.Request{Key: key, Limit: lim, Cost: 1})

@@ -120,8 +120,13 @@ func Concurrency(leases []Lease, now, limit int64, ttl time.Duration, n int64) C
 // AddLease returns leases, ordered by expiry, with its first trim leases removed and l added in
 // order, reusing the array of leases in place when it has room.
 func AddLease(leases []Lease, trim int, l Lease) []Lease {
-	leases = leases[:copy(leases, leases[trim:])]
-	i := sort.Search(len(leases), func(i int) bool { return leases[i].Expiry > l.Expiry })
+	if trim > 0 {
+		leases = leases[:copy(leases, leases[trim:])]
+	}
+	i := len(leases) // a lease of the same TTL as the others ends last
+	if i > 0 && leases[i-1].Expiry > l.Expiry {
+		i = sort.Search(len(leases), func(i int) bool { return leases[i].Expiry > l.Expiry })
+	}
 	leases = append(leases, Lease{})
 	copy(leases[i+1:], leases[i:])
 	leases[i] = l
