@@ -85,6 +85,35 @@ type algorithm struct {
 	// largest is the Limit of the algorithm with the largest Capacity whose keys' state does not
 	// change for a minute after their first admission, however time passes.
 	largest admit.Limit
+	// unitCost reports whether a Request costs at most 1 under the algorithm's Limits, as a
+	// concurrency lease does: the shared cases then take several units one at a time (see steps).
+	unitCost bool
+}
+
+// steps returns steps as the algorithm can take them: as they are, or, for an algorithm of unit
+// cost, with every admitted step of n > 1 units made n steps of 1 (the first fresh if it was), and
+// every rejected step of n > 1 left out — its premise, a cost that does not fit where a smaller one
+// would, does not apply when no cost is above 1.
+func (a *algorithm) steps(steps []step) []step {
+	if !a.unitCost {
+		return steps
+	}
+	var out []step
+	for _, st := range steps {
+		switch {
+		case st.n <= 1:
+			out = append(out, st)
+		case st.allowed:
+			for i := range st.n {
+				one := step{n: 1, allowed: true, remaining: st.remaining + st.n - 1 - i}
+				if i == 0 {
+					one.sleep, one.fresh = st.sleep, st.fresh
+				}
+				out = append(out, one)
+			}
+		}
+	}
+	return out
 }
 
 // exactWindow is the refill of an algorithm whose full key returns to its allowance exactly one
@@ -99,7 +128,7 @@ type algorithmCase struct {
 
 // algorithms returns the algorithms the suite checks, in order.
 func algorithms() []*algorithm {
-	return []*algorithm{fixedWindow(), alignedWindow(), gcra(), slidingWindow(), slidingLog()}
+	return []*algorithm{fixedWindow(), alignedWindow(), gcra(), slidingWindow(), slidingLog(), concurrency()}
 }
 
 // algorithmOf returns the suite's algorithm of lim (its Algorithm, aligned or not), or nil.
@@ -163,6 +192,8 @@ func checkAlgorithm(t *testing.T, d admit.Decision, lim admit.Limit, n int64) {
 		checkSlidingLog(t, d, lim, n)
 	case admit.GCRA:
 		checkGCRA(t, d, lim, n)
+	case admit.Concurrency:
+		checkConcurrency(t, d, lim, n)
 	}
 }
 

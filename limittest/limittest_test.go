@@ -73,7 +73,6 @@ var mutants = []struct {
 	{"record-forever", []string{"Idempotency/RecordExpires"}},
 	{"id-global", []string{"Idempotency/ScopedToTheSlot"}},
 	{"replay-unmarked", []string{"Idempotency/Replay"}},
-	{"supports-release", []string{"Unsupported"}},
 	{"aligned-ignored", []string{"fixed_window_aligned/AdmissionsShareTheWindowEnd", "fixed_window_aligned/NextWindowStartsAtTheBoundary",
 		"fixed_window_aligned/BoundaryBurst", "fixed_window_aligned/OnTheUnixGrid"}},
 	{"aligned-to-start", []string{"fixed_window_aligned/OnTheUnixGrid"}},
@@ -90,6 +89,17 @@ var mutants = []struct {
 	{"sliding-window-floor", []string{"sliding_window/PreviousWindowWeighs", "sliding_window/ForgetsAfterTwoWindows"}},
 	{"sliding-log-window-ends", []string{"sliding_log/EntriesLeaveOneByOne"}},
 	{"sliding-log-one-entry-per-take", []string{"sliding_log/EveryUnitIsLogged", "sliding_log/Cost"}},
+	// Bugs that only the concurrency cases catch.
+	{"concurrency-never-expire", []string{"concurrency/ExpiryReturnsCapacity", "concurrency/ReleaseOfUnknownOrExpiredLease"}},
+	{"concurrency-release-deletes-key", []string{"concurrency/ReleaseFreesASlot", "concurrency/DoubleReleaseIsHarmless"}},
+	{"concurrency-release-any", []string{"concurrency/DoubleReleaseIsHarmless", "concurrency/ReleaseOfUnknownOrExpiredLease"}},
+	{"concurrency-release-unvalidated", []string{"concurrency/ReleaseInvalid"}},
+	{"concurrency-one-more", []string{"concurrency/AcquireUpToTheLimit", "concurrency/Concurrent", "concurrency/InFlightNeverAboveTheLimit"}},
+	{"concurrency-reject-extends", []string{"concurrency/RejectionsAreReadOnly"}},
+	{"concurrency-peek-acquires", []string{"concurrency/PeekAcquiresNothing", "concurrency/PeekMissingKey"}},
+	{"concurrency-rejection-leases", []string{"concurrency/MultiPolicy"}},
+	{"concurrency-replay-new-token", []string{"concurrency/Idempotency"}},
+	{"concurrency-no-token", []string{"concurrency/AcquireUpToTheLimit", "concurrency/ReleaseFreesASlot"}},
 }
 
 // mutantEnv names the bug that TestMutant builds into the reference Store.
@@ -161,7 +171,8 @@ func (b *refBackend) newStore(bug string) *refStore {
 		now = b.clock.Now
 	}
 	return &refStore{now: now, start: now(), bug: bug, m: map[string]refEntry{}, records: map[string]refRecord{},
-		windows: map[string]algo.SlidingWindowState{}, logs: map[string][]int64{}}
+		windows: map[string]algo.SlidingWindowState{}, logs: map[string][]int64{}, leases: map[string][]algo.Lease{},
+		tokens: algo.NewTokenSource()}
 }
 
 func (b *refBackend) Open(t *testing.T) admit.Store {
@@ -201,6 +212,8 @@ type refStore struct {
 	records map[string]refRecord
 	windows map[string]algo.SlidingWindowState // sliding_window keys
 	logs    map[string][]int64                 // sliding_log keys
+	leases  map[string][]algo.Lease            // concurrency keys
+	tokens  *algo.TokenSource
 }
 
 type refEntry struct {
@@ -228,10 +241,24 @@ func (s *refStore) Take(ctx context.Context, r admit.Request) (admit.Decision, e
 }
 
 func (s *refStore) Release(ctx context.Context, l admit.Lease) error {
-	if s.bug == "supports-release" {
+	if err := l.Validate(); err != nil && s.bug != "concurrency-release-unvalidated" {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	leases := s.leases[l.Key]
+	switch s.bug {
+	case "concurrency-release-deletes-key":
+		delete(s.leases, l.Key)
+		return nil
+	case "concurrency-release-any": // a counter of leases, not a set: any token frees one
+		if len(leases) > 0 {
+			s.leases[l.Key] = leases[1:]
+		}
 		return nil
 	}
-	return errors.ErrUnsupported
+	s.leases[l.Key], _ = algo.RemoveLease(append([]algo.Lease(nil), leases...), l.Token)
+	return nil
 }
 
 func (s *refStore) Settle(ctx context.Context, res admit.Reservation, actual int64) (admit.Decision, error) {
@@ -301,6 +328,18 @@ func (s *refStore) TakeAll(ctx context.Context, rs []admit.Request, ds []admit.D
 	now := s.now()
 
 	id, recordKey, fp := rs[0].ID, "", ""
+	tokens := make([]uint64, len(rs))
+	if id != "" {
+		fp = algo.Fingerprint(rs)
+	}
+	algo.LeaseTokens(s.tokens, rs, fp, tokens)
+	if bug == "concurrency-replay-new-token" {
+		for i := range rs {
+			if tokens[i] != 0 {
+				tokens[i] = s.tokens.Next()
+			}
+		}
+	}
 	if id != "" && bug != "id-ignored" {
 		recordKey, fp = algo.RecordKey(rs[0].Key, id), algo.Fingerprint(rs)
 		if bug == "id-global" {
@@ -313,6 +352,9 @@ func (s *refStore) TakeAll(ctx context.Context, rs []admit.Request, ds []admit.D
 			for i := range ds {
 				ds[i] = rec.ds[min(i, len(rec.ds)-1)]
 				ds[i].Replayed = bug != "replay-unmarked"
+				if bug == "concurrency-replay-new-token" && ds[i].Token != 0 {
+					ds[i].Token = tokens[i] // made afresh, not derived from the request
+				}
 			}
 			return true, nil
 		}
@@ -323,7 +365,7 @@ func (s *refStore) TakeAll(ctx context.Context, rs []admit.Request, ds []admit.D
 	tats := make([]int64, len(rs))        // GCRA's: 0 for a missing key
 	for i, r := range rs {
 		// Without validation, an invalid request is decided as a fixed window, which takes any numbers.
-		slides[i].on = (r.Limit.Algorithm == admit.SlidingWindow || r.Limit.Algorithm == admit.SlidingLog) &&
+		slides[i].on = (r.Limit.Algorithm == admit.SlidingWindow || r.Limit.Algorithm == admit.SlidingLog || r.Limit.Algorithm == admit.Concurrency) &&
 			(bug != "no-validation" || r.Validate() == nil)
 		if slides[i].on {
 			if err := s.readSliding(&slides[i], keys[i], r.Limit, now); err != nil {
@@ -395,10 +437,21 @@ func (s *refStore) TakeAll(ctx context.Context, rs []admit.Request, ds []admit.D
 		}
 		if slides[i].on {
 			sl := &slides[i]
-			if all || bug == "partial-writes" {
+			sl.token = tokens[i]
+			if all || bug == "partial-writes" || bug == "concurrency-rejection-leases" && r.Limit.Algorithm == admit.Concurrency && sl.d.Allowed {
 				s.writeSliding(sl, keys[i], r.Limit, costs[i])
+				if all && bug != "concurrency-no-token" {
+					sl.d.Token = tokens[i]
+				}
 			} else if sl.d.Allowed && bug != "rejection-reports-consumed" {
 				sl.decide(r.Limit, r.Limit.Rate, 0, now, bug) // as it is
+			}
+			if !sl.d.Allowed && bug == "concurrency-reject-extends" && r.Limit.Algorithm == admit.Concurrency {
+				extended := append([]algo.Lease(nil), sl.leases...)
+				for j := range extended {
+					extended[j].Expiry = sl.at + r.Limit.Period.Microseconds()
+				}
+				s.leases[keys[i]] = extended
 			}
 			ds[i] = decisionOf(sl.d, bug)
 			continue
@@ -580,8 +633,11 @@ type refSliding struct {
 	d      admit.Decision
 	write  algo.Write
 	state  algo.SlidingWindowState // a sliding window's WriteCreate
-	trim   int                     // a sliding log's WriteIncrement
+	trim   int                     // a sliding log's or concurrency key's WriteIncrement
 	at     int64                   // the time of the decision, Unix µs
+	leases []algo.Lease            // a concurrency key's
+	expiry int64                   // the expiry of the lease a concurrency admission adds
+	token  uint64                  // and its token
 }
 
 // readSliding reads the state of key under lim into sl, with the bugs that touch reading.
@@ -613,6 +669,12 @@ func (s *refStore) readSliding(sl *refSliding, key string, lim admit.Limit, now 
 			log = nil // the whole log ends when its oldest entry leaves, as a fixed window would
 		}
 		sl.log = log
+	case admit.Concurrency:
+		leases := s.leases[key]
+		if err := algo.CheckConcurrency(leases, at); err != nil {
+			return fmt.Errorf("%w: %w", admit.ErrCorruptState, err)
+		}
+		sl.leases = leases
 	}
 	return nil
 }
@@ -647,6 +709,22 @@ func (sl *refSliding) decide(lim admit.Limit, limit, n int64, now time.Time, bug
 		r := algo.SlidingLog(sl.log, sl.at, limit, lim.Period, n)
 		d.Allowed, d.Remaining, d.RetryAfter, d.ResetAfter = r.Allowed, min(r.Remaining, lim.Rate), r.RetryAfter, r.ResetAfter
 		sl.write, sl.trim = r.Write, r.Trim
+	case admit.Concurrency:
+		at := sl.at
+		switch {
+		case bug == "concurrency-never-expire":
+			at = min(at, sl.oldest()) // every lease ever acquired is live
+		case bug == "concurrency-one-more":
+			limit++
+		case bug == "concurrency-peek-acquires" && n == 0 && len(sl.leases) < int(limit):
+			n = 1
+		}
+		r := algo.Concurrency(sl.leases, at, limit, lim.Period, n)
+		d.Allowed, d.Remaining, d.RetryAfter, d.ResetAfter = r.Allowed, min(r.Remaining, lim.Rate), r.RetryAfter, r.ResetAfter
+		if bug == "concurrency-never-expire" && !r.Allowed {
+			d.RetryAfter, d.ResetAfter = lim.Period, lim.Period
+		}
+		sl.write, sl.trim, sl.expiry = r.Write, r.Trim, sl.at+lim.Period.Microseconds()
 	}
 	sl.d = d
 	return d.Allowed
@@ -676,5 +754,26 @@ func (s *refStore) writeSliding(sl *refSliding, key string, lim admit.Limit, n i
 			log = append(log, sl.at)
 		}
 		s.logs[key] = log
+	case admit.Concurrency:
+		if sl.write == algo.WriteNone {
+			return
+		}
+		trim := sl.trim
+		if s.bug == "concurrency-never-expire" {
+			trim = 0
+		}
+		token := sl.token
+		if token == 0 { // a peek the "concurrency-peek-acquires" bug admitted
+			token = s.tokens.Next()
+		}
+		s.leases[key] = algo.AddLease(sl.leases, trim, algo.Lease{Token: token, Expiry: sl.expiry}) // in place
 	}
+}
+
+// oldest returns the expiry of the first lease sl read, or the time of the decision for none.
+func (sl *refSliding) oldest() int64 {
+	if len(sl.leases) == 0 {
+		return sl.at
+	}
+	return sl.leases[0].Expiry - 1
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strconv"
@@ -49,6 +50,8 @@ func raceLimits() []admit.Limit {
 		{Name: "race", Algorithm: admit.SlidingWindow, Rate: raceRate, Period: time.Minute},
 		{Name: "race", Algorithm: admit.SlidingLog, Rate: raceRate, Period: time.Minute},
 		{Name: "race", Algorithm: admit.GCRA, Rate: raceRate, Period: time.Minute},
+		// Leases never released: exactly raceRate are acquired, and held for the minute.
+		{Name: "race", Algorithm: admit.Concurrency, Rate: raceRate, Period: time.Minute},
 	}
 }
 
@@ -63,6 +66,10 @@ func racePair() [2]admit.Limit {
 // runChild does a child process's part of testProcesses, if this process is such a child, and
 // reports whether it was.
 func runChild(t *testing.T, newBackend func(t *testing.T) Backend) bool {
+	if hold := os.Getenv(holderEnv); hold != "" {
+		runHolder(t, newBackend, hold)
+		return true
+	}
 	work := os.Getenv(childEnv)
 	if work == "" {
 		return false
@@ -202,4 +209,75 @@ func childResult(out []byte, n int) ([]int, bool) {
 		return counts, true
 	}
 	return nil, false
+}
+
+// holderEnv carries the work of a child process of testKilledHolder: the Backend's address, then the
+// key whose leases it holds.
+const holderEnv = "ADMIT_LIMITTEST_HOLDER"
+
+// holder is the Limit of testKilledHolder's key: its leases expire soon after the holder is killed.
+var holder = cc(3, 800*time.Millisecond)
+
+// runHolder acquires every lease of the key in hold, says so, and waits to be killed, releasing
+// nothing.
+func runHolder(t *testing.T, newBackend func(t *testing.T) Backend, hold string) {
+	address, key, ok := strings.Cut(hold, " ")
+	b, shared := newBackend(t).(SharedBackend)
+	if !ok || !shared {
+		t.Fatalf("limittest holder: %s=%q, or a Backend that is not a SharedBackend", holderEnv, hold)
+	}
+	s := b.OpenAddress(t, address)
+	for range holder.Rate {
+		if d, err := s.Take(context.Background(), admit.Request{Key: key, Limit: holder, Cost: 1}); err != nil || !d.Allowed {
+			t.Fatalf("limittest holder: Take = %+v, %v; want a lease", d, err)
+		}
+	}
+	fmt.Printf("limittest-holder held %d\n", holder.Rate)
+	time.Sleep(time.Minute) // until killed
+	t.Fatal("limittest holder: not killed")
+}
+
+// testKilledHolder checks that a holder that dies without releasing gives its capacity back within
+// the lease TTL (RELIABILITY A4): a child process acquires every lease of a key and is killed; the
+// key is full, and one TTL later free again.
+func testKilledHolder(t *testing.T, b Backend) {
+	sb, ok := b.(SharedBackend)
+	if !ok {
+		t.Skip("the Backend is not a SharedBackend: its state is this process's own")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatalf("cannot find the test binary: %v", err)
+	}
+	top, _, _ := strings.Cut(t.Name(), "/")
+	key := newKey()
+	cmd := exec.CommandContext(t.Context(), exe, "-test.run=^"+top+"$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), holderEnv+"="+sb.Address()+" "+key)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	held := false
+	for sc := bufio.NewScanner(out); !held && sc.Scan(); {
+		lines = append(lines, sc.Text())
+		held = strings.HasPrefix(sc.Text(), "limittest-holder held ")
+	}
+	cmd.Process.Kill()
+	go io.Copy(io.Discard, out)
+	cmd.Wait()
+	if !held {
+		t.Fatalf("the holder did not hold its leases; output:\n%s", strings.Join(lines, "\n"))
+	}
+	s := b.Open(t)
+	d := take(t, s, key, holder, 1)
+	if d.Allowed || d.RetryAfter > holder.Period {
+		t.Fatalf("a key whose holder was killed holding every lease: %+v; want rejected until the leases expire, within %v", d, holder.Period)
+	}
+	b.Sleep(t, d.ResetAfter)
+	run(t, b, s, key, holder, []step{{n: 1, allowed: true, remaining: holder.Rate - 1, fresh: true}})
 }

@@ -420,9 +420,6 @@ func testReplayConcurrent(t *testing.T, b Backend) {
 func testUnsupported(t *testing.T, b Backend) {
 	s := b.Open(t)
 	lims, keys := policies(3)
-	if err := s.Release(t.Context(), admit.Lease{Key: keys[0], Limit: lims[0], Token: 1}); !errors.Is(err, errors.ErrUnsupported) {
-		t.Errorf("Release = %v; want errors.ErrUnsupported (no algorithm issues leases yet)", err)
-	}
 	res := admit.Reservation{Request: admit.Request{Key: keys[0], Limit: lims[0], Cost: 1}, Token: 1}
 	if d, err := s.Settle(t.Context(), res, 1); !errors.Is(err, errors.ErrUnsupported) || d.Allowed {
 		t.Errorf("Settle = %+v, %v; want errors.ErrUnsupported (no algorithm issues reservations yet)", d, err)

@@ -38,3 +38,32 @@ func Example() {
 	// 200, 0 remaining
 	// 429, Retry-After: 10
 }
+
+// A concurrency limit: at most 2 requests of an account in flight. Limiter.Acquire returns a release
+// to defer; a lease never released expires after the Limit's Period, the lease TTL.
+func Example_concurrency() {
+	store := memstore.New(memstore.Options{})
+	defer store.Close()
+	keys, err := admit.NewKeyBuilder([]byte("at least sixteen bytes of secret"))
+	if err != nil {
+		panic(err)
+	}
+	inflight := admit.NewLimiter(store, keys, admit.Limit{Name: "inflight", Algorithm: admit.Concurrency, Rate: 2, Period: 30 * time.Second})
+	ctx := context.Background()
+	release1, d, _ := inflight.Acquire(ctx, "account:42")
+	fmt.Println("first:", d.Allowed, d.Remaining)
+	release2, d, _ := inflight.Acquire(ctx, "account:42")
+	fmt.Println("second:", d.Allowed, d.Remaining)
+	_, d, _ = inflight.Acquire(ctx, "account:42")
+	fmt.Println("third:", d.Allowed)
+	release1()
+	release3, d, _ := inflight.Acquire(ctx, "account:42")
+	fmt.Println("after a release:", d.Allowed, d.Remaining)
+	release2()
+	release3()
+	// Output:
+	// first: true 1
+	// second: true 0
+	// third: false
+	// after a release: true 0
+}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/algo"
 )
 
 // A kernel is how memstore keeps and decides one admit.Algorithm's state in an entry, following the
@@ -26,6 +27,8 @@ func (k kernel) live(e *entry, now instant) bool {
 		return slidingLogLive(e, now)
 	case admit.GCRA:
 		return gcraLive(e, now)
+	case admit.Concurrency:
+		return concurrencyLive(e, now)
 	}
 	return false
 }
@@ -41,6 +44,8 @@ func (k kernel) check(e *entry, lim admit.Limit, now instant) error {
 		return slidingLogCheck(e, lim, now)
 	case admit.GCRA:
 		return gcraCheck(e, lim, now)
+	case admit.Concurrency:
+		return concurrencyCheck(e, lim, now)
 	}
 	return fmt.Errorf("no kernel for %v", lim.Algorithm)
 }
@@ -57,13 +62,16 @@ func (k kernel) decide(e *entry, lim admit.Limit, cost int64, now instant) (admi
 		return slidingLogDecide(e, lim, cost, now)
 	case admit.GCRA:
 		return gcraDecide(e, lim, cost, now)
+	case admit.Concurrency:
+		return concurrencyDecide(e, lim, cost, now)
 	}
 	return admit.Decision{Limit: lim}, writeNone
 }
 
 // apply makes w, the write decide reported, on e: a new entry holding only its key and algorithm
-// for writeCreate. It sets e.deadline to the time from which e is no longer live.
-func (k kernel) apply(e *entry, w write, lim admit.Limit, cost int64, now instant) {
+// for writeCreate. It sets e.deadline to the time from which e is no longer live. token names the
+// lease a Concurrency admission acquires; other algorithms ignore it.
+func (k kernel) apply(e *entry, w write, lim admit.Limit, cost int64, now instant, token uint64) {
 	switch admit.Algorithm(k) {
 	case admit.FixedWindow:
 		fixedWindowApply(e, w, lim, cost, now)
@@ -73,6 +81,8 @@ func (k kernel) apply(e *entry, w write, lim admit.Limit, cost int64, now instan
 		slidingLogApply(e, w, lim, cost, now)
 	case admit.GCRA:
 		gcraApply(e, w, lim, cost, now)
+	case admit.Concurrency:
+		concurrencyApply(e, w, lim, cost, now, token)
 	}
 }
 
@@ -84,6 +94,18 @@ const (
 	writeCreate              // a new entry, for a key that has none (or whose entry has ended)
 	writeUpdate              // a change of the key's live entry
 )
+
+// writeOf returns the write of an admission whose transition asks for w on e, nil for a missing
+// key: none, a new entry, or a change of e.
+func writeOf(w algo.Write, e *entry) write {
+	switch {
+	case w == algo.WriteNone:
+		return writeNone
+	case e == nil:
+		return writeCreate
+	}
+	return writeUpdate
+}
 
 // An instant is the time of a decision: since the table's base on the monotonic clock, which
 // deadlines use, and in Unix microseconds, for the algorithms that align to Unix time or keep

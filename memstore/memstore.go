@@ -7,8 +7,9 @@
 // Keys live in shards chosen by their Redis Cluster hash slot (admit.Slot), each shard behind its own
 // mutex, so the keys of one all-or-nothing request share one lock. An entry holds a count and the
 // absolute end of its window, or an idempotency record (SPEC §2.7). A sliding window's entry also
-// points to its window's start and the previous window's count (48 bytes more), a sliding log's to
-// the times of its admitted units (8 bytes each, at most admit.MaxSlidingLogRate).
+// points to its window's start and the previous window's count (72 bytes more), a sliding log's to
+// the times of its admitted units (8 bytes each, at most admit.MaxSlidingLogRate), a concurrency
+// key's to its leases in flight (16 bytes each, at most admit.MaxConcurrency).
 //
 // # Reclaim
 //
@@ -106,8 +107,9 @@ type Options struct {
 // Store is an in-process [admit.Store]. It is safe for concurrent use.
 // Make one with [New]; the zero value is not usable.
 type Store struct {
-	tab *table
-	sw  *sweeper // nil when the sweeper is disabled
+	tab    *table
+	sw     *sweeper          // nil when the sweeper is disabled
+	tokens *algo.TokenSource // names the leases of Concurrency Limits
 }
 
 var _ admit.Store = (*Store)(nil)
@@ -116,7 +118,7 @@ var _ admit.Store = (*Store)(nil)
 // opts.SweepInterval is negative. Call [Store.Close] to stop the sweeper; it is also stopped when the
 // Store is garbage collected.
 func New(opts Options) *Store {
-	s := &Store{tab: newTable(opts)}
+	s := &Store{tab: newTable(opts), tokens: algo.NewTokenSource()}
 	interval := opts.SweepInterval
 	if interval == 0 {
 		interval = defaultSweepInterval
@@ -170,20 +172,17 @@ func (s *Store) TakeAll(ctx context.Context, rs []admit.Request, ds []admit.Deci
 	if id := rs[0].ID; id != "" {
 		rec = recordID{key: algo.RecordKey(rs[0].Key, id), fingerprint: algo.Fingerprint(rs)}
 	}
+	var tokens [admit.MaxRequests]uint64 // the lease each request acquires if admitted, or 0
+	algo.LeaseTokens(s.tokens, rs, rec.fingerprint, tokens[:len(rs)])
 	sh := s.tab.shard(rs[0].Key)
 	sh.mu.Lock()
 	// Read the clock under the lock, so that the times seen by one key never go backwards.
-	allowed, err := sh.takeAll(rs, ds, rec, s.tab.instant())
+	allowed, err := sh.takeAll(rs, ds, tokens[:len(rs)], rec, s.tab.instant())
 	sh.mu.Unlock()
 	if err != nil {
 		clear(ds)
 	}
 	return allowed, err
-}
-
-// Release answers errors.ErrUnsupported: no algorithm issues leases yet.
-func (s *Store) Release(ctx context.Context, l admit.Lease) error {
-	return fmt.Errorf("memstore: release: %w", errors.ErrUnsupported)
 }
 
 // Settle answers errors.ErrUnsupported: no algorithm issues reservations yet.
@@ -316,7 +315,7 @@ type entry struct {
 	count    int64           // the units a kernel counts
 	deadline time.Duration   // since table.base: from then on the entry is not live, and reclaimed
 	rec      *record         // the idempotency record; nil for a kernel's state
-	sliding  *sliding        // a sliding window's or log's state beyond count and deadline; nil for others
+	sliding  *sliding        // a sliding window's, log's or concurrency key's state beyond count and deadline; nil for others
 }
 
 // A record is what an admitted request with an ID leaves: its fingerprint and its Decisions.
@@ -345,8 +344,9 @@ type recordID struct {
 }
 
 // takeAll decides rs together at time now and makes the writes of an admission, with the record rec
-// for a request with an ID. The caller holds sh.mu.
-func (sh *shard) takeAll(rs []admit.Request, ds []admit.Decision, rec recordID, now instant) (bool, error) {
+// for a request with an ID; tokens names the lease each Request acquires if admitted, or is 0. The
+// caller holds sh.mu.
+func (sh *shard) takeAll(rs []admit.Request, ds []admit.Decision, tokens []uint64, rec recordID, now instant) (bool, error) {
 	if rec.key != "" {
 		if replayed, err := sh.replay(rec.key, rec.fingerprint, rs, ds, now.mono); replayed || err != nil {
 			return replayed, err
@@ -398,7 +398,8 @@ func (sh *shard) takeAll(rs []admit.Request, ds []admit.Decision, rec recordID, 
 		moved = true // reclaim may have moved entries
 	}
 	for k := range rs {
-		sh.apply(&rs[k], &ps[k], moved, now)
+		sh.apply(&rs[k], &ps[k], moved, now, tokens[k])
+		ds[k].Token = tokens[k]
 	}
 	if keep {
 		sh.insert(entry{ // replay removed an ended record of the same ID
@@ -495,19 +496,20 @@ func (sh *shard) makeRoomFor(need int, now time.Duration) error {
 }
 
 // apply makes the write p decided for r: on a new entry, or on the key's, at p.index unless entries
-// have moved since read. The caller holds sh.mu, and made room for a new entry.
-func (sh *shard) apply(r *admit.Request, p *pending, moved bool, now instant) {
+// have moved since read; token names the lease it acquires, if any. The caller holds sh.mu, and made
+// room for a new entry.
+func (sh *shard) apply(r *admit.Request, p *pending, moved bool, now instant, token uint64) {
 	switch p.write {
 	case writeCreate:
 		e := entry{key: strings.Clone(r.Key), alg: r.Limit.Algorithm}
-		p.kernel.apply(&e, writeCreate, r.Limit, r.Cost, now)
+		p.kernel.apply(&e, writeCreate, r.Limit, r.Cost, now, token)
 		sh.insert(e)
 	case writeUpdate:
 		i := p.index
 		if moved {
 			i = sh.index[r.Key]
 		}
-		p.kernel.apply(&sh.entries[i], writeUpdate, r.Limit, r.Cost, now)
+		p.kernel.apply(&sh.entries[i], writeUpdate, r.Limit, r.Cost, now, token)
 	}
 }
 

@@ -27,14 +27,8 @@ func slidingLogDecide(e *entry, lim admit.Limit, cost int64, now instant) (admit
 		log = e.sliding.log
 	}
 	res := algo.SlidingLog(log, now.unixMicro, lim.Rate, lim.Period, cost)
-	d := admit.Decision{Allowed: res.Allowed, Limit: lim, Remaining: res.Remaining, RetryAfter: res.RetryAfter, ResetAfter: res.ResetAfter}
-	switch {
-	case res.Write == algo.WriteNone:
-		return d, writeNone
-	case e == nil:
-		return d, writeCreate
-	}
-	return d, writeUpdate
+	return admit.Decision{Allowed: res.Allowed, Limit: lim, Remaining: res.Remaining, RetryAfter: res.RetryAfter, ResetAfter: res.ResetAfter},
+		writeOf(res.Write, e)
 }
 
 func slidingLogApply(e *entry, w write, lim admit.Limit, cost int64, now instant) {

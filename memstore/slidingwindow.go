@@ -13,12 +13,14 @@ import (
 // entry is live until two windows after the start, when the state is equivalent to a missing key
 // (SPEC §2.2, algo.SlidingWindow).
 
-// A sliding is the state of a sliding window or log beyond an entry's count and deadline, kept out
-// of line so that the entries of other algorithms stay small.
+// A sliding is the state of a sliding window or log, or of a concurrency key, beyond an entry's count
+// and deadline, kept out of line so that the entries of other algorithms stay small.
 type sliding struct {
 	start int64   // sliding_window: the start of the window e.count counts, Unix µs
 	prev  int64   // sliding_window: the units admitted in the window before it
 	log   []int64 // sliding_log: the times of admitted units, Unix µs, oldest first
+	// concurrency: the leases, ordered by expiry
+	leases []algo.Lease
 }
 
 func slidingWindowLive(e *entry, now instant) bool { return e.deadline > now.mono }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/algo"
 	"github.com/admit-dev/admit/internal/redistest"
 )
 
@@ -20,12 +21,19 @@ func (s *Store) takeAt(ctx context.Context, rs []admit.Request, ds []admit.Decis
 	if err := admit.ValidateAll(rs, ds); err != nil {
 		return false, err
 	}
-	keys, args := takeArgs(rs)
+	tokens := make([]uint64, len(rs))
+	keys, args := takeArgs(rs, s.tokens, tokens)
 	reply, err := s.run(ctx, testTakeScript, keys, append(args, strconv.FormatInt(at.UnixMicro(), 10)))
 	if err != nil {
 		return false, err
 	}
-	return parseTake(reply, rs, ds)
+	return parseTake(reply, rs, ds, tokens)
+}
+
+// testArgs is takeArgs with tokens from a source of its own, for tests that send the arguments
+// themselves.
+func testArgs(rs []admit.Request) (keys, args []string) {
+	return takeArgs(rs, algo.NewTokenSource(), make([]uint64, len(rs)))
 }
 
 // Only a test assembly takes the time from its arguments: the production script refuses one
@@ -35,7 +43,7 @@ func TestClockOnlyFromATestAssembly(t *testing.T) {
 	s := open(t, srv.URL())
 	lim := admit.Limit{Algorithm: admit.FixedWindow, Rate: 3, Period: time.Minute}
 	rs := []admit.Request{{Key: newKey(t), Limit: lim, Cost: 1}}
-	keys, args := takeArgs(rs)
+	keys, args := testArgs(rs)
 	at := strconv.FormatInt(time.Now().UnixMicro(), 10)
 	if _, err := s.run(context.Background(), takeScript, keys, append(args, at)); !errors.Is(err, admit.ErrInvalidRequest) {
 		t.Fatalf("the production script with a time argument: %v; want ErrInvalidRequest", err)

@@ -98,7 +98,7 @@ func TestGCRAScriptAgreesWithAlgo(t *testing.T) {
 				name := fmt.Sprintf("%v, %s, cost %d", lim, st.name, n)
 				key := newKey(t)
 				rs := []admit.Request{{Key: key, Limit: lim, Cost: n}}
-				keys, args := takeArgs(rs)
+				keys, args := testArgs(rs)
 				args = append(args, strconv.FormatInt(at, 10))
 				var cmds rueidis.Commands
 				switch {
@@ -125,7 +125,7 @@ func TestGCRAScriptAgreesWithAlgo(t *testing.T) {
 				var ds [1]admit.Decision
 				msg, err := res[2].ToMessage()
 				if err == nil {
-					_, err = parseTake(msg, rs, ds[:])
+					_, err = parseTake(msg, rs, ds[:], make([]uint64, admit.MaxRequests))
 				} else {
 					err = scriptError(err)
 				}
@@ -223,7 +223,7 @@ func TestGCRAScriptBoundsAreGos(t *testing.T) {
 			if lim.Validate() != nil && (lim.Rate < 1 || lim.Rate > admit.MaxRate || lim.Burst < 0 || lim.Burst > admit.MaxRate) {
 				continue // arguments the script cannot be sent as Go sends them
 			}
-			keys, args := takeArgs([]admit.Request{rq})
+			keys, args := testArgs([]admit.Request{rq})
 			_, err := s.run(context.Background(), takeScript, keys, args)
 			switch {
 			case goErr == nil && err != nil:

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,6 +20,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/algo"
 )
 
 // Default timeouts, from the origin design: a limiter that cannot decide quickly should say so.
@@ -63,6 +65,7 @@ type Config struct {
 type Store struct {
 	opt            rueidis.ClientOption
 	commandTimeout time.Duration
+	tokens         *algo.TokenSource // names the leases of Concurrency Limits
 
 	client  atomic.Pointer[rueidis.Client]
 	mu      sync.Mutex // guards dialing and closed
@@ -92,7 +95,7 @@ func New(cfg Config) (*Store, error) {
 	if timeout < 0 {
 		return nil, fmt.Errorf("redisstore: negative command timeout %v", timeout)
 	}
-	return &Store{opt: opt, commandTimeout: timeout}, nil
+	return &Store{opt: opt, commandTimeout: timeout, tokens: algo.NewTokenSource()}, nil
 }
 
 // clientOption turns cfg into rueidis options with every automatic retry off.
@@ -171,21 +174,39 @@ func (s *Store) TakeAll(ctx context.Context, rs []admit.Request, ds []admit.Deci
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.commandTimeout)
 	defer cancel()
-	keys, args := takeArgs(rs)
+	var tokens [admit.MaxRequests]uint64
+	keys, args := takeArgs(rs, s.tokens, tokens[:len(rs)])
 	reply, err := s.run(ctx, takeScript, keys, args)
 	if err != nil {
 		return false, fmt.Errorf("redisstore: take: %w", err)
 	}
-	allowed, err := parseTake(reply, rs, ds)
+	allowed, err := parseTake(reply, rs, ds, tokens[:len(rs)])
 	if err != nil {
 		return false, fmt.Errorf("redisstore: take: %w", err)
 	}
 	return allowed, nil
 }
 
-// Release answers errors.ErrUnsupported: no algorithm issues leases yet.
+// Release ends the lease l in one script call (SPEC §2.5): it removes l.Token from the sorted set
+// of l.Key, and nothing else. Releasing a lease that has expired, or was released already, does
+// nothing and returns nil. Errors are those of Take: an invalid l, before any I/O; a key that is not
+// a concurrency key's, matching admit.ErrCorruptState; anything else, admit.ErrUnavailable. Like a
+// Take, a Release is never retried after it may have run (a retry would be harmless, but a timeout
+// says nothing of whether it ran).
 func (s *Store) Release(ctx context.Context, l admit.Lease) error {
-	return fmt.Errorf("redisstore: release: %w", errors.ErrUnsupported)
+	if err := l.Validate(); err != nil {
+		return fmt.Errorf("redisstore: release: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.commandTimeout)
+	defer cancel()
+	reply, err := s.run(ctx, releaseScript, []string{l.Key}, []string{strconv.FormatUint(l.Token, 10)})
+	if err != nil {
+		return fmt.Errorf("redisstore: release: %w", err)
+	}
+	if n, err := reply.AsInt64(); err != nil || n != 0 && n != 1 {
+		return fmt.Errorf("redisstore: release: %w", unavailable(fmt.Errorf("%w: want 0 or 1", errBadReply)))
+	}
+	return nil
 }
 
 // Settle answers errors.ErrUnsupported: no algorithm issues reservations yet.

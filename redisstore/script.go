@@ -44,15 +44,25 @@ var (
 	slidingLogSrc string
 	//go:embed scripts/gcra.lua
 	gcraSrc string
+	//go:embed scripts/concurrency.lua
+	concurrencySrc string
 	//go:embed scripts/take.lua
 	takeSrc string
+	//go:embed scripts/release.lua
+	releaseSrc string
 )
 
 // modules are the algorithm modules, in the order the scripts define them.
-var modules = []string{fixedWindowSrc, gcraConstants() + gcraSrc, slidingWindowSrc, slidingLogSrc}
+var modules = []string{fixedWindowSrc, gcraConstants() + gcraSrc, slidingWindowSrc, slidingLogSrc, concurrencySrc}
 
 // takeScript is the entry point that decides 1 … admit.MaxRequests policies all-or-nothing.
 var takeScript = newScript("take", assemble(takeSrc, false))
+
+// releaseScript is the entry point that ends one lease of a concurrency key.
+var releaseScript = newScript("release", assemble(releaseSrc, false))
+
+// entryPoints are the entry points' sources.
+var entryPoints = []string{takeSrc, releaseSrc}
 
 // assemble returns the script of an entry point: the rendered constants, the prelude, every
 // algorithm module, then the entry point itself. A test assembly (testClock) reads the time from its
@@ -78,12 +88,13 @@ func assemble(entry string, testClock bool) string {
 //	MAX_DIGITS    the most decimal digits either may have
 //	MAX_REQUESTS  the most policies one call decides: admit.MaxRequests
 //	MAX_LOG       the largest limit of a sliding log, and the most entries its key holds: admit.MaxSlidingLogRate
+//	MAX_LEASES    the largest limit of a concurrency key, and the most leases it holds: admit.MaxConcurrency
 func constants() string {
 	maxWindow := admit.MaxPeriod.Milliseconds()
 	digits := max(len(strconv.FormatInt(admit.MaxRate, 10)), len(strconv.FormatInt(maxWindow, 10)))
 	return fmt.Sprintf("local MAX = %d\nlocal MAX_WINDOW = %d\nlocal MAX_DIGITS = %d\nlocal MAX_REQUESTS = %d\n",
 		admit.MaxRate, maxWindow, digits, admit.MaxRequests) +
-		fmt.Sprintf("local MAX_LOG = %d\n", admit.MaxSlidingLogRate)
+		fmt.Sprintf("local MAX_LOG = %d\nlocal MAX_LEASES = %d\n", admit.MaxSlidingLogRate, admit.MaxConcurrency)
 }
 
 // Error-reply prefixes the scripts raise before any write.
@@ -159,8 +170,9 @@ func unavailable(err error) error {
 
 // takeArgs returns the KEYS and ARGV of the take script for rs: each policy's key, then the record's
 // key for a request with an ID; the policy count, the fingerprint (” without an ID), then each
-// policy's algorithm and arguments.
-func takeArgs(rs []admit.Request) (keys, args []string) {
+// policy's algorithm and arguments. It fills tokens, of len(rs) elements, with the lease each
+// Request acquires if admitted, made by src (see algo.LeaseTokens), or 0.
+func takeArgs(rs []admit.Request, src *algo.TokenSource, tokens []uint64) (keys, args []string) {
 	id := rs[0].ID
 	keys = make([]string, 0, len(rs)+1)
 	args = make([]string, 0, 2+5*len(rs))
@@ -168,11 +180,12 @@ func takeArgs(rs []admit.Request) (keys, args []string) {
 	if id != "" {
 		fp = algo.Fingerprint(rs)
 	}
+	algo.LeaseTokens(src, rs, fp, tokens)
 	args = append(args, strconv.Itoa(len(rs)), fp)
 	for i := range rs {
 		r := &rs[i]
 		keys = append(keys, r.Key)
-		args = policyArgs(args, r)
+		args = policyArgs(args, r, tokens[i])
 	}
 	if id != "" {
 		keys = append(keys, algo.RecordKey(rs[0].Key, id))
@@ -181,8 +194,9 @@ func takeArgs(rs []admit.Request) (keys, args []string) {
 }
 
 // policyArgs appends the take script's arguments of r's policy: its algorithm's name, then the
-// arguments that algorithm's module parses (scripts/<algorithm>.lua).
-func policyArgs(args []string, r *admit.Request) []string {
+// arguments that algorithm's module parses (scripts/<algorithm>.lua); token is the lease r acquires,
+// or 0.
+func policyArgs(args []string, r *admit.Request, token uint64) []string {
 	lim := &r.Limit
 	args = append(args, lim.Algorithm.String(),
 		strconv.FormatInt(lim.Rate, 10),
@@ -203,6 +217,9 @@ func policyArgs(args []string, r *admit.Request) []string {
 		// limit, window, cost
 	case admit.SlidingLog:
 		// limit, window, cost
+	case admit.Concurrency:
+		// limit, lease TTL, cost, then the lease's token ('0' for a peek)
+		args = append(args, strconv.FormatUint(token, 10))
 	}
 	return args
 }
@@ -222,8 +239,10 @@ func gcraConstants() string {
 var errBadReply = errors.New("malformed script reply")
 
 // parseTake reads the take script's reply {allowed, replayed, then per policy: allowed, remaining,
-// retry_after_ms, reset_after_ms} into ds, checking every element's type and range.
-func parseTake(msg rueidis.RedisMessage, rs []admit.Request, ds []admit.Decision) (bool, error) {
+// retry_after_ms, reset_after_ms} into ds, checking every element's type and range. When all are
+// admitted, each Decision's Token is the lease token its Request passed in tokens, or 0 (for a
+// replay, the same: a request with an ID derives its tokens from it).
+func parseTake(msg rueidis.RedisMessage, rs []admit.Request, ds []admit.Decision, tokens []uint64) (bool, error) {
 	arr, err := msg.ToArray()
 	if err != nil || len(arr) != 2+4*len(rs) {
 		return false, unavailable(fmt.Errorf("%w: want an array of %d integers", errBadReply, 2+4*len(rs)))
@@ -250,6 +269,11 @@ func parseTake(msg rueidis.RedisMessage, rs []admit.Request, ds []admit.Decision
 	}
 	if all != (allowed == 1) {
 		return false, unavailable(fmt.Errorf("%w: overall allowed %d disagrees with the policies'", errBadReply, allowed))
+	}
+	for i := range ds {
+		if all { // a rejection acquires nothing, not even under a policy that would have admitted
+			ds[i].Token = tokens[i]
+		}
 	}
 	return all, nil
 }
@@ -288,7 +312,7 @@ var scriptCalls = regexp.MustCompile(`redis\.p?call\(\s*('([A-Za-z|]+)')?`)
 // scriptCommands returns the Redis commands the scripts call, sorted, each once.
 func scriptCommands() []string {
 	seen := map[string]bool{}
-	for _, src := range append([]string{preludeSrc, takeSrc}, modules...) {
+	for _, src := range append(append([]string{preludeSrc}, entryPoints...), modules...) {
 		for _, m := range scriptCalls.FindAllStringSubmatch(src, -1) {
 			seen[strings.ToUpper(m[2])] = true
 		}
@@ -303,12 +327,14 @@ func scriptCommands() []string {
 
 // Script returns the Lua source of the entry point name, as redisstore loads it — the rendered
 // constants, the prelude, every algorithm module and the entry point — and reports whether there is
-// such an entry point. The one entry point today is "take". It is for benchmarks and tools that call
-// the script as redisstore does.
+// such an entry point: "take" or "release". It is for benchmarks and tools that call the script as
+// redisstore does.
 func Script(name string) (src string, ok bool) {
 	switch name {
 	case takeScript.name:
 		return takeScript.src, true
+	case releaseScript.name:
+		return releaseScript.src, true
 	}
 	return "", false
 }

@@ -21,7 +21,7 @@ func TestExpiryMillisecondStartsANewWindow(t *testing.T) {
 	s := open(t, srv.URL())
 	c := srv.Client(t)
 	lim := admit.Limit{Algorithm: admit.FixedWindow, Rate: 3, Period: 2 * time.Millisecond}
-	_, args := takeArgs([]admit.Request{{Key: "k", Limit: lim, Cost: 1}})
+	_, args := testArgs([]admit.Request{{Key: "k", Limit: lim, Cost: 1}})
 	ctx := context.Background()
 
 	const want = 20
@@ -46,7 +46,7 @@ func TestExpiryMillisecondStartsANewWindow(t *testing.T) {
 				t.Fatalf("the script right after PTTL %d: %v", ttl, scriptError(err))
 			}
 			var ds [1]admit.Decision
-			_, err = parseTake(msg, []admit.Request{{Key: key, Limit: lim, Cost: 1}}, ds[:])
+			_, err = parseTake(msg, []admit.Request{{Key: key, Limit: lim, Cost: 1}}, ds[:], make([]uint64, admit.MaxRequests))
 			d := ds[0]
 			if err != nil {
 				t.Fatalf("the script right after PTTL %d: %v", ttl, err)

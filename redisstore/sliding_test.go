@@ -46,6 +46,23 @@ func mustTakeAt(t *testing.T, s *Store, r admit.Request, at int64) admit.Decisio
 	return d
 }
 
+// setUp runs the commands of setup, each with the argument "KEY" replaced by key, and fails the test
+// on an error.
+func setUp(t *testing.T, srv *redistest.Server, key string, setup [][]string) {
+	t.Helper()
+	for _, cmd := range setup {
+		args := slices.Clone(cmd)
+		for i := range args {
+			if args[i] == "KEY" {
+				args[i] = key
+			}
+		}
+		if err := srv.Do(t, args...).Error(); err != nil {
+			t.Fatalf("%.5v: %v", args, err)
+		}
+	}
+}
+
 // dump returns the DUMP of key, or "" for no key.
 func dump(t *testing.T, srv *redistest.Server, key string) string {
 	t.Helper()
@@ -333,17 +350,7 @@ func TestSlidingCorruptStateIsAnErrorAndLeftAlone(t *testing.T) {
 		for name, setup := range alg.cases {
 			t.Run(alg.lim.Algorithm.String()+"/"+name, func(t *testing.T) {
 				key := newKey(t)
-				for _, cmd := range setup {
-					args := slices.Clone(cmd)
-					for i := range args {
-						if args[i] == "KEY" {
-							args[i] = key
-						}
-					}
-					if err := srv.Do(t, args...).Error(); err != nil {
-						t.Fatalf("%.5v: %v", args, err)
-					}
-				}
+				setUp(t, srv, key, setup)
 				before := dump(t, srv, key)
 				ttl := pttl(t, srv, key)
 				for _, n := range []int64{1, 0, 3} {

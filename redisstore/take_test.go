@@ -181,7 +181,7 @@ func TestScriptAgreesWithAlgo(t *testing.T) {
 				if ttl > 0 {
 					set = c.B().Arbitrary("SET", key, count, "PX", strconv.FormatInt(ttl, 10)).Build()
 				}
-				keys, args := takeArgs([]admit.Request{{Key: key, Limit: lim, Cost: n}})
+				keys, args := testArgs([]admit.Request{{Key: key, Limit: lim, Cost: n}})
 				res := c.DoMulti(context.Background(), set, c.B().Pttl().Key(key).Build(),
 					c.B().Evalsha().Sha1(takeScript.sha).Numkeys(1).Key(keys...).Arg(args...).Build())
 				seen, err := res[1].AsInt64()
@@ -191,7 +191,7 @@ func TestScriptAgreesWithAlgo(t *testing.T) {
 				var ds [1]admit.Decision
 				msg, err := res[2].ToMessage()
 				if err == nil {
-					_, err = parseTake(msg, []admit.Request{{Key: key, Limit: lim, Cost: n}}, ds[:])
+					_, err = parseTake(msg, []admit.Request{{Key: key, Limit: lim, Cost: n}}, ds[:], make([]uint64, admit.MaxRequests))
 				} else {
 					err = scriptError(err)
 				}

@@ -8,6 +8,8 @@
 --   MAX_REQUESTS  the most policies one call decides together (admit.MaxRequests)
 --   MAX_LOG       the largest limit of a sliding log, and the most entries its key holds
 --                 (admit.MaxSlidingLogRate)
+--   MAX_LEASES    the largest limit of a concurrency key, and the most leases it holds
+--                 (admit.MaxConcurrency)
 -- and CLOCK_FROM_ARGV, false but in a test assembly, which takes the time from its last argument.
 --
 -- Errors are raised as 'ADMIT_INVALID <why>' for bad arguments and 'ADMIT_CORRUPT <why>' for a key

@@ -17,7 +17,8 @@
 -- window; a repeat with the same fingerprint returns those, consuming nothing, and a repeat with
 -- another fingerprint is refused.
 
-local ALGORITHMS = {fixed_window = fixed_window, gcra = gcra, sliding_window = sliding_window, sliding_log = sliding_log}
+local ALGORITHMS = {fixed_window = fixed_window, gcra = gcra, sliding_window = sliding_window, sliding_log = sliding_log,
+  concurrency = concurrency}
 
 local n = ARGV[1] == '1' and 1 or integer(ARGV[1], 1, MAX_REQUESTS) -- '1' first: a strict parse costs ~0.4 µs
 local fp = ARGV[2]

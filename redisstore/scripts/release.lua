@@ -1,0 +1,18 @@
+-- release.lua: the entry point that ends one lease of a concurrency key (admit SPEC §2.5) by
+-- compare-and-delete: it removes the lease's token from the key's sorted set, and nothing else.
+--
+-- KEYS[1]  the concurrency key
+-- ARGV[1]  the lease's token, a decimal uint64
+--
+-- Reply: 1 when the key held the lease, 0 when it did not (released already, expired, or a missing
+-- key). A key that is not a sorted set is corrupt: nothing is written.
+
+concurrency_define()
+if #KEYS ~= 1 or ARGS ~= 1 or not concurrency.token(ARGV[1]) then
+  return redis.error_reply('ADMIT_INVALID release needs one key and a lease token')
+end
+local removed = redis.pcall('ZREM', KEYS[1], ARGV[1])
+if type(removed) == 'table' then
+  return redis.error_reply('ADMIT_CORRUPT key holds a value that is not a sorted set')
+end
+return removed
