@@ -121,14 +121,20 @@ func (l *Limiter) request(i int, s Subject, n int64, id string) (Request, error)
 	return r, r.Validate() // before the Store: a decorator in between need not
 }
 
-// Acquire takes one unit for subject under every Limit of l, all-or-nothing, as Allow does, and
-// returns the deciding Decision and release, which ends the leases the request holds under l's
-// Concurrency Limits. Call release once the work is done — deferred, so that a panic releases too;
-// release is never nil, does nothing for a rejected request or a Limiter without Concurrency Limits,
-// and does nothing when called again. It releases even when ctx is done, within the Store's own
-// timeout; a lease it cannot release (the Store unavailable) expires after its Limit's Period.
+// Acquire is shorthand for Admit(ctx, Subject{ID: subject}, 1, "", nil).
 func (l *Limiter) Acquire(ctx context.Context, subject string) (release func(), d Decision, err error) {
-	h, d, err := l.hold(ctx, Subject{ID: subject}, 1)
+	return l.Admit(ctx, Subject{ID: subject}, 1, "", nil)
+}
+
+// Admit decides n units for s under every Limit of l, all-or-nothing, as Take does, and returns the
+// deciding Decision and release, which ends the leases the request holds under l's Concurrency
+// Limits. It fills ds, if not nil, as Take does. Call release once the work is done — deferred, so
+// that a panic releases too; release is never nil, does nothing for a rejected request or a Limiter
+// without Concurrency Limits, and does nothing when called again. It releases even when ctx is
+// done, within the Store's own timeout; a lease it cannot release (the Store unavailable) expires
+// after its Limit's Period.
+func (l *Limiter) Admit(ctx context.Context, s Subject, n int64, id string, ds []Decision) (release func(), d Decision, err error) {
+	h, d, err := l.hold(ctx, s, n, id, ds)
 	return h.release, d, err
 }
 
@@ -138,35 +144,37 @@ func (l *Limiter) Acquire(ctx context.Context, subject string) (release func(), 
 // Store.Settle: a refund goes back only to the window it was counted in; an overrun consumes what is
 // left) and releases the leases of its Concurrency Limits, and returns the deciding Decision of
 // the settled Limits (the zero Decision when l has only Concurrency Limits). A reservation never
-// settled stays consumed. settle is never nil; for a rejected
-// request, or when called again, it settles nothing and returns an error matching ErrInvalidRequest.
+// settled stays consumed. settle is never nil; for a rejected request, or when called again, it
+// settles nothing and returns an error matching ErrInvalidRequest.
 func (l *Limiter) Reserve(ctx context.Context, subject string, estimate int64) (settle func(ctx context.Context, actual int64) (Decision, error), d Decision, err error) {
-	h, d, err := l.hold(ctx, Subject{ID: subject}, estimate)
+	h, d, err := l.hold(ctx, Subject{ID: subject}, estimate, "", nil)
 	return h.settle, d, err
 }
 
-// hold takes n units for s under every Limit of l, and returns what the request holds.
-func (l *Limiter) hold(ctx context.Context, s Subject, n int64) (*holding, Decision, error) {
+// hold takes n units for s under every Limit of l with request ID id, fills ds if not nil, and
+// returns what the request holds.
+func (l *Limiter) hold(ctx context.Context, s Subject, n int64, id string, ds []Decision) (*holding, Decision, error) {
 	h := &holding{store: l.store, ctx: context.WithoutCancel(ctx), rs: make([]Request, len(l.limits)), ds: make([]Decision, len(l.limits))}
-	if l.err != nil {
-		h.done.Store(true)
+	h.done.Store(true) // until the request is admitted: nothing to release or settle
+	switch {
+	case l.err != nil:
 		return h, Decision{}, l.err
+	case ds != nil && len(ds) != len(l.limits):
+		return h, Decision{}, fmt.Errorf("%w: %d Decisions for %d limits", ErrInvalidRequest, len(ds), len(l.limits))
 	}
 	for i := range h.rs {
-		r, err := l.request(i, s, n, "")
+		r, err := l.request(i, s, n, id)
 		if err != nil {
-			h.done.Store(true)
 			return h, Decision{}, err
 		}
 		h.rs[i] = r
 	}
 	allowed, err := l.store.TakeAll(ctx, h.rs, h.ds)
-	if err != nil || !allowed {
-		h.done.Store(true)
-	}
 	if err != nil {
 		return h, Decision{}, err
 	}
+	h.done.Store(!allowed)
+	copy(ds, h.ds)
 	return h, h.ds[Deciding(h.ds)], nil
 }
 

@@ -143,6 +143,11 @@ type Middleware struct {
 // [UnavailableBody]; each with Cache-Control: no-store, and only the 503 with Retry-After. Panics
 // raised by next are not recovered.
 //
+// With Concurrency policies (SPEC §2.5), an admitted request holds a lease of each while next
+// runs: the leases are released when next returns — also when it panics (the panic goes on), and
+// when the client has gone away (the release does not depend on the request's context). So a
+// concurrency limit of N never has more than N handlers of one subject running at once.
+//
 // Every log record carries the attribute limit, the names of the Limiter's policies joined by ","
 // (such as limit=per-second,per-day).
 //
@@ -172,6 +177,9 @@ func (m *Middleware) Wrap(next http.Handler) http.Handler {
 		unavailableRetryAfter: strconv.FormatInt(admit.CeilSeconds(retry), 10),
 		problem:               m.ProblemDetails,
 	}
+	for _, l := range h.limits {
+		h.leases = h.leases || l.Algorithm == admit.Concurrency
+	}
 	if !m.OmitRateLimitHeaders {
 		h.policyField, h.headers = ratelimitfield.Policy(h.limits)
 	}
@@ -199,6 +207,7 @@ type handler struct {
 	headers               bool   // whether to send the RateLimit fields
 	policyField           string // the RateLimit-Policy field value
 	problem               bool   // whether a 429's body is problem details
+	leases                bool   // whether a Concurrency policy leases: admitted requests are released
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -207,7 +216,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if n := len(h.limits); n <= len(dbuf) {
 		ds = dbuf[:n] // else the Limiter is invalid, and says so
 	}
-	d, err := h.decide(r, ds)
+	release, d, err := h.decide(r, ds)
+	if release != nil {
+		defer release() // after next returns, or panics; on a client gone away too
+	}
 	switch {
 	case err != nil:
 		k := classify(r.Context(), err)
@@ -265,20 +277,25 @@ func (e *subjectError) Error() string { return "httplimit: subject: " + e.err.Er
 func (e *subjectError) Unwrap() error { return e.err }
 
 // decide runs the subject function and the limiter for r, filling ds with the Decision of each
-// policy, and turns a panic in either into an error.
-func (h *handler) decide(r *http.Request, ds []admit.Decision) (d admit.Decision, err error) {
+// policy, and turns a panic in either into an error. With Concurrency policies it returns the
+// release of the request's leases; else release is nil.
+func (h *handler) decide(r *http.Request, ds []admit.Decision) (release func(), d admit.Decision, err error) {
 	where := "subject function"
 	defer func() {
 		if v := recover(); v != nil {
-			d, err = admit.Decision{}, &panicError{where: where, value: v, stack: debug.Stack()}
+			release, d, err = nil, admit.Decision{}, &panicError{where: where, value: v, stack: debug.Stack()}
 		}
 	}()
 	s, err := h.subject(r)
 	if err != nil {
-		return admit.Decision{}, &subjectError{err: err}
+		return nil, admit.Decision{}, &subjectError{err: err}
 	}
 	where = "limiter"
-	return h.limiter.Take(r.Context(), s, 1, "", ds)
+	if !h.leases {
+		d, err = h.limiter.Take(r.Context(), s, 1, "", ds)
+		return nil, d, err
+	}
+	return h.limiter.Admit(r.Context(), s, 1, "", ds)
 }
 
 // A failure is a kind of request the middleware could not admit, other than over the limit. Each
