@@ -85,14 +85,14 @@ func (b restrictedBackend) OpenAddress(t *testing.T, url string) admit.Store { r
 // The ACL rules come from the scripts: every call names its command literally, so none is missed,
 // and docs/redis.md gives exactly the rules ACLRules derives.
 func TestACLRulesMatchScriptsAndDocs(t *testing.T) {
-	for _, src := range append([]string{preludeSrc, takeSrc}, modules...) {
+	for _, src := range append([]string{preludeSrc, takeSrc, settleSrc}, modules...) {
 		for _, m := range scriptCalls.FindAllStringSubmatch(src, -1) {
 			if m[2] == "" {
 				t.Errorf("a script calls Redis with a command that is not a literal string (%q): ACLRules cannot see it", m[0])
 			}
 		}
 	}
-	const want = "GET HGETALL HINCRBY HSET INCRBY PEXPIREAT PEXPIRETIME PTTL SET TIME ZADD ZCARD ZCOUNT ZRANGE ZREMRANGEBYSCORE"
+	const want = "DECRBY DEL GET HGETALL HINCRBY HSET INCRBY PEXPIREAT PEXPIRETIME PTTL SET TIME ZADD ZCARD ZCOUNT ZRANGE ZREM ZREMRANGEBYSCORE"
 	if got := scriptCommands(); strings.Join(got, " ") != want {
 		t.Errorf("the scripts call %v; want %s (update this test and the docs together)", got, want)
 	}

@@ -46,6 +46,8 @@ var (
 	gcraSrc string
 	//go:embed scripts/take.lua
 	takeSrc string
+	//go:embed scripts/settle.lua
+	settleSrc string
 )
 
 // modules are the algorithm modules, in the order the scripts define them.
@@ -53,6 +55,9 @@ var modules = []string{fixedWindowSrc, gcraConstants() + gcraSrc, slidingWindowS
 
 // takeScript is the entry point that decides 1 … admit.MaxRequests policies all-or-nothing.
 var takeScript = newScript("take", assemble(takeSrc, false))
+
+// settleScript is the entry point that settles one reservation.
+var settleScript = newScript("settle", assemble(settleSrc, false))
 
 // assemble returns the script of an entry point: the rendered constants, the prelude, every
 // algorithm module, then the entry point itself. A test assembly (testClock) reads the time from its
@@ -222,13 +227,14 @@ func gcraConstants() string {
 var errBadReply = errors.New("malformed script reply")
 
 // parseTake reads the take script's reply {allowed, replayed, then per policy: allowed, remaining,
-// retry_after_ms, reset_after_ms} into ds, checking every element's type and range.
+// retry_after_ms, reset_after_ms, token} into ds, checking every element's type and range: a token is
+// 0 unless its policy admitted a cost above 0 afresh.
 func parseTake(msg rueidis.RedisMessage, rs []admit.Request, ds []admit.Decision) (bool, error) {
 	arr, err := msg.ToArray()
-	if err != nil || len(arr) != 2+4*len(rs) {
-		return false, unavailable(fmt.Errorf("%w: want an array of %d integers", errBadReply, 2+4*len(rs)))
+	if err != nil || len(arr) != 2+perPolicy*len(rs) {
+		return false, unavailable(fmt.Errorf("%w: want an array of %d integers", errBadReply, 2+perPolicy*len(rs)))
 	}
-	var v [2 + 4*admit.MaxRequests]int64
+	var v [2 + perPolicy*admit.MaxRequests]int64
 	for i := range arr {
 		if v[i], err = arr[i].AsInt64(); err != nil {
 			return false, unavailable(fmt.Errorf("%w: element %d: %v", errBadReply, i, err))
@@ -240,11 +246,16 @@ func parseTake(msg rueidis.RedisMessage, rs []admit.Request, ds []admit.Decision
 	}
 	all := true
 	for i := range rs {
-		d, err := decision(v[2+4*i:6+4*i], rs[i].Limit)
+		at := 2 + perPolicy*i
+		d, err := decision(v[at:at+4], rs[i].Limit)
 		if err != nil {
 			return false, err
 		}
-		d.Replayed = replayed == 1
+		token := v[at+4]
+		if token < 0 || token > 0 && (!d.Allowed || replayed == 1 || rs[i].Cost == 0) {
+			return false, unavailable(fmt.Errorf("%w: policy %d: token %d of a decision that holds nothing", errBadReply, i, token))
+		}
+		d.Replayed, d.Token = replayed == 1, uint64(token)
 		ds[i] = d
 		all = all && d.Allowed
 	}
@@ -252,6 +263,25 @@ func parseTake(msg rueidis.RedisMessage, rs []admit.Request, ds []admit.Decision
 		return false, unavailable(fmt.Errorf("%w: overall allowed %d disagrees with the policies'", errBadReply, allowed))
 	}
 	return all, nil
+}
+
+// perPolicy is the number of integers the take script replies per policy.
+const perPolicy = 5
+
+// parseSettle reads the settle script's reply {allowed, remaining, retry_after_ms, reset_after_ms}
+// under lim, checking every element's type and range.
+func parseSettle(msg rueidis.RedisMessage, lim admit.Limit) (admit.Decision, error) {
+	arr, err := msg.ToArray()
+	if err != nil || len(arr) != 4 {
+		return admit.Decision{}, unavailable(fmt.Errorf("%w: want an array of 4 integers", errBadReply))
+	}
+	var v [4]int64
+	for i := range arr {
+		if v[i], err = arr[i].AsInt64(); err != nil {
+			return admit.Decision{}, unavailable(fmt.Errorf("%w: element %d: %v", errBadReply, i, err))
+		}
+	}
+	return decision(v[:], lim)
 }
 
 // decision reads one policy's {allowed, remaining, retry_after_ms, reset_after_ms}.
@@ -288,7 +318,7 @@ var scriptCalls = regexp.MustCompile(`redis\.p?call\(\s*('([A-Za-z|]+)')?`)
 // scriptCommands returns the Redis commands the scripts call, sorted, each once.
 func scriptCommands() []string {
 	seen := map[string]bool{}
-	for _, src := range append([]string{preludeSrc, takeSrc}, modules...) {
+	for _, src := range append([]string{preludeSrc, takeSrc, settleSrc}, modules...) {
 		for _, m := range scriptCalls.FindAllStringSubmatch(src, -1) {
 			seen[strings.ToUpper(m[2])] = true
 		}
@@ -303,12 +333,28 @@ func scriptCommands() []string {
 
 // Script returns the Lua source of the entry point name, as redisstore loads it — the rendered
 // constants, the prelude, every algorithm module and the entry point — and reports whether there is
-// such an entry point. The one entry point today is "take". It is for benchmarks and tools that call
-// the script as redisstore does.
+// such an entry point: "take" or "settle". It is for benchmarks and tools that call the script as
+// redisstore does.
 func Script(name string) (src string, ok bool) {
 	switch name {
 	case takeScript.name:
 		return takeScript.src, true
+	case settleScript.name:
+		return settleScript.src, true
 	}
 	return "", false
+}
+
+// settleArgs returns the KEYS and ARGV of the settle script for res at actual: the key; the
+// algorithm's name and arguments, as take passes them, with the cost reserved; the token; the actual
+// cost. A token above algo.MaxTAT, which the take script never reports, is passed as 0, which names
+// no window: the reservation then has nothing to refund, and an overrun still consumes.
+func settleArgs(res *admit.Reservation, actual int64) (keys, args []string) {
+	token := res.Token
+	if token > algo.MaxTAT {
+		token = 0
+	}
+	args = policyArgs(make([]string, 0, 7), &res.Request)
+	args = append(args, strconv.FormatUint(token, 10), strconv.FormatInt(actual, 10))
+	return []string{res.Request.Key}, args
 }

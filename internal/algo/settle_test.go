@@ -104,7 +104,7 @@ func TestSlidingLogSettle(t *testing.T) {
 	const w = 10 * time.Second
 	const at = int64(1_700_000_000_000_000)
 	a, b := at-8_000_000, at-2_000_000 // two admissions in the window
-	old := at - 12_000_000              // one that has left it
+	old := at - 12_000_000             // one that has left it
 	log := []int64{old, a, a, a, b, b}
 	for _, tc := range []struct {
 		name   string
