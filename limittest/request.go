@@ -74,6 +74,11 @@ func takeAll(t *testing.T, s admit.Store, rs []admit.Request) (bool, []admit.Dec
 	if allowed != all {
 		t.Fatalf("TakeAll reported allowed %v; its Decisions say %v", allowed, all)
 	}
+	for i, d := range ds {
+		if all && !d.Replayed {
+			checkToken(t, d, rs[i].Cost)
+		}
+	}
 	return allowed, ds
 }
 
