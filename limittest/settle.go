@@ -15,10 +15,7 @@ import (
 // what is left of an overrun; a reservation never settled stays consumed.
 
 // settleCases are run for every algorithm whose settles is set, after the shared cases.
-var settleCases = []struct {
-	name string
-	run  func(t *testing.T, b Backend, a *algorithm)
-}{
+var settleCases = []sharedCase{
 	{"Settle/Refund", testSettleRefund},
 	{"Settle/RefundIsBounded", testSettleRefundIsBounded},
 	{"Settle/Overrun", testSettleOverrun},
@@ -39,8 +36,9 @@ func reserve(t *testing.T, b Backend, s admit.Store, key string, lim admit.Limit
 }
 
 // settleAt calls s.Settle, fails the test on an error, checks the invariants of a settled Decision
-// and that it reports allowed and remaining, and returns it.
-func settleAt(t *testing.T, s admit.Store, res admit.Reservation, actual int64, allowed bool, remaining int64) admit.Decision {
+// and that it reports allowed and remaining, then that a peek of the key agrees (why says why it
+// must), and returns the Decision.
+func settleAt(t *testing.T, s admit.Store, res admit.Reservation, actual int64, allowed bool, remaining int64, why string) admit.Decision {
 	t.Helper()
 	d, err := s.Settle(t.Context(), res, actual)
 	if err != nil {
@@ -63,6 +61,7 @@ func settleAt(t *testing.T, s admit.Store, res admit.Reservation, actual int64, 
 		t.Fatalf("Settle of %d reserved units at %d under %v = allowed %v, remaining %d; want allowed %v, remaining %d",
 			res.Request.Cost, actual, lim, d.Allowed, d.Remaining, allowed, remaining)
 	}
+	peekIs(t, s, res.Request.Key, lim, remaining, why)
 	return d
 }
 
@@ -79,16 +78,14 @@ func testSettleRefund(t *testing.T, b Backend, a *algorithm) {
 	lim := a.perMinute(10)
 	key := newKey()
 	res := reserve(t, b, s, key, lim, 5, 5)
-	settleAt(t, s, res, 2, true, 8)
-	peekIs(t, s, key, lim, 8, "a reservation of 5 settled at 2 gives 3 back")
-	settleAt(t, s, res, 5, true, 8) // as reserved: a peek
-	peekIs(t, s, key, lim, 8, "a settlement at the reserved cost changes nothing")
+	settleAt(t, s, res, 2, true, 8, "a reservation of 5 settled at 2 gives 3 back")
+	settleAt(t, s, res, 5, true, 8, "a settlement at the reserved cost changes nothing")
 
 	// A refund of the whole reservation of a fresh key leaves it as good as missing — never a stored
 	// 0, which is corrupt state — and the key takes its whole allowance again.
 	whole := newKey()
 	res = reserve(t, b, s, whole, lim, 10, 0)
-	if d := settleAt(t, s, res, 0, true, 10); d.ResetAfter != 0 {
+	if d := settleAt(t, s, res, 0, true, 10, "a refund of everything gives everything back"); d.ResetAfter != 0 {
 		t.Fatalf("a refund of everything a fresh key held: ResetAfter = %v; want 0, the key full again", d.ResetAfter)
 	}
 	run(t, b, s, whole, lim, []step{{n: 10, allowed: true, remaining: 0, fresh: true}})
@@ -106,12 +103,10 @@ func testSettleRefundIsBounded(t *testing.T, b Backend, a *algorithm) {
 	key := newKey()
 	run(t, b, s, key, lim, []step{{n: 4, allowed: true, remaining: 6, fresh: true}})
 	res := reserve(t, b, s, key, lim, 3, 3)
-	settleAt(t, s, res, 1, true, 5)
-	peekIs(t, s, key, lim, 5, "a reservation of 3 settled at 1 gives back 2, never more")
+	settleAt(t, s, res, 1, true, 5, "a reservation of 3 settled at 1 gives back 2, never more")
 	// At 0 a reservation gives back what it reserved, and no more: the other admissions stay.
 	res = reserve(t, b, s, key, lim, 2, 3)
-	settleAt(t, s, res, 0, true, 5)
-	peekIs(t, s, key, lim, 5, "a refund never gives back more than was reserved")
+	settleAt(t, s, res, 0, true, 5, "a refund never gives back more than was reserved")
 }
 
 func testSettleOverrun(t *testing.T, b Backend, a *algorithm) {
@@ -119,14 +114,13 @@ func testSettleOverrun(t *testing.T, b Backend, a *algorithm) {
 	lim := a.perMinute(10)
 	key := newKey()
 	first := reserve(t, b, s, key, lim, 4, 6)
-	settleAt(t, s, first, 7, true, 3) // 3 more, which fit
+	settleAt(t, s, first, 7, true, 3, "an overrun of 3 that fits consumes 3")
 	second := reserve(t, b, s, key, lim, 2, 1)
-	settleAt(t, s, second, 5, false, 0) // 3 more, of which 1 fits
-	peekIs(t, s, key, lim, 0, "an overrun consumes what is left")
+	settleAt(t, s, second, 5, false, 0, "an overrun consumes what is left") // 3 more, of which 1 fits
 	big := a.withRoom(lim, 100)
 	peekIs(t, s, key, big, 90, "an overrun never consumes beyond the limit")
 	// On a full key an overrun consumes nothing.
-	settleAt(t, s, first, 8, false, 0)
+	settleAt(t, s, first, 8, false, 0, "an overrun on a full key consumes nothing")
 	peekIs(t, s, key, big, 90, "an overrun on a full key consumes nothing")
 }
 
@@ -145,11 +139,9 @@ func testSettleWindowReplaced(t *testing.T, b Backend, a *algorithm) {
 	b.Sleep(t, lim.MaxWait()+window/4)
 	settle(t, b, aw(1, window), window/2) // what follows in one window of the clock's
 	run(t, b, s, refunded, lim, []step{{n: 1, allowed: true, remaining: 2, fresh: true}})
-	settleAt(t, s, resRefund, 0, true, 2)
-	peekIs(t, s, refunded, lim, 2, "a refund of a window that has ended lands nowhere, never in a later window")
+	settleAt(t, s, resRefund, 0, true, 2, "a refund of a window that has ended lands nowhere, never in a later window")
 	run(t, b, s, overrun, lim, []step{{n: 1, allowed: true, remaining: 2, fresh: true}})
-	settleAt(t, s, resOverrun, 3, true, 0)
-	peekIs(t, s, overrun, lim, 0, "an overrun of an ended window counts in the window of now")
+	settleAt(t, s, resOverrun, 3, true, 0, "an overrun of an ended window counts in the window of now")
 }
 
 func testSettleInvalid(t *testing.T, b Backend, a *algorithm) {

@@ -81,8 +81,7 @@ func fixedWindowSettle(st *FixedWindowState, same bool, limit, delta int64, deci
 		if st != nil {
 			left = max(0, limit-st.Count)
 		}
-		out.Units = min(delta, left)
-		whole = out.Units == delta
+		out.Units, whole = overrun(delta, left)
 		if out.Units > 0 {
 			res := decide(st, out.Units)
 			out.Write = res.Write
@@ -101,6 +100,13 @@ func fixedWindowSettle(st *FixedWindowState, same bool, limit, delta int64, deci
 	}
 	out.Write = w
 	return out
+}
+
+// overrun returns the units an overrun of delta consumes on a key with left units to spare, and
+// whether they are the whole of it.
+func overrun(delta, left int64) (units int64, whole bool) {
+	units = min(delta, left)
+	return units, units == delta
 }
 
 // probe returns the cost of the request whose Decision a settlement reports: 0, a peek, or 1 when an
@@ -169,9 +175,7 @@ func SlidingWindowSettle(st *SlidingWindowState, token, now, limit int64, window
 		}
 		out.Write, out.State, out.Expiry, after = WriteCreate, a, a.Start+2*w, &a
 	case delta > 0:
-		left := SlidingWindow(st, now, limit, window, 0).Remaining
-		out.Units = min(delta, left)
-		whole = out.Units == delta
+		out.Units, whole = overrun(delta, SlidingWindow(st, now, limit, window, 0).Remaining)
 		if out.Units > 0 {
 			res := SlidingWindow(st, now, limit, window, out.Units)
 			out.Write, out.State, out.Expiry = res.Write, res.State, res.Expiry
@@ -227,9 +231,7 @@ func SlidingLogSettle(log []int64, token, now, limit int64, window time.Duration
 		after = make([]int64, 0, len(log)-int(out.Units))
 		after = append(append(after, log[:hi-int(out.Units)]...), log[hi:]...)
 	case delta > 0:
-		left := SlidingLog(log, now, limit, window, 0).Remaining
-		out.Units = min(delta, left)
-		whole = out.Units == delta
+		out.Units, whole = overrun(delta, SlidingLog(log, now, limit, window, 0).Remaining)
 		if out.Units > 0 {
 			res := SlidingLog(log, now, limit, window, out.Units)
 			out.Write, out.Trim = res.Write, res.Trim
@@ -284,9 +286,7 @@ func GCRASettle(tat, token, now int64, lim admit.Limit, delta int64) GCRASettled
 			out.Write, out.TAT = true, after
 		}
 	case delta > 0:
-		left := GCRA(tat, now, lim, 0).Remaining
-		out.Units = min(delta, left)
-		whole = out.Units == delta
+		out.Units, whole = overrun(delta, GCRA(tat, now, lim, 0).Remaining)
 		if out.Units > 0 {
 			res := GCRA(tat, now, lim, out.Units)
 			out.Write, out.TAT, after = true, res.TAT, res.TAT
