@@ -174,3 +174,38 @@ func TestFixedWindowTokenIsTheWindowEnd(t *testing.T) {
 		t.Fatalf("an admission in a later window: token %d; want after the first window's %d", third.Token, first.Token)
 	}
 }
+
+// A sliding log's refund removes the members of the highest sequence numbers of its time, so that an
+// admission later in the same microsecond numbers its own after those left: no member is overwritten,
+// and every unit counts.
+func TestSlidingLogRefundKeepsMembersUnique(t *testing.T) {
+	srv := redistest.Start(t)
+	s := open(t, srv.URL())
+	lim := admit.Limit{Algorithm: admit.SlidingLog, Rate: 10, Period: time.Minute}
+	key := newKey(t)
+	at := time.UnixMicro(aheadStart(time.Minute) + 1234)
+	var ds [1]admit.Decision
+	req := admit.Request{Key: key, Limit: lim, Cost: 3}
+	if _, err := s.takeAt(context.Background(), []admit.Request{req}, ds[:], at); err != nil || ds[0].Token != uint64(at.UnixMicro()) {
+		t.Fatalf("reserve 3: %+v, %v; want the admission's time as the token", ds[0], err)
+	}
+	if d, err := s.settleAt(context.Background(), admit.Reservation{Request: req, Token: ds[0].Token}, 1, at); err != nil || d.Remaining != 9 {
+		t.Fatalf("settle at 1: %+v, %v; want 9 left", d, err)
+	}
+	if d := mustTakeAt(t, s, admit.Request{Key: key, Limit: lim, Cost: 4}, at.UnixMicro()); !d.Allowed || d.Remaining != 5 {
+		t.Fatalf("take 4 in the same microsecond: %+v; want 5 left", d)
+	}
+	members, err := srv.Do(t, "ZRANGE", key, "0", "-1").AsStrSlice()
+	if err != nil || len(members) != 5 {
+		t.Fatalf("the log holds %v (%v); want 5 members", members, err)
+	}
+	want := map[string]bool{}
+	for i := 1; i <= 5; i++ {
+		want[strconv.FormatInt(at.UnixMicro(), 10)+":"+strconv.Itoa(i)] = true
+	}
+	for _, m := range members {
+		if !want[m] {
+			t.Fatalf("the log holds %v; want <t>:1 … <t>:5", members)
+		}
+	}
+}
