@@ -209,3 +209,54 @@ func TestSlidingLogRefundKeepsMembersUnique(t *testing.T) {
 		}
 	}
 }
+
+// A settlement that changes nothing writes nothing — no keyspace event but Redis's own expiries, the
+// same DUMP: one at the reserved cost, an overrun on a full key (of a minute, which nothing drains
+// meanwhile), a refund whose window (of 50 ms) the key no longer holds.
+func TestSettleWritesNothingWhenNothingChanges(t *testing.T) {
+	srv := redistest.Start(t, "--notify-keyspace-events", "KA")
+	s := open(t, srv.URL())
+	for _, lim := range []admit.Limit{
+		{Algorithm: admit.FixedWindow, Rate: 3, Period: 50 * time.Millisecond},
+		{Algorithm: admit.FixedWindow, Rate: 3, Period: 50 * time.Millisecond, Aligned: true},
+		{Algorithm: admit.SlidingWindow, Rate: 3, Period: 50 * time.Millisecond},
+		{Algorithm: admit.SlidingLog, Rate: 3, Period: 50 * time.Millisecond},
+		{Algorithm: admit.GCRA, Rate: 3, Period: 60 * time.Millisecond},
+	} {
+		t.Run(lim.String(), func(t *testing.T) {
+			full, replaced := newKey(t), newKey(t)
+			long := lim
+			long.Period = time.Minute
+			reserve := func(key string, lim admit.Limit, n int64) admit.Reservation {
+				d := take(t, s, key, lim, n)
+				if !d.Allowed || d.Token == 0 {
+					t.Fatalf("reserve %d: %+v", n, d)
+				}
+				return admit.Reservation{Request: admit.Request{Key: key, Limit: lim, Cost: n}, Token: d.Token}
+			}
+			old := reserve(replaced, lim, 2)
+			time.Sleep(lim.MaxWait() + 10*time.Millisecond) // old's window is over, and weighs nothing
+			take(t, s, replaced, lim, 1)
+			res := reserve(full, long, 3)
+			marker := full + ":marker"
+			before := dump(t, srv, full) // replaced's may expire meanwhile: its events tell
+			events := watchKeys(t, srv, marker, full, replaced)
+			for _, c := range []struct {
+				res    admit.Reservation
+				actual int64
+			}{{res, 3}, {res, 5}, {old, 0}} {
+				if _, err := s.Settle(context.Background(), c.res, c.actual); err != nil {
+					t.Fatalf("settle at %d: %v", c.actual, err)
+				}
+			}
+			for _, e := range events.until(t, marker) {
+				if e != "expired" {
+					t.Fatalf("settlements that change nothing caused a keyspace event %q; want none", e)
+				}
+			}
+			if dump(t, srv, full) != before {
+				t.Fatal("settlements that change nothing changed the full key's DUMP")
+			}
+		})
+	}
+}
