@@ -6,7 +6,9 @@
 //
 // Keys live in shards chosen by their Redis Cluster hash slot (admit.Slot), each shard behind its own
 // mutex, so the keys of one all-or-nothing request share one lock. An entry holds a count and the
-// absolute end of its window, or an idempotency record (SPEC §2.7). A sliding window's entry also
+// absolute end of its window, or an idempotency record (SPEC §2.7). [Store.Settle] settles a
+// reservation under the same shard lock, with internal/algo's settle transitions, as the Redis
+// store's settle script does. A sliding window's entry also
 // points to its window's start and the previous window's count (48 bytes more), a sliding log's to
 // the times of its admitted units (8 bytes each, at most admit.MaxSlidingLogRate).
 //
