@@ -72,3 +72,33 @@ func ExampleLimiter_Take() {
 	// bob req-7f3a: allowed=true replayed=false per-day 999 left
 	// bob req-7f3a: allowed=true replayed=true per-day 999 left
 }
+
+// An LLM API charged in tokens: reserve the request's max_tokens, then settle the tokens the model's
+// answer used. The refund goes back to the window the reservation was counted in.
+func ExampleLimiter_Reserve() {
+	store := memstore.New(memstore.Options{})
+	defer store.Close()
+	keys, err := admit.NewKeyBuilder([]byte("a secret every instance shares"))
+	if err != nil {
+		panic(err)
+	}
+	limiter := admit.NewLimiter(store, keys, admit.Limit{Name: "tokens", Algorithm: admit.FixedWindow, Rate: 10_000, Period: time.Minute})
+
+	const maxTokens = 4000
+	settle, d, err := limiter.Reserve(context.Background(), "tenant-42", maxTokens)
+	if err != nil || !d.Allowed {
+		fmt.Println("429 or 503: do not call the model")
+		return
+	}
+	fmt.Println("reserved, remaining:", d.Remaining)
+	used := int64(1234) // the model's answer, counted once it is done
+	d, err = settle(context.Background(), used)
+	if err != nil {
+		fmt.Println("settle:", err) // the reservation stays consumed
+		return
+	}
+	fmt.Println("settled, remaining:", d.Remaining)
+	// Output:
+	// reserved, remaining: 6000
+	// settled, remaining: 8766
+}

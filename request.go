@@ -115,10 +115,11 @@ type Decision struct {
 	// nothing was consumed this time.
 	Replayed bool
 	// Token names what an admitted Request that consumed holds until it ends; 0 for nothing (a
-	// rejection, a peek). Under a Concurrency Limit it is the lease: pass it in a [Lease] to
-	// Store.Release. Under any other it names the window the units were counted in, so that a
-	// [Reservation] can be settled in it, or 0 where the Store cannot settle. Tokens are opaque,
-	// and meaningful only to the Store that made them.
+	// rejection, a peek, a Replayed Decision — a replay consumed nothing and cannot be settled).
+	// Under a Concurrency Limit it is the lease: pass it in a [Lease] to Store.Release. Under any
+	// other it names the window the units were counted in, so that a [Reservation] can be settled in
+	// it, or 0 where the Store cannot settle. Tokens are opaque, and meaningful only to the Store
+	// that made them (docs/reserve-settle.md).
 	Token uint64
 }
 

@@ -34,7 +34,10 @@ type Store interface {
 	// window is still the key's — never to a later one; when above, it consumes as much of the
 	// difference as the key has left now. It reports the key's state after, Allowed false when an
 	// overrun did not fit whole. A reservation never settled stays consumed. res must pass
-	// [Reservation.Validate]; a Store that cannot settle its algorithm answers errors.ErrUnsupported.
+	// [Reservation.Validate], before any I/O (it refuses Concurrency, whose leases are released); a
+	// Store that cannot settle an algorithm answers errors.ErrUnsupported (memstore and redisstore
+	// settle every other). Settle keeps no record of settlements: settling one reservation twice
+	// settles it twice ([Limiter.Reserve]'s settle settles once).
 	Settle(ctx context.Context, res Reservation, actual int64) (Decision, error)
 }
 

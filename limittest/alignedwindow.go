@@ -12,7 +12,7 @@ import (
 // hold on a real clock: they never assume where in a window they start, but learn it from a
 // Decision's ResetAfter, or from the clock of a ClockBackend.
 func alignedWindow() *algorithm {
-	return &algorithm{alg: admit.FixedWindow, aligned: true, maxRate: admit.MaxRate, windowFromFirst: true, largest: aw(admit.MaxRate, time.Minute),
+	return &algorithm{alg: admit.FixedWindow, aligned: true, maxRate: admit.MaxRate, windowFromFirst: true, largest: aw(admit.MaxRate, time.Minute), settles: true,
 		refill: func(lim admit.Limit) (lo, hi time.Duration) {
 			// The rest of the window that holds the admission: up to the whole window.
 			return 0, lim.Period

@@ -20,7 +20,7 @@
 // window's units weigh for two of its windows), except a few small keys that live at most
 // [admit.MaxPeriod] (fixed windows of that length, from the first admission or aligned, and GCRA
 // buckets that take that long to empty) or two of it (a sliding window of that length). Subtests run
-// one after the other; the whole suite lets about 11 seconds of Backend time pass (real time, for
+// one after the other; the whole suite lets about 16 seconds of Backend time pass (real time, for
 // a real-time backend), and a few more when a case of aligned windows waits for the next minute.
 //
 // The suite asserts decisions, never how long a call takes. Where a real-time backend lets time

@@ -9,7 +9,7 @@ import (
 
 // fixedWindow returns the fixed_window algorithm of SPEC §2.1 and the cases only it passes.
 func fixedWindow() *algorithm {
-	return &algorithm{alg: admit.FixedWindow, maxRate: admit.MaxRate, refill: exactWindow, windowFromFirst: true, largest: fw(admit.MaxRate, time.Minute), cases: []algorithmCase{
+	return &algorithm{alg: admit.FixedWindow, maxRate: admit.MaxRate, refill: exactWindow, windowFromFirst: true, largest: fw(admit.MaxRate, time.Minute), settles: true, cases: []algorithmCase{
 		{"Sequence", testSequence},
 		{"WindowExpires", testWindowExpires},
 		{"WindowEndsAtItsLastInstant", testWindowEndsAtItsLastInstant},

@@ -21,6 +21,7 @@ func gcra() *algorithm {
 			return lim
 		},
 		largest: gc(1, time.Minute, int64(admit.MaxPeriod/time.Minute)),
+		settles: true,
 		// One unit per microsecond, the shortest emission interval.
 		maxRate: int64(time.Minute / admit.MinEmissionInterval),
 		// A full bucket empties in Capacity emission intervals, MaxWait, rounded up to the millisecond.

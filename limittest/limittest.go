@@ -22,11 +22,12 @@ type Backend interface {
 // TestStore runs the conformance suite. newBackend is called once per subtest.
 //
 // For each algorithm it runs the cases every algorithm passes (concurrency, bounds, invalid input, a
-// done context, read-only rejections, short windows) and the algorithm's own step tables, as
+// done context, read-only rejections, short windows), those of reserve, then settle, for the
+// algorithms that settle (Settle/…), and the algorithm's own step tables, as
 // subtests named after the algorithm (TestConformance/fixed_window/Concurrent; fixed windows aligned
 // to the clock are TestConformance/fixed_window_aligned/…); then the cases of the
 // request model: several policies at once (MultiPolicy/…), idempotent retries (Idempotency/…),
-// the operations no algorithm supports yet (Unsupported), and, for a [SharedBackend], a race between
+// and, for a [SharedBackend], a race between
 // several OS processes with exact totals (MultiProcess). The subtests run one after the other, on
 // the calling goroutine, and may be selected with -run as usual.
 func TestStore(t *testing.T, newBackend func(t *testing.T) Backend) {
@@ -37,6 +38,16 @@ func TestStore(t *testing.T, newBackend func(t *testing.T) Backend) {
 	for _, a := range algorithms() {
 		t.Run(a.name(), func(t *testing.T) {
 			for _, c := range sharedCases {
+				t.Run(c.name, func(t *testing.T) {
+					b := newBackend(t)
+					a.prepare(t, b)
+					c.run(t, b, a)
+				})
+			}
+			for _, c := range settleCases {
+				if !a.settles {
+					continue
+				}
 				t.Run(c.name, func(t *testing.T) {
 					b := newBackend(t)
 					a.prepare(t, b)
@@ -85,6 +96,9 @@ type algorithm struct {
 	// largest is the Limit of the algorithm with the largest Capacity whose keys' state does not
 	// change for a minute after their first admission, however time passes.
 	largest admit.Limit
+	// settles reports whether a Store settles reservations of the algorithm (SPEC §2.9): the
+	// Settle/… cases run for it.
+	settles bool
 	// unitCost reports whether a Request costs at most 1 under the algorithm's Limits, as a
 	// concurrency lease does: the shared cases then take several units one at a time (see steps).
 	unitCost bool
@@ -239,7 +253,17 @@ func take(t *testing.T, s admit.Store, key string, lim admit.Limit, n int64) adm
 		t.Fatalf("Take(n=%d) under %v: unexpected error: %v", n, lim, err)
 	}
 	checkDecision(t, d, lim, n)
+	checkToken(t, d, n)
 	return d
+}
+
+// checkToken reports, with t.Errorf, a Decision of n units that admitted them all (alone, or with
+// every policy decided together) without a token: Take sets one on every admission that consumes.
+func checkToken(t *testing.T, d admit.Decision, n int64) {
+	t.Helper()
+	if d.Allowed && n > 0 && d.Token == 0 {
+		t.Errorf("Take(n=%d): admitted with Token 0; want the token of the window its units were counted in", n)
+	}
 }
 
 // checkDecision reports, with t.Errorf, every way d breaks the invariants of a Decision for n units
@@ -255,6 +279,9 @@ func checkDecision(t *testing.T, d admit.Decision, lim admit.Limit, n int64) {
 	}
 	if d.Replayed {
 		t.Errorf("Take(n=%d) without an ID: Replayed", n)
+	}
+	if d.Token != 0 && !(d.Allowed && n > 0) {
+		t.Errorf("Take(n=%d): allowed %v with Token %d; want a token only for an admission that consumed", n, d.Allowed, d.Token)
 	}
 	if d.Allowed {
 		if d.RetryAfter != 0 {

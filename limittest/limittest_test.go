@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -73,6 +74,12 @@ var mutants = []struct {
 	{"record-forever", []string{"Idempotency/RecordExpires"}},
 	{"id-global", []string{"Idempotency/ScopedToTheSlot"}},
 	{"replay-unmarked", []string{"Idempotency/Replay"}},
+	// Bugs of reserve, then settle.
+	{"settle-refund-later-window", []string{"fixed_window/Settle/WindowReplaced", "fixed_window_aligned/Settle/WindowReplaced",
+		"gcra/Settle/WindowReplaced", "sliding_window/Settle/WindowReplaced", "sliding_log/Settle/WindowReplaced"}},
+	{"settle-overrun-unbounded", []string{"fixed_window/Settle/Overrun", "sliding_window/Settle/Overrun", "sliding_log/Settle/Overrun"}},
+	{"settle-refund-beyond-reservation", []string{"fixed_window/Settle/RefundIsBounded", "gcra/Settle/RefundIsBounded",
+		"sliding_window/Settle/RefundIsBounded", "sliding_log/Settle/RefundIsBounded"}},
 	{"aligned-ignored", []string{"fixed_window_aligned/AdmissionsShareTheWindowEnd", "fixed_window_aligned/NextWindowStartsAtTheBoundary",
 		"fixed_window_aligned/BoundaryBurst", "fixed_window_aligned/OnTheUnixGrid"}},
 	{"aligned-to-start", []string{"fixed_window_aligned/OnTheUnixGrid"}},
@@ -261,8 +268,153 @@ func (s *refStore) Release(ctx context.Context, l admit.Lease) error {
 	return nil
 }
 
+// Settle settles res at actual with internal/algo's settle transitions, under the one mutex, with
+// the bugs that touch settling.
 func (s *refStore) Settle(ctx context.Context, res admit.Reservation, actual int64) (admit.Decision, error) {
-	return admit.Decision{}, errors.ErrUnsupported
+	if err := res.Validate(actual); err != nil {
+		return admit.Decision{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return admit.Decision{}, fmt.Errorf("%w: %w", admit.ErrUnavailable, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	at := now.UnixMicro()
+	r := res.Request
+	key, lim, token, delta := r.Key, r.Limit, int64(res.Token), actual-r.Cost
+	if s.bug == "settle-refund-beyond-reservation" && delta < 0 {
+		delta -= r.Cost // gives back more than was reserved
+	}
+	limit := lim.Rate
+	if s.bug == "settle-overrun-unbounded" && delta > 0 {
+		limit = admit.MaxRate // an overrun consumes all of itself
+	}
+	if err := s.holdsOther(key, lim.Algorithm); err != nil {
+		return admit.Decision{}, err
+	}
+	d := admit.Decision{Limit: lim}
+	switch lim.Algorithm {
+	case admit.FixedWindow:
+		e, ok := s.m[key]
+		if ok && e.gcra != nil {
+			return admit.Decision{}, fmt.Errorf("%w: key holds GCRA state", admit.ErrCorruptState)
+		}
+		if ok && !e.deadline.After(now) {
+			delete(s.m, key)
+			ok = false
+		}
+		var st *algo.FixedWindowState
+		if ok {
+			st = &algo.FixedWindowState{Count: e.count, TTL: e.deadline.Sub(now)}
+			if lim.Aligned {
+				st.TTL = e.deadline.Sub(time.UnixMicro(at))
+			}
+		}
+		same := ok && (refToken(e.deadline) == res.Token || s.bug == "settle-refund-later-window")
+		var sr algo.FixedWindowSettled
+		if lim.Aligned {
+			sr = algo.AlignedWindowSettle(st, same, limit, lim.Period, at, delta)
+		} else {
+			sr = algo.FixedWindowSettle(st, same, limit, lim.Period, delta)
+		}
+		switch sr.Write {
+		case algo.WriteCreate:
+			s.m[key] = refEntry{count: sr.Units, deadline: now.Add(sr.ResetAfter)}
+			if lim.Aligned {
+				s.m[key] = refEntry{count: sr.Units, deadline: time.UnixMicro(at).Add(algo.AlignedWindowLeft(at, lim.Period))}
+			}
+		case algo.WriteIncrement:
+			e.count += sr.Units
+			s.m[key] = e
+		case algo.WriteDecrement:
+			e.count -= sr.Units
+			s.m[key] = e
+		case algo.WriteDelete:
+			delete(s.m, key)
+		}
+		d.Allowed, d.Remaining, d.RetryAfter, d.ResetAfter = sr.Allowed, sr.Remaining, sr.RetryAfter, sr.ResetAfter
+	case admit.GCRA:
+		tat, err := s.readGCRA(key, lim, at)
+		if err != nil {
+			return admit.Decision{}, err
+		}
+		if s.bug == "settle-refund-later-window" {
+			token = tat
+		}
+		sr := algo.GCRASettle(tat, token, at, lim, delta)
+		switch {
+		case sr.Delete:
+			delete(s.m, key)
+		case sr.Write:
+			s.m[key] = refEntry{deadline: time.UnixMicro(sr.TAT), gcra: &refGCRA{tat: sr.TAT, written: at}}
+		}
+		d.Allowed, d.Remaining, d.RetryAfter, d.ResetAfter = sr.Allowed, sr.Remaining, sr.RetryAfter, sr.ResetAfter
+	case admit.SlidingWindow:
+		var st *algo.SlidingWindowState
+		if w, ok := s.windows[key]; ok {
+			if err := algo.CheckSlidingWindow(w, lim.Period, at); err != nil {
+				return admit.Decision{}, fmt.Errorf("%w: %w", admit.ErrCorruptState, err)
+			}
+			st = &w
+		}
+		if s.bug == "settle-refund-later-window" {
+			token = at - at%lim.Period.Microseconds()
+		}
+		sr := algo.SlidingWindowSettle(st, token, at, limit, lim.Period, delta)
+		switch sr.Write {
+		case algo.WriteCreate:
+			s.windows[key] = sr.State
+		case algo.WriteIncrement:
+			st.Curr += sr.Units
+			s.windows[key] = *st
+		case algo.WriteDelete:
+			delete(s.windows, key)
+		}
+		d.Allowed, d.Remaining, d.RetryAfter, d.ResetAfter = sr.Allowed, min(sr.Remaining, lim.Rate), sr.RetryAfter, sr.ResetAfter
+	case admit.SlidingLog:
+		log := s.logs[key]
+		if err := algo.CheckSlidingLog(log, at); err != nil {
+			return admit.Decision{}, fmt.Errorf("%w: %w", admit.ErrCorruptState, err)
+		}
+		if s.bug == "settle-refund-later-window" && len(log) > 0 {
+			token = log[len(log)-1]
+		}
+		sr := algo.SlidingLogSettle(log, token, at, limit, lim.Period, delta)
+		switch sr.Write {
+		case algo.WriteCreate, algo.WriteIncrement:
+			next := append([]int64(nil), log[sr.Trim:]...)
+			for range sr.Units {
+				next = append(next, at)
+			}
+			s.logs[key] = next
+		case algo.WriteDecrement:
+			i := sort.Search(len(log), func(i int) bool { return log[i] > token })
+			s.logs[key] = append(append([]int64(nil), log[:i-int(sr.Units)]...), log[i:]...)
+		case algo.WriteDelete:
+			delete(s.logs, key)
+		}
+		d.Allowed, d.Remaining, d.RetryAfter, d.ResetAfter = sr.Allowed, min(sr.Remaining, lim.Rate), sr.RetryAfter, sr.ResetAfter
+	}
+	return d, nil
+}
+
+// holdsOther returns an error matching ErrCorruptState when key holds the state of an algorithm other
+// than alg, in another of the reference Store's maps.
+func (s *refStore) holdsOther(key string, alg admit.Algorithm) error {
+	_, fixed := s.m[key]
+	_, window := s.windows[key]
+	_, log := s.logs[key]
+	if fixed && alg != admit.FixedWindow && alg != admit.GCRA || window && alg != admit.SlidingWindow || log && alg != admit.SlidingLog {
+		return fmt.Errorf("%w: key holds another algorithm's state", admit.ErrCorruptState)
+	}
+	return nil
+}
+
+// refToken returns the token of a fixed window that ends at deadline: the end in Unix milliseconds,
+// rounded up.
+func refToken(deadline time.Time) uint64 {
+	return uint64((deadline.UnixNano() + int64(time.Millisecond) - 1) / int64(time.Millisecond))
 }
 
 // validate checks rs and ds as a Store must, with the bugs that touch validation.
@@ -352,7 +504,10 @@ func (s *refStore) TakeAll(ctx context.Context, rs []admit.Request, ds []admit.D
 			for i := range ds {
 				ds[i] = rec.ds[min(i, len(rec.ds)-1)]
 				ds[i].Replayed = bug != "replay-unmarked"
-				if bug == "concurrency-replay-new-token" && ds[i].Token != 0 {
+				switch {
+				case rs[i].Limit.Algorithm != admit.Concurrency:
+					ds[i].Token = 0 // a replay holds nothing to settle
+				case bug == "concurrency-replay-new-token" && ds[i].Token != 0:
 					ds[i].Token = tokens[i] // made afresh, not derived from the request
 				}
 			}
@@ -433,6 +588,9 @@ func (s *refStore) TakeAll(ctx context.Context, rs []admit.Request, ds []admit.D
 	for i, r := range rs {
 		if r.Limit.Algorithm == admit.GCRA {
 			ds[i] = s.applyGCRA(keys[i], r.Limit, costs[i], tats[i], &gcraResults[i], all, now.UnixMicro())
+			if all && gcraResults[i].Write {
+				ds[i].Token = uint64(gcraResults[i].TAT) // the TAT just after the admission
+			}
 			continue
 		}
 		if slides[i].on {
@@ -454,6 +612,12 @@ func (s *refStore) TakeAll(ctx context.Context, rs []admit.Request, ds []admit.D
 				s.leases[keys[i]] = extended
 			}
 			ds[i] = decisionOf(sl.d, bug)
+			if all && sl.write != algo.WriteNone && r.Limit.Algorithm != admit.Concurrency { // a lease's token is set above
+				ds[i].Token = uint64(sl.at) // a sliding log's admission time
+				if r.Limit.Algorithm == admit.SlidingWindow {
+					ds[i].Token = uint64(sl.at - sl.at%r.Limit.Period.Microseconds()) // its window's start
+				}
+			}
 			continue
 		}
 		if all || bug == "partial-writes" {
@@ -465,6 +629,9 @@ func (s *refStore) TakeAll(ctx context.Context, rs []admit.Request, ds []admit.D
 			s.writeRejected(keys[i], r.Limit, costs[i], states[i], &results[i], now)
 		}
 		ds[i] = decision(results[i], r.Limit, bug)
+		if all && results[i].Write != algo.WriteNone {
+			ds[i].Token = refToken(s.m[keys[i]].deadline) // the window's end
+		}
 	}
 	if recordKey != "" && (all || bug == "record-rejection") && algo.Recorded(rs) {
 		s.records[recordKey] = refRecord{fingerprint: fp, ds: append([]admit.Decision(nil), ds...), deadline: now.Add(algo.RecordTTL(rs))}

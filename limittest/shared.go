@@ -18,11 +18,14 @@ import (
 // concurrency, bounds, invalid input, a done context, read-only rejections and short windows hold
 // for all.
 
-// sharedCases are run for every algorithm, as subtests of the algorithm's own.
-var sharedCases = []struct {
+// A sharedCase is a subtest of every algorithm, parameterised by the algorithm.
+type sharedCase struct {
 	name string
 	run  func(t *testing.T, b Backend, a *algorithm)
-}{
+}
+
+// sharedCases are run for every algorithm, as subtests of the algorithm's own.
+var sharedCases = []sharedCase{
 	{"Concurrent", testConcurrent},
 	{"SharedAcrossStores", testSharedAcrossStores},
 	{"RejectionsAreReadOnly", testRejectionsAreReadOnly},

@@ -9,7 +9,7 @@ import (
 
 // slidingLog returns the sliding_log algorithm of SPEC §2.3 and the cases only it passes.
 func slidingLog() *algorithm {
-	return &algorithm{alg: admit.SlidingLog, maxRate: admit.MaxSlidingLogRate, refill: exactWindow, largest: sl(admit.MaxSlidingLogRate, time.Minute), cases: []algorithmCase{
+	return &algorithm{alg: admit.SlidingLog, maxRate: admit.MaxSlidingLogRate, refill: exactWindow, largest: sl(admit.MaxSlidingLogRate, time.Minute), settles: true, cases: []algorithmCase{
 		{"Sequence", testSlidingLogSequence},
 		{"EntriesLeaveOneByOne", testEntriesLeaveOneByOne},
 		{"EveryUnitIsLogged", testEveryUnitIsLogged},

@@ -15,7 +15,7 @@ import (
 // estimate at that point. On a fake clock the scenarios land where they are meant to; on a real one
 // they still check every Decision exactly, wherever sleeps land.
 func slidingWindow() *algorithm {
-	return &algorithm{alg: admit.SlidingWindow, maxRate: admit.MaxRate, largest: sw(admit.MaxRate, time.Minute), cases: []algorithmCase{
+	return &algorithm{alg: admit.SlidingWindow, maxRate: admit.MaxRate, largest: sw(admit.MaxRate, time.Minute), settles: true, cases: []algorithmCase{
 		{"Sequence", testSlidingWindowSequence},
 		{"PreviousWindowWeighs", testPreviousWindowWeighs},
 		{"WindowsAreAligned", testWindowsAreAligned},

@@ -44,6 +44,9 @@ func runAligned(t *testing.T, start time.Time, lim admit.Limit, steps []alignedS
 		clock.Advance(now.Sub(clock.Now()))
 		d := take(t, s, st.key, lim, st.n)
 		want := admit.Decision{Allowed: st.allowed, Limit: lim, Remaining: st.remaining, RetryAfter: st.retryAfter, ResetAfter: st.resetAfter}
+		if st.allowed && st.n > 0 {
+			want.Token = uint64(now.Add(st.resetAfter).UnixMilli()) // the window's end, a whole millisecond
+		}
 		if d != want {
 			t.Fatalf("step %d, %v after a boundary: Take(%s, n=%d) = %+v; want %+v", i, st.at, st.key, st.n, d, want)
 		}

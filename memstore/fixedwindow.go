@@ -2,6 +2,7 @@ package memstore
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/internal/algo"
@@ -69,5 +70,47 @@ func fixedWindowApply(e *entry, w write, lim admit.Limit, cost int64, now instan
 		e.count, e.deadline = cost, now.mono+lim.Period
 	case w == writeUpdate:
 		e.count += cost
+	}
+}
+
+// fixedWindowToken returns the token of e's window: its end in Unix milliseconds, rounded up, as
+// the Redis store reports a key's PEXPIRETIME. Two windows of a key end at least a millisecond apart,
+// so no two share a token.
+func fixedWindowToken(e *entry, now instant) uint64 {
+	return uint64((now.base + int64(e.deadline) + int64(time.Millisecond) - 1) / int64(time.Millisecond))
+}
+
+// fixedWindowSettled runs the settle transition on e's state, or on a missing key when e is nil: a
+// refund lands only in the window whose token is token.
+func fixedWindowSettled(e *entry, lim admit.Limit, token uint64, delta int64, now instant) algo.FixedWindowSettled {
+	var st *algo.FixedWindowState
+	var buf algo.FixedWindowState
+	same := false
+	if e != nil {
+		buf = fixedWindowState(e, lim, now)
+		st, same = &buf, fixedWindowToken(e, now) == token
+	}
+	if lim.Aligned {
+		return algo.AlignedWindowSettle(st, same, lim.Rate, lim.Period, now.unixMicro, delta)
+	}
+	return algo.FixedWindowSettle(st, same, lim.Rate, lim.Period, delta)
+}
+
+func fixedWindowSettle(e *entry, lim admit.Limit, token uint64, delta int64, now instant) (admit.Decision, write) {
+	res := fixedWindowSettled(e, lim, token, delta, now)
+	return admit.Decision{Allowed: res.Allowed, Limit: lim, Remaining: res.Remaining, RetryAfter: res.RetryAfter, ResetAfter: res.ResetAfter}, writeOf(res.Write, e)
+}
+
+func fixedWindowSettleApply(e *entry, w write, lim admit.Limit, token uint64, delta int64, now instant) {
+	if w == writeCreate {
+		fixedWindowApply(e, w, lim, fixedWindowSettled(nil, lim, token, delta, now).Units, now)
+		return
+	}
+	res := fixedWindowSettled(e, lim, token, delta, now)
+	switch res.Write {
+	case algo.WriteIncrement:
+		fixedWindowApply(e, w, lim, res.Units, now)
+	case algo.WriteDecrement:
+		e.count -= res.Units
 	}
 }

@@ -52,3 +52,35 @@ func gcraTAT(e *entry) int64 { return int64(e.deadline / time.Microsecond) }
 
 // micros returns now in whole microseconds since the table's base, the resolution GCRA keeps.
 func micros(now instant) int64 { return int64(now.mono / time.Microsecond) }
+
+// gcraSettled runs the settle transition on e's TAT, or on a missing key when e is nil. The token is
+// the TAT the reservation's admission left, offset by the table's base (see kernel.token).
+func gcraSettled(e *entry, lim admit.Limit, token uint64, delta int64, now instant) algo.GCRASettled {
+	var tat int64 // a missing key
+	if e != nil {
+		tat = gcraTAT(e)
+	}
+	return algo.GCRASettle(tat, int64(token)-now.baseMicro(), micros(now), lim, delta)
+}
+
+func gcraSettle(e *entry, lim admit.Limit, token uint64, delta int64, now instant) (admit.Decision, write) {
+	res := gcraSettled(e, lim, token, delta, now)
+	d := admit.Decision{Allowed: res.Allowed, Limit: lim, Remaining: res.Remaining, RetryAfter: res.RetryAfter, ResetAfter: res.ResetAfter}
+	switch {
+	case res.Delete:
+		return d, writeDelete
+	case !res.Write:
+		return d, writeNone
+	case e == nil:
+		return d, writeCreate
+	}
+	return d, writeUpdate
+}
+
+func gcraSettleApply(e *entry, w write, lim admit.Limit, token uint64, delta int64, now instant) {
+	from := e
+	if w == writeCreate {
+		from = nil // a new entry
+	}
+	e.deadline = time.Duration(gcraSettled(from, lim, token, delta, now).TAT) * time.Microsecond
+}

@@ -86,21 +86,78 @@ func (k kernel) apply(e *entry, w write, lim admit.Limit, cost int64, now instan
 	}
 }
 
-// A write is what an admission does to a key's entry.
+// token returns the token of the units an admission at now has just written to e (see
+// admit.Decision.Token): the end of a fixed window's window in Unix milliseconds, rounded up; the
+// start of a sliding window's current window, in Unix microseconds; the time a sliding log logged
+// them, in Unix microseconds; a GCRA key's TAT, in microseconds since the table's base, offset by the
+// base's Unix time. Each names the units' window to settle, as the Redis store's tokens do in Redis's
+// time. A concurrency key's is lease, the token of the lease just acquired.
+func (k kernel) token(e *entry, now instant, lease uint64) uint64 {
+	switch admit.Algorithm(k) {
+	case admit.Concurrency:
+		return lease
+	case admit.FixedWindow:
+		return fixedWindowToken(e, now)
+	case admit.SlidingWindow:
+		return uint64(e.sliding.start)
+	case admit.SlidingLog:
+		return uint64(now.unixMicro)
+	case admit.GCRA:
+		return uint64(gcraTAT(e) + now.baseMicro())
+	}
+	return 0
+}
+
+// settle settles a reservation under lim whose Take reported token, at delta = actual − reserved
+// units, on e's live state, or on a missing key when e is nil, and reports the key's Decision after
+// and the write settling makes: writeDelete when a refund leaves nothing counted.
+func (k kernel) settle(e *entry, lim admit.Limit, token uint64, delta int64, now instant) (admit.Decision, write) {
+	switch admit.Algorithm(k) {
+	case admit.FixedWindow:
+		return fixedWindowSettle(e, lim, token, delta, now)
+	case admit.SlidingWindow:
+		return slidingWindowSettle(e, lim, token, delta, now)
+	case admit.SlidingLog:
+		return slidingLogSettle(e, lim, token, delta, now)
+	case admit.GCRA:
+		return gcraSettle(e, lim, token, delta, now)
+	}
+	return admit.Decision{Limit: lim}, writeNone
+}
+
+// settleApply makes w, the write settle reported, other than writeDelete, on e: a new entry holding
+// only its key and algorithm for writeCreate.
+func (k kernel) settleApply(e *entry, w write, lim admit.Limit, token uint64, delta int64, now instant) {
+	switch admit.Algorithm(k) {
+	case admit.FixedWindow:
+		fixedWindowSettleApply(e, w, lim, token, delta, now)
+	case admit.SlidingWindow:
+		slidingWindowSettleApply(e, w, lim, token, delta, now)
+	case admit.SlidingLog:
+		slidingLogSettleApply(e, w, lim, token, delta, now)
+	case admit.GCRA:
+		gcraSettleApply(e, w, lim, token, delta, now)
+	}
+}
+
+// A write is what an admission, or a settlement, does to a key's entry.
 type write uint8
 
 const (
 	writeNone   write = iota // nothing: a peek, or a rejection
 	writeCreate              // a new entry, for a key that has none (or whose entry has ended)
 	writeUpdate              // a change of the key's live entry
+	writeDelete              // the removal of the key's entry: a refund left nothing counted
 )
 
-// writeOf returns the write of an admission whose transition asks for w on e, nil for a missing
-// key: none, a new entry, or a change of e.
+// writeOf returns the write of an entry that makes the transition's write w: writeCreate on a missing
+// key (e nil), else writeUpdate; writeNone and writeDelete as they are.
 func writeOf(w algo.Write, e *entry) write {
 	switch {
 	case w == algo.WriteNone:
 		return writeNone
+	case w == algo.WriteDelete:
+		return writeDelete
 	case e == nil:
 		return writeCreate
 	}
@@ -114,4 +171,8 @@ type instant struct {
 	mono      time.Duration
 	unixMicro int64
 	intoMicro time.Duration // how far mono is into the microsecond unixMicro names: 0 … 999 ns
+	base      int64         // the table's base, in Unix nanoseconds: mono is since then
 }
+
+// baseMicro returns the table's base in Unix microseconds, truncated: the offset of the GCRA tokens.
+func (now instant) baseMicro() int64 { return now.base / 1000 }

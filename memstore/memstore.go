@@ -6,10 +6,12 @@
 //
 // Keys live in shards chosen by their Redis Cluster hash slot (admit.Slot), each shard behind its own
 // mutex, so the keys of one all-or-nothing request share one lock. An entry holds a count and the
-// absolute end of its window, or an idempotency record (SPEC §2.7). A sliding window's entry also
-// points to its window's start and the previous window's count (72 bytes more), a sliding log's to
-// the times of its admitted units (8 bytes each, at most admit.MaxSlidingLogRate), a concurrency
-// key's to its leases in flight (16 bytes each, at most admit.MaxConcurrency).
+// absolute end of its window, or an idempotency record (SPEC §2.7). [Store.Settle] settles a
+// reservation under the same shard lock, with internal/algo's settle transitions, as the Redis
+// store's settle script does. A sliding window's entry also points to its window's start and the
+// previous window's count (72 bytes more), a sliding log's to the times of its admitted units (8
+// bytes each, at most admit.MaxSlidingLogRate), a concurrency key's to its leases in flight (16
+// bytes each, at most admit.MaxConcurrency).
 //
 // # Reclaim
 //
@@ -50,7 +52,6 @@ package memstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"runtime"
 	"strings"
@@ -185,9 +186,27 @@ func (s *Store) TakeAll(ctx context.Context, rs []admit.Request, ds []admit.Deci
 	return allowed, err
 }
 
-// Settle answers errors.ErrUnsupported: no algorithm issues reservations yet.
+// Settle settles res at its actual cost under the key's shard lock, exactly as the Redis store does
+// (SPEC §2.9, internal/algo's settle transitions): a refund goes back only to the window res.Token
+// names while the key still holds it, an overrun consumes what the key has left now. It reports the
+// key's Decision after; it writes nothing when nothing changes. See admit.Store.
+//
+// Invalid reservations are reported as errors matching [admit.ErrInvalidLimit] or
+// [admit.ErrInvalidRequest] before anything else; a done ctx, as for TakeAll, settles nothing. Corrupt
+// state is an error matching [admit.ErrCorruptState], with nothing written; an overrun on a missing
+// key in a full shard, one matching [ErrFull].
 func (s *Store) Settle(ctx context.Context, res admit.Reservation, actual int64) (admit.Decision, error) {
-	return admit.Decision{}, fmt.Errorf("memstore: settle: %w", errors.ErrUnsupported)
+	if err := res.Validate(actual); err != nil {
+		return admit.Decision{}, fmt.Errorf("memstore: settle: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return admit.Decision{}, fmt.Errorf("memstore: settle: %w: %w", admit.ErrUnavailable, err)
+	}
+	sh := s.tab.shard(res.Request.Key)
+	sh.mu.Lock()
+	d, err := sh.settle(&res, actual, s.tab.instant())
+	sh.mu.Unlock()
+	return d, err
 }
 
 // Close stops the background sweeper and waits for it to exit. It is idempotent and always returns
@@ -222,6 +241,8 @@ type table struct {
 	mask   uint64
 	clock  func() time.Time
 	base   time.Time // the clock at New; times are kept as durations since base
+	// baseNano is base in Unix nanoseconds, from which tokens are told in Unix time.
+	baseNano int64
 }
 
 // newTable returns the empty table that opts describe, with their defaults applied.
@@ -239,6 +260,7 @@ func newTable(opts Options) *table {
 		clock:  now,
 		base:   now(),
 	}
+	tab.baseNano = tab.base.UnixNano()
 	for i := range tab.shards {
 		tab.shards[i] = shard{index: make(map[string]int), capacity: capacity, budget: budget}
 	}
@@ -287,7 +309,7 @@ func (t *table) now() time.Duration { return t.clock().Sub(t.base) }
 func (t *table) instant() instant {
 	mono := t.now()
 	wall := t.base.Add(mono)
-	return instant{mono: mono, unixMicro: wall.UnixMicro(), intoMicro: time.Duration(wall.Nanosecond() % 1000)}
+	return instant{mono: mono, unixMicro: wall.UnixMicro(), intoMicro: time.Duration(wall.Nanosecond() % 1000), base: t.baseNano}
 }
 
 // shard returns the shard of key: the one of its Redis Cluster hash slot, so that the keys of one
@@ -398,8 +420,7 @@ func (sh *shard) takeAll(rs []admit.Request, ds []admit.Decision, tokens []uint6
 		moved = true // reclaim may have moved entries
 	}
 	for k := range rs {
-		sh.apply(&rs[k], &ps[k], moved, now, tokens[k])
-		ds[k].Token = tokens[k]
+		ds[k].Token = sh.apply(&rs[k], &ps[k], moved, now, tokens[k])
 	}
 	if keep {
 		sh.insert(entry{ // replay removed an ended record of the same ID
@@ -409,6 +430,33 @@ func (sh *shard) takeAll(rs []admit.Request, ds []admit.Decision, tokens []uint6
 		})
 	}
 	return true, nil
+}
+
+// settle settles res at actual at time now, and makes its one write. The caller holds sh.mu.
+func (sh *shard) settle(res *admit.Reservation, actual int64, now instant) (admit.Decision, error) {
+	r := &res.Request
+	k := kernel(r.Limit.Algorithm)
+	var moved bool // read removes only an ended entry, and then returns none: i stays valid
+	i, e, err := sh.read(r.Key, r.Limit, k, now, &moved)
+	if err != nil {
+		return admit.Decision{}, err
+	}
+	delta := actual - r.Cost
+	d, w := k.settle(e, r.Limit, res.Token, delta, now)
+	switch w {
+	case writeCreate:
+		if err := sh.makeRoomFor(1, now.mono); err != nil {
+			return admit.Decision{}, err
+		}
+		ne := entry{key: strings.Clone(r.Key), alg: r.Limit.Algorithm}
+		k.settleApply(&ne, writeCreate, r.Limit, res.Token, delta, now)
+		sh.insert(ne)
+	case writeUpdate:
+		k.settleApply(&sh.entries[i], writeUpdate, r.Limit, res.Token, delta, now)
+	case writeDelete:
+		sh.remove(i)
+	}
+	return d, nil
 }
 
 // A pending is what takeAll knows of one Request between deciding and writing.
@@ -449,6 +497,9 @@ func (sh *shard) replay(recordKey, fingerprint string, rs []admit.Request, ds []
 	for k := range ds {
 		ds[k] = rec.ds[k]
 		ds[k].Replayed = true
+		if rs[k].Limit.Algorithm != admit.Concurrency {
+			ds[k].Token = 0 // a replay holds nothing to settle; a lease's token is the one the ID names
+		}
 	}
 	return true, nil
 }
@@ -496,21 +547,25 @@ func (sh *shard) makeRoomFor(need int, now time.Duration) error {
 }
 
 // apply makes the write p decided for r: on a new entry, or on the key's, at p.index unless entries
-// have moved since read; token names the lease it acquires, if any. The caller holds sh.mu, and made
-// room for a new entry.
-func (sh *shard) apply(r *admit.Request, p *pending, moved bool, now instant, token uint64) {
+// have moved since read; lease names the lease it acquires, if any (a concurrency policy's). It
+// returns the token of the units written (admit.Decision.Token), 0 for none. The caller holds sh.mu,
+// and made room for a new entry.
+func (sh *shard) apply(r *admit.Request, p *pending, moved bool, now instant, lease uint64) uint64 {
 	switch p.write {
 	case writeCreate:
 		e := entry{key: strings.Clone(r.Key), alg: r.Limit.Algorithm}
-		p.kernel.apply(&e, writeCreate, r.Limit, r.Cost, now, token)
+		p.kernel.apply(&e, writeCreate, r.Limit, r.Cost, now, lease)
 		sh.insert(e)
+		return p.kernel.token(&e, now, lease)
 	case writeUpdate:
 		i := p.index
 		if moved {
 			i = sh.index[r.Key]
 		}
-		p.kernel.apply(&sh.entries[i], writeUpdate, r.Limit, r.Cost, now, token)
+		p.kernel.apply(&sh.entries[i], writeUpdate, r.Limit, r.Cost, now, lease)
+		return p.kernel.token(&sh.entries[i], now, lease)
 	}
+	return 0
 }
 
 // makeRoom pays for one new entry: it reclaims from the cursor until it has stepped past

@@ -188,7 +188,11 @@ func TestMaxEntries(t *testing.T) {
 			{Allowed: false, Remaining: 0, RetryAfter: time.Minute, ResetAfter: time.Minute},
 		} {
 			want.Limit = lim
-			if d := take(t, s, "some-key", lim, 1); d != want {
+			d := take(t, s, "some-key", lim, 1)
+			if d.Allowed != (d.Token != 0) {
+				t.Fatalf("Take of a held key while full = %+v; want a token exactly when allowed", d)
+			}
+			if d.Token = 0; d != want {
 				t.Fatalf("Take of a held key while full = %+v; want %+v", d, want)
 			}
 		}

@@ -2,6 +2,7 @@ package memstore
 
 import (
 	"fmt"
+	"sort"
 
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/internal/algo"
@@ -46,4 +47,37 @@ func slidingLogApply(e *entry, w write, lim admit.Limit, cost int64, now instant
 	}
 	e.sliding.log = log
 	e.deadline = now.monoAt(now.unixMicro + lim.Period.Microseconds())
+}
+
+// slidingLogSettled runs the settle transition on e's log, or on a missing key when e is nil.
+func slidingLogSettled(e *entry, lim admit.Limit, token uint64, delta int64, now instant) algo.SlidingLogSettled {
+	var log []int64
+	if e != nil {
+		log = e.sliding.log
+	}
+	return algo.SlidingLogSettle(log, int64(token), now.unixMicro, lim.Rate, lim.Period, delta)
+}
+
+func slidingLogSettle(e *entry, lim admit.Limit, token uint64, delta int64, now instant) (admit.Decision, write) {
+	res := slidingLogSettled(e, lim, token, delta, now)
+	return admit.Decision{Allowed: res.Allowed, Limit: lim, Remaining: res.Remaining, RetryAfter: res.RetryAfter, ResetAfter: res.ResetAfter}, writeOf(res.Write, e)
+}
+
+// slidingLogSettleApply makes an overrun's write as an admission of its units does, or removes a
+// refund's entries: the newest of those logged at the token, as the Redis module removes the members
+// of the highest sequence numbers. The expiry stays: the entries left leave the window no later.
+func slidingLogSettleApply(e *entry, w write, lim admit.Limit, token uint64, delta int64, now instant) {
+	if w == writeCreate {
+		slidingLogApply(e, w, lim, slidingLogSettled(nil, lim, token, delta, now).Units, now)
+		return
+	}
+	res := slidingLogSettled(e, lim, token, delta, now)
+	switch res.Write {
+	case algo.WriteCreate, algo.WriteIncrement:
+		slidingLogApply(e, w, lim, res.Units, now)
+	case algo.WriteDecrement:
+		log, at := e.sliding.log, int64(token)
+		hi := sort.Search(len(log), func(i int) bool { return log[i] > at })
+		e.sliding.log = append(log[:hi-int(res.Units)], log[hi:]...)
+	}
 }

@@ -83,3 +83,36 @@ func slidingWindowApply(e *entry, w write, lim admit.Limit, cost int64, now inst
 func (now instant) monoAt(us int64) time.Duration {
 	return time.Duration(us-(now.unixMicro-now.mono.Microseconds())) * time.Microsecond
 }
+
+// slidingWindowSettled runs the settle transition on e's state, or on a missing key when e is nil.
+func slidingWindowSettled(e *entry, lim admit.Limit, token uint64, delta int64, now instant) algo.SlidingWindowSettled {
+	var st *algo.SlidingWindowState
+	var buf algo.SlidingWindowState
+	if e != nil {
+		buf = slidingWindowState(e)
+		st = &buf
+	}
+	return algo.SlidingWindowSettle(st, int64(token), now.unixMicro, lim.Rate, lim.Period, delta)
+}
+
+func slidingWindowSettle(e *entry, lim admit.Limit, token uint64, delta int64, now instant) (admit.Decision, write) {
+	res := slidingWindowSettled(e, lim, token, delta, now)
+	return admit.Decision{Allowed: res.Allowed, Limit: lim, Remaining: res.Remaining, RetryAfter: res.RetryAfter, ResetAfter: res.ResetAfter}, writeOf(res.Write, e)
+}
+
+func slidingWindowSettleApply(e *entry, w write, lim admit.Limit, token uint64, delta int64, now instant) {
+	var res algo.SlidingWindowSettled
+	if w == writeCreate { // a new entry
+		e.sliding = &sliding{}
+		res = slidingWindowSettled(nil, lim, token, delta, now)
+	} else {
+		res = slidingWindowSettled(e, lim, token, delta, now)
+	}
+	switch res.Write {
+	case algo.WriteIncrement:
+		e.count += res.Units
+	case algo.WriteCreate:
+		e.sliding.start, e.sliding.prev, e.count = res.State.Start, res.State.Prev, res.State.Curr
+		e.deadline = now.monoAt(res.Expiry)
+	}
+}

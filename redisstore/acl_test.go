@@ -92,7 +92,7 @@ func TestACLRulesMatchScriptsAndDocs(t *testing.T) {
 			}
 		}
 	}
-	const want = "GET HGETALL HINCRBY HSET INCRBY PEXPIREAT PEXPIRETIME PTTL SET TIME ZADD ZCARD ZCOUNT ZRANGE ZREM ZREMRANGEBYSCORE"
+	const want = "DECRBY DEL GET HGETALL HINCRBY HSET INCRBY PEXPIREAT PEXPIRETIME PTTL SET TIME ZADD ZCARD ZCOUNT ZRANGE ZREM ZREMRANGEBYSCORE"
 	if got := scriptCommands(); strings.Join(got, " ") != want {
 		t.Errorf("the scripts call %v; want %s (update this test and the docs together)", got, want)
 	}

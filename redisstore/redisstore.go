@@ -209,9 +209,28 @@ func (s *Store) Release(ctx context.Context, l admit.Lease) error {
 	return nil
 }
 
-// Settle answers errors.ErrUnsupported: no algorithm issues reservations yet.
+// Settle settles res at its actual cost in one script call, scripts/settle.lua (SPEC §2.9): a refund
+// goes back only to the window res.Token names while the key still holds it, an overrun consumes what
+// the key has left now, by Redis's clock. It reports the key's Decision after, and writes nothing when
+// nothing changes. res is validated before any I/O; corrupt state is an error matching
+// admit.ErrCorruptState with nothing written; a failed call is never retried, as for Take. See
+// admit.Store.
 func (s *Store) Settle(ctx context.Context, res admit.Reservation, actual int64) (admit.Decision, error) {
-	return admit.Decision{}, fmt.Errorf("redisstore: settle: %w", errors.ErrUnsupported)
+	if err := res.Validate(actual); err != nil {
+		return admit.Decision{}, fmt.Errorf("redisstore: settle: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.commandTimeout)
+	defer cancel()
+	keys, args := settleArgs(&res, actual)
+	reply, err := s.run(ctx, settleScript, keys, args)
+	if err != nil {
+		return admit.Decision{}, fmt.Errorf("redisstore: settle: %w", err)
+	}
+	d, err := parseSettle(reply, res.Request.Limit)
+	if err != nil {
+		return admit.Decision{}, fmt.Errorf("redisstore: settle: %w", err)
+	}
+	return d, nil
 }
 
 // Ping reports whether Redis answers, as an error matching admit.ErrUnavailable or nil.

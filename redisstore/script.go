@@ -50,6 +50,8 @@ var (
 	takeSrc string
 	//go:embed scripts/release.lua
 	releaseSrc string
+	//go:embed scripts/settle.lua
+	settleSrc string
 )
 
 // modules are the algorithm modules, in the order the scripts define them.
@@ -61,8 +63,11 @@ var takeScript = newScript("take", assemble(takeSrc, false))
 // releaseScript is the entry point that ends one lease of a concurrency key.
 var releaseScript = newScript("release", assemble(releaseSrc, false))
 
+// settleScript is the entry point that settles one reservation.
+var settleScript = newScript("settle", assemble(settleSrc, false))
+
 // entryPoints are the entry points' sources.
-var entryPoints = []string{takeSrc, releaseSrc}
+var entryPoints = []string{takeSrc, releaseSrc, settleSrc}
 
 // assemble returns the script of an entry point: the rendered constants, the prelude, every
 // algorithm module, then the entry point itself. A test assembly (testClock) reads the time from its
@@ -239,15 +244,16 @@ func gcraConstants() string {
 var errBadReply = errors.New("malformed script reply")
 
 // parseTake reads the take script's reply {allowed, replayed, then per policy: allowed, remaining,
-// retry_after_ms, reset_after_ms} into ds, checking every element's type and range. When all are
-// admitted, each Decision's Token is the lease token its Request passed in tokens, or 0 (for a
-// replay, the same: a request with an ID derives its tokens from it).
+// retry_after_ms, reset_after_ms, token} into ds, checking every element's type and range: a token is
+// 0 unless its policy admitted a cost above 0 afresh. When all are admitted, the Token of a Decision
+// whose Request passed a lease token in tokens (a concurrency policy's) is that token (for a replay,
+// the same: a request with an ID derives its tokens from it).
 func parseTake(msg rueidis.RedisMessage, rs []admit.Request, ds []admit.Decision, tokens []uint64) (bool, error) {
 	arr, err := msg.ToArray()
-	if err != nil || len(arr) != 2+4*len(rs) {
-		return false, unavailable(fmt.Errorf("%w: want an array of %d integers", errBadReply, 2+4*len(rs)))
+	if err != nil || len(arr) != 2+perPolicy*len(rs) {
+		return false, unavailable(fmt.Errorf("%w: want an array of %d integers", errBadReply, 2+perPolicy*len(rs)))
 	}
-	var v [2 + 4*admit.MaxRequests]int64
+	var v [2 + perPolicy*admit.MaxRequests]int64
 	for i := range arr {
 		if v[i], err = arr[i].AsInt64(); err != nil {
 			return false, unavailable(fmt.Errorf("%w: element %d: %v", errBadReply, i, err))
@@ -259,11 +265,16 @@ func parseTake(msg rueidis.RedisMessage, rs []admit.Request, ds []admit.Decision
 	}
 	all := true
 	for i := range rs {
-		d, err := decision(v[2+4*i:6+4*i], rs[i].Limit)
+		at := 2 + perPolicy*i
+		d, err := decision(v[at:at+4], rs[i].Limit)
 		if err != nil {
 			return false, err
 		}
-		d.Replayed = replayed == 1
+		token := v[at+4]
+		if token < 0 || token > 0 && (!d.Allowed || replayed == 1 || rs[i].Cost == 0) {
+			return false, unavailable(fmt.Errorf("%w: policy %d: token %d of a decision that holds nothing", errBadReply, i, token))
+		}
+		d.Replayed, d.Token = replayed == 1, uint64(token)
 		ds[i] = d
 		all = all && d.Allowed
 	}
@@ -271,11 +282,30 @@ func parseTake(msg rueidis.RedisMessage, rs []admit.Request, ds []admit.Decision
 		return false, unavailable(fmt.Errorf("%w: overall allowed %d disagrees with the policies'", errBadReply, allowed))
 	}
 	for i := range ds {
-		if all { // a rejection acquires nothing, not even under a policy that would have admitted
+		if all && tokens[i] != 0 { // a rejection acquires nothing, not even under a policy that would have admitted
 			ds[i].Token = tokens[i]
 		}
 	}
 	return all, nil
+}
+
+// perPolicy is the number of integers the take script replies per policy.
+const perPolicy = 5
+
+// parseSettle reads the settle script's reply {allowed, remaining, retry_after_ms, reset_after_ms}
+// under lim, checking every element's type and range.
+func parseSettle(msg rueidis.RedisMessage, lim admit.Limit) (admit.Decision, error) {
+	arr, err := msg.ToArray()
+	if err != nil || len(arr) != 4 {
+		return admit.Decision{}, unavailable(fmt.Errorf("%w: want an array of 4 integers", errBadReply))
+	}
+	var v [4]int64
+	for i := range arr {
+		if v[i], err = arr[i].AsInt64(); err != nil {
+			return admit.Decision{}, unavailable(fmt.Errorf("%w: element %d: %v", errBadReply, i, err))
+		}
+	}
+	return decision(v[:], lim)
 }
 
 // decision reads one policy's {allowed, remaining, retry_after_ms, reset_after_ms}.
@@ -327,7 +357,7 @@ func scriptCommands() []string {
 
 // Script returns the Lua source of the entry point name, as redisstore loads it — the rendered
 // constants, the prelude, every algorithm module and the entry point — and reports whether there is
-// such an entry point: "take" or "release". It is for benchmarks and tools that call the script as
+// such an entry point: "take", "release" or "settle". It is for benchmarks and tools that call the script as
 // redisstore does.
 func Script(name string) (src string, ok bool) {
 	switch name {
@@ -335,6 +365,22 @@ func Script(name string) (src string, ok bool) {
 		return takeScript.src, true
 	case releaseScript.name:
 		return releaseScript.src, true
+	case settleScript.name:
+		return settleScript.src, true
 	}
 	return "", false
+}
+
+// settleArgs returns the KEYS and ARGV of the settle script for res at actual: the key; the
+// algorithm's name and arguments, as take passes them, with the cost reserved; the token; the actual
+// cost. A token above algo.MaxTAT, which the take script never reports, is passed as 0, which names
+// no window: the reservation then has nothing to refund, and an overrun still consumes.
+func settleArgs(res *admit.Reservation, actual int64) (keys, args []string) {
+	token := res.Token
+	if token > algo.MaxTAT {
+		token = 0
+	}
+	args = policyArgs(make([]string, 0, 7), &res.Request, 0) // a lease is never settled
+	args = append(args, strconv.FormatUint(token, 10), strconv.FormatInt(actual, 10))
+	return []string{res.Request.Key}, args
 }

@@ -108,7 +108,9 @@ function fixed_window.decide(p, cost)
   return 1, p.limit - count - cost, 0, ttl
 end
 
--- apply makes the one write of an admission.
+-- apply makes the one write of an admission, and returns its token: the window's end, the key's
+-- absolute expiry in Unix milliseconds (PEXPIRETIME), which INCRBY never changes, so that settle can
+-- tell the window apart from any later one.
 function fixed_window.apply(key, p)
   if p.cost == 0 then
     return
@@ -117,7 +119,37 @@ function fixed_window.apply(key, p)
     redis.call('INCRBY', key, p.cost_arg)
   elseif p.aligned then
     redis.call('SET', key, p.cost_arg, 'PXAT', string.format('%.0f', p.ends))
+    return p.ends
   else
     redis.call('SET', key, p.cost_arg, 'PX', p.window_arg)
   end
+  return redis.call('PEXPIRETIME', key)
+end
+
+-- settle makes the write of settling a reservation whose token is token at delta = actual − reserved
+-- units, on the state read into p, and returns whether an overrun fit whole (algo.FixedWindowSettle).
+-- A refund lands only while the key is live with the window end token: it decrements, never below 0,
+-- and deletes a counter it takes to 0 (a stored 0 is corrupt state). An overrun consumes what is left
+-- now, as an admission of that many units.
+function fixed_window.settle(key, p, token, delta)
+  if delta < 0 then
+    if p.live and redis.call('PEXPIRETIME', key) == token then
+      if -delta >= p.count then
+        redis.call('DEL', key)
+      else
+        redis.call('DECRBY', key, string.format('%d', -delta))
+      end
+    end
+    return true
+  end
+  local left = p.limit
+  if p.live then
+    left = math.max(0, p.limit - p.count)
+  end
+  local n = math.min(delta, left)
+  if n > 0 then
+    p.cost, p.cost_arg = n, string.format('%d', n)
+    fixed_window.apply(key, p)
+  end
+  return n == delta
 end

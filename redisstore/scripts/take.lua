@@ -8,7 +8,10 @@
 -- ARGV[3..]   each policy in turn: its algorithm's name, then that algorithm's own arguments
 --             (and, in a test assembly only, the time in Unix microseconds last)
 --
--- Reply: {allowed, replayed, then for each policy: allowed, remaining, retry_after_ms, reset_after_ms}.
+-- Reply: {allowed, replayed, then for each policy: allowed, remaining, retry_after_ms, reset_after_ms,
+-- token}. The token is what the policy's module's apply returns for an admission that consumed — the
+-- window its units were counted in, which settle.lua refunds to — and 0 for a rejection, a peek, a
+-- replay, and a module whose apply returns nothing.
 --
 -- Every key is read and every policy decided before anything is written; only if every policy admits
 -- are the writes made, the record last. A rejection by any policy writes nothing to any key, and a
@@ -84,8 +87,8 @@ if record then
       if not remaining or not reset then
         return redis.error_reply('ADMIT_CORRUPT request record holds a decision out of range')
       end
-      local at = 4 * k - 1
-      reply[at], reply[at + 1], reply[at + 2], reply[at + 3] = 1, remaining, 0, reset
+      local at = 5 * k - 2
+      reply[at], reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4] = 1, remaining, 0, reset, 0
     end
     return reply
   end
@@ -98,13 +101,13 @@ for k = 1, n do
   end
 end
 
-local reply = {1, 0, 0, 0, 0, 0} -- sized for one policy; more grow it
+local reply = {1, 0, 0, 0, 0, 0, 0} -- sized for one policy; more grow it
 local consumed, longest = false, 0
 for k = 1, n do
   local p = policies[k]
-  local at = 4 * k - 1
+  local at = 5 * k - 2
   local allowed, remaining, retry, reset = p.alg.decide(p, p.cost)
-  reply[at], reply[at + 1], reply[at + 2], reply[at + 3] = allowed, remaining, retry, reset
+  reply[at], reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4] = allowed, remaining, retry, reset, 0
   if allowed == 0 then
     reply[1] = 0
   end
@@ -117,7 +120,7 @@ end
 if reply[1] == 0 then
   -- A rejection writes nothing: a policy that would have admitted reports its key as it is.
   for k = 1, n do
-    local at = 4 * k - 1
+    local at = 5 * k - 2
     if reply[at] == 1 then
       reply[at], reply[at + 1], reply[at + 2], reply[at + 3] = policies[k].alg.decide(policies[k], 0)
     end
@@ -125,12 +128,12 @@ if reply[1] == 0 then
   return reply
 end
 for k = 1, n do
-  policies[k].alg.apply(KEYS[k], policies[k])
+  reply[5 * k + 2] = policies[k].alg.apply(KEYS[k], policies[k]) or 0
 end
 if record and consumed then
   local value = {fp}
   for k = 1, n do
-    value[2 * k], value[2 * k + 1] = string.format('%.0f', reply[4 * k]), string.format('%.0f', reply[4 * k + 2])
+    value[2 * k], value[2 * k + 1] = string.format('%.0f', reply[5 * k - 1]), string.format('%.0f', reply[5 * k + 1])
   end
   redis.call('SET', record, table.concat(value, ' '), 'PX', string.format('%.0f', longest))
 end

@@ -1,0 +1,51 @@
+-- settle.lua: the entry point that settles one reservation at its actual cost (admit SPEC §2.9).
+--
+-- KEYS[1]   the reservation's key
+-- ARGV[1]   the algorithm's name: fixed_window, sliding_window, sliding_log or gcra
+-- ARGV[2..] that algorithm's own arguments, as take.lua passes them, with the cost reserved
+-- then      the token take.lua reported for the reservation (0 … MAX_TAT), and the actual cost
+--           (0 … MAX)
+--           (and, in a test assembly only, the time in Unix microseconds last)
+--
+-- Reply: {allowed, remaining, retry_after_ms, reset_after_ms}: the key's decision after settling, a
+-- peek of it, or, when an overrun did not fit whole, the rejection of one unit more.
+--
+-- The key is read and checked as take.lua reads it (corrupt state is refused before any write); the
+-- module's settle makes the one write (none when nothing changes); then the key is read again, into a
+-- fresh policy, and decided as take.lua decides, so that the reply is the stored state's.
+
+local SETTLE = {fixed_window = fixed_window, gcra = gcra, sliding_window = sliding_window, sliding_log = sliding_log}
+
+local alg = SETTLE[ARGV[1]]
+if not alg or #KEYS ~= 1 then
+  return redis.error_reply('ADMIT_INVALID settle needs one key and an algorithm that settles')
+end
+local p, i = alg.parse(2)
+if not p then
+  return redis.error_reply('ADMIT_INVALID ' .. i)
+end
+if i + 1 ~= ARGS then
+  return redis.error_reply('ADMIT_INVALID settle got ' .. ARGS .. ' arguments, want ' .. (i + 1))
+end
+local token, actual = integer(ARGV[i], 0, MAX_TAT), integer(ARGV[i + 1], 0, MAX)
+if not token or not actual or p.cost == 0 then
+  return redis.error_reply('ADMIT_INVALID settle needs a reserved cost of at least 1, a token and an actual cost')
+end
+
+local ok, why = alg.read(KEYS[1], p)
+if not ok then
+  return redis.error_reply('ADMIT_CORRUPT ' .. why)
+end
+local probe = 0
+if not alg.settle(KEYS[1], p, token, actual - p.cost) then
+  probe = 1 -- an overrun that did not fit whole: the key is full
+end
+
+local after = alg.parse(2)
+after.cost = probe
+ok, why = alg.read(KEYS[1], after)
+if not ok then
+  return redis.error_reply('ADMIT_CORRUPT after settling: ' .. why) -- no admit write makes this
+end
+local allowed, remaining, retry, reset = alg.decide(after, probe)
+return {allowed, remaining, retry, reset}
