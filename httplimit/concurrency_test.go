@@ -93,8 +93,9 @@ func TestConcurrencyReleasedOnPanicAndDisconnect(t *testing.T) {
 	if d, err := lim.AllowN(t.Context(), "alice", 0); err != nil || d.Remaining != 1 {
 		t.Errorf("after a disconnect: %+v, %v; want the lease released", d, err)
 	}
+	ok := (&httplimit.Middleware{Limiter: lim, Subject: httplimit.Constant("alice")}).Wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	rec = httptest.NewRecorder()
-	gone.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+	ok.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
 	if rec.Code != http.StatusOK || rec.Header().Get("RateLimit-Policy") != `"one";q=1;qu="concurrent-requests"` {
 		t.Errorf("%d RateLimit-Policy %q", rec.Code, rec.Header().Get("RateLimit-Policy"))
 	}
