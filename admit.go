@@ -113,6 +113,12 @@ type Limit struct {
 	// clock), as envoyproxy/ratelimit counts, instead of at a key's first admitted request. It must
 	// be false for any other algorithm.
 	Aligned bool
+	// Shadow puts the policy in shadow mode (SPEC §2.8): it is decided and counted as usual, but its
+	// rejection rejects nothing. In a TakeAll, a shadow Request that does not fit writes nothing and
+	// its Decision reports "would have limited" (Allowed false); one that fits is consumed when the
+	// others are admitted. Keys and counts do not depend on it, so a policy moves from shadow to
+	// enforced keeping its counters.
+	Shadow bool
 }
 
 // MaxNameLen is the longest policy name, and the longest key version.
@@ -198,8 +204,8 @@ func validName(s string) bool {
 }
 
 // String returns a short description of l, such as "demo: 3 per 10s (fixed_window)",
-// "demo: 3 per 10s (fixed_window, aligned)" for windows aligned to Unix time, or "api: 10 per 1s,
-// burst 50 (gcra)".
+// "demo: 3 per 10s (fixed_window, aligned)" for windows aligned to Unix time, "api: 10 per 1s,
+// burst 50 (gcra)", or "day: 1000 per 24h0m0s (fixed_window) [shadow]" in shadow mode.
 func (l Limit) String() string {
 	s := fmt.Sprintf("%d per %v (%v)", l.Rate, l.Period, l.Algorithm)
 	switch {
@@ -207,6 +213,9 @@ func (l Limit) String() string {
 		s = fmt.Sprintf("%d per %v (%v, aligned)", l.Rate, l.Period, l.Algorithm)
 	case l.Burst != 0:
 		s = fmt.Sprintf("%d per %v, burst %d (%v)", l.Rate, l.Period, l.Burst, l.Algorithm)
+	}
+	if l.Shadow {
+		s += " [shadow]"
 	}
 	if l.Name != "" {
 		s = l.Name + ": " + s

@@ -184,6 +184,7 @@ func TestValidateAll(t *testing.T) {
 func TestDeciding(t *testing.T) {
 	ok := func(rem int64) admit.Decision { return admit.Decision{Allowed: true, Remaining: rem} }
 	no := func(retry time.Duration) admit.Decision { return admit.Decision{RetryAfter: retry} }
+	shadow := func(d admit.Decision) admit.Decision { d.Limit.Shadow = true; return d }
 	for _, tc := range []struct {
 		ds   []admit.Decision
 		want int
@@ -194,6 +195,11 @@ func TestDeciding(t *testing.T) {
 		{[]admit.Decision{ok(1), ok(1)}, 0},
 		{[]admit.Decision{ok(0), no(time.Second), no(time.Minute), no(time.Second)}, 2},
 		{[]admit.Decision{no(time.Second), ok(0)}, 0},
+		// A shadow Decision decides only among shadow ones.
+		{[]admit.Decision{ok(5), shadow(no(time.Minute)), shadow(ok(0))}, 0},
+		{[]admit.Decision{shadow(no(time.Minute)), ok(5), no(time.Second)}, 2},
+		{[]admit.Decision{shadow(ok(3)), shadow(no(time.Second)), shadow(no(time.Minute))}, 2},
+		{[]admit.Decision{shadow(ok(3)), shadow(ok(1))}, 1},
 	} {
 		if got := admit.Deciding(tc.ds); got != tc.want {
 			t.Errorf("Deciding(%+v) = %d, want %d", tc.ds, got, tc.want)

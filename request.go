@@ -135,14 +135,21 @@ func CeilSeconds(d time.Duration) int64 {
 	return max(1, s)
 }
 
-// Deciding returns the index of the Decision among ds that decides them together: when any is
-// rejected, the rejected one with the longest RetryAfter (the one to wait for); otherwise the one with
-// the least Remaining (the nearest to its limit). Ties go to the first. It returns -1 for no ds.
+// Deciding returns the index of the Decision among ds that decides them together, considering the
+// Decisions of enforced Limits only (not Limit.Shadow), or all of them when every one is in shadow
+// mode: when any is rejected, the rejected one with the longest RetryAfter (the one to wait for);
+// otherwise the one with the least Remaining (the nearest to its limit). Ties go to the first. It
+// returns -1 for no ds.
 func Deciding(ds []Decision) int {
+	enforced := false
+	for i := range ds {
+		enforced = enforced || !ds[i].Limit.Shadow
+	}
 	best := -1
 	for i := range ds {
 		d := &ds[i]
 		switch {
+		case enforced && d.Limit.Shadow:
 		case best < 0:
 			best = i
 		case !d.Allowed && (ds[best].Allowed || d.RetryAfter > ds[best].RetryAfter):

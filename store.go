@@ -21,9 +21,13 @@ type Store interface {
 	Take(ctx context.Context, r Request) (Decision, error)
 	// TakeAll decides rs together, all-or-nothing (SPEC §2.6): each Request is decided on the state
 	// before any of them, and only if every one is allowed is every one consumed; a rejection by any
-	// writes nothing to any key. It fills ds, which must have len(rs) elements, with each Request's
-	// Decision, and reports whether all were allowed. rs and ds must pass [ValidateAll]: 1 to MaxRequests
-	// distinct keys in one hash slot, and one ID for all. On an error ds holds nothing useful.
+	// writes nothing to any key. A Request whose Limit is in shadow mode (Limit.Shadow) takes no part
+	// in all-or-nothing: its rejection rejects nothing and writes nothing, and, when the others are
+	// admitted, it is consumed if it fits. It fills ds, which must have len(rs) elements, with each
+	// Request's Decision, and reports whether all were allowed but those in shadow mode. rs and ds
+	// must pass [ValidateAll]: 1 to MaxRequests distinct keys in one hash slot, and one ID for all. On
+	// an error ds holds nothing useful. A replay reports a shadow Request that would have limited as
+	// allowed: its record keeps Remaining and ResetAfter only.
 	TakeAll(ctx context.Context, rs []Request, ds []Decision) (allowed bool, err error)
 	// Release ends the lease l of a Concurrency Limit (SPEC §2.5) by compare-and-delete: it removes
 	// l.Token from l.Key's leases, and nothing else. Releasing a lease that has expired, or was

@@ -33,7 +33,7 @@ var keys = func() []string {
 // scripts/take.lua documents them: the policy count, an empty fingerprint, then the algorithm and its
 // arguments (limit, window in milliseconds, cost, aligned 0 or 1). A drift from what the script
 // accepts fails the reference benchmarks with its ADMIT_INVALID reply.
-var takeArgs = []string{"1", "", limit.Algorithm.String(),
+var takeArgs = []string{"1", "", "", limit.Algorithm.String(),
 	strconv.FormatInt(limit.Rate, 10), strconv.FormatInt(limit.Period.Milliseconds(), 10), "1", "0"}
 
 // takeScript returns the source of redisstore's take script, the one its Take calls, which the bare

@@ -117,6 +117,15 @@ type Middleware struct {
 	// violated-policies, the names of the policies that rejected the request, instead of the
 	// plain-text [LimitedBody].
 	ProblemDetails bool
+	// OnShadowLimit, if not nil, is called for each policy in shadow mode (admit.Limit.Shadow) that
+	// would have limited an admitted request, with the request and that policy's Decision: a hook
+	// for counting and logging them. (A metrics Store counts them too, as result "shadow".) It is
+	// called on the request's goroutine before next runs, so it should not block.
+	OnShadowLimit func(r *http.Request, d admit.Decision)
+	// ShadowHeader, if not empty, names a response field set on an admitted request that policies in
+	// shadow mode would have limited: a structured-field list of their names, such as
+	// Admit-Shadow-Limited: "per-day". Shadow policies never appear in the RateLimit fields.
+	ShadowHeader string
 }
 
 // Wrap returns a handler that calls next only for requests the limiter admits.
@@ -179,9 +188,12 @@ func (m *Middleware) Wrap(next http.Handler) http.Handler {
 	}
 	for _, l := range h.limits {
 		h.leases = h.leases || l.Algorithm == admit.Concurrency
+		h.shadow = h.shadow || l.Shadow && (m.OnShadowLimit != nil || m.ShadowHeader != "")
 	}
+	h.onShadowLimit, h.shadowHeader = m.OnShadowLimit, http.CanonicalHeaderKey(m.ShadowHeader)
 	if !m.OmitRateLimitHeaders {
 		h.policyField, h.headers = ratelimitfield.Policy(h.limits)
+		h.headers = h.headers && h.policyField != "" // none when every policy is in shadow mode
 	}
 	return h
 }
@@ -208,6 +220,33 @@ type handler struct {
 	policyField           string // the RateLimit-Policy field value
 	problem               bool   // whether a 429's body is problem details
 	leases                bool   // whether a Concurrency policy leases: admitted requests are released
+	shadow                bool   // whether shadow rejections are reported, by onShadowLimit or shadowHeader
+	onShadowLimit         func(*http.Request, admit.Decision)
+	shadowHeader          string
+}
+
+// reportShadow reports the policies in shadow mode that would have limited r, admitted with the
+// Decisions ds: to onShadowLimit, and in shadowHeader.
+func (h *handler) reportShadow(w http.ResponseWriter, r *http.Request, ds []admit.Decision) {
+	var names []byte
+	for i := range ds {
+		d := &ds[i]
+		if !d.Limit.Shadow || d.Allowed {
+			continue
+		}
+		if h.onShadowLimit != nil {
+			h.onShadowLimit(r, *d)
+		}
+		if h.shadowHeader != "" {
+			if len(names) > 0 {
+				names = append(names, ", "...)
+			}
+			names = strconv.AppendQuote(names, d.Limit.Name) // a policy name is a-z, 0-9, '_' and '-': no escapes
+		}
+	}
+	if len(names) > 0 {
+		w.Header()[h.shadowHeader] = []string{string(names)}
+	}
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -242,6 +281,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	default:
 		h.setRateLimit(w.Header(), ds, 0)
+		if h.shadow {
+			h.reportShadow(w, r, ds)
+		}
 		h.next.ServeHTTP(w, r)
 	}
 }

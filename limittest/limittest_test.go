@@ -74,6 +74,7 @@ var mutants = []struct {
 	{"record-forever", []string{"Idempotency/RecordExpires"}},
 	{"id-global", []string{"Idempotency/ScopedToTheSlot"}},
 	{"replay-unmarked", []string{"Idempotency/Replay"}},
+	{"shadow-enforced", []string{"MultiPolicy/Shadow/RejectsNothing", "MultiPolicy/Shadow/AllShadow"}},
 	// Bugs of reserve, then settle.
 	{"settle-refund-later-window", []string{"fixed_window/Settle/WindowReplaced", "fixed_window_aligned/Settle/WindowReplaced",
 		"gcra/Settle/WindowReplaced", "sliding_window/Settle/WindowReplaced", "sliding_log/Settle/WindowReplaced"}},
@@ -571,7 +572,7 @@ func (s *refStore) TakeAll(ctx context.Context, rs []admit.Request, ds []admit.D
 	for i, r := range rs {
 		if r.Limit.Algorithm == admit.GCRA {
 			gcraResults[i] = s.decideGCRA(tats[i], now.UnixMicro(), r.Limit, costs[i])
-			all = all && gcraResults[i].Allowed
+			all = all && (gcraResults[i].Allowed || shadow(r.Limit, bug))
 			continue
 		}
 		limit := r.Limit.Rate
@@ -579,11 +580,11 @@ func (s *refStore) TakeAll(ctx context.Context, rs []admit.Request, ds []admit.D
 			limit++
 		}
 		if slides[i].on {
-			all = slides[i].decide(r.Limit, limit, costs[i], now, bug) && all
+			all = (slides[i].decide(r.Limit, limit, costs[i], now, bug) || shadow(r.Limit, bug)) && all
 			continue
 		}
 		results[i] = s.decide(states[i], r.Limit, limit, costs[i], now)
-		all = all && results[i].Allowed
+		all = all && (results[i].Allowed || shadow(r.Limit, bug))
 	}
 	for i, r := range rs {
 		if r.Limit.Algorithm == admit.GCRA {
@@ -776,6 +777,12 @@ func (s *refStore) applyGCRA(key string, lim admit.Limit, n, tat int64, r *algo.
 
 func decision(r algo.FixedWindowResult, lim admit.Limit, bug string) admit.Decision {
 	return decisionOf(admit.Decision{Allowed: r.Allowed, Limit: lim, Remaining: r.Remaining, RetryAfter: r.RetryAfter, ResetAfter: r.ResetAfter}, bug)
+}
+
+// shadow reports whether lim's rejection rejects nothing: it is in shadow mode, unless the bug is
+// that shadow mode is ignored.
+func shadow(lim admit.Limit, bug string) bool {
+	return lim.Shadow && bug != "shadow-enforced"
 }
 
 // decisionOf returns d as the reference Store reports it, with the bugs that touch a Decision.

@@ -20,6 +20,8 @@ var requestCases = []algorithmCase{
 	{"MultiPolicy/Concurrent", testMultiConcurrent},
 	{"MultiPolicy/TakeIsTakeAllOfOne", testTakeIsTakeAllOfOne},
 	{"MultiPolicy/Invalid", testMultiInvalid},
+	{"MultiPolicy/Shadow/RejectsNothing", testShadowRejectsNothing},
+	{"MultiPolicy/Shadow/AllShadow", testAllShadow},
 	{"Idempotency/Replay", testReplay},
 	{"Idempotency/ReplayOfSeveral", testReplayOfSeveral},
 	{"Idempotency/ReuseIsInvalid", testIDReuse},
@@ -63,7 +65,7 @@ func takeAll(t *testing.T, s admit.Store, rs []admit.Request) (bool, []admit.Dec
 	}
 	all := true
 	for i, d := range ds {
-		all = all && d.Allowed
+		all = all && (d.Allowed || rs[i].Limit.Shadow) // a shadow rejection rejects nothing
 		if rs[i].ID == "" {
 			checkDecision(t, d, rs[i].Limit, rs[i].Cost)
 		} else if d.Limit != rs[i].Limit {

@@ -392,7 +392,7 @@ func (sh *shard) takeAll(rs []admit.Request, ds []admit.Decision, tokens []uint6
 		}
 		// Decide now, while e is where read found it: a later read may move entries.
 		ds[k], p.write = p.kernel.decide(e, r.Limit, r.Cost, now)
-		allowed = allowed && ds[k].Allowed
+		allowed = allowed && (ds[k].Allowed || r.Limit.Shadow) // a shadow rejection rejects nothing
 	}
 	if !allowed {
 		// A rejection writes nothing: a policy that would have admitted reports its key as it is.

@@ -22,6 +22,9 @@ const (
 	ResultAllowed = "allowed"
 	// ResultLimited counts a Request over its limit.
 	ResultLimited = "limited"
+	// ResultShadow counts a Request over the limit of a policy in shadow mode (admit.Limit.Shadow):
+	// it would have been limited, and was not.
+	ResultShadow = "shadow"
 	// ResultReplayed counts a Request answered with the recorded Decision of an earlier one with the
 	// same ID.
 	ResultReplayed = "replayed"
@@ -74,7 +77,7 @@ type Store struct {
 
 // policyCounters are one policy's counters of admit_decisions_total.
 type policyCounters struct {
-	allowed, limited, replayed, unavailable, invalid prometheus.Counter
+	allowed, limited, shadow, replayed, unavailable, invalid prometheus.Counter
 }
 
 var _ admit.Store = (*Store)(nil)
@@ -87,7 +90,7 @@ func NewStore(next admit.Store, reg prometheus.Registerer) (*Store, error) {
 		next: next,
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "admit_decisions_total",
-			Help: "Requests decided, by policy and result (allowed, limited, replayed, unavailable, invalid).",
+			Help: "Requests decided, by policy and result (allowed, limited, shadow, replayed, unavailable, invalid).",
 		}, []string{"policy", "result"}),
 		errs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "admit_backend_errors_total",
@@ -176,6 +179,8 @@ func (s *Store) count(policy string, d *admit.Decision, err error) {
 		c.replayed.Inc()
 	case d.Allowed:
 		c.allowed.Inc()
+	case d.Limit.Shadow:
+		c.shadow.Inc()
 	default:
 		c.limited.Inc()
 	}
@@ -193,7 +198,7 @@ func (s *Store) counters(policy string) *policyCounters {
 	defer s.mu.Unlock()
 	if c = s.policies[policy]; c == nil {
 		with := func(result string) prometheus.Counter { return s.decisions.WithLabelValues(policy, result) }
-		c = &policyCounters{allowed: with(ResultAllowed), limited: with(ResultLimited), replayed: with(ResultReplayed),
+		c = &policyCounters{allowed: with(ResultAllowed), limited: with(ResultLimited), shadow: with(ResultShadow), replayed: with(ResultReplayed),
 			unavailable: with(ResultUnavailable), invalid: with(ResultInvalid)}
 		s.policies[policy] = c
 	}

@@ -67,11 +67,14 @@ func TestCountsEveryResult(t *testing.T) {
 	take(ctx, "b", perSecond, "r1")
 	take(ctx, "b", perSecond, "r1") // replayed
 	take(ctx, "", perSecond, "")    // invalid: empty key
+	shadow := perSecond
+	shadow.Shadow = true
+	take(ctx, "a", shadow, "") // shadow: over the limit, in shadow mode
 	done, cancel := context.WithCancel(ctx)
 	cancel()
 	take(done, "c", perSecond, "") // unavailable: canceled
 
-	for result, want := range map[string]float64{"allowed": 3, "limited": 1, "replayed": 1, "invalid": 1, "unavailable": 1} {
+	for result, want := range map[string]float64{"allowed": 3, "limited": 1, "shadow": 1, "replayed": 1, "invalid": 1, "unavailable": 1} {
 		if got := decisions(t, reg, "per-second", result); got != want {
 			t.Errorf("admit_decisions_total{policy=per-second,result=%s} = %v; want %v", result, got, want)
 		}

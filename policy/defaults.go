@@ -12,7 +12,7 @@ func (f *rawFile) setDefaults() {
 	for i := range f.policies {
 		p := &f.policies[i]
 		def(&p.version, admit.DefaultVersion)
-		def(&p.mode, Enforce.String())
+		def(&p.mode, "enforce")
 		def(&p.failure, Closed.String())
 	}
 	for i := range f.routes {

@@ -61,40 +61,18 @@ func (c *Config) Policy(name string) (Policy, bool) {
 
 // A Policy is a named Limit and how to apply it.
 type Policy struct {
-	// Limit is the policy's algorithm and numbers; its Name is the policy's name.
+	// Limit is the policy's algorithm and numbers; its Name is the policy's name, and its Shadow
+	// the policy's mode: shadow (SPEC §2.8) or enforce.
 	Limit admit.Limit
 	// Version is the policy's key version (admit.KeyBuilder): change it to start every subject
 	// afresh. The default is admit.DefaultVersion.
 	Version string
-	// Mode says whether a rejection by the policy rejects the request (Enforce) or is only reported
-	// (Shadow; SPEC §2.8).
-	Mode Mode
 	// Failure says what happens when the backend cannot decide: Closed answers unavailable; Open
 	// lets a local limiter of LocalLimit decide (SPEC §4).
 	Failure Failure
 	// LocalLimit is the limit of the local limiter that decides under Failure Open, per process,
 	// per Limit.Period: 1 … Limit.Rate. It is 0 under Failure Closed.
 	LocalLimit int64
-}
-
-// Mode is a policy's mode: whether its rejections reject. The zero value is Enforce.
-type Mode uint8
-
-// The modes of a policy.
-const (
-	// Enforce rejects a request the policy rejects.
-	Enforce Mode = iota
-	// Shadow counts and decides as Enforce does, but reports a rejection as "would have limited" and
-	// lets the request through: the way to roll a new limit out safely.
-	Shadow
-)
-
-// String returns the mode's name in configuration: "enforce" or "shadow".
-func (m Mode) String() string {
-	if m == Shadow {
-		return "shadow"
-	}
-	return "enforce"
 }
 
 // Failure is a policy's failure mode: what happens when the backend cannot decide. The zero value is

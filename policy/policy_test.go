@@ -114,7 +114,7 @@ func TestParse(t *testing.T) {
 	}
 	want := []policy.Policy{
 		{Limit: admit.Limit{Name: "per-second", Algorithm: admit.GCRA, Rate: 10, Period: time.Second, Burst: 20}, Version: "1"},
-		{Limit: admit.Limit{Name: "per-day", Algorithm: admit.FixedWindow, Rate: 1000, Period: 24 * time.Hour, Aligned: true}, Version: "2", Mode: policy.Shadow},
+		{Limit: admit.Limit{Name: "per-day", Algorithm: admit.FixedWindow, Rate: 1000, Period: 24 * time.Hour, Aligned: true, Shadow: true}, Version: "2"},
 		{Limit: admit.Limit{Name: "per-minute", Algorithm: admit.SlidingWindow, Rate: 600, Period: time.Minute}, Version: "1", Failure: policy.Open, LocalLimit: 200},
 		{Limit: admit.Limit{Name: "exact", Algorithm: admit.SlidingLog, Rate: 100, Period: 10 * time.Second}, Version: "1"},
 		{Limit: admit.Limit{Name: "bucket", Algorithm: admit.GCRA, Rate: 5, Period: time.Second}, Version: "1"},
@@ -163,7 +163,7 @@ func TestDefaults(t *testing.T) {
 		t.Errorf("Server = %+v; want the defaults", s)
 	}
 	p := cfg.Policies[0]
-	if p.Limit.Algorithm != admit.GCRA || p.Version != admit.DefaultVersion || p.Mode != policy.Enforce || p.Failure != policy.Closed || p.LocalLimit != 0 {
+	if p.Limit.Algorithm != admit.GCRA || p.Version != admit.DefaultVersion || p.Limit.Shadow || p.Failure != policy.Closed || p.LocalLimit != 0 {
 		t.Errorf("policy = %+v; want gcra, version %s, enforce, closed", p, admit.DefaultVersion)
 	}
 	if r := cfg.Routes[0]; r.Cost != 1 || r.Subject.From != policy.SubjectClientIP || r.Method != "" {

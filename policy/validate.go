@@ -120,9 +120,9 @@ func (d *decoder) validatePolicy(p *rawPolicy) (Policy, bool) {
 	case "":
 		// a bad field, reported
 	case "enforce":
-		out.Mode = Enforce
+		lim.Shadow = false
 	case "shadow":
-		out.Mode = Shadow
+		lim.Shadow = true
 	default:
 		d.errorf(p.mode.node, "%s.mode: %q: want enforce or shadow", path, p.mode.v)
 	}

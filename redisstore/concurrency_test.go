@@ -188,14 +188,14 @@ func TestConcurrencyScriptsRefuseInvalidArguments(t *testing.T) {
 	s := open(t, srv.URL())
 	key := newKey(t)
 	for name, args := range map[string][]string{
-		"cost 2":            {"1", "", "concurrency", "3", "60000", "2", "7"},
-		"no token":          {"1", "", "concurrency", "3", "60000", "1", "0"},
-		"token for a peek":  {"1", "", "concurrency", "3", "60000", "0", "7"},
-		"token not decimal": {"1", "", "concurrency", "3", "60000", "1", "0x7"},
-		"token above 2^64":  {"1", "", "concurrency", "3", "60000", "1", "18446744073709551616"},
-		"limit above max":   {"1", "", "concurrency", strconv.FormatInt(admit.MaxConcurrency+1, 10), "60000", "1", "7"},
-		"missing token":     {"1", "", "concurrency", "3", "60000", "1"},
-		"lease TTL of 0 ms": {"1", "", "concurrency", "3", "0", "1", "7"},
+		"cost 2":            {"1", "", "", "concurrency", "3", "60000", "2", "7"},
+		"no token":          {"1", "", "", "concurrency", "3", "60000", "1", "0"},
+		"token for a peek":  {"1", "", "", "concurrency", "3", "60000", "0", "7"},
+		"token not decimal": {"1", "", "", "concurrency", "3", "60000", "1", "0x7"},
+		"token above 2^64":  {"1", "", "", "concurrency", "3", "60000", "1", "18446744073709551616"},
+		"limit above max":   {"1", "", "", "concurrency", strconv.FormatInt(admit.MaxConcurrency+1, 10), "60000", "1", "7"},
+		"missing token":     {"1", "", "", "concurrency", "3", "60000", "1"},
+		"lease TTL of 0 ms": {"1", "", "", "concurrency", "3", "0", "1", "7"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if _, err := s.run(context.Background(), takeScript, []string{key}, args); !errors.Is(err, admit.ErrInvalidRequest) {

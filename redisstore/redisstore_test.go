@@ -304,7 +304,7 @@ func TestCorruptStateIsAnErrorAndLeftAlone(t *testing.T) {
 // fixedWindowArgv returns the take script's ARGV for one fixed-window policy of the given arguments
 // (limit, window, cost, aligned), without an ID.
 func fixedWindowArgv(args ...string) []string {
-	return append([]string{"1", "", "fixed_window"}, args...)
+	return append([]string{"1", "", "", "fixed_window"}, args...)
 }
 
 // A8: arguments that slip past Go's validation are refused by the script before any write.

@@ -180,13 +180,13 @@ func unavailable(err error) error {
 func takeArgs(rs []admit.Request, src *algo.TokenSource, tokens []uint64) (keys, args []string) {
 	id := rs[0].ID
 	keys = make([]string, 0, len(rs)+1)
-	args = make([]string, 0, 2+5*len(rs))
+	args = make([]string, 0, 3+5*len(rs))
 	fp := ""
 	if id != "" {
 		fp = algo.Fingerprint(rs)
 	}
 	algo.LeaseTokens(src, rs, fp, tokens)
-	args = append(args, strconv.Itoa(len(rs)), fp)
+	args = append(args, strconv.Itoa(len(rs)), fp, shadowMask(rs))
 	for i := range rs {
 		r := &rs[i]
 		keys = append(keys, r.Key)
@@ -196,6 +196,26 @@ func takeArgs(rs []admit.Request, src *algo.TokenSource, tokens []uint64) (keys,
 		keys = append(keys, algo.RecordKey(rs[0].Key, id))
 	}
 	return keys, args
+}
+
+// shadowMask returns the take script's argument naming the policies of rs in shadow mode: "" for
+// none, else a '1' or '0' per policy.
+func shadowMask(rs []admit.Request) string {
+	any := false
+	for i := range rs {
+		any = any || rs[i].Limit.Shadow
+	}
+	if !any {
+		return ""
+	}
+	mask := make([]byte, len(rs))
+	for i := range rs {
+		mask[i] = '0'
+		if rs[i].Limit.Shadow {
+			mask[i] = '1'
+		}
+	}
+	return string(mask)
 }
 
 // policyArgs appends the take script's arguments of r's policy: its algorithm's name, then the
@@ -276,13 +296,13 @@ func parseTake(msg rueidis.RedisMessage, rs []admit.Request, ds []admit.Decision
 		}
 		d.Replayed, d.Token = replayed == 1, uint64(token)
 		ds[i] = d
-		all = all && d.Allowed
+		all = all && (d.Allowed || rs[i].Limit.Shadow) // a shadow rejection rejects nothing
 	}
 	if all != (allowed == 1) {
 		return false, unavailable(fmt.Errorf("%w: overall allowed %d disagrees with the policies'", errBadReply, allowed))
 	}
 	for i := range ds {
-		if all && tokens[i] != 0 { // a rejection acquires nothing, not even under a policy that would have admitted
+		if all && ds[i].Allowed && tokens[i] != 0 { // a rejection acquires nothing, not even under a policy that would have admitted
 			ds[i].Token = tokens[i]
 		}
 	}

@@ -16,20 +16,24 @@ const (
 	Name       = "Ratelimit"
 )
 
-// Policy returns the RateLimit-Policy field value that describes limits, one list member
-// per Limit in order (draft-ietf-httpapi-ratelimit-headers-10 §3), such as
+// Policy returns the RateLimit-Policy field value that describes limits, one list member per Limit
+// in order (draft-ietf-httpapi-ratelimit-headers-10 §3), such as
 //
 //	"per-second";q=10;w=1, "per-day";q=1000;w=86400
 //
 // q is the quota and w the window in whole seconds, rounded up: Rate per Period; for GCRA,
 // Capacity (the burst) per the time an empty bucket takes to fill again, so that q bounds the r
 // that RateLimit reports. A Concurrency Limit has q leases in flight, qu="concurrent-requests",
-// and no window. It reports false if a name cannot be a structured-field string, which no valid
-// Limit's can.
+// and no window. A Limit in shadow mode has no member: the client is not held to it. Policy returns
+// "" when every Limit is in shadow mode, and reports false if a name cannot be a structured-field
+// string, which no valid Limit's can.
 func Policy(limits []admit.Limit) (string, bool) {
 	var b []byte
-	for i, l := range limits {
-		if i > 0 {
+	for _, l := range limits {
+		if l.Shadow {
+			continue // not enforced: no quota of the client's
+		}
+		if len(b) > 0 {
 			b = append(b, ", "...)
 		}
 		var ok bool
@@ -90,12 +94,16 @@ func appendSFString(b []byte, s string) ([]byte, bool) {
 // RetryAfter of a policy that rejected, the ResetAfter of one that admitted. retryAfter is the
 // Retry-After of a 429 response, 0 otherwise: no member's t is below it, so a client that waits
 // for any t never retries before Retry-After. On a 429, the r of a policy that would have admitted
-// is what it has left: nothing was consumed. Integers are capped at 15 digits, as structured fields
-// require.
+// is what it has left: nothing was consumed. A Limit in shadow mode has no member, as in Policy.
+// Integers are capped at 15 digits, as structured fields require.
 func AppendRateLimit(b []byte, limits []admit.Limit, ds []admit.Decision, retryAfter int64) []byte {
+	start := len(b)
 	for i := range ds {
 		d := &ds[i]
-		if i > 0 {
+		if limits[i].Shadow {
+			continue
+		}
+		if len(b) > start {
 			b = append(b, ", "...)
 		}
 		b, _ = appendSFString(b, limits[i].Name)

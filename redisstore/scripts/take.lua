@@ -5,7 +5,9 @@
 -- KEYS[N+1]   the idempotency record's key, when ARGV[2] is not empty
 -- ARGV[1]     N
 -- ARGV[2]     the request's fingerprint (hex), or '' for a request without an ID
--- ARGV[3..]   each policy in turn: its algorithm's name, then that algorithm's own arguments
+-- ARGV[3]     the policies in shadow mode: '' for none, else N characters, '1' for a policy in shadow
+--             mode and '0' for one enforced
+-- ARGV[4..]   each policy in turn: its algorithm's name, then that algorithm's own arguments
 --             (and, in a test assembly only, the time in Unix microseconds last)
 --
 -- Reply: {allowed, replayed, then for each policy: allowed, remaining, retry_after_ms, reset_after_ms,
@@ -19,15 +21,23 @@
 -- holds the fingerprint and each policy's remaining and reset_after, and lives as long as the longest
 -- window; a repeat with the same fingerprint returns those, consuming nothing, and a repeat with
 -- another fingerprint is refused.
+--
+-- A policy in shadow mode (admit SPEC §2.8) takes no part in all-or-nothing: its rejection rejects
+-- nothing and writes nothing; when the others admit, it is written if it admits too. A replay reports
+-- it as admitted: the record keeps remaining and reset_after only.
 
 local ALGORITHMS = {fixed_window = fixed_window, gcra = gcra, sliding_window = sliding_window, sliding_log = sliding_log,
   concurrency = concurrency}
 
 local n = ARGV[1] == '1' and 1 or integer(ARGV[1], 1, MAX_REQUESTS) -- '1' first: a strict parse costs ~0.4 µs
-local fp = ARGV[2]
+local fp, shadow = ARGV[2], ARGV[3]
 if not n or type(fp) ~= 'string' or not (fp == '' or string.match(fp, '^%x+$')) then
   return redis.error_reply('ADMIT_INVALID take needs a policy count in 1..' .. MAX_REQUESTS .. ' and a fingerprint')
 end
+if type(shadow) ~= 'string' or not (shadow == '' or #shadow == n and string.match(shadow, '^[01]+$')) then
+  return redis.error_reply('ADMIT_INVALID take needs the policies in shadow mode: nothing, or a 0 or 1 per policy')
+end
+local shadowed = shadow ~= '' -- any policy may be in shadow mode
 local want = n
 if fp ~= '' then
   want = n + 1
@@ -38,7 +48,7 @@ end
 local record = KEYS[n + 1] -- nil for a request without an ID
 
 local policies = {}
-local i = 3
+local i = 4
 for k = 1, n do
   local alg = ALGORITHMS[ARGV[i]]
   if not alg then
@@ -108,7 +118,7 @@ for k = 1, n do
   local at = 5 * k - 2
   local allowed, remaining, retry, reset = p.alg.decide(p, p.cost)
   reply[at], reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4] = allowed, remaining, retry, reset, 0
-  if allowed == 0 then
+  if allowed == 0 and not (shadowed and string.byte(shadow, k) == 49) then -- '1': a shadow rejection rejects nothing
     reply[1] = 0
   end
   consumed = consumed or p.cost > 0
@@ -128,7 +138,9 @@ if reply[1] == 0 then
   return reply
 end
 for k = 1, n do
-  reply[5 * k + 2] = policies[k].alg.apply(KEYS[k], policies[k]) or 0
+  if reply[5 * k - 2] == 1 then -- not a shadow policy that would have limited
+    reply[5 * k + 2] = policies[k].alg.apply(KEYS[k], policies[k]) or 0
+  end
 end
 if record and consumed then
   local value = {fp}

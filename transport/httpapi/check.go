@@ -55,12 +55,16 @@ type CheckResponse struct {
 
 // PolicyDecision is one policy's decision in a CheckResponse.
 type PolicyDecision struct {
-	Policy       string `json:"policy"`
-	Allowed      bool   `json:"allowed"`
-	Limit        int64  `json:"limit"`
-	Remaining    int64  `json:"remaining"`
-	RetryAfterMS int64  `json:"retry_after_ms"`
-	ResetAfterMS int64  `json:"reset_after_ms"`
+	Policy string `json:"policy"`
+	// Allowed reports whether the policy admitted the request; for a policy in shadow mode, false
+	// means it would have limited it, and did not.
+	Allowed bool `json:"allowed"`
+	// Shadow reports that the policy is in shadow mode: it rejects nothing. Omitted when false.
+	Shadow       bool  `json:"shadow,omitempty"`
+	Limit        int64 `json:"limit"`
+	Remaining    int64 `json:"remaining"`
+	RetryAfterMS int64 `json:"retry_after_ms"`
+	ResetAfterMS int64 `json:"reset_after_ms"`
 }
 
 // ErrorResponse is the JSON body of a 400 or 503 answer of the API.
@@ -116,7 +120,7 @@ func setRateLimit(hdr http.Header, ds []admit.Decision, retryAfter int64) {
 	for i := range ds {
 		limits[i] = ds[i].Limit
 	}
-	if policy, ok := ratelimitfield.Policy(limits); ok {
+	if policy, ok := ratelimitfield.Policy(limits); ok && policy != "" {
 		hdr.Set(ratelimitfield.PolicyName, policy)
 		hdr.Set(ratelimitfield.Name, string(ratelimitfield.AppendRateLimit(nil, limits, ds, retryAfter)))
 	}
@@ -168,7 +172,7 @@ func NewCheckResponse(res service.Result) CheckResponse {
 		Decisions:    make([]PolicyDecision, len(res.Decisions)),
 	}
 	for i, d := range res.Decisions {
-		out.Decisions[i] = PolicyDecision{Policy: d.Limit.Name, Allowed: d.Allowed, Limit: d.Limit.Rate, Remaining: d.Remaining,
+		out.Decisions[i] = PolicyDecision{Policy: d.Limit.Name, Allowed: d.Allowed, Shadow: d.Limit.Shadow, Limit: d.Limit.Rate, Remaining: d.Remaining,
 			RetryAfterMS: d.RetryAfter.Milliseconds(), ResetAfterMS: d.ResetAfter.Milliseconds()}
 	}
 	return out
@@ -202,6 +206,14 @@ type PolicyInfo struct {
 	Failure string `json:"failure"`
 }
 
+// mode returns the mode of a policy of lim: "shadow" or "enforce".
+func mode(lim admit.Limit) string {
+	if lim.Shadow {
+		return "shadow"
+	}
+	return "enforce"
+}
+
 // policies serves GET /v1/policies: the loaded configuration's policies, in its order.
 func policies(svc *service.Service) http.HandlerFunc {
 	return func(w http.ResponseWriter, _ *http.Request) {
@@ -212,7 +224,7 @@ func policies(svc *service.Service) http.HandlerFunc {
 		}{Policies: make([]PolicyInfo, len(cfg.Policies)), Hash: cfg.Hash}
 		for i, p := range cfg.Policies {
 			out.Policies[i] = PolicyInfo{Name: p.Limit.Name, Algorithm: p.Limit.Algorithm.String(), Limit: p.Limit.Rate,
-				WindowMS: p.Limit.Period.Milliseconds(), Burst: p.Limit.Capacity(), Aligned: p.Limit.Aligned, Mode: p.Mode.String(), Failure: p.Failure.String()}
+				WindowMS: p.Limit.Period.Milliseconds(), Burst: p.Limit.Capacity(), Aligned: p.Limit.Aligned, Mode: mode(p.Limit), Failure: p.Failure.String()}
 			if p.Limit.Algorithm != admit.GCRA {
 				out.Policies[i].Burst = 0
 			}

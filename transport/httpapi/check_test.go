@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -17,6 +18,11 @@ import (
 
 const checkConfig = `
 policies:
+  - name: tighter
+    algorithm: fixed_window
+    limit: 1
+    window: 10s
+    mode: shadow
   - name: per-second
     algorithm: fixed_window
     limit: 3
@@ -190,10 +196,11 @@ func TestPolicies(t *testing.T) {
 		Hash     string               `json:"config_hash"`
 	}](t, rec)
 	want := []httpapi.PolicyInfo{
+		{Name: "tighter", Algorithm: "fixed_window", Limit: 1, WindowMS: 10000, Mode: "shadow", Failure: "closed"},
 		{Name: "per-second", Algorithm: "fixed_window", Limit: 3, WindowMS: 10000, Mode: "enforce", Failure: "closed"},
 		{Name: "per-day", Algorithm: "gcra", Limit: 5, WindowMS: 86400000, Burst: 5, Mode: "enforce", Failure: "closed"},
 	}
-	if rec.Code != http.StatusOK || len(got.Policies) != 2 || got.Policies[0] != want[0] || got.Policies[1] != want[1] || len(got.Hash) != 64 {
+	if rec.Code != http.StatusOK || !slices.Equal(got.Policies, want) || len(got.Hash) != 64 {
 		t.Errorf("%d %+v; want %+v", rec.Code, got, want)
 	}
 }
@@ -209,4 +216,25 @@ func TestReadyz(t *testing.T) {
 	run(t, h, []step{{method: http.MethodGet, path: "/readyz", status: http.StatusOK, body: "ok\n"}})
 	err = errors.New("redis: connection refused")
 	run(t, h, []step{{method: http.MethodGet, path: "/readyz", status: http.StatusServiceUnavailable, body: "not ready\n"}})
+}
+
+func TestCheckShadowPolicy(t *testing.T) {
+	h := newCheckHandler(t, newMemstore(t), nil)
+	body := `{"policies":["per-second","tighter"],"key":"alice"}`
+	for i := range 3 {
+		rec := post(h, body)
+		res := decode[httpapi.CheckResponse](t, rec)
+		if rec.Code != http.StatusOK || !res.Allowed || res.Policy != "per-second" || len(res.Decisions) != 2 {
+			t.Fatalf("check %d: %d %+v; want 200 decided by the enforced policy", i, rec.Code, res)
+		}
+		if d := res.Decisions[1]; !d.Shadow || d.Allowed != (i == 0) {
+			t.Fatalf("check %d: shadow decision %+v; want shadow, allowed only the first time", i, d)
+		}
+		if p := rec.Header().Get("RateLimit-Policy"); p != `"per-second";q=3;w=10` {
+			t.Errorf("RateLimit-Policy %q; want the enforced policy only", p)
+		}
+	}
+	if rec := post(h, body); rec.Code != http.StatusTooManyRequests {
+		t.Errorf("fourth: %d; want 429 by the enforced policy", rec.Code)
+	}
 }
