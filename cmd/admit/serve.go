@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/httplimit"
 	"github.com/admit-dev/admit/internal/logrelay"
 	"github.com/admit-dev/admit/memstore"
 	"github.com/admit-dev/admit/metrics"
@@ -247,12 +248,18 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		go r.run(ctx, reloadPollInterval)
 	}
 
+	clientIP, err := clientIPOf(policies.Server)
+	if err != nil {
+		logger.Error("cannot resolve client addresses", "error", err)
+		return exitUsage
+	}
 	api, err := httpapi.New(httpapi.Options{
-		Demo:    admit.NewLimiter(store, keys, demoLimit()),
-		Logger:  logger,
-		Service: svc,
-		Ready:   func(ctx context.Context) error { return ready(ctx, backend) },
-		Metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}),
+		Demo:     admit.NewLimiter(store, keys, demoLimit()),
+		Logger:   logger,
+		Service:  svc,
+		ClientIP: clientIP,
+		Ready:    func(ctx context.Context) error { return ready(ctx, backend) },
+		Metrics:  promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}),
 	})
 	if err != nil {
 		logger.Error("cannot build the HTTP API", "error", err)
@@ -268,6 +275,19 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitError
 	}
 	return exitOK
+}
+
+// clientIPOf returns the ClientIP of the server settings s: their trusted proxies, forwarding
+// header and IPv6 prefix.
+func clientIPOf(s policy.Server) (*httplimit.ClientIP, error) {
+	c := httplimit.ClientIPConfig{TrustedProxies: s.TrustedProxies, IPv6Prefix: s.IPv6Prefix}
+	switch s.ForwardedHeader {
+	case "x-forwarded-for":
+		c.Header = httplimit.XForwardedFor
+	case "forwarded":
+		c.Header = httplimit.Forwarded
+	}
+	return httplimit.NewClientIP(c)
 }
 
 // loadPolicies loads the configuration file, or, for "", returns the built-in one: the demo

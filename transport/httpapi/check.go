@@ -9,8 +9,10 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/httplimit"
 	"github.com/admit-dev/admit/internal/ratelimitfield"
 	"github.com/admit-dev/admit/service"
 )
@@ -73,15 +75,43 @@ type ErrorResponse struct {
 	Error string `json:"error"`
 }
 
-// check serves POST /v1/check.
+// The forward-auth form of /v1/check: the check in the query string, or in these header fields
+// that the proxy sets, and the status code the answer.
+const (
+	// PolicyField names the policies to check, separated by commas, as the query's policy does.
+	PolicyField = "X-Admit-Policy"
+	// KeyField is the subject, as the query's key is.
+	KeyField = "X-Admit-Key"
+	// CostField is the cost, as the query's cost is.
+	CostField = "X-Admit-Cost"
+	// RequestIDField is the request ID, as the query's request_id is.
+	RequestIDField = "X-Admit-Request-Id"
+	// SubjectField says where the subject is, as the query's subject does: key or client_ip.
+	SubjectField = "X-Admit-Subject"
+)
+
+// check serves /v1/check: POST with a JSON body, or the forward-auth form.
 type check struct {
 	svc         *service.Service
+	clientIP    *httplimit.ClientIP // for the subject client_ip of the forward-auth form; nil for none
 	logger      *slog.Logger
 	unavailable string // the Retry-After of a 503, whole seconds
 }
 
 func (c *check) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	req, err := decodeCheck(w, r)
+	var req CheckRequest
+	var err error
+	limited := http.StatusTooManyRequests
+	switch {
+	case isForwardAuth(r):
+		req, limited, err = c.fromForwardAuth(r)
+	case r.Method == http.MethodPost && r.URL.Path == "/v1/check":
+		req, err = decodeCheck(w, r)
+	default:
+		w.Header().Set("Allow", http.MethodPost)
+		writeJSON(w, http.StatusMethodNotAllowed, ErrorResponse{Error: "POST a JSON check, or name the policy in the query or in " + PolicyField})
+		return
+	}
 	if err != nil {
 		writeJSON(w, http.StatusBadRequest, ErrorResponse{Error: err.Error()})
 		return
@@ -106,11 +136,87 @@ func (c *check) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	status, retry := http.StatusOK, int64(0)
 	if !res.Allowed {
-		status, retry = http.StatusTooManyRequests, res.Decisions[res.Deciding].RetryAfterSeconds()
+		status, retry = limited, res.Decisions[res.Deciding].RetryAfterSeconds()
 		w.Header().Set("Retry-After", strconv.FormatInt(retry, 10))
 	}
 	setRateLimit(w.Header(), res.Decisions, retry)
 	writeJSON(w, status, NewCheckResponse(res))
+}
+
+// isForwardAuth reports whether r is a check in the forward-auth form: its query names a policy,
+// or its PolicyField does.
+func isForwardAuth(r *http.Request) bool {
+	return r.URL.Query().Has("policy") || r.Header.Get(PolicyField) != ""
+}
+
+// fromForwardAuth reads the check of a request in the forward-auth form, whatever its method and
+// path below /v1/check: each of policy, key, cost and request_id from the query, else from its
+// header field. The subject is key; or, with subject=client_ip, the client's address as the
+// server's trusted proxies resolve it. It returns the status of a limited answer too: 429,
+// or the query's limited_status, 401 or 403, for a proxy that passes no other (nginx).
+func (c *check) fromForwardAuth(r *http.Request) (req CheckRequest, limited int, err error) {
+	req, err = c.forwardedCheck(r)
+	switch v := r.URL.Query().Get("limited_status"); v {
+	case "", "429":
+		return req, http.StatusTooManyRequests, err
+	case "401", "403":
+		limited, _ = strconv.Atoi(v)
+		return req, limited, err
+	default:
+		return req, 0, fmt.Errorf("limited_status=%q: want 429, 401 or 403", v)
+	}
+}
+
+// forwardedCheck reads the check of a request in the forward-auth form (see fromForwardAuth).
+func (c *check) forwardedCheck(r *http.Request) (CheckRequest, error) {
+	q := r.URL.Query()
+	param := func(name, field string) string {
+		if q.Has(name) {
+			return q.Get(name)
+		}
+		return r.Header.Get(field)
+	}
+	var req CheckRequest
+	policies := q["policy"]
+	if len(policies) == 0 {
+		policies = []string{r.Header.Get(PolicyField)}
+	}
+	for _, p := range policies {
+		for _, name := range strings.Split(p, ",") {
+			if name = strings.TrimSpace(name); name != "" {
+				req.Policies = append(req.Policies, name)
+			}
+		}
+	}
+	if len(req.Policies) == 0 {
+		return req, errors.New("want a policy")
+	}
+	switch from := param("subject", SubjectField); from {
+	case "", "key":
+		if req.Key = param("key", KeyField); req.Key == "" {
+			return req, fmt.Errorf("want a key, in the query or in %s", KeyField)
+		}
+	case "client_ip":
+		if c.clientIP == nil {
+			return req, errors.New("subject=client_ip: the server resolves no client addresses")
+		}
+		s, err := c.clientIP.Subject(r)
+		if err != nil {
+			return req, err
+		}
+		req.Key = s.ID
+	default:
+		return req, fmt.Errorf("subject=%q: want key or client_ip", from)
+	}
+	if v := param("cost", CostField); v != "" {
+		cost, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return req, fmt.Errorf("cost %q: want a whole number", v)
+		}
+		req.Cost = &cost
+	}
+	req.RequestID = param("request_id", RequestIDField)
+	return req, nil
 }
 
 // setRateLimit sets the RateLimit-Policy and RateLimit fields (SPEC §6) of the answer to a check

@@ -6,11 +6,13 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/httplimit"
 	"github.com/admit-dev/admit/policy"
 	"github.com/admit-dev/admit/service"
 	"github.com/admit-dev/admit/transport/httpapi"
@@ -236,5 +238,94 @@ func TestCheckShadowPolicy(t *testing.T) {
 	}
 	if rec := post(h, body); rec.Code != http.StatusTooManyRequests {
 		t.Errorf("fourth: %d; want 429 by the enforced policy", rec.Code)
+	}
+}
+
+// TestForwardAuth checks the forward-auth form of /v1/check: the check in the query or in header
+// fields, with any method, on /v1/check or below it, answered by status code.
+func TestForwardAuth(t *testing.T) {
+	store := newMemstore(t)
+	cfg, err := policy.Parse("test.yaml", []byte(checkConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := admit.NewKeyBuilder(testSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := service.New(store, keys, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientIP, err := httplimit.NewClientIP(httplimit.ClientIPConfig{
+		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}, Header: httplimit.XForwardedFor})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := httpapi.New(httpapi.Options{Demo: newLimiter(t, store, demoLimit), Service: svc, ClientIP: clientIP})
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func(method, target string, header map[string]string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(method, target, nil)
+		r.RemoteAddr = "10.1.2.3:5555" // the proxy
+		for k, v := range header {
+			r.Header.Set(k, v)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		return rec
+	}
+	// nginx auth_request: the original method, the check in the URL.
+	for i, want := range []int{200, 200, 200, 429} {
+		rec := send(http.MethodGet, "/v1/check?policy=per-second&key=alice", nil)
+		if rec.Code != want {
+			t.Fatalf("query form, request %d: %d %s; want %d", i, rec.Code, rec.Body, want)
+		}
+		if want == 429 && (rec.Header().Get("Retry-After") == "" || rec.Header().Get("RateLimit") == "") {
+			t.Errorf("429 without Retry-After or RateLimit: %v", rec.Header())
+		}
+	}
+	// Envoy ext_authz: the original path appended, the check in header fields, several policies.
+	for i, want := range []int{200, 429} { // per-second: 3, at a cost of 2
+		rec := send(http.MethodPut, "/v1/check/upload/photo.jpg?size=2", map[string]string{
+			httpapi.PolicyField: "per-second, per-day", httpapi.KeyField: "bob", httpapi.CostField: "2"})
+		if rec.Code != want {
+			t.Fatalf("header form, request %d: %d %s; want %d", i, rec.Code, rec.Body, want)
+		}
+	}
+	// Traefik ForwardAuth: the client's address through the trusted proxy's X-Forwarded-For.
+	for i, want := range []int{200, 200, 200, 429} {
+		rec := send(http.MethodGet, "/v1/check?policy=per-second&subject=client_ip", map[string]string{"X-Forwarded-For": "203.0.113.9"})
+		if rec.Code != want {
+			t.Fatalf("client_ip, request %d: %d %s; want %d", i, rec.Code, rec.Body, want)
+		}
+	}
+	rec := send(http.MethodPost, "/v1/check/any/path", map[string]string{httpapi.PolicyField: "per-second", httpapi.SubjectField: "client_ip", "X-Forwarded-For": "203.0.113.9"})
+	if rec.Code != 429 {
+		t.Errorf("client_ip from %s: %d; want 429, the same client as above", httpapi.SubjectField, rec.Code)
+	}
+	if rec := send(http.MethodGet, "/v1/check?policy=per-second&key=alice&limited_status=403", nil); rec.Code != http.StatusForbidden || rec.Header().Get("Retry-After") == "" {
+		t.Errorf("limited_status=403: %d Retry-After %q; want 403 with Retry-After, for nginx", rec.Code, rec.Header().Get("Retry-After"))
+	}
+	if rec := send(http.MethodGet, "/v1/check?policy=per-second&subject=client_ip", map[string]string{"X-Forwarded-For": "203.0.113.10"}); rec.Code != 200 {
+		t.Errorf("another client: %d; want 200, a bucket of its own", rec.Code)
+	}
+	for _, c := range []struct {
+		target string
+		header map[string]string
+		want   string
+	}{
+		{"/v1/check?policy=per-second", nil, "want a key"},
+		{"/v1/check?policy=per-second&key=a&cost=x", nil, `cost "x"`},
+		{"/v1/check?policy=per-second&subject=user", nil, "want key or client_ip"},
+		{"/v1/check?policy=nope&key=a", nil, "unknown policy"},
+		{"/v1/check?policy=per-second&key=a&limited_status=200", nil, "limited_status"},
+		{"/v1/check?policy=per-second&subject=client_ip", map[string]string{"X-Forwarded-For": "unknown"}, "X-Forwarded-For"},
+	} {
+		rec := send(http.MethodGet, c.target, c.header)
+		if res := decode[httpapi.ErrorResponse](t, rec); rec.Code != http.StatusBadRequest || !strings.Contains(res.Error, c.want) {
+			t.Errorf("%s: %d %q; want 400 saying %q", c.target, rec.Code, res.Error, c.want)
+		}
 	}
 }

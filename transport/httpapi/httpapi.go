@@ -32,6 +32,8 @@ type Options struct {
 	Logger *slog.Logger
 	// Service, if not nil, serves POST /v1/check and GET /v1/policies.
 	Service *service.Service
+	// ClientIP, if not nil, resolves the subject client_ip of the forward-auth form of /v1/check.
+	ClientIP *httplimit.ClientIP
 	// Ready, if not nil, is called by GET /readyz with a context that ends after ReadyTimeout: nil
 	// means the backend can decide. Nil means /readyz answers as /healthz does.
 	Ready func(ctx context.Context) error
@@ -60,6 +62,14 @@ const ReadyTimeout = time.Second
 //	POST /v1/check    decides a CheckRequest, and answers a CheckResponse: 200 allowed, 429 limited
 //	                  (with Retry-After), 400 invalid (an ErrorResponse: unknown policy, bad JSON,
 //	                  cost above a limit, a key or body too large), 503 undecided (with Retry-After).
+//	                  200 and 429 carry the RateLimit-Policy and RateLimit fields (SPEC §6).
+//	ANY /v1/check…    the forward-auth form, for nginx auth_request, Traefik ForwardAuth and Envoy
+//	                  ext_authz: any method, on /v1/check or a path below it, with the check in the
+//	                  query (policy=…&key=…&cost=…&request_id=…; subject=client_ip for the client's
+//	                  address through the trusted proxies; limited_status=403 or 401 to answer a
+//	                  limited request so, for nginx) or in the fields PolicyField, KeyField,
+//	                  SubjectField, CostField and RequestIDField; answered as POST is. A request that names no
+//	                  policy is a JSON check, which only POST may send (else 405).
 //	GET /v1/policies  the loaded policies.
 type Handler struct {
 	mux *http.ServeMux
@@ -84,7 +94,9 @@ func New(opts Options) (*Handler, error) {
 	}
 	if opts.Service != nil {
 		retry := strconv.FormatInt(admit.CeilSeconds(httplimit.DefaultUnavailableRetryAfter), 10)
-		mux.Handle("POST /v1/check", &check{svc: opts.Service, logger: logger(opts.Logger), unavailable: retry})
+		chk := &check{svc: opts.Service, clientIP: opts.ClientIP, logger: logger(opts.Logger), unavailable: retry}
+		mux.Handle("/v1/check", chk)
+		mux.Handle("/v1/check/", chk) // the forward-auth form, below a prefix that appends the original path
 		mux.HandleFunc("GET /v1/policies", policies(opts.Service))
 	}
 	return &Handler{mux: mux}, nil
