@@ -31,6 +31,7 @@ package policy
 
 import (
 	"net/netip"
+	"strings"
 
 	"github.com/admit-dev/admit"
 )
@@ -57,6 +58,18 @@ func (c *Config) Policy(name string) (Policy, bool) {
 		return Policy{}, false
 	}
 	return c.Policies[i], true
+}
+
+// Route returns the first of c's Routes that matches a request of method for path, and whether one
+// does. A route matches when its Method is empty or is method, and path starts with its
+// PathPrefix (a plain string prefix: "/api" matches "/api/x" and "/apix").
+func (c *Config) Route(method, path string) (Route, bool) {
+	for _, r := range c.Routes {
+		if (r.Method == "" || r.Method == method) && strings.HasPrefix(path, r.PathPrefix) {
+			return r, true
+		}
+	}
+	return Route{}, false
 }
 
 // A Policy is a named Limit and how to apply it.
