@@ -64,6 +64,10 @@ type Check struct {
 	Cost int64
 	// RequestID, if not empty, makes a retry idempotent (admit.Request.ID).
 	RequestID string
+	// Config, if not nil, is the configuration the Check is decided under instead of the loaded
+	// one: a transport that took the configuration with [Service.Config] to match a route passes
+	// it, so that the route and its policies come from one configuration whatever Swap does.
+	Config *policy.Config
 }
 
 // A Result is the outcome of a Check.
@@ -127,7 +131,10 @@ func (res Result) decided(allowed bool) Result {
 
 // requests returns the Requests of c under the loaded configuration, one per policy, in order.
 func (s *Service) requests(c Check) ([]admit.Request, error) {
-	cfg := s.cfg.Load() // the one configuration of this Check, whatever Swap does meanwhile
+	cfg := c.Config
+	if cfg == nil {
+		cfg = s.cfg.Load() // the one configuration of this Check, whatever Swap does meanwhile
+	}
 	n := len(c.Policies)
 	if n == 0 || n > admit.MaxRequests {
 		return nil, fmt.Errorf("%w: %d policies; want 1…%d", admit.ErrInvalidRequest, n, admit.MaxRequests)
