@@ -143,3 +143,31 @@ func TestAcquireMixesGCRAAndConcurrency(t *testing.T) {
 		t.Fatalf("after two seconds and every release: %+v, %v; want everything back", ds, err)
 	}
 }
+
+// TestHold checks admit.Hold directly: it decides its Requests all-or-nothing, fills the
+// Decisions, and its release ends the Concurrency lease once, leaving the other Limit's count.
+func TestHold(t *testing.T) {
+	s := memstore.New(memstore.Options{SweepInterval: -1})
+	t.Cleanup(func() { s.Close() })
+	perHour := admit.Limit{Name: "per-hour", Algorithm: admit.FixedWindow, Rate: 10, Period: time.Hour}
+	one := admit.Limit{Name: "inflight", Algorithm: admit.Concurrency, Rate: 1, Period: time.Minute}
+	rs := []admit.Request{{Key: "rl:inflight:v1:{a}", Limit: one, Cost: 1}, {Key: "rl:per-hour:v1:{a}", Limit: perHour, Cost: 1}}
+	ds := make([]admit.Decision, 2)
+	release, allowed, err := admit.Hold(context.Background(), s, rs, ds)
+	if err != nil || !allowed || !ds[0].Allowed || ds[0].Token == 0 || ds[1].Remaining != 9 {
+		t.Fatalf("Hold = %v, %v, %+v; want allowed with a lease", allowed, err, ds)
+	}
+	release2, allowed, err := admit.Hold(context.Background(), s, rs, ds)
+	if err != nil || allowed {
+		t.Fatalf("second Hold = %v, %v; want rejected: one in flight", allowed, err)
+	}
+	release2() // nothing held
+	release()
+	release()
+	if _, allowed, err := admit.Hold(context.Background(), s, rs, ds); err != nil || !allowed || ds[1].Remaining != 8 {
+		t.Fatalf("Hold after release = %v, %v, %+v; want allowed, per-hour 8 left", allowed, err, ds)
+	}
+	if release, _, err := admit.Hold(context.Background(), s, rs, ds[:1]); err == nil || release == nil {
+		t.Errorf("Hold with too few Decisions = %v; want an error and a release", err)
+	}
+}

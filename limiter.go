@@ -154,28 +154,62 @@ func (l *Limiter) Reserve(ctx context.Context, subject string, estimate int64) (
 // hold takes n units for s under every Limit of l with request ID id, fills ds if not nil, and
 // returns what the request holds.
 func (l *Limiter) hold(ctx context.Context, s Subject, n int64, id string, ds []Decision) (*holding, Decision, error) {
-	h := &holding{store: l.store, ctx: context.WithoutCancel(ctx), rs: make([]Request, len(l.limits)), ds: make([]Decision, len(l.limits))}
-	h.done.Store(true) // until the request is admitted: nothing to release or settle
 	switch {
 	case l.err != nil:
-		return h, Decision{}, l.err
+		return noHolding(), Decision{}, l.err
 	case ds != nil && len(ds) != len(l.limits):
-		return h, Decision{}, fmt.Errorf("%w: %d Decisions for %d limits", ErrInvalidRequest, len(ds), len(l.limits))
+		return noHolding(), Decision{}, fmt.Errorf("%w: %d Decisions for %d limits", ErrInvalidRequest, len(ds), len(l.limits))
 	}
-	for i := range h.rs {
+	rs := make([]Request, len(l.limits))
+	for i := range rs {
 		r, err := l.request(i, s, n, id)
 		if err != nil {
-			return h, Decision{}, err
+			return noHolding(), Decision{}, err
 		}
-		h.rs[i] = r
+		rs[i] = r
 	}
-	allowed, err := l.store.TakeAll(ctx, h.rs, h.ds)
+	h, _, err := takeHolding(ctx, l.store, rs)
 	if err != nil {
 		return h, Decision{}, err
 	}
-	h.done.Store(!allowed)
 	copy(ds, h.ds)
 	return h, h.ds[Deciding(h.ds)], nil
+}
+
+// Hold decides rs on store all-or-nothing, as store.TakeAll does, fills ds (len(rs) elements) with
+// their Decisions, and reports whether they were all allowed. It returns release, which ends the
+// leases that an admitted request holds under the Concurrency Limits of rs: call it once the work
+// is done — deferred, so that a panic releases too. release is never nil, does nothing for a
+// rejected or undecided request or one without Concurrency Limits, and does nothing when called
+// again. It releases even when ctx is done, within the Store's own timeout; a lease it cannot
+// release (the Store unavailable) expires after its Limit's Period. Hold copies rs: the caller may
+// reuse it, and ds, once Hold returns. [Limiter.Admit] is Hold for a Limiter's Limits.
+func Hold(ctx context.Context, store Store, rs []Request, ds []Decision) (release func(), allowed bool, err error) {
+	if len(ds) != len(rs) {
+		return noHolding().release, false, fmt.Errorf("%w: %d Decisions for %d requests", ErrInvalidRequest, len(ds), len(rs))
+	}
+	h, allowed, err := takeHolding(ctx, store, append([]Request(nil), rs...))
+	copy(ds, h.ds)
+	return h.release, allowed, err
+}
+
+// takeHolding decides rs, which it keeps, on store, and returns what an admitted request holds.
+func takeHolding(ctx context.Context, store Store, rs []Request) (*holding, bool, error) {
+	h := &holding{store: store, ctx: context.WithoutCancel(ctx), rs: rs, ds: make([]Decision, len(rs))}
+	h.done.Store(true) // until the request is admitted: nothing to release or settle
+	allowed, err := store.TakeAll(ctx, h.rs, h.ds)
+	if err != nil {
+		return h, false, err
+	}
+	h.done.Store(!allowed)
+	return h, allowed, nil
+}
+
+// noHolding returns the holding of a request that holds nothing.
+func noHolding() *holding {
+	h := &holding{}
+	h.done.Store(true)
+	return h
 }
 
 // A holding is what an admitted request holds under a Limiter's Limits until it ends: the leases of

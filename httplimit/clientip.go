@@ -134,6 +134,10 @@ func NewClientIP(c ClientIPConfig) (*ClientIP, error) {
 	return ci, nil
 }
 
+// Header returns the forwarding header the ClientIP reads from trusted proxies, or
+// NoForwardedHeader.
+func (c *ClientIP) Header() ForwardedHeader { return c.header }
+
 // Subject is a [SubjectFunc] that limits each request as its client address, as [ClientIP.Resolve]
 // finds it: an IPv4 address such as "192.0.2.1", or the IPv6 network that groups its IPv6 address,
 // such as "2001:db8::/64".
@@ -154,14 +158,10 @@ func (c *ClientIP) Subject(r *http.Request) (admit.Subject, error) {
 // for a malformed forwarding header (400), or ErrMisconfigured when r.RemoteAddr is not an IP
 // address (500: a server on a Unix socket, say, has no client addresses to limit).
 func (c *ClientIP) Resolve(r *http.Request) (netip.Addr, error) {
-	peer, err := netip.ParseAddrPort(r.RemoteAddr)
-	addr := peer.Addr()
+	addr, err := peerAddr(r)
 	if err != nil {
-		if addr, err = netip.ParseAddr(r.RemoteAddr); err != nil {
-			return netip.Addr{}, fmt.Errorf("%w: the TCP peer %q is not an IP address", ErrMisconfigured, r.RemoteAddr)
-		}
+		return netip.Addr{}, err
 	}
-	addr = addr.WithZone("").Unmap()
 	if c.header == NoForwardedHeader || !c.isTrusted(addr) {
 		return addr, nil
 	}
@@ -195,6 +195,26 @@ func (c *ClientIP) Resolve(r *http.Request) (netip.Addr, error) {
 		}
 	}
 	return addr, nil // every hop trusted: the leftmost, or the peer when there are none
+}
+
+// TrustsPeer reports whether r's TCP peer (r.RemoteAddr) is one of the trusted proxies: whether
+// a header that only a trusted proxy may set can be believed. It is false when r.RemoteAddr is not
+// an IP address.
+func (c *ClientIP) TrustsPeer(r *http.Request) bool {
+	a, err := peerAddr(r)
+	return err == nil && c.isTrusted(a)
+}
+
+// peerAddr returns the address of r's TCP peer, without a zone, IPv4-mapped addresses as IPv4.
+func peerAddr(r *http.Request) (netip.Addr, error) {
+	peer, err := netip.ParseAddrPort(r.RemoteAddr)
+	addr := peer.Addr()
+	if err != nil {
+		if addr, err = netip.ParseAddr(r.RemoteAddr); err != nil {
+			return netip.Addr{}, fmt.Errorf("%w: the TCP peer %q is not an IP address", ErrMisconfigured, r.RemoteAddr)
+		}
+	}
+	return addr.WithZone("").Unmap(), nil
 }
 
 // isTrusted reports whether a is the address of a trusted proxy.

@@ -305,3 +305,29 @@ func FuzzForwarded(f *testing.F) {
 	ci := newClientIP(f, httplimit.ClientIPConfig{TrustedProxies: proxies, Header: httplimit.Forwarded})
 	f.Fuzz(func(t *testing.T, header string) { fuzzClientIP(t, ci, "Forwarded", header) })
 }
+
+// TestClientIPTrustsPeer checks TrustsPeer: only a TCP peer in a trusted network is trusted,
+// whatever its forwarding header says.
+func TestClientIPTrustsPeer(t *testing.T) {
+	ci := newClientIP(t, httplimit.ClientIPConfig{TrustedProxies: proxies, Header: httplimit.XForwardedFor})
+	for _, tc := range []struct {
+		peer string
+		want bool
+	}{
+		{"10.1.2.3:4000", true},
+		{"[::ffff:10.1.2.3]:4000", true},
+		{"[2001:db8:ffff::1]:443", true},
+		{"192.0.2.200:1", true},
+		{"192.0.2.201:1", false},
+		{"203.0.113.9:80", false},
+		{"not an address", false},
+	} {
+		r := request(tc.peer, "X-Forwarded-For", "10.0.0.1")
+		if got := ci.TrustsPeer(r); got != tc.want {
+			t.Errorf("TrustsPeer(%s) = %v; want %v", tc.peer, got, tc.want)
+		}
+	}
+	if none := newClientIP(t, httplimit.ClientIPConfig{}); none.TrustsPeer(request("10.1.2.3:4000", "")) {
+		t.Error("with no trusted proxies, TrustsPeer = true")
+	}
+}

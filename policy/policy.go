@@ -31,8 +31,10 @@ package policy
 
 import (
 	"net/netip"
+	"strings"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/httplimit"
 )
 
 // A Config is one configuration file, validated. It is immutable once Parse returns it: share it
@@ -57,6 +59,18 @@ func (c *Config) Policy(name string) (Policy, bool) {
 		return Policy{}, false
 	}
 	return c.Policies[i], true
+}
+
+// Route returns the first of c's Routes that matches a request of method for path, and whether one
+// does. A route matches when its Method is empty or is method, and path starts with its
+// PathPrefix (a plain string prefix: "/api" matches "/api/x" and "/apix").
+func (c *Config) Route(method, path string) (Route, bool) {
+	for _, r := range c.Routes {
+		if (r.Method == "" || r.Method == method) && strings.HasPrefix(path, r.PathPrefix) {
+			return r, true
+		}
+	}
+	return Route{}, false
 }
 
 // A Policy is a named Limit and how to apply it.
@@ -115,6 +129,19 @@ type Server struct {
 	// RateLimitHeaders reports whether responses carry the RateLimit-Policy and RateLimit fields;
 	// default true.
 	RateLimitHeaders bool
+}
+
+// ClientIP returns the httplimit.ClientIP of the settings: their trusted proxies, forwarding header
+// and IPv6 prefix, which admit serve and admit proxy resolve client addresses with.
+func (s *Server) ClientIP() (*httplimit.ClientIP, error) {
+	c := httplimit.ClientIPConfig{TrustedProxies: s.TrustedProxies, IPv6Prefix: s.IPv6Prefix}
+	switch s.ForwardedHeader {
+	case "x-forwarded-for":
+		c.Header = httplimit.XForwardedFor
+	case "forwarded":
+		c.Header = httplimit.Forwarded
+	}
+	return httplimit.NewClientIP(c)
 }
 
 // Defaults of the Server settings.

@@ -208,3 +208,49 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestRoute checks that Config.Route finds the first route whose method and path prefix match.
+func TestRoute(t *testing.T) {
+	cfg, err := policy.Parse("routes.yaml", []byte(`
+policies:
+  - name: p
+    algorithm: fixed_window
+    limit: 1
+    window: 1s
+routes:
+  - method: POST
+    path_prefix: /api/write
+    policies: [p]
+    cost: 5
+  - path_prefix: /api/
+    policies: [p]
+  - method: GET
+    path_prefix: /
+    policies: [p]
+    subject:
+      from: constant
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		method, path string
+		want         int // index in cfg.Routes, -1 for none
+	}{
+		{"POST", "/api/write/x", 0},
+		{"GET", "/api/write/x", 1},
+		{"DELETE", "/api/", 1},
+		{"GET", "/api", 2},
+		{"GET", "/", 2},
+		{"POST", "/other", -1},
+		{"post", "/other", -1},
+	} {
+		r, ok := cfg.Route(tc.method, tc.path)
+		switch {
+		case tc.want < 0 && ok:
+			t.Errorf("Route(%s, %s) = %+v; want none", tc.method, tc.path, r)
+		case tc.want >= 0 && (!ok || r.PathPrefix != cfg.Routes[tc.want].PathPrefix || r.Method != cfg.Routes[tc.want].Method):
+			t.Errorf("Route(%s, %s) = %+v, %v; want route %d %+v", tc.method, tc.path, r, ok, tc.want, cfg.Routes[tc.want])
+		}
+	}
+}

@@ -64,6 +64,10 @@ type Check struct {
 	Cost int64
 	// RequestID, if not empty, makes a retry idempotent (admit.Request.ID).
 	RequestID string
+	// Config, if not nil, is the configuration the Check is decided under instead of the loaded
+	// one: a transport that took the configuration with [Service.Config] to match a route passes
+	// it, so that the route and its policies come from one configuration whatever Swap does.
+	Config *policy.Config
 }
 
 // A Result is the outcome of a Check.
@@ -83,27 +87,72 @@ type Result struct {
 
 // Check decides c under the loaded configuration. An error means nothing was decided: it matches
 // admit.ErrInvalidRequest (ErrUnknownPolicy among them) or admit.ErrInvalidLimit for a caller's
-// mistake, found before any I/O, and admit.ErrUnavailable when the Store could not decide.
+// mistake, found before any I/O, and admit.ErrUnavailable when the Store could not decide. Under a
+// concurrency policy, an admitted Check takes a lease that it leaves held until it expires; use
+// [Service.Admit] to release it when the work is done.
 func (s *Service) Check(ctx context.Context, c Check) (Result, error) {
-	cfg := s.cfg.Load() // the one configuration of this Check, whatever Swap does meanwhile
+	rs, err := s.requests(c)
+	if err != nil {
+		return Result{}, err
+	}
+	res := Result{Decisions: make([]admit.Decision, len(rs))}
+	allowed, err := s.store.TakeAll(ctx, rs, res.Decisions)
+	if err != nil {
+		return Result{}, err
+	}
+	return res.decided(allowed), nil
+}
+
+// Admit decides c as Check does, and returns release, which ends the leases that an admitted Check
+// holds under its concurrency policies (admit.Hold): call it once the work is done — deferred, so
+// that a panic releases too. release is never nil, does nothing for a Check that was not admitted
+// or has no concurrency policy, and does nothing when called again. It releases even when ctx is
+// done; a lease it cannot release (the Store unavailable) expires after its policy's lease TTL.
+func (s *Service) Admit(ctx context.Context, c Check) (res Result, release func(), err error) {
+	rs, err := s.requests(c)
+	if err != nil {
+		return Result{}, func() {}, err
+	}
+	res = Result{Decisions: make([]admit.Decision, len(rs))}
+	release, allowed, err := admit.Hold(ctx, s.store, rs, res.Decisions)
+	if err != nil {
+		return Result{}, release, err
+	}
+	return res.decided(allowed), release, nil
+}
+
+// decided completes res, whose Decisions are filled, for a Check that was allowed or not.
+func (res Result) decided(allowed bool) Result {
+	res.Allowed = allowed
+	res.Deciding = admit.Deciding(res.Decisions)
+	res.Replayed = res.Decisions[0].Replayed
+	return res
+}
+
+// requests returns the Requests of c under the loaded configuration, one per policy, in order.
+func (s *Service) requests(c Check) ([]admit.Request, error) {
+	cfg := c.Config
+	if cfg == nil {
+		cfg = s.cfg.Load() // the one configuration of this Check, whatever Swap does meanwhile
+	}
 	n := len(c.Policies)
 	if n == 0 || n > admit.MaxRequests {
-		return Result{}, fmt.Errorf("%w: %d policies; want 1…%d", admit.ErrInvalidRequest, n, admit.MaxRequests)
+		return nil, fmt.Errorf("%w: %d policies; want 1…%d", admit.ErrInvalidRequest, n, admit.MaxRequests)
 	}
 	rs := make([]admit.Request, n)
 	for i, name := range c.Policies {
 		p, ok := cfg.Policy(name)
 		if !ok {
-			return Result{}, fmt.Errorf("%w %q", ErrUnknownPolicy, name)
+			return nil, fmt.Errorf("%w %q", ErrUnknownPolicy, name)
 		}
 		for _, prev := range c.Policies[:i] {
 			if prev == name {
-				return Result{}, fmt.Errorf("%w: policy %q named twice", admit.ErrInvalidRequest, name)
+				return nil, fmt.Errorf("%w: policy %q named twice", admit.ErrInvalidRequest, name)
 			}
 		}
 		key, err := s.keys.Key(p.Limit, p.Version, c.Subject)
 		if err != nil {
-			return Result{}, err
+			return nil, err
 		}
 		cost := c.Cost
 		if p.Limit.Algorithm == admit.Concurrency {
@@ -111,13 +160,5 @@ func (s *Service) Check(ctx context.Context, c Check) (Result, error) {
 		}
 		rs[i] = admit.Request{Key: key, Limit: p.Limit, Cost: cost, ID: c.RequestID}
 	}
-	res := Result{Decisions: make([]admit.Decision, n)}
-	allowed, err := s.store.TakeAll(ctx, rs, res.Decisions)
-	if err != nil {
-		return Result{}, err
-	}
-	res.Allowed = allowed
-	res.Deciding = admit.Deciding(res.Decisions)
-	res.Replayed = res.Decisions[0].Replayed
-	return res, nil
+	return rs, nil
 }

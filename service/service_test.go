@@ -207,3 +207,90 @@ func TestNewNeedsEverything(t *testing.T) {
 		t.Error("New(nil, nil, nil) succeeded")
 	}
 }
+
+const leases = `
+policies:
+  - name: in-flight
+    algorithm: concurrency
+    limit: 2
+    lease_ttl: 1h
+  - name: per-hour
+    algorithm: fixed_window
+    limit: 100
+    window: 1h
+`
+
+// TestAdmitReleases checks that Admit holds a concurrency policy's lease until release, that
+// release ends it once only, and that it works after the context is done.
+func TestAdmitReleases(t *testing.T) {
+	s := newService(t, nil, leases)
+	c := service.Check{Policies: []string{"in-flight", "per-hour"}, Subject: admit.Subject{ID: "alice"}, Cost: 1}
+	var releases []func()
+	for i := range 2 {
+		res, release, err := s.Admit(t.Context(), c)
+		if err != nil || !res.Allowed || release == nil {
+			t.Fatalf("admit %d = %+v, %v; want allowed", i, res, err)
+		}
+		releases = append(releases, release)
+	}
+	res, release, err := s.Admit(t.Context(), c)
+	if err != nil || res.Allowed || res.Decisions[res.Deciding].Limit.Name != "in-flight" {
+		t.Fatalf("third admit = %+v, %v; want limited by in-flight", res, err)
+	}
+	release() // a rejected Check holds nothing: a no-op
+	ctx, cancel := context.WithCancel(t.Context())
+	res, _, err = s.Admit(ctx, service.Check{Policies: []string{"in-flight"}, Subject: admit.Subject{ID: "bob"}, Cost: 1})
+	if err != nil || !res.Allowed {
+		t.Fatalf("bob = %+v, %v; want allowed", res, err)
+	}
+	cancel()
+	releases[0]()
+	releases[0]() // again: releases nothing more
+	res, release, err = s.Admit(t.Context(), c)
+	if err != nil || !res.Allowed {
+		t.Fatalf("after one release = %+v, %v; want allowed", res, err)
+	}
+	defer release()
+	if res, _, err := s.Admit(t.Context(), c); err != nil || res.Allowed {
+		t.Fatalf("after a second release of the same lease = %+v, %v; want limited: release works once", res, err)
+	}
+	// The per-hour policy is not concurrency: releasing gives none of it back (3 admitted).
+	peek, err := s.Check(t.Context(), service.Check{Policies: []string{"per-hour"}, Subject: admit.Subject{ID: "alice"}, Cost: 0})
+	if err != nil || peek.Decisions[0].Remaining != 97 {
+		t.Errorf("per-hour peek = %+v, %v; want 97 remaining", peek, err)
+	}
+}
+
+// TestAdmitReleaseAfterCancel checks that a release whose Admit's context is done still releases.
+func TestAdmitReleaseAfterCancel(t *testing.T) {
+	s := newService(t, nil, leases)
+	c := service.Check{Policies: []string{"in-flight"}, Subject: admit.Subject{ID: "carol"}, Cost: 1}
+	ctx, cancel := context.WithCancel(t.Context())
+	var releases []func()
+	for range 2 {
+		_, release, err := s.Admit(ctx, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		releases = append(releases, release)
+	}
+	cancel()
+	for _, release := range releases {
+		release()
+	}
+	for i := range 2 {
+		if res, _, err := s.Admit(t.Context(), c); err != nil || !res.Allowed {
+			t.Fatalf("admit %d after releases with a done context = %+v, %v; want allowed", i, res, err)
+		}
+	}
+}
+
+// TestAdmitErrors checks that an Admit that decides nothing returns a release that does nothing.
+func TestAdmitErrors(t *testing.T) {
+	s := newService(t, nil, leases)
+	_, release, err := s.Admit(t.Context(), service.Check{Policies: []string{"nope"}, Subject: admit.Subject{ID: "x"}, Cost: 1})
+	if !errors.Is(err, service.ErrUnknownPolicy) || release == nil {
+		t.Fatalf("Admit(unknown policy) = %v, release nil %v; want ErrUnknownPolicy and a release", err, release == nil)
+	}
+	release()
+}

@@ -83,8 +83,14 @@ func admitEnv(extra ...string) []string {
 // holds no HMAC secret.
 func startAdmitEnv(t *testing.T, env []string, args ...string) *proc {
 	t.Helper()
+	return startCommand(t, env, "serve", args...)
+}
+
+// startCommand is startAdmitEnv for the command cmd: "admit CMD --listen 127.0.0.1:0 args…".
+func startCommand(t *testing.T, env []string, cmd string, args ...string) *proc {
+	t.Helper()
 	p := &proc{logs: &logWatch{}, exited: make(chan struct{})}
-	p.cmd = exec.Command(admitBinary(t), append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
+	p.cmd = exec.Command(admitBinary(t), append([]string{cmd, "--listen", "127.0.0.1:0"}, args...)...)
 	p.cmd.Env = env
 	p.cmd.Stdout = p.logs
 	p.cmd.Stderr = p.logs

@@ -3,6 +3,7 @@
 // Usage:
 //
 //	admit serve [--listen ADDR] [--redis URL] [--hmac-secret-file PATH]
+//	admit proxy --upstream URL --config FILE [--listen ADDR] [--redis URL] [--hmac-secret-file PATH]
 //	admit config validate FILE
 //	admit check --config FILE --policy P [--policy Q] --key K [--cost N] [--request-id ID] [--redis URL]
 //	admit version
@@ -74,6 +75,7 @@ Usage:
 Commands:
 
 	serve     serve the HTTP API (GET /demo, GET /healthz)
+	proxy     a reverse proxy that limits the routes of a configuration in front of any app
 	check     decide one request under a configuration's policies, and print it as JSON
 	config    check a configuration file: admit config validate FILE
 	version   print the version
@@ -92,6 +94,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch cmd, rest := args[0], args[1:]; cmd {
 	case "serve":
 		return serve(ctx, rest, stdout, stderr)
+	case "proxy":
+		return proxy(ctx, rest, stdout, stderr)
 	case "config":
 		return config(rest, stdout, stderr)
 	case "check":
@@ -102,6 +106,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "help", "--help", "-help", "-h":
 		if len(rest) > 0 && rest[0] == "serve" {
 			return serve(ctx, []string{"--help"}, stdout, stderr)
+		}
+		if len(rest) > 0 && rest[0] == "proxy" {
+			return proxy(ctx, []string{"--help"}, stdout, stderr)
 		}
 		if len(rest) > 0 && rest[0] == "config" {
 			return config([]string{"--help"}, stdout, stderr)

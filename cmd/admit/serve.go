@@ -12,10 +12,10 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/admit-dev/admit"
-	"github.com/admit-dev/admit/httplimit"
 	"github.com/admit-dev/admit/internal/logrelay"
 	"github.com/admit-dev/admit/memstore"
 	"github.com/admit-dev/admit/metrics"
@@ -40,6 +40,7 @@ type serveConfig struct {
 	configFile     string // --config: the configuration file, or "" for the built-in demo policy
 	logFormat      string // --log-format: text or json
 	fileSecretFile string // the configuration file's server.hmac_secret_file, the last resort
+	upstream       string // --upstream of admit proxy: the app's URL
 }
 
 // applyFile applies the server settings of the configuration file to cfg, where no flag or
@@ -57,17 +58,14 @@ func (cfg *serveConfig) applyFile(s policy.Server) {
 // parseServe parses the flags of admit serve. On --help it writes the usage to stdout and returns
 // done; on a bad command line it writes the error and the usage to stderr and returns exitUsage.
 func parseServe(args []string, stdout, stderr io.Writer) (cfg serveConfig, code int, done bool) {
-	fs := flag.NewFlagSet("admit serve", flag.ContinueOnError)
-	fs.StringVar(&cfg.listen, "listen", defaultListen, "`address` to serve HTTP on (host:port; port 0 picks a free one)")
-	fs.StringVar(&cfg.redisURL, "redis", "", "Redis `URL` (redis:// or rediss://); default $REDIS_URL, else the in-memory backend")
-	fs.StringVar(&cfg.secretFile, secretFileFlag, "", "read the HMAC secret from the file at `PATH` (one trailing newline is dropped); default $"+secretEnv)
-	fs.StringVar(&cfg.configFile, "config", "", "the configuration `FILE`: policies and server settings (docs/configuration.md)")
-	fs.StringVar(&cfg.logFormat, "log-format", "text", "the log's `FORMAT` on stderr: text (logfmt) or json")
-	printUsage := func(w io.Writer) {
-		fmt.Fprint(w, `Usage: admit serve [--config FILE] [--listen ADDR] [--redis URL] [--hmac-secret-file PATH] [--log-format text|json]
+	return parseCommand("serve", defaultListen, serveUsage, args, stdout, stderr, nil)
+}
+
+// serveUsage is the usage of admit serve, before its flags.
+const serveUsage = `Usage: admit serve [--config FILE] [--listen ADDR] [--redis URL] [--hmac-secret-file PATH] [--log-format text|json]
 
 Serves the admit HTTP API until SIGINT or SIGTERM, then finishes the requests in flight (for at
-most `+shutdownGrace.String()+`) and exits 0.
+most ` + "{{grace}}" + `) and exits 0.
 
   POST /v1/check    {"policy":"per-day","key":"alice","cost":1,"request_id":"…"}, or
                     "policies":[…] for several at once: 200 allowed, 429 limited,
@@ -83,18 +81,41 @@ most `+shutdownGrace.String()+`) and exits 0.
 Without it, the one policy is the demo's, "demo". The file is reloaded on SIGHUP and when it
 changes; a file with errors is logged and counted, and the loaded policies keep serving.
 Settings come from a flag, else the environment, else the file.
+` + backendUsage
 
+// backendUsage is the part of the usage of admit serve and admit proxy about the backend and the
+// HMAC secret.
+const backendUsage = `
 Without --redis, REDIS_URL or the file's server.redis, limits are kept in this process's memory
 and not shared.
 
 The HMAC secret turns subjects into keys, so that no client can name its own counter and no
-personal data reaches Redis: --hmac-secret-file PATH, else $`+secretEnv+`, else the file's
-server.hmac_secret_file, at least `+fmt.Sprint(admit.MinSecretLen)+` bytes, never logged. With --redis or REDIS_URL it is required, and every instance on one Redis
-must have the same one, or they do not share limits: without it admit serve refuses to start
+personal data reaches Redis: --hmac-secret-file PATH, else $` + secretEnv + `, else the file's
+server.hmac_secret_file, at least {{minsecret}} bytes, never logged. With --redis or REDIS_URL it is required, and every instance on one Redis
+must have the same one, or they do not share limits: without it the command refuses to start
 (exit 2). In memory, without one, it uses a random secret of its own.
 
 Flags:
-`)
+`
+
+// parseCommand parses the flags of admit name (serve or proxy), whose default listen address is
+// listen and whose usage, before the flags, is usage; more, if not nil, defines the command's own
+// flags. On --help it writes the usage to stdout and returns done; on a bad command line it writes
+// the error and the usage to stderr and returns exitUsage.
+func parseCommand(name, listen, usage string, args []string, stdout, stderr io.Writer, more func(*flag.FlagSet, *serveConfig)) (cfg serveConfig, code int, done bool) {
+	cmd := "admit " + name
+	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+	fs.StringVar(&cfg.listen, "listen", listen, "`address` to serve HTTP on (host:port; port 0 picks a free one)")
+	fs.StringVar(&cfg.redisURL, "redis", "", "Redis `URL` (redis:// or rediss://); default $REDIS_URL, else the in-memory backend")
+	fs.StringVar(&cfg.secretFile, secretFileFlag, "", "read the HMAC secret from the file at `PATH` (one trailing newline is dropped); default $"+secretEnv)
+	fs.StringVar(&cfg.configFile, "config", "", "the configuration `FILE`: policies, routes and server settings (docs/configuration.md)")
+	fs.StringVar(&cfg.logFormat, "log-format", "text", "the log's `FORMAT` on stderr: text (logfmt) or json")
+	if more != nil {
+		more(fs, &cfg)
+	}
+	usage = strings.NewReplacer("{{grace}}", shutdownGrace.String(), "{{minsecret}}", fmt.Sprint(admit.MinSecretLen)).Replace(usage)
+	printUsage := func(w io.Writer) {
+		fmt.Fprint(w, usage)
 		fs.SetOutput(w)
 		fs.PrintDefaults()
 	}
@@ -104,17 +125,17 @@ Flags:
 			printUsage(stdout)
 			return cfg, exitOK, true
 		}
-		fmt.Fprintf(stderr, "admit serve: %v\n", err)
+		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
 		printUsage(stderr)
 		return cfg, exitUsage, true
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "admit serve: unexpected argument %q\n", fs.Arg(0))
+		fmt.Fprintf(stderr, "%s: unexpected argument %q\n", cmd, fs.Arg(0))
 		printUsage(stderr)
 		return cfg, exitUsage, true
 	}
 	if cfg.logFormat != "text" && cfg.logFormat != "json" {
-		fmt.Fprintf(stderr, "admit serve: --log-format %q: want text or json\n", cfg.logFormat)
+		fmt.Fprintf(stderr, "%s: --log-format %q: want text or json\n", cmd, cfg.logFormat)
 		return cfg, exitUsage, true
 	}
 	redisSet := false
@@ -192,102 +213,137 @@ func keyBuilder(cfg serveConfig, logger *slog.Logger) (*admit.KeyBuilder, error)
 	return admit.NewKeyBuilder(secret)
 }
 
+// A daemon is what admit serve and admit proxy run on: the log, the loaded configuration in a
+// Service, the backend and the metrics.
+type daemon struct {
+	cfg     serveConfig // with the file's server settings applied
+	logger  *slog.Logger
+	backend admit.Store // the backend itself
+	store   admit.Store // the backend, counted by the metrics
+	keys    *admit.KeyBuilder
+	svc     *service.Service
+	reg     *prometheus.Registry
+	closers []func() // run by stop, last first
+}
+
+// stop closes what d opened: the backend, then the log.
+func (d *daemon) stop() {
+	for i := len(d.closers) - 1; i >= 0; i-- {
+		d.closers[i]()
+	}
+}
+
+// startDaemon starts the log on stderr, loads the configuration, opens the backend and registers
+// the metrics that cfg names, and reloads the configuration file until ctx is done. On failure it
+// logs why, stops what it started and returns nil and the exit code; else call d.stop when done.
+func startDaemon(ctx context.Context, cfg serveConfig, stderr io.Writer) (*daemon, int) {
+	// The log goes to stderr through a queue, so a stalled stderr (a full pipe nobody reads) costs
+	// log lines, counted and reported once it drains, but never holds up a request or the exit.
+	relay := logrelay.New(stderr, logrelay.Options{DroppedLine: droppedLine})
+	d := &daemon{closers: []func(){func() {
+		ctx, cancel := context.WithTimeout(context.Background(), logFlushTimeout)
+		defer cancel()
+		relay.Close(ctx) // on error, stderr is stalled: there is nowhere left to say so
+	}}}
+	var handler slog.Handler = slog.NewTextHandler(relay, nil)
+	if cfg.logFormat == "json" {
+		handler = slog.NewJSONHandler(relay, nil)
+	}
+	d.logger = slog.New(handler)
+	code, err := d.start(ctx, cfg)
+	if err != nil {
+		d.stop()
+		return nil, code
+	}
+	return d, exitOK
+}
+
+// start does the work of startDaemon after the log; its error has been logged.
+func (d *daemon) start(ctx context.Context, cfg serveConfig) (int, error) {
+	logger := d.logger
+	policies, err := loadPolicies(cfg.configFile)
+	if err != nil {
+		logger.Error("cannot load the configuration", "file", cfg.configFile, "error", err)
+		return exitUsage, err
+	}
+	cfg.applyFile(policies.Server)
+	d.cfg = cfg
+	if d.keys, err = keyBuilder(cfg, logger); err != nil {
+		logger.Error("no usable HMAC secret", "error", err)
+		return exitUsage, err
+	}
+	backend, closeStore, err := openStore(cfg, logger)
+	if err != nil {
+		logger.Error("cannot open the backend", "error", err)
+		return exitUsage, err
+	}
+	d.backend = backend
+	d.closers = append(d.closers, closeStore)
+
+	d.reg = prometheus.NewRegistry()
+	store, configMetrics, err := registerMetrics(d.reg, backend)
+	if err != nil {
+		logger.Error("cannot register the metrics", "error", err)
+		return exitError, err
+	}
+	d.store = store
+	if d.svc, err = service.New(store, d.keys, policies); err != nil {
+		logger.Error("cannot build the service", "error", err)
+		return exitError, err
+	}
+	configMetrics.Loaded(policies.Hash, false)
+	logger.Info("configuration", "file", cfg.configFile, "policies", len(policies.Policies), "routes", len(policies.Routes), "hash", policies.Hash)
+	if cfg.configFile != "" {
+		r := &reloader{file: cfg.configFile, svc: d.svc, metrics: configMetrics, logger: logger, server: policies.Server}
+		go r.run(ctx, reloadPollInterval)
+	}
+	return exitOK, nil
+}
+
 // serve runs admit serve until ctx is done.
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cfg, code, done := parseServe(args, stdout, stderr)
 	if done {
 		return code
 	}
-	// The log goes to stderr through a queue, so a stalled stderr (a full pipe nobody reads) costs
-	// log lines, counted and reported once it drains, but never holds up a request or the exit.
-	relay := logrelay.New(stderr, logrelay.Options{DroppedLine: droppedLine})
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), logFlushTimeout)
-		defer cancel()
-		relay.Close(ctx) // on error, stderr is stalled: there is nowhere left to say so
-	}()
-	var handler slog.Handler = slog.NewTextHandler(relay, nil)
-	if cfg.logFormat == "json" {
-		handler = slog.NewJSONHandler(relay, nil)
+	d, code := startDaemon(ctx, cfg, stderr)
+	if d == nil {
+		return code
 	}
-	logger := slog.New(handler)
-
-	policies, err := loadPolicies(cfg.configFile)
-	if err != nil {
-		logger.Error("cannot load the configuration", "file", cfg.configFile, "error", err)
-		return exitUsage
-	}
-	cfg.applyFile(policies.Server)
-	keys, err := keyBuilder(cfg, logger)
-	if err != nil {
-		logger.Error("no usable HMAC secret", "error", err)
-		return exitUsage
-	}
-	backend, closeStore, err := openStore(cfg, logger)
-	if err != nil {
-		logger.Error("cannot open the backend", "error", err)
-		return exitUsage
-	}
-	defer closeStore()
-
-	reg := prometheus.NewRegistry()
-	store, configMetrics, err := registerMetrics(reg, backend)
-	if err != nil {
-		logger.Error("cannot register the metrics", "error", err)
-		return exitError
-	}
-	svc, err := service.New(store, keys, policies)
-	if err != nil {
-		logger.Error("cannot build the service", "error", err)
-		return exitError
-	}
-	configMetrics.Loaded(policies.Hash, false)
-	logger.Info("configuration", "file", cfg.configFile, "policies", len(policies.Policies), "hash", policies.Hash)
-	if cfg.configFile != "" {
-		r := &reloader{file: cfg.configFile, svc: svc, metrics: configMetrics, logger: logger, server: policies.Server}
-		go r.run(ctx, reloadPollInterval)
-	}
-
-	clientIP, err := clientIPOf(policies.Server)
+	defer d.stop()
+	logger := d.logger
+	clientIP, err := d.svc.Config().Server.ClientIP()
 	if err != nil {
 		logger.Error("cannot resolve client addresses", "error", err)
 		return exitUsage
 	}
 	api, err := httpapi.New(httpapi.Options{
-		Demo:     admit.NewLimiter(store, keys, demoLimit()),
+		Demo:     admit.NewLimiter(d.store, d.keys, demoLimit()),
 		Logger:   logger,
-		Service:  svc,
+		Service:  d.svc,
 		ClientIP: clientIP,
-		Ready:    func(ctx context.Context) error { return ready(ctx, backend) },
-		Metrics:  promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}),
+		Ready:    func(ctx context.Context) error { return ready(ctx, d.backend) },
+		Metrics:  promhttp.HandlerFor(d.reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}),
 	})
 	if err != nil {
 		logger.Error("cannot build the HTTP API", "error", err)
 		return exitError
 	}
-	ln, err := net.Listen("tcp", cfg.listen)
+	return listenAndServe(ctx, d.cfg.listen, newServer(api, logger), logger)
+}
+
+// listenAndServe listens on addr and serves srv there until ctx is done, and returns the exit code.
+func listenAndServe(ctx context.Context, addr string, srv *http.Server, logger *slog.Logger) int {
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		logger.Error("cannot listen", "error", err)
 		return exitError
 	}
-	if err := serveHTTP(ctx, ln, api, shutdownGrace, logger); err != nil {
+	if err := runServer(ctx, ln, srv, shutdownGrace, logger); err != nil {
 		logger.Error("server stopped", "error", err)
 		return exitError
 	}
 	return exitOK
-}
-
-// clientIPOf returns the ClientIP of the server settings s: their trusted proxies, forwarding
-// header and IPv6 prefix.
-func clientIPOf(s policy.Server) (*httplimit.ClientIP, error) {
-	c := httplimit.ClientIPConfig{TrustedProxies: s.TrustedProxies, IPv6Prefix: s.IPv6Prefix}
-	switch s.ForwardedHeader {
-	case "x-forwarded-for":
-		c.Header = httplimit.XForwardedFor
-	case "forwarded":
-		c.Header = httplimit.Forwarded
-	}
-	return httplimit.NewClientIP(c)
 }
 
 // loadPolicies loads the configuration file, or, for "", returns the built-in one: the demo
@@ -361,7 +417,12 @@ func openStore(cfg serveConfig, logger *slog.Logger) (admit.Store, func(), error
 // serveHTTP serves h on ln until ctx is done, then shuts down gracefully: it stops accepting,
 // lets requests in flight finish for at most grace, and returns nil if they all did.
 func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, grace time.Duration, logger *slog.Logger) error {
-	srv := &http.Server{
+	return runServer(ctx, ln, newServer(h, logger), grace, logger)
+}
+
+// newServer returns the HTTP server of h, with admit serve's timeouts and limits.
+func newServer(h http.Handler, logger *slog.Logger) *http.Server {
+	return &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
@@ -370,6 +431,10 @@ func serveHTTP(ctx context.Context, ln net.Listener, h http.Handler, grace time.
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
+}
+
+// runServer serves srv on ln until ctx is done, then shuts down gracefully, as serveHTTP does.
+func runServer(ctx context.Context, ln net.Listener, srv *http.Server, grace time.Duration, logger *slog.Logger) error {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	logger.Info("listening", "addr", ln.Addr().String())

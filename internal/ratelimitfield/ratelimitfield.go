@@ -4,6 +4,7 @@
 package ratelimitfield
 
 import (
+	"net/http"
 	"strconv"
 	"time"
 
@@ -117,6 +118,21 @@ func AppendRateLimit(b []byte, limits []admit.Limit, ds []admit.Decision, retryA
 		b = appendInt(append(b, ";t="...), max(t, retryAfter))
 	}
 	return b
+}
+
+// Set sets the RateLimit-Policy and RateLimit fields of hdr for the Decisions ds, each of its own
+// Limit (Decision.Limit); retryAfter is the Retry-After of a 429, 0 otherwise. It sets neither when
+// every Limit is in shadow mode.
+func Set(hdr http.Header, ds []admit.Decision, retryAfter int64) {
+	var buf [admit.MaxRequests]admit.Limit
+	limits := buf[:0]
+	for i := range ds {
+		limits = append(limits, ds[i].Limit)
+	}
+	if policy, ok := Policy(limits); ok && policy != "" {
+		hdr[PolicyName] = []string{policy}
+		hdr[Name] = []string{string(AppendRateLimit(nil, limits, ds, retryAfter))}
+	}
 }
 
 // ceilSeconds returns d rounded up to whole seconds, and 0 for d ≤ 0.

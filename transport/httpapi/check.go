@@ -139,7 +139,7 @@ func (c *check) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		status, retry = limited, res.Decisions[res.Deciding].RetryAfterSeconds()
 		w.Header().Set("Retry-After", strconv.FormatInt(retry, 10))
 	}
-	setRateLimit(w.Header(), res.Decisions, retry)
+	ratelimitfield.Set(w.Header(), res.Decisions, retry)
 	writeJSON(w, status, NewCheckResponse(res))
 }
 
@@ -217,19 +217,6 @@ func (c *check) forwardedCheck(r *http.Request) (CheckRequest, error) {
 	}
 	req.RequestID = param("request_id", RequestIDField)
 	return req, nil
-}
-
-// setRateLimit sets the RateLimit-Policy and RateLimit fields (SPEC §6) of the answer to a check
-// decided as ds; retryAfter is the Retry-After of a 429, 0 otherwise.
-func setRateLimit(hdr http.Header, ds []admit.Decision, retryAfter int64) {
-	limits := make([]admit.Limit, len(ds))
-	for i := range ds {
-		limits[i] = ds[i].Limit
-	}
-	if policy, ok := ratelimitfield.Policy(limits); ok && policy != "" {
-		hdr.Set(ratelimitfield.PolicyName, policy)
-		hdr.Set(ratelimitfield.Name, string(ratelimitfield.AppendRateLimit(nil, limits, ds, retryAfter)))
-	}
 }
 
 // decodeCheck reads r's body as a CheckRequest: strict JSON (no unknown fields, nothing after the

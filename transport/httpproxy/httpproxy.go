@@ -1,0 +1,332 @@
+// Package httpproxy is the reverse proxy behind `admit proxy`: it applies the routes of a
+// configuration (method and path prefix → policies and a subject) in front of any HTTP app.
+//
+// A [Proxy] matches each request against the routes of the configuration its [service.Service]
+// has loaded, taken once per request; the first route that matches applies, and a request that
+// matches none is forwarded unlimited. A matched request is decided under every policy of its
+// route at once, all-or-nothing, for the subject the route names, at the route's cost:
+//
+//   - client_ip: the client's address, through the server's trusted_proxies, forwarded_header and
+//     ipv6_prefix ([httplimit.ClientIP]);
+//   - header: the value of a header that only a trusted proxy may set. It is read only when the TCP
+//     peer is one of trusted_proxies; a request from any other peer is answered 400, never
+//     limited by a subject the client chose (SPEC §5);
+//   - constant: one subject for every request of the route.
+//
+// A request that is not admitted is answered by the Proxy and never forwarded: 429 with
+// Retry-After, Cache-Control: no-store, the RateLimit fields and the body "rate limit
+// exceeded\n"; 400 for a malformed request (a bad forwarding header, a missing or untrusted
+// subject header); 500 when the check is invalid (a server bug); 503 with a short Retry-After when
+// the limiter cannot decide (fail closed). An admitted request is forwarded with the RateLimit
+// fields set on its response (unless the server's ratelimit_headers is false); request and
+// response bodies are streamed, never buffered, and WebSocket (and other Upgrade) connections pass
+// through. The leases of its concurrency policies are held until the response has been written
+// (for an upgraded connection, until it closes), and released also when the client goes away or
+// the proxy panics. An upstream that cannot be reached is answered 502 Bad Gateway. Answers but
+// 200-class and 429 are logged at a bounded rate.
+package httpproxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httputil"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/httplimit"
+	"github.com/admit-dev/admit/internal/ratelimitfield"
+	"github.com/admit-dev/admit/policy"
+	"github.com/admit-dev/admit/service"
+)
+
+// BadGatewayBody is the body of a 502 response: the upstream could not be reached.
+const BadGatewayBody = "bad gateway\n"
+
+// ConstantSubject is the subject of every request of a route whose subject is `from: constant`.
+const ConstantSubject = "constant"
+
+// Options configure a Proxy; see [New].
+type Options struct {
+	// Upstream is the URL of the app the Proxy forwards to, such as http://127.0.0.1:3000; a path
+	// in it prefixes every forwarded path. Required.
+	Upstream *url.URL
+	// Service decides requests under its loaded configuration, whose routes the Proxy applies.
+	// Required.
+	Service *service.Service
+	// Logger receives the records of requests answered 400, 500, 502 or 503, at the rate
+	// LogInterval allows. Nil means slog.Default().
+	Logger *slog.Logger
+	// LogInterval bounds the log rate: of each kind of record (400, 500, 502, 503), at most one is
+	// written per LogInterval, and it reports how many were left out before it (suppressed=N).
+	// Zero means httplimit.DefaultLogInterval; less than zero logs every record.
+	LogInterval time.Duration
+	// UnavailableRetryAfter is the Retry-After of a 503, rounded up to whole seconds. Zero or less
+	// means httplimit.DefaultUnavailableRetryAfter.
+	UnavailableRetryAfter time.Duration
+	// Transport carries requests to the upstream. Nil means http.DefaultTransport.
+	Transport http.RoundTripper
+}
+
+// A Proxy is an http.Handler that limits requests by the routes of a Service's configuration and
+// forwards those it admits to an upstream. Make one with [New]; it is safe for concurrent use.
+//
+// The server settings it uses — trusted_proxies, forwarded_header, ipv6_prefix and
+// ratelimit_headers — are read once, by New, from the configuration loaded then; routes and
+// policies are read per request, so a reload applies to the requests that start after it.
+type Proxy struct {
+	svc         *service.Service
+	clientIP    *httplimit.ClientIP
+	forwarded   httplimit.ForwardedHeader
+	headers     bool   // whether responses carry the RateLimit fields
+	unavailable string // the Retry-After of a 503, whole seconds
+	rp          *httputil.ReverseProxy
+	log         *rateLog
+}
+
+// New returns a Proxy to o.Upstream that applies the routes of o.Service's configuration, or an
+// error when o lacks the Upstream or the Service, or the loaded configuration's server settings
+// are invalid.
+func New(o Options) (*Proxy, error) {
+	if o.Upstream == nil || o.Service == nil {
+		return nil, errors.New("httpproxy: New needs an Upstream and a Service")
+	}
+	if o.Upstream.Scheme != "http" && o.Upstream.Scheme != "https" || o.Upstream.Host == "" {
+		return nil, fmt.Errorf("httpproxy: upstream %q: want http:// or https:// and a host", o.Upstream.Redacted())
+	}
+	srv := o.Service.Config().Server
+	ci, err := srv.ClientIP()
+	if err != nil {
+		return nil, fmt.Errorf("httpproxy: %w", err)
+	}
+	logger := o.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	interval := o.LogInterval
+	if interval == 0 {
+		interval = httplimit.DefaultLogInterval
+	}
+	retry := o.UnavailableRetryAfter
+	if retry <= 0 {
+		retry = httplimit.DefaultUnavailableRetryAfter
+	}
+	p := &Proxy{
+		svc:         o.Service,
+		clientIP:    ci,
+		forwarded:   ci.Header(),
+		headers:     srv.RateLimitHeaders,
+		unavailable: strconv.FormatInt(admit.CeilSeconds(retry), 10),
+		log:         &rateLog{logger: logger, interval: interval},
+	}
+	upstream := *o.Upstream
+	p.rp = &httputil.ReverseProxy{
+		Rewrite:        func(pr *httputil.ProxyRequest) { p.rewrite(pr, &upstream) },
+		Transport:      o.Transport,
+		FlushInterval:  -1, // flush every write: a streamed response reaches the client as it is written
+		ModifyResponse: p.modifyResponse,
+		ErrorHandler:   p.badGateway,
+		ErrorLog:       slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	return p, nil
+}
+
+// ServeHTTP limits r by the first route of the loaded configuration that matches it, and forwards
+// it to the upstream if it is admitted, or if no route matches.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	cfg := p.svc.Config() // the one configuration of this request
+	route, ok := cfg.Route(r.Method, r.URL.Path)
+	if !ok {
+		p.rp.ServeHTTP(w, r) // no route: unlimited
+		return
+	}
+	subject, err := p.subject(r, route.Subject)
+	if err != nil {
+		p.fail(w, r, err)
+		return
+	}
+	res, release, err := p.svc.Admit(r.Context(), service.Check{Policies: route.Policies, Subject: subject, Cost: route.Cost, Config: cfg})
+	defer release() // once the response is written, or the client has gone, or on a panic
+	switch {
+	case err != nil:
+		p.fail(w, r, err)
+	case !res.Allowed:
+		retry := res.Decisions[res.Deciding].RetryAfterSeconds()
+		if p.headers {
+			ratelimitfield.Set(w.Header(), res.Decisions, retry)
+		}
+		answer(w, http.StatusTooManyRequests, strconv.FormatInt(retry, 10), httplimit.LimitedBody)
+	default:
+		if p.headers {
+			r = r.WithContext(context.WithValue(r.Context(), decisionsKey{}, res.Decisions))
+		}
+		p.rp.ServeHTTP(w, r)
+	}
+}
+
+// errUntrustedPeer is the error of a request whose route reads its subject from a header that the
+// request's TCP peer is not trusted to set.
+var errUntrustedPeer = fmt.Errorf("the subject header comes from a peer not in trusted_proxies: %w", httplimit.ErrMalformedRequest)
+
+// subject returns the subject of r under a route's Subject. Its error wraps
+// httplimit.ErrMalformedRequest for a request the client must change.
+func (p *Proxy) subject(r *http.Request, s policy.Subject) (admit.Subject, error) {
+	switch s.From {
+	case policy.SubjectConstant:
+		return admit.Subject{ID: ConstantSubject}, nil
+	case policy.SubjectHeader:
+		if !p.clientIP.TrustsPeer(r) {
+			return admit.Subject{}, errUntrustedPeer
+		}
+		vs := r.Header.Values(s.Header)
+		if len(vs) != 1 || vs[0] == "" {
+			return admit.Subject{}, fmt.Errorf("subject header %s: %d values, want one that is not empty: %w", s.Header, len(vs), httplimit.ErrMalformedRequest)
+		}
+		return admit.Subject{ID: vs[0]}, nil
+	}
+	return p.clientIP.Subject(r)
+}
+
+// fail answers a request that was neither admitted nor limited, because of err, and logs it.
+func (p *Proxy) fail(w http.ResponseWriter, r *http.Request, err error) {
+	switch {
+	case errors.Is(err, httplimit.ErrMalformedRequest):
+		p.log.log(r, kindMalformed, slog.LevelInfo, "malformed request", err)
+		answer(w, http.StatusBadRequest, "", httplimit.BadRequestBody)
+	case errors.Is(err, admit.ErrInvalidRequest), errors.Is(err, admit.ErrInvalidLimit), errors.Is(err, httplimit.ErrMisconfigured):
+		p.log.log(r, kindInvalid, slog.LevelError, "invalid limit or request", err)
+		answer(w, http.StatusInternalServerError, "", httplimit.InternalErrorBody)
+	default:
+		if r.Context().Err() == nil { // else the client went away first: nothing to report
+			p.log.log(r, kindUnavailable, slog.LevelWarn, "limiter unavailable", err)
+		}
+		answer(w, http.StatusServiceUnavailable, p.unavailable, httplimit.UnavailableBody)
+	}
+}
+
+// rewrite makes the request forwarded to upstream: its URL and Host are upstream's, and
+// X-Forwarded-For, -Host and -Proto name the client as this proxy saw it. A peer's own
+// X-Forwarded-For (or Forwarded) is kept, and appended to, only when the peer is a trusted proxy
+// and the header is the server's forwarded_header; else it is dropped.
+func (p *Proxy) rewrite(pr *httputil.ProxyRequest, upstream *url.URL) {
+	pr.SetURL(upstream)
+	trusted := p.forwarded != httplimit.NoForwardedHeader && p.clientIP.TrustsPeer(pr.In)
+	if trusted && p.forwarded == httplimit.XForwardedFor {
+		pr.Out.Header["X-Forwarded-For"] = pr.In.Header["X-Forwarded-For"] // Rewrite removed it
+	}
+	pr.SetXForwarded()
+	if !trusted || p.forwarded != httplimit.Forwarded {
+		pr.Out.Header.Del("Forwarded")
+		return
+	}
+	if peer, err := netip.ParseAddrPort(pr.In.RemoteAddr); err == nil {
+		pr.Out.Header.Add("Forwarded", forwardedElement(peer.Addr().Unmap(), pr.In.TLS != nil))
+	}
+}
+
+// forwardedElement returns the RFC 7239 element that says a request came from a, over TLS or not.
+func forwardedElement(a netip.Addr, tls bool) string {
+	proto := "http"
+	if tls {
+		proto = "https"
+	}
+	if a.Is6() {
+		return `for="[` + a.WithZone("").String() + `]";proto=` + proto
+	}
+	return "for=" + a.String() + ";proto=" + proto
+}
+
+// decisionsKey is the context key of the Decisions of an admitted request, for its response's
+// RateLimit fields.
+type decisionsKey struct{}
+
+// modifyResponse sets the RateLimit fields of the upstream's response to an admitted request,
+// replacing any the upstream set.
+func (p *Proxy) modifyResponse(resp *http.Response) error {
+	if ds, ok := resp.Request.Context().Value(decisionsKey{}).([]admit.Decision); ok {
+		delete(resp.Header, ratelimitfield.PolicyName)
+		delete(resp.Header, ratelimitfield.Name)
+		ratelimitfield.Set(resp.Header, ds, 0)
+	}
+	return nil
+}
+
+// badGateway answers 502 to a request the upstream did not answer, and logs it.
+func (p *Proxy) badGateway(w http.ResponseWriter, r *http.Request, err error) {
+	if r.Context().Err() == nil { // else the client went away: not the upstream's failure
+		p.log.log(r, kindBadGateway, slog.LevelWarn, "upstream unavailable", err)
+	}
+	answer(w, http.StatusBadGateway, "", BadGatewayBody)
+}
+
+// answer answers with status and a plain-text body that no cache may store, with a Retry-After
+// field if retryAfter is not empty.
+func answer(w http.ResponseWriter, status int, retryAfter, body string) {
+	hdr := w.Header()
+	if retryAfter != "" {
+		hdr["Retry-After"] = []string{retryAfter}
+	}
+	hdr["Cache-Control"] = []string{"no-store"}
+	hdr["Content-Type"] = []string{"text/plain; charset=utf-8"}
+	hdr["X-Content-Type-Options"] = []string{"nosniff"}
+	hdr["Content-Length"] = []string{strconv.Itoa(len(body))}
+	w.WriteHeader(status)
+	io.WriteString(w, body)
+}
+
+// The kinds of log records, each rate-bounded on its own.
+const (
+	kindMalformed = iota
+	kindInvalid
+	kindUnavailable
+	kindBadGateway
+	numKinds
+)
+
+// A rateLog writes at most one record of each kind per interval, and counts the others, which the
+// next record of that kind reports as suppressed=N. It is safe for concurrent use.
+type rateLog struct {
+	logger   *slog.Logger
+	interval time.Duration // <= 0: every record
+	kinds    [numKinds]struct {
+		mu         sync.Mutex
+		next       time.Time // records before then are counted, not written
+		suppressed int64
+	}
+}
+
+// log writes a record of kind at level, with message msg and error err, about r — unless one of
+// kind was written less than an interval ago, when it is counted instead.
+func (l *rateLog) log(r *http.Request, kind int, level slog.Level, msg string, err error) {
+	ctx := r.Context()
+	if !l.logger.Enabled(ctx, level) {
+		return
+	}
+	attrs := []slog.Attr{slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Any("error", err)}
+	if l.interval > 0 {
+		k := &l.kinds[kind]
+		now := time.Now()
+		k.mu.Lock()
+		if now.Before(k.next) {
+			k.suppressed++
+			k.mu.Unlock()
+			return
+		}
+		n := k.suppressed
+		k.next, k.suppressed = now.Add(l.interval), 0
+		k.mu.Unlock()
+		if n > 0 {
+			attrs = append(attrs, slog.Int64("suppressed", n))
+		}
+	}
+	l.logger.LogAttrs(ctx, level, msg, attrs...)
+}
+
+var _ http.Handler = (*Proxy)(nil)
