@@ -38,6 +38,13 @@ policies:
 // newCheckHandler returns a Handler with a Service over store under checkConfig.
 func newCheckHandler(t *testing.T, store admit.Store, ready func(context.Context) error) *httpapi.Handler {
 	t.Helper()
+	return newCheckHandlerOpts(t, store, httpapi.Options{Ready: ready})
+}
+
+// newCheckHandlerOpts returns a Handler of opts with a Service over store under checkConfig, and
+// the demo.
+func newCheckHandlerOpts(t *testing.T, store admit.Store, opts httpapi.Options) *httpapi.Handler {
+	t.Helper()
 	cfg, err := policy.Parse("test.yaml", []byte(checkConfig))
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +57,8 @@ func newCheckHandler(t *testing.T, store admit.Store, ready func(context.Context
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := httpapi.New(httpapi.Options{Demo: newLimiter(t, store, demoLimit), Service: svc, Ready: ready})
+	opts.Demo, opts.Service = newLimiter(t, store, demoLimit), svc
+	h, err := httpapi.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,28 +252,12 @@ func TestCheckShadowPolicy(t *testing.T) {
 // TestForwardAuth checks the forward-auth form of /v1/check: the check in the query or in header
 // fields, with any method, on /v1/check or below it, answered by status code.
 func TestForwardAuth(t *testing.T) {
-	store := newMemstore(t)
-	cfg, err := policy.Parse("test.yaml", []byte(checkConfig))
-	if err != nil {
-		t.Fatal(err)
-	}
-	keys, err := admit.NewKeyBuilder(testSecret)
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc, err := service.New(store, keys, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	clientIP, err := httplimit.NewClientIP(httplimit.ClientIPConfig{
 		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}, Header: httplimit.XForwardedFor})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := httpapi.New(httpapi.Options{Demo: newLimiter(t, store, demoLimit), Service: svc, ClientIP: clientIP})
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := newCheckHandlerOpts(t, newMemstore(t), httpapi.Options{ClientIP: clientIP})
 	send := func(method, target string, header map[string]string) *httptest.ResponseRecorder {
 		r := httptest.NewRequest(method, target, nil)
 		r.RemoteAddr = "10.1.2.3:5555" // the proxy
