@@ -1,0 +1,298 @@
+package guard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/admit-dev/admit"
+)
+
+// ErrOpen is the error of every operation a [Breaker] refuses while it is open, or half-open with
+// its probe in flight. It matches admit.ErrUnavailable, so a fail-closed caller answers 503.
+var ErrOpen = fmt.Errorf("guard: circuit breaker open: %w", admit.ErrUnavailable)
+
+// Defaults of [BreakerOptions].
+const (
+	// DefaultFailures is the number of consecutive failures that opens a Breaker.
+	DefaultFailures = 5
+	// DefaultCoolOff is how long a Breaker stays open before it lets a probe through.
+	DefaultCoolOff = time.Second
+)
+
+// A BreakerState is the state of a [Breaker].
+type BreakerState int32
+
+// The states of a Breaker.
+const (
+	// BreakerClosed forwards every operation, counting consecutive failures.
+	BreakerClosed BreakerState = iota
+	// BreakerOpen refuses every operation with ErrOpen until its cool-off has passed.
+	BreakerOpen
+	// BreakerHalfOpen lets one probe through and refuses every other operation with ErrOpen until
+	// the probe's outcome is known.
+	BreakerHalfOpen
+)
+
+// String returns the state's name: "closed", "open" or "half_open".
+func (s BreakerState) String() string {
+	switch s {
+	case BreakerClosed:
+		return "closed"
+	case BreakerOpen:
+		return "open"
+	case BreakerHalfOpen:
+		return "half_open"
+	}
+	return fmt.Sprintf("BreakerState(%d)", int32(s))
+}
+
+// BreakerOptions configures a [Breaker]. The zero value is ready to use.
+type BreakerOptions struct {
+	// Failures is the number of consecutive failures that opens the Breaker; 0 or less means
+	// DefaultFailures.
+	Failures int
+	// CoolOff is how long the Breaker stays open before it lets a probe through; 0 or less means
+	// DefaultCoolOff.
+	CoolOff time.Duration
+	// Now is the clock; nil means time.Now. It must be safe for concurrent use.
+	Now func() time.Time
+	// OnStateChange, if not nil, is called on every change of state, in order, with the Breaker's
+	// lock held: it must return quickly and must not call the Breaker's operations (State, Opened and
+	// Refused are safe). Use it to log, or to count transitions.
+	OnStateChange func(from, to BreakerState)
+}
+
+// Breaker is a circuit breaker: an admit.Store that forwards every operation to another, and stops
+// forwarding while that one keeps failing (SPEC §4). It is safe for concurrent use. Make one with
+// [NewBreaker].
+//
+// Closed, it forwards everything and counts consecutive failures. After Failures of them it opens:
+// every operation fails at once with [ErrOpen] — except an invalid request, which gets its own
+// error — without touching the next Store. Once CoolOff has passed, the next operation becomes the
+// probe (half-open): it is forwarded, while every other caller still gets ErrOpen. A probe that
+// succeeds closes the Breaker; one that fails opens it for another CoolOff; one that tells nothing
+// (its caller gave up, say) leaves the Breaker half-open for the next operation to probe.
+//
+// A failure is an error matching admit.ErrUnavailable, other than:
+//   - admit.ErrCorruptState: the backend answered; one key's state is bad, which is no outage (it
+//     counts as a success);
+//   - context.Canceled, or context.DeadlineExceeded when the caller's ctx is done: the caller gave
+//     up, which tells nothing about the backend. The Store's own timeout (DeadlineExceeded while the
+//     caller's ctx is not done) is a failure. A caller whose deadline is shorter than the Store's
+//     timeout therefore never trips the Breaker: give callers the longer deadline.
+//
+// A Decision, allowed or not, is a success. Invalid requests and errors.ErrUnsupported count as
+// neither.
+//
+// The state changes only during operations: an open Breaker that receives no calls reports
+// BreakerOpen after its cool-off until the next call makes it the probe.
+type Breaker struct {
+	next     admit.Store
+	failures int
+	coolOff  time.Duration
+	now      func() time.Time
+	onChange func(from, to BreakerState)
+
+	state   atomic.Int32  // a BreakerState; written with mu held, read without it
+	opened  atomic.Uint64 // times the Breaker opened
+	refused atomic.Uint64 // operations answered ErrOpen
+
+	mu          sync.Mutex
+	consecutive atomic.Int64 // failures in a row, while closed; written with mu held
+	until       time.Time    // while open: the end of the cool-off
+	probing     bool         // while half-open: a probe is in flight
+}
+
+var _ admit.Store = (*Breaker)(nil)
+
+// NewBreaker returns a closed Breaker over next, configured by opts.
+func NewBreaker(next admit.Store, opts BreakerOptions) *Breaker {
+	b := &Breaker{next: next, failures: opts.Failures, coolOff: opts.CoolOff, now: opts.Now, onChange: opts.OnStateChange}
+	if b.failures <= 0 {
+		b.failures = DefaultFailures
+	}
+	if b.coolOff <= 0 {
+		b.coolOff = DefaultCoolOff
+	}
+	if b.now == nil {
+		b.now = time.Now
+	}
+	return b
+}
+
+// State returns the Breaker's state.
+func (b *Breaker) State() BreakerState { return BreakerState(b.state.Load()) }
+
+// Opened returns the number of times the Breaker has opened (from closed or from half-open).
+func (b *Breaker) Opened() uint64 { return b.opened.Load() }
+
+// Refused returns the number of operations the Breaker has answered with ErrOpen.
+func (b *Breaker) Refused() uint64 { return b.refused.Load() }
+
+// Take forwards r to the next Store, unless the Breaker refuses it with ErrOpen.
+func (b *Breaker) Take(ctx context.Context, r admit.Request) (admit.Decision, error) {
+	probe, err := b.before(r.Validate)
+	if err != nil {
+		return admit.Decision{}, err
+	}
+	d, err := b.next.Take(ctx, r)
+	b.after(ctx, probe, err)
+	return d, err
+}
+
+// TakeAll forwards rs to the next Store, unless the Breaker refuses it with ErrOpen.
+func (b *Breaker) TakeAll(ctx context.Context, rs []admit.Request, ds []admit.Decision) (bool, error) {
+	probe, err := b.before(func() error { return admit.ValidateAll(rs, ds) })
+	if err != nil {
+		return false, err
+	}
+	allowed, err := b.next.TakeAll(ctx, rs, ds)
+	b.after(ctx, probe, err)
+	return allowed, err
+}
+
+// Release forwards l to the next Store, unless the Breaker refuses it with ErrOpen. A lease that
+// cannot be released now is not lost: it expires after its Limit's Period.
+func (b *Breaker) Release(ctx context.Context, l admit.Lease) error {
+	probe, err := b.before(l.Validate)
+	if err != nil {
+		return err
+	}
+	err = b.next.Release(ctx, l)
+	b.after(ctx, probe, err)
+	return err
+}
+
+// Settle forwards res to the next Store, unless the Breaker refuses it with ErrOpen (the
+// reservation then stays consumed, as one never settled does).
+func (b *Breaker) Settle(ctx context.Context, res admit.Reservation, actual int64) (admit.Decision, error) {
+	probe, err := b.before(func() error { return res.Validate(actual) })
+	if err != nil {
+		return admit.Decision{}, err
+	}
+	d, err := b.next.Settle(ctx, res, actual)
+	b.after(ctx, probe, err)
+	return d, err
+}
+
+// before decides whether an operation may go on: it returns nil when it may, with probe true when
+// it is the half-open Breaker's probe; otherwise the error of validate, or ErrOpen. validate runs
+// only when the Breaker is not closed, so a closed Breaker adds no work to an operation.
+func (b *Breaker) before(validate func() error) (probe bool, err error) {
+	if BreakerState(b.state.Load()) == BreakerClosed {
+		return false, nil
+	}
+	if err := validate(); err != nil {
+		return false, err // a caller's mistake is reported as such, open or not
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch BreakerState(b.state.Load()) {
+	case BreakerClosed:
+		return false, nil
+	case BreakerOpen:
+		if b.now().Before(b.until) {
+			break
+		}
+		b.setLocked(BreakerHalfOpen)
+		b.probing = true
+		return true, nil
+	case BreakerHalfOpen:
+		if !b.probing {
+			b.probing = true
+			return true, nil
+		}
+	}
+	b.refused.Add(1)
+	return false, ErrOpen
+}
+
+// after records the outcome err of an operation that ran under ctx; probe says whether it was the
+// half-open Breaker's probe.
+func (b *Breaker) after(ctx context.Context, probe bool, err error) {
+	o := outcomeOf(ctx, err)
+	if !probe && (o == neutral || o == success && BreakerState(b.state.Load()) == BreakerClosed && b.quiet()) {
+		return // the common case: nothing to change
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if probe {
+		b.probing = false
+		switch o {
+		case success:
+			b.consecutive.Store(0)
+			b.setLocked(BreakerClosed)
+		case failure:
+			b.openLocked()
+		}
+		return // neutral: still half-open, for the next operation to probe
+	}
+	if BreakerState(b.state.Load()) != BreakerClosed {
+		return // an operation let through before the Breaker opened: the probe decides now
+	}
+	switch o {
+	case success:
+		b.consecutive.Store(0)
+	case failure:
+		if b.consecutive.Add(1) >= int64(b.failures) {
+			b.openLocked()
+		}
+	}
+}
+
+// quiet reports whether no failures have been counted since the last success, so that a success
+// has nothing to reset. It reads without the lock: a failure counted meanwhile is reset or not,
+// as if it had come after this success or before.
+func (b *Breaker) quiet() bool { return b.consecutive.Load() == 0 }
+
+// openLocked opens the Breaker for a cool-off from now. b.mu must be held.
+func (b *Breaker) openLocked() {
+	b.consecutive.Store(0)
+	b.until = b.now().Add(b.coolOff)
+	b.opened.Add(1)
+	b.setLocked(BreakerOpen)
+}
+
+// setLocked moves the Breaker to state to, and tells OnStateChange. b.mu must be held.
+func (b *Breaker) setLocked(to BreakerState) {
+	from := BreakerState(b.state.Load())
+	if from == to {
+		return
+	}
+	b.state.Store(int32(to))
+	if b.onChange != nil {
+		b.onChange(from, to)
+	}
+}
+
+// An outcome is what one operation tells about the backend.
+type outcome int
+
+const (
+	neutral outcome = iota // nothing: the caller's mistake or its giving up, or an unsupported operation
+	success                // the backend answered
+	failure                // the backend could not answer
+)
+
+// outcomeOf classifies err, the result of an operation that ran under ctx.
+func outcomeOf(ctx context.Context, err error) outcome {
+	switch {
+	case err == nil:
+		return success
+	case errors.Is(err, admit.ErrCorruptState):
+		return success // the backend answered about one key
+	case errors.Is(err, admit.ErrInvalidLimit), errors.Is(err, admit.ErrInvalidRequest), errors.Is(err, errors.ErrUnsupported):
+		return neutral
+	case errors.Is(err, context.Canceled):
+		return neutral
+	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil:
+		return neutral // the caller's deadline, not the Store's own timeout
+	case errors.Is(err, admit.ErrUnavailable):
+		return failure
+	}
+	return neutral
+}

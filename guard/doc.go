@@ -1,0 +1,24 @@
+// Package guard holds admit.Store decorators for bad days: a circuit breaker, a local over-limit
+// cache, and a fail-open fallback. Each wraps another Store, forwards every operation, and is itself
+// an admit.Store, so they stack (metrics → guard → backend).
+//
+// [Breaker] is a circuit breaker. After a number of consecutive backend failures it opens: for a
+// cool-off period every operation fails at once with [ErrOpen], which matches admit.ErrUnavailable,
+// so a fail-closed caller answers 503 in well under a microsecond instead of waiting for its own
+// timeout. Then one probe goes through; its success closes the breaker, its failure reopens it.
+// Corrupt state (one key's problem), invalid requests and the caller's own cancellation do not
+// count as failures.
+//
+// [OverLimitCache] remembers rejections. When the backend rejects a Request with a RetryAfter, a
+// later Request of the same key under the same Limit, with at least the same cost, is rejected
+// locally until then, so a client hammering a full key costs no round trip. It never caches what
+// could be admitted earlier than the backend said: not Concurrency Limits (a release frees
+// capacity), not shadow Limits, not peeks, not requests with an ID, and not a key after a refund.
+// Its table has a fixed maximum number of entries.
+//
+// The package also holds the fail-open decorator, FailOpen: while the backend cannot decide, a
+// bounded local in-process limiter decides instead, and its decisions are marked degraded.
+//
+// Package guard uses the standard library only; package metrics exports the state of a Breaker and
+// the hits of an OverLimitCache to Prometheus.
+package guard
