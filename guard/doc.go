@@ -10,8 +10,8 @@
 // count as failures.
 //
 // [OverLimitCache] remembers rejections. When the backend rejects a Request with a RetryAfter, a
-// later Request of the same key under the same Limit, with at least the same cost, is rejected
-// locally until then, so a client hammering a full key costs no round trip. It never caches what
+// later Request of the same key under the same Limit and cost (or a larger cost, under a fixed
+// window) is rejected locally until then, so a client hammering a full key costs no round trip. It never caches what
 // could be admitted earlier than the backend said: not Concurrency Limits (a release frees
 // capacity), not shadow Limits, not peeks, not requests with an ID, and not a key after a refund.
 // Its table has a fixed maximum number of entries.

@@ -1,0 +1,339 @@
+package guard_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/guard"
+	"github.com/admit-dev/admit/internal/redistest"
+	"github.com/admit-dev/admit/limittest"
+	"github.com/admit-dev/admit/memstore"
+)
+
+// An OverLimitCache over a correct store decides exactly as the store does.
+func TestOverLimitConformance(t *testing.T) {
+	limittest.TestStore(t, func(t *testing.T) limittest.Backend {
+		clock := newClock()
+		s := memstore.New(memstore.Options{Now: clock.Now})
+		t.Cleanup(func() { s.Close() })
+		return &memBackend{clock: clock, store: guard.NewOverLimitCache(s, guard.OverLimitOptions{Now: clock.Now})}
+	})
+}
+
+// newMem returns a memstore on clock, closed at cleanup.
+func newMem(t testing.TB, clock *limittest.Clock) *memstore.Store {
+	s := memstore.New(memstore.Options{Now: clock.Now})
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// take calls s.Take and fails t on an error.
+func take(t *testing.T, s admit.Store, r admit.Request) admit.Decision {
+	t.Helper()
+	d, err := s.Take(t.Context(), r)
+	if err != nil {
+		t.Fatalf("Take(%q, cost %d): %v", r.Key, r.Cost, err)
+	}
+	return d
+}
+
+// A client hammering a full key costs no backend call until its RetryAfter, and gets the Decisions
+// an uncached store gives.
+func TestOverLimitHammerMemstore(t *testing.T) {
+	clock := newClock()
+	backend := &counting{next: newMem(t, clock)}
+	cache := guard.NewOverLimitCache(backend, guard.OverLimitOptions{Now: clock.Now})
+	plain := newMem(t, clock) // the same requests, uncached
+
+	for step := range 60 {
+		for range 50 {
+			got, want := take(t, cache, req("k")), take(t, plain, req("k"))
+			if got != want {
+				t.Fatalf("step %d: cached Decision %+v, uncached %+v", step, got, want)
+			}
+		}
+		clock.Advance(time.Second) // the window of a minute ends at step 59
+	}
+	// Each window: 3 admissions and one rejection reach the backend; the other 46 rejections of
+	// the first step, and every one of the next 59, are local.
+	if got, want := backend.calls.Load(), int64(4); got != want {
+		t.Fatalf("%d backend calls, want %d", got, want)
+	}
+	if got, want := cache.Hits(), uint64(60*50-4); got != want {
+		t.Fatalf("Hits() = %d, want %d", got, want)
+	}
+	// The window is over: the next Take goes to the backend and is admitted.
+	if d := take(t, cache, req("k")); !d.Allowed {
+		t.Fatalf("Take after the window: %+v, want allowed", d)
+	}
+	if got := backend.calls.Load(); got != 5 {
+		t.Fatalf("%d backend calls, want 5", got)
+	}
+}
+
+func TestOverLimitHammerRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	backend := &counting{next: newRedisStore(t, srv.URL(), time.Second)}
+	cache := guard.NewOverLimitCache(backend, guard.OverLimitOptions{})
+	for range 3 {
+		if d := take(t, cache, req("k")); !d.Allowed {
+			t.Fatalf("Take of a fresh key: %+v", d)
+		}
+	}
+	first := take(t, cache, req("k"))
+	evalsha := evalshaCalls(t, srv)
+	if first.Allowed || first.RetryAfter <= 0 {
+		t.Fatalf("fourth Take: %+v, want rejected with a RetryAfter", first)
+	}
+	for range 1000 {
+		d := take(t, cache, req("k"))
+		if d.Allowed || d.Limit != perMinute || d.Remaining != first.Remaining || d.RetryAfter <= 0 || d.RetryAfter > first.RetryAfter ||
+			d.ResetAfter < d.RetryAfter || d.ResetAfter > first.ResetAfter || d.Token != 0 || d.Replayed {
+			t.Fatalf("local Decision %+v, after the backend's %+v", d, first)
+		}
+	}
+	if got := backend.calls.Load(); got != 4 {
+		t.Fatalf("%d backend calls, want 4", got)
+	}
+	// Redis agrees: the key still holds 3, and the cached requests issued no EVALSHA.
+	if got, err := srv.Do(t, "GET", "k").ToString(); err != nil || got != "3" {
+		t.Fatalf("GET k = %q, %v; want 3", got, err)
+	}
+	if got := evalshaCalls(t, srv); got != evalsha {
+		t.Fatalf("Redis counted %d EVALSHA calls during the hammering, want 0", got-evalsha)
+	}
+}
+
+// evalshaCalls returns the number of EVALSHA calls srv has served.
+func evalshaCalls(t *testing.T, srv *redistest.Server) int {
+	t.Helper()
+	stats, err := srv.Do(t, "INFO", "commandstats").ToString()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range splitLines(stats) {
+		var calls int
+		if n, _ := fmt.Sscanf(line, "cmdstat_evalsha:calls=%d", &calls); n == 1 {
+			return calls
+		}
+	}
+	t.Fatal("no cmdstat_evalsha in INFO commandstats")
+	return 0
+}
+
+func splitLines(s string) []string {
+	var lines []string
+	start := 0
+	for i := range len(s) {
+		if s[i] == '\n' {
+			lines = append(lines, s[start:i])
+			start = i + 1
+		}
+	}
+	return append(lines, s[start:])
+}
+
+// Only a request with at least the cached cost, no ID, and consuming, is answered locally.
+func TestOverLimitWhatGoesToTheBackend(t *testing.T) {
+	clock := newClock()
+	backend := &counting{next: newMem(t, clock)}
+	cache := guard.NewOverLimitCache(backend, guard.OverLimitOptions{Now: clock.Now})
+	lim := admit.Limit{Algorithm: admit.FixedWindow, Rate: 10, Period: time.Minute}
+	r := func(cost int64, id string) admit.Request {
+		return admit.Request{Key: "{k}", Limit: lim, Cost: cost, ID: id}
+	}
+	take(t, cache, r(8, ""))
+	if d := take(t, cache, r(5, "")); d.Allowed || d.Remaining != 2 {
+		t.Fatalf("Take of 5 with 2 left: %+v", d)
+	}
+	calls := backend.calls.Load()
+	for _, c := range []struct {
+		name    string
+		r       admit.Request
+		backend bool
+	}{
+		{"same cost", r(5, ""), false},
+		{"larger cost", r(9, ""), false},
+		{"smaller cost", r(4, ""), true},
+		{"peek", r(0, ""), true},
+		{"with an ID", r(5, "id-1"), true},
+		{"another limit", admit.Request{Key: "{k}", Limit: admit.Limit{Algorithm: admit.FixedWindow, Rate: 10, Period: time.Hour}, Cost: 5}, true},
+		{"invalid cost", r(11, ""), true},
+	} {
+		_, _ = cache.Take(t.Context(), c.r)
+		now := backend.calls.Load()
+		if went := now != calls; went != c.backend {
+			t.Errorf("%s: went to the backend = %v, want %v", c.name, went, c.backend)
+		}
+		calls = now
+	}
+	cancelled, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := cache.Take(cancelled, r(5, "")); err == nil {
+		t.Error("Take with a cancelled context answered locally")
+	}
+}
+
+func TestOverLimitNeverConcurrencyOrShadow(t *testing.T) {
+	clock := newClock()
+	backend := &counting{next: newMem(t, clock)}
+	cache := guard.NewOverLimitCache(backend, guard.OverLimitOptions{Now: clock.Now})
+	conc := admit.Limit{Algorithm: admit.Concurrency, Rate: 1, Period: time.Minute}
+	shadow := perMinute
+	shadow.Shadow = true
+	for _, lim := range []admit.Limit{conc, shadow} {
+		calls := backend.calls.Load()
+		for i := range 10 {
+			d := take(t, cache, admit.Request{Key: "k-" + lim.Algorithm.String(), Limit: lim, Cost: 1})
+			if i >= int(lim.Rate) && d.Allowed {
+				t.Fatalf("%v: Take %d allowed", lim, i)
+			}
+		}
+		if got := backend.calls.Load() - calls; got != 10 {
+			t.Errorf("%v: %d backend calls for 10 Takes, want 10", lim, got)
+		}
+	}
+	if got := cache.Hits(); got != 0 {
+		t.Fatalf("Hits() = %d, want 0", got)
+	}
+}
+
+func TestOverLimitRefundClears(t *testing.T) {
+	clock := newClock()
+	backend := &counting{next: newMem(t, clock)}
+	cache := guard.NewOverLimitCache(backend, guard.OverLimitOptions{Now: clock.Now})
+	lim := admit.Limit{Algorithm: admit.FixedWindow, Rate: 10, Period: time.Minute}
+	reserved := admit.Request{Key: "k", Limit: lim, Cost: 10}
+	d := take(t, cache, reserved)
+	if !d.Allowed {
+		t.Fatalf("reserve: %+v", d)
+	}
+	one := admit.Request{Key: "k", Limit: lim, Cost: 1}
+	take(t, cache, one)
+	take(t, cache, one)
+	if cache.Hits() != 1 {
+		t.Fatalf("Hits() = %d, want 1: the key is cached", cache.Hits())
+	}
+	if _, err := cache.Settle(t.Context(), admit.Reservation{Request: reserved, Token: d.Token}, 4); err != nil {
+		t.Fatal(err)
+	}
+	if d := take(t, cache, one); !d.Allowed {
+		t.Fatalf("Take after a refund of 6: %+v, want allowed", d)
+	}
+	if cache.Hits() != 1 {
+		t.Fatalf("Hits() = %d after the refund, want 1", cache.Hits())
+	}
+}
+
+func TestOverLimitTakeAll(t *testing.T) {
+	clock := newClock()
+	backend := &counting{next: newMem(t, clock)}
+	cache := guard.NewOverLimitCache(backend, guard.OverLimitOptions{Now: clock.Now})
+	plain := newMem(t, clock)
+	perHour := admit.Limit{Name: "per-hour", Algorithm: admit.FixedWindow, Rate: 5, Period: time.Hour}
+	rs := []admit.Request{
+		{Key: "{s}:a", Limit: perMinute, Cost: 1},
+		{Key: "{s}:b", Limit: perHour, Cost: 1},
+	}
+	var got, want [2]admit.Decision
+	for i := range 12 {
+		gotOK, err := cache.TakeAll(t.Context(), rs, got[:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantOK, err := plain.TakeAll(t.Context(), rs, want[:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if gotOK != wantOK || got != want {
+			t.Fatalf("TakeAll %d: cached %v %+v, uncached %v %+v", i, gotOK, got, wantOK, want)
+		}
+		if i == 7 {
+			// Fill per-hour too, through the cache: now both keys are known rejected.
+			for range 2 {
+				take(t, cache, rs[1])
+				take(t, plain, rs[1])
+			}
+		}
+	}
+	// One rejected, one not: TakeAll went to the backend; once both were cached it answered locally
+	// from then on.
+	if cache.Hits() == 0 {
+		t.Fatal("no TakeAll answered locally once both keys were known rejected")
+	}
+}
+
+// However many keys are rejected, the table holds at most MaxEntries; once entries expire, new
+// rejections take their place.
+func TestOverLimitBounded(t *testing.T) {
+	clock := newClock()
+	backend := newMem(t, clock)
+	cache := guard.NewOverLimitCache(backend, guard.OverLimitOptions{MaxEntries: 100, Now: clock.Now})
+	lim := admit.Limit{Algorithm: admit.FixedWindow, Rate: 1, Period: time.Minute}
+	fill := func(prefix string) {
+		for i := range 5000 {
+			r := admit.Request{Key: fmt.Sprintf("%s-%d", prefix, i), Limit: lim, Cost: 1}
+			take(t, cache, r)
+			take(t, cache, r) // rejected: remembered if there is room
+			if n := cache.Len(); n > 100 {
+				t.Fatalf("Len() = %d after %d keys, want at most 100", n, i+1)
+			}
+		}
+	}
+	fill("a")
+	if n := cache.Len(); n == 0 {
+		t.Fatal("nothing cached")
+	}
+	clock.Advance(time.Minute)
+	hits := cache.Hits()
+	fill("b")
+	// The keys of "b" that were remembered answer locally: expired "a" entries made room.
+	for i := range 5000 {
+		take(t, cache, admit.Request{Key: fmt.Sprintf("b-%d", i), Limit: lim, Cost: 1})
+	}
+	if cache.Hits() == hits {
+		t.Fatal("no new key was remembered after the old entries expired")
+	}
+}
+
+// BenchmarkOverLimitHotKey floods one full key from parallel clients, through the cache and without
+// it, and reports the backend calls each Take cost (backend-calls/op): the round trips the cache
+// saves under a hot-key flood.
+func BenchmarkOverLimitHotKey(b *testing.B) {
+	srv := redistest.Start(b)
+	hot := admit.Request{Key: "hot", Limit: admit.Limit{Name: "hot", Algorithm: admit.FixedWindow, Rate: 100, Period: time.Hour}, Cost: 1}
+	for _, bc := range []struct {
+		name   string
+		cached bool
+	}{{"redis/uncached", false}, {"redis/cached", true}} {
+		b.Run(bc.name, func(b *testing.B) {
+			srv.Do(b, "FLUSHALL")
+			backend := &counting{next: newRedisStore(b, srv.URL(), time.Second)}
+			var store admit.Store = backend
+			if bc.cached {
+				store = guard.NewOverLimitCache(backend, guard.OverLimitOptions{})
+			}
+			ctx := context.Background()
+			for range hot.Limit.Rate + 1 { // fill the key; the last Take is rejected
+				if _, err := store.Take(ctx, hot); err != nil {
+					b.Fatal(err)
+				}
+			}
+			backend.calls.Store(0)
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					d, err := store.Take(ctx, hot)
+					if err != nil || d.Allowed {
+						b.Fatalf("Take of the full key: %+v, %v", d, err)
+					}
+				}
+			})
+			b.ReportMetric(float64(backend.calls.Load())/float64(b.N), "backend-calls/op")
+		})
+	}
+}
