@@ -330,3 +330,55 @@ func BenchmarkBreakerOpen(b *testing.B) {
 		}
 	})
 }
+
+// A probe whose caller gives up tells nothing: the Breaker stays half-open and the next operation
+// probes.
+func TestBreakerProbeCallerGivesUp(t *testing.T) {
+	backend := &counting{next: newRedisStore(t, "redis://"+redistest.ClosedPort(t), 200*time.Millisecond)}
+	clock := newClock()
+	b := guard.NewBreaker(backend, guard.BreakerOptions{Failures: 1, Now: clock.Now})
+	_, err := b.Take(t.Context(), req("k"))
+	wantUnavailable(t, err, false)
+	wantState(t, b, guard.BreakerOpen)
+	clock.Advance(guard.DefaultCoolOff)
+	cancelled, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := b.Take(cancelled, req("k")); err == nil || errors.Is(err, guard.ErrOpen) {
+		t.Fatalf("probe with a cancelled context: %v, want its own error", err)
+	}
+	wantState(t, b, guard.BreakerHalfOpen)
+	_, err = b.Take(t.Context(), req("k")) // the next probe: refused by the closed port
+	wantUnavailable(t, err, false)
+	wantState(t, b, guard.BreakerOpen)
+	if got := backend.calls.Load(); got != 3 {
+		t.Fatalf("%d backend calls, want 3", got)
+	}
+}
+
+// Many callers at once: once open, no call reaches the backend; before, at most the ones already
+// in flight when the last counted failure came back.
+func TestBreakerConcurrentCallers(t *testing.T) {
+	backend := &counting{next: newRedisStore(t, "redis://"+redistest.ClosedPort(t), 200*time.Millisecond)}
+	const failures, workers = 5, 8
+	b := guard.NewBreaker(backend, guard.BreakerOptions{Failures: failures, CoolOff: time.Hour})
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for range 200 {
+				_, err := b.Take(context.Background(), req("k"))
+				if !errors.Is(err, admit.ErrUnavailable) {
+					t.Errorf("Take: %v, want unavailable", err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	wantState(t, b, guard.BreakerOpen)
+	if got := backend.calls.Load(); got > failures+workers-1 {
+		t.Fatalf("%d backend calls, want at most %d", got, failures+workers-1)
+	}
+	if got := b.Opened(); got != 1 {
+		t.Fatalf("Opened() = %d, want 1", got)
+	}
+}
