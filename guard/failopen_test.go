@@ -4,6 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -344,4 +349,104 @@ func TestGCRABurstScaled(t *testing.T) {
 	if admitted != 5 {
 		t.Errorf("%d admitted at once; want the scaled burst, 5", admitted)
 	}
+}
+
+// childEnv carries the work of a child process of TestBoundAcrossProcesses: the closed address.
+const childEnv = "ADMIT_GUARD_FAILOPEN_CHILD"
+
+// Numbers of TestBoundAcrossProcesses.
+const (
+	boundProcesses = 3
+	boundWorkers   = 8  // goroutines in each process
+	boundAttempts  = 10 // requests each goroutine makes
+	boundLocal     = 4  // the local limit
+	boundPeriod    = time.Second
+)
+
+// TestBoundAcrossProcesses proves the fail-open bound (SPEC G7, RELIABILITY B13) with several OS
+// processes: the test binary, run again as children, each with a FailOpen over a Redis that cannot
+// be reached, hammer one key. Each admits at least its local limit (its first window) and at most the
+// local limit per window its run spanned; all of them together at most processes × local limit ×
+// windows.
+func TestBoundAcrossProcesses(t *testing.T) {
+	if addr := os.Getenv(childEnv); addr != "" {
+		runBoundChild(t, addr)
+		return
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := redistest.ClosedPort(t) // held, not listening, for the children's whole run
+	outs := make([][]byte, boundProcesses)
+	errs := make([]error, boundProcesses)
+	var wg sync.WaitGroup
+	for i := range boundProcesses {
+		wg.Go(func() {
+			cmd := exec.CommandContext(t.Context(), exe, "-test.run=^TestBoundAcrossProcesses$", "-test.count=1", "-test.v")
+			cmd.Env = append(os.Environ(), childEnv+"="+addr)
+			outs[i], errs[i] = cmd.CombinedOutput()
+		})
+	}
+	wg.Wait()
+	total, maxWindows := 0, 0
+	for i := range boundProcesses {
+		if errs[i] != nil {
+			t.Fatalf("child %d: %v; output:\n%s", i, errs[i], outs[i])
+		}
+		var admitted, windows int
+		if _, err := fmt.Sscanf(childLine(outs[i]), "failopen-child admitted %d windows %d", &admitted, &windows); err != nil {
+			t.Fatalf("child %d printed no result (%v); output:\n%s", i, err, outs[i])
+		}
+		if admitted < boundLocal || admitted > boundLocal*windows {
+			t.Errorf("child %d admitted %d in a run spanning at most %d windows of %v; want %d … %d (local limit %d per window)",
+				i, admitted, windows, boundPeriod, boundLocal, boundLocal*windows, boundLocal)
+		}
+		total += admitted
+		maxWindows = max(maxWindows, windows)
+	}
+	if bound := boundProcesses * boundLocal * maxWindows; total > bound {
+		t.Errorf("%d processes admitted %d in all; want at most %d × %d × %d = %d", boundProcesses, total, boundProcesses, boundLocal, maxWindows, bound)
+	}
+	t.Logf("%d processes × %d requests on one key with Redis unreachable: %d admitted, within at most %d windows each", boundProcesses, boundWorkers*boundAttempts, total, maxWindows)
+}
+
+// runBoundChild is a child's part of TestBoundAcrossProcesses: it hammers one key through a FailOpen
+// over the Redis at the closed addr, and prints what it admitted and how many windows its run can
+// have spanned.
+func runBoundChild(t *testing.T, addr string) {
+	f := newFailOpen(t, openRedis(t, "redis://"+addr), guard.FailOpenOptions{Local: func(admit.Limit) (int64, bool) { return boundLocal, true }})
+	r := admit.Request{Key: "rl:bound:v1:{shared}", Limit: admit.Limit{Name: "bound", Algorithm: admit.FixedWindow, Rate: 100, Period: boundPeriod}, Cost: 1}
+	var admitted atomic.Int64
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range boundWorkers {
+		wg.Go(func() {
+			for range boundAttempts {
+				d, err := f.Take(context.Background(), r)
+				if err != nil || !d.Degraded {
+					t.Errorf("with Redis unreachable: %+v, %v; want a degraded decision", d, err)
+					return
+				}
+				if d.Allowed {
+					admitted.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	// A local window starts at an admission at or after start and lasts boundPeriod, so a run of
+	// length e spans at most e/boundPeriod + 1 of them.
+	windows := int(time.Since(start)/boundPeriod) + 1
+	fmt.Printf("failopen-child admitted %d windows %d\n", admitted.Load(), windows)
+}
+
+// childLine returns the result line a child printed, or "".
+func childLine(out []byte) string {
+	for line := range strings.Lines(string(out)) {
+		if strings.HasPrefix(line, "failopen-child ") {
+			return line
+		}
+	}
+	return ""
 }
