@@ -85,10 +85,18 @@ type FailOpenOptions struct {
 //
 // A lease or reservation is ended where it was acquired. FailOpen remembers the key and token of
 // each one the local limiter hands out (until its Limit's MaxWait has passed, after which the local
-// limiter has forgotten it too), and Release and Settle end those locally — never on next, which
-// does not know them, even once next is back; every other lease and reservation goes to next only,
+// limiter has forgotten it too), and Release and Settle act on those locally — never on next, which
+// does not know them, even once next is back. Every other lease and reservation goes to next only,
 // and when next cannot release or settle it, that is an error as usual (a lease then expires after
-// its TTL, a reservation stays consumed). Settling a reservation never fails open.
+// its TTL, a reservation stays consumed): releasing and settling never fail open. A remembered lease
+// is forgotten when released; a reservation only when its time is up, as Store.Settle may settle
+// one reservation more than once.
+//
+// # Observing it
+//
+// A Store above a FailOpen sees a degraded Decision, not next's error: put the metrics Store above
+// it (metrics → FailOpen → backend) to count degraded decisions, and watch next's health below it
+// (a readiness probe, the circuit breaker's state).
 type FailOpen struct {
 	next       admit.Store
 	localLimit func(admit.Limit) (int64, bool)
