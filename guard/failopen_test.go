@@ -20,8 +20,8 @@ import (
 	"github.com/admit-dev/admit/redisstore"
 )
 
-// newClock returns a fake clock for the local limiter.
-func newClock() *limittest.Clock {
+// newFailOpenClock returns a fake clock for the local limiter.
+func newFailOpenClock() *limittest.Clock {
 	return limittest.NewClock(time.Date(2026, 3, 1, 12, 0, 7, 250_000_000, time.UTC))
 }
 
@@ -72,19 +72,19 @@ func (b *backend) Open(t *testing.T) admit.Store       { return b.store }
 func (b *backend) Now(t *testing.T) time.Time          { return b.clock.Now() }
 func (b *backend) Sleep(t *testing.T, d time.Duration) { b.clock.Advance(d) }
 
-// TestConformance: while the backend decides, a FailOpen is the backend — it passes the whole
+// TestFailOpenConformance: while the backend decides, a FailOpen is the backend — it passes the whole
 // suite over a memstore, with every Limit failing open.
-func TestConformance(t *testing.T) {
+func TestFailOpenConformance(t *testing.T) {
 	limittest.TestStore(t, func(t *testing.T) limittest.Backend {
-		clock := newClock()
+		clock := newFailOpenClock()
 		s := memstore.New(memstore.Options{Now: clock.Now})
 		t.Cleanup(func() { s.Close() })
 		return &backend{clock: clock, store: newFailOpen(t, s, guard.FailOpenOptions{Local: halfOf, Now: clock.Now})}
 	})
 }
 
-// take decides r on s and fails t on an error.
-func take(t *testing.T, s admit.Store, r admit.Request) admit.Decision {
+// mustTake decides r on s and fails t on an error.
+func mustTake(t *testing.T, s admit.Store, r admit.Request) admit.Decision {
 	t.Helper()
 	d, err := s.Take(t.Context(), r)
 	if err != nil {
@@ -93,17 +93,17 @@ func take(t *testing.T, s admit.Store, r admit.Request) admit.Decision {
 	return d
 }
 
-// TestClosedPortFailsOpen: with Redis unreachable, a policy with a local limit of 4 admits 4 per
+// TestFailOpenClosedPort: with Redis unreachable, a policy with a local limit of 4 admits 4 per
 // window, each Decision degraded and under the local Limit; the next window admits 4 again.
-func TestClosedPortFailsOpen(t *testing.T) {
-	clock := newClock()
+func TestFailOpenClosedPort(t *testing.T) {
+	clock := newFailOpenClock()
 	lim := admit.Limit{Name: "api", Algorithm: admit.FixedWindow, Rate: 100, Period: time.Minute}
 	f := newFailOpen(t, deadRedis(t), guard.FailOpenOptions{Local: localLimits(map[string]int64{"api": 4}), Now: clock.Now})
 	r := admit.Request{Key: "rl:api:v1:{alice}", Limit: lim, Cost: 1}
 	for window := range 2 {
 		admitted := 0
 		for range 10 {
-			d := take(t, f, r)
+			d := mustTake(t, f, r)
 			if !d.Degraded {
 				t.Fatalf("window %d: a Decision with Redis unreachable is not Degraded: %+v", window, d)
 			}
@@ -123,10 +123,10 @@ func TestClosedPortFailsOpen(t *testing.T) {
 	}
 }
 
-// TestFailsClosed: with Redis unreachable, every case that must not fail open returns Redis's
+// TestFailOpenFailsClosed: with Redis unreachable, every case that must not fail open returns Redis's
 // error, and consumes nothing locally.
-func TestFailsClosed(t *testing.T) {
-	clock := newClock()
+func TestFailOpenFailsClosed(t *testing.T) {
+	clock := newFailOpenClock()
 	open := admit.Limit{Name: "open", Algorithm: admit.FixedWindow, Rate: 10, Period: time.Minute}
 	closed := admit.Limit{Name: "closed", Algorithm: admit.FixedWindow, Rate: 10, Period: time.Minute}
 	f := newFailOpen(t, deadRedis(t), guard.FailOpenOptions{Local: localLimits(map[string]int64{"open": 2}), Now: clock.Now})
@@ -155,15 +155,15 @@ func TestFailsClosed(t *testing.T) {
 	}
 	// Nothing above consumed the open policy's key: its local limit is all there.
 	for i := range 2 {
-		if d := take(t, f, openReq); !d.Allowed || !d.Degraded {
+		if d := mustTake(t, f, openReq); !d.Allowed || !d.Degraded {
 			t.Errorf("request %d on the open policy after the closed cases: %+v; want allowed, degraded", i, d)
 		}
 	}
 }
 
-// TestCorruptStateStaysClosed: corrupt state is one key's error, not an outage (SPEC G3): it is
+// TestFailOpenCorruptStateStaysClosed: corrupt state is one key's error, not an outage (SPEC G3): it is
 // returned as it is, and the local limiter decides nothing.
-func TestCorruptStateStaysClosed(t *testing.T) {
+func TestFailOpenCorruptStateStaysClosed(t *testing.T) {
 	srv := redistest.Start(t)
 	f := newFailOpen(t, openRedis(t, srv.URL()), guard.FailOpenOptions{Local: halfOf})
 	key := "rl:corrupt:v1:{carol}"
@@ -188,16 +188,16 @@ func mustString(t *testing.T, r interface{ ToString() (string, error) }) string 
 	return s
 }
 
-// TestKilledRedis: before Redis dies, decisions are Redis's (not degraded, counted in Redis); while it
+// TestFailOpenKilledRedis: before Redis dies, decisions are Redis's (not degraded, counted in Redis); while it
 // is dead, they are the local limiter's (degraded, bounded by the local limit, not in Redis); once it
 // is back, they are Redis's again.
-func TestKilledRedis(t *testing.T) {
+func TestFailOpenKilledRedis(t *testing.T) {
 	srv := redistest.Start(t)
 	f := newFailOpen(t, openRedis(t, srv.URL()), guard.FailOpenOptions{Local: localLimits(map[string]int64{"kill": 2})})
 	lim := admit.Limit{Name: "kill", Algorithm: admit.FixedWindow, Rate: 10, Period: time.Minute}
 	r := admit.Request{Key: "rl:kill:v1:{dave}", Limit: lim, Cost: 1}
 	for i := range 3 {
-		if d := take(t, f, r); !d.Allowed || d.Degraded || d.Limit != lim {
+		if d := mustTake(t, f, r); !d.Allowed || d.Degraded || d.Limit != lim {
 			t.Fatalf("request %d with Redis up: %+v; want allowed by Redis, not degraded", i, d)
 		}
 	}
@@ -208,7 +208,7 @@ func TestKilledRedis(t *testing.T) {
 	srv.Kill(t)
 	admitted := 0
 	for i := range 6 {
-		d := take(t, f, r)
+		d := mustTake(t, f, r)
 		if !d.Degraded {
 			t.Fatalf("request %d with Redis killed: %+v; want degraded", i, d)
 		}
@@ -223,7 +223,7 @@ func TestKilledRedis(t *testing.T) {
 	srv.Restart(t)
 	var d admit.Decision
 	for i := 0; ; i++ { // the client may fail once on its dead connection before it reconnects
-		if d = take(t, f, r); !d.Degraded {
+		if d = mustTake(t, f, r); !d.Degraded {
 			break
 		}
 		if i == 20 {
@@ -240,14 +240,14 @@ func TestKilledRedis(t *testing.T) {
 	}
 }
 
-// TestLocalLeases: a lease acquired locally is released locally — while Redis is down, and after it
+// TestFailOpenLocalLeases: a lease acquired locally is released locally — while Redis is down, and after it
 // is back; a lease that Redis gave is released on Redis.
-func TestLocalLeases(t *testing.T) {
+func TestFailOpenLocalLeases(t *testing.T) {
 	srv := redistest.Start(t)
 	f := newFailOpen(t, openRedis(t, srv.URL()), guard.FailOpenOptions{Local: localLimits(map[string]int64{"conc": 2})})
 	lim := admit.Limit{Name: "conc", Algorithm: admit.Concurrency, Rate: 5, Period: time.Minute}
 	r := admit.Request{Key: "rl:conc:v1:{erin}", Limit: lim, Cost: 1}
-	remote := take(t, f, r)
+	remote := mustTake(t, f, r)
 	if !remote.Allowed || remote.Degraded || remote.Token == 0 {
 		t.Fatalf("lease with Redis up: %+v; want one from Redis", remote)
 	}
@@ -255,7 +255,7 @@ func TestLocalLeases(t *testing.T) {
 	srv.Kill(t)
 	var held []admit.Decision
 	for range 3 {
-		if d := take(t, f, r); d.Allowed {
+		if d := mustTake(t, f, r); d.Allowed {
 			held = append(held, d)
 		}
 	}
@@ -268,7 +268,7 @@ func TestLocalLeases(t *testing.T) {
 	if err := release(held[0]); err != nil {
 		t.Fatalf("releasing a local lease with Redis down: %v", err)
 	}
-	if d := take(t, f, r); !d.Allowed || !d.Degraded {
+	if d := mustTake(t, f, r); !d.Allowed || !d.Degraded {
 		t.Fatalf("after a local release: %+v; want a local lease again", d)
 	} else {
 		held[0] = d
@@ -280,7 +280,7 @@ func TestLocalLeases(t *testing.T) {
 
 	srv.Restart(t)
 	for i := 0; ; i++ { // wait until the client has reconnected
-		if d := take(t, f, admit.Request{Key: r.Key, Limit: lim}); !d.Degraded {
+		if d := mustTake(t, f, admit.Request{Key: r.Key, Limit: lim}); !d.Degraded {
 			break
 		}
 		if i == 20 {
@@ -293,19 +293,19 @@ func TestLocalLeases(t *testing.T) {
 	}
 	// The local limiter has one lease free again: seen once Redis is down again.
 	srv.Kill(t)
-	if d := take(t, f, r); !d.Allowed || !d.Degraded {
+	if d := mustTake(t, f, r); !d.Allowed || !d.Degraded {
 		t.Errorf("Redis killed again, after a local release with Redis up: %+v; want a local lease", d)
 	}
-	if d := take(t, f, r); d.Allowed {
+	if d := mustTake(t, f, r); d.Allowed {
 		t.Errorf("Redis killed again: a lease beyond the local limit: %+v", d)
 	}
 }
 
-// TestLocalTableCap: however many keys arrive while Redis is down, the local limiter holds at most
+// TestFailOpenTableCap: however many keys arrive while Redis is down, the local limiter holds at most
 // its cap (rounded up to its 64 shards): the others fail closed with Redis's error.
-func TestLocalTableCap(t *testing.T) {
+func TestFailOpenTableCap(t *testing.T) {
 	const maxEntries = 128
-	clock := newClock()
+	clock := newFailOpenClock()
 	f := newFailOpen(t, deadRedis(t), guard.FailOpenOptions{Local: halfOf, MaxEntries: maxEntries, Now: clock.Now})
 	lim := admit.Limit{Name: "flood", Algorithm: admit.FixedWindow, Rate: 10, Period: time.Minute}
 	admitted, refused := 0, 0
@@ -325,20 +325,20 @@ func TestLocalTableCap(t *testing.T) {
 	}
 	// Once the windows end, the table takes new keys again.
 	clock.Advance(lim.Period)
-	if d := take(t, f, admit.Request{Key: "rl:flood:v1:{late}", Limit: lim, Cost: 1}); !d.Allowed || !d.Degraded {
+	if d := mustTake(t, f, admit.Request{Key: "rl:flood:v1:{late}", Limit: lim, Cost: 1}); !d.Allowed || !d.Degraded {
 		t.Errorf("a new key after the windows ended: %+v; want a degraded admission", d)
 	}
 }
 
-// TestGCRABurstScaled: a GCRA Limit's Burst is scaled with its Rate, so a local bucket admits its
+// TestFailOpenGCRABurstScaled: a GCRA Limit's Burst is scaled with its Rate, so a local bucket admits its
 // scaled burst at once.
-func TestGCRABurstScaled(t *testing.T) {
-	clock := newClock()
+func TestFailOpenGCRABurstScaled(t *testing.T) {
+	clock := newFailOpenClock()
 	f := newFailOpen(t, deadRedis(t), guard.FailOpenOptions{Local: localLimits(map[string]int64{"bucket": 10}), Now: clock.Now})
 	lim := admit.Limit{Name: "bucket", Algorithm: admit.GCRA, Rate: 100, Period: time.Minute, Burst: 50}
 	admitted := 0
 	for range 20 {
-		d := take(t, f, admit.Request{Key: "rl:bucket:v1:{frank}", Limit: lim, Cost: 1})
+		d := mustTake(t, f, admit.Request{Key: "rl:bucket:v1:{frank}", Limit: lim, Cost: 1})
 		if d.Limit.Rate != 10 || d.Limit.Burst != 5 {
 			t.Fatalf("local Limit %v; want rate 10, burst 5 (50 × 10/100)", d.Limit)
 		}
@@ -351,10 +351,10 @@ func TestGCRABurstScaled(t *testing.T) {
 	}
 }
 
-// childEnv carries the work of a child process of TestBoundAcrossProcesses: the closed address.
+// childEnv carries the work of a child process of TestFailOpenBoundAcrossProcesses: the closed address.
 const childEnv = "ADMIT_GUARD_FAILOPEN_CHILD"
 
-// Numbers of TestBoundAcrossProcesses.
+// Numbers of TestFailOpenBoundAcrossProcesses.
 const (
 	boundProcesses = 3
 	boundWorkers   = 8  // goroutines in each process
@@ -363,12 +363,12 @@ const (
 	boundPeriod    = time.Second
 )
 
-// TestBoundAcrossProcesses proves the fail-open bound (SPEC G7, RELIABILITY B13) with several OS
+// TestFailOpenBoundAcrossProcesses proves the fail-open bound (SPEC G7, RELIABILITY B13) with several OS
 // processes: the test binary, run again as children, each with a FailOpen over a Redis that cannot
 // be reached, hammer one key. Each admits at least its local limit (its first window) and at most the
 // local limit per window its run spanned; all of them together at most processes × local limit ×
 // windows.
-func TestBoundAcrossProcesses(t *testing.T) {
+func TestFailOpenBoundAcrossProcesses(t *testing.T) {
 	if addr := os.Getenv(childEnv); addr != "" {
 		runBoundChild(t, addr)
 		return
@@ -383,7 +383,7 @@ func TestBoundAcrossProcesses(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range boundProcesses {
 		wg.Go(func() {
-			cmd := exec.CommandContext(t.Context(), exe, "-test.run=^TestBoundAcrossProcesses$", "-test.count=1", "-test.v")
+			cmd := exec.CommandContext(t.Context(), exe, "-test.run=^TestFailOpenBoundAcrossProcesses$", "-test.count=1", "-test.v")
 			cmd.Env = append(os.Environ(), childEnv+"="+addr)
 			outs[i], errs[i] = cmd.CombinedOutput()
 		})
@@ -411,7 +411,7 @@ func TestBoundAcrossProcesses(t *testing.T) {
 	t.Logf("%d processes × %d requests on one key with Redis unreachable: %d admitted, within at most %d windows each", boundProcesses, boundWorkers*boundAttempts, total, maxWindows)
 }
 
-// runBoundChild is a child's part of TestBoundAcrossProcesses: it hammers one key through a FailOpen
+// runBoundChild is a child's part of TestFailOpenBoundAcrossProcesses: it hammers one key through a FailOpen
 // over the Redis at the closed addr, and prints what it admitted and how many windows its run can
 // have spanned.
 func runBoundChild(t *testing.T, addr string) {
