@@ -97,7 +97,8 @@ func ValidateAll(rs []Request, ds []Decision) error {
 }
 
 // A Decision is the outcome of one Request. Being over the limit is a Decision with Allowed false,
-// never an error.
+// never an error. A Decision marked Degraded was made by a process's local limiter while the Store
+// could not decide (a policy that fails open, SPEC §4): it is not a global guarantee.
 type Decision struct {
 	// Allowed reports whether the request was admitted. A peek (cost 0) is allowed unless the key
 	// is already over its limit.
@@ -114,6 +115,11 @@ type Decision struct {
 	// Replayed reports whether this is the recorded Decision of an earlier request with the same ID:
 	// nothing was consumed this time.
 	Replayed bool
+	// Degraded reports that a local limiter decided this Request because the Store could not: the
+	// decision is per process, not global (SPEC §4). Limit is then the local Limit that decided —
+	// its Rate the policy's local limit — and Remaining, RetryAfter and ResetAfter are the local
+	// limiter's (package guard's FailOpen, docs/failure-modes.md).
+	Degraded bool
 	// Token names what an admitted Request that consumed holds until it ends; 0 for nothing (a
 	// rejection, a peek, a Replayed Decision — a replay consumed nothing and cannot be settled).
 	// Under a Concurrency Limit it is the lease: pass it in a [Lease] to Store.Release. Under any

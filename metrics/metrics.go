@@ -32,6 +32,12 @@ const (
 	ResultUnavailable = "unavailable"
 	// ResultInvalid counts a Request the Store refused as invalid, a caller's mistake.
 	ResultInvalid = "invalid"
+	// ResultDegraded counts a Request that a local limiter decided, admitted or not, because the
+	// backend could not (admit.Decision.Degraded: a policy failing open, SPEC §4): a decision of this
+	// process alone, not a global one. It is counted under no other result, so allowed and limited
+	// stay the backend's decisions. The metrics Store sees it only when it sits above the
+	// guard.FailOpen (metrics → guard.FailOpen → backend).
+	ResultDegraded = "degraded"
 )
 
 // The kinds of error, as the label kind of admit_backend_errors_total.
@@ -77,7 +83,7 @@ type Store struct {
 
 // policyCounters are one policy's counters of admit_decisions_total.
 type policyCounters struct {
-	allowed, limited, shadow, replayed, unavailable, invalid prometheus.Counter
+	allowed, limited, shadow, replayed, unavailable, invalid, degraded prometheus.Counter
 }
 
 var _ admit.Store = (*Store)(nil)
@@ -90,7 +96,7 @@ func NewStore(next admit.Store, reg prometheus.Registerer) (*Store, error) {
 		next: next,
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "admit_decisions_total",
-			Help: "Requests decided, by policy and result (allowed, limited, shadow, replayed, unavailable, invalid).",
+			Help: "Requests decided, by policy and result (allowed, limited, shadow, replayed, unavailable, invalid, degraded).",
 		}, []string{"policy", "result"}),
 		errs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "admit_backend_errors_total",
@@ -175,6 +181,8 @@ func (s *Store) count(policy string, d *admit.Decision, err error) {
 			c.unavailable.Inc()
 		}
 		s.errs.WithLabelValues(kind).Inc()
+	case d.Degraded:
+		c.degraded.Inc()
 	case d.Replayed:
 		c.replayed.Inc()
 	case d.Allowed:
@@ -199,7 +207,7 @@ func (s *Store) counters(policy string) *policyCounters {
 	if c = s.policies[policy]; c == nil {
 		with := func(result string) prometheus.Counter { return s.decisions.WithLabelValues(policy, result) }
 		c = &policyCounters{allowed: with(ResultAllowed), limited: with(ResultLimited), shadow: with(ResultShadow), replayed: with(ResultReplayed),
-			unavailable: with(ResultUnavailable), invalid: with(ResultInvalid)}
+			unavailable: with(ResultUnavailable), invalid: with(ResultInvalid), degraded: with(ResultDegraded)}
 		s.policies[policy] = c
 	}
 	return c

@@ -9,8 +9,11 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/guard"
+	"github.com/admit-dev/admit/internal/redistest"
 	"github.com/admit-dev/admit/memstore"
 	"github.com/admit-dev/admit/metrics"
+	"github.com/admit-dev/admit/redisstore"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -220,6 +223,41 @@ func TestKind(t *testing.T) {
 	} {
 		if got := metrics.Kind(c.err); got != c.want {
 			t.Errorf("Kind(%v) = %s; want %s", c.err, got, c.want)
+		}
+	}
+}
+
+// TestCountsDegraded: above a guard.FailOpen whose backend cannot decide (a Redis on a closed
+// port), the local limiter's decisions count as degraded — admitted or not — and the policy that
+// fails closed as unavailable.
+func TestCountsDegraded(t *testing.T) {
+	redis, err := redisstore.New(redisstore.Config{URL: "redis://" + redistest.ClosedPort(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { redis.Close() })
+	open := admit.Limit{Name: "open", Algorithm: admit.FixedWindow, Rate: 10, Period: time.Minute}
+	failOpen := guard.NewFailOpen(redis, guard.FailOpenOptions{Local: func(lim admit.Limit) (int64, bool) { return 2, lim.Name == "open" }})
+	t.Cleanup(failOpen.Close)
+	reg := prometheus.NewPedanticRegistry()
+	s, err := metrics.NewStore(failOpen, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 { // 2 admitted locally, 1 rejected locally: 3 degraded
+		if d, err := s.Take(t.Context(), admit.Request{Key: "k", Limit: open, Cost: 1}); err != nil || !d.Degraded {
+			t.Fatalf("Take with Redis unreachable, failing open: %+v, %v; want a degraded decision", d, err)
+		}
+	}
+	if _, err := s.Take(t.Context(), admit.Request{Key: "k", Limit: perSecond, Cost: 1}); !errors.Is(err, admit.ErrUnavailable) {
+		t.Fatalf("Take with Redis unreachable, failing closed: %v; want admit.ErrUnavailable", err)
+	}
+	for _, c := range []struct {
+		policy, result string
+		want           float64
+	}{{"open", "degraded", 3}, {"open", "allowed", 0}, {"open", "limited", 0}, {"per-second", "unavailable", 1}} {
+		if got := decisions(t, reg, c.policy, c.result); got != c.want {
+			t.Errorf("admit_decisions_total{policy=%s,result=%s} = %v; want %v", c.policy, c.result, got, c.want)
 		}
 	}
 }

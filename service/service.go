@@ -4,6 +4,14 @@
 // A [Service] holds one loaded [policy.Config] at a time and swaps it atomically on reload: a check
 // runs entirely on the configuration it started with, and a check that starts after a swap sees only
 // the new one — nothing is half-applied.
+//
+// # Failing open
+//
+// A policy with `failure: open` fails open when the Service's Store is a guard.FailOpen whose Local
+// is the Service's [Service.LocalLimit] — the stack `admit serve` builds: metrics → guard.FailOpen →
+// backend. When the backend cannot decide, a local limiter of the policy's local_limit decides, and
+// the Result is Degraded; a Check that names any policy with `failure: closed` fails closed whole
+// (all-or-nothing). Over any other Store every policy fails closed.
 package service
 
 import (
@@ -83,6 +91,9 @@ type Result struct {
 	// Replayed reports whether the Result is the recorded one of an earlier Check with the same
 	// RequestID: nothing was consumed this time.
 	Replayed bool
+	// Degraded reports whether a local limiter decided the Check because the Store could not (any
+	// Decision is admit.Decision.Degraded): the decision is this process's, not global (SPEC §4).
+	Degraded bool
 }
 
 // Check decides c under the loaded configuration. An error means nothing was decided: it matches
@@ -126,7 +137,27 @@ func (res Result) decided(allowed bool) Result {
 	res.Allowed = allowed
 	res.Deciding = admit.Deciding(res.Decisions)
 	res.Replayed = res.Decisions[0].Replayed
+	for i := range res.Decisions {
+		res.Degraded = res.Degraded || res.Decisions[i].Degraded
+	}
 	return res
+}
+
+// LocalLimit returns the local limit of lim under the configuration the Service holds now, and
+// whether lim fails open: whether the configuration has a policy named lim.Name whose Limit is lim
+// and whose failure mode is policy.Open. It is the Local of a guard.FailOpen under the Service's
+// Store (see the package doc), and is safe for concurrent use.
+//
+// It is looked up on every call, so a reload applies at once: a policy whose failure mode or local
+// limit changes fails open (or closed) from its next decision on. A Limit that no policy of the
+// configuration has exactly — a Check racing a reload that changed its policy's numbers, the
+// built-in demo — fails closed.
+func (s *Service) LocalLimit(lim admit.Limit) (local int64, ok bool) {
+	p, ok := s.cfg.Load().Policy(lim.Name)
+	if !ok || p.Limit != lim || p.Failure != policy.Open {
+		return 0, false
+	}
+	return p.LocalLimit, true
 }
 
 // requests returns the Requests of c under the loaded configuration, one per policy, in order.

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/guard"
 	"github.com/admit-dev/admit/internal/logrelay"
 	"github.com/admit-dev/admit/memstore"
 	"github.com/admit-dev/admit/metrics"
@@ -219,7 +220,7 @@ type daemon struct {
 	cfg     serveConfig // with the file's server settings applied
 	logger  *slog.Logger
 	backend admit.Store // the backend itself
-	store   admit.Store // the backend, counted by the metrics
+	store   admit.Store // metrics → guard.FailOpen → backend: what the Service and the demo decide on
 	keys    *admit.KeyBuilder
 	svc     *service.Service
 	reg     *prometheus.Registry
@@ -280,8 +281,12 @@ func (d *daemon) start(ctx context.Context, cfg serveConfig) (int, error) {
 	d.backend = backend
 	d.closers = append(d.closers, closeStore)
 
+	// metrics → guard.FailOpen → backend: the metrics sit above the fallback, so they see its
+	// decisions, marked degraded.
+	failOpen := guard.NewFailOpen(backend, guard.FailOpenOptions{Local: d.localLimit})
+	d.closers = append(d.closers, failOpen.Close)
 	d.reg = prometheus.NewRegistry()
-	store, configMetrics, err := registerMetrics(d.reg, backend)
+	store, configMetrics, err := registerMetrics(d.reg, failOpen)
 	if err != nil {
 		logger.Error("cannot register the metrics", "error", err)
 		return exitError, err
@@ -298,6 +303,16 @@ func (d *daemon) start(ctx context.Context, cfg serveConfig) (int, error) {
 		go r.run(ctx, reloadPollInterval)
 	}
 	return exitOK, nil
+}
+
+// localLimit is the Local of the daemon's guard.FailOpen: the local limit of lim under the
+// configuration the Service holds now (service.Service.LocalLimit), so a reload applies at once.
+// Nothing fails open before the Service exists.
+func (d *daemon) localLimit(lim admit.Limit) (int64, bool) {
+	if d.svc == nil {
+		return 0, false
+	}
+	return d.svc.LocalLimit(lim)
 }
 
 // serve runs admit serve until ctx is done.

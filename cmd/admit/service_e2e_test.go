@@ -37,6 +37,7 @@ type checkResult struct {
 	Allowed   bool   `json:"allowed"`
 	Policy    string `json:"policy"`
 	Remaining int64  `json:"remaining"`
+	Degraded  bool   `json:"degraded"`
 	Error     string `json:"error"`
 	Decisions []struct {
 		Policy string `json:"policy"`

@@ -49,7 +49,9 @@ type CheckResponse struct {
 	ResetAfterMS int64 `json:"reset_after_ms"`
 	// Replayed reports whether this is the recorded answer of an earlier request with the same ID.
 	Replayed bool `json:"replayed"`
-	// Degraded reports whether a local limiter decided while the backend could not.
+	// Degraded reports whether a local limiter decided while the backend could not (a policy with
+	// failure: open): the decision is this instance's, not global. Limit and Remaining are then the
+	// local limiter's.
 	Degraded bool `json:"degraded"`
 	// Decisions holds one decision per policy, in the request's order.
 	Decisions []PolicyDecision `json:"decisions"`
@@ -62,7 +64,10 @@ type PolicyDecision struct {
 	// means it would have limited it, and did not.
 	Allowed bool `json:"allowed"`
 	// Shadow reports that the policy is in shadow mode: it rejects nothing. Omitted when false.
-	Shadow       bool  `json:"shadow,omitempty"`
+	Shadow bool `json:"shadow,omitempty"`
+	// Degraded reports that a local limiter decided this policy while the backend could not; Limit
+	// is then the policy's local limit. Omitted when false.
+	Degraded     bool  `json:"degraded,omitempty"`
 	Limit        int64 `json:"limit"`
 	Remaining    int64 `json:"remaining"`
 	RetryAfterMS int64 `json:"retry_after_ms"`
@@ -262,11 +267,12 @@ func NewCheckResponse(res service.Result) CheckResponse {
 		RetryAfterMS: d.RetryAfter.Milliseconds(),
 		ResetAfterMS: d.ResetAfter.Milliseconds(),
 		Replayed:     res.Replayed,
+		Degraded:     res.Degraded,
 		Decisions:    make([]PolicyDecision, len(res.Decisions)),
 	}
 	for i, d := range res.Decisions {
-		out.Decisions[i] = PolicyDecision{Policy: d.Limit.Name, Allowed: d.Allowed, Shadow: d.Limit.Shadow, Limit: d.Limit.Rate, Remaining: d.Remaining,
-			RetryAfterMS: d.RetryAfter.Milliseconds(), ResetAfterMS: d.ResetAfter.Milliseconds()}
+		out.Decisions[i] = PolicyDecision{Policy: d.Limit.Name, Allowed: d.Allowed, Shadow: d.Limit.Shadow, Degraded: d.Degraded, Limit: d.Limit.Rate,
+			Remaining: d.Remaining, RetryAfterMS: d.RetryAfter.Milliseconds(), ResetAfterMS: d.ResetAfter.Milliseconds()}
 	}
 	return out
 }

@@ -1,0 +1,343 @@
+// Store decorators for bad days. This file holds FailOpen, the bounded fail-open fallback (SPEC §4,
+// G7). (A temporary file comment: guard/doc.go, written on another branch, carries the package doc.)
+package guard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/bits"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/memstore"
+)
+
+// DefaultFailOpenEntries is the local table's cap when FailOpenOptions.MaxEntries is 0: 100,000
+// keys, about 11 MiB of fixed windows with 20-byte keys.
+const DefaultFailOpenEntries = 100_000
+
+// FailOpenOptions configures a FailOpen.
+type FailOpenOptions struct {
+	// Local returns the local limit of lim: the most units of a key that this process admits per
+	// lim.Period on its own while the backend cannot decide (for a Concurrency Limit, the most
+	// leases of a key in flight), 1 … lim.Rate; ok false makes lim fail closed. It is called on
+	// every call that the backend failed, never while the backend decides, and must be safe for
+	// concurrent use. nil fails every Limit closed.
+	Local func(lim admit.Limit) (local int64, ok bool)
+	// MaxEntries caps the local table: the keys the local limiter holds state for, and, apart from
+	// them, the leases and reservations it has handed out and not yet seen end. 0 or less means
+	// DefaultFailOpenEntries. The key table is memstore's, whose cap is enforced per shard (64
+	// shards): it holds at most MaxEntries rounded up to a multiple of 64.
+	MaxEntries int
+	// Now is the local limiter's clock; nil means time.Now. It must be safe for concurrent use.
+	Now func() time.Time
+}
+
+// FailOpen is an admit.Store that decides on another, next, and lets a local in-process limiter
+// decide instead when next cannot (SPEC §4, failure mode open). It is safe for concurrent use. Make
+// one with [NewFailOpen]; the zero value is not usable.
+//
+// # When the local limiter decides
+//
+// A TakeAll (or Take) fails open when next answers an error matching admit.ErrUnavailable — a
+// refused connection, a timeout of next's own, a Redis error, an open circuit breaker — and every
+// Request of the call has a local limit (FailOpenOptions.Local). It fails closed, returning next's
+// error unchanged, when:
+//   - the error matches admit.ErrCorruptState: one key holds state no algorithm writes, which is a
+//     bug or tampering to look at, not an outage (SPEC §3, G3), so it stays an error;
+//   - the caller's ctx is done: the caller gave up, and nothing is decided for it;
+//   - the error is a caller's mistake (admit.ErrInvalidLimit, admit.ErrInvalidRequest);
+//   - any Request of the call has no local limit: all-or-nothing (SPEC §2.6) holds for failing
+//     open too, so one policy that fails closed makes the whole call fail closed;
+//   - the local limiter cannot decide: its table is full (see below), a Request's cost exceeds its
+//     local capacity, or the local Limit is invalid.
+//
+// The local limiter is a [memstore.Store], one per FailOpen, made on the first call that fails
+// open: while next decides, nothing local exists, is consulted or is consumed. It decides the same
+// Requests — same keys, same Periods, same IDs, all-or-nothing — with each Limit's Rate replaced by
+// its local limit; a GCRA Limit's Burst is scaled by the same factor (local/Rate, rounded down, at
+// least 1; a Burst of 0 stays 0, the local limit), so the local bucket drains over the same time as
+// the global one. Its Decisions are marked admit.Decision.Degraded and carry the local Limit.
+//
+// # The bound (SPEC G7)
+//
+// While next cannot decide, each process admits per key at most its local limit per window of the
+// Limit's Period (in flight, for Concurrency), so P processes admit at most
+//
+//	P × local limit × (windows of the outage + 1)
+//
+// per key, the +1 for the partial windows at the outage's two ends, on top of what next admitted
+// before the outage (the local limiter does not know it). For GCRA the local bucket adds its burst
+// once: P × (local burst + local limit × windows of the outage). This is not a global guarantee: a
+// process started during the outage brings its own local limit.
+//
+// # The local table's cap
+//
+// The local limiter holds at most about FailOpenOptions.MaxEntries keys however many arrive: a new
+// key that finds the table full fails closed with next's error — never evicting a live count, which
+// would admit more than the bound — until entries expire with their windows. The tokens of degraded
+// leases and reservations that FailOpen remembers (below) are capped by MaxEntries as well.
+//
+// # Leases and reservations
+//
+// A lease or reservation is ended where it was acquired. FailOpen remembers the key and token of
+// each one the local limiter hands out (until its Limit's MaxWait has passed, after which the local
+// limiter has forgotten it too), and Release and Settle act on those locally — never on next, which
+// does not know them, even once next is back. Every other lease and reservation goes to next only,
+// and when next cannot release or settle it, that is an error as usual (a lease then expires after
+// its TTL, a reservation stays consumed): releasing and settling never fail open. A remembered lease
+// is forgotten when released; a reservation only when its time is up, as Store.Settle may settle
+// one reservation more than once.
+//
+// # Observing it
+//
+// A Store above a FailOpen sees a degraded Decision, not next's error: put the metrics Store above
+// it (metrics → FailOpen → backend) to count degraded decisions, and watch next's health below it
+// (a readiness probe, the circuit breaker's state).
+type FailOpen struct {
+	next       admit.Store
+	localLimit func(admit.Limit) (int64, bool)
+	maxEntries int
+	now        func() time.Time
+
+	mu      sync.Mutex
+	local   *memstore.Store    // made on the first call that fails open; nil before
+	tokens  map[tokenRef]int64 // degraded leases and reservations: expiry in Unix nanoseconds
+	pending int                // tokens that calls deciding locally may add
+	prune   int64              // no expired token before this instant, Unix nanoseconds
+	tracked atomic.Bool        // whether tokens has ever held anything: if not, Release and Settle go to next, locking nothing
+}
+
+// A tokenRef names a lease or a reservation the local limiter handed out.
+type tokenRef struct {
+	key   string
+	token uint64
+}
+
+var _ admit.Store = (*FailOpen)(nil)
+
+// NewFailOpen returns a FailOpen that decides on next, and on a local limiter configured by opts when
+// next cannot.
+func NewFailOpen(next admit.Store, opts FailOpenOptions) *FailOpen {
+	f := &FailOpen{next: next, localLimit: opts.Local, maxEntries: opts.MaxEntries, now: opts.Now}
+	if f.maxEntries <= 0 {
+		f.maxEntries = DefaultFailOpenEntries
+	}
+	if f.now == nil {
+		f.now = time.Now
+	}
+	return f
+}
+
+// Close stops the local limiter's background sweeper, if the local limiter was ever made. The
+// FailOpen keeps working after Close; its local limiter then reclaims expired entries only as new
+// keys arrive.
+func (f *FailOpen) Close() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.local != nil {
+		f.local.Close()
+	}
+}
+
+// Take decides r; it is TakeAll of one Request. See [FailOpen.TakeAll].
+func (f *FailOpen) Take(ctx context.Context, r admit.Request) (admit.Decision, error) {
+	rs := [1]admit.Request{r}
+	var ds [1]admit.Decision
+	_, err := f.TakeAll(ctx, rs[:], ds[:])
+	return ds[0], err
+}
+
+// TakeAll decides rs on next and, when next cannot decide and every Request has a local limit, on
+// the local limiter, marking the Decisions Degraded (see [FailOpen]). Otherwise it returns what next
+// returned.
+func (f *FailOpen) TakeAll(ctx context.Context, rs []admit.Request, ds []admit.Decision) (bool, error) {
+	allowed, err := f.next.TakeAll(ctx, rs, ds)
+	if err == nil || !f.failsOpen(ctx, err) {
+		return allowed, err
+	}
+	var buf [admit.MaxRequests]admit.Request
+	if len(rs) > len(buf) || len(ds) != len(rs) {
+		return false, err
+	}
+	lrs := buf[:len(rs)]
+	for i := range rs {
+		lim, ok := f.localFor(rs[i].Limit)
+		if !ok {
+			return false, err // all-or-nothing: one policy that fails closed fails the call closed
+		}
+		lrs[i] = rs[i]
+		lrs[i].Limit = lim
+	}
+	if admit.ValidateAll(lrs, ds) != nil {
+		return false, err // a cost above the local capacity: the local limiter cannot decide it
+	}
+	local, ok := f.reserve(len(rs))
+	if !ok {
+		return false, err // the table of degraded tokens is full
+	}
+	allowed, lerr := local.TakeAll(ctx, lrs, ds)
+	f.track(lrs, ds, lerr == nil)
+	if lerr != nil {
+		clear(ds)
+		return false, err // the local table is full (memstore.ErrFull): fail closed with next's error
+	}
+	for i := range ds {
+		ds[i].Degraded = true
+	}
+	return allowed, nil
+}
+
+// Release ends the lease l: locally if the local limiter handed it out, else on next.
+func (f *FailOpen) Release(ctx context.Context, l admit.Lease) error {
+	if local, ok := f.tracking(l.Key, l.Token, true); ok {
+		if lim, ok := f.localFor(l.Limit); ok {
+			l.Limit = lim
+		}
+		return local.Release(ctx, l)
+	}
+	return f.next.Release(ctx, l)
+}
+
+// Settle settles res at actual: locally, with the Decision marked Degraded, if the local limiter
+// handed res out, else on next (see [FailOpen]). A settlement never fails open.
+func (f *FailOpen) Settle(ctx context.Context, res admit.Reservation, actual int64) (admit.Decision, error) {
+	if local, ok := f.tracking(res.Request.Key, res.Token, false); ok {
+		if lim, ok := f.localFor(res.Request.Limit); ok {
+			res.Request.Limit = lim
+		}
+		d, err := local.Settle(ctx, res, actual)
+		if err == nil {
+			d.Degraded = true
+		}
+		return d, err
+	}
+	return f.next.Settle(ctx, res, actual)
+}
+
+// failsOpen reports whether err, next's error for a call with ctx, lets the local limiter decide:
+// next was unavailable, the state is not corrupt, and the caller has not given up.
+func (f *FailOpen) failsOpen(ctx context.Context, err error) bool {
+	return f.localLimit != nil && ctx.Err() == nil &&
+		errors.Is(err, admit.ErrUnavailable) && !errors.Is(err, admit.ErrCorruptState)
+}
+
+// localFor returns the Limit the local limiter decides lim under, and whether lim fails open.
+func (f *FailOpen) localFor(lim admit.Limit) (admit.Limit, bool) {
+	if f.localLimit == nil {
+		return admit.Limit{}, false
+	}
+	n, ok := f.localLimit(lim)
+	if !ok {
+		return admit.Limit{}, false
+	}
+	local, err := scaled(lim, n)
+	return local, err == nil
+}
+
+// scaled returns the Limit a FailOpen's local limiter decides lim under with local limit n: lim
+// with Rate n, and, for GCRA, Burst scaled by n/Rate (rounded down, at least 1; 0 stays 0). It
+// reports an error matching admit.ErrInvalidLimit when n is outside 1 … lim.Rate or the result is
+// not a valid Limit.
+func scaled(lim admit.Limit, n int64) (admit.Limit, error) {
+	if n < 1 || n > lim.Rate {
+		return admit.Limit{}, fmt.Errorf("%w: local limit %d outside 1…%d", admit.ErrInvalidLimit, n, lim.Rate)
+	}
+	out := lim
+	out.Rate = n
+	if lim.Burst > 0 {
+		// Burst × n / Rate without overflow: each is at most admit.MaxRate (10^15).
+		hi, lo := bits.Mul64(uint64(lim.Burst), uint64(n))
+		q, _ := bits.Div64(hi, lo, uint64(lim.Rate)) // hi < Rate, as n ≤ Rate
+		out.Burst = max(1, int64(q))
+	}
+	if err := out.Validate(); err != nil {
+		return admit.Limit{}, err
+	}
+	return out, nil
+}
+
+// reserve makes room for n tokens of a call about to decide locally, and returns the local limiter,
+// made on first use. It reports false when the token table has no room, even after forgetting the
+// tokens whose time is up.
+func (f *FailOpen) reserve(n int) (*memstore.Store, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.local == nil {
+		f.local = memstore.New(memstore.Options{Now: f.now, MaxEntries: f.maxEntries})
+		f.tokens = make(map[tokenRef]int64)
+	}
+	if len(f.tokens)+f.pending+n > f.maxEntries {
+		f.pruneLocked()
+		if len(f.tokens)+f.pending+n > f.maxEntries {
+			return nil, false
+		}
+	}
+	f.pending += n
+	return f.local, true
+}
+
+// pruneLocked forgets the tokens whose time is up, at most once until the earliest of the others is.
+// The caller holds f.mu.
+func (f *FailOpen) pruneLocked() {
+	now := f.now().UnixNano()
+	if now < f.prune {
+		return
+	}
+	next := int64(1<<63 - 1)
+	for ref, expiry := range f.tokens {
+		if expiry <= now {
+			delete(f.tokens, ref)
+		} else {
+			next = min(next, expiry)
+		}
+	}
+	f.prune = next
+}
+
+// track remembers the tokens of the Decisions ds of the local Requests rs, if decided, and gives back
+// the room reserve made for them.
+func (f *FailOpen) track(rs []admit.Request, ds []admit.Decision, decided bool) {
+	now := f.now()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.pending -= len(rs)
+	if !decided {
+		return
+	}
+	for i := range ds {
+		if ds[i].Token == 0 {
+			continue
+		}
+		expiry := now.Add(rs[i].Limit.MaxWait()).UnixNano()
+		f.tokens[tokenRef{key: rs[i].Key, token: ds[i].Token}] = expiry
+		f.prune = min(f.prune, expiry)
+		f.tracked.Store(true)
+	}
+}
+
+// tracking reports whether the local limiter handed out token of key and its time is not up, and
+// then returns the local limiter. forget forgets the token: a lease is released once, while a
+// reservation may be settled more than once (admit.Store.Settle).
+func (f *FailOpen) tracking(key string, token uint64, forget bool) (*memstore.Store, bool) {
+	if !f.tracked.Load() {
+		return nil, false // nothing was ever decided locally: next, untouched
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ref := tokenRef{key: key, token: token}
+	expiry, ok := f.tokens[ref]
+	if !ok {
+		return nil, false
+	}
+	if forget || expiry <= f.now().UnixNano() {
+		delete(f.tokens, ref)
+	}
+	if expiry <= f.now().UnixNano() {
+		return nil, false
+	}
+	return f.local, true
+}
