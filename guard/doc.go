@@ -11,14 +11,18 @@
 //
 // [OverLimitCache] remembers rejections. When the backend rejects a Request with a RetryAfter, a
 // later Request of the same key under the same Limit and cost (or a larger cost, under a fixed
-// window) is rejected locally until then, so a client hammering a full key costs no round trip. It never caches what
-// could be admitted earlier than the backend said: not Concurrency Limits (a release frees
+// window) is rejected locally until then, so a client hammering a full key costs no round trip. It
+// never caches what could be admitted earlier than the backend said: not Concurrency Limits (a release frees
 // capacity), not shadow Limits, not peeks, not requests with an ID, and not a key after a refund.
 // Its table has a fixed maximum number of entries.
 //
-// The package also holds the fail-open decorator, FailOpen: while the backend cannot decide, a
-// bounded local in-process limiter decides instead, and its decisions are marked degraded.
+// [FailOpen] is the bounded fail-open fallback (SPEC §4, G7): while the backend cannot decide, a
+// local in-process limiter decides the Requests whose Limits have a local limit, and its Decisions
+// are marked Degraded. Each process then admits at most its local limit per window per key, so P
+// processes admit at most P × local limit × (windows of the outage + 1); the local table has a fixed
+// maximum number of keys.
 //
-// Package guard uses the standard library only; package metrics exports the state of a Breaker and
-// the hits of an OverLimitCache to Prometheus.
+// The decorators stack as metrics → OverLimitCache → FailOpen → Breaker → backend. Package guard
+// uses admit, memstore (FailOpen's local limiter) and the standard library; package metrics exports
+// the state of a Breaker and the hits of an OverLimitCache to Prometheus.
 package guard

@@ -1,5 +1,3 @@
-// Store decorators for bad days. This file holds FailOpen, the bounded fail-open fallback (SPEC §4,
-// G7). (A temporary file comment: guard/doc.go, written on another branch, carries the package doc.)
 package guard
 
 import (

@@ -220,7 +220,7 @@ type daemon struct {
 	cfg     serveConfig // with the file's server settings applied
 	logger  *slog.Logger
 	backend admit.Store // the backend itself
-	store   admit.Store // metrics → guard.FailOpen → backend: what the Service and the demo decide on
+	store   admit.Store // metrics → guard's decorators (guardStack) → backend: what the Service and the demo decide on
 	keys    *admit.KeyBuilder
 	svc     *service.Service
 	reg     *prometheus.Registry
@@ -281,12 +281,14 @@ func (d *daemon) start(ctx context.Context, cfg serveConfig) (int, error) {
 	d.backend = backend
 	d.closers = append(d.closers, closeStore)
 
-	// metrics → guard.FailOpen → backend: the metrics sit above the fallback, so they see its
-	// decisions, marked degraded.
-	failOpen := guard.NewFailOpen(backend, guard.FailOpenOptions{Local: d.localLimit})
-	d.closers = append(d.closers, failOpen.Close)
 	d.reg = prometheus.NewRegistry()
-	store, configMetrics, err := registerMetrics(d.reg, failOpen)
+	guarded, err := guardStack(d.reg, backend, cfg.redisURL != "", d.localLimit)
+	if err != nil {
+		logger.Error("cannot register the metrics", "error", err)
+		return exitError, err
+	}
+	d.closers = append(d.closers, guarded.close)
+	store, configMetrics, err := registerMetrics(d.reg, guarded.top)
 	if err != nil {
 		logger.Error("cannot register the metrics", "error", err)
 		return exitError, err
@@ -303,6 +305,37 @@ func (d *daemon) start(ctx context.Context, cfg serveConfig) (int, error) {
 		go r.run(ctx, reloadPollInterval)
 	}
 	return exitOK, nil
+}
+
+// A guarded is the backend within the bad-day decorators of package guard.
+type guarded struct {
+	top   admit.Store // what the metrics Store wraps
+	close func()
+}
+
+// guardStack wraps backend in guard's decorators, registering their metrics into reg:
+// OverLimitCache → FailOpen → Breaker → backend for Redis, where the cache saves round trips of a
+// hammered full key and the breaker answers at once during an outage; FailOpen alone in memory,
+// whose own errors (a full table) are not an outage. local gives FailOpen each Limit's local limit.
+func guardStack(reg prometheus.Registerer, backend admit.Store, redis bool, local func(admit.Limit) (int64, bool)) (guarded, error) {
+	next := backend
+	if redis {
+		b := guard.NewBreaker(backend, guard.BreakerOptions{})
+		if err := metrics.RegisterBreaker(reg, "redis", b); err != nil {
+			return guarded{}, err
+		}
+		next = b
+	}
+	failOpen := guard.NewFailOpen(next, guard.FailOpenOptions{Local: local})
+	g := guarded{top: failOpen, close: failOpen.Close}
+	if redis {
+		c := guard.NewOverLimitCache(failOpen, guard.OverLimitOptions{})
+		if err := metrics.RegisterOverLimitCache(reg, "redis", c); err != nil {
+			return guarded{}, err
+		}
+		g.top = c
+	}
+	return g, nil
 }
 
 // localLimit is the Local of the daemon's guard.FailOpen: the local limit of lim under the

@@ -196,6 +196,19 @@ func testService(t *testing.T, redis *redistest.Server) {
 		if r := get(t, p.base+"/readyz"); r.status != 503 {
 			t.Errorf("/readyz with Redis down: %d; want 503", r.status)
 		}
+		// The circuit breaker opens after consecutive failures: the rest are refused at once.
+		for range 6 {
+			if res := postCheck(t, p, `{"policy":"per-second","key":"dave"}`); res.status != 503 {
+				t.Fatalf("Redis down: %+v; want 503", res)
+			}
+		}
+		m := get(t, p.base+"/metrics").body
+		for _, want := range []string{`admit_breaker_state{breaker="redis",state="open"} 1`, `admit_breaker_opened_total{breaker="redis"} 1`,
+			`admit_overlimit_cache_entries{cache="redis"}`} {
+			if !strings.Contains(m, want) {
+				t.Errorf("/metrics with Redis down lacks %s", want)
+			}
+		}
 	}
 
 	p.cmd.Process.Signal(syscall.SIGTERM)
