@@ -387,6 +387,14 @@ func TestMiddlewareNotAdmitted(t *testing.T) {
 		wantLevel: "ERROR",
 		wantMsg:   `"panic in limiter"`,
 	}, {
+		name: "store panic",
+		store: storeFunc(func(context.Context, admit.Request) (admit.Decision, error) {
+			panic("store bug")
+		}),
+		want:      wantUnavailable,
+		wantLevel: "ERROR",
+		wantMsg:   `"panic in limiter"`,
+	}, {
 		name:      "unavailable",
 		store:     failingStore(fmt.Errorf("teststore: dial: %w", admit.ErrUnavailable)),
 		want:      wantUnavailable,

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -189,5 +190,204 @@ func TestLatencyBelowTimeout(t *testing.T) {
 	}
 	if n := counter(t, srv, key); n != 3 {
 		t.Fatalf("counter %d, want 3", n)
+	}
+}
+
+// hangGuard is how long any one decision under a fault may take before the suite calls it a hang.
+// The guarantee is the command timeout + 50ms; the suite logs the real figure and asserts only this.
+const hangGuard = 2 * time.Second
+
+// suiteLimit is high enough that a fault suite's key is never full: every decision that does not
+// fail must admit.
+var suiteLimit = admit.Limit{Algorithm: admit.FixedWindow, Rate: 1000, Period: time.Minute}
+
+// A proxyFault is one fault of the suite, injected by the proxy in front of Redis.
+type proxyFault struct {
+	name string
+	// arm injects the fault; clear, if not nil, removes it (a one-shot fault removes itself).
+	arm, clear func(p *redistest.Proxy)
+	// oneShot: the fault hits the next call alone, which must fail, and ran that call's script
+	// ran times (0 or 1).
+	oneShot bool
+	ran     int64
+	// outcome during the fault: every decision fails, every decision is exact, or either.
+	outcome faultOutcome
+	// hold is how long decisions go on under the fault, at least.
+	hold time.Duration
+}
+
+type faultOutcome int
+
+const (
+	eitherOutcome faultOutcome = iota
+	alwaysFails
+	alwaysDecides
+)
+
+var proxyFaults = []proxyFault{
+	{name: "reset before the request", arm: (*redistest.Proxy).DropNextRequest, oneShot: true, ran: 0},
+	{name: "reply lost", arm: (*redistest.Proxy).LoseNextReply, oneShot: true, ran: 1},
+	{name: "reset after the request", arm: (*redistest.Proxy).ResetAfterNextRequest, oneShot: true, ran: 1},
+	{name: "truncated reply", arm: (*redistest.Proxy).TruncateNextReply, oneShot: true, ran: 1},
+	{
+		name:    "latency below the timeout",
+		arm:     func(p *redistest.Proxy) { p.SetLatency(DefaultCommandTimeout / 4) },
+		clear:   func(p *redistest.Proxy) { p.SetLatency(0) },
+		outcome: alwaysDecides,
+	},
+	{
+		name:    "latency above the timeout",
+		arm:     func(p *redistest.Proxy) { p.SetLatency(2 * DefaultCommandTimeout) },
+		clear:   func(p *redistest.Proxy) { p.SetLatency(0) },
+		outcome: alwaysFails,
+	},
+	{
+		name:    "jitter below the timeout",
+		arm:     func(p *redistest.Proxy) { p.SetJitter(0, DefaultCommandTimeout/3) },
+		clear:   func(p *redistest.Proxy) { p.SetJitter(0, 0) },
+		outcome: alwaysDecides,
+	},
+	{
+		name:    "jitter across the timeout",
+		arm:     func(p *redistest.Proxy) { p.SetJitter(DefaultCommandTimeout/2, 2*DefaultCommandTimeout) },
+		clear:   func(p *redistest.Proxy) { p.SetJitter(0, 0) },
+		outcome: eitherOutcome,
+	},
+	{
+		name:    "1-byte slices",
+		arm:     func(p *redistest.Proxy) { p.SetSlice(1) },
+		clear:   func(p *redistest.Proxy) { p.SetSlice(0) },
+		outcome: alwaysDecides,
+	},
+	{
+		name:    "1-byte slices and jitter",
+		arm:     func(p *redistest.Proxy) { p.SetSlice(1); p.SetJitter(0, DefaultCommandTimeout/3) },
+		clear:   func(p *redistest.Proxy) { p.SetSlice(0); p.SetJitter(0, 0) },
+		outcome: alwaysDecides,
+	},
+	{
+		// Longer than connIdleTimeout, so that the client gives its silent connections up.
+		name:    "half-open",
+		arm:     func(p *redistest.Proxy) { p.SetHalfOpen(true) },
+		clear:   func(p *redistest.Proxy) { p.SetHalfOpen(false) },
+		outcome: alwaysFails,
+		hold:    connIdleTimeout + connIdleTimeout/2,
+	},
+}
+
+// TestFaultSuite (B12, G4, G5) runs decisions on one key through each fault of the proxy, against a
+// real redis-server, and checks: each decision is exact (allowed, its remaining matching the counter
+// read in Redis) or fails with ErrUnavailable, never admitting; none hangs; the counter holds every
+// admission and at most one unit per failed decision (exactly the script runs of a one-shot fault);
+// the Store recovers by itself once the fault is removed; and no goroutine outlives the subtest.
+func TestFaultSuite(t *testing.T) {
+	for _, f := range proxyFaults {
+		baseline := runtime.NumGoroutine()
+		t.Run(f.name, func(t *testing.T) { runProxyFault(t, f) })
+		requireGoroutinesBack(t, f.name, baseline)
+	}
+}
+
+// faultTally counts a key's decisions and checks each against the counter in Redis.
+type faultTally struct {
+	t                    *testing.T
+	srv                  *redistest.Server
+	s                    *Store
+	key                  string
+	admitted, failed     int64
+	slowestFail, slowest time.Duration
+}
+
+// decide makes one decision and checks it; it reports whether it was decided.
+func (ft *faultTally) decide() bool {
+	t := ft.t
+	t.Helper()
+	start := time.Now()
+	d, err := ft.s.Take(context.Background(), admit.Request{Key: ft.key, Limit: suiteLimit, Cost: 1})
+	elapsed := time.Since(start)
+	ft.slowest = max(ft.slowest, elapsed)
+	if elapsed > hangGuard {
+		t.Fatalf("a decision took %v (%+v, %v): a hang", elapsed, d, err)
+	}
+	if err != nil {
+		if !errors.Is(err, admit.ErrUnavailable) || errors.Is(err, admit.ErrCorruptState) || d.Allowed {
+			t.Fatalf("Take = %+v, %v; want a decision or an error matching ErrUnavailable", d, err)
+		}
+		ft.failed++
+		ft.slowestFail = max(ft.slowestFail, elapsed)
+		return false
+	}
+	ft.admitted++
+	n := counter(t, ft.srv, ft.key)
+	if !d.Allowed || d.Remaining != suiteLimit.Rate-n {
+		t.Fatalf("decision %+v with the counter at %d: want allowed with %d remaining", d, n, suiteLimit.Rate-n)
+	}
+	if n < ft.admitted || n > ft.admitted+ft.failed {
+		t.Fatalf("counter %d after %d admitted and %d failed decisions", n, ft.admitted, ft.failed)
+	}
+	return true
+}
+
+func runProxyFault(t *testing.T, f proxyFault) {
+	srv, proxy, s, connected := behindProxy(t)
+	ft := &faultTally{t: t, srv: srv, s: s, key: newKey(t)}
+	if !ft.decide() {
+		t.Fatal("the first decision, before any fault, failed")
+	}
+	f.arm(proxy)
+	if f.oneShot {
+		if ft.decide() {
+			t.Fatal("the call that met a one-shot fault was decided")
+		}
+		requireNoKeepAlive(t, connected)
+		if n := counter(t, srv, ft.key); n != 1+f.ran {
+			t.Fatalf("counter %d after one admission and a faulty call, want %d: the script ran %d times", n, 1+f.ran, n-1)
+		}
+	} else {
+		start := time.Now()
+		for i := 0; i < 5 || time.Since(start) < f.hold; i++ {
+			decided := ft.decide()
+			switch {
+			case f.outcome == alwaysFails && decided:
+				t.Fatalf("decision %d was decided under the fault", i+1)
+			case f.outcome == alwaysDecides && !decided:
+				t.Fatalf("decision %d failed under a fault it should ride out", i+1)
+			}
+		}
+		f.clear(proxy)
+	}
+	during := ft.failed
+	t.Logf("under the fault: %d admitted, %d failed; slowest decision %v, slowest failure %v (command timeout %v)",
+		ft.admitted, ft.failed, ft.slowest, ft.slowestFail, DefaultCommandTimeout)
+
+	// Recovery by itself: decided within 3s, then every decision exact.
+	deadline := time.Now().Add(3 * time.Second)
+	for !ft.decide() {
+		if time.Now().After(deadline) {
+			t.Fatal("still failing 3s after the fault was removed")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for i := range 3 {
+		if !ft.decide() {
+			t.Fatalf("decision %d after recovery failed", i+1)
+		}
+	}
+	n := counter(t, srv, ft.key)
+	t.Logf("recovered after %d more failure(s); counter %d = %d admitted + %d unit(s) of %d failed decisions",
+		ft.failed-during, n, ft.admitted, n-ft.admitted, ft.failed)
+}
+
+// requireGoroutinesBack waits up to 5s for the number of goroutines to fall back to baseline.
+func requireGoroutinesBack(t *testing.T, what string, baseline int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > baseline {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("%s: %d goroutines 5s after the subtest, %d before:\n%s",
+				what, runtime.NumGoroutine(), baseline, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

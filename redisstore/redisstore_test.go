@@ -717,15 +717,7 @@ func TestNoGoroutineOutlivesTheStore(t *testing.T) {
 			}
 			wg.Wait()
 			s.Close()
-			deadline := time.Now().Add(5 * time.Second)
-			for runtime.NumGoroutine() > baseline {
-				if time.Now().After(deadline) {
-					buf := make([]byte, 1<<20)
-					t.Fatalf("%d goroutines 5s after Close, %d before the Store:\n%s",
-						runtime.NumGoroutine(), baseline, buf[:runtime.Stack(buf, true)])
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
+			requireGoroutinesBack(t, "after Close", baseline)
 		})
 	}
 }

@@ -1,6 +1,8 @@
 package redistest
 
 import (
+	"io"
+	"math/rand/v2"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -27,6 +29,8 @@ const (
 	noFault fault = iota
 	dropRequest
 	loseReply
+	resetAfter
+	truncateReply
 )
 
 // Proxy is a TCP proxy on 127.0.0.1 in front of a server, for injecting network faults. Each client
@@ -37,11 +41,14 @@ type Proxy struct {
 	target  string
 	ln      net.Listener
 	latency atomic.Int64 // a time.Duration added to every server->client chunk
+	jitter  atomic.Pointer[jitterRange]
+	slice   atomic.Int64 // the most bytes one write to a client carries; 0 means a whole chunk
 
-	mu     sync.Mutex
-	armed  fault                   // applies to the next client->server chunk on any connection
-	conns  map[*proxyConn]struct{} // open connections
-	closed bool                    // cleanup has run
+	mu       sync.Mutex
+	armed    fault                   // applies to the next client->server chunk on any connection
+	conns    map[*proxyConn]struct{} // open connections
+	closed   bool                    // cleanup has run
+	halfOpen chan struct{}           // non-nil while half-open: closed when relaying resumes
 
 	wg sync.WaitGroup
 }
@@ -71,8 +78,8 @@ func (p *Proxy) URL() string {
 }
 
 // DropNextRequest arms a one-shot fault: the next chunk any client sends is not forwarded, and that
-// client's connection is reset at once. The request never reaches the server. It replaces a fault
-// armed before and not yet applied.
+// client's connection is reset at once (RST): a reset before the request was forwarded. The request
+// never reaches the server. It replaces a fault armed before and not yet applied.
 func (p *Proxy) DropNextRequest() {
 	p.arm(dropRequest)
 }
@@ -91,6 +98,88 @@ func (p *Proxy) LoseNextReply() {
 func (p *Proxy) SetLatency(d time.Duration) {
 	p.latency.Store(int64(max(d, 0)))
 }
+
+// ResetAfterNextRequest arms a one-shot fault: the next chunk any client sends is forwarded, the
+// server's reply is read and discarded, and then that client's connection is reset (RST) rather than
+// closed. The request runs; the client hears only "connection reset by peer". It replaces a fault
+// armed before and not yet applied.
+func (p *Proxy) ResetAfterNextRequest() {
+	p.arm(resetAfter)
+}
+
+// TruncateNextReply arms a one-shot fault: the next chunk any client sends is forwarded, but only
+// the first half (at least one byte) of the first chunk of the server's reply reaches the client,
+// and then the connection is closed, both sides. The request runs; the client reads part of a
+// reply, then EOF. It replaces a fault armed before and not yet applied.
+func (p *Proxy) TruncateNextReply() {
+	p.arm(truncateReply)
+}
+
+// SetJitter delays every server->client chunk read from now on by a random duration between lo and
+// hi (uniform, both included), on top of [Proxy.SetLatency]'s delay, on every connection. Chunks
+// keep their order: one drawn shorter than its predecessor's waits for it. SetJitter(0, 0) turns
+// jitter off; hi below lo is taken as lo.
+func (p *Proxy) SetJitter(lo, hi time.Duration) {
+	lo = max(lo, 0)
+	hi = max(hi, lo)
+	if hi == 0 {
+		p.jitter.Store(nil)
+		return
+	}
+	p.jitter.Store(&jitterRange{lo: lo, hi: hi})
+}
+
+// SetSlice makes the proxy write server->client data to each client at most n bytes per write from
+// now on, on every connection, so that a client's reads see a reply in pieces (n = 1: one byte at a
+// time, each its own TCP segment). n <= 0 turns slicing off: each chunk is written whole.
+func (p *Proxy) SetSlice(n int) {
+	p.slice.Store(int64(max(n, 0)))
+}
+
+// SetHalfOpen(true) makes the proxy stop relaying in both directions, on every connection, new ones
+// included, while keeping every TCP connection open: like a peer that died or a network that
+// partitioned without an RST, a client's writes succeed and no reply ever comes. Bytes already read
+// are held, not discarded, and SetHalfOpen(false) relays them in order, as TCP retransmission would
+// once the network heals. A connection the client closes meanwhile is still closed.
+func (p *Proxy) SetHalfOpen(on bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case on && p.halfOpen == nil:
+		p.halfOpen = make(chan struct{})
+	case !on && p.halfOpen != nil:
+		close(p.halfOpen)
+		p.halfOpen = nil
+	}
+}
+
+// pass waits while the proxy is half-open; it reports false if c was closed meanwhile.
+func (p *Proxy) pass(c *proxyConn) bool {
+	p.mu.Lock()
+	gate := p.halfOpen
+	p.mu.Unlock()
+	if gate == nil {
+		return true
+	}
+	select {
+	case <-gate:
+		return true
+	case <-c.done:
+		return false
+	}
+}
+
+// delay returns how long a server->client chunk read now waits: the latency plus any jitter.
+func (p *Proxy) delay() time.Duration {
+	d := time.Duration(p.latency.Load())
+	if j := p.jitter.Load(); j != nil {
+		d += j.lo + rand.N(j.hi-j.lo+1)
+	}
+	return d
+}
+
+// A jitterRange is the range of SetJitter's random delay.
+type jitterRange struct{ lo, hi time.Duration }
 
 func (p *Proxy) arm(f fault) {
 	p.mu.Lock()
@@ -126,6 +215,7 @@ func (p *Proxy) serve(client net.Conn) {
 		return
 	}
 	c := &proxyConn{
+		proxy:  p,
 		client: client,
 		server: server,
 		down:   make(chan chunk, delayedChunks),
@@ -158,24 +248,28 @@ func (p *Proxy) readClient(c *proxyConn) {
 	for {
 		n, err := c.client.Read(buf)
 		if n > 0 {
-			switch p.takeFault() {
+			if !p.pass(c) {
+				return
+			}
+			switch f := p.takeFault(); f {
 			case dropRequest:
 				c.close(true)
 				return
-			case loseReply:
-				c.losing.Store(true) // before the write, so the reply cannot slip through
+			case loseReply, resetAfter, truncateReply:
+				c.reply.Store(int32(f)) // before the write, so the reply cannot slip through
 				if _, err := c.server.Write(buf[:n]); err != nil {
 					c.close(false)
 					return
 				}
-				// readServer closes c once the reply has come; close it anyway if it never does.
+				// readServer (or writeClient) closes c once the reply has come; close it anyway if
+				// it never does.
 				tm := time.NewTimer(lostReplyWait)
 				select {
 				case <-c.done:
 				case <-tm.C:
 				}
 				tm.Stop()
-				c.close(false)
+				c.close(f == resetAfter)
 				return
 			}
 			if _, err := c.server.Write(buf[:n]); err != nil {
@@ -191,18 +285,27 @@ func (p *Proxy) readClient(c *proxyConn) {
 }
 
 // readServer reads server->client chunks and queues them, each with the time it is due, for
-// writeClient. When a reply is to be lost, it discards the first chunk and closes the connection.
+// writeClient. When a reply is to be lost or reset, it discards the first chunk and closes the
+// connection; when it is to be truncated, it queues the first half of the first chunk and stops, so
+// that writeClient closes the connection once that half is written.
 func (p *Proxy) readServer(c *proxyConn) {
 	defer close(c.down)
 	for {
 		buf := make([]byte, chunkSize)
 		n, err := c.server.Read(buf)
 		if n > 0 {
-			if c.losing.Load() {
+			switch fault(c.reply.Load()) {
+			case loseReply:
 				c.close(false)
 				return
+			case resetAfter:
+				c.close(true)
+				return
+			case truncateReply:
+				n = max(1, n/2)
+				err = io.EOF
 			}
-			ch := chunk{data: buf[:n], due: time.Now().Add(time.Duration(p.latency.Load()))}
+			ch := chunk{data: buf[:n], due: time.Now().Add(p.delay())}
 			select {
 			case c.down <- ch:
 			case <-c.done:
@@ -230,9 +333,10 @@ func (p *Proxy) close() {
 
 // A proxyConn is one client connection and the proxy's connection to the server on its behalf.
 type proxyConn struct {
+	proxy          *Proxy
 	client, server net.Conn
 	down           chan chunk    // server->client chunks waiting for their time; closed by readServer
-	losing         atomic.Bool   // the next server->client chunk is to be discarded, and c closed
+	reply          atomic.Int32  // a fault: what becomes of the next server->client chunk
 	done           chan struct{} // closed once c is closed
 	once           sync.Once
 }
@@ -266,11 +370,30 @@ func (c *proxyConn) writeClient() {
 				return
 			}
 		}
-		if _, err := c.client.Write(ch.data); err != nil {
-			c.close(false)
+		if !c.write(ch.data) {
 			return
 		}
 	}
+}
+
+// write writes data to the client, in slices of the proxy's slice size, each once the proxy is not
+// half-open. It reports false, having closed c, if a write failed, or if c was closed meanwhile.
+func (c *proxyConn) write(data []byte) bool {
+	for len(data) > 0 {
+		if !c.proxy.pass(c) {
+			return false
+		}
+		n := len(data)
+		if s := int(c.proxy.slice.Load()); s > 0 {
+			n = min(n, s)
+		}
+		if _, err := c.client.Write(data[:n]); err != nil {
+			c.close(false)
+			return false
+		}
+		data = data[n:]
+	}
+	return true
 }
 
 // close closes both sides of c, resetting the client's side (RST rather than FIN) if rst is set.

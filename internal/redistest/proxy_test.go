@@ -7,6 +7,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -189,5 +190,154 @@ func TestProxyClosedAtCleanup(t *testing.T) {
 	if conn, err := net.DialTimeout("tcp", addr, 2*time.Second); err == nil {
 		conn.Close()
 		t.Fatal("the proxy still accepts connections after its cleanup")
+	}
+}
+
+// The request runs, then the client's connection is reset rather than answered.
+func TestProxyResetAfterNextRequest(t *testing.T) {
+	srv := redistest.Start(t)
+	p := redistest.NewProxy(t, srv.Addr())
+	c := dialProxy(t, p)
+	if got, err := c.send(2*time.Second, "PING"); got != "+PONG" || err != nil {
+		t.Fatalf("PING = %q, %v", got, err)
+	}
+	p.ResetAfterNextRequest()
+	got, err := c.send(2*time.Second, "SET", "reset", "v")
+	if got != "" || !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("SET reset after forwarding = %q, %v; want nothing and a connection reset", got, err)
+	}
+	if v, ok := getDirect(t, srv, "reset"); v != "v" || !ok {
+		t.Fatalf("GET reset on the server = %q, %v; want v: the request should have run", v, ok)
+	}
+	c2 := dialProxy(t, p)
+	if got, err := c2.send(2*time.Second, "SET", "after", "w"); got != "+OK" || err != nil {
+		t.Fatalf("SET after the fault = %q, %v", got, err)
+	}
+}
+
+// The request runs; the client reads part of the reply, then EOF.
+func TestProxyTruncateNextReply(t *testing.T) {
+	srv := redistest.Start(t)
+	p := redistest.NewProxy(t, srv.Addr())
+	srv.Do(t, "SET", "greeting", "hello, world")
+	c := dialProxy(t, p)
+	p.TruncateNextReply()
+	if _, err := io.WriteString(c.conn, "*2\r\n$4\r\nINCR\r\n$7\r\ncounter\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	c.conn.SetDeadline(time.Now().Add(2 * time.Second))
+	got, err := io.ReadAll(c.r)
+	if err != nil || len(got) == 0 || !strings.HasPrefix(":1\r\n", string(got)) || string(got) == ":1\r\n" {
+		t.Fatalf("INCR with its reply truncated read %q, %v; want a proper prefix of \":1\\r\\n\", then EOF", got, err)
+	}
+	if v, _ := getDirect(t, srv, "counter"); v != "1" {
+		t.Fatalf("counter on the server = %q, want 1: the request should have run once", v)
+	}
+	// One-shot: a new connection reads whole replies.
+	c2 := dialProxy(t, p)
+	if got, err := c2.send(2*time.Second, "GET", "greeting"); got != "$12" || err != nil {
+		t.Fatalf("GET after the fault = %q, %v", got, err)
+	}
+	if rest, err := c2.r.ReadString('\n'); rest != "hello, world\r\n" || err != nil {
+		t.Fatalf("GET's value after the fault = %q, %v", rest, err)
+	}
+}
+
+// Replies arrive in one-byte writes, and intact.
+func TestProxySlice(t *testing.T) {
+	srv := redistest.Start(t)
+	p := redistest.NewProxy(t, srv.Addr())
+	value := strings.Repeat("0123456789abcdef", 4<<10) // 64 KiB: 64Ki one-byte writes
+	srv.Do(t, "SET", "big", value)
+	p.SetSlice(1)
+	c := dialProxy(t, p)
+	if _, err := io.WriteString(c.conn, "*2\r\n$3\r\nGET\r\n$3\r\nbig\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	want := "$" + strconv.Itoa(len(value)) + "\r\n" + value + "\r\n"
+	c.conn.SetDeadline(time.Now().Add(10 * time.Second))
+	buf := make([]byte, len(want))
+	first, err := c.conn.Read(buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first == len(want) {
+		t.Fatalf("the first read returned the whole %d-byte reply: it was not sliced", first)
+	}
+	if _, err := io.ReadFull(c.conn, buf[first:]); err != nil || string(buf) != want {
+		t.Fatalf("sliced reply: %v, intact %v", err, string(buf) == want)
+	}
+	t.Logf("the first read of a sliced %d-byte reply returned %d byte(s)", len(want), first)
+	p.SetSlice(0)
+	if got, err := c.send(2*time.Second, "PING"); got != "+PONG" || err != nil {
+		t.Fatalf("PING after slicing = %q, %v", got, err)
+	}
+}
+
+// Replies are delayed by a random duration within the range, and stay in order.
+func TestProxyJitter(t *testing.T) {
+	srv := redistest.Start(t)
+	p := redistest.NewProxy(t, srv.Addr())
+	const lo, hi = 20 * time.Millisecond, 60 * time.Millisecond
+	p.SetJitter(lo, hi)
+	c := dialProxy(t, p)
+	var slowest time.Duration
+	for i := range 10 {
+		start := time.Now()
+		got, err := c.send(5*time.Second, "INCR", "n")
+		elapsed := time.Since(start)
+		if want := ":" + strconv.Itoa(i+1); got != want || err != nil {
+			t.Fatalf("INCR %d = %q, %v; want %s", i+1, got, err, want)
+		}
+		if elapsed < lo {
+			t.Fatalf("INCR %d answered in %v, less than the jitter's lower bound %v", i+1, elapsed, lo)
+		}
+		slowest = max(slowest, elapsed)
+	}
+	t.Logf("slowest of 10 with jitter %v…%v: %v", lo, hi, slowest)
+	p.SetJitter(0, 0)
+	start := time.Now()
+	if got, err := c.send(5*time.Second, "PING"); got != "+PONG" || err != nil {
+		t.Fatalf("PING = %q, %v", got, err)
+	}
+	if elapsed := time.Since(start); elapsed >= hi {
+		t.Logf("PING without jitter took %v (a loaded machine?)", elapsed)
+	}
+}
+
+// Half-open: nothing is relayed and nothing is closed; once relaying resumes, the held request and
+// its reply go through.
+func TestProxyHalfOpen(t *testing.T) {
+	srv := redistest.Start(t)
+	p := redistest.NewProxy(t, srv.Addr())
+	c := dialProxy(t, p)
+	if got, err := c.send(2*time.Second, "PING"); got != "+PONG" || err != nil {
+		t.Fatalf("PING = %q, %v", got, err)
+	}
+	p.SetHalfOpen(true)
+	_, err := c.send(300*time.Millisecond, "SET", "held", "v")
+	var ne net.Error
+	if !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("SET while half-open: %v; want a timeout, the connection still open", err)
+	}
+	if v, ok := getDirect(t, srv, "held"); ok {
+		t.Fatalf("GET held on the server = %q while half-open; the request should be held", v)
+	}
+	// A new connection is accepted, and hears nothing either.
+	c2 := dialProxy(t, p)
+	if _, err := c2.send(300*time.Millisecond, "PING"); !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("PING on a new connection while half-open: %v; want a timeout", err)
+	}
+	p.SetHalfOpen(false)
+	c.conn.SetDeadline(time.Now().Add(2 * time.Second))
+	if line, err := c.r.ReadString('\n'); line != "+OK\r\n" || err != nil {
+		t.Fatalf("the held SET's reply after healing = %q, %v", line, err)
+	}
+	if v, _ := getDirect(t, srv, "held"); v != "v" {
+		t.Fatalf("GET held on the server = %q after healing, want v", v)
+	}
+	c2.conn.SetDeadline(time.Now().Add(2 * time.Second))
+	if line, err := c2.r.ReadString('\n'); line != "+PONG\r\n" || err != nil {
+		t.Fatalf("the held PING's reply after healing = %q, %v", line, err)
 	}
 }

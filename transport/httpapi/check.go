@@ -2,12 +2,14 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"runtime/debug"
 	"strconv"
 	"strings"
 
@@ -128,8 +130,14 @@ func (c *check) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if req.Cost != nil {
 		chk.Cost = *req.Cost
 	}
-	res, err := c.svc.Check(r.Context(), chk)
+	res, err := c.decide(r.Context(), chk)
+	var pe *panicError
 	switch {
+	case errors.As(err, &pe):
+		c.logger.Error("panic in limiter", "path", r.URL.Path, "error", err, "stack", string(pe.stack))
+		w.Header().Set("Retry-After", c.unavailable)
+		writeJSON(w, http.StatusServiceUnavailable, ErrorResponse{Error: "limiter unavailable"})
+		return
 	case errors.Is(err, admit.ErrInvalidRequest), errors.Is(err, admit.ErrInvalidLimit):
 		writeJSON(w, http.StatusBadRequest, ErrorResponse{Error: err.Error()})
 		return
@@ -147,6 +155,32 @@ func (c *check) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ratelimitfield.Set(w.Header(), res.Decisions, retry)
 	writeJSON(w, status, NewCheckResponse(res))
 }
+
+// decide runs the service's check, turning a panic in it (a bug in a Store, say) into a
+// *panicError, so that the caller is answered 503 and the process keeps serving (RELIABILITY B14).
+// http.ErrAbortHandler goes on: it is how a handler aborts a response on purpose.
+func (c *check) decide(ctx context.Context, chk service.Check) (res service.Result, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			res, err = service.Result{}, &panicError{value: v, stack: debug.Stack()}
+		}
+	}()
+	return c.svc.Check(ctx, chk)
+}
+
+// panicError is a panic recovered from the limiter, with the stack where it happened. It matches
+// admit.ErrUnavailable: the limiter could not decide.
+type panicError struct {
+	value any
+	stack []byte
+}
+
+func (e *panicError) Error() string { return fmt.Sprintf("httpapi: panic in limiter: %v", e.value) }
+
+func (e *panicError) Unwrap() error { return admit.ErrUnavailable }
 
 // isForwardAuth reports whether r is a check in the forward-auth form: its query names a policy,
 // or its PolicyField does.

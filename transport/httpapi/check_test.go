@@ -321,3 +321,37 @@ func TestForwardAuth(t *testing.T) {
 		}
 	}
 }
+
+// panickingStore is a Store whose decisions panic, as a bug in a Store would.
+type panickingStore struct{ admit.Store }
+
+func (panickingStore) Take(context.Context, admit.Request) (admit.Decision, error) {
+	panic("store bug")
+}
+
+func (panickingStore) TakeAll(context.Context, []admit.Request, []admit.Decision) (bool, error) {
+	panic("store bug")
+}
+
+// TestCheckPanic (RELIABILITY B14) checks that a panic in the limiter answers /v1/check, in both of
+// its forms, and /demo 503, never letting the request through nor the panic out, and that the
+// handler goes on serving.
+func TestCheckPanic(t *testing.T) {
+	h := newCheckHandler(t, panickingStore{}, nil)
+	for range 2 {
+		rec := post(h, `{"policy":"per-second","key":"alice"}`)
+		if res := decode[httpapi.ErrorResponse](t, rec); rec.Code != http.StatusServiceUnavailable || res.Error != "limiter unavailable" || rec.Header().Get("Retry-After") != "1" {
+			t.Errorf("POST /v1/check: %d %+v Retry-After=%q; want 503, limiter unavailable, Retry-After 1", rec.Code, res, rec.Header().Get("Retry-After"))
+		}
+		rec = httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/check?policy=per-second&key=alice", nil))
+		if rec.Code != http.StatusServiceUnavailable {
+			t.Errorf("forward-auth /v1/check: %d; want 503", rec.Code)
+		}
+		rec = httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/demo", nil))
+		if rec.Code != http.StatusServiceUnavailable {
+			t.Errorf("GET /demo: %d; want 503", rec.Code)
+		}
+	}
+}
