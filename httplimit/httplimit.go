@@ -39,6 +39,7 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/lograte"
 	"github.com/admit-dev/admit/internal/ratelimitfield"
 )
 
@@ -181,7 +182,7 @@ func (m *Middleware) Wrap(next http.Handler) http.Handler {
 		limiter:               m.Limiter,
 		limits:                m.Limiter.Limits(),
 		subject:               m.Subject,
-		log:                   newLogLimiter(logger.With(slog.String("limit", policyNames(m.Limiter))), interval),
+		log:                   lograte.New(logger.With(slog.String("limit", policyNames(m.Limiter))), interval, failureKinds()...),
 		next:                  next,
 		unavailableRetryAfter: strconv.FormatInt(admit.CeilSeconds(retry), 10),
 		problem:               m.ProblemDetails,
@@ -213,7 +214,7 @@ type handler struct {
 	limiter               *admit.Limiter
 	limits                []admit.Limit // the Limiter's, in its order
 	subject               SubjectFunc
-	log                   *logLimiter
+	log                   *lograte.Limiter // one kind per failure
 	next                  http.Handler
 	unavailableRetryAfter string // whole seconds
 	headers               bool   // whether to send the RateLimit fields
@@ -429,10 +430,10 @@ func (f failure) message() string {
 // logFailure logs why r was not admitted, unless the log rate calls for counting it instead.
 func (h *handler) logFailure(r *http.Request, f failure, err error) {
 	ctx := r.Context()
-	if !h.log.start(ctx, f, err) {
+	if !h.log.Start(ctx, int(f), err) {
 		return
 	}
-	defer h.log.done(f)
+	defer h.log.Done(int(f))
 	attrs := []slog.Attr{
 		slog.String("method", r.Method),
 		slog.String("path", r.URL.Path),
@@ -441,7 +442,16 @@ func (h *handler) logFailure(r *http.Request, f failure, err error) {
 	if pe := (*panicError)(nil); errors.As(err, &pe) {
 		attrs = append(attrs, slog.String("stack", string(pe.stack)))
 	}
-	h.log.logger.LogAttrs(ctx, f.level(), f.message(), attrs...)
+	h.log.Logger().LogAttrs(ctx, f.level(), f.message(), attrs...)
+}
+
+// failureKinds returns the log kinds of the failures, indexed by failure.
+func failureKinds() []lograte.Kind {
+	kinds := make([]lograte.Kind, numFailures)
+	for f := range numFailures {
+		kinds[f] = lograte.Kind{Level: f.level(), Msg: f.message()}
+	}
+	return kinds
 }
 
 // writeText answers with status and a plain-text body that no cache may store, with a Retry-After

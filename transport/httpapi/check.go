@@ -15,6 +15,7 @@ import (
 
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/httplimit"
+	"github.com/admit-dev/admit/internal/lograte"
 	"github.com/admit-dev/admit/internal/ratelimitfield"
 	"github.com/admit-dev/admit/service"
 )
@@ -97,12 +98,24 @@ const (
 	SubjectField = "X-Admit-Subject"
 )
 
+// The kinds of /v1/check's log records, each at a bounded rate: indexes of checkLogKinds.
+const (
+	logUnavailable = iota
+	logPanic
+)
+
+// checkLogKinds are /v1/check's kinds of log records.
+var checkLogKinds = []lograte.Kind{
+	logUnavailable: {Level: slog.LevelWarn, Msg: "limiter unavailable"},
+	logPanic:       {Level: slog.LevelError, Msg: "panic in limiter"},
+}
+
 // check serves /v1/check: POST with a JSON body, or the forward-auth form.
 type check struct {
 	svc         *service.Service
 	clientIP    *httplimit.ClientIP // for the subject client_ip of the forward-auth form; nil for none
-	logger      *slog.Logger
-	unavailable string // the Retry-After of a 503, whole seconds
+	log         *lograte.Limiter    // of checkLogKinds
+	unavailable string              // the Retry-After of a 503, whole seconds
 }
 
 func (c *check) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -134,7 +147,7 @@ func (c *check) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var pe *panicError
 	switch {
 	case errors.As(err, &pe):
-		c.logger.Error("panic in limiter", "path", r.URL.Path, "error", err, "stack", string(pe.stack))
+		c.log.Log(r.Context(), logPanic, err, slog.String("path", r.URL.Path), slog.String("stack", string(pe.stack)))
 		w.Header().Set("Retry-After", c.unavailable)
 		writeJSON(w, http.StatusServiceUnavailable, ErrorResponse{Error: "limiter unavailable"})
 		return
@@ -142,7 +155,7 @@ func (c *check) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, ErrorResponse{Error: err.Error()})
 		return
 	case err != nil:
-		c.logger.Warn("limiter unavailable", "path", r.URL.Path, "error", err)
+		c.log.Log(r.Context(), logUnavailable, err, slog.String("path", r.URL.Path))
 		w.Header().Set("Retry-After", c.unavailable)
 		writeJSON(w, http.StatusServiceUnavailable, ErrorResponse{Error: "limiter unavailable"})
 		return

@@ -14,6 +14,7 @@ import (
 
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/httplimit"
+	"github.com/admit-dev/admit/internal/lograte"
 	"github.com/admit-dev/admit/service"
 )
 
@@ -94,7 +95,7 @@ func New(opts Options) (*Handler, error) {
 	}
 	if opts.Service != nil {
 		retry := strconv.FormatInt(admit.CeilSeconds(httplimit.DefaultUnavailableRetryAfter), 10)
-		chk := &check{svc: opts.Service, clientIP: opts.ClientIP, logger: logger(opts.Logger), unavailable: retry}
+		chk := &check{svc: opts.Service, clientIP: opts.ClientIP, log: lograte.New(logger(opts.Logger), httplimit.DefaultLogInterval, checkLogKinds...), unavailable: retry}
 		mux.Handle("/v1/check", chk)
 		mux.Handle("/v1/check/", chk) // the forward-auth form, below a prefix that appends the original path
 		mux.HandleFunc("GET /v1/policies", policies(opts.Service))

@@ -37,11 +37,11 @@ import (
 	"net/netip"
 	"net/url"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/httplimit"
+	"github.com/admit-dev/admit/internal/lograte"
 	"github.com/admit-dev/admit/internal/ratelimitfield"
 	"github.com/admit-dev/admit/policy"
 	"github.com/admit-dev/admit/service"
@@ -64,8 +64,8 @@ type Options struct {
 	// Logger receives the records of requests answered 400, 500, 502 or 503, at the rate
 	// LogInterval allows. Nil means slog.Default().
 	Logger *slog.Logger
-	// LogInterval bounds the log rate: of each kind of record (400, 500, 502, 503), at most one is
-	// written per LogInterval, and it reports how many were left out before it (suppressed=N).
+	// LogInterval bounds the log rate of each kind of record (400, 500, 502, 503): the first is
+	// written at once, and then one summary per LogInterval with the number left out (suppressed=N).
 	// Zero means httplimit.DefaultLogInterval; less than zero logs every record.
 	LogInterval time.Duration
 	// UnavailableRetryAfter is the Retry-After of a 503, rounded up to whole seconds. Zero or less
@@ -88,7 +88,7 @@ type Proxy struct {
 	headers     bool   // whether responses carry the RateLimit fields
 	unavailable string // the Retry-After of a 503, whole seconds
 	rp          *httputil.ReverseProxy
-	log         *rateLog
+	log         *lograte.Limiter
 }
 
 // New returns a Proxy to o.Upstream that applies the routes of o.Service's configuration, or an
@@ -124,7 +124,7 @@ func New(o Options) (*Proxy, error) {
 		forwarded:   ci.Header(),
 		headers:     srv.RateLimitHeaders,
 		unavailable: strconv.FormatInt(admit.CeilSeconds(retry), 10),
-		log:         &rateLog{logger: logger, interval: interval},
+		log:         lograte.New(logger, interval, logKinds...),
 	}
 	upstream := *o.Upstream
 	p.rp = &httputil.ReverseProxy{
@@ -198,14 +198,14 @@ func (p *Proxy) subject(r *http.Request, s policy.Subject) (admit.Subject, error
 func (p *Proxy) fail(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, httplimit.ErrMalformedRequest):
-		p.log.log(r, kindMalformed, slog.LevelInfo, "malformed request", err)
+		p.logRequest(r, kindMalformed, err)
 		answer(w, http.StatusBadRequest, "", httplimit.BadRequestBody)
 	case errors.Is(err, admit.ErrInvalidRequest), errors.Is(err, admit.ErrInvalidLimit), errors.Is(err, httplimit.ErrMisconfigured):
-		p.log.log(r, kindInvalid, slog.LevelError, "invalid limit or request", err)
+		p.logRequest(r, kindInvalid, err)
 		answer(w, http.StatusInternalServerError, "", httplimit.InternalErrorBody)
 	default:
 		if r.Context().Err() == nil { // else the client went away first: nothing to report
-			p.log.log(r, kindUnavailable, slog.LevelWarn, "limiter unavailable", err)
+			p.logRequest(r, kindUnavailable, err)
 		}
 		answer(w, http.StatusServiceUnavailable, p.unavailable, httplimit.UnavailableBody)
 	}
@@ -261,7 +261,7 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 // badGateway answers 502 to a request the upstream did not answer, and logs it.
 func (p *Proxy) badGateway(w http.ResponseWriter, r *http.Request, err error) {
 	if r.Context().Err() == nil { // else the client went away: not the upstream's failure
-		p.log.log(r, kindBadGateway, slog.LevelWarn, "upstream unavailable", err)
+		p.logRequest(r, kindBadGateway, err)
 	}
 	answer(w, http.StatusBadGateway, "", BadGatewayBody)
 }
@@ -281,52 +281,25 @@ func answer(w http.ResponseWriter, status int, retryAfter, body string) {
 	io.WriteString(w, body)
 }
 
-// The kinds of log records, each rate-bounded on its own.
+// The kinds of log records, each rate-bounded on its own: indexes of logKinds.
 const (
 	kindMalformed = iota
 	kindInvalid
 	kindUnavailable
 	kindBadGateway
-	numKinds
 )
 
-// A rateLog writes at most one record of each kind per interval, and counts the others, which the
-// next record of that kind reports as suppressed=N. It is safe for concurrent use.
-type rateLog struct {
-	logger   *slog.Logger
-	interval time.Duration // <= 0: every record
-	kinds    [numKinds]struct {
-		mu         sync.Mutex
-		next       time.Time // records before then are counted, not written
-		suppressed int64
-	}
+// logKinds are the proxy's kinds of log records.
+var logKinds = []lograte.Kind{
+	kindMalformed:   {Level: slog.LevelInfo, Msg: "malformed request"},
+	kindInvalid:     {Level: slog.LevelError, Msg: "invalid limit or request"},
+	kindUnavailable: {Level: slog.LevelWarn, Msg: "limiter unavailable"},
+	kindBadGateway:  {Level: slog.LevelWarn, Msg: "upstream unavailable"},
 }
 
-// log writes a record of kind at level, with message msg and error err, about r — unless one of
-// kind was written less than an interval ago, when it is counted instead.
-func (l *rateLog) log(r *http.Request, kind int, level slog.Level, msg string, err error) {
-	ctx := r.Context()
-	if !l.logger.Enabled(ctx, level) {
-		return
-	}
-	attrs := []slog.Attr{slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.Any("error", err)}
-	if l.interval > 0 {
-		k := &l.kinds[kind]
-		now := time.Now()
-		k.mu.Lock()
-		if now.Before(k.next) {
-			k.suppressed++
-			k.mu.Unlock()
-			return
-		}
-		n := k.suppressed
-		k.next, k.suppressed = now.Add(l.interval), 0
-		k.mu.Unlock()
-		if n > 0 {
-			attrs = append(attrs, slog.Int64("suppressed", n))
-		}
-	}
-	l.logger.LogAttrs(ctx, level, msg, attrs...)
+// logRequest logs err, of kind k, about r, at the log's bounded rate.
+func (p *Proxy) logRequest(r *http.Request, k int, err error) {
+	p.log.Log(r.Context(), k, err, slog.String("method", r.Method), slog.String("path", r.URL.Path))
 }
 
 var _ http.Handler = (*Proxy)(nil)
