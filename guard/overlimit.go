@@ -34,7 +34,8 @@ type OverLimitOptions struct {
 // of the remembered rejection, RetryAfter the time left, and ResetAfter the remembered one less the
 // time passed. RetryAfter is the earliest the backend could admit the same request if no one else
 // consumed, and consuming moves it only later, so the local answer is the one the backend would
-// give — except that Remaining is as of the remembered rejection: others may have consumed since.
+// give — except that Remaining is as of the remembered rejection (for GCRA, computed from the
+// ResetAfter, as its backlog drains): others may have consumed since.
 // (A larger cost is rejected too, but under GCRA and the sliding windows it waits longer than the
 // remembered RetryAfter, so it goes to the backend for its exact RetryAfter.)
 //
@@ -251,12 +252,30 @@ func (c *OverLimitCache) lookup(sh *overShard, r *admit.Request, now time.Time) 
 		return admit.Decision{}, false
 	}
 	retry := e.until.Sub(now)
-	return admit.Decision{
+	d := admit.Decision{
 		Limit:      r.Limit,
 		Remaining:  e.remaining,
 		RetryAfter: retry,
 		ResetAfter: max(e.reset.Sub(now), retry),
-	}, true
+	}
+	if r.Limit.Algorithm == admit.GCRA {
+		d.Remaining = gcraRemaining(r.Limit, d.ResetAfter, e.remaining, r.Cost)
+	}
+	return d, true
+}
+
+// gcraRemaining returns the Remaining of a GCRA key under lim whose ResetAfter is reset: the units
+// that fit within the tolerance beyond the backlog, floor((Capacity × T − reset) / T), as the
+// backend reports it (a GCRA key's Remaining grows as its backlog drains). It is at least the
+// remembered one and, the request still being rejected, below its cost.
+func gcraRemaining(lim admit.Limit, reset time.Duration, remembered, cost int64) int64 {
+	t := lim.EmissionInterval()
+	tolerance := time.Duration(lim.Capacity()) * t
+	if t <= 0 || reset >= tolerance {
+		return remembered
+	}
+	n := int64((tolerance - reset) / t)
+	return min(max(n, remembered), max(cost-1, 0))
 }
 
 // learn updates the table with d, the Decision of r sent at sent while the shard's epoch was
