@@ -90,6 +90,13 @@ func TestClusterLoadsScriptsOnEveryNode(t *testing.T) {
 			t.Fatalf("the key's value on its master %s is %q, want \"1\"", m.Addr(), v)
 		}
 	}
+	// A URL of one node finds the cluster by itself.
+	one := open(t, c.Nodes()[5].URL())
+	for m, k := range keys {
+		if d := take(t, one, k, threePerMinute, 0); !d.Allowed || d.Remaining != 2 {
+			t.Fatalf("Take of 0 on %s's key through one node's URL: %+v; want 2 left", m.Addr(), d)
+		}
+	}
 	for _, m := range masters {
 		exists, err := m.Do(t, "SCRIPT", "EXISTS", takeScript.sha).AsIntSlice()
 		if err != nil || len(exists) != 1 || exists[0] != 1 {
