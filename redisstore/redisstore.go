@@ -34,6 +34,13 @@ const (
 // ends at its own command timeout.
 const connIdleTimeout = time.Second
 
+// sentinelRefreshInterval is how often a Store on Sentinel asks the sentinels which server is the
+// primary, besides following their +switch-master events. Without it a missed event (the connection
+// to the sentinel lost during the switch) would leave the Store on a demoted primary, every decision
+// failing with READONLY until the process restarts; and a forced failover names the new primary about
+// a second before it publishes the event, while the old primary still accepts, and then loses, writes.
+const sentinelRefreshInterval = time.Second
+
 // Config configures a Store. Only URL is required.
 type Config struct {
 	// URL locates Redis:
@@ -127,6 +134,9 @@ func clientOption(cfg Config) (rueidis.ClientOption, error) {
 	// No server-assisted client-side caching: a limiter reads nothing it could cache, and
 	// tracking needs commands a least-privilege user should not have.
 	opt.DisableCache = true
+	if opt.Sentinel.MasterSet != "" {
+		opt.Sentinel.TopologyRefreshInterval = sentinelRefreshInterval
+	}
 	return opt, nil
 }
 

@@ -25,6 +25,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -70,6 +71,7 @@ type Server struct {
 	dir     string   // the working directory, a t.TempDir
 	logFile string   // redis-server's --logfile
 	outFile string   // its stdout and stderr, where config errors go
+	pre     []string // arguments before the harness's own: a configuration file, --sentinel
 	args    []string // the extra arguments given to Start
 
 	owner testing.TB // Start's t
@@ -107,12 +109,34 @@ func (p *process) exited() bool {
 // Start skips t, or fails it when the environment variable ADMIT_REQUIRE_REDIS is 1.
 func Start(t testing.TB, args ...string) *Server {
 	t.Helper()
+	requireRedis(t)
+	s, err := start(t, nil, args)
+	if err != nil {
+		t.Fatalf("redistest: %v", err)
+	}
+	return s
+}
+
+// requireRedis skips t when redis-server is not on PATH, or fails it when the environment variable
+// ADMIT_REQUIRE_REDIS is 1.
+func requireRedis(t testing.TB) {
+	t.Helper()
+	if Available() {
+		return
+	}
+	if os.Getenv(requireEnv) == "1" {
+		t.Fatalf("redis-server not found on PATH and %s=1: install it with: apt-get install redis-server", requireEnv)
+	}
+	t.Skip("redis-server not found: Redis tests SKIPPED; install it (apt-get install redis-server) or run make test")
+}
+
+// start starts a redis-server as Start does, with pre before the harness's own arguments (a
+// configuration file must come first) and args after them, and reports failure rather than failing t,
+// so that several servers may be started at once from other goroutines.
+func start(t testing.TB, pre, args []string) (*Server, error) {
 	path, err := exec.LookPath(binary)
 	if err != nil {
-		if os.Getenv(requireEnv) == "1" {
-			t.Fatalf("redis-server not found on PATH and %s=1: install it with: apt-get install redis-server", requireEnv)
-		}
-		t.Skip("redis-server not found: Redis tests SKIPPED; install it (apt-get install redis-server) or run make test")
+		return nil, err
 	}
 	dir := t.TempDir()
 	s := &Server{
@@ -120,6 +144,7 @@ func Start(t testing.TB, args ...string) *Server {
 		dir:     dir,
 		logFile: filepath.Join(dir, "redis.log"),
 		outFile: filepath.Join(dir, "redis.out"),
+		pre:     append([]string(nil), pre...),
 		args:    append([]string(nil), args...),
 		owner:   t,
 	}
@@ -129,16 +154,18 @@ func Start(t testing.TB, args ...string) *Server {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for attempt := 1; ; attempt++ {
-		s.port = freePort(t)
+		if s.port, err = pickPort(); err != nil {
+			return nil, err
+		}
 		err := s.launchLocked()
 		if err == nil {
-			return s
+			return s, nil
 		}
 		if errors.Is(err, errPortTaken) && attempt < startAttempts {
 			t.Logf("redistest: port %d was taken, retrying on another (attempt %d of %d)", s.port, attempt, startAttempts)
 			continue
 		}
-		t.Fatalf("redistest: %v", err)
+		return nil, err
 	}
 }
 
@@ -204,6 +231,19 @@ func (s *Server) Do(t testing.TB, args ...string) rueidis.RedisResult {
 		}
 	}
 	return res
+}
+
+// try sends one command as Do does, but returns a network error in the result rather than failing a
+// test, for polls that look at a topology while it changes: a connection its server closed (a
+// promotion closes every client's) is dialled again by the next call.
+func (s *Server) try(args ...string) rueidis.RedisResult {
+	c, err := s.inspectClient()
+	if err != nil {
+		return rueidis.NewErrorResult(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), doTimeout)
+	defer cancel()
+	return c.Do(ctx, c.B().Arbitrary(args...).Build())
 }
 
 // Stop shuts the server down gracefully with SIGTERM (thawing it first if frozen) and waits for it to
@@ -319,7 +359,7 @@ func (s *Server) launchLocked() error {
 		"--protected-mode", "no",
 		"--daemonize", "no",
 	}
-	cmd := exec.Command(s.path, append(args, s.args...)...)
+	cmd := exec.Command(s.path, slices.Concat(s.pre, args, s.args)...)
 	cmd.Dir = s.dir
 	cmd.Stdout = out
 	cmd.Stderr = out
@@ -509,15 +549,14 @@ func ping(addr string, timeout time.Duration) (int, error) {
 	return 0, errors.New("INFO server has no process_id")
 }
 
-// freePort returns a loopback TCP port that was free a moment ago.
-func freePort(t testing.TB) int {
-	t.Helper()
+// pickPort returns a loopback TCP port that was free a moment ago.
+func pickPort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatalf("redistest: free port: %v", err)
+		return 0, fmt.Errorf("free port: %w", err)
 	}
 	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // BlackHole returns the address of a TCP listener on 127.0.0.1 that accepts connections and never

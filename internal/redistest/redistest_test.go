@@ -326,17 +326,24 @@ func TestMissingRedis(t *testing.T) {
 		t.Fatal("Available() = true with an empty PATH")
 	}
 
-	t.Setenv("ADMIT_REQUIRE_REDIS", "")
-	failed, skipped := run(t, func(tb testing.TB) { redistest.Start(tb) })
-	if failed != "" || !strings.Contains(skipped, "redis-server not found: Redis tests SKIPPED") ||
-		!strings.Contains(skipped, "apt-get install redis-server") {
-		t.Errorf("Start without redis-server: failed %q, skipped %q; want a loud skip", failed, skipped)
+	starts := map[string]func(testing.TB){
+		"Start":         func(tb testing.TB) { redistest.Start(tb) },
+		"StartCluster":  func(tb testing.TB) { redistest.StartCluster(tb) },
+		"StartSentinel": func(tb testing.TB) { redistest.StartSentinel(tb) },
 	}
+	for name, start := range starts {
+		t.Setenv("ADMIT_REQUIRE_REDIS", "")
+		failed, skipped := run(t, start)
+		if failed != "" || !strings.Contains(skipped, "redis-server not found: Redis tests SKIPPED") ||
+			!strings.Contains(skipped, "apt-get install redis-server") {
+			t.Errorf("%s without redis-server: failed %q, skipped %q; want a loud skip", name, failed, skipped)
+		}
 
-	t.Setenv("ADMIT_REQUIRE_REDIS", "1")
-	failed, skipped = run(t, func(tb testing.TB) { redistest.Start(tb) })
-	if skipped != "" || !strings.Contains(failed, "apt-get install redis-server") {
-		t.Errorf("Start without redis-server, ADMIT_REQUIRE_REDIS=1: failed %q, skipped %q; want a failure with the install command", failed, skipped)
+		t.Setenv("ADMIT_REQUIRE_REDIS", "1")
+		failed, skipped = run(t, start)
+		if skipped != "" || !strings.Contains(failed, "apt-get install redis-server") {
+			t.Errorf("%s without redis-server, ADMIT_REQUIRE_REDIS=1: failed %q, skipped %q; want a failure with the install command", name, failed, skipped)
+		}
 	}
 }
 
