@@ -116,14 +116,19 @@ func stores(t *testing.T, f func(t *testing.T, store admit.Store)) {
 		if !redistest.Available() {
 			t.Skip("redis-server not installed")
 		}
-		srv := redistest.Start(t)
-		s, err := redisstore.New(redisstore.Config{URL: srv.URL()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		f(t, s)
+		f(t, redisStore(t, redistest.Start(t)))
 	})
+}
+
+// redisStore returns a redisstore on srv.
+func redisStore(t *testing.T, srv *redistest.Server) *redisstore.Store {
+	t.Helper()
+	s, err := redisstore.New(redisstore.Config{URL: srv.URL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }
 
 func TestAllowedThenOverLimit(t *testing.T) {
@@ -257,12 +262,7 @@ func TestRedisDownIsUnavailable(t *testing.T) {
 		t.Skip("redis-server not installed")
 	}
 	srv := redistest.Start(t)
-	s, err := redisstore.New(redisstore.Config{URL: srv.URL()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	c, _ := serve(t, s)
+	c, _ := serve(t, redisStore(t, srv))
 	wantCodes(t, "up", ask(t, c, "mongo_cps", 0, desc("database", "users")), "OK", "OK")
 	srv.Kill(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
