@@ -15,6 +15,7 @@ import (
 	"github.com/admit-dev/admit/transport/rls"
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -284,4 +285,26 @@ func TestHealth(t *testing.T) {
 			t.Errorf("health %q: %v %v", svc, r, err)
 		}
 	}
+}
+
+func TestOverrideAndExtensions(t *testing.T) {
+	c, _ := serve(t, memStore(t))
+	// A descriptor's limit override replaces the configured numbers: 1 per hour instead of 500 per second.
+	d := desc("database", "users")
+	d.Limit = &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1, Unit: typev3.RateLimitUnit_HOUR}
+	r := ask(t, c, "mongo_cps", 0, d)
+	wantCodes(t, "override 1", r, "OK", "OK")
+	if l := r.Statuses[0].CurrentLimit; l.GetRequestsPerUnit() != 1 || l.GetUnit() != rlsv3.RateLimitResponse_RateLimit_HOUR {
+		t.Errorf("override: current_limit %v", l)
+	}
+	wantCodes(t, "override 2", ask(t, c, "mongo_cps", 0, d), "OVER_LIMIT", "OVER_LIMIT")
+	// admit's gcra with a window of 10s and a burst of 4: 4 at once, then over; the unit is UNKNOWN.
+	for i := range 4 {
+		r := ask(t, c, "features", 0, desc("api_key", "k1"))
+		wantCodes(t, "burst", r, "OK", "OK")
+		if l := r.Statuses[0].CurrentLimit; l.GetRequestsPerUnit() != 10 || l.GetUnit() != rlsv3.RateLimitResponse_RateLimit_UNKNOWN {
+			t.Fatalf("request %d: current_limit %v", i, l)
+		}
+	}
+	wantCodes(t, "after burst", ask(t, c, "features", 0, desc("api_key", "k1")), "OVER_LIMIT", "OVER_LIMIT")
 }
