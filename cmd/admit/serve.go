@@ -42,6 +42,9 @@ type serveConfig struct {
 	logFormat      string // --log-format: text or json
 	fileSecretFile string // the configuration file's server.hmac_secret_file, the last resort
 	upstream       string // --upstream of admit proxy: the app's URL
+	grpcListen     string // --grpc-listen of admit serve: the Envoy rate limit service's address
+	grpcListenSet  bool   // --grpc-listen was given
+	envoyConfig    string // --envoy-config of admit serve: the directory of envoyproxy/ratelimit's files, or ""
 }
 
 // applyFile applies the server settings of the configuration file to cfg, where no flag or
@@ -59,11 +62,25 @@ func (cfg *serveConfig) applyFile(s policy.Server) {
 // parseServe parses the flags of admit serve. On --help it writes the usage to stdout and returns
 // done; on a bad command line it writes the error and the usage to stderr and returns exitUsage.
 func parseServe(args []string, stdout, stderr io.Writer) (cfg serveConfig, code int, done bool) {
-	return parseCommand("serve", defaultListen, serveUsage, args, stdout, stderr, nil)
+	cfg, code, done = parseCommand("serve", defaultListen, serveUsage, args, stdout, stderr, func(fs *flag.FlagSet, cfg *serveConfig) {
+		fs.StringVar(&cfg.grpcListen, "grpc-listen", defaultGRPCListen, "`address` to serve Envoy's rate limit service (gRPC) on, with --envoy-config")
+		fs.StringVar(&cfg.envoyConfig, "envoy-config", "", "the `DIR`ectory of envoyproxy/ratelimit's YAML files: serves Envoy's rate limit service (docs/envoy.md)")
+	})
+	if done {
+		return cfg, code, done
+	}
+	if cfg.grpcListen != defaultGRPCListen && cfg.envoyConfig == "" {
+		fmt.Fprintln(stderr, "admit serve: --grpc-listen needs --envoy-config DIR, the configuration of Envoy's rate limit service")
+		return cfg, exitUsage, true
+	}
+	return cfg, exitOK, false
 }
 
+// defaultGRPCListen is the default address of Envoy's rate limit service (SPEC §7).
+const defaultGRPCListen = "127.0.0.1:8081"
+
 // serveUsage is the usage of admit serve, before its flags.
-const serveUsage = `Usage: admit serve [--config FILE] [--listen ADDR] [--redis URL] [--hmac-secret-file PATH] [--log-format text|json]
+const serveUsage = `Usage: admit serve [--config FILE] [--listen ADDR] [--envoy-config DIR [--grpc-listen ADDR]] [--redis URL] [--hmac-secret-file PATH] [--log-format text|json]
 
 Serves the admit HTTP API until SIGINT or SIGTERM, then finishes the requests in flight (for at
 most ` + "{{grace}}" + `) and exits 0.
@@ -77,6 +94,11 @@ most ` + "{{grace}}" + `) and exits 0.
   GET /healthz      200 while the process is alive
   GET /readyz       200 when the backend answers, else 503
   GET /metrics      Prometheus metrics
+
+With --envoy-config DIR, it also serves Envoy's rate limit service, gRPC
+envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit and grpc.health.v1, on
+--grpc-listen (default ` + defaultGRPCListen + `), configured by the envoyproxy/ratelimit YAML
+files (*.yaml, *.yml) of DIR (docs/envoy.md); DIR is reloaded on SIGHUP and when it changes.
 
 --config FILE names the policies (docs/configuration.md; check it with admit config validate).
 Without it, the one policy is the demo's, "demo". The file is reloaded on SIGHUP and when it
@@ -377,7 +399,18 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		logger.Error("cannot build the HTTP API", "error", err)
 		return exitError
 	}
-	return listenAndServe(ctx, d.cfg.listen, newServer(api, logger), logger)
+	ctx, stop := context.WithCancel(ctx) // stops the gRPC server too when the HTTP server fails
+	defer stop()
+	grpcDone := make(chan int, 1)
+	grpcDone <- exitOK
+	if d.cfg.envoyConfig != "" {
+		if ctx, code = startRLS(ctx, d, grpcDone); code != exitOK {
+			return code
+		}
+	}
+	code = listenAndServe(ctx, d.cfg.listen, newServer(api, logger), logger)
+	stop()
+	return max(code, <-grpcDone) // after the gRPC server's graceful stop too
 }
 
 // listenAndServe listens on addr and serves srv there until ctx is done, and returns the exit code.

@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/admit-dev/admit/policy/envoyconf"
+	"github.com/admit-dev/admit/transport/rls"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+)
+
+// startRLS starts Envoy's rate limit service of admit serve: it loads the directory of
+// --envoy-config, listens on --grpc-listen, and serves there on d's Store until ctx is done, then
+// stops gracefully within shutdownGrace and sends the exit code to done, which holds one code to
+// replace. It reloads the directory on SIGHUP and when its files change. On a failure to start it
+// returns the exit code, having logged why; else exitOK and a context that is cancelled when the
+// gRPC server fails, so that the HTTP server stops too.
+func startRLS(ctx context.Context, d *daemon, done chan int) (context.Context, int) {
+	logger := d.logger
+	cfg, err := envoyconf.Load(d.cfg.envoyConfig)
+	if err != nil {
+		logger.Error("cannot load the Envoy rate limit configuration", "dir", d.cfg.envoyConfig, "error", err)
+		return ctx, exitUsage
+	}
+	s, err := rls.New(rls.Options{Store: d.store, Keys: d.keys, Config: cfg, Logger: logger})
+	if err != nil {
+		logger.Error("cannot build the Envoy rate limit service", "error", err)
+		return ctx, exitError
+	}
+	ln, err := net.Listen("tcp", d.cfg.grpcListen)
+	if err != nil {
+		logger.Error("cannot listen for gRPC", "error", err)
+		return ctx, exitError
+	}
+	logger.Info("Envoy rate limit configuration", "dir", d.cfg.envoyConfig, "domains", len(cfg.Domains()), "hash", cfg.Hash)
+	g, h := rls.NewGRPCServer(s)
+	ctx, cancel := context.WithCancel(ctx)
+	<-done
+	go func() {
+		done <- serveGRPC(ctx, cancel, ln, g, h, logger)
+	}()
+	go reloadEnvoy(ctx, d.cfg.envoyConfig, s, logger, reloadPollInterval)
+	return ctx, exitOK
+}
+
+// serveGRPC serves g on ln until ctx is done, then stops gracefully: health NOT_SERVING, no new
+// streams, in-flight calls finished within shutdownGrace, else cut. A failure of Serve cancels.
+func serveGRPC(ctx context.Context, cancel context.CancelFunc, ln net.Listener, g *grpc.Server, h *health.Server, logger *slog.Logger) int {
+	served := make(chan error, 1)
+	go func() { served <- g.Serve(ln) }()
+	logger.Info("listening for gRPC", "addr", ln.Addr().String())
+	select {
+	case err := <-served:
+		logger.Error("gRPC server stopped", "error", err)
+		cancel()
+		return exitError
+	case <-ctx.Done():
+	}
+	h.Shutdown()
+	stopped := make(chan struct{})
+	go func() { g.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+		return exitOK
+	case <-time.After(shutdownGrace):
+		g.Stop()
+		logger.Error("gRPC server stopped", "error", "calls still in flight after "+shutdownGrace.String())
+		return exitError
+	}
+}
+
+// reloadEnvoy reloads the directory dir into s until ctx is done: on SIGHUP, and when its files
+// change, looked at every poll. A directory with errors is logged, and the loaded configuration
+// keeps serving.
+func reloadEnvoy(ctx context.Context, dir string, s *rls.Server, logger *slog.Logger, poll time.Duration) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	tick := time.NewTicker(poll)
+	defer tick.Stop()
+	bad := "" // the error of the last bad load, reported once
+	for {
+		force := false
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			force = true
+		case <-tick.C:
+		}
+		cfg, err := envoyconf.Load(dir)
+		switch {
+		case err != nil:
+			if err.Error() != bad || force {
+				logger.Error("Envoy rate limit configuration not reloaded; the loaded one keeps serving", "dir", dir, "error", err)
+			}
+			bad = err.Error()
+		case cfg.Hash != s.Config().Hash || force:
+			bad = ""
+			s.Swap(cfg)
+			logger.Info("Envoy rate limit configuration reloaded", "dir", dir, "domains", len(cfg.Domains()), "hash", cfg.Hash)
+		}
+	}
+}

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"syscall"
+	"testing"
+	"time"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// grpcListeningRE finds the address of the gRPC server in admit serve's text log.
+var grpcListeningRE = regexp.MustCompile(`msg="listening for gRPC" addr=(\S+)`)
+
+// TestE2EEnvoyRLS runs admit serve --envoy-config with a real gRPC client: a limit, a reload of the
+// directory, and a graceful exit on SIGTERM.
+func TestE2EEnvoyRLS(t *testing.T) {
+	dir := t.TempDir()
+	writeEnvoy := func(limit string) {
+		t.Helper()
+		yaml := "domain: mongo_cps\ndescriptors:\n  - key: database\n    value: users\n    rate_limit:\n      unit: day\n      requests_per_unit: " + limit + "\n"
+		if err := os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeEnvoy("2")
+	p := startAdmit(t, "--envoy-config", dir, "--grpc-listen", "127.0.0.1:0")
+	p.logs.waitLine(t, "listening for gRPC")
+	m := grpcListeningRE.FindStringSubmatch(p.logs.String())
+	if m == nil {
+		t.Fatalf("no gRPC address in the log:\n%s", p.logs)
+	}
+	conn, err := grpc.NewClient(m[1], grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	c := rlsv3.NewRateLimitServiceClient(conn)
+	ask := func() rlsv3.RateLimitResponse_Code {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		resp, err := c.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "mongo_cps", Descriptors: []*ratelimitv3.RateLimitDescriptor{{
+			Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "database", Value: "users"}},
+		}}})
+		if err != nil {
+			t.Fatalf("ShouldRateLimit: %v", err)
+		}
+		return resp.OverallCode
+	}
+	for i, want := range []rlsv3.RateLimitResponse_Code{rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT} {
+		if got := ask(); got != want {
+			t.Fatalf("request %d: %v, want %v", i, got, want)
+		}
+	}
+	writeEnvoy("3") // a change of the rate keeps the counters: one more fits
+	p.logs.waitLine(t, "Envoy rate limit configuration reloaded")
+	if got := ask(); got != rlsv3.RateLimitResponse_OK {
+		t.Fatalf("after the reload: %v, want OK", got)
+	}
+	if got := ask(); got != rlsv3.RateLimitResponse_OVER_LIMIT {
+		t.Fatalf("after the reload, 4th: %v, want OVER_LIMIT", got)
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	if code := p.wait(t); code != 0 {
+		t.Fatalf("exit %d after SIGTERM, want 0", code)
+	}
+}
+
+// TestGRPCListenNeedsEnvoyConfig checks that --grpc-listen alone is a usage error.
+func TestGRPCListenNeedsEnvoyConfig(t *testing.T) {
+	if _, code, done := parseServe([]string{"--grpc-listen", "127.0.0.1:9999"}, io.Discard, io.Discard); !done || code != exitUsage {
+		t.Errorf("parseServe(--grpc-listen alone) = %d, %v; want exit %d", code, done, exitUsage)
+	}
+}

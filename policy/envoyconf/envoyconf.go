@@ -1,0 +1,278 @@
+// Package envoyconf loads envoyproxy/ratelimit's YAML configuration files, unchanged, into rules
+// that admit decides: the configuration of admit's Envoy rate limit service (package transport/rls).
+//
+// A file names a domain and a tree of descriptors:
+//
+//	domain: mongo_cps
+//	descriptors:
+//	  - key: database
+//	    value: users
+//	    rate_limit:
+//	      unit: second
+//	      requests_per_unit: 500
+//
+// Each descriptor has a key, an optional value (a value ending in '*' matches every value with that
+// prefix), an optional rate_limit (unit and requests_per_unit, or unlimited; name and replaces),
+// shadow_mode, detailed_metric, and nested descriptors. admit adds three fields to rate_limit:
+// algorithm (fixed_window by default; any of admit's), window (any duration, instead of unit) and
+// burst (gcra only). Fixed windows are aligned to Unix time, as envoyproxy/ratelimit counts.
+//
+// Parsing is strict: an unknown field, a field of the wrong type, a duplicate descriptor or a
+// duplicate domain is an error, reported with its file:line:column ([policy.Error]). [Config.Match]
+// finds the rule of a request's descriptor as envoyproxy/ratelimit does (docs/envoy.md).
+package envoyconf
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/policy"
+)
+
+// Bounds on a configuration.
+const (
+	// MaxFileSize is the largest file Load and Parse read, in bytes.
+	MaxFileSize = 4 << 20
+	// MaxDepth is the deepest nesting of descriptors.
+	MaxDepth = 16
+)
+
+// DefaultName is the Limit.Name of a rule whose rate_limit has no name that is a valid admit
+// policy name (1…admit.MaxNameLen characters of a-z, 0-9, '_' and '-'): the name its keys and
+// metrics carry.
+const DefaultName = "envoy"
+
+// A Unit is the unit of a rate_limit, as envoyproxy/ratelimit names them. The zero value,
+// UnitNone, is a rate_limit given by admit's window instead of a unit.
+type Unit uint8
+
+// The units of a rate_limit, with envoyproxy/ratelimit's durations: a month is 30 days and a year
+// 365 days.
+const (
+	UnitNone Unit = iota
+	UnitSecond
+	UnitMinute
+	UnitHour
+	UnitDay
+	UnitWeek
+	UnitMonth
+	UnitYear
+)
+
+// units are the Units by name, lower case, with their durations.
+var units = []struct {
+	name string
+	d    time.Duration
+}{
+	UnitSecond: {"second", time.Second},
+	UnitMinute: {"minute", time.Minute},
+	UnitHour:   {"hour", time.Hour},
+	UnitDay:    {"day", 24 * time.Hour},
+	UnitWeek:   {"week", 7 * 24 * time.Hour},
+	UnitMonth:  {"month", 30 * 24 * time.Hour},
+	UnitYear:   {"year", 365 * 24 * time.Hour},
+}
+
+// String returns the unit's name, such as "second", or "" for UnitNone.
+func (u Unit) String() string {
+	if int(u) < len(units) {
+		return units[u].name
+	}
+	return fmt.Sprintf("Unit(%d)", uint8(u))
+}
+
+// Duration returns the unit's length, or 0 for UnitNone.
+func (u Unit) Duration() time.Duration {
+	if int(u) < len(units) {
+		return units[u].d
+	}
+	return 0
+}
+
+// A Rule is the rate_limit of a descriptor of the configuration. Rules are immutable.
+type Rule struct {
+	// Domain is the domain of the file the rule is in.
+	Domain string
+	// Path is the descriptor's path in the tree, such as "database_users" or "key.key2_value2":
+	// each level's key, and "_value" when it names a value, joined by '.'.
+	Path string
+	// Limit is what admit decides under: by default a FixedWindow of RequestsPerUnit per Unit,
+	// Aligned to Unix time, with Shadow set by shadow_mode. Its Rate is 0 for requests_per_unit 0,
+	// which limits every request (and is no valid Limit: it is never passed to a Store). It is the
+	// zero Limit for an unlimited rule.
+	Limit admit.Limit
+	// Unit is the rate_limit's unit; UnitNone when admit's window gives the window instead.
+	Unit Unit
+	// Unlimited reports whether the rule is unlimited: its descriptor is never limited.
+	Unlimited bool
+	// Name is the rate_limit's name, as written, or "".
+	Name string
+	// Replaces are the names of the rules this one replaces when both match one request.
+	Replaces []string
+	// DetailedMetric is detailed_metric as written. admit never puts descriptor values into metric
+	// labels, so it changes nothing (docs/envoy.md).
+	DetailedMetric bool
+}
+
+// An Entry is one entry of a request's descriptor.
+type Entry struct {
+	Key, Value string
+}
+
+// A Config is the configuration of every domain: a directory of files. It is immutable and safe
+// for concurrent use.
+type Config struct {
+	domains map[string]*node
+	// Hash is a hex SHA-256 of the files' names and contents, in name order.
+	Hash string
+}
+
+// A node is a level of a domain's descriptor tree.
+type node struct {
+	rule      *Rule            // nil for none
+	children  map[string]*node // by "key_value", or "key" for a descriptor with no value
+	wildcards []string         // children's names that end in '*', in file order
+}
+
+// Domains returns the names of the configured domains, sorted.
+func (c *Config) Domains() []string {
+	ds := make([]string, 0, len(c.domains))
+	for d := range c.domains {
+		ds = append(ds, d)
+	}
+	slices.Sort(ds)
+	return ds
+}
+
+// Match returns the rule of a request's descriptor of entries in domain, or nil when no rule
+// applies, as envoyproxy/ratelimit finds it: walking the tree level by level, each entry matches
+// the child "key_value" exactly, else the first wildcard child whose value is a prefix of the
+// entry's value, else the child "key" with no value; the rule is that of the node the last entry
+// matches. A descriptor deeper or shallower than the tree's rule has none.
+func (c *Config) Match(domain string, entries []Entry) *Rule {
+	n := c.domains[domain]
+	if n == nil {
+		return nil
+	}
+	var rule *Rule
+	for i, e := range entries {
+		full := e.Key + "_" + e.Value
+		next := n.children[full]
+		if next == nil {
+			for _, w := range n.wildcards {
+				if strings.HasPrefix(full, strings.TrimSuffix(w, "*")) {
+					next = n.children[w]
+					break
+				}
+			}
+		}
+		if next == nil {
+			next = n.children[e.Key]
+		}
+		if next == nil {
+			return nil
+		}
+		if i == len(entries)-1 {
+			rule = next.rule
+		}
+		if len(next.children) == 0 {
+			break
+		}
+		n = next
+	}
+	return rule
+}
+
+// Load reads every file of dir whose name ends in ".yaml" or ".yml", and not starting with '.',
+// as [Parse] does. A directory with no such file is an error.
+func Load(dir string) (*Config, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var files []File
+	for _, e := range ents {
+		name := e.Name()
+		if e.IsDir() || strings.HasPrefix(name, ".") || !(strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml")) {
+			continue
+		}
+		path := filepath.Join(dir, name)
+		data, err := readFile(path)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, File{Name: path, Data: data})
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("%s: no .yaml or .yml file", dir)
+	}
+	return Parse(files...)
+}
+
+// readFile reads the file at path, refusing one larger than MaxFileSize.
+func readFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(data) > MaxFileSize {
+		return nil, &policy.Error{File: path, Msg: fmt.Sprintf("file of more than %d bytes", MaxFileSize)}
+	}
+	return data, nil
+}
+
+// A File is one configuration file: its name, used in errors, and its contents.
+type File struct {
+	Name string
+	Data []byte
+}
+
+// Parse parses files, each one domain's configuration, into a Config. It reports every error found
+// as a [policy.ErrorList], each at its file:line:column; two files of one domain are an error.
+func Parse(files ...File) (*Config, error) {
+	cfg := &Config{domains: make(map[string]*node)}
+	var errs policy.ErrorList
+	where := make(map[string]string) // domain → the file that configured it
+	files = slices.Clone(files)
+	slices.SortFunc(files, func(a, b File) int { return strings.Compare(a.Name, b.Name) })
+	h := sha256.New()
+	for _, f := range files {
+		var n [binary.MaxVarintLen64]byte
+		for _, s := range []string{f.Name, string(f.Data)} {
+			h.Write(n[:binary.PutUvarint(n[:], uint64(len(s)))])
+			h.Write([]byte(s))
+		}
+		d := &decoder{file: f.Name}
+		domain, root, line := d.parse(f.Data)
+		errs = append(errs, d.errs...)
+		if len(d.errs) > 0 {
+			continue
+		}
+		if prev, ok := where[domain]; ok {
+			errs = append(errs, &policy.Error{File: f.Name, Line: line, Column: 1,
+				Msg: fmt.Sprintf("domain: %q is configured in %s too", domain, prev)})
+			continue
+		}
+		where[domain] = f.Name
+		cfg.domains[domain] = root
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	cfg.Hash = hex.EncodeToString(h.Sum(nil))
+	return cfg, nil
+}

@@ -1,0 +1,363 @@
+// Package rls serves Envoy's rate limit service API, envoy.service.ratelimit.v3.RateLimitService,
+// over gRPC: the way Envoy, Istio, Envoy Gateway and Contour ask admit whether a request is over
+// its limits, configured with envoyproxy/ratelimit's YAML (package policy/envoyconf).
+//
+// ShouldRateLimit decides each descriptor of a request under the rule that envoyconf.Config.Match
+// finds for it, with hits_addend units (the descriptor's, else the request's; 0 means 1), on a key
+// per domain and descriptor — its entries' keys and values — made by an admit.KeyBuilder. The
+// response has a status per descriptor, with current_limit, limit_remaining and
+// duration_until_reset, and is OVER_LIMIT when any enforced descriptor is over its limit; one in
+// shadow_mode never is (its status is OK, as envoyproxy/ratelimit answers). When admit cannot
+// decide, ShouldRateLimit answers the gRPC status UNAVAILABLE, never OK with code UNKNOWN, which
+// Envoy treats as allowed: Envoy's failure_mode_deny then decides. An invalid request is
+// INVALID_ARGUMENT, before any call to the Store.
+package rls
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync/atomic"
+	"time"
+
+	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/policy/envoyconf"
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// Bounds on a request, beyond which it is INVALID_ARGUMENT.
+const (
+	// MaxDescriptors is the most descriptors of one request.
+	MaxDescriptors = 64
+	// MaxEntries is the most entries of one descriptor.
+	MaxEntries = 32
+	// MaxDomainLen is the longest domain, in bytes.
+	MaxDomainLen = 256
+	// MaxEntryLen is the longest key, and the longest value, of an entry, in bytes.
+	MaxEntryLen = 4096
+	// MaxMessageSize is the largest message the gRPC server of [NewGRPCServer] receives or sends.
+	MaxMessageSize = 1 << 20
+)
+
+// KeyVersion is the policy version of every key the Server makes (admit.KeyBuilder.Key).
+const KeyVersion = "1"
+
+// Options configure a [Server].
+type Options struct {
+	// Store decides; required. admit serve passes its stack: metrics → guard → backend.
+	Store admit.Store
+	// Keys makes the keys; required.
+	Keys *admit.KeyBuilder
+	// Config is the configuration of the domains; required. Swap replaces it.
+	Config *envoyconf.Config
+	// Logger logs the requests the Store could not decide; nil discards.
+	Logger *slog.Logger
+}
+
+// A Server answers ShouldRateLimit. It is safe for concurrent use. Make one with [New]; the zero
+// value is not usable.
+type Server struct {
+	rlsv3.UnimplementedRateLimitServiceServer
+	store  admit.Store
+	keys   *admit.KeyBuilder
+	logger *slog.Logger
+	cfg    atomic.Pointer[envoyconf.Config]
+}
+
+var _ rlsv3.RateLimitServiceServer = (*Server)(nil)
+
+// New returns a Server of opts, or an error when a required option is missing.
+func New(opts Options) (*Server, error) {
+	if opts.Store == nil || opts.Keys == nil || opts.Config == nil {
+		return nil, errors.New("rls: New needs a Store, a KeyBuilder and a Config")
+	}
+	s := &Server{store: opts.Store, keys: opts.Keys, logger: opts.Logger}
+	if s.logger == nil {
+		s.logger = slog.New(slog.DiscardHandler)
+	}
+	s.cfg.Store(opts.Config)
+	return s, nil
+}
+
+// Config returns the configuration the Server holds.
+func (s *Server) Config() *envoyconf.Config { return s.cfg.Load() }
+
+// Swap makes cfg the configuration of every request that starts from now on, and returns the one
+// it replaces; requests in flight finish on theirs.
+func (s *Server) Swap(cfg *envoyconf.Config) *envoyconf.Config {
+	if cfg == nil {
+		panic("rls: Swap(nil)")
+	}
+	return s.cfg.Swap(cfg)
+}
+
+// NewGRPCServer returns a gRPC server with s's RateLimitService and the standard health service
+// (grpc.health.v1, SERVING for "" and for envoy.service.ratelimit.v3.RateLimitService), with
+// message sizes capped at MaxMessageSize, keepalive pings from clients accepted at most every 10 s
+// (more often closes the connection), idle connections closed after 5 minutes, and opts after
+// these. It returns the health server too, to report NOT_SERVING while shutting down.
+func NewGRPCServer(s *Server, opts ...grpc.ServerOption) (*grpc.Server, *health.Server) {
+	all := append([]grpc.ServerOption{
+		grpc.MaxRecvMsgSize(MaxMessageSize),
+		grpc.MaxSendMsgSize(MaxMessageSize),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: 5 * time.Minute, Time: 2 * time.Minute, Timeout: 20 * time.Second}),
+	}, opts...)
+	g := grpc.NewServer(all...)
+	rlsv3.RegisterRateLimitServiceServer(g, s)
+	h := health.NewServer()
+	h.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	h.SetServingStatus(rlsv3.RateLimitService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	healthpb.RegisterHealthServer(g, h)
+	return g, h
+}
+
+// A check is one descriptor of a request, as decided.
+type check struct {
+	rule *envoyconf.Rule // nil: no rule, or replaced
+	key  string
+	cost int64
+	d    admit.Decision
+}
+
+// ShouldRateLimit decides req (see the package doc).
+func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
+	cfg := s.cfg.Load()
+	checks, err := s.plan(cfg, req)
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	if err := s.decide(ctx, checks); err != nil {
+		if errors.Is(err, admit.ErrInvalidRequest) || errors.Is(err, admit.ErrInvalidLimit) {
+			return nil, status.Error(codes.InvalidArgument, err.Error())
+		}
+		s.logger.Warn("rls: cannot decide", "domain", req.GetDomain(), "error", err)
+		return nil, status.Error(codes.Unavailable, "admit: cannot decide: "+err.Error())
+	}
+	return respond(checks), nil
+}
+
+// plan validates req and finds each descriptor's rule, key and cost, without I/O.
+func (s *Server) plan(cfg *envoyconf.Config, req *rlsv3.RateLimitRequest) ([]check, error) {
+	domain, ds := req.GetDomain(), req.GetDescriptors()
+	switch {
+	case domain == "":
+		return nil, errors.New("empty domain")
+	case len(domain) > MaxDomainLen:
+		return nil, fmt.Errorf("domain of %d bytes; want at most %d", len(domain), MaxDomainLen)
+	case len(ds) == 0:
+		return nil, errors.New("no descriptors")
+	case len(ds) > MaxDescriptors:
+		return nil, fmt.Errorf("%d descriptors; want at most %d", len(ds), MaxDescriptors)
+	}
+	checks := make([]check, len(ds))
+	replaced := make(map[string]bool)
+	entries := make([]envoyconf.Entry, 0, MaxEntries)
+	for i, d := range ds {
+		es := d.GetEntries()
+		switch {
+		case len(es) == 0:
+			return nil, fmt.Errorf("descriptor %d: no entries", i)
+		case len(es) > MaxEntries:
+			return nil, fmt.Errorf("descriptor %d: %d entries; want at most %d", i, len(es), MaxEntries)
+		case d.GetIsNegativeHits():
+			return nil, fmt.Errorf("descriptor %d: negative hits are not supported", i)
+		}
+		entries = entries[:0]
+		for j, e := range es {
+			if e.GetKey() == "" || len(e.GetKey()) > MaxEntryLen || len(e.GetValue()) > MaxEntryLen {
+				return nil, fmt.Errorf("descriptor %d, entry %d: want a key of 1…%d bytes and a value of at most %d", i, j, MaxEntryLen, MaxEntryLen)
+			}
+			entries = append(entries, envoyconf.Entry{Key: e.GetKey(), Value: e.GetValue()})
+		}
+		cost := int64(req.GetHitsAddend())
+		if h := d.GetHitsAddend(); h != nil {
+			if h.GetValue() > math.MaxUint32 {
+				return nil, fmt.Errorf("descriptor %d: hits_addend %d; want at most %d", i, h.GetValue(), uint32(math.MaxUint32))
+			}
+			cost = int64(h.GetValue())
+		}
+		checks[i].cost = max(cost, 1) // 0 means 1, as Envoy defines it
+		rule := cfg.Match(domain, entries)
+		if rule == nil || rule.Unlimited {
+			checks[i].rule = rule
+			continue
+		}
+		if o := d.GetLimit(); o != nil {
+			rule = override(rule, o)
+		}
+		checks[i].rule = rule
+		if rule.Limit.Rate > 0 {
+			key, err := s.keys.Key(rule.Limit, KeyVersion, admit.Subject{ID: subject(domain, entries)})
+			if err != nil {
+				return nil, fmt.Errorf("descriptor %d: %w", i, err)
+			}
+			checks[i].key = key
+		}
+		for _, r := range rule.Replaces {
+			replaced[r] = true
+		}
+	}
+	for i := range checks {
+		if r := checks[i].rule; r != nil && r.Name != "" && replaced[r.Name] {
+			checks[i].rule = nil // replaced by another descriptor's rule: not limited
+		}
+	}
+	return checks, nil
+}
+
+// override returns rule with the requests per unit and unit of a descriptor's limit override, as
+// envoyproxy/ratelimit applies one: a fixed window aligned to Unix time, named as the rule is.
+func override(rule *envoyconf.Rule, o *ratelimitv3.RateLimitDescriptor_RateLimitOverride) *envoyconf.Rule {
+	r := *rule
+	r.Unit = envoyconf.Unit(0)
+	for u := envoyconf.UnitSecond; u <= envoyconf.UnitYear; u++ {
+		if unitOf(u) == rlsv3.RateLimitResponse_RateLimit_Unit(o.GetUnit()) {
+			r.Unit = u
+		}
+	}
+	if r.Unit == 0 {
+		return rule // an override in a unit admit does not know: the configured rule stands
+	}
+	r.Limit = admit.Limit{Name: rule.Limit.Name, Algorithm: admit.FixedWindow, Rate: int64(o.GetRequestsPerUnit()),
+		Period: r.Unit.Duration(), Aligned: true, Shadow: rule.Limit.Shadow}
+	return &r
+}
+
+// subject returns the subject of a descriptor of entries in domain: each string length-prefixed,
+// so that no two descriptors share one.
+func subject(domain string, entries []envoyconf.Entry) string {
+	b := make([]byte, 0, 64)
+	b = fmt.Appendf(b, "%d:%s", len(domain), domain)
+	for _, e := range entries {
+		b = fmt.Appendf(b, "|%d:%s=%d:%s", len(e.Key), e.Key, len(e.Value), e.Value)
+	}
+	return string(b)
+}
+
+// decide decides the checks that have a key: those whose keys share a hash slot together,
+// all-or-nothing, up to admit.MaxRequests at a time; the others each on its own. A cost above a
+// rule's capacity can never be admitted: it is decided as a peek, and over the limit.
+func (s *Server) decide(ctx context.Context, checks []check) error {
+	type group struct {
+		idx  []int
+		keys map[string]bool
+	}
+	var groups []*group
+	bySlot := make(map[uint16][]*group)
+	for i := range checks {
+		c := &checks[i]
+		if c.rule == nil || c.key == "" {
+			continue
+		}
+		slot := admit.Slot(c.key)
+		var g *group
+		for _, cand := range bySlot[slot] {
+			if len(cand.idx) < admit.MaxRequests && !cand.keys[c.key] {
+				g = cand
+				break
+			}
+		}
+		if g == nil {
+			g = &group{keys: make(map[string]bool)}
+			groups = append(groups, g)
+			bySlot[slot] = append(bySlot[slot], g)
+		}
+		g.idx = append(g.idx, i)
+		g.keys[c.key] = true
+	}
+	for _, g := range groups {
+		rs := make([]admit.Request, len(g.idx))
+		ds := make([]admit.Decision, len(g.idx))
+		tooBig := false
+		for j, i := range g.idx {
+			c := &checks[i]
+			rs[j] = admit.Request{Key: c.key, Limit: c.rule.Limit, Cost: c.cost}
+			if c.cost > c.rule.Limit.Capacity() {
+				tooBig = tooBig || !c.rule.Limit.Shadow
+				rs[j].Cost = 0
+			}
+		}
+		if tooBig { // the group is rejected whatever the others: peek them all
+			for j := range rs {
+				rs[j].Cost = 0
+			}
+		}
+		if _, err := s.store.TakeAll(ctx, rs, ds); err != nil {
+			return err
+		}
+		for j, i := range g.idx {
+			c := &checks[i]
+			c.d = ds[j]
+			if c.cost > c.rule.Limit.Capacity() {
+				c.d.Allowed = false
+			}
+		}
+	}
+	return nil
+}
+
+// respond returns the response of decided checks.
+func respond(checks []check) *rlsv3.RateLimitResponse {
+	resp := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK, Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(checks))}
+	for i := range checks {
+		c := &checks[i]
+		st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+		resp.Statuses[i] = st
+		switch {
+		case c.rule == nil:
+			continue
+		case c.rule.Unlimited:
+			st.LimitRemaining = math.MaxUint32
+			continue
+		}
+		lim := c.rule.Limit
+		st.CurrentLimit = &rlsv3.RateLimitResponse_RateLimit{Name: c.rule.Name, RequestsPerUnit: uint32(lim.Rate), Unit: unitOf(c.rule.Unit)}
+		if c.key == "" { // requests_per_unit 0: every request is over
+			if !lim.Shadow {
+				st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
+				resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+			}
+			if p := c.rule.Unit.Duration(); p > 0 {
+				st.DurationUntilReset = durationpb.New(p - time.Duration(time.Now().UnixNano())%p)
+			}
+			continue
+		}
+		st.LimitRemaining = uint32(min(max(c.d.Remaining, 0), math.MaxUint32))
+		st.DurationUntilReset = durationpb.New(c.d.ResetAfter)
+		if !c.d.Allowed && !lim.Shadow {
+			st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
+			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
+		}
+	}
+	return resp
+}
+
+// unitOf returns the RLS unit of u; UNKNOWN for UnitNone, a window of admit's.
+func unitOf(u envoyconf.Unit) rlsv3.RateLimitResponse_RateLimit_Unit {
+	if int(u) < len(rlsUnits) {
+		return rlsUnits[u]
+	}
+	return rlsv3.RateLimitResponse_RateLimit_UNKNOWN
+}
+
+// rlsUnits are the RLS units of envoyconf's, by envoyconf.Unit.
+var rlsUnits = [...]rlsv3.RateLimitResponse_RateLimit_Unit{
+	envoyconf.UnitSecond: rlsv3.RateLimitResponse_RateLimit_SECOND,
+	envoyconf.UnitMinute: rlsv3.RateLimitResponse_RateLimit_MINUTE,
+	envoyconf.UnitHour:   rlsv3.RateLimitResponse_RateLimit_HOUR,
+	envoyconf.UnitDay:    rlsv3.RateLimitResponse_RateLimit_DAY,
+	envoyconf.UnitWeek:   rlsv3.RateLimitResponse_RateLimit_WEEK,
+	envoyconf.UnitMonth:  rlsv3.RateLimitResponse_RateLimit_MONTH,
+	envoyconf.UnitYear:   rlsv3.RateLimitResponse_RateLimit_YEAR,
+}
