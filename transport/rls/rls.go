@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/httplimit"
+	"github.com/admit-dev/admit/internal/lograte"
 	"github.com/admit-dev/admit/policy/envoyconf"
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -60,7 +62,8 @@ type Options struct {
 	Keys *admit.KeyBuilder
 	// Config is the configuration of the domains; required. Swap replaces it.
 	Config *envoyconf.Config
-	// Logger logs the requests the Store could not decide; nil discards.
+	// Logger logs the requests the Store could not decide, at a bounded rate: the first at once,
+	// then one summary per httplimit.DefaultLogInterval with the number of the others. Nil discards.
 	Logger *slog.Logger
 }
 
@@ -68,10 +71,10 @@ type Options struct {
 // value is not usable.
 type Server struct {
 	rlsv3.UnimplementedRateLimitServiceServer
-	store  admit.Store
-	keys   *admit.KeyBuilder
-	logger *slog.Logger
-	cfg    atomic.Pointer[envoyconf.Config]
+	store admit.Store
+	keys  *admit.KeyBuilder
+	log   *lograte.Limiter // nil: nothing is logged
+	cfg   atomic.Pointer[envoyconf.Config]
 }
 
 var _ rlsv3.RateLimitServiceServer = (*Server)(nil)
@@ -81,10 +84,12 @@ func New(opts Options) (*Server, error) {
 	if opts.Store == nil || opts.Keys == nil || opts.Config == nil {
 		return nil, errors.New("rls: New needs a Store, a KeyBuilder and a Config")
 	}
-	s := &Server{store: opts.Store, keys: opts.Keys, logger: opts.Logger}
-	if s.logger == nil {
-		s.logger = slog.New(slog.DiscardHandler)
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
 	}
+	s := &Server{store: opts.Store, keys: opts.Keys,
+		log: lograte.New(logger, httplimit.DefaultLogInterval, lograte.Kind{Level: slog.LevelWarn, Msg: "rls: cannot decide"})}
 	s.cfg.Store(opts.Config)
 	return s, nil
 }
@@ -141,7 +146,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 		if errors.Is(err, admit.ErrInvalidRequest) || errors.Is(err, admit.ErrInvalidLimit) {
 			return nil, status.Error(codes.InvalidArgument, err.Error())
 		}
-		s.logger.Warn("rls: cannot decide", "domain", req.GetDomain(), "error", err)
+		s.log.Log(ctx, 0, err, slog.String("domain", req.GetDomain()))
 		return nil, status.Error(codes.Unavailable, "admit: cannot decide: "+err.Error())
 	}
 	return respond(checks), nil
