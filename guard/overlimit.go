@@ -259,23 +259,25 @@ func (c *OverLimitCache) lookup(sh *overShard, r *admit.Request, now time.Time) 
 		ResetAfter: max(e.reset.Sub(now), retry),
 	}
 	if r.Limit.Algorithm == admit.GCRA {
-		d.Remaining = gcraRemaining(r.Limit, d.ResetAfter, e.remaining, r.Cost)
+		// A GCRA key's Remaining grows as its backlog drains; once the request fits, the
+		// remembered RetryAfter (rounded up to the millisecond by the backend) is too late: ask.
+		if d.Remaining = gcraRemaining(r.Limit, d.ResetAfter, e.remaining); d.Remaining >= r.Cost {
+			return admit.Decision{}, false
+		}
 	}
 	return d, true
 }
 
 // gcraRemaining returns the Remaining of a GCRA key under lim whose ResetAfter is reset: the units
 // that fit within the tolerance beyond the backlog, floor((Capacity × T − reset) / T), as the
-// backend reports it (a GCRA key's Remaining grows as its backlog drains). It is at least the
-// remembered one and, the request still being rejected, below its cost.
-func gcraRemaining(lim admit.Limit, reset time.Duration, remembered, cost int64) int64 {
+// backend reports it, and at least the remembered one.
+func gcraRemaining(lim admit.Limit, reset time.Duration, remembered int64) int64 {
 	t := lim.EmissionInterval()
 	tolerance := time.Duration(lim.Capacity()) * t
 	if t <= 0 || reset >= tolerance {
 		return remembered
 	}
-	n := int64((tolerance - reset) / t)
-	return min(max(n, remembered), max(cost-1, 0))
+	return max(int64((tolerance-reset)/t), remembered)
 }
 
 // learn updates the table with d, the Decision of r sent at sent while the shard's epoch was
