@@ -60,6 +60,11 @@ func TestCluster(t *testing.T) {
 		t.Fatalf("the key's master has %d replicas, want 1", len(replicas))
 	}
 
+	// Replication is asynchronous: wait until the replica has the write, or killing the master
+	// loses it (as it would in production: docs/redis.md, state loss).
+	if n, err := owner.Do(t, "WAIT", "1", "5000").AsInt64(); err != nil || n < 1 {
+		t.Fatalf("WAIT 1 on %s = %d, %v; want the replica to acknowledge the write", owner.Addr(), n, err)
+	}
 	begin := time.Now()
 	owner.Kill(t)
 	c.WaitHealthy(t)
