@@ -248,3 +248,55 @@ func TestKillRestartUnderLoad(t *testing.T) {
 		}
 	}
 }
+
+// B7: the Sentinel primary killed under load (kill -9, not SENTINEL FAILOVER). Decisions fail only
+// during the switch, with admit.ErrUnavailable, never READONLY, and then go on on the new primary by
+// themselves. Two sets of keys measure the cost: exhausted keys, whose small limit is spent before
+// the kill, may admit at most one extra window's limit (G6; in practice none, their counters having
+// reached the replicas); counted keys, under a limit never reached, show how many admitted decisions
+// the new primary's counters lack: the writes that had not reached a replica when the primary died.
+func TestSentinelPrimaryKilledUnderLoad(t *testing.T) {
+	st := redistest.StartSentinel(t)
+	s := open(t, st.URL())
+	exhausted, counted := loadKeys(t, 3), loadKeys(t, 3)
+	small := admit.Limit{Algorithm: admit.FixedWindow, Rate: 30, Period: time.Hour}
+	big := admit.Limit{Algorithm: admit.FixedWindow, Rate: 1_000_000, Period: time.Hour}
+	le := startLoad(t, s, exhausted, small, 2)
+	lc := startLoad(t, s, counted, big, 2)
+
+	time.Sleep(500 * time.Millisecond) // the exhausted keys spend their limit
+	if n := le.failures() + lc.failures(); n != 0 {
+		t.Fatalf("%d decisions failed before the kill", n)
+	}
+	old := st.Primary(t)
+	fault := time.Now()
+	old.Kill(t)
+	p := st.Primary(t) // the sentinels name a replica that says it is the primary
+	named := time.Now()
+	back := awaitRecovery(t, s, newKey(t), big, fault)
+	time.Sleep(300 * time.Millisecond) // load on the new primary
+	le.halt()
+	lc.halt()
+	requireSteady(t, s, append(exhausted, counted...), big, 20)
+	le.checkErrors(t, time.Time{})
+	lc.checkErrors(t, time.Time{})
+
+	t.Logf("primary %s killed; sentinels named %s %v after; decisions back %v after the kill; exhausted keys: %s; counted keys: %s",
+		old.Addr(), p.Addr(), named.Sub(fault).Round(time.Millisecond), back.Sub(fault).Round(time.Millisecond),
+		le.window(fault), lc.window(fault))
+	for _, k := range exhausted {
+		got := le.admitted[k]
+		t.Logf("exhausted key %s: %d admitted, limit %d: %d extra", k, got, small.Rate, got-int(small.Rate))
+		if got > 2*int(small.Rate) {
+			t.Errorf("exhausted key %s: %d admitted; G6 allows at most %d (the limit and one lost window)", k, got, 2*small.Rate)
+		}
+	}
+	for _, k := range counted {
+		n := counter(t, p, k)
+		t.Logf("counted key %s: %d admitted, %d failed, counter on the new primary %d: %d admitted decisions lost with the old primary",
+			k, lc.admitted[k], lc.failed[k], n, int64(lc.admitted[k])-n)
+		if n > int64(lc.admitted[k]+lc.failed[k]) {
+			t.Errorf("counted key %s: counter %d above the %d admitted and %d failed decisions", k, n, lc.admitted[k], lc.failed[k])
+		}
+	}
+}
