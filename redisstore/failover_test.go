@@ -38,6 +38,9 @@ type loadRun struct {
 	failed    map[string]int
 	firstFail time.Time
 	lastFail  time.Time
+	firstErr  error     // the first failure's error
+	lastErr   error     // the last failure's error
+	noscript  int       // failures on NOSCRIPT: a node lacking the scripts, which the store did not reach to load them
 	readonly  []loadErr // READONLY: a write that reached a replica
 	crossslot []loadErr // CROSSSLOT: keys of one call in several slots
 	others    []loadErr // neither those nor admit.ErrUnavailable
@@ -88,9 +91,12 @@ func (l *loadRun) record(key string, d admit.Decision, err error) {
 	}
 	l.failed[key]++
 	if l.firstFail.IsZero() {
-		l.firstFail = now
+		l.firstFail, l.firstErr = now, err
 	}
-	l.lastFail = now
+	l.lastFail, l.lastErr = now, err
+	if strings.Contains(err.Error(), "NOSCRIPT") {
+		l.noscript++
+	}
 	e := loadErr{now, err}
 	switch {
 	case strings.Contains(err.Error(), "READONLY"):
@@ -134,13 +140,10 @@ func (l *loadRun) window(fault time.Time) string {
 	for _, f := range l.failed {
 		n += f
 	}
-	return fmtWindow(n, l.firstFail.Sub(fault), l.lastFail.Sub(fault))
-}
-
-// fmtWindow formats a count of failed decisions and the span they fell in.
-func fmtWindow(n int, first, last time.Duration) string {
-	return fmt.Sprintf("%d failed decisions from %v to %v after the fault (window %v)", n,
-		first.Round(time.Millisecond), last.Round(time.Millisecond), (last - first).Round(time.Millisecond))
+	first, last := l.firstFail.Sub(fault), l.lastFail.Sub(fault)
+	return fmt.Sprintf("%d failed decisions (%d on NOSCRIPT) from %v to %v after the fault (window %v; first: %v; last: %v)",
+		n, l.noscript, first.Round(time.Millisecond), last.Round(time.Millisecond), (last - first).Round(time.Millisecond),
+		l.firstErr, l.lastErr)
 }
 
 // checkErrors fails t on any READONLY, CROSSSLOT or other error that is not admit.ErrUnavailable,
@@ -297,6 +300,85 @@ func TestSentinelPrimaryKilledUnderLoad(t *testing.T) {
 			k, lc.admitted[k], lc.failed[k], n, int64(lc.admitted[k])-n)
 		if n > int64(lc.admitted[k]+lc.failed[k]) {
 			t.Errorf("counted key %s: counter %d above the %d admitted and %d failed decisions", k, n, lc.admitted[k], lc.failed[k])
+		}
+	}
+}
+
+// keysOn returns n new keys whose slots master serves.
+func keysOn(t *testing.T, c *redistest.Cluster, master *redistest.Server, n int) []string {
+	t.Helper()
+	var keys []string
+	for i := 0; len(keys) < n; i++ {
+		if k := newKey(t); c.MasterOfKey(t, k) == master {
+			keys = append(keys, k)
+		}
+		if i > 1000 {
+			t.Fatalf("no key found for master %s", master.Addr())
+		}
+	}
+	return keys
+}
+
+// awaitMaster waits until the cluster says node serves key's slot, failing t after recoveryGuard.
+func awaitMaster(t *testing.T, c *redistest.Cluster, key string, node *redistest.Server, since time.Time) time.Time {
+	t.Helper()
+	for c.MasterOfKey(t, key) != node {
+		if time.Since(since) > recoveryGuard {
+			t.Fatalf("%v after the fault, %s does not serve the slot of %s", recoveryGuard, node.Addr(), key)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return time.Now()
+}
+
+// B8: CLUSTER FAILOVER on the replica of the master that serves a key, under load. A manual
+// failover pauses the master's clients until its replica has every write, so counts are kept
+// exactly: a quiet key's counter is the same before and after, and a loaded key's counter on the new
+// master is its admitted decisions (plus at most one unit per failed one). Decisions fail only during
+// the switch, if at all, never READONLY once the replica serves the slot.
+func TestClusterManualFailoverKeepsCounts(t *testing.T) {
+	c := redistest.StartCluster(t)
+	s := openCluster(t, c.URL())
+	probe := newKey(t)
+	m := c.MasterOfKey(t, probe)
+	replicas := c.ReplicasOf(t, m)
+	if len(replicas) != 1 {
+		t.Fatalf("master %s has replicas %v, want one", m.Addr(), replicas)
+	}
+	r := replicas[0]
+	keys := keysOn(t, c, m, 3)
+	quiet, loaded := keys[0], keys[1:]
+	big := admit.Limit{Algorithm: admit.FixedWindow, Rate: 1_000_000, Period: time.Hour}
+	for range 7 {
+		take(t, s, quiet, big, 1)
+	}
+	l := startLoad(t, s, loaded, big, 2)
+	time.Sleep(300 * time.Millisecond)
+	before := counter(t, m, quiet)
+
+	fault := time.Now()
+	if err := r.Do(t, "CLUSTER", "FAILOVER").Error(); err != nil {
+		t.Fatalf("CLUSTER FAILOVER on %s: %v", r.Addr(), err)
+	}
+	switched := awaitMaster(t, c, probe, r, fault)
+	back := awaitRecovery(t, s, probe, big, fault)
+	time.Sleep(300 * time.Millisecond) // load on the new master
+	l.halt()
+	c.WaitHealthy(t)
+	requireSteady(t, s, keys, big, 20)
+	l.checkErrors(t, switched)
+
+	t.Logf("CLUSTER FAILOVER on %s: it serves the slot %v after, decisions on it %v after; %s",
+		r.Addr(), switched.Sub(fault).Round(time.Millisecond), back.Sub(fault).Round(time.Millisecond), l.window(fault))
+	if after := counter(t, r, quiet); after != before || before != 7 {
+		t.Errorf("quiet key: counter %d on the old master, %d on the new one; want 7 on both", before, after)
+	}
+	for _, k := range loaded {
+		n := counter(t, r, k)
+		t.Logf("loaded key %s: %d admitted, %d failed, counter on the new master %d", k, l.admitted[k], l.failed[k], n)
+		if n < int64(l.admitted[k]) || n > int64(l.admitted[k]+l.failed[k]) {
+			t.Errorf("loaded key %s: counter %d on the new master after %d admitted and %d failed decisions",
+				k, n, l.admitted[k], l.failed[k])
 		}
 	}
 }
