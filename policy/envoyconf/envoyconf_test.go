@@ -22,7 +22,7 @@ func loadReadme(t *testing.T) *envoyconf.Config {
 
 func TestLoadReadme(t *testing.T) {
 	cfg := loadReadme(t)
-	if got, want := strings.Join(cfg.Domains(), " "), "atomic edge_proxy_per_ip features messaging mongo_cps separate"; got != want {
+	if got, want := strings.Join(cfg.Domains(), " "), "atomic edge_proxy_per_ip example4 example6 example7 example8 example9 features internal messaging mongo_cps separate"; got != want {
 		t.Errorf("Domains() = %q, want %q", got, want)
 	}
 	for _, d := range cfg.Domains() {

@@ -39,11 +39,17 @@ func testConfig(t testing.TB) *envoyconf.Config {
 // serve serves ShouldRateLimit on store at 127.0.0.1:0 and returns a client connected over TCP.
 func serve(t testing.TB, store admit.Store) (rlsv3.RateLimitServiceClient, *grpc.ClientConn) {
 	t.Helper()
+	return serveConfig(t, store, testConfig(t))
+}
+
+// serveConfig is serve with the configuration cfg.
+func serveConfig(t testing.TB, store admit.Store, cfg *envoyconf.Config) (rlsv3.RateLimitServiceClient, *grpc.ClientConn) {
+	t.Helper()
 	keys, err := admit.NewKeyBuilder([]byte("0123456789abcdef0123456789abcdef"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := rls.New(rls.Options{Store: store, Keys: keys, Config: testConfig(t)})
+	s, err := rls.New(rls.Options{Store: store, Keys: keys, Config: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}
