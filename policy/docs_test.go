@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
+	"github.com/admit-dev/admit/internal/mdblocks"
 	"github.com/admit-dev/admit/policy"
 )
 
@@ -25,7 +25,7 @@ func TestDocsExamplesParse(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for i, block := range yamlBlocks(string(data)) {
+		for i, block := range mdblocks.Fenced(string(data), "yaml") {
 			found++
 			name := fmt.Sprintf("%s#%d", filepath.Base(file), i+1)
 			if _, err := policy.Parse(name, []byte(block)); err != nil {
@@ -37,23 +37,4 @@ func TestDocsExamplesParse(t *testing.T) {
 		t.Fatal("no YAML example found: the test reads nothing")
 	}
 	t.Logf("%d YAML examples parsed", found)
-}
-
-// yamlBlocks returns the contents of the blocks of markdown fenced ```yaml.
-func yamlBlocks(markdown string) []string {
-	var blocks []string
-	var cur *strings.Builder
-	for _, line := range strings.Split(markdown, "\n") {
-		switch {
-		case cur == nil && strings.TrimSpace(line) == "```yaml":
-			cur = &strings.Builder{}
-		case cur != nil && strings.TrimSpace(line) == "```":
-			blocks = append(blocks, cur.String())
-			cur = nil
-		case cur != nil:
-			cur.WriteString(line)
-			cur.WriteByte('\n')
-		}
-	}
-	return blocks
 }

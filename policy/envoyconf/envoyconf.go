@@ -15,7 +15,7 @@
 // prefix), an optional rate_limit (unit and requests_per_unit, or unlimited; name and replaces),
 // shadow_mode, detailed_metric, and nested descriptors. admit adds three fields to rate_limit:
 // algorithm (fixed_window by default; any of admit's), window (any duration, instead of unit) and
-// burst (gcra only). Fixed windows are aligned to Unix time, as envoyproxy/ratelimit counts.
+// burst (gcra only); and one at the top of a file, atomic (see [Config.Atomic]). Fixed windows are aligned to Unix time, as envoyproxy/ratelimit counts.
 //
 // Parsing is strict: an unknown field, a field of the wrong type, a duplicate descriptor or a
 // duplicate domain is an error, reported with its file:line:column ([policy.Error]). [Config.Match]
@@ -132,6 +132,7 @@ type Entry struct {
 // for concurrent use.
 type Config struct {
 	domains map[string]*node
+	atomic  map[string]bool // the domains with atomic: true
 	// Hash is a hex SHA-256 of the files' names and contents, in name order.
 	Hash string
 }
@@ -152,6 +153,12 @@ func (c *Config) Domains() []string {
 	slices.Sort(ds)
 	return ds
 }
+
+// Atomic reports whether domain's file sets admit's extension atomic: true. Then the keys of
+// every descriptor of the domain whose first entries are equal share one Redis Cluster hash slot,
+// so that a request's descriptors with one first entry are decided together, all-or-nothing
+// (docs/envoy.md, "Atomicity").
+func (c *Config) Atomic(domain string) bool { return c.atomic[domain] }
 
 // Match returns the rule of a request's descriptor of entries in domain, or nil when no rule
 // applies, as envoyproxy/ratelimit finds it: walking the tree level by level, each entry matches
@@ -244,7 +251,7 @@ type File struct {
 // Parse parses files, each one domain's configuration, into a Config. It reports every error found
 // as a [policy.ErrorList], each at its file:line:column; two files of one domain are an error.
 func Parse(files ...File) (*Config, error) {
-	cfg := &Config{domains: make(map[string]*node)}
+	cfg := &Config{domains: make(map[string]*node), atomic: make(map[string]bool)}
 	var errs policy.ErrorList
 	where := make(map[string]string) // domain → the file that configured it
 	files = slices.Clone(files)
@@ -257,7 +264,7 @@ func Parse(files ...File) (*Config, error) {
 			h.Write([]byte(s))
 		}
 		d := &decoder{file: f.Name}
-		domain, root, line := d.parse(f.Data)
+		domain, root, line, atomic := d.parse(f.Data)
 		errs = append(errs, d.errs...)
 		if len(d.errs) > 0 {
 			continue
@@ -269,6 +276,9 @@ func Parse(files ...File) (*Config, error) {
 		}
 		where[domain] = f.Name
 		cfg.domains[domain] = root
+		if atomic {
+			cfg.atomic[domain] = true
+		}
 	}
 	if len(errs) > 0 {
 		return nil, errs

@@ -22,8 +22,13 @@ func loadReadme(t *testing.T) *envoyconf.Config {
 
 func TestLoadReadme(t *testing.T) {
 	cfg := loadReadme(t)
-	if got, want := strings.Join(cfg.Domains(), " "), "edge_proxy_per_ip features messaging mongo_cps"; got != want {
+	if got, want := strings.Join(cfg.Domains(), " "), "atomic edge_proxy_per_ip example4 example6 example7 example8 example9 features internal messaging mongo_cps separate"; got != want {
 		t.Errorf("Domains() = %q, want %q", got, want)
+	}
+	for _, d := range cfg.Domains() {
+		if got, want := cfg.Atomic(d), d == "atomic"; got != want {
+			t.Errorf("Atomic(%q) = %v, want %v", d, got, want)
+		}
 	}
 	if len(cfg.Hash) != 64 {
 		t.Errorf("Hash = %q", cfg.Hash)
@@ -103,7 +108,8 @@ func TestErrors(t *testing.T) {
 		{"", "e.yaml: empty file: want a domain"},
 		{"descriptors: []\n", "e.yaml:1:1: domain: missing"},
 		{"domain: \"\"\n", "e.yaml:1:9: domain: empty"},
-		{"domain: d\nfoo: 1\n", "e.yaml:2:1: foo: unknown field; want one of domain, descriptors"},
+		{"domain: d\nfoo: 1\n", "e.yaml:2:1: foo: unknown field; want one of domain, descriptors, atomic"},
+		{"domain: d\natomic: yes please\n", "e.yaml:2:9: atomic: want true or false"},
 		{"domain: d\ndescriptors:\n  - value: v\n", "e.yaml:3:5: descriptors[0].key: missing"},
 		{"domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: fortnight\n      requests_per_unit: 1\n",
 			`e.yaml:5:13: descriptors[0].rate_limit.unit: "fortnight": want second, minute, hour, day, week, month or year`},

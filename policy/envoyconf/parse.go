@@ -30,7 +30,7 @@ func (d *decoder) errorf(n *yaml.Node, format string, args ...any) {
 }
 
 // parse parses a file: its domain, its tree, and the line of its domain.
-func (d *decoder) parse(data []byte) (domain string, root *node, line int) {
+func (d *decoder) parse(data []byte) (domain string, root *node, line int, atomic bool) {
 	var doc yaml.Node
 	dec := yaml.NewDecoder(strings.NewReader(string(data)))
 	if err := dec.Decode(&doc); err != nil {
@@ -39,16 +39,16 @@ func (d *decoder) parse(data []byte) (domain string, root *node, line int) {
 		} else {
 			d.errorf(nil, "YAML: %s", strings.TrimPrefix(err.Error(), "yaml: "))
 		}
-		return "", nil, 0
+		return "", nil, 0, false
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); err == nil {
 		d.errorf(&extra, "a second YAML document: want one")
-		return "", nil, 0
+		return "", nil, 0, false
 	}
-	top := d.mapping(doc.Content[0], "", "domain", "descriptors")
+	top := d.mapping(doc.Content[0], "", "domain", "descriptors", "atomic")
 	if top == nil {
-		return "", nil, 0
+		return "", nil, 0, false
 	}
 	switch n := top["domain"]; {
 	case n == nil:
@@ -60,10 +60,13 @@ func (d *decoder) parse(data []byte) (domain string, root *node, line int) {
 			d.errorf(n, "domain: empty")
 		}
 	}
+	if n := top["atomic"]; n != nil {
+		atomic, _ = d.boolean(n, "atomic")
+	}
 	root = &node{}
 	d.descriptors(root, top["descriptors"], "descriptors", 1)
 	setDomain(root, domain)
-	return domain, root, line
+	return domain, root, line, atomic
 }
 
 // setDomain sets the Domain of every rule below n.

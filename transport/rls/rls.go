@@ -4,7 +4,9 @@
 //
 // ShouldRateLimit decides each descriptor of a request under the rule that envoyconf.Config.Match
 // finds for it, with hits_addend units (the descriptor's, else the request's; 0 means 1), on a key
-// per domain and descriptor — its entries' keys and values — made by an admit.KeyBuilder. The
+// per domain and descriptor — its entries' keys and values — made by an admit.KeyBuilder; in a
+// domain with atomic: true (envoyconf.Config.Atomic) the keys of descriptors with one first entry
+// share a hash slot, and are decided together, all-or-nothing. The
 // response has a status per descriptor, with current_limit, limit_remaining and
 // duration_until_reset, and is OVER_LIMIT when any enforced descriptor is over its limit; one in
 // shadow_mode never is (its status is OK, as envoyproxy/ratelimit answers). When admit cannot
@@ -168,6 +170,7 @@ func (s *Server) plan(cfg *envoyconf.Config, req *rlsv3.RateLimitRequest) ([]che
 	checks := make([]check, len(ds))
 	replaced := make(map[string]bool)
 	entries := make([]envoyconf.Entry, 0, MaxEntries)
+	atomicDomain := cfg.Atomic(domain)
 	for i, d := range ds {
 		es := d.GetEntries()
 		switch {
@@ -203,7 +206,11 @@ func (s *Server) plan(cfg *envoyconf.Config, req *rlsv3.RateLimitRequest) ([]che
 		}
 		checks[i].rule = rule
 		if rule.Limit.Rate > 0 {
-			key, err := s.keys.Key(rule.Limit, KeyVersion, admit.Subject{ID: subject(domain, entries)})
+			sub := admit.Subject{ID: subject(domain, entries)}
+			if atomicDomain {
+				sub.Slot = subject(domain, entries[:1])
+			}
+			key, err := s.keys.Key(rule.Limit, KeyVersion, sub)
 			if err != nil {
 				return nil, fmt.Errorf("descriptor %d: %w", i, err)
 			}

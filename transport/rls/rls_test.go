@@ -2,6 +2,7 @@ package rls_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"sync/atomic"
 	"testing"
@@ -38,11 +39,17 @@ func testConfig(t testing.TB) *envoyconf.Config {
 // serve serves ShouldRateLimit on store at 127.0.0.1:0 and returns a client connected over TCP.
 func serve(t testing.TB, store admit.Store) (rlsv3.RateLimitServiceClient, *grpc.ClientConn) {
 	t.Helper()
+	return serveConfig(t, store, testConfig(t))
+}
+
+// serveConfig is serve with the configuration cfg.
+func serveConfig(t testing.TB, store admit.Store, cfg *envoyconf.Config) (rlsv3.RateLimitServiceClient, *grpc.ClientConn) {
+	t.Helper()
 	keys, err := admit.NewKeyBuilder([]byte("0123456789abcdef0123456789abcdef"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := rls.New(rls.Options{Store: store, Keys: keys, Config: testConfig(t)})
+	s, err := rls.New(rls.Options{Store: store, Keys: keys, Config: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,4 +314,33 @@ func TestOverrideAndExtensions(t *testing.T) {
 		}
 	}
 	wantCodes(t, "after burst", ask(t, c, "features", 0, desc("api_key", "k1")), "OVER_LIMIT", "OVER_LIMIT")
+}
+
+// TestAtomicAcrossDescriptors: in a domain with atomic: true, a request's descriptors with one
+// first entry are decided together, so the one over its limit consumes nothing in the other; in a
+// domain without, the other is counted.
+func TestAtomicAcrossDescriptors(t *testing.T) {
+	stores(t, func(t *testing.T, store admit.Store) {
+		c, _ := serve(t, store)
+		for _, tc := range []struct {
+			domain string
+			want   uint32 // the client's limit_remaining after the third request
+		}{{"atomic", 8}, {"separate", 7}} {
+			client, path := desc("client", "a"), desc("client", "a", "path", "/x")
+			for i := range 2 {
+				r := ask(t, c, tc.domain, 0, client, path)
+				wantCodes(t, fmt.Sprintf("%s: request %d", tc.domain, i+1), r, "OK", "OK", "OK")
+			}
+			r := ask(t, c, tc.domain, 0, client, path)
+			wantCodes(t, tc.domain+": request 3", r, "OVER_LIMIT", "OK", "OVER_LIMIT")
+			if got := r.Statuses[0].LimitRemaining; got != tc.want {
+				t.Errorf("%s: request 3: the client's limit_remaining %d, want %d", tc.domain, got, tc.want)
+			}
+			// The client alone: atomic has 8 left before this hit, separate 7.
+			r = ask(t, c, tc.domain, 0, client)
+			if got := r.Statuses[0].LimitRemaining; got != tc.want-1 {
+				t.Errorf("%s: then the client alone: limit_remaining %d, want %d", tc.domain, got, tc.want-1)
+			}
+		}
+	})
 }
