@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -83,16 +86,16 @@ func (s *Store) preflightScripts(ctx context.Context) error {
 	}
 	ds := make([]admit.Decision, len(rs))
 	if _, err := s.TakeAll(ctx, rs, ds); err != nil {
-		return preflightError("the take script", err)
+		return scriptPreflightError(takeScript, err)
 	}
 	conc := rs[len(rs)-1]
 	if err := s.Release(ctx, admit.Lease{Key: conc.Key, Limit: conc.Limit, Token: 1}); err != nil {
-		return preflightError("the release script", err)
+		return scriptPreflightError(releaseScript, err)
 	}
-	res := admit.Reservation{Request: rs[0]}
+	res := admit.Reservation{Request: rs[0], Token: 1} // a window long gone
 	res.Request.Cost = 1
 	if _, err := s.Settle(ctx, res, 1); err != nil { // actual = reserved: nothing to settle
-		return preflightError("the settle script", err)
+		return scriptPreflightError(settleScript, err)
 	}
 	return nil
 }
@@ -122,10 +125,58 @@ func (s *Store) maxmemoryPolicy(ctx context.Context, c rueidis.Client) (string, 
 func preflightError(step string, err error) error {
 	msg := err.Error()
 	if i := strings.Index(msg, "NOPERM"); i >= 0 {
+		if strings.Contains(msg, "keys") {
+			return fmt.Errorf("%w: %s refused: %s (the canary keys are %s:*; the user's key pattern must cover ~rl:*)",
+				ErrPermission, step, msg[i:], PreflightKey)
+		}
 		return fmt.Errorf("%w: %s refused: %s", ErrPermission, step, msg[i:])
 	}
 	if !errors.Is(err, admit.ErrUnavailable) && !errors.Is(err, admit.ErrCorruptState) && !errors.Is(err, admit.ErrInvalidRequest) {
 		err = unavailable(err)
 	}
 	return fmt.Errorf("redisstore: preflight: %s: %w", step, err)
+}
+
+// scriptLine matches where Redis says a script's refused call is: "… on @user_script:LINE.".
+var scriptLine = regexp.MustCompile(`@user_script:(\d+)`)
+
+// pcalls matches a call the scripts make with redis.pcall, whose errors they read as corrupt state.
+var pcalls = regexp.MustCompile(`redis\.pcall\(\s*'([A-Za-z|]+)'`)
+
+// scriptPreflightError classifies err from running sc on the canary keys. Redis 7.0 reports a
+// command refused inside a script as "The user executing the script can't run this command …
+// @user_script:LINE" without NOPERM: it is a permission problem, and the line names the command.
+// A corrupt-state reply on the canary keys, which nothing writes, means a command the scripts call
+// with redis.pcall (reading a key's type from its error) was refused.
+func scriptPreflightError(sc *script, err error) error {
+	step := "the " + sc.name + " script"
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "NOPERM"):
+	case strings.Contains(msg, "can't run this command"):
+		cmd := "a command"
+		if m := scriptLine.FindStringSubmatch(msg); m != nil {
+			if n, _ := strconv.Atoi(m[1]); n >= 1 {
+				if lines := strings.Split(sc.src, "\n"); n <= len(lines) {
+					if c := scriptCalls.FindStringSubmatch(lines[n-1]); c != nil && c[2] != "" {
+						cmd = "'" + strings.ToLower(c[2]) + "'"
+					}
+				}
+			}
+		}
+		return fmt.Errorf("%w: %s refused: the user may not run %s: %s", ErrPermission, step, cmd, msg)
+	case errors.Is(err, admit.ErrCorruptState):
+		var cmds []string
+		for _, src := range append(append([]string{preludeSrc}, entryPoints...), modules...) {
+			for _, m := range pcalls.FindAllStringSubmatch(src, -1) {
+				if c := strings.ToLower(m[1]); !slices.Contains(cmds, c) {
+					cmds = append(cmds, c)
+				}
+			}
+		}
+		slices.Sort(cmds)
+		return fmt.Errorf("%w: %s found corrupt state on the canary keys, which nothing writes: the user may not run one of %s: %s",
+			ErrPermission, step, strings.Join(cmds, ", "), msg)
+	}
+	return preflightError(step, err)
 }
