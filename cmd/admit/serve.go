@@ -302,6 +302,11 @@ func (d *daemon) start(ctx context.Context, cfg serveConfig) (int, error) {
 	}
 	d.backend = backend
 	d.closers = append(d.closers, closeStore)
+	if rs, ok := backend.(*redisstore.Store); ok {
+		if err := preflight(ctx, rs, logger); err != nil {
+			return exitUsage, err // refuse to start: the ACL user cannot do what admit needs
+		}
+	}
 
 	d.reg = prometheus.NewRegistry()
 	guarded, err := guardStack(d.reg, backend, cfg.redisURL != "", d.localLimit)
