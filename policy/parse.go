@@ -92,6 +92,8 @@ type rawFile struct {
 
 type rawServer struct {
 	listen, redis, hmacSecretFile, forwardedHeader field[string]
+	redisTLS                                       *yaml.Node // server.redis_tls, nil if absent
+	caFile, certFile, keyFile, serverName          field[string]
 	trustedProxies                                 field[[]field[string]]
 	ipv6Prefix                                     field[int64]
 	rateLimitHeaders                               field[bool]
@@ -193,7 +195,15 @@ func findAlias(n *yaml.Node) *yaml.Node {
 
 func (d *decoder) parseServer(n *yaml.Node) rawServer {
 	var s rawServer
-	f := d.mapping(n, "server", "listen", "redis", "hmac_secret_file", "trusted_proxies", "forwarded_header", "ipv6_prefix", "ratelimit_headers")
+	f := d.mapping(n, "server", "listen", "redis", "hmac_secret_file", "trusted_proxies", "forwarded_header", "ipv6_prefix", "ratelimit_headers", "redis_tls")
+	if n := f["redis_tls"]; n != nil {
+		s.redisTLS = n
+		tf := d.mapping(n, "server.redis_tls", "ca_file", "cert_file", "key_file", "server_name")
+		s.caFile = d.str(tf["ca_file"], "server.redis_tls.ca_file")
+		s.certFile = d.str(tf["cert_file"], "server.redis_tls.cert_file")
+		s.keyFile = d.str(tf["key_file"], "server.redis_tls.key_file")
+		s.serverName = d.str(tf["server_name"], "server.redis_tls.server_name")
+	}
 	s.listen = d.str(f["listen"], "server.listen")
 	s.redis = d.str(f["redis"], "server.redis")
 	s.hmacSecretFile = d.str(f["hmac_secret_file"], "server.hmac_secret_file")

@@ -116,6 +116,9 @@ type Server struct {
 	Listen string
 	// Redis is the Redis URL; empty means the in-memory backend.
 	Redis string
+	// RedisTLS are the TLS settings of a rediss:// Redis URL (server.redis_tls); all empty means the
+	// system roots and no client certificate.
+	RedisTLS RedisTLS
 	// HMACSecretFile names the file holding the HMAC secret of keys; empty means none is configured.
 	HMACSecretFile string
 	// TrustedProxies are the peers whose forwarding header is read to find a client's address.
@@ -129,6 +132,18 @@ type Server struct {
 	// RateLimitHeaders reports whether responses carry the RateLimit-Policy and RateLimit fields;
 	// default true.
 	RateLimitHeaders bool
+}
+
+// RedisTLS holds the TLS settings of the Redis connection, the fields of redisstore.Config of the
+// same names: file names, read when the backend is opened, which refuses to start on a file it
+// cannot use or on settings given with a URL that is not rediss://.
+type RedisTLS struct {
+	// CAFile is a PEM bundle of the CAs that may sign Redis's certificate (server.redis_tls.ca_file).
+	CAFile string
+	// CertFile and KeyFile are a PEM client certificate and its key (cert_file, key_file), set together.
+	CertFile, KeyFile string
+	// ServerName is the name Redis's certificate must carry when not the URL's host (server_name).
+	ServerName string
 }
 
 // ClientIP returns the httplimit.ClientIP of the settings: their trusted proxies, forwarding header

@@ -100,14 +100,15 @@ func TestParse(t *testing.T) {
 	}
 	wantServer := policy.Server{
 		Listen:           "0.0.0.0:9090",
-		Redis:            "redis://127.0.0.1:6379/0",
+		Redis:            "rediss://127.0.0.1:6379/0",
+		RedisTLS:         policy.RedisTLS{CAFile: "/etc/admit/redis-ca.pem", CertFile: "/etc/admit/redis-client.pem", KeyFile: "/etc/admit/redis-client-key.pem", ServerName: "redis.internal"},
 		HMACSecretFile:   "/etc/admit/secret",
 		TrustedProxies:   []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("2001:db8::/32"), netip.MustParsePrefix("192.0.2.7/32")},
 		ForwardedHeader:  "forwarded",
 		IPv6Prefix:       56,
 		RateLimitHeaders: false,
 	}
-	if s := cfg.Server; s.Listen != wantServer.Listen || s.Redis != wantServer.Redis || s.HMACSecretFile != wantServer.HMACSecretFile ||
+	if s := cfg.Server; s.Listen != wantServer.Listen || s.Redis != wantServer.Redis || s.RedisTLS != wantServer.RedisTLS || s.HMACSecretFile != wantServer.HMACSecretFile ||
 		!slices.Equal(s.TrustedProxies, wantServer.TrustedProxies) || s.ForwardedHeader != wantServer.ForwardedHeader ||
 		s.IPv6Prefix != wantServer.IPv6Prefix || s.RateLimitHeaders != wantServer.RateLimitHeaders {
 		t.Errorf("Server = %+v; want %+v", s, wantServer)

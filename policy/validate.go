@@ -4,6 +4,8 @@ import (
 	"net/netip"
 	"strings"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/admit-dev/admit"
 )
 
@@ -83,8 +85,35 @@ func (d *decoder) validateServer(s rawServer) Server {
 	default:
 		out.ForwardedHeader = h
 	}
+	out.RedisTLS = d.validateRedisTLS(s)
 	if !s.ipv6Prefix.bad && (out.IPv6Prefix < 1 || out.IPv6Prefix > 128) {
 		d.errorf(s.ipv6Prefix.node, "server.ipv6_prefix: %d is outside 1…128", s.ipv6Prefix.v)
+	}
+	return out
+}
+
+// validateRedisTLS checks server.redis_tls. Whether the URL is rediss:// is checked when the backend
+// is opened: a flag or REDIS_URL may set the URL.
+func (d *decoder) validateRedisTLS(s rawServer) RedisTLS {
+	out := RedisTLS{CAFile: s.caFile.v, CertFile: s.certFile.v, KeyFile: s.keyFile.v, ServerName: s.serverName.v}
+	for _, f := range []struct {
+		name string
+		v    field[string]
+		want string
+	}{{"ca_file", s.caFile, "a file name"}, {"cert_file", s.certFile, "a file name"}, {"key_file", s.keyFile, "a file name"}, {"server_name", s.serverName, "a host name"}} {
+		if f.v.set() && f.v.v == "" {
+			d.errorf(f.v.node, "server.redis_tls.%s: want %s", f.name, f.want)
+		}
+	}
+	switch {
+	case s.certFile.bad || s.keyFile.bad:
+	case s.certFile.set() && s.keyFile.missing():
+		d.errorf(s.certFile.node, "server.redis_tls.cert_file: set server.redis_tls.key_file too, the client certificate's key")
+	case s.keyFile.set() && s.certFile.missing():
+		d.errorf(s.keyFile.node, "server.redis_tls.key_file: set server.redis_tls.cert_file too, the client certificate")
+	}
+	if s.redisTLS != nil && s.caFile.missing() && s.certFile.missing() && s.keyFile.missing() && s.serverName.missing() && s.redisTLS.Kind == yaml.MappingNode {
+		d.errorf(s.redisTLS, "server.redis_tls: empty: want ca_file, cert_file and key_file, or server_name")
 	}
 	return out
 }

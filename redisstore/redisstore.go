@@ -8,9 +8,12 @@ package redisstore
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -61,6 +64,21 @@ type Config struct {
 	// CommandTimeout bounds one decision, from the call to the reply, connecting included.
 	// 0 means DefaultCommandTimeout.
 	CommandTimeout time.Duration
+
+	// TLS settings, for a rediss:// URL only: New refuses any of them with a redis:// or unix://
+	// URL (neither plaintext nor TLS is ever chosen silently). A rediss:// URL without them verifies
+	// the server against the system roots and the URL's host name. New reads the files at once and
+	// refuses to start on one it cannot read or parse; the certificate is always verified (admit has
+	// no skip-verify setting).
+
+	// CAFile is a PEM bundle of the certificates that may sign the server's certificate, replacing
+	// the system roots.
+	CAFile string
+	// CertFile and KeyFile are a PEM client certificate and its private key, for a server that
+	// authenticates clients (tls-auth-clients yes); set both or neither.
+	CertFile, KeyFile string
+	// ServerName is the name the server's certificate must carry, when it is not the URL's host.
+	ServerName string
 }
 
 // A Store keeps limit state in Redis. It is safe for concurrent use. Make one with [New]; the zero
@@ -137,7 +155,54 @@ func clientOption(cfg Config) (rueidis.ClientOption, error) {
 	if opt.Sentinel.MasterSet != "" {
 		opt.Sentinel.TopologyRefreshInterval = sentinelRefreshInterval
 	}
+	if err := configureTLS(&opt, cfg); err != nil {
+		return rueidis.ClientOption{}, fmt.Errorf("redisstore: %w", err)
+	}
 	return opt, nil
+}
+
+// configureTLS applies cfg's TLS settings to opt, which parseURL made: opt.TLSConfig is set exactly
+// when the URL is rediss://.
+func configureTLS(opt *rueidis.ClientOption, cfg Config) error {
+	set := cfg.CAFile != "" || cfg.CertFile != "" || cfg.KeyFile != "" || cfg.ServerName != ""
+	if opt.TLSConfig == nil {
+		if set {
+			return errors.New("TLS settings (CAFile, CertFile, KeyFile, ServerName) given with a URL that is not rediss://: use rediss:// for TLS, or drop them")
+		}
+		return nil
+	}
+	conf := opt.TLSConfig // fresh from rueidis.ParseURL: MinVersion TLS 1.2, ServerName the URL's host
+	conf.InsecureSkipVerify = false
+	if cfg.ServerName != "" {
+		conf.ServerName = cfg.ServerName
+	}
+	if cfg.CAFile != "" {
+		pem, err := os.ReadFile(cfg.CAFile)
+		if err != nil {
+			return fmt.Errorf("TLS CA file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return fmt.Errorf("TLS CA file %s: no PEM certificate in it", cfg.CAFile)
+		}
+		conf.RootCAs = pool
+	}
+	switch {
+	case cfg.CertFile != "" && cfg.KeyFile != "":
+		cert, err := tls.LoadX509KeyPair(cfg.CertFile, cfg.KeyFile)
+		if err != nil {
+			return fmt.Errorf("TLS client certificate %s and key %s: %w", cfg.CertFile, cfg.KeyFile, err)
+		}
+		conf.Certificates = []tls.Certificate{cert}
+	case cfg.CertFile != "":
+		return errors.New("TLS client certificate without its key: set KeyFile too")
+	case cfg.KeyFile != "":
+		return errors.New("TLS client key without its certificate: set CertFile too")
+	}
+	if opt.Sentinel.MasterSet != "" {
+		opt.Sentinel.TLSConfig = conf
+	}
+	return nil
 }
 
 // RedactURL returns rawURL with its whole userinfo replaced by "xxxxx", for logs and errors: a

@@ -34,17 +34,18 @@ import (
 // secret itself.
 type serveConfig struct {
 	listen         string
-	listenSet      bool   // --listen was given: it wins over the file's server.listen
-	redisURL       string // "" = in-memory backend
-	secretFile     string // the HMAC secret's file, if secretFileSet
-	secretFileSet  bool   // --hmac-secret-file was given: it wins over ADMIT_HMAC_SECRET
-	configFile     string // --config: the configuration file, or "" for the built-in demo policy
-	logFormat      string // --log-format: text or json
-	fileSecretFile string // the configuration file's server.hmac_secret_file, the last resort
-	upstream       string // --upstream of admit proxy: the app's URL
-	grpcListen     string // --grpc-listen of admit serve: the Envoy rate limit service's address
-	grpcListenSet  bool   // --grpc-listen was given
-	envoyConfig    string // --envoy-config of admit serve: the directory of envoyproxy/ratelimit's files, or ""
+	listenSet      bool            // --listen was given: it wins over the file's server.listen
+	redisURL       string          // "" = in-memory backend
+	secretFile     string          // the HMAC secret's file, if secretFileSet
+	secretFileSet  bool            // --hmac-secret-file was given: it wins over ADMIT_HMAC_SECRET
+	configFile     string          // --config: the configuration file, or "" for the built-in demo policy
+	logFormat      string          // --log-format: text or json
+	fileSecretFile string          // the configuration file's server.hmac_secret_file, the last resort
+	upstream       string          // --upstream of admit proxy: the app's URL
+	grpcListen     string          // --grpc-listen of admit serve: the Envoy rate limit service's address
+	grpcListenSet  bool            // --grpc-listen was given
+	redisTLS       policy.RedisTLS // the file's server.redis_tls
+	envoyConfig    string          // --envoy-config of admit serve: the directory of envoyproxy/ratelimit's files, or ""
 }
 
 // applyFile applies the server settings of the configuration file to cfg, where no flag or
@@ -57,6 +58,7 @@ func (cfg *serveConfig) applyFile(s policy.Server) {
 		cfg.redisURL = s.Redis
 	}
 	cfg.fileSecretFile = s.HMACSecretFile
+	cfg.redisTLS = s.RedisTLS
 }
 
 // parseServe parses the flags of admit serve. On --help it writes the usage to stdout and returns
@@ -492,7 +494,8 @@ func openStore(cfg serveConfig, logger *slog.Logger) (admit.Store, func(), error
 		logger.Info("backend", "backend", "memory", "note", "limits are not shared with other processes")
 		return s, func() { s.Close() }, nil
 	}
-	s, err := redisstore.New(redisstore.Config{URL: cfg.redisURL})
+	t := cfg.redisTLS
+	s, err := redisstore.New(redisstore.Config{URL: cfg.redisURL, CAFile: t.CAFile, CertFile: t.CertFile, KeyFile: t.KeyFile, ServerName: t.ServerName})
 	if err != nil {
 		return nil, nil, err // redisstore redacts the URL's password from its errors
 	}

@@ -200,7 +200,7 @@ func (c *Cluster) running(t testing.TB) *Server {
 	t.Helper()
 	for _, n := range c.nodes {
 		if n.running() {
-			if _, err := ping(n.Addr(), time.Second); err == nil {
+			if _, err := ping(n.Addr(), nil, time.Second); err == nil {
 				return n
 			}
 		}

@@ -18,6 +18,7 @@ package redistest
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -66,13 +67,14 @@ func Available() bool {
 // [Server.Restart]. Its methods are safe for concurrent use; those that take a testing.TB report failures
 // through it and must then be called from the goroutine running that test. The zero value is not usable.
 type Server struct {
-	path    string   // redis-server's path
-	port    int      // fixed at Start, reused by Restart
-	dir     string   // the working directory, a t.TempDir
-	logFile string   // redis-server's --logfile
-	outFile string   // its stdout and stderr, where config errors go
-	pre     []string // arguments before the harness's own: a configuration file, --sentinel
-	args    []string // the extra arguments given to Start
+	path    string      // redis-server's path
+	port    int         // fixed at Start, reused by Restart
+	dir     string      // the working directory, a t.TempDir
+	logFile string      // redis-server's --logfile
+	outFile string      // its stdout and stderr, where config errors go
+	pre     []string    // arguments before the harness's own: a configuration file, --sentinel
+	args    []string    // the extra arguments given to Start
+	tls     *tls.Config // set by StartTLS: the server listens only on TLS, and the harness's clients use this
 
 	owner testing.TB // Start's t
 
@@ -134,6 +136,11 @@ func requireRedis(t testing.TB) {
 // configuration file must come first) and args after them, and reports failure rather than failing t,
 // so that several servers may be started at once from other goroutines.
 func start(t testing.TB, pre, args []string) (*Server, error) {
+	return startWith(t, pre, args, nil)
+}
+
+// startWith is start for a TLS-only server when conf, the harness's client configuration, is set.
+func startWith(t testing.TB, pre, args []string, conf *tls.Config) (*Server, error) {
 	path, err := exec.LookPath(binary)
 	if err != nil {
 		return nil, err
@@ -146,6 +153,7 @@ func start(t testing.TB, pre, args []string) (*Server, error) {
 		outFile: filepath.Join(dir, "redis.out"),
 		pre:     append([]string(nil), pre...),
 		args:    append([]string(nil), args...),
+		tls:     conf,
 		owner:   t,
 	}
 	// Registered after TempDir, so it runs before the directory is removed.
@@ -179,8 +187,12 @@ func (s *Server) Port() int {
 	return s.port
 }
 
-// URL returns the server's address as a URL, "redis://127.0.0.1:PORT".
+// URL returns the server's address as a URL, "redis://127.0.0.1:PORT", or "rediss://127.0.0.1:PORT"
+// for a server started by [StartTLS].
 func (s *Server) URL() string {
+	if s.tls != nil {
+		return "rediss://" + s.Addr()
+	}
 	return "redis://" + s.Addr()
 }
 
@@ -349,8 +361,11 @@ func (s *Server) launchLocked() error {
 		return err
 	}
 	defer out.Close() // the child has its own copy
+	port := []string{"--port", strconv.Itoa(s.port)}
+	if s.tls != nil {
+		port = []string{"--port", "0", "--tls-port", strconv.Itoa(s.port)}
+	}
 	args := []string{
-		"--port", strconv.Itoa(s.port),
 		"--bind", "127.0.0.1",
 		"--dir", s.dir,
 		"--logfile", s.logFile,
@@ -359,7 +374,7 @@ func (s *Server) launchLocked() error {
 		"--protected-mode", "no",
 		"--daemonize", "no",
 	}
-	cmd := exec.Command(s.path, slices.Concat(s.pre, args, s.args)...)
+	cmd := exec.Command(s.path, slices.Concat(s.pre, port, args, s.args)...)
 	cmd.Dir = s.dir
 	cmd.Stdout = out
 	cmd.Stderr = out
@@ -394,7 +409,7 @@ func (s *Server) waitReady(p *process) error {
 			}
 			return fmt.Errorf("exited at startup: %v", p.err)
 		}
-		pid, err := ping(s.Addr(), 500*time.Millisecond)
+		pid, err := ping(s.Addr(), s.tls, 500*time.Millisecond)
 		if err == nil {
 			if pid == p.cmd.Process.Pid {
 				return nil
@@ -484,6 +499,7 @@ func (s *Server) newClient() (rueidis.Client, error) {
 		ForceSingleClient: true,
 		DisableRetry:      true,
 		DisableCache:      true,
+		TLSConfig:         s.tls,
 	})
 }
 
@@ -509,8 +525,14 @@ func (s *Server) logTail() string {
 
 // ping dials addr, sends PING and INFO server, and returns the process_id of the server that answered
 // PONG.
-func ping(addr string, timeout time.Duration) (int, error) {
-	conn, err := net.DialTimeout("tcp", addr, timeout)
+func ping(addr string, conf *tls.Config, timeout time.Duration) (int, error) {
+	var conn net.Conn
+	var err error
+	if conf != nil {
+		conn, err = tls.DialWithDialer(&net.Dialer{Timeout: timeout}, "tcp", addr, conf)
+	} else {
+		conn, err = net.DialTimeout("tcp", addr, timeout)
+	}
 	if err != nil {
 		return 0, err
 	}
