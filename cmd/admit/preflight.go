@@ -32,10 +32,11 @@ func preflight(ctx context.Context, s *redisstore.Store, logger *slog.Logger) er
 	if err == nil {
 		return nil
 	}
+	interval := preflightRetryInterval // read here, not by the goroutine, which may outlive the caller's test
 	logger.Warn("Redis preflight: Redis does not answer; starting anyway, the preflight will be retried",
-		"retry", preflightRetryInterval, "error", err)
+		"retry", interval, "error", err)
 	go func() {
-		t := time.NewTicker(preflightRetryInterval)
+		t := time.NewTicker(interval)
 		defer t.Stop()
 		for {
 			select {
