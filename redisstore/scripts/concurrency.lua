@@ -42,15 +42,12 @@ local function concurrency_define()
   function concurrency.read(key, p)
     local t = now()
     p.now = t
-    local card = redis.pcall('ZCARD', key)
-    if type(card) == 'table' then
-      return nil, 'key holds a value that is not a sorted set'
+    local card, why = members(key, MAX_LEASES, 'key holds more than ' .. MAX_LEASES .. ' leases')
+    if not card then
+      return nil, why
     end
     if card == 0 then
       return true
-    end
-    if card > MAX_LEASES then
-      return nil, 'key holds more than ' .. MAX_LEASES .. ' leases'
     end
     local hi = t + MAX_WINDOW * 1000 -- leases of a longer TTL than this policy's keep their expiry
     local first = lease(redis.call('ZRANGE', key, 0, 0, 'WITHSCORES'), hi)

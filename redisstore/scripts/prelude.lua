@@ -54,3 +54,17 @@ local function now()
   end
   return clock
 end
+
+-- members returns the number of members of the sorted set at key (0 for a missing key), or nil and
+-- why the key is corrupt: it holds a value of another type, or more than max members (too_many says
+-- so in the module's words).
+local function members(key, max, too_many)
+  local card = redis.pcall('ZCARD', key)
+  if type(card) == 'table' then
+    return nil, 'key holds a value that is not a sorted set'
+  end
+  if card > max then
+    return nil, too_many
+  end
+  return card
+end

@@ -24,15 +24,12 @@ local function sliding_log_define()
   function sliding_log.read(key, p)
     local t = now()
     p.now = t
-    local card = redis.pcall('ZCARD', key)
-    if type(card) == 'table' then
-      return nil, 'key holds a value that is not a sorted set'
+    local card, why = members(key, MAX_LOG, 'log holds more than ' .. MAX_LOG .. ' entries')
+    if not card then
+      return nil, why
     end
     if card == 0 then
       return true
-    end
-    if card > MAX_LOG then
-      return nil, 'log holds more than ' .. MAX_LOG .. ' entries'
     end
     local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
     local score = integer(newest[2], 0, t)
