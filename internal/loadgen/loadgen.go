@@ -1,6 +1,8 @@
-// Package loadgen is an open-loop load generator: it starts requests at a constant arrival rate, on
+// Package loadgen is a load generator. Its open loop starts requests at a constant arrival rate, on
 // a schedule that does not wait for responses, so a slow server cannot slow the load down and hide
-// its own slowness (no coordinated omission).
+// its own slowness (no coordinated omission). Its closed loop (Config.Workers) runs a fixed number
+// of workers, each starting a request as soon as its last one ended: it measures how many requests
+// a server can answer, and each latency is then from the request's start.
 //
 // Each request's latency is measured from the time it was scheduled to start, not from the time it
 // did start: a request the generator could only start late is charged for the wait. The number of
@@ -29,10 +31,17 @@ import (
 // DefaultMaxOutstanding is the bound on requests in flight when Config.MaxOutstanding is 0.
 const DefaultMaxOutstanding = 1000
 
-// Config configures a run. Rate and Duration are required.
+// DefaultProgressInterval is how often Config.Progress is called when Config.ProgressInterval is 0.
+const DefaultProgressInterval = time.Second
+
+// Config configures a run: Duration, and either Rate (open loop) or Workers (closed loop).
 type Config struct {
-	// Rate is the arrival rate, in requests per second.
+	// Rate is the arrival rate of the open loop, in requests per second; 0 with Workers.
 	Rate float64
+	// Workers, if not 0, makes the run a closed loop: Workers goroutines each call the Func back to
+	// back until Duration has passed, then wait for their last call. Each call is scheduled when it
+	// starts; none is dropped. Rate and MaxOutstanding must then be 0.
+	Workers int
 	// Duration is how long requests are scheduled for: the run schedules the requests due at
 	// 0, 1/Rate, 2/Rate, … before Duration, then waits for those in flight.
 	Duration time.Duration
@@ -41,6 +50,11 @@ type Config struct {
 	// Window is the length of the time windows the results are split into, by scheduled time;
 	// 0 means one window for the whole run.
 	Window time.Duration
+	// Progress, if not nil, is called every ProgressInterval during the run with the results so far,
+	// of the requests that ended; from one goroutine, never after Run returns.
+	Progress func(elapsed time.Duration, sofar *Stats)
+	// ProgressInterval is how often Progress is called; 0 means DefaultProgressInterval.
+	ProgressInterval time.Duration
 }
 
 // A Func performs one request and names its outcome, such as "200" or "error: timeout". It must
@@ -102,31 +116,134 @@ type Result struct {
 	Total Stats
 	// Windows splits the run into Config.Window-long spans, by scheduled time, in order.
 	Windows []Stats
+	// Elapsed is the run's length: from its start until its last request ended.
+	Elapsed time.Duration
 }
 
 // Run schedules requests by cfg, calls do for each started one with ctx, and returns once every
 // started request has ended. It stops scheduling early if ctx is done. It reports an error only for
 // an invalid cfg.
 func Run(ctx context.Context, cfg Config, do Func) (*Result, error) {
-	if cfg.Rate <= 0 || cfg.Duration <= 0 || cfg.MaxOutstanding < 0 || cfg.Window < 0 {
+	switch {
+	case cfg.Duration <= 0 || cfg.MaxOutstanding < 0 || cfg.Window < 0 || cfg.ProgressInterval < 0 || cfg.Workers < 0:
 		return nil, fmt.Errorf("loadgen: invalid config %+v", cfg)
-	}
-	interval := time.Duration(float64(time.Second) / cfg.Rate)
-	if interval <= 0 {
-		return nil, fmt.Errorf("loadgen: rate %v too high", cfg.Rate)
+	case cfg.Workers > 0 && (cfg.Rate != 0 || cfg.MaxOutstanding != 0):
+		return nil, fmt.Errorf("loadgen: a closed loop (Workers %d) has no Rate nor MaxOutstanding", cfg.Workers)
+	case cfg.Workers == 0 && !(cfg.Rate > 0):
+		return nil, fmt.Errorf("loadgen: want a positive Rate, or Workers; got %+v", cfg)
 	}
 	window := cfg.Window
 	if window == 0 {
 		window = cfg.Duration
 	}
-	slots := make(chan struct{}, cmp(cfg.MaxOutstanding, DefaultMaxOutstanding))
-	windows := make([]Stats, (cfg.Duration+window-1)/window)
-	for i := range windows {
-		windows[i] = Stats{Start: time.Duration(i) * window, Outcomes: map[string]int{}}
+	var interval time.Duration
+	if cfg.Workers == 0 {
+		if interval = time.Duration(float64(time.Second) / cfg.Rate); interval <= 0 {
+			return nil, fmt.Errorf("loadgen: rate %v too high", cfg.Rate)
+		}
 	}
-	var mu sync.Mutex // guards windows
-	var wg sync.WaitGroup
+	// Each worker of a closed loop records into its own tally, so that workers never wait for one
+	// another; an open loop has one.
+	tallies := make([]*tally, max(cfg.Workers, 1))
+	for i := range tallies {
+		tallies[i] = newTally(cfg.Duration, window)
+	}
 	start := time.Now()
+	stopProgress := progress(cfg, start, tallies)
+	if cfg.Workers > 0 {
+		closedLoop(ctx, cfg, start, tallies, do)
+	} else {
+		openLoop(ctx, cfg, start, interval, tallies[0], do)
+	}
+	elapsed := time.Since(start)
+	stopProgress()
+	res := &Result{Windows: tallies[0].windows, Total: Stats{Outcomes: map[string]int{}}, Elapsed: elapsed}
+	for _, t := range tallies[1:] {
+		for i := range t.windows {
+			res.Windows[i].merge(&t.windows[i])
+		}
+	}
+	for i := range res.Windows {
+		res.Total.merge(&res.Windows[i])
+	}
+	return res, nil
+}
+
+// A tally is the results of one loop: per window, guarded by mu.
+type tally struct {
+	mu      sync.Mutex
+	window  time.Duration
+	windows []Stats
+}
+
+func newTally(duration, window time.Duration) *tally {
+	t := &tally{window: window, windows: make([]Stats, (duration+window-1)/window)}
+	for i := range t.windows {
+		t.windows[i] = Stats{Start: time.Duration(i) * window, Outcomes: map[string]int{}}
+	}
+	return t
+}
+
+// record counts a request scheduled at offset from the run's start: dropped, or with its outcome
+// and latency.
+func (t *tally) record(offset time.Duration, dropped bool, outcome string, latency time.Duration) {
+	t.mu.Lock()
+	w := &t.windows[min(offset/t.window, time.Duration(len(t.windows)-1))]
+	w.Scheduled++
+	if dropped {
+		w.Dropped++
+	} else {
+		w.Outcomes[outcome]++
+		w.Latency.Record(latency)
+	}
+	t.mu.Unlock()
+}
+
+// addTo merges t's windows into s.
+func (t *tally) addTo(s *Stats) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i := range t.windows {
+		s.merge(&t.windows[i])
+	}
+}
+
+// progress calls cfg.Progress, if set, every cfg.ProgressInterval with the tallies so far, until
+// the function it returns is called; that function returns after the last call ended.
+func progress(cfg Config, start time.Time, tallies []*tally) (stop func()) {
+	if cfg.Progress == nil {
+		return func() {}
+	}
+	every := cfg.ProgressInterval
+	if every == 0 {
+		every = DefaultProgressInterval
+	}
+	done, ended := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(ended)
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			sofar := Stats{Outcomes: map[string]int{}}
+			for _, t := range tallies {
+				t.addTo(&sofar)
+			}
+			cfg.Progress(time.Since(start), &sofar)
+		}
+	}()
+	return func() { close(done); <-ended }
+}
+
+// openLoop starts a request every interval from start until cfg.Duration, each in its own
+// goroutine, unless cfg.MaxOutstanding are in flight, and waits for them.
+func openLoop(ctx context.Context, cfg Config, start time.Time, interval time.Duration, t *tally, do Func) {
+	slots := make(chan struct{}, cmp(cfg.MaxOutstanding, DefaultMaxOutstanding))
+	var wg sync.WaitGroup
 	for i := 0; ; i++ {
 		offset := time.Duration(i) * interval
 		if offset >= cfg.Duration {
@@ -144,33 +261,39 @@ func Run(ctx context.Context, cfg Config, do Func) (*Result, error) {
 		if ctx.Err() != nil {
 			break
 		}
-		w := &windows[offset/window]
 		select {
 		case slots <- struct{}{}:
 		default:
-			mu.Lock()
-			w.Scheduled++
-			w.Dropped++
-			mu.Unlock()
+			t.record(offset, true, "", 0)
 			continue
 		}
 		wg.Go(func() {
 			defer func() { <-slots }()
 			outcome := do(ctx)
-			latency := time.Since(due)
-			mu.Lock()
-			w.Scheduled++
-			w.Outcomes[outcome]++
-			w.Latency.Record(latency)
-			mu.Unlock()
+			t.record(offset, false, outcome, time.Since(due))
 		})
 	}
 	wg.Wait()
-	res := &Result{Windows: windows, Total: Stats{Outcomes: map[string]int{}}}
-	for i := range windows {
-		res.Total.merge(&windows[i])
+}
+
+// closedLoop runs cfg.Workers workers, each calling do back to back until cfg.Duration has passed
+// since start or ctx is done, and waits for them.
+func closedLoop(ctx context.Context, cfg Config, start time.Time, tallies []*tally, do Func) {
+	var wg sync.WaitGroup
+	for _, t := range tallies {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				began := time.Now()
+				offset := began.Sub(start)
+				if offset >= cfg.Duration {
+					return
+				}
+				outcome := do(ctx)
+				t.record(offset, false, outcome, time.Since(began))
+			}
+		})
 	}
-	return res, nil
+	wg.Wait()
 }
 
 // cmp returns n, or def if n is 0.

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -140,10 +141,89 @@ func TestRunInvalidConfig(t *testing.T) {
 		{Rate: 1, Duration: time.Second, MaxOutstanding: -1},
 		{Rate: 1, Duration: time.Second, Window: -1},
 		{Rate: 1e12, Duration: time.Second},
+		{Workers: -1, Duration: time.Second},
+		{Workers: 2, Rate: 1, Duration: time.Second},
+		{Workers: 2, Duration: time.Second, MaxOutstanding: 10},
+		{Workers: 2},
+		{Rate: 1, Duration: time.Second, ProgressInterval: -1},
 	} {
 		if _, err := loadgen.Run(context.Background(), cfg, nil); err == nil {
 			t.Errorf("Run(%+v) = nil error", cfg)
 		}
+	}
+}
+
+// A closed loop runs Workers calls at a time, back to back, never more, and counts every call it
+// started; none is dropped.
+func TestRunClosedLoop(t *testing.T) {
+	var calls, inFlight, most atomic.Int64
+	do := func(context.Context) string {
+		n := inFlight.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		if calls.Add(1) <= 4 { // the first calls wait for one another: all 4 workers are busy at once
+			for deadline := time.Now().Add(5 * time.Second); most.Load() < 4 && time.Now().Before(deadline); {
+				time.Sleep(time.Millisecond)
+			}
+		}
+		inFlight.Add(-1)
+		return "ok"
+	}
+	res := run(t, loadgen.Config{Workers: 4, Duration: 200 * time.Millisecond, Window: 100 * time.Millisecond}, do)
+	if n := int(calls.Load()); res.Total.Scheduled != n || res.Total.Outcomes["ok"] != n || int(res.Total.Latency.Count()) != n || res.Total.Dropped != 0 {
+		t.Fatalf("total %v; want %d scheduled and ok, none dropped", &res.Total, n)
+	}
+	if most.Load() != 4 {
+		t.Fatalf("%d calls at once; want the 4 workers'", most.Load())
+	}
+	if len(res.Windows) != 2 || res.Windows[0].Scheduled+res.Windows[1].Scheduled != res.Total.Scheduled || res.Windows[1].Start != 100*time.Millisecond {
+		t.Fatalf("windows %v; want 2 that add up to the total", res.Windows)
+	}
+	if res.Elapsed < 200*time.Millisecond {
+		t.Fatalf("Elapsed %v; the run schedules calls for 200ms", res.Elapsed)
+	}
+}
+
+// Progress sees the requests that ended so far, growing, and is never called after Run returns.
+func TestRunProgress(t *testing.T) {
+	var mu sync.Mutex
+	var seen []int
+	var returned atomic.Bool
+	late := false
+	cfg := loadgen.Config{Rate: 200, Duration: 300 * time.Millisecond, ProgressInterval: 50 * time.Millisecond,
+		Progress: func(elapsed time.Duration, sofar *loadgen.Stats) {
+			mu.Lock()
+			defer mu.Unlock()
+			late = late || returned.Load()
+			seen = append(seen, sofar.Scheduled)
+			if sofar.Scheduled != int(sofar.Latency.Count())+sofar.Dropped {
+				t.Errorf("progress %v: scheduled is not started plus dropped", sofar)
+			}
+		}}
+	// The first request ends once Progress has been called twice, so the run lasts that long.
+	var first sync.Once
+	res := run(t, cfg, func(context.Context) string {
+		first.Do(func() {
+			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+				mu.Lock()
+				n := len(seen)
+				mu.Unlock()
+				if n >= 2 {
+					break
+				}
+			}
+		})
+		return "ok"
+	})
+	returned.Store(true)
+	time.Sleep(120 * time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	if late {
+		t.Fatal("Progress called after Run returned")
+	}
+	if len(seen) < 2 || !slices.IsSorted(seen) || seen[len(seen)-1] > res.Total.Scheduled {
+		t.Fatalf("progress saw %v of %d; want at least 2 calls, growing, at most the total", seen, res.Total.Scheduled)
 	}
 }
 
