@@ -6,6 +6,7 @@
 //	admit proxy --upstream URL --config FILE [--listen ADDR] [--redis URL] [--hmac-secret-file PATH]
 //	admit config validate FILE
 //	admit check --config FILE --policy P [--policy Q] --key K [--cost N] [--request-id ID] [--redis URL]
+//	admit bench [--target URL|memory] [--rate N/s | --concurrency N] [--duration D] [--keys N | --hot-key] [--json]
 //	admit version
 //	admit help
 //
@@ -78,6 +79,7 @@ Commands:
 	proxy     a reverse proxy that limits the routes of a configuration in front of any app
 	check     decide one request under a configuration's policies, and print it as JSON
 	config    check a configuration file: admit config validate FILE
+	bench     a load generator: decisions/s and latency of admit serve (HTTP, gRPC) or of a store
 	version   print the version
 	help      print this help
 
@@ -100,6 +102,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return config(rest, stdout, stderr)
 	case "check":
 		return check(ctx, rest, stdout, stderr)
+	case "bench":
+		return bench(ctx, rest, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, versionString())
 		return exitOK
@@ -115,6 +119,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		if len(rest) > 0 && rest[0] == "check" {
 			return check(ctx, []string{"--help"}, stdout, stderr)
+		}
+		if len(rest) > 0 && rest[0] == "bench" {
+			return bench(ctx, []string{"--help"}, stdout, stderr)
 		}
 		fmt.Fprint(stdout, usage)
 		return exitOK

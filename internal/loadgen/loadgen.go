@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"math/bits"
 	"net"
 	"net/http"
@@ -136,11 +137,8 @@ func Run(ctx context.Context, cfg Config, do Func) (*Result, error) {
 	if window == 0 {
 		window = cfg.Duration
 	}
-	var interval time.Duration
-	if cfg.Workers == 0 {
-		if interval = time.Duration(float64(time.Second) / cfg.Rate); interval <= 0 {
-			return nil, fmt.Errorf("loadgen: rate %v too high", cfg.Rate)
-		}
+	if cfg.Workers == 0 && time.Duration(float64(time.Second)/cfg.Rate) <= 0 {
+		return nil, fmt.Errorf("loadgen: rate %v too high", cfg.Rate)
 	}
 	// Each worker of a closed loop records into its own tally, so that workers never wait for one
 	// another; an open loop has one.
@@ -153,7 +151,7 @@ func Run(ctx context.Context, cfg Config, do Func) (*Result, error) {
 	if cfg.Workers > 0 {
 		closedLoop(ctx, cfg, start, tallies, do)
 	} else {
-		openLoop(ctx, cfg, start, interval, tallies[0], do)
+		openLoop(ctx, cfg, start, tallies[0], do)
 	}
 	elapsed := time.Since(start)
 	stopProgress()
@@ -239,13 +237,15 @@ func progress(cfg Config, start time.Time, tallies []*tally) (stop func()) {
 	return func() { close(done); <-ended }
 }
 
-// openLoop starts a request every interval from start until cfg.Duration, each in its own
-// goroutine, unless cfg.MaxOutstanding are in flight, and waits for them.
-func openLoop(ctx context.Context, cfg Config, start time.Time, interval time.Duration, t *tally, do Func) {
+// openLoop starts a request every 1/cfg.Rate seconds from start until cfg.Duration, each in its
+// own goroutine, unless cfg.MaxOutstanding are in flight, and waits for them. The i-th is due at
+// i/cfg.Rate seconds, rounded to the nanosecond: a run schedules exactly Rate × Duration requests
+// when that is whole.
+func openLoop(ctx context.Context, cfg Config, start time.Time, t *tally, do Func) {
 	slots := make(chan struct{}, cmp(cfg.MaxOutstanding, DefaultMaxOutstanding))
 	var wg sync.WaitGroup
 	for i := 0; ; i++ {
-		offset := time.Duration(i) * interval
+		offset := time.Duration(math.Round(float64(i) * float64(time.Second) / cfg.Rate))
 		if offset >= cfg.Duration {
 			break
 		}

@@ -62,6 +62,18 @@ func TestRunCountsAndWindows(t *testing.T) {
 	}
 }
 
+// The schedule is exact: a rate whose interval is not a whole number of nanoseconds still
+// schedules the requests due at 0, 1/Rate, … before Duration — Rate × Duration rounded up — not one
+// more.
+func TestRunScheduleIsExact(t *testing.T) {
+	for rate, want := range map[float64]int{300: 150, 30: 15, 7: 4} {
+		res := run(t, loadgen.Config{Rate: rate, Duration: 500 * time.Millisecond}, func(context.Context) string { return "ok" })
+		if res.Total.Scheduled != want {
+			t.Errorf("rate %v for 500ms: %d scheduled; want %d", rate, res.Total.Scheduled, want)
+		}
+	}
+}
+
 // A server that stalls does not slow the schedule (open loop), and each request's latency counts
 // from its due time: requests due before the stall ends are charged the stall.
 func TestRunOpenLoop(t *testing.T) {

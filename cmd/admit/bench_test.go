@@ -1,0 +1,317 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/admit-dev/admit/internal/loadgen"
+	"github.com/admit-dev/admit/internal/redistest"
+)
+
+// benchConfig50 is the policy of the bench tests: 50 a key per hour, so a run of a second on one
+// hot key is allowed exactly 50.
+const benchConfig50 = `
+policies:
+  - name: fifty
+    algorithm: fixed_window
+    limit: 50
+    window: 1h
+`
+
+// runBench runs admit bench in this process with args and --json, and returns its exit code, its
+// report (if any) and its stderr.
+func runBench(t *testing.T, args ...string) (int, *benchReport, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := run(t.Context(), append([]string{"bench", "--json"}, args...), &stdout, &stderr)
+	if stdout.Len() == 0 {
+		return code, nil, stderr.String()
+	}
+	var r benchReport
+	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
+		t.Fatalf("admit bench %q: the report is not JSON: %v\n%s", args, err, stdout.String())
+	}
+	return code, &r, stderr.String()
+}
+
+// runBenchBinary runs the admit binary's bench with args and --json, and returns the same.
+func runBenchBinary(t *testing.T, args ...string) (int, *benchReport, string) {
+	t.Helper()
+	cmd := exec.Command(admitBinary(t), append([]string{"bench", "--json"}, args...)...)
+	cmd.Env = admitEnv()
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		code = exit.ExitCode()
+	case err != nil:
+		t.Fatal(err)
+	}
+	if stdout.Len() == 0 {
+		return code, nil, stderr.String()
+	}
+	var r benchReport
+	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
+		t.Fatalf("admit bench %q: the report is not JSON: %v\n%s", args, err, stdout.String())
+	}
+	return code, &r, stderr.String()
+}
+
+// checkCounts checks that the report of a run of admit bench adds up, with no errors, and, for a
+// hot key, that exactly allowed were allowed.
+func checkCounts(t *testing.T, r *benchReport, allowed int) {
+	t.Helper()
+	t.Logf("%s", r.text())
+	if r.Allowed+r.Limited+r.Errors+r.Dropped != r.Scheduled {
+		t.Errorf("allowed %d + limited %d + errors %d + dropped %d != scheduled %d", r.Allowed, r.Limited, r.Errors, r.Dropped, r.Scheduled)
+	}
+	if r.Errors != 0 || r.Dropped != 0 {
+		t.Errorf("errors %v, %d dropped; want none", r.ErrorKinds, r.Dropped)
+	}
+	if r.Allowed != allowed {
+		t.Errorf("allowed %d; want the policy's limit, %d", r.Allowed, allowed)
+	}
+	if r.Scheduled <= allowed || r.Limited == 0 {
+		t.Errorf("scheduled %d, limited %d: the run did not go over the limit", r.Scheduled, r.Limited)
+	}
+	if r.DecisionsPerSecond <= 0 || r.LatencyUS.Max <= 0 || r.LatencyUS.P50 > r.LatencyUS.P99 || r.LatencyUS.P99 > r.LatencyUS.Max {
+		t.Errorf("decisions/s %v, latency %+v: want a rate and ordered quantiles", r.DecisionsPerSecond, r.LatencyUS)
+	}
+}
+
+// benchLoads are the two loops each target is driven with: the open loop schedules exactly
+// rate × duration requests.
+var benchLoads = []struct {
+	name      string
+	args      []string
+	scheduled int // 0: any
+}{
+	{"open", []string{"--rate", "300/s", "--duration", "500ms"}, 150},
+	{"closed", []string{"--concurrency", "8", "--duration", "500ms"}, 0},
+}
+
+// TestBenchStore runs admit bench on the in-memory store and on a real Redis, directly: the counts
+// add up, and a hot key is allowed exactly its limit over the one window of the run.
+func TestBenchStore(t *testing.T) {
+	config := filepath.Join(t.TempDir(), "admit.yaml")
+	writeConfig(t, config, benchConfig50)
+	srv := redistest.Start(t)
+	for _, target := range []string{"memory", srv.URL()} {
+		for _, load := range benchLoads {
+			t.Run(load.name+"/"+strings.SplitN(target, ":", 2)[0], func(t *testing.T) {
+				code, r, stderr := runBench(t, append([]string{"--target", target, "--config", config, "--policy", "fifty", "--hot-key"}, load.args...)...)
+				if code != 0 || r == nil {
+					t.Fatalf("exit %d, stderr %q; want 0 and a report", code, stderr)
+				}
+				checkCounts(t, r, 50)
+				if load.scheduled != 0 && r.Scheduled != load.scheduled {
+					t.Errorf("scheduled %d; want %d", r.Scheduled, load.scheduled)
+				}
+			})
+		}
+	}
+	// Many keys: 20 keys of 50 over 150 requests are never limited.
+	code, r, stderr := runBench(t, "--redis", srv.URL(), "--config", config, "--policy", "fifty", "--keys", "20", "--rate", "300", "--duration", "500ms")
+	if code != 0 || r == nil || r.Allowed != 150 || r.Keys != 20 || r.Mode != "open" {
+		t.Fatalf("many keys: exit %d, report %+v, stderr %q; want 150 allowed on 20 keys", code, r, stderr)
+	}
+}
+
+// TestE2EBenchHTTP runs the admit binary's bench against admit serve's POST /v1/check, in memory
+// and on Redis.
+func TestE2EBenchHTTP(t *testing.T) {
+	config := filepath.Join(t.TempDir(), "admit.yaml")
+	writeConfig(t, config, benchConfig50)
+	srv := redistest.Start(t)
+	for _, backend := range []string{"memory", "redis"} {
+		args := []string{"--config", config}
+		if backend == "redis" {
+			args = append(args, "--redis", srv.URL())
+		}
+		p := startAdmit(t, args...)
+		for _, load := range benchLoads {
+			t.Run(backend+"/"+load.name, func(t *testing.T) {
+				code, r, stderr := runBenchBinary(t, append([]string{"--target", p.base, "--policy", "fifty", "--hot-key"}, load.args...)...)
+				if code != 0 || r == nil {
+					t.Fatalf("exit %d, stderr %q; want 0 and a report", code, stderr)
+				}
+				checkCounts(t, r, 50)
+				if load.scheduled != 0 && r.Scheduled != load.scheduled {
+					t.Errorf("scheduled %d; want %d", r.Scheduled, load.scheduled)
+				}
+			})
+		}
+		// A policy the service does not know is a bad command line, found by the probe.
+		if code, _, stderr := runBenchBinary(t, "--target", p.base, "--policy", "nope", "--duration", "1s"); code != exitUsage || !strings.Contains(stderr, `unknown policy \"nope\"`) && !strings.Contains(stderr, `unknown policy "nope"`) {
+			t.Errorf("unknown policy: exit %d, stderr %q; want 2 and the service's reason", code, stderr)
+		}
+	}
+}
+
+// TestE2EBenchGRPC runs admit bench against admit serve's Envoy rate limit service, in memory and
+// on Redis.
+func TestE2EBenchGRPC(t *testing.T) {
+	dir := t.TempDir()
+	yaml := "domain: bench\ndescriptors:\n  - key: user\n    rate_limit:\n      unit: hour\n      requests_per_unit: 50\n"
+	if err := os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := redistest.Start(t)
+	for _, backend := range []string{"memory", "redis"} {
+		args := []string{"--envoy-config", dir, "--grpc-listen", "127.0.0.1:0"}
+		if backend == "redis" {
+			args = append(args, "--redis", srv.URL())
+		}
+		p := startAdmit(t, args...)
+		p.logs.waitLine(t, "listening for gRPC")
+		m := grpcListeningRE.FindStringSubmatch(p.logs.String())
+		if m == nil {
+			t.Fatalf("no gRPC address in the log:\n%s", p.logs)
+		}
+		target := "grpc://" + m[1]
+		for _, load := range benchLoads {
+			t.Run(backend+"/"+load.name, func(t *testing.T) {
+				code, r, stderr := runBenchBinary(t, append([]string{"--target", target, "--domain", "bench", "--descriptor", "user={key}", "--hot-key"}, load.args...)...)
+				if code != 0 || r == nil {
+					t.Fatalf("exit %d, stderr %q; want 0 and a report", code, stderr)
+				}
+				checkCounts(t, r, 50)
+				if load.scheduled != 0 && r.Scheduled != load.scheduled {
+					t.Errorf("scheduled %d; want %d", r.Scheduled, load.scheduled)
+				}
+			})
+		}
+		code, r, stderr := runBench(t, "--target", target, "--domain", "bench", "--descriptor", "user={key}", "--keys", "30", "--rate", "300", "--duration", "500ms")
+		if code != 0 || r == nil || r.Allowed != 150 {
+			t.Errorf("many keys: exit %d, report %+v, stderr %q; want 150 allowed", code, r, stderr)
+		}
+	}
+}
+
+// TestBenchUnreachable: a target that does not answer is exit 3, with no report.
+func TestBenchUnreachable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	for _, target := range []string{"http://" + addr, "grpc://" + addr, "redis://" + addr} {
+		args := []string{"--target", target, "--duration", "1s", "--timeout", "2s"}
+		if strings.HasPrefix(target, "grpc") {
+			args = append(args, "--domain", "d", "--descriptor", "k={key}")
+		}
+		code, r, stderr := runBench(t, args...)
+		if code != benchUnreachable || r != nil || !strings.Contains(stderr, "unreachable") {
+			t.Errorf("%s: exit %d, report %v, stderr %q; want 3, no report, unreachable", target, code, r, stderr)
+		}
+	}
+}
+
+// TestBenchBadFlags: every bad command line is exit 2, with a message that says what is wrong,
+// before any load.
+func TestBenchBadFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--rate", "10", "--concurrency", "2"}, "exclude each other"},
+		{[]string{"--rate", "fast"}, `--rate "fast"`},
+		{[]string{"--rate", "0"}, `--rate "0"`},
+		{[]string{"--rate", "-5/s"}, `--rate "-5/s"`},
+		{[]string{"--concurrency", "0"}, "--concurrency 0"},
+		{[]string{"--concurrency", "4", "--max-outstanding", "10"}, "--max-outstanding bounds an open loop"},
+		{[]string{"--duration", "0s"}, "--duration 0s"},
+		{[]string{"--duration", "soon"}, "invalid value"},
+		{[]string{"--timeout", "-1s"}, "--timeout -1s"},
+		{[]string{"--keys", "0"}, "--keys 0"},
+		{[]string{"--keys", "5", "--hot-key"}, "--keys N and --hot-key exclude each other"},
+		{[]string{"--target", "ftp://x"}, "want http://HOST:PORT"},
+		{[]string{"--target", "redis://:hunter2@127.0.0.1:1", "--redis", "redis://127.0.0.1:1"}, "give one of them"},
+		{[]string{"--target", "http://127.0.0.1:1", "--config", "x.yaml"}, "--config is for a store target"},
+		{[]string{"--domain", "d"}, "--domain and --descriptor are for a grpc:// target"},
+		{[]string{"--target", "grpc://127.0.0.1:1"}, "needs --domain D and --descriptor"},
+		{[]string{"--target", "grpc://127.0.0.1:1", "--domain", "d", "--descriptor", "user"}, "want KEY=VALUE entries"},
+		{[]string{"--target", "grpc://127.0.0.1:1", "--domain", "d", "--descriptor", "user=alice"}, "has no {key}"},
+		{[]string{"--target", "grpc://127.0.0.1:1", "--domain", "d", "--descriptor", "u={key}", "--policy", "p"}, "--policy and --config are for"},
+		{[]string{"--target", "memory", "--config", "/nonexistent/admit.yaml"}, "admit.yaml"},
+		{[]string{"--target", "memory", "--policy", "nope"}, `unknown policy "nope"`},
+		{[]string{"extra"}, `unexpected argument "extra"`},
+		{[]string{"--bogus"}, "flag provided but not defined"},
+	} {
+		code, r, stderr := runBench(t, tc.args...)
+		if code != exitUsage || r != nil || !strings.Contains(stderr, tc.want) {
+			t.Errorf("admit bench %q: exit %d, stderr %q; want 2 and %q", tc.args, code, stderr, tc.want)
+		}
+		if strings.Contains(stderr, "hunter2") {
+			t.Errorf("admit bench %q: stderr shows the password: %q", tc.args, stderr)
+		}
+	}
+	var stdout bytes.Buffer
+	if code := run(context.Background(), []string{"help", "bench"}, &stdout, &bytes.Buffer{}); code != exitOK || !strings.Contains(stdout.String(), "--concurrency N is a closed loop") {
+		t.Errorf("admit help bench: exit %d, %q", code, stdout.String())
+	}
+}
+
+// TestBenchProgressLine checks the progress line's formatter: requests a second since the last
+// line, the counts so far and the p99 so far.
+func TestBenchProgressLine(t *testing.T) {
+	stats := func(allowed, limited, errs, dropped int, latency time.Duration) *loadgen.Stats {
+		s := &loadgen.Stats{Outcomes: map[string]int{outcomeAllowed: allowed, outcomeLimited: limited, "error: timeout": errs}, Dropped: dropped}
+		for range allowed + limited + errs {
+			s.Latency.Record(latency)
+		}
+		s.Scheduled = allowed + limited + errs + dropped
+		return s
+	}
+	var p progressLine
+	first := p.format(time.Second, stats(100, 900, 0, 0, 250*time.Microsecond))
+	want := regexp.MustCompile(`^ +1\.0s +1000 req/s  allowed 100  limited 900  errors 0  dropped 0  p99 250µs$`)
+	if !want.MatchString(first) {
+		t.Errorf("first line %q; want %v", first, want)
+	}
+	// 3000 more in the next half second: 6000 a second.
+	second := p.format(1500*time.Millisecond, stats(100, 3890, 10, 7, 3*time.Millisecond))
+	want = regexp.MustCompile(`^ +1\.5s +6000 req/s  allowed 100  limited 3890  errors 10  dropped 7  p99 3ms$`)
+	if !want.MatchString(second) {
+		t.Errorf("second line %q; want %v", second, want)
+	}
+	if strings.ContainsAny(first+second, "\r\n\033") {
+		t.Error("the formatter writes control characters; the terminal handling is the caller's")
+	}
+}
+
+// TestBenchReportText checks the text report: every count and quantile, and the error kinds.
+func TestBenchReportText(t *testing.T) {
+	res := &loadgen.Result{Elapsed: 2 * time.Second, Total: loadgen.Stats{Scheduled: 1010, Dropped: 5,
+		Outcomes: map[string]int{outcomeAllowed: 50, outcomeLimited: 950, "error: unavailable": 5}}}
+	for range 1005 {
+		res.Total.Latency.Record(100 * time.Microsecond)
+	}
+	cfg := benchConfig{target: "redis://:hunter2@10.0.0.1:6379", kind: "redis", concurrency: 4, keys: 1, hotKey: true, keyPrefix: "p-", policies: []string{"fifty"}, duration: 2 * time.Second}
+	text := newBenchReport(cfg, res).text()
+	t.Log(text)
+	for _, want := range []string{"redis://xxxxx@10.0.0.1:6379", "policy fifty", "one hot key", "closed loop, 4 workers", "decisions/s  500.0",
+		"scheduled    1010", "allowed      50", "limited      950", "errors       5", "5          error: unavailable", "dropped      5",
+		"p50 100µs  p90 100µs  p99 100µs  p99.9 100µs  max 100µs"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the report has no %q", want)
+		}
+	}
+	if strings.Contains(text, "hunter2") {
+		t.Error("the report shows the password")
+	}
+}
