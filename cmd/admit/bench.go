@@ -107,6 +107,7 @@ Flags:
 type benchConfig struct {
 	target         string // as given
 	kind           string // http, grpc, redis or memory
+	grpcAddr       string // HOST:PORT of a grpc target
 	rate           float64
 	concurrency    int
 	maxOutstanding int
@@ -190,6 +191,10 @@ func (cfg *benchConfig) check(fs *flag.FlagSet, set map[string]bool, redisURL, r
 		return err
 	}
 	cfg.kind = kind
+	if kind == "grpc" {
+		u, _ := url.Parse(cfg.target) // targetKind parsed it
+		cfg.grpcAddr = u.Host
+	}
 	switch {
 	case set["rate"] && set["concurrency"]:
 		return errors.New("--rate (open loop) and --concurrency (closed loop) exclude each other")
@@ -329,6 +334,9 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cancel()
 	var usage usageError
 	switch {
+	case ctx.Err() != nil:
+		fmt.Fprintln(stderr, "admit bench: interrupted before the load")
+		return benchInterrupted
 	case errors.As(err, &usage):
 		fmt.Fprintf(stderr, "admit bench: %v\n", err)
 		return exitUsage
@@ -337,16 +345,13 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return benchUnreachable
 	}
 
-	keys := make([]string, cfg.keys)
-	for i := range keys {
-		keys[i] = cfg.keyPrefix + strconv.Itoa(i)
+	var next atomic.Uint64 // the requests so far: request i is on key i mod cfg.keys
+	do := func(ctx context.Context) string {
+		return target.do(ctx, cfg.keyPrefix+strconv.FormatUint((next.Add(1)-1)%uint64(cfg.keys), 10))
 	}
 	if cfg.hotKey {
-		keys[0] = cfg.keyPrefix + "hot"
-	}
-	var next atomic.Uint64
-	do := func(ctx context.Context) string {
-		return target.do(ctx, keys[(next.Add(1)-1)%uint64(len(keys))])
+		hot := cfg.keyPrefix + "hot"
+		do = func(ctx context.Context) string { return target.do(ctx, hot) }
 	}
 	run := loadgen.Config{Rate: cfg.rate, Workers: cfg.concurrency, MaxOutstanding: cfg.maxOutstanding, Duration: cfg.duration}
 	p := &progressLine{}
@@ -487,7 +492,7 @@ type grpcTarget struct {
 }
 
 func newGRPCTarget(cfg benchConfig) (*grpcTarget, error) {
-	conn, err := grpc.NewClient(strings.TrimPrefix(cfg.target, "grpc://"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(cfg.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return nil, err
 	}

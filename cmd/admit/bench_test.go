@@ -201,6 +201,25 @@ func TestE2EBenchGRPC(t *testing.T) {
 	}
 }
 
+// TestBenchInterrupted: a run stopped by its context (SIGINT, SIGTERM) reports the part that ran,
+// its counts adding up, and exits 1.
+func TestBenchInterrupted(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	code := run(ctx, []string{"bench", "--json", "--target", "memory", "--rate", "200", "--duration", "1h"}, &stdout, &stderr)
+	var r benchReport
+	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
+		t.Fatalf("exit %d, stderr %q: the report is not JSON: %v", code, stderr.String(), err)
+	}
+	if code != benchInterrupted || !strings.Contains(stderr.String(), "interrupted") {
+		t.Errorf("exit %d, stderr %q; want %d, interrupted", code, stderr.String(), benchInterrupted)
+	}
+	if r.Scheduled == 0 || r.Allowed+r.Limited+r.Errors+r.Dropped != r.Scheduled {
+		t.Errorf("report %+v: want the requests of the part that ran, adding up", r)
+	}
+}
+
 // TestBenchUnreachable: a target that does not answer is exit 3, with no report.
 func TestBenchUnreachable(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -209,7 +228,7 @@ func TestBenchUnreachable(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	for _, target := range []string{"http://" + addr, "grpc://" + addr, "redis://" + addr} {
+	for _, target := range []string{"http://" + addr, "grpc://" + addr, "grpc://" + addr + "/", "redis://" + addr} {
 		args := []string{"--target", target, "--duration", "1s", "--timeout", "2s"}
 		if strings.HasPrefix(target, "grpc") {
 			args = append(args, "--domain", "d", "--descriptor", "k={key}")
