@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -410,7 +411,12 @@ type httpTarget struct {
 
 func newHTTPTarget(cfg benchConfig) *httpTarget {
 	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.MaxIdleConnsPerHost = max(cfg.concurrency, min(cfg.maxOutstanding, 1024), 256)
+	// Enough idle connections for every request in flight to find one, up to a bound.
+	inFlight := cfg.concurrency
+	if cfg.rate > 0 {
+		inFlight = cmp.Or(cfg.maxOutstanding, loadgen.DefaultMaxOutstanding)
+	}
+	t.MaxIdleConnsPerHost = min(max(inFlight, 256), 4096)
 	return &httpTarget{
 		client:   &http.Client{Timeout: cfg.timeout, Transport: t},
 		url:      strings.TrimSuffix(cfg.target, "/") + "/v1/check",
@@ -546,19 +552,26 @@ func newStoreTarget(cfg benchConfig) (*storeTarget, error) {
 	if err != nil {
 		return nil, err
 	}
-	sc := serveConfig{redisTLS: file.Server.RedisTLS}
-	if cfg.kind == "redis" {
-		sc.redisURL = cfg.target
-	}
 	secret := make([]byte, randomSecretLen)
 	rand.Read(secret) // never fails
 	keys, err := admit.NewKeyBuilder(secret)
 	if err != nil {
 		return nil, err
 	}
-	store, closeStore, err := openStore(sc, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		return nil, err
+	var store admit.Store
+	var closeStore func()
+	if cfg.kind == "redis" {
+		// As openStore, but a decision may take --timeout, as a request to a service may: the
+		// default command timeout of 200ms would count a loaded machine's slow answers as errors.
+		tls := file.Server.RedisTLS
+		s, err := redisstore.New(redisstore.Config{URL: cfg.target, CommandTimeout: cfg.timeout,
+			CAFile: tls.CAFile, CertFile: tls.CertFile, KeyFile: tls.KeyFile, ServerName: tls.ServerName})
+		if err != nil {
+			return nil, err
+		}
+		store, closeStore = s, func() { s.Close() }
+	} else {
+		store, closeStore, _ = openStore(serveConfig{}, slog.New(slog.NewTextHandler(io.Discard, nil))) // in memory: never fails
 	}
 	svc, err := service.New(store, keys, file)
 	if err != nil {
