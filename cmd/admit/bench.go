@@ -146,7 +146,7 @@ func parseBench(args []string, stdout, stderr io.Writer) (cfg benchConfig, code 
 	fs.StringVar(&cfg.configFile, "config", "", "store targets: the configuration `FILE` of the policies (and server.redis_tls); default the demo's policy")
 	fs.StringVar(&cfg.domain, "domain", "", "grpc target: the rate limit `DOMAIN` (required)")
 	fs.StringVar(&descriptor, "descriptor", "", "grpc target: the descriptor's `ENTRIES`, KEY=VALUE,KEY=VALUE…, where {key} in a value is the key (required)")
-	fs.DurationVar(&cfg.timeout, "timeout", defaultBenchTimeout, "give up on one request after this long: an error")
+	fs.DurationVar(&cfg.timeout, "timeout", defaultBenchTimeout, "give up on one request after this long, and count an error (a Redis target's command timeout too)")
 	fs.BoolVar(&cfg.json, "json", false, "write the report as JSON")
 	usage := strings.NewReplacer("{{concurrency}}", strconv.Itoa(defaultBenchConcurrency), "{{plain}}", progressPlainInterval.String()).Replace(benchUsage)
 	printUsage := func(w io.Writer) {
