@@ -79,7 +79,8 @@ Targets (--target):
                       429 limited, anything else an error
   grpc://HOST:PORT    admit serve --envoy-config's ShouldRateLimit (Envoy RLS v3), in --domain,
                       one descriptor of --descriptor's entries, where {key} in a value is the key
-  redis://… rediss:// a Redis, through redisstore, with the policies of --config (else the demo's)
+  redis://… rediss:// a Redis (or unix://), through redisstore, with the policies of --config (else
+                      the demo's)
   memory              an in-memory store in this process (memstore), likewise
 The store targets use a random HMAC secret: each run's keys are new. --redis URL is --target URL.
 
@@ -133,7 +134,7 @@ func parseBench(args []string, stdout, stderr io.Writer) (cfg benchConfig, code 
 	fs := flag.NewFlagSet("admit bench", flag.ContinueOnError)
 	var redisURL, rate, descriptor string
 	var policies policyList
-	fs.StringVar(&cfg.target, "target", defaultBenchTarget, "what to load: `URL` http://HOST:PORT, grpc://HOST:PORT, redis://… or rediss://…, or memory")
+	fs.StringVar(&cfg.target, "target", defaultBenchTarget, "what to load: `URL` http://HOST:PORT, grpc://HOST:PORT, redis://…, rediss://… or unix://…, or memory")
 	fs.StringVar(&redisURL, "redis", "", "Redis `URL`: the same as --target URL")
 	fs.StringVar(&rate, "rate", "", "open loop: `N` requests a second (N or N/s), on a fixed schedule")
 	fs.IntVar(&cfg.concurrency, "concurrency", 0, "closed loop: `N` workers, each waiting for its answer before its next request (default "+strconv.Itoa(defaultBenchConcurrency)+" without --rate)")
@@ -277,6 +278,10 @@ func targetKind(t string) (string, error) {
 	if t == "memory" {
 		return "memory", nil
 	}
+	want := fmt.Errorf("--target %q: want http://HOST:PORT, grpc://HOST:PORT, redis://…, rediss://…, unix://… or memory", redisstore.RedactURL(t))
+	if !strings.Contains(t, "://") {
+		return "", want
+	}
 	u, err := url.Parse(t)
 	if err != nil {
 		return "", fmt.Errorf("--target: %v", redactErr(err, t))
@@ -284,7 +289,7 @@ func targetKind(t string) (string, error) {
 	switch u.Scheme {
 	case "http", "https":
 		if u.Host == "" {
-			return "", fmt.Errorf("--target %q: no host", t)
+			return "", fmt.Errorf("--target %q: no host", redisstore.RedactURL(t))
 		}
 		return "http", nil
 	case "grpc":
@@ -292,10 +297,10 @@ func targetKind(t string) (string, error) {
 			return "", fmt.Errorf("--target %q: want grpc://HOST:PORT", t)
 		}
 		return "grpc", nil
-	case "redis", "rediss":
+	case "redis", "rediss", "unix":
 		return "redis", nil
 	}
-	return "", fmt.Errorf("--target %q: want http://HOST:PORT, grpc://HOST:PORT, redis://…, rediss://… or memory", redisstore.RedactURL(t))
+	return "", want
 }
 
 // redactErr returns err, with the URL t's password hidden.

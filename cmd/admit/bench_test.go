@@ -257,6 +257,7 @@ func TestBenchBadFlags(t *testing.T) {
 		{[]string{"--keys", "0"}, "--keys 0"},
 		{[]string{"--keys", "5", "--hot-key"}, "--keys N and --hot-key exclude each other"},
 		{[]string{"--target", "ftp://x"}, "want http://HOST:PORT"},
+		{[]string{"--target", "127.0.0.1:8080"}, `--target "127.0.0.1:8080": want http://HOST:PORT`},
 		{[]string{"--target", "redis://:hunter2@127.0.0.1:1", "--redis", "redis://127.0.0.1:1"}, "give one of them"},
 		{[]string{"--target", "http://127.0.0.1:1", "--config", "x.yaml"}, "--config is for a store target"},
 		{[]string{"--domain", "d"}, "--domain and --descriptor are for a grpc:// target"},
@@ -330,5 +331,23 @@ func TestBenchReportText(t *testing.T) {
 	}
 	if strings.Contains(text, "hunter2") {
 		t.Error("the report shows the password")
+	}
+}
+
+// TestBenchTargetKind checks which kind of target each --target names.
+func TestBenchTargetKind(t *testing.T) {
+	for target, want := range map[string]string{
+		"memory": "memory", "http://127.0.0.1:8080": "http", "https://admit.internal": "http",
+		"grpc://127.0.0.1:8081": "grpc", "grpc://127.0.0.1:8081/": "grpc", "redis://127.0.0.1:6379/0": "redis",
+		"rediss://:pw@redis.internal:6380": "redis", "unix:///run/redis.sock": "redis",
+	} {
+		if got, err := targetKind(target); got != want || err != nil {
+			t.Errorf("targetKind(%q) = %q, %v; want %q", target, got, err, want)
+		}
+	}
+	for _, target := range []string{"", "127.0.0.1:8080", "http://", "grpc://127.0.0.1:8081/v1", "mem", "ftp://x"} {
+		if got, err := targetKind(target); err == nil {
+			t.Errorf("targetKind(%q) = %q, nil; want an error", target, got)
+		}
 	}
 }
