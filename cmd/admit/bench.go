@@ -278,7 +278,7 @@ func targetKind(t string) (string, error) {
 	if t == "memory" {
 		return "memory", nil
 	}
-	want := fmt.Errorf("--target %q: want http://HOST:PORT, grpc://HOST:PORT, redis://…, rediss://…, unix://… or memory", redisstore.RedactURL(t))
+	want := fmt.Errorf("--target %q: want http://HOST:PORT, grpc://HOST:PORT, redis://…, rediss://…, unix://… or memory", showTarget(t))
 	if !strings.Contains(t, "://") {
 		return "", want
 	}
@@ -289,7 +289,7 @@ func targetKind(t string) (string, error) {
 	switch u.Scheme {
 	case "http", "https":
 		if u.Host == "" {
-			return "", fmt.Errorf("--target %q: no host", redisstore.RedactURL(t))
+			return "", fmt.Errorf("--target %q: no host", showTarget(t))
 		}
 		return "http", nil
 	case "grpc":
@@ -301,6 +301,14 @@ func targetKind(t string) (string, error) {
 		return "redis", nil
 	}
 	return "", want
+}
+
+// showTarget returns the target t to show: without its password, if it has one.
+func showTarget(t string) string {
+	if !strings.Contains(t, "@") {
+		return t
+	}
+	return redisstore.RedactURL(t)
 }
 
 // redactErr returns err, with the URL t's password hidden.
