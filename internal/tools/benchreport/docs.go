@@ -61,7 +61,15 @@ func benchmarkDocs(filename string, into map[string]string) error {
 	return nil
 }
 
+// firstParagraph returns the first paragraph of a doc comment on one line. A paragraph that ends by
+// introducing what follows it ("… quote it:", then a command) loses that last sentence.
 func firstParagraph(text string) string {
 	para, _, _ := strings.Cut(strings.TrimSpace(text), "\n\n")
-	return strings.Join(strings.Fields(para), " ")
+	para = strings.Join(strings.Fields(para), " ")
+	if strings.HasSuffix(para, ":") {
+		if i := strings.LastIndex(para, ". "); i >= 0 {
+			para = para[:i+1]
+		}
+	}
+	return para
 }

@@ -79,6 +79,17 @@ func (g *group) title() string {
 	return g.pkg + ": " + g.name
 }
 
+// concurrent reports whether the group has a benchmark run from several callers (/callers=N), which
+// is meant to be compared with a reference; a group of other figures (memory per key) may have none.
+func (g *group) concurrent() bool {
+	for _, r := range g.rows {
+		if r.callers > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // references lists the distinct reference series of the group, in table order.
 func (g *group) references() []string {
 	var names []string
@@ -234,7 +245,9 @@ func compare(g *group) {
 		}
 	}
 	if !haveRef {
-		g.warns = append(g.warns, fmt.Sprintf("%s has no Reference benchmark: its rows have no ratio", g.title()))
+		if g.concurrent() {
+			g.warns = append(g.warns, fmt.Sprintf("%s has benchmarks with callers but no Reference benchmark: its rows have no ratio", g.title()))
+		}
 		return
 	}
 	for _, r := range g.rows {

@@ -81,9 +81,12 @@ func runsRange(gs []*group) (lo, hi int) {
 func renderGroup(w io.Writer, g *group, d map[string]string) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
 	p("\n### %s\n\n", g.title())
-	switch refs := g.references(); len(refs) {
+	refs := g.references()
+	switch len(refs) {
 	case 0:
-		p("No reference in this group (no `%sReference…` benchmark): no ratios.\n\n", groupPrefix(g))
+		if g.concurrent() {
+			p("No reference in this group (no `Benchmark%sReference…`): no ratios.\n\n", groupPrefix(g))
+		}
 	case 1:
 		p("Reference: `%s`.\n\n", refs[0])
 	default:
@@ -91,7 +94,9 @@ func renderGroup(w io.Writer, g *group, d map[string]string) {
 	}
 	cols := append([]string{"benchmark", "callers"}, fixedUnits...)
 	cols = append(cols, g.extras...)
-	cols = append(cols, "vs reference")
+	if len(refs) > 0 {
+		cols = append(cols, "vs reference")
+	}
 	p("| %s |\n", strings.Join(cols, " | "))
 	p("|---|%s\n", strings.Repeat("---:|", len(cols)-1))
 	for _, r := range g.rows {
@@ -111,6 +116,7 @@ func renderGroup(w io.Writer, g *group, d map[string]string) {
 			}
 		}
 		switch ratio, ok := r.ratio(); {
+		case len(refs) == 0:
 		case r.ref:
 			cells = append(cells, "(reference)")
 		case ok:

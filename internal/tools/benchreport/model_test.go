@@ -111,9 +111,13 @@ BenchmarkTwoRefs_ReferenceA/callers=1-2  100  100 ns/op
 BenchmarkTwoRefs_ReferenceB/callers=1-2  100  200 ns/op
 BenchmarkTwoRefs_Thing/callers=1-2       100  400 ns/op
 BenchmarkNoRef_Thing/callers=1-2         100  400 ns/op
+BenchmarkMemory_Usage/alg=gcra-2         1  1000 ns/op  104 B/key
 `)
-	if len(gs) != 4 {
-		t.Fatalf("%d groups, want 4 (default, InProcess, TwoRefs, NoRef)", len(gs))
+	if len(gs) != 5 {
+		t.Fatalf("%d groups, want 5 (default, InProcess, TwoRefs, NoRef, Memory)", len(gs))
+	}
+	if len(gs[4].warns) != 0 {
+		t.Errorf("a group of figures without callers needs no reference, but got warnings %q", gs[4].warns)
 	}
 	if r := find(t, gs, "", "AdmitRedisstore", 1); r.against == nil || r.against.series != "ReferenceRueidis" {
 		t.Error("the default group's row is not compared with BenchmarkReferenceRueidis")

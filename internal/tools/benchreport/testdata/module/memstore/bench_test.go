@@ -12,3 +12,8 @@ func BenchmarkTake(b *testing.B) {}
 func BenchmarkReferenceShardedMap(b *testing.B) {}
 
 func BenchmarkTakeHotKey(b *testing.B) {} // no doc comment: no note
+
+// BenchmarkKeyMemory reports the live heap per key. The docs quote it:
+//
+//	go test -run '^$' -bench KeyMemory -benchtime 1x ./memstore
+func BenchmarkKeyMemory(b *testing.B) {}
