@@ -2,7 +2,8 @@
 # Runs admit's benchmarks against harness-started redis-servers and writes BENCHMARKS.md and the chart
 # docs/bench-throughput.svg (`make bench`; no running Redis needed, only redis-server on PATH).
 #
-#   BENCHTIME=2s  go test's -benchtime for the throughput benchmarks (default 2s: about 10 minutes on 2 cores)
+#   BENCHTIME=2s  go test's -benchtime for the throughput benchmarks (with 2s the whole run took under 4 minutes
+#                 on 2 busy cores on 2026-11-30; keep it under ~15 minutes as benchmarks are added)
 #   COUNT=1       go test's -count; with more, every figure is the median of the runs
 #
 # The raw output goes to internal/tools/benchreport, which writes one table per comparison group of each

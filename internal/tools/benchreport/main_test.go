@@ -2,7 +2,10 @@ package main
 
 import (
 	"bytes"
+	"encoding/xml"
+	"errors"
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -75,6 +78,28 @@ func TestGolden(t *testing.T) {
 		if !bytes.Equal(g.have, want) {
 			t.Errorf("%s differs from what benchreport writes now (go test -update rewrites it); now:\n%s", g.path, g.have)
 		}
+	}
+}
+
+// The chart is well-formed XML with one panel (group) per comparison group that has a curve.
+func TestChartIsWellFormed(t *testing.T) {
+	_, svg := report(t)
+	dec := xml.NewDecoder(bytes.NewReader(svg))
+	panels := 0
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("the chart is not well-formed XML: %v", err)
+		}
+		if se, ok := tok.(xml.StartElement); ok && se.Name.Local == "g" {
+			panels++
+		}
+	}
+	if panels != 5 { // memstore, httplimit, bench, bench: InProcess, bench: ScriptCost
+		t.Errorf("%d panels, want 5", panels)
 	}
 }
 
