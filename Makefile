@@ -3,6 +3,7 @@
 GO        ?= go
 LISTEN    ?= 127.0.0.1:8080
 BENCHTIME ?= 2s
+COUNT     ?= 1
 
 .PHONY: run test vet bench build check-redis pictures
 
@@ -32,9 +33,10 @@ check-redis:
 		echo "(the tests start their own servers on free ports; none is left running)"; \
 		exit 1; }
 
-## bench: run the benchmarks against a harness-started Redis and write BENCHMARKS.md.
+## bench: run the benchmarks against harness-started redis-servers and write BENCHMARKS.md and
+## docs/bench-throughput.svg (scripts/bench.sh; BENCHTIME=5s COUNT=3 make bench runs longer).
 bench: check-redis
-	BENCHTIME=$(BENCHTIME) ./scripts/bench.sh
+	BENCHTIME=$(BENCHTIME) COUNT=$(COUNT) ./scripts/bench.sh
 
 ## pictures: redraw docs/algorithms.svg from internal/algo (a test fails while the checked-in file is stale).
 pictures:

@@ -1,76 +1,61 @@
 #!/usr/bin/env bash
-# Runs admit's benchmarks against a harness-started redis-server and writes BENCHMARKS.md.
-# Every package with benchmarks has one BenchmarkReference* (the bare thing admit wraps); each figure
-# is shown beside that reference, measured in the same run, as a ratio of throughputs.
+# Runs admit's benchmarks against harness-started redis-servers and writes BENCHMARKS.md and the chart
+# docs/bench-throughput.svg (`make bench`; no running Redis needed, only redis-server on PATH).
+#
+#   BENCHTIME=2s  go test's -benchtime for the throughput benchmarks (with 2s the whole run took under 4 minutes
+#                 on 2 busy cores on 2026-11-30; keep it under ~15 minutes as benchmarks are added)
+#   COUNT=1       go test's -count; with more, every figure is the median of the runs
+#
+# The raw output goes to internal/tools/benchreport, which writes one table per comparison group of each
+# package and a chart of decisions/s against callers for each group. Everything in BENCHMARKS.md from its
+# first "## " heading on is written by hand and kept as it is; the rest is regenerated.
+#
+# Naming rule (how benchreport groups and compares benchmarks):
+# - Benchmark<Group>_<Series> belongs to comparison group <Group> of its package; the group's reference is
+#   Benchmark<Group>_Reference<Name>. A benchmark without an underscore belongs to the package's default
+#   group, whose reference is BenchmarkReference<Name>.
+# - Concurrency is the last path element, /callers=N (internal/callers: N in 1, 16, 256). Other sub-benchmark
+#   elements (/alg=gcra, /keys=hot) are part of the series name.
+# - Every other series is shown as its throughput (decisions/s, else 10^9 / ns/op) divided by the reference's
+#   at the same callers, from the same run. With several reference series in a group (e.g. one per
+#   /keys=…), a row is compared with the most specific one whose sub-benchmark elements it shares.
+# - Extra figures (b.ReportMetric: redis-cpu-us/op, B/key, p99-us, …) become columns, whatever their unit.
+# - The first paragraph of each benchmark's doc comment is printed under its table.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 benchtime=${BENCHTIME:-2s}
-# redisstore is measured in the bench module, beside the other Redis clients and limiters.
-pkgs=(./memstore ./httplimit)
-gotest="go test -run '^\$' -bench . -benchmem -benchtime $benchtime"
-cmd="ADMIT_REQUIRE_REDIS=1 $gotest ${pkgs[*]} && (cd bench && ADMIT_REQUIRE_REDIS=1 $gotest .)"
-raw=$(mktemp)
-kept=$(mktemp)
-trap 'rm -f "$raw" "$kept"' EXIT
-# Sections of BENCHMARKS.md written by hand (each starting with a "## " heading) are kept as they are,
-# after the generated table.
-if [ -f BENCHMARKS.md ]; then sed -n '/^## /,$p' BENCHMARKS.md > "$kept"; fi
+count=${COUNT:-1}
+export ADMIT_REQUIRE_REDIS=1 # a Redis benchmark that cannot start its server fails rather than skips
 
-echo "running: $cmd" >&2
-export ADMIT_REQUIRE_REDIS=1
-go test -run '^$' -bench . -benchmem -benchtime "$benchtime" "${pkgs[@]}" | tee "$raw" >&2
-(cd bench && go test -run '^$' -bench . -benchmem -benchtime "$benchtime" .) | tee -a "$raw" >&2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+raw=$tmp/raw.txt
+# Build the generator first: a compile error should not cost a full run.
+go build -o "$tmp/benchreport" ./internal/tools/benchreport
 
-{
-	echo "# Benchmarks"
-	echo
-	echo "Written by \`make bench\` (scripts/bench.sh) on $(date -u +%Y-%m-%d). Figures are from one run on one machine;"
-	echo "compare ratios, not absolute numbers, across machines."
-	echo
-	echo "- machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(free -g | awk '/Mem:/{print $2}') GiB"
-	echo "- $(go version)"
-	echo "- $(redis-server --version | cut -d' ' -f1-3), started by the test harness on loopback, no persistence"
-	echo "- command: \`$cmd\`"
-	echo
-	echo "*callers* is the number of goroutines calling at once. *vs reference* is this row's throughput"
-	echo "divided by the package's reference row with the same callers (1.00 = as fast as the bare reference)."
-	echo
-	awk '
-		/^pkg: / { pkg = $2; sub(/.*\/admit\/?/, "", pkg); if (pkg == "") pkg = "admit" }
-		/^Benchmark/ {
-			name = $1; sub(/-[0-9]+$/, "", name)
-			ns = ""; ops = ""; bop = ""; allocs = ""
-			for (i = 3; i < NF; i++) {
-				if ($(i+1) == "ns/op") ns = $i
-				if ($(i+1) == "decisions/s") ops = $i
-				if ($(i+1) == "B/op") bop = $i
-				if ($(i+1) == "allocs/op") allocs = $i
-			}
-			if (ops == "" && ns != "") ops = 1e9 / ns
-			callers = name; if (!sub(/.*callers=/, "", callers)) callers = "-"
-			bench = name; sub(/\/callers=[0-9]+$/, "", bench)
-			n++; P[n] = pkg; B[n] = bench; C[n] = callers; NS[n] = ns; OPS[n] = ops; BOP[n] = bop; AL[n] = allocs
-			if (bench ~ /^BenchmarkReference/) REF[pkg, callers] = ops
-		}
-		END {
-			print "| package | benchmark | callers | ns/op | ops/s | B/op | allocs/op | vs reference |"
-			print "|---|---|---:|---:|---:|---:|---:|---:|"
-			for (i = 1; i <= n; i++) {
-				ratio = "—"
-				if ((P[i], C[i]) in REF && B[i] !~ /^BenchmarkReference/) ratio = sprintf("%.2f", OPS[i] / REF[P[i], C[i]])
-				if (B[i] ~ /^BenchmarkReference/) ratio = "(reference)"
-				printf "| %s | %s | %s | %s | %.0f | %s | %s | %s |\n", P[i], substr(B[i], 10), C[i], NS[i], OPS[i], BOP[i], AL[i], ratio
-			}
-		}
-	' "$raw"
-	echo
-	echo "Rows in *bench* are Redis clients and limiters on one harness-started Redis: admit's redisstore;"
-	echo "admit's take script called by bare rueidis (the reference) and by bare go-redis (retries off,"
-	echo "default pool); the single-purpose fixed-window script redisstore called before the take script,"
-	echo "by bare rueidis (PreviousScriptRueidis: the single-policy path before and after, in one run); and"
-	echo "go-redis/redis_rate, a GCRA limiter (another algorithm, one script call per decision). Redis runs"
-	echo "on the same 2 cores as the benchmark, so Redis-bound rows measure both."
-	if [ -s "$kept" ]; then echo; cat "$kept"; fi
-} > BENCHMARKS.md
-echo "wrote BENCHMARKS.md" >&2
+cmds=()
+quote() { case $1 in *[!A-Za-z0-9_./=:,-]*) printf "'%s'" "$1" ;; *) printf '%s' "$1" ;; esac; }
+# bench DIR ARG…: runs `go test ARG…` in DIR, appends its output to $raw and records the command for the header.
+bench() {
+	local dir=$1 shown="ADMIT_REQUIRE_REDIS=1 go test" a
+	shift
+	for a in "$@"; do shown+=" $(quote "$a")"; done
+	if [ "$dir" != . ]; then shown="(cd $dir && $shown)"; fi
+	cmds+=(-cmd "$shown")
+	echo "running: $shown" >&2
+	(cd "$dir" && go test "$@") | tee -a "$raw" >&2
+}
+
+flags=(-run '^$' -benchmem -count "$count")
+# In-process: memstore (beside a bare sharded map; its key flood) and the HTTP middleware.
+bench . "${flags[@]}" -bench . -skip KeyMemory -benchtime "$benchtime" ./memstore ./httplimit
+# Memory per key for each algorithm, in memstore (live heap of 2^20 keys) and in Redis (MEMORY USAGE): one
+# iteration, since they measure bytes, not time (memstore's takes seconds). redisstore's Take is measured in
+# the bench module, beside the other Redis clients and limiters.
+bench . "${flags[@]}" -bench KeyMemory -benchtime 1x ./memstore ./redisstore
+# The bench module (its own go.mod): redisstore beside bare rueidis, go-redis, redis_rate, in-process peers.
+bench bench "${flags[@]}" -bench . -benchtime "$benchtime" .
+
+"$tmp/benchreport" -in "$raw" -o BENCHMARKS.md -svg docs/bench-throughput.svg "${cmds[@]}"
+echo "wrote BENCHMARKS.md and docs/bench-throughput.svg" >&2
