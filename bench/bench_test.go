@@ -30,8 +30,8 @@ var keys = func() []string {
 }()
 
 // takeArgs are the ARGV of redisstore's take script for one unit of limit, with no request ID, as
-// scripts/take.lua documents them: the policy count, an empty fingerprint, then the algorithm and its
-// arguments (limit, window in milliseconds, cost, aligned 0 or 1). A drift from what the script
+// scripts/take.lua documents them: the policy count, an empty fingerprint, an empty shadow mask, then
+// the algorithm and its arguments (limit, window in milliseconds, cost, aligned 0 or 1). A drift from what the script
 // accepts fails the reference benchmarks with its ADMIT_INVALID reply.
 var takeArgs = []string{"1", "", "", limit.Algorithm.String(),
 	strconv.FormatInt(limit.Rate, 10), strconv.FormatInt(limit.Period.Milliseconds(), 10), "1", "0"}
@@ -100,7 +100,7 @@ func BenchmarkPreviousScriptRueidis(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	args := takeArgs[3:] // limit, window, cost
+	args := takeArgs[4:7] // limit, window, cost
 	callers.Bench(b, func(i int) error {
 		return c.Do(ctx, c.B().Evalsha().Sha1(sha).Numkeys(1).Key(keys[i%len(keys)]).Arg(args...).Build()).Error()
 	})
