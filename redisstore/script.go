@@ -113,13 +113,14 @@ const (
 // EVALSHA once more; if that too meets NOSCRIPT, it calls EVAL with the script's source. NOSCRIPT
 // proves a call did not run, so the call that runs is the only one. Nothing else is retried.
 //
-// The second NOSCRIPT comes from a node the client reaches only by a redirect: after a cluster
-// failover, the promoted replica (Redis 7 never passes SCRIPT LOAD to replicas), which the client
-// reaches by the old master's MOVED until its view of the cluster is refreshed, up to a second
-// later; while a slot migrates, the target of an ASK. SCRIPT LOAD has no key to be redirected by;
-// EVAL has, and loads the script on the node it runs on, so later EVALSHAs find it there. A user
-// without EVAL (ACLRules) gets NOPERM instead: the decision is unavailable, as it was, until the
-// client's view names the new node.
+// The second NOSCRIPT comes from a node the client reaches only by a redirect. After a cluster
+// failover that is the promoted replica (Redis 7 never passes SCRIPT LOAD to replicas): until the
+// client refreshes its view of the cluster, up to a second later, it reaches the new master only by
+// the old master's MOVED; neither its route for the slot nor its list of nodes (Nodes, which leaves
+// out seed connections to replicas) names it. While a slot migrates, it is the target of an ASK.
+// SCRIPT LOAD has no key to be redirected by; EVAL has, and caches the script on the node it runs
+// on, so later EVALSHAs find it there. A user without EVAL (ACLRules) gets NOPERM instead: the
+// decision is unavailable, as before, until the client's view names the new node.
 func (s *Store) run(ctx context.Context, sc *script, keys, args []string) (rueidis.RedisMessage, error) {
 	c, err := s.conn(ctx)
 	if err != nil {
@@ -130,7 +131,7 @@ func (s *Store) run(ctx context.Context, sc *script, keys, args []string) (rueid
 	}
 	res := evalsha()
 	if isNoScript(res.Error()) {
-		if err := loadFor(ctx, c, sc, keys[0]); err != nil {
+		if err := loadFor(ctx, c, sc, keys); err != nil {
 			return rueidis.RedisMessage{}, unavailable(fmt.Errorf("loading %s script: %w", sc.name, err))
 		}
 		res = evalsha()
@@ -145,10 +146,15 @@ func (s *Store) run(ctx context.Context, sc *script, keys, args []string) (rueid
 	return msg, nil
 }
 
-// loadFor runs SCRIPT LOAD of sc on the node the client routes key's slot to (on a cluster: by its
-// current view; a standalone or Sentinel client has one node).
-func loadFor(ctx context.Context, c rueidis.Client, sc *script, key string) error {
-	return loadOn(ctx, c, c.B().ScriptLoad().Script(sc.src).Build().SetSlot(key), sc)
+// loadFor runs SCRIPT LOAD of sc on the node the client routes the slot of keys, a call's keys, to
+// (on a cluster: by its current view; a standalone or Sentinel client has one node), or, without
+// keys, on any node.
+func loadFor(ctx context.Context, c rueidis.Client, sc *script, keys []string) error {
+	cmd := c.B().ScriptLoad().Script(sc.src).Build()
+	if len(keys) > 0 {
+		cmd = cmd.SetSlot(keys[0])
+	}
+	return loadOn(ctx, c, cmd, sc)
 }
 
 // load runs SCRIPT LOAD on every node the client knows (Preflight's check that every node takes
