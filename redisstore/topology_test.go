@@ -20,6 +20,7 @@ func TestClusterTopologyChanges(t *testing.T) {
 	s := openCluster(t, c.URL())
 	t.Run("FailoverLoadsScriptsOnNewMaster", func(t *testing.T) { testFailoverLoadsScripts(t, c, s) })
 	t.Run("ReshardSlotUnderLoad", func(t *testing.T) { testReshardUnderLoad(t, c, s) })
+	t.Run("FailoverLeastPrivilegeUser", func(t *testing.T) { testFailoverLeastPrivilege(t, c) })
 }
 
 // After a failover the promoted replica has no scripts (Redis 7 does not pass SCRIPT LOAD to
@@ -379,4 +380,55 @@ func errorStats(t *testing.T, srv *redistest.Server) string {
 		}
 	}
 	return strings.Join(stats, " ")
+}
+
+// topologyTestACLRules are ACLRules plus what a cluster client needs to learn the topology: rueidis
+// asks CLUSTER SLOTS (or CLUSTER SHARDS). With ACLRules alone every decision fails with MOVED.
+var topologyTestACLRules = ACLRules() + " +cluster|slots +cluster|shards"
+
+// A least-privilege user, who may not EVAL, after a failover: the first decisions on the promoted
+// replica's slot fail (NOPERM on the EVAL fallback) until the client's view of the cluster names
+// the new master, then decisions go on by themselves, with SCRIPT LOAD and EVALSHA only. The test
+// fails on an error that is not admit.ErrUnavailable and on decisions that do not come back within
+// recoveryGuard; it logs the window.
+func testFailoverLeastPrivilege(t *testing.T, c *redistest.Cluster) {
+	for _, n := range c.Nodes() { // ACL users are per node: a cluster does not share them
+		args := append([]string{"ACL", "SETUSER", "admit", "on", ">s3cret"}, strings.Fields(topologyTestACLRules)...)
+		mustDo(t, n, args...)
+	}
+	s := openCluster(t, strings.Replace(c.URL(), "redis://", "redis://admit:s3cret@", 1))
+	key := newKey(t)
+	lim := admit.Limit{Algorithm: admit.FixedWindow, Rate: 1000, Period: time.Hour}
+	take(t, s, key, lim, 1)
+	m := c.MasterOfKey(t, key)
+	replicas := c.ReplicasOf(t, m)
+	if len(replicas) != 1 {
+		t.Fatalf("master %s has replicas %v, want one", m.Addr(), replicas)
+	}
+	r := replicas[0]
+	mustDo(t, r, "CLUSTER", "FAILOVER")
+	awaitMaster(t, r, time.Now())
+	c.WaitHealthy(t)
+	begin := time.Now()
+	failed := 0
+	var first error
+	for {
+		_, err := s.Take(t.Context(), admit.Request{Key: key, Limit: lim, Cost: 1})
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, admit.ErrUnavailable) {
+			t.Fatalf("a decision after the failover: %v; want admit.ErrUnavailable", err)
+		}
+		if failed++; failed == 1 {
+			first = err
+		}
+		if time.Since(begin) > recoveryGuard {
+			t.Fatalf("decisions still fail %v after the failover: %v", recoveryGuard, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Logf("least-privilege user, after the failover had settled: %d decisions failed, the first %v; decisions back %v after the first",
+		failed, first, time.Since(begin).Round(time.Millisecond))
+	requireSteady(t, s, []string{key}, lim, 20)
 }
