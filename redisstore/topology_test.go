@@ -383,7 +383,8 @@ func errorStats(t *testing.T, srv *redistest.Server) string {
 }
 
 // topologyTestACLRules are ACLRules plus what a cluster client needs to learn the topology: rueidis
-// asks CLUSTER SLOTS (or CLUSTER SHARDS). With ACLRules alone every decision fails with MOVED.
+// asks CLUSTER SLOTS (or CLUSTER SHARDS). With ACLRules alone, decisions through a URL with seeds
+// fail with NOPERM on CLUSTER, and through a one-node URL with MOVED for other nodes' slots.
 var topologyTestACLRules = ACLRules() + " +cluster|slots +cluster|shards"
 
 // A least-privilege user, who may not EVAL, after a failover: the first decisions on the promoted
