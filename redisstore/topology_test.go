@@ -14,7 +14,8 @@ import (
 	"github.com/admit-dev/admit/internal/redistest"
 )
 
-// Topology changes on one Redis Cluster, in turn: a failover, then a slot resharded under load.
+// Topology changes on one Redis Cluster, in turn: a failover, a slot resharded under load, and a
+// failover seen by a least-privilege user.
 func TestClusterTopologyChanges(t *testing.T) {
 	c := redistest.StartCluster(t)
 	s := openCluster(t, c.URL())
