@@ -67,8 +67,8 @@ func TestConformanceCluster(t *testing.T) {
 	limittest.TestStore(t, func(t *testing.T) limittest.Backend { return b })
 }
 
-// On a cluster the scripts are loaded on every master on the first NOSCRIPT, so that a key whose
-// slot is elsewhere finds them too, and again after SCRIPT FLUSH on one master.
+// On a cluster a NOSCRIPT loads the scripts on the master that serves the key's slot, so every
+// master has them once a key of its slots was decided, and again after SCRIPT FLUSH on one master.
 func TestClusterLoadsScriptsOnEveryNode(t *testing.T) {
 	c := redistest.StartCluster(t)
 	s := open(t, c.URL())

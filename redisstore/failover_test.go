@@ -146,7 +146,7 @@ func (l *loadRun) window(fault time.Time) string {
 		l.firstErr, l.lastErr)
 }
 
-// checkErrors fails t on any READONLY, CROSSSLOT or other error that is not admit.ErrUnavailable,
+// checkErrors fails t on any READONLY, CROSSSLOT, NOSCRIPT or other error that is not admit.ErrUnavailable,
 // and on READONLY at or after settled even if it matched admit.ErrUnavailable. A zero settled
 // forbids READONLY at any time.
 func (l *loadRun) checkErrors(t *testing.T, settled time.Time) {
@@ -165,6 +165,9 @@ func (l *loadRun) checkErrors(t *testing.T, settled time.Time) {
 	}
 	if len(l.crossslot) > 0 {
 		t.Errorf("%d CROSSSLOT errors, first: %v", len(l.crossslot), l.crossslot[0].err)
+	}
+	if l.noscript > 0 { // the store loads a missing script where the call runs, or runs it by EVAL
+		t.Errorf("%d decisions failed on NOSCRIPT", l.noscript)
 	}
 	if len(l.others) > 0 {
 		t.Errorf("%d errors not matching admit.ErrUnavailable, first: %v", len(l.others), l.others[0].err)

@@ -108,9 +108,19 @@ const (
 	corruptPrefix = "ADMIT_CORRUPT"
 )
 
-// run calls sc with EVALSHA. On NOSCRIPT (Redis restarted, SCRIPT FLUSH, a new node) it loads the
-// script on every node and calls EVALSHA once more: NOSCRIPT proves the first call did not run.
-// Nothing else is retried.
+// run calls sc with EVALSHA. On NOSCRIPT (Redis restarted, SCRIPT FLUSH, a new node, a promoted
+// replica) it loads the script on the node the client routes the first key's slot to and calls
+// EVALSHA once more; if that too meets NOSCRIPT, it calls EVAL with the script's source. NOSCRIPT
+// proves a call did not run, so the call that runs is the only one. Nothing else is retried.
+//
+// The second NOSCRIPT comes from a node the client reaches only by a redirect. After a cluster
+// failover that is the promoted replica (Redis 7 never passes SCRIPT LOAD to replicas): until the
+// client refreshes its view of the cluster, up to a second later, it reaches the new master only by
+// the old master's MOVED; neither its route for the slot nor its list of nodes (Nodes, which leaves
+// out seed connections to replicas) names it. While a slot migrates, it is the target of an ASK.
+// SCRIPT LOAD has no key to be redirected by; EVAL has, and caches the script on the node it runs
+// on, so later EVALSHAs find it there. A user without EVAL (ACLRules) gets NOPERM instead: the
+// decision is unavailable, as before, until the client's view names the new node.
 func (s *Store) run(ctx context.Context, sc *script, keys, args []string) (rueidis.RedisMessage, error) {
 	c, err := s.conn(ctx)
 	if err != nil {
@@ -121,10 +131,13 @@ func (s *Store) run(ctx context.Context, sc *script, keys, args []string) (rueid
 	}
 	res := evalsha()
 	if isNoScript(res.Error()) {
-		if err := load(ctx, c, sc); err != nil {
+		if err := loadFor(ctx, c, sc, keys); err != nil {
 			return rueidis.RedisMessage{}, unavailable(fmt.Errorf("loading %s script: %w", sc.name, err))
 		}
 		res = evalsha()
+		if isNoScript(res.Error()) {
+			res = c.Do(ctx, c.B().Eval().Script(sc.src).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
+		}
 	}
 	msg, err := res.ToMessage()
 	if err != nil {
@@ -133,17 +146,36 @@ func (s *Store) run(ctx context.Context, sc *script, keys, args []string) (rueid
 	return msg, nil
 }
 
-// load runs SCRIPT LOAD on every node the client knows, so that EVALSHA finds the script whichever
-// node serves the key's slot.
+// loadFor runs SCRIPT LOAD of sc on the node the client routes the slot of keys, a call's keys, to
+// (on a cluster: by its current view; a standalone or Sentinel client has one node), or, without
+// keys, on any node.
+func loadFor(ctx context.Context, c rueidis.Client, sc *script, keys []string) error {
+	cmd := c.B().ScriptLoad().Script(sc.src).Build()
+	if len(keys) > 0 {
+		cmd = cmd.SetSlot(keys[0])
+	}
+	return loadOn(ctx, c, cmd, sc)
+}
+
+// load runs SCRIPT LOAD on every node the client knows (Preflight's check that every node takes
+// the scripts).
 func load(ctx context.Context, c rueidis.Client, sc *script) error {
 	for addr, node := range c.Nodes() {
-		sha, err := node.Do(ctx, node.B().ScriptLoad().Script(sc.src).Build()).ToString()
-		if err != nil {
+		if err := loadOn(ctx, node, node.B().ScriptLoad().Script(sc.src).Build(), sc); err != nil {
 			return fmt.Errorf("%s: %w", addr, err)
 		}
-		if sha != sc.sha {
-			return fmt.Errorf("%s: SCRIPT LOAD returned %s, want %s", addr, sha, sc.sha)
-		}
+	}
+	return nil
+}
+
+// loadOn runs cmd, a SCRIPT LOAD of sc, on c and checks the SHA1 it answers.
+func loadOn(ctx context.Context, c rueidis.Client, cmd rueidis.Completed, sc *script) error {
+	sha, err := c.Do(ctx, cmd).ToString()
+	if err != nil {
+		return err
+	}
+	if sha != sc.sha {
+		return fmt.Errorf("SCRIPT LOAD returned %s, want %s", sha, sc.sha)
 	}
 	return nil
 }
