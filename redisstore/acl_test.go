@@ -13,27 +13,15 @@ import (
 	"github.com/admit-dev/admit/limittest"
 )
 
-// leastPrivilegeACL is the ACL SETUSER rule list that docs/redis.md gives for a standalone Redis,
-// derived from the scripts:
-// EVALSHA and SCRIPT LOAD (never EVAL), PING, and the data commands the scripts call, on rl:* keys.
-var leastPrivilegeACL = ACLRules()
-
-// restrictedURL creates the user "admit" with the least-privilege rules on srv and returns a URL
-// that logs in as it.
-func restrictedURL(t *testing.T, srv *redistest.Server) string {
-	t.Helper()
-	args := append([]string{"ACL", "SETUSER", "admit", "on", ">s3cret"}, strings.Fields(leastPrivilegeACL)...)
-	if err := srv.Do(t, args...).Error(); err != nil {
-		t.Fatalf("ACL SETUSER: %v", err)
-	}
-	return "redis://admit:s3cret@" + srv.Addr()
-}
-
 // C5: the conformance suite passes as a user who may only EVALSHA, SCRIPT LOAD, PING and the
-// scripts' own commands on rl:* keys.
+// scripts' own commands on rl:* keys. (Every redisstore test runs as that user: the harness creates it
+// on every server, with redistest.ACLRules, and its URLs log in as it. This test checks it is so.)
 func TestLeastPrivilegeUser(t *testing.T) {
 	srv := redistest.Start(t)
-	url := restrictedURL(t, srv)
+	url := srv.URL()
+	if u, _ := srv.Do(t, "ACL", "GETUSER", redistest.User).ToAny(); u == nil || !strings.Contains(url, redistest.User+":") {
+		t.Fatalf("the harness's URL %s does not log in as its least-privilege user %s", url, redistest.User)
+	}
 	limittest.TestStore(t, func(t *testing.T) limittest.Backend { return restrictedBackend{url} })
 
 	t.Run("NoScriptReload", func(t *testing.T) {
@@ -96,18 +84,22 @@ func TestACLRulesMatchScriptsAndDocs(t *testing.T) {
 	if got := scriptCommands(); strings.Join(got, " ") != want {
 		t.Errorf("the scripts call %v; want %s (update this test and the docs together)", got, want)
 	}
+	if ACLRules() != redistest.ACLRules {
+		t.Errorf("ACLRules() = %s\nbut the tests run as a user with redistest.ACLRules = %s\n(update redistest.ACLRules and the docs together)",
+			ACLRules(), redistest.ACLRules)
+	}
 	doc, err := os.ReadFile("../docs/redis.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if line := "ACL SETUSER admit on >PASSWORD " + ACLRules(); !strings.Contains(string(doc), line) {
+	if line := "ACL SETUSER admit on >PASSWORD " + redistest.ACLRules; !strings.Contains(string(doc), line) {
 		t.Errorf("docs/redis.md does not give the rules the scripts need; want the line\n%s", line)
 	}
 	readme, err := os.ReadFile("../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rules := strings.TrimPrefix(ACLRules(), "resetkeys ~rl:* resetchannels "); !strings.Contains(string(readme), "`"+rules+"` on\n`~rl:*`") {
+	if rules := strings.TrimPrefix(redistest.ACLRules, "resetkeys ~rl:* resetchannels "); !strings.Contains(string(readme), "`"+rules+"` on\n`~rl:*`") {
 		t.Errorf("README.md does not give the rules the scripts need; want\n`%s` on\n`~rl:*`", rules)
 	}
 }
