@@ -95,6 +95,15 @@ func TestACLRulesMatchScriptsAndDocs(t *testing.T) {
 	if line := "ACL SETUSER admit on >PASSWORD " + redistest.ACLRules; !strings.Contains(string(doc), line) {
 		t.Errorf("docs/redis.md does not give the rules the scripts need; want the line\n%s", line)
 	}
+	ops, err := os.ReadFile("../docs/running-redis.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"ACL SETUSER admit on >PASSWORD " + redistest.ACLRules, "`" + redistest.SentinelACLRules + "`", "`" + redistest.ClusterACLRules + "`"} {
+		if !strings.Contains(string(ops), want) {
+			t.Errorf("docs/running-redis.md does not give the rules the tests run with; want\n%s", want)
+		}
+	}
 	readme, err := os.ReadFile("../README.md")
 	if err != nil {
 		t.Fatal(err)
@@ -102,4 +111,37 @@ func TestACLRulesMatchScriptsAndDocs(t *testing.T) {
 	if rules := strings.TrimPrefix(redistest.ACLRules, "resetkeys ~rl:* resetchannels "); !strings.Contains(string(readme), "`"+rules+"` on\n`~rl:*`") {
 		t.Errorf("README.md does not give the rules the scripts need; want\n`%s` on\n`~rl:*`", rules)
 	}
+}
+
+// On Sentinel and Cluster the client needs one command more than the scripts, outside the data
+// path: ROLE, to check that the server the sentinels name is the primary, and CLUSTER SLOTS (Redis
+// 7; CLUSTER SHARDS from Redis 8), to read the cluster's topology. Without it every decision fails,
+// and Preflight names the command; with redistest.SentinelACLRules or ClusterACLRules added, which
+// docs/running-redis.md gives, it passes (the rest of the suite runs as such a user).
+func TestTopologyACLRules(t *testing.T) {
+	ctx := context.Background()
+	check := func(t *testing.T, nodes []*redistest.Server, url, missing string) {
+		t.Helper()
+		for _, n := range nodes {
+			args := append([]string{"ACL", "SETUSER", "scripts-only", "on", ">pw"}, strings.Fields(ACLRules())...)
+			if err := n.Do(t, args...).Error(); err != nil {
+				t.Fatalf("ACL SETUSER on %s: %v", n.Addr(), err)
+			}
+		}
+		_, err := open(t, strings.Replace(url, redistest.User+":"+redistest.Password+"@", "scripts-only:pw@", 1)).Preflight(ctx)
+		if !errors.Is(err, ErrPermission) || !strings.Contains(err.Error(), "'"+missing+"'") {
+			t.Errorf("Preflight as a user with ACLRules only: %v, want ErrPermission naming %q", err, missing)
+		}
+		if _, err := open(t, url).Preflight(ctx); err != nil {
+			t.Errorf("Preflight as the harness's user, with %q added: %v", missing, err)
+		}
+	}
+	t.Run("Sentinel", func(t *testing.T) {
+		st := redistest.StartSentinel(t)
+		check(t, st.Servers(), st.URL(), "role")
+	})
+	t.Run("Cluster", func(t *testing.T) {
+		c := redistest.StartCluster(t)
+		check(t, c.Nodes(), c.URL(), "cluster|slots")
+	})
 }
