@@ -121,7 +121,7 @@ func TestACLRulesMatchScriptsAndDocs(t *testing.T) {
 // docs/running-redis.md gives, it passes (the rest of the suite runs as such a user).
 func TestTopologyACLRules(t *testing.T) {
 	ctx := context.Background()
-	check := func(t *testing.T, nodes []*redistest.Server, url, missing string) {
+	check := func(t *testing.T, nodes []*redistest.Server, url, missing, rules string) {
 		t.Helper()
 		for _, n := range nodes {
 			args := append([]string{"ACL", "SETUSER", "scripts-only", "on", ">pw"}, strings.Fields(ACLRules())...)
@@ -130,8 +130,8 @@ func TestTopologyACLRules(t *testing.T) {
 			}
 		}
 		_, err := open(t, strings.Replace(url, redistest.User+":"+redistest.Password+"@", "scripts-only:pw@", 1)).Preflight(ctx)
-		if !errors.Is(err, ErrPermission) || !strings.Contains(err.Error(), "'"+missing+"'") {
-			t.Errorf("Preflight as a user with ACLRules only: %v, want ErrPermission naming %q", err, missing)
+		if !errors.Is(err, ErrPermission) || !strings.Contains(err.Error(), "'"+missing+"'") || !strings.Contains(err.Error(), rules) {
+			t.Errorf("Preflight as a user with ACLRules only: %v, want ErrPermission naming %q and the rules %s", err, missing, rules)
 		}
 		if _, err := open(t, url).Preflight(ctx); err != nil {
 			t.Errorf("Preflight as the harness's user, with %q added: %v", missing, err)
@@ -139,10 +139,10 @@ func TestTopologyACLRules(t *testing.T) {
 	}
 	t.Run("Sentinel", func(t *testing.T) {
 		st := redistest.StartSentinel(t)
-		check(t, st.Servers(), st.URL(), "role")
+		check(t, st.Servers(), st.URL(), "role", redistest.SentinelACLRules)
 	})
 	t.Run("Cluster", func(t *testing.T) {
 		c := redistest.StartCluster(t)
-		check(t, c.Nodes(), c.URL(), "cluster|slots")
+		check(t, c.Nodes(), c.URL(), "cluster|slots", redistest.ClusterACLRules)
 	})
 }

@@ -222,12 +222,25 @@ func preflightError(step string, err error) error {
 			return fmt.Errorf("%w: %s refused: %s (the canary keys are %s:*; the user's key pattern must cover ~rl:*)",
 				ErrPermission, step, msg[i:], PreflightKey)
 		}
-		return fmt.Errorf("%w: %s refused: %s", ErrPermission, step, msg[i:])
+		return fmt.Errorf("%w: %s refused: %s%s", ErrPermission, step, msg[i:], topologyHint(msg))
 	}
 	if !errors.Is(err, admit.ErrUnavailable) && !errors.Is(err, admit.ErrCorruptState) && !errors.Is(err, admit.ErrInvalidRequest) {
 		err = unavailable(err)
 	}
 	return fmt.Errorf("redisstore: preflight: %s: %w", step, err)
+}
+
+// topologyHint explains a refused command that the client, not the scripts, needs: ROLE under
+// Sentinel, CLUSTER SLOTS or SHARDS in a cluster. The client sends it while connecting, so Redis
+// refuses it in reply to whatever came first, such as PING.
+func topologyHint(msg string) string {
+	switch {
+	case strings.Contains(msg, "'role'"):
+		return " (under Sentinel the client asks the primary ROLE: the user needs +role besides the scripts' rules)"
+	case strings.Contains(msg, "'cluster|slots'"), strings.Contains(msg, "'cluster|shards'"):
+		return " (in a cluster the client reads the topology: the user needs +cluster|slots +cluster|shards besides the scripts' rules)"
+	}
+	return ""
 }
 
 // scriptLine matches where Redis says a script's refused call is: "… on @user_script:LINE.".
