@@ -51,8 +51,8 @@ type Report struct {
 // refund, ZREMRANGEBYSCORE once a lease has expired, HINCRBY on a second request in a window), so
 // running the entry points once cannot reach them all without building state for each branch; and
 // ACL DRYRUN, which would answer without running anything, needs a permission the least-privilege
-// user does not have. The probe's list of commands is the one ACLRules is derived from, so it
-// cannot fall behind the scripts.
+// user does not have. A test checks that the probe calls exactly the commands ACLRules is derived
+// from, so it cannot fall behind the scripts unnoticed.
 func (s *Store) Preflight(ctx context.Context) (Report, error) {
 	rep := Report{MaxmemoryPolicy: PolicyUnknown}
 	if err := s.Ping(ctx); err != nil {
