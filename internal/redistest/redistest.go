@@ -72,9 +72,10 @@ const (
 )
 
 // ACLRules is the ACL SETUSER rule list of admit's least-privilege user on a standalone Redis, as
-// README.md, docs/redis.md and docs/running-redis.md give it: EVALSHA and SCRIPT LOAD (never EVAL), PING, and the data
-// commands the scripts call, on rl:* keys. A redisstore test checks that it is what redisstore derives
-// from its scripts and what the docs say; the harness creates [User] with it on every server it starts.
+// README.md, docs/redis.md and docs/running-redis.md give it: EVALSHA and SCRIPT LOAD (never EVAL),
+// PING, and the data commands the scripts call, on rl:* keys. A redisstore test checks that it is what
+// redisstore derives from its scripts and what the docs say; the harness creates [User] with it on
+// every server it starts.
 const ACLRules = "resetkeys ~rl:* resetchannels -@all +evalsha +script|load +ping +decrby +del +get +hgetall +hincrby +hset +incrby +pexpireat +pexpiretime +pttl +set +time +zadd +zcard +zcount +zrange +zrem +zremrangebyscore"
 
 // ClusterACLRules are the rules a Redis Cluster node's user needs besides [ACLRules]: the client reads
