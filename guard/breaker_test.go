@@ -61,7 +61,9 @@ func newRedisStore(t testing.TB, url string, timeout time.Duration) *redisstore.
 
 var perMinute = admit.Limit{Name: "per-minute", Algorithm: admit.FixedWindow, Rate: 3, Period: time.Minute}
 
-func req(key string) admit.Request { return admit.Request{Key: key, Limit: perMinute, Cost: 1} }
+// req returns a Take of 1 under perMinute on rl:key: inside ~rl:*, the key pattern of the
+// least-privilege user the Redis-backed tests run as.
+func req(key string) admit.Request { return admit.Request{Key: "rl:" + key, Limit: perMinute, Cost: 1} }
 
 // transitions records a Breaker's changes of state.
 type transitions struct {
@@ -228,7 +230,7 @@ func TestBreakerCorruptStateDoesNotTrip(t *testing.T) {
 	srv := redistest.Start(t)
 	backend := &counting{next: newRedisStore(t, srv.URL(), time.Second)}
 	b := guard.NewBreaker(backend, guard.BreakerOptions{Failures: 2, Now: newClock().Now})
-	srv.Do(t, "SET", "corrupt", "abc")
+	srv.Do(t, "SET", "rl:corrupt", "abc")
 	for range 10 {
 		_, err := b.Take(t.Context(), req("corrupt"))
 		if !errors.Is(err, admit.ErrCorruptState) {

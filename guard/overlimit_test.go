@@ -99,8 +99,8 @@ func TestOverLimitHammerRedis(t *testing.T) {
 		t.Fatalf("%d backend calls, want 4", got)
 	}
 	// Redis agrees: the key still holds 3, and the cached requests issued no EVALSHA.
-	if got, err := srv.Do(t, "GET", "k").ToString(); err != nil || got != "3" {
-		t.Fatalf("GET k = %q, %v; want 3", got, err)
+	if got, err := srv.Do(t, "GET", "rl:k").ToString(); err != nil || got != "3" {
+		t.Fatalf("GET rl:k = %q, %v; want 3", got, err)
 	}
 	if got := evalshaCalls(t, srv); got != evalsha {
 		t.Fatalf("Redis counted %d EVALSHA calls during the hammering, want 0", got-evalsha)

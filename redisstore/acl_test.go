@@ -6,36 +6,36 @@ import (
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/internal/redistest"
-	"github.com/admit-dev/admit/limittest"
 )
 
-// leastPrivilegeACL is the ACL SETUSER rule list that docs/redis.md gives for a standalone Redis,
-// derived from the scripts:
-// EVALSHA and SCRIPT LOAD (never EVAL), PING, and the data commands the scripts call, on rl:* keys.
-var leastPrivilegeACL = ACLRules()
-
-// restrictedURL creates the user "admit" with the least-privilege rules on srv and returns a URL
-// that logs in as it.
-func restrictedURL(t *testing.T, srv *redistest.Server) string {
-	t.Helper()
-	args := append([]string{"ACL", "SETUSER", "admit", "on", ">s3cret"}, strings.Fields(leastPrivilegeACL)...)
-	if err := srv.Do(t, args...).Error(); err != nil {
-		t.Fatalf("ACL SETUSER: %v", err)
-	}
-	return "redis://admit:s3cret@" + srv.Addr()
-}
-
-// C5: the conformance suite passes as a user who may only EVALSHA, SCRIPT LOAD, PING and the
-// scripts' own commands on rl:* keys.
+// C5: admit works as a user who may only EVALSHA, SCRIPT LOAD, PING and the scripts' own commands on
+// rl:* keys. Every Redis test runs as that user, the conformance suite included (TestConformance): the
+// harness creates it on every server, with redistest.ACLRules, and its URLs log in as it. This test
+// checks that it is so, and what the suite does not: a SCRIPT FLUSH, a key outside rl:*, EVAL.
 func TestLeastPrivilegeUser(t *testing.T) {
 	srv := redistest.Start(t)
-	url := restrictedURL(t, srv)
-	limittest.TestStore(t, func(t *testing.T) limittest.Backend { return restrictedBackend{url} })
-
+	url := srv.URL()
+	if !strings.Contains(url, redistest.User+":"+redistest.Password+"@") {
+		t.Fatalf("the harness's URL %s does not log in as its least-privilege user %s", url, redistest.User)
+	}
+	// The harness's user has exactly the rules of ACLRules: the same as a user made with them here.
+	setUser(t, srv, "want", ACLRules())
+	for _, field := range []string{"commands", "keys", "channels"} {
+		got, err := srv.Do(t, "ACL", "GETUSER", redistest.User).AsMap()
+		if err != nil {
+			t.Fatalf("ACL GETUSER %s: %v", redistest.User, err)
+		}
+		want, _ := srv.Do(t, "ACL", "GETUSER", "want").AsMap()
+		gm, wm := got[field], want[field]
+		g, gerr := gm.ToString()
+		w, werr := wm.ToString()
+		if gerr != nil || werr != nil || g != w {
+			t.Errorf("the harness's user has %s %q (%v); ACLRules gives %q (%v)", field, g, gerr, w, werr)
+		}
+	}
 	t.Run("NoScriptReload", func(t *testing.T) {
 		s := open(t, url)
 		key := newKey(t)
@@ -71,17 +71,6 @@ func TestLeastPrivilegeUser(t *testing.T) {
 	})
 }
 
-// restrictedBackend opens Stores that log in as the restricted user.
-type restrictedBackend struct{ url string }
-
-func (b restrictedBackend) Open(t *testing.T) admit.Store { return open(t, b.url) }
-
-func (b restrictedBackend) Sleep(t *testing.T, d time.Duration) { time.Sleep(d) }
-
-func (b restrictedBackend) Address() string { return b.url }
-
-func (b restrictedBackend) OpenAddress(t *testing.T, url string) admit.Store { return open(t, url) }
-
 // The ACL rules come from the scripts: every call names its command literally, so none is missed,
 // and docs/redis.md gives exactly the rules ACLRules derives.
 func TestACLRulesMatchScriptsAndDocs(t *testing.T) {
@@ -96,18 +85,64 @@ func TestACLRulesMatchScriptsAndDocs(t *testing.T) {
 	if got := scriptCommands(); strings.Join(got, " ") != want {
 		t.Errorf("the scripts call %v; want %s (update this test and the docs together)", got, want)
 	}
+	if ACLRules() != redistest.ACLRules {
+		t.Errorf("ACLRules() = %s\nbut the tests run as a user with redistest.ACLRules = %s\n(update redistest.ACLRules and the docs together)",
+			ACLRules(), redistest.ACLRules)
+	}
 	doc, err := os.ReadFile("../docs/redis.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if line := "ACL SETUSER admit on >PASSWORD " + ACLRules(); !strings.Contains(string(doc), line) {
+	if line := "ACL SETUSER admit on >PASSWORD " + redistest.ACLRules; !strings.Contains(string(doc), line) {
 		t.Errorf("docs/redis.md does not give the rules the scripts need; want the line\n%s", line)
+	}
+	ops, err := os.ReadFile("../docs/running-redis.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"ACL SETUSER admit on >PASSWORD " + redistest.ACLRules, "`" + redistest.SentinelACLRules + "`", "`" + redistest.ClusterACLRules + "`"} {
+		if !strings.Contains(string(ops), want) {
+			t.Errorf("docs/running-redis.md does not give the rules the tests run with; want\n%s", want)
+		}
 	}
 	readme, err := os.ReadFile("../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rules := strings.TrimPrefix(ACLRules(), "resetkeys ~rl:* resetchannels "); !strings.Contains(string(readme), "`"+rules+"` on\n`~rl:*`") {
+	if rules := strings.TrimPrefix(redistest.ACLRules, "resetkeys ~rl:* resetchannels "); !strings.Contains(string(readme), "`"+rules+"` on\n`~rl:*`") {
 		t.Errorf("README.md does not give the rules the scripts need; want\n`%s` on\n`~rl:*`", rules)
 	}
+}
+
+// On Sentinel and Cluster the client needs one command more than the scripts, outside the data
+// path: ROLE, to check that the server the sentinels name is the primary, and CLUSTER SLOTS (Redis
+// 7; CLUSTER SHARDS from Redis 8), to read the cluster's topology. Without it every decision fails,
+// and Preflight names the command; with redistest.SentinelACLRules or ClusterACLRules added, which
+// docs/running-redis.md gives, it passes (the rest of the suite runs as such a user).
+func TestTopologyACLRules(t *testing.T) {
+	ctx := context.Background()
+	check := func(t *testing.T, nodes []*redistest.Server, url, missing, rules string) {
+		t.Helper()
+		for _, n := range nodes {
+			args := append([]string{"ACL", "SETUSER", "scripts-only", "on", ">pw"}, strings.Fields(ACLRules())...)
+			if err := n.Do(t, args...).Error(); err != nil {
+				t.Fatalf("ACL SETUSER on %s: %v", n.Addr(), err)
+			}
+		}
+		_, err := open(t, strings.Replace(url, redistest.User+":"+redistest.Password+"@", "scripts-only:pw@", 1)).Preflight(ctx)
+		if !errors.Is(err, ErrPermission) || !strings.Contains(err.Error(), "'"+missing+"'") || !strings.Contains(err.Error(), rules) {
+			t.Errorf("Preflight as a user with ACLRules only: %v, want ErrPermission naming %q and the rules %s", err, missing, rules)
+		}
+		if _, err := open(t, url).Preflight(ctx); err != nil {
+			t.Errorf("Preflight as the harness's user, with %q added: %v", missing, err)
+		}
+	}
+	t.Run("Sentinel", func(t *testing.T) {
+		st := redistest.StartSentinel(t)
+		check(t, st.Servers(), st.URL(), "role", redistest.SentinelACLRules)
+	})
+	t.Run("Cluster", func(t *testing.T) {
+		c := redistest.StartCluster(t)
+		check(t, c.Nodes(), c.URL(), "cluster|slots", redistest.ClusterACLRules)
+	})
 }

@@ -53,6 +53,8 @@ func BenchmarkKeyMemory(b *testing.B) {
 		cost int64
 	}{
 		{"fixed_window", admit.Limit{Name: "api", Algorithm: admit.FixedWindow, Rate: 100, Period: time.Minute}, 1},
+		{"gcra", admit.Limit{Name: "api", Algorithm: admit.GCRA, Rate: 100, Period: time.Minute, Burst: 10}, 1},
+		{"concurrency/leases=1", admit.Limit{Name: "api", Algorithm: admit.Concurrency, Rate: 100, Period: time.Minute}, 1},
 		{"sliding_window", admit.Limit{Name: "api", Algorithm: admit.SlidingWindow, Rate: 100, Period: time.Minute}, 1},
 		{"sliding_window/rate=10^15", admit.Limit{Name: "api", Algorithm: admit.SlidingWindow, Rate: admit.MaxRate, Period: time.Minute}, admit.MaxRate},
 		{"sliding_log/entries=1", admit.Limit{Name: "api", Algorithm: admit.SlidingLog, Rate: 100, Period: time.Minute}, 1},

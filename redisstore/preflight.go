@@ -20,7 +20,8 @@ import (
 var ErrPermission = errors.New("redisstore: permission denied")
 
 // PreflightKey is the canary key Preflight runs the scripts on: inside ~rl:*, the key pattern of
-// ACLRules, and never one a KeyBuilder makes. Preflight writes nothing to it.
+// ACLRules, and never one a KeyBuilder makes. The scripts' peeks write nothing; the permission probe
+// writes keys under PreflightKey and deletes them before it returns.
 const PreflightKey = "rl:preflight:{canary}"
 
 // PolicyUnknown is the Report's MaxmemoryPolicy when the user may not read it (CONFIG GET is not
@@ -39,12 +40,19 @@ type Report struct {
 // Preflight checks, before any decision, that the store can work: it pings Redis, loads every
 // script entry point on every node (SCRIPT LOAD), and runs each once on PreflightKey — take as a
 // peek of every algorithm, release of a lease that does not exist, settle at the cost reserved on a
-// missing key — all of which write nothing; then it reads maxmemory-policy. A NOPERM reply is an
-// error matching ErrPermission that names the command and key refused; a connection failure is one
+// missing key — all of which write nothing; then it runs a permission probe, a script that calls
+// every command the scripts may call, once each, on keys under PreflightKey, and deletes what it
+// wrote; then it reads maxmemory-policy. A command the user may not run is an error matching
+// ErrPermission that names it (every one the probe found refused); a connection failure is one
 // matching admit.ErrUnavailable. A maxmemory-policy that is not noeviction is a warning in the
-// Report, and one the user may not read is PolicyUnknown. The peeks exercise the commands the
-// scripts call to read state, not those they call only to write (a write-only permission that is
-// missing shows at the first admitted decision).
+// Report, and one the user may not read is PolicyUnknown.
+//
+// Why a probe: the scripts call most write commands only on some branches (DECRBY on a partial
+// refund, ZREMRANGEBYSCORE once a lease has expired, HINCRBY on a second request in a window), so
+// running the entry points once cannot reach them all without building state for each branch; and
+// ACL DRYRUN, which would answer without running anything, needs a permission the least-privilege
+// user does not have. A test checks that the probe calls exactly the commands ACLRules is derived
+// from, so it cannot fall behind the scripts unnoticed.
 func (s *Store) Preflight(ctx context.Context) (Report, error) {
 	rep := Report{MaxmemoryPolicy: PolicyUnknown}
 	if err := s.Ping(ctx); err != nil {
@@ -63,6 +71,14 @@ func (s *Store) Preflight(ctx context.Context) (Report, error) {
 		}
 	}
 	if err := s.preflightScripts(ctx); err != nil {
+		// A read the scripts make with redis.pcall shows as corrupt state on the canary keys: the
+		// probe names the command. A key pattern that does not cover the canary keys it cannot name.
+		if perr := s.preflightProbe(ctx); errors.Is(perr, ErrPermission) && !strings.Contains(err.Error(), "~rl:*") {
+			return rep, perr
+		}
+		return rep, err
+	}
+	if err := s.preflightProbe(ctx); err != nil {
 		return rep, err
 	}
 	rep.MaxmemoryPolicy, err = s.maxmemoryPolicy(ctx, c)
@@ -100,6 +116,83 @@ func (s *Store) preflightScripts(ctx context.Context) error {
 	return nil
 }
 
+// probeCalls are the calls of the permission probe, in order: one of every command the scripts call,
+// on a string, a hash and a sorted set key (KEYS[1], KEYS[2], KEYS[3]), each of which the calls
+// leave deleted (DEL, or an expiry in the past when DEL is refused). A test checks that they name
+// exactly the commands of ACLRules.
+var probeCalls = [][]string{
+	{"TIME"},
+	{"SET", "KEYS[1]", "'1'"}, {"GET", "KEYS[1]"}, {"INCRBY", "KEYS[1]", "'2'"}, {"DECRBY", "KEYS[1]", "'1'"},
+	{"PEXPIREAT", "KEYS[1]", "'4102444800000'"}, {"PTTL", "KEYS[1]"}, {"PEXPIRETIME", "KEYS[1]"}, {"DEL", "KEYS[1]"},
+	{"HSET", "KEYS[2]", "'f'", "'1'"}, {"HINCRBY", "KEYS[2]", "'f'", "'1'"}, {"HGETALL", "KEYS[2]"},
+	{"ZADD", "KEYS[3]", "'1'", "'a'", "'2'", "'b'"}, {"ZCARD", "KEYS[3]"}, {"ZCOUNT", "KEYS[3]", "'-inf'", "'+inf'"},
+	{"ZRANGE", "KEYS[3]", "'0'", "'-1'", "'WITHSCORES'"}, {"ZREM", "KEYS[3]", "'a'"},
+	{"ZREMRANGEBYSCORE", "KEYS[3]", "'-inf'", "'+inf'"},
+}
+
+// probeScript is the permission probe: it calls each of probeCalls with redis.pcall, and returns
+// the commands refused for want of a permission, and the other errors, each joined by spaces.
+var probeScript = newScript("permission probe", probeSource())
+
+// probeSource renders probeCalls as the probe's Lua source.
+func probeSource() string {
+	var b strings.Builder
+	b.WriteString(`local refused, failed = {}, {}
+local function try(cmd, ...)
+  local r = redis.pcall(cmd, ...)
+  if type(r) == 'table' and r.err then
+    if string.find(r.err, 'NOPERM', 1, true) or string.find(r.err, "can't run this command", 1, true) then
+      refused[#refused + 1] = string.lower(cmd)
+    else
+      failed[#failed + 1] = string.lower(cmd) .. ': ' .. r.err
+    end
+  end
+end
+`)
+	for _, c := range probeCalls {
+		fmt.Fprintf(&b, "try('%s'", c[0])
+		for _, a := range c[1:] {
+			b.WriteString(", " + a)
+		}
+		b.WriteString(")\n")
+	}
+	b.WriteString(`for _, k in ipairs(KEYS) do
+  local r = redis.pcall('DEL', k)
+  if type(r) == 'table' and r.err then
+    redis.pcall('PEXPIREAT', k, '1')
+  end
+end
+return {table.concat(refused, ' '), table.concat(failed, '; ')}
+`)
+	return b.String()
+}
+
+// preflightProbe runs the permission probe on keys under PreflightKey.
+func (s *Store) preflightProbe(ctx context.Context) error {
+	keys := []string{PreflightKey + ":probe:string", PreflightKey + ":probe:hash", PreflightKey + ":probe:zset"}
+	ctx, cancel := context.WithTimeout(ctx, s.commandTimeout)
+	defer cancel()
+	msg, err := s.run(ctx, probeScript, keys, nil)
+	if err != nil {
+		return scriptPreflightError(probeScript, err)
+	}
+	reply, err := msg.AsStrSlice()
+	if err != nil || len(reply) != 2 {
+		return fmt.Errorf("redisstore: preflight: the %s answered %v (%v): %w", probeScript.name, reply, err, admit.ErrUnavailable)
+	}
+	if reply[0] != "" {
+		cmds := strings.Fields(reply[0])
+		for i, c := range cmds {
+			cmds[i] = "'" + c + "'"
+		}
+		return fmt.Errorf("%w: the %s was refused: the user may not run %s", ErrPermission, probeScript.name, strings.Join(cmds, ", "))
+	}
+	if reply[1] != "" {
+		return fmt.Errorf("redisstore: preflight: the %s on %s:probe:*: %s: %w", probeScript.name, PreflightKey, reply[1], admit.ErrUnavailable)
+	}
+	return nil
+}
+
 // maxmemoryPolicy reads maxmemory-policy: PolicyUnknown when Redis refuses CONFIG GET (NOPERM, a
 // disabled or renamed command), an error when Redis does not answer.
 func (s *Store) maxmemoryPolicy(ctx context.Context, c rueidis.Client) (string, error) {
@@ -129,12 +222,25 @@ func preflightError(step string, err error) error {
 			return fmt.Errorf("%w: %s refused: %s (the canary keys are %s:*; the user's key pattern must cover ~rl:*)",
 				ErrPermission, step, msg[i:], PreflightKey)
 		}
-		return fmt.Errorf("%w: %s refused: %s", ErrPermission, step, msg[i:])
+		return fmt.Errorf("%w: %s refused: %s%s", ErrPermission, step, msg[i:], topologyHint(msg))
 	}
 	if !errors.Is(err, admit.ErrUnavailable) && !errors.Is(err, admit.ErrCorruptState) && !errors.Is(err, admit.ErrInvalidRequest) {
 		err = unavailable(err)
 	}
 	return fmt.Errorf("redisstore: preflight: %s: %w", step, err)
+}
+
+// topologyHint explains a refused command that the client, not the scripts, needs: ROLE under
+// Sentinel, CLUSTER SLOTS or SHARDS in a cluster. The client sends it while connecting, so Redis
+// refuses it in reply to whatever came first, such as PING.
+func topologyHint(msg string) string {
+	switch {
+	case strings.Contains(msg, "'role'"):
+		return " (under Sentinel the client asks the primary ROLE: the user needs +role besides the scripts' rules)"
+	case strings.Contains(msg, "'cluster|slots'"), strings.Contains(msg, "'cluster|shards'"):
+		return " (in a cluster the client reads the topology: the user needs +cluster|slots +cluster|shards besides the scripts' rules)"
+	}
+	return ""
 }
 
 // scriptLine matches where Redis says a script's refused call is: "… on @user_script:LINE.".

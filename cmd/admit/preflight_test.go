@@ -43,7 +43,8 @@ func TestPreflightRefusesToStart(t *testing.T) {
 func TestPreflightWarnsOfEviction(t *testing.T) {
 	useSecret(t)
 	srv := redistest.Start(t, "--maxmemory-policy", "allkeys-lru")
-	base, logs, stop := serveInProcess(t, "--redis", srv.URL())
+	// The unrestricted default user: the least-privilege one may not read maxmemory-policy.
+	base, logs, stop := serveInProcess(t, "--redis", srv.AdminURL())
 	checkDemo(t, base, 200)
 	if code := stop(); code != 0 {
 		t.Errorf("run returned %d, want 0", code)

@@ -68,7 +68,7 @@ func StartCluster(t testing.TB, args ...string) *Cluster {
 				// Replicas sync without persistence, diskless: at once, not after the default 5s.
 				"--repl-diskless-sync-delay", "0",
 			}, args...)
-			c.nodes[i], errs[i] = start(t, nil, nodeArgs)
+			c.nodes[i], errs[i] = start(t, nil, nodeArgs, ACLRules+" "+ClusterACLRules)
 		})
 	}
 	wg.Wait()
@@ -105,11 +105,22 @@ func (c *Cluster) Addrs() []string {
 	return addrs
 }
 
-// URL returns the cluster's URL in the form redisstore accepts: the first node as host, every other
-// node as a seed, "redis://127.0.0.1:P1?addr=127.0.0.1:P2&addr=…".
+// URL returns the cluster's URL in the form redisstore accepts, logging in as the least-privilege
+// [User]: the first node as host, every other node as a seed,
+// "redis://admit:s3cret@127.0.0.1:P1?addr=127.0.0.1:P2&addr=…".
 func (c *Cluster) URL() string {
+	return "redis://" + User + ":" + Password + "@" + c.seeds()
+}
+
+// AdminURL is [Cluster.URL] without credentials: it logs in as the unrestricted default user.
+func (c *Cluster) AdminURL() string {
+	return "redis://" + c.seeds()
+}
+
+// seeds returns the first node's address followed by the others as addr options.
+func (c *Cluster) seeds() string {
 	addrs := c.Addrs()
-	return "redis://" + addrs[0] + "?addr=" + strings.Join(addrs[1:], "&addr=")
+	return addrs[0] + "?addr=" + strings.Join(addrs[1:], "&addr=")
 }
 
 // Node returns the node at addr, "127.0.0.1:PORT", or nil if none of the cluster's is there.

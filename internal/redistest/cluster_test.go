@@ -22,8 +22,8 @@ func TestCluster(t *testing.T) {
 		t.Fatalf("%d nodes, want 6", len(nodes))
 	}
 	u, err := url.Parse(c.URL())
-	if err != nil || u.Scheme != "redis" || u.Host != nodes[0].Addr() || !slices.Equal(u.Query()["addr"], c.Addrs()[1:]) {
-		t.Fatalf("URL() = %q (%v); want redis://%s?addr=… with the five other nodes", c.URL(), err, nodes[0].Addr())
+	if err != nil || u.Scheme != "redis" || u.User.String() != "admit:s3cret" || u.Host != nodes[0].Addr() || !slices.Equal(u.Query()["addr"], c.Addrs()[1:]) {
+		t.Fatalf("URL() = %q (%v); want redis://admit:s3cret@%s?addr=… with the five other nodes", c.URL(), err, nodes[0].Addr())
 	}
 	masters := c.Masters(t)
 	if len(masters) != 3 {
@@ -92,7 +92,7 @@ func TestSentinel(t *testing.T) {
 		t.Fatalf("%d servers and %d sentinels, want 3 and 3", len(servers), len(sentinels))
 	}
 	u, err := url.Parse(st.URL())
-	if err != nil || u.Host != sentinels[0].Addr() || u.Query().Get("master_set") != redistest.MasterName ||
+	if err != nil || u.User.String() != "admit:s3cret" || u.Host != sentinels[0].Addr() || u.Query().Get("master_set") != redistest.MasterName ||
 		!slices.Equal(u.Query()["addr"], []string{sentinels[1].Addr(), sentinels[2].Addr()}) {
 		t.Fatalf("URL() = %q (%v); want the three sentinels and master_set=%s", st.URL(), err, redistest.MasterName)
 	}

@@ -72,9 +72,10 @@ func (p *Proxy) Addr() string {
 	return p.ln.Addr().String()
 }
 
-// URL returns the proxy's address as a Redis URL, "redis://127.0.0.1:PORT".
+// URL returns the proxy's address as a Redis URL that logs in as the least-privilege [User] of the
+// server behind it, "redis://admit:s3cret@127.0.0.1:PORT".
 func (p *Proxy) URL() string {
-	return "redis://" + p.Addr()
+	return "redis://" + User + ":" + Password + "@" + p.Addr()
 }
 
 // DropNextRequest arms a one-shot fault: the next chunk any client sends is not forwarded, and that

@@ -64,7 +64,7 @@ func getDirect(t *testing.T, srv *redistest.Server, key string) (string, bool) {
 func TestProxyRelays(t *testing.T) {
 	srv := redistest.Start(t)
 	p := redistest.NewProxy(t, srv.Addr())
-	if want := "redis://" + p.Addr(); p.URL() != want {
+	if want := "redis://admit:s3cret@" + p.Addr(); p.URL() != want {
 		t.Fatalf("URL() = %q, want %q", p.URL(), want)
 	}
 	c := dialProxy(t, p)

@@ -11,6 +11,15 @@
 //		s.Restart(t) // Same address, empty data.
 //	}
 //
+// Every data server the harness starts (by [Start], [StartTLS], [StartCluster] and [StartSentinel], and
+// again at every [Server.Restart]) has a least-privilege ACL user, [User] with [Password], allowed only
+// [ACLRules] (plus [ClusterACLRules] on a cluster node, [SentinelACLRules] on a server Sentinel
+// watches). The URLs the harness hands out ([Server.URL], [Cluster.URL], [Sentinel.URL], [Proxy.URL])
+// log in as that user, so whatever the code under test runs through them runs with the permissions
+// a production deployment gives it. The harness's own clients ([Server.Do], [Server.Client]) and
+// [Server.AdminURL] are the unrestricted default user, for the commands a test needs to inspect or
+// break a server (DEBUG, FLUSHALL, CONFIG, MEMORY USAGE, CLUSTER, SCRIPT FLUSH).
+//
 // Every function needs the testing.TB of a running test, so the package has no runnable Example;
 // its own tests show each use.
 package redistest
@@ -54,6 +63,29 @@ const (
 	logTailLines = 30
 )
 
+// User and Password are the least-privilege ACL user the harness creates on every data server it starts.
+const (
+	// User is the name of the least-privilege user.
+	User = "admit"
+	// Password is User's password.
+	Password = "s3cret"
+)
+
+// ACLRules is the ACL SETUSER rule list of admit's least-privilege user on a standalone Redis, as
+// README.md, docs/redis.md and docs/running-redis.md give it: EVALSHA and SCRIPT LOAD (never EVAL),
+// PING, and the data commands the scripts call, on rl:* keys. A redisstore test checks that it is what
+// redisstore derives from its scripts and what the docs say; the harness creates [User] with it on
+// every server it starts.
+const ACLRules = "resetkeys ~rl:* resetchannels -@all +evalsha +script|load +ping +decrby +del +get +hgetall +hincrby +hset +incrby +pexpireat +pexpiretime +pttl +set +time +zadd +zcard +zcount +zrange +zrem +zremrangebyscore"
+
+// ClusterACLRules are the rules a Redis Cluster node's user needs besides [ACLRules]: the client reads
+// the cluster's topology with CLUSTER SLOTS (Redis 7) or CLUSTER SHARDS (Redis 8 and later).
+const ClusterACLRules = "+cluster|slots +cluster|shards"
+
+// SentinelACLRules are the rules the user of a server Sentinel watches needs besides [ACLRules]: the
+// client asks the server the sentinels name with ROLE whether it really is the primary.
+const SentinelACLRules = "+role"
+
 // errPortTaken reports that a redis-server could not have its port because another socket holds it.
 var errPortTaken = errors.New("port already in use")
 
@@ -75,6 +107,7 @@ type Server struct {
 	pre     []string    // arguments before the harness's own: a configuration file, --sentinel
 	args    []string    // the extra arguments given to Start
 	tls     *tls.Config // set by StartTLS: the server listens only on TLS, and the harness's clients use this
+	acl     string      // the rules of User, created at every launch; "" for a sentinel, which has no User
 
 	owner testing.TB // Start's t
 
@@ -112,7 +145,7 @@ func (p *process) exited() bool {
 func Start(t testing.TB, args ...string) *Server {
 	t.Helper()
 	requireRedis(t)
-	s, err := start(t, nil, args)
+	s, err := start(t, nil, args, ACLRules)
 	if err != nil {
 		t.Fatalf("redistest: %v", err)
 	}
@@ -133,14 +166,15 @@ func requireRedis(t testing.TB) {
 }
 
 // start starts a redis-server as Start does, with pre before the harness's own arguments (a
-// configuration file must come first) and args after them, and reports failure rather than failing t,
-// so that several servers may be started at once from other goroutines.
-func start(t testing.TB, pre, args []string) (*Server, error) {
-	return startWith(t, pre, args, nil)
+// configuration file must come first) and args after them, and User allowed acl ("" for no User),
+// and reports failure rather than failing t, so that several servers may be started at once from
+// other goroutines.
+func start(t testing.TB, pre, args []string, acl string) (*Server, error) {
+	return startWith(t, pre, args, acl, nil)
 }
 
 // startWith is start for a TLS-only server when conf, the harness's client configuration, is set.
-func startWith(t testing.TB, pre, args []string, conf *tls.Config) (*Server, error) {
+func startWith(t testing.TB, pre, args []string, acl string, conf *tls.Config) (*Server, error) {
 	path, err := exec.LookPath(binary)
 	if err != nil {
 		return nil, err
@@ -154,6 +188,7 @@ func startWith(t testing.TB, pre, args []string, conf *tls.Config) (*Server, err
 		pre:     append([]string(nil), pre...),
 		args:    append([]string(nil), args...),
 		tls:     conf,
+		acl:     acl,
 		owner:   t,
 	}
 	// Registered after TempDir, so it runs before the directory is removed.
@@ -187,13 +222,29 @@ func (s *Server) Port() int {
 	return s.port
 }
 
-// URL returns the server's address as a URL, "redis://127.0.0.1:PORT", or "rediss://127.0.0.1:PORT"
-// for a server started by [StartTLS].
+// URL returns a URL that logs in to the server as the least-privilege [User]:
+// "redis://admit:s3cret@127.0.0.1:PORT", or rediss:// for a server started by [StartTLS]. A
+// sentinel has no User: its URL has no credentials.
 func (s *Server) URL() string {
-	if s.tls != nil {
-		return "rediss://" + s.Addr()
+	if s.acl == "" {
+		return s.AdminURL()
 	}
-	return "redis://" + s.Addr()
+	return s.scheme() + User + ":" + Password + "@" + s.Addr()
+}
+
+// AdminURL returns the server's address as a URL without credentials, "redis://127.0.0.1:PORT" (or
+// rediss://), which logs in as the unrestricted default user: for the few tests that need a store, or
+// a program, allowed commands outside [ACLRules].
+func (s *Server) AdminURL() string {
+	return s.scheme() + s.Addr()
+}
+
+// scheme returns "rediss://" for a TLS-only server, "redis://" otherwise.
+func (s *Server) scheme() string {
+	if s.tls != nil {
+		return "rediss://"
+	}
+	return "redis://"
 }
 
 // Client returns a new plain rueidis client of the server, with retries and client-side caching off,
@@ -388,7 +439,11 @@ func (s *Server) launchLocked() error {
 		close(p.done)
 	}()
 	s.proc = p
-	if err := s.waitReady(p); err != nil {
+	err = s.waitReady(p)
+	if err == nil && s.acl != "" {
+		err = s.createUser()
+	}
+	if err != nil {
 		if kerr := s.killLocked(); kerr != nil {
 			err = errors.Join(err, kerr)
 		}
@@ -422,6 +477,53 @@ func (s *Server) waitReady(p *process) error {
 		time.Sleep(pause)
 		pause = min(2*pause, 100*time.Millisecond)
 	}
+}
+
+// createUser creates User, allowed s.acl, on the server: ACL is neither persisted nor replicated, so
+// it is done at every launch, on every server.
+func (s *Server) createUser() error {
+	args := slices.Concat([]string{"ACL", "SETUSER", User, "reset", "on", ">" + Password}, strings.Fields(s.acl))
+	reply, err := command(s.Addr(), s.tls, readyTimeout, args...)
+	if err != nil {
+		return fmt.Errorf("ACL SETUSER %s: %w", User, err)
+	}
+	if reply != "+OK" {
+		return fmt.Errorf("ACL SETUSER %s answered %q", User, reply)
+	}
+	return nil
+}
+
+// command dials addr, sends one command and returns the first line of its reply, without its CRLF.
+func command(addr string, conf *tls.Config, timeout time.Duration, args ...string) (string, error) {
+	conn, err := dial(addr, conf, timeout)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	if err := conn.SetDeadline(time.Now().Add(timeout)); err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	}
+	if _, err := io.WriteString(conn, b.String()); err != nil {
+		return "", err
+	}
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimRight(line, "\r\n"), nil
+}
+
+// dial connects to addr, over TLS when conf is set.
+func dial(addr string, conf *tls.Config, timeout time.Duration) (net.Conn, error) {
+	if conf != nil {
+		return tls.DialWithDialer(&net.Dialer{Timeout: timeout}, "tcp", addr, conf)
+	}
+	return net.DialTimeout("tcp", addr, timeout)
 }
 
 // portTakenInLog reports whether the server's logs say it could not bind its port.
@@ -526,13 +628,7 @@ func (s *Server) logTail() string {
 // ping dials addr, sends PING and INFO server, and returns the process_id of the server that answered
 // PONG.
 func ping(addr string, conf *tls.Config, timeout time.Duration) (int, error) {
-	var conn net.Conn
-	var err error
-	if conf != nil {
-		conn, err = tls.DialWithDialer(&net.Dialer{Timeout: timeout}, "tcp", addr, conf)
-	} else {
-		conn, err = net.DialTimeout("tcp", addr, timeout)
-	}
+	conn, err := dial(addr, conf, timeout)
 	if err != nil {
 		return 0, err
 	}

@@ -80,8 +80,11 @@ func TestStart(t *testing.T) {
 	if want := fmt.Sprintf("127.0.0.1:%d", s.Port()); s.Addr() != want {
 		t.Errorf("Addr() = %q; want %q", s.Addr(), want)
 	}
-	if want := "redis://" + s.Addr(); s.URL() != want {
+	if want := "redis://admit:s3cret@" + s.Addr(); s.URL() != want {
 		t.Errorf("URL() = %q; want %q", s.URL(), want)
+	}
+	if want := "redis://" + s.Addr(); s.AdminURL() != want {
+		t.Errorf("AdminURL() = %q; want %q", s.AdminURL(), want)
 	}
 	wantPong(t, s.Addr())
 	wantString(t, s.Do(t, "PING"), "PONG")
@@ -374,4 +377,44 @@ func TestRestartPortTaken(t *testing.T) {
 	l.Close()
 	s.Restart(t)
 	wantPong(t, s.Addr())
+}
+
+// Every server has the least-privilege user, with exactly ACLRules, again after a restart; the
+// harness's own client is the unrestricted default user.
+func TestLeastPrivilegeUser(t *testing.T) {
+	t.Parallel()
+	s := redistest.Start(t)
+	check := func(t *testing.T) {
+		t.Helper()
+		c, err := rueidis.NewClient(rueidis.ClientOption{
+			InitAddress: []string{s.Addr()}, Username: redistest.User, Password: redistest.Password,
+			ForceSingleClient: true, DisableRetry: true, DisableCache: true,
+		})
+		if err != nil {
+			t.Fatalf("log in as %s: %v", redistest.User, err)
+		}
+		defer c.Close()
+		ctx := t.Context()
+		if err := c.Do(ctx, c.B().Set().Key("rl:harness").Value("1").Build()).Error(); err != nil {
+			t.Errorf("SET rl:harness as %s: %v", redistest.User, err)
+		}
+		for _, cmd := range [][]string{{"SET", "other", "1"}, {"FLUSHALL"}, {"EVAL", "return 1", "0"}, {"CONFIG", "GET", "save"}} {
+			if err := c.Do(ctx, c.B().Arbitrary(cmd...).Build()).Error(); err == nil || !strings.Contains(err.Error(), "NOPERM") {
+				t.Errorf("%s as %s: %v, want NOPERM", strings.Join(cmd, " "), redistest.User, err)
+			}
+		}
+		rules, err := s.Do(t, "ACL", "GETUSER", redistest.User).ToAny()
+		if err != nil {
+			t.Fatalf("ACL GETUSER %s: %v", redistest.User, err)
+		}
+		if got := fmt.Sprint(rules); !strings.Contains(got, "+zremrangebyscore") || strings.Contains(got, "+@all") {
+			t.Errorf("ACL GETUSER %s = %s, want the rules of ACLRules", redistest.User, got)
+		}
+		if err := s.Do(t, "CONFIG", "GET", "save").Error(); err != nil {
+			t.Errorf("CONFIG GET through Do: %v, want the unrestricted default user", err)
+		}
+	}
+	check(t)
+	s.Restart(t)
+	check(t)
 }

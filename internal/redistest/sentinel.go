@@ -46,7 +46,7 @@ func StartSentinel(t testing.TB, args ...string) *Sentinel {
 	begin := time.Now()
 	// Replicas sync without persistence, diskless: at once, not after the default 5s.
 	dataArgs := append([]string{"--repl-diskless-sync-delay", "0"}, args...)
-	primary, err := start(t, nil, dataArgs)
+	primary, err := start(t, nil, dataArgs, ACLRules+" "+SentinelACLRules)
 	if err != nil {
 		t.Fatalf("redistest: Sentinel primary: %v", err)
 	}
@@ -60,7 +60,7 @@ func StartSentinel(t testing.TB, args ...string) *Sentinel {
 	for i := range sentinelReplicas {
 		wg.Go(func() {
 			replicaArgs := append([]string{"--replicaof", "127.0.0.1", strconv.Itoa(primary.Port())}, dataArgs...)
-			st.data[1+i], errs[i] = start(t, nil, replicaArgs)
+			st.data[1+i], errs[i] = start(t, nil, replicaArgs, ACLRules+" "+SentinelACLRules)
 		})
 	}
 	wg.Wait()
@@ -92,7 +92,7 @@ func StartSentinel(t testing.TB, args ...string) *Sentinel {
 				errs[sentinelReplicas+i] = err
 				return
 			}
-			st.sentinels[i], errs[sentinelReplicas+i] = start(t, []string{conf, "--sentinel"}, nil)
+			st.sentinels[i], errs[sentinelReplicas+i] = start(t, []string{conf, "--sentinel"}, nil, "")
 		})
 	}
 	wg.Wait()
@@ -117,10 +117,23 @@ func (st *Sentinel) Sentinels() []*Server {
 }
 
 // URL returns the setup's URL in the form redisstore accepts for Sentinel: the sentinels' addresses
-// and the master name, "redis://127.0.0.1:S1?addr=127.0.0.1:S2&addr=127.0.0.1:S3&master_set=admit".
+// and the master name, with the credentials of the least-privilege [User] for the data servers (the
+// client asks the sentinels, who have no User, without credentials),
+// "redis://admit:s3cret@127.0.0.1:S1?addr=127.0.0.1:S2&addr=127.0.0.1:S3&master_set=admit".
 func (st *Sentinel) URL() string {
+	return st.url(User + ":" + Password + "@")
+}
+
+// AdminURL is [Sentinel.URL] without credentials: it logs in to the data servers as the unrestricted
+// default user.
+func (st *Sentinel) AdminURL() string {
+	return st.url("")
+}
+
+// url returns the setup's URL with userinfo ("user:password@" or "").
+func (st *Sentinel) url(userinfo string) string {
 	var b strings.Builder
-	b.WriteString("redis://" + st.sentinels[0].Addr() + "?")
+	b.WriteString("redis://" + userinfo + st.sentinels[0].Addr() + "?")
 	for _, s := range st.sentinels[1:] {
 		b.WriteString("addr=" + s.Addr() + "&")
 	}

@@ -143,7 +143,7 @@ func (f TLSFiles) clientTLS() (*tls.Config, error) {
 
 // StartTLS starts, as [Start] does, a TLS-only redis-server (--port 0 --tls-port PORT) with
 // certificates that [GenerateTLS] made in its directory, and returns it with their paths. Its
-// [Server.URL] is rediss://127.0.0.1:PORT, and its own Do and Client speak TLS.
+// [Server.URL] is rediss://admit:s3cret@127.0.0.1:PORT, and its own Do and Client speak TLS.
 //
 // If redis-server was built without TLS, StartTLS skips t, saying so, even when ADMIT_REQUIRE_REDIS
 // is 1: that variable demands a redis-server, not one with TLS.
@@ -166,7 +166,7 @@ func StartTLS(t testing.TB, opts TLSOptions, args ...string) (*Server, TLSFiles)
 		"--tls-ca-cert-file", files.CAFile,
 		"--tls-auth-clients", auth,
 	}
-	s, err := startWith(t, pre, args, conf)
+	s, err := startWith(t, pre, args, ACLRules, conf)
 	if err != nil {
 		if noTLSBuild(err.Error()) {
 			t.Skipf("redistest: TLS tests SKIPPED: this redis-server was built without TLS support (BUILD_TLS=yes), so it cannot serve --tls-port: %v", err)

@@ -18,8 +18,8 @@ func TestStartTLS(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			s, files := StartTLS(t, TLSOptions{AuthClients: auth})
-			if !strings.HasPrefix(s.URL(), "rediss://127.0.0.1:") {
-				t.Fatalf("URL() = %q, want rediss://127.0.0.1:PORT", s.URL())
+			if !strings.HasPrefix(s.URL(), "rediss://admit:s3cret@127.0.0.1:") {
+				t.Fatalf("URL() = %q, want rediss://admit:s3cret@127.0.0.1:PORT", s.URL())
 			}
 			if err := s.Do(t, "SET", "k", "v").Error(); err != nil {
 				t.Fatalf("SET over TLS: %v", err)
