@@ -247,10 +247,14 @@ func (s *Store) TakeAll(ctx context.Context, rs []admit.Request, ds []admit.Deci
 	if err := admit.ValidateAll(rs, ds); err != nil {
 		return false, fmt.Errorf("redisstore: %w", err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.commandTimeout)
-	defer cancel()
-	var tokens [admit.MaxRequests]uint64
-	keys, args := takeArgs(rs, s.tokens, tokens[:len(rs)])
+	ctx, bounded := s.bound(ctx)
+	defer bounded.release()
+	var (
+		tokens  [admit.MaxRequests]uint64
+		keyBuf  [admit.MaxRequests + 1]string
+		argsBuf [3 + takeArgsPerPolicy*admit.MaxRequests]string
+	)
+	keys, args := appendTakeArgs(keyBuf[:0], argsBuf[:0], rs, s.tokens, tokens[:len(rs)])
 	reply, err := s.run(ctx, takeScript, keys, args)
 	if err != nil {
 		return false, fmt.Errorf("redisstore: take: %w", err)
@@ -272,9 +276,10 @@ func (s *Store) Release(ctx context.Context, l admit.Lease) error {
 	if err := l.Validate(); err != nil {
 		return fmt.Errorf("redisstore: release: %w", err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.commandTimeout)
-	defer cancel()
-	reply, err := s.run(ctx, releaseScript, []string{l.Key}, []string{strconv.FormatUint(l.Token, 10)})
+	ctx, bounded := s.bound(ctx)
+	defer bounded.release()
+	keys, args := [1]string{l.Key}, [1]string{strconv.FormatUint(l.Token, 10)}
+	reply, err := s.run(ctx, releaseScript, keys[:], args[:])
 	if err != nil {
 		return fmt.Errorf("redisstore: release: %w", err)
 	}
@@ -294,8 +299,8 @@ func (s *Store) Settle(ctx context.Context, res admit.Reservation, actual int64)
 	if err := res.Validate(actual); err != nil {
 		return admit.Decision{}, fmt.Errorf("redisstore: settle: %w", err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.commandTimeout)
-	defer cancel()
+	ctx, bounded := s.bound(ctx)
+	defer bounded.release()
 	keys, args := settleArgs(&res, actual)
 	reply, err := s.run(ctx, settleScript, keys, args)
 	if err != nil {
@@ -310,8 +315,8 @@ func (s *Store) Settle(ctx context.Context, res admit.Reservation, actual int64)
 
 // Ping reports whether Redis answers, as an error matching admit.ErrUnavailable or nil.
 func (s *Store) Ping(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, s.commandTimeout)
-	defer cancel()
+	ctx, bounded := s.bound(ctx)
+	defer bounded.release()
 	c, err := s.conn(ctx)
 	if err != nil {
 		return fmt.Errorf("redisstore: ping: %w", err)
