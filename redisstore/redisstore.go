@@ -53,7 +53,8 @@ type Config struct {
 	//   redis://host:port?addr=host2:port2&addr=…          several seed addresses (a cluster)
 	//   redis://host:port?master_set=NAME                 Sentinel: host:port are sentinels
 	// Query options, each honoured or refused, never ignored: addr, master_set, db, client_name,
-	// dial_timeout and write_timeout (Go durations), protocol (2 or 3); client_cache=0 and
+	// dial_timeout and write_timeout (Go durations), max_flush_delay (a Go duration, see
+	// MaxFlushDelay), protocol (2 or 3); client_cache=0 and
 	// max_retries=0 are accepted because admit never caches nor retries a script, any other value
 	// of them is refused; skip_verify and unknown options are refused. New reports a malformed URL
 	// (a port outside 1…65535, a seed address without a port) without quoting its password.
@@ -64,6 +65,14 @@ type Config struct {
 	// CommandTimeout bounds one decision, from the call to the reply, connecting included.
 	// 0 means DefaultCommandTimeout.
 	CommandTimeout time.Duration
+	// MaxFlushDelay, when above 0, lets each connection wait up to this long before writing the
+	// commands queued on it, so that more decisions share one write and one read, and Redis spends
+	// less CPU per decision on the network (rueidis.ClientOption.MaxFlushDelay). Off (0) by
+	// default: it helps deployments where hundreds of goroutines of one process decide at once
+	// against a busy Redis, and only adds latency to a lightly loaded one. 0 means the URL's
+	// max_flush_delay, else off; at most MaxFlushDelayLimit; setting both to different values is an
+	// error. docs/redis.md has the measurements.
+	MaxFlushDelay time.Duration
 
 	// TLS settings, for a rediss:// URL only: New refuses any of them with a redis:// or unix://
 	// URL (neither plaintext nor TLS is ever chosen silently). A rediss:// URL without them verifies
@@ -141,6 +150,15 @@ func clientOption(cfg Config) (rueidis.ClientOption, error) {
 		opt.Dialer.Timeout = cfg.DialTimeout
 	case opt.Dialer.Timeout == 0: // neither Config nor the URL's dial_timeout set it
 		opt.Dialer.Timeout = DefaultDialTimeout
+	}
+	if err := checkFlushDelay(cfg.MaxFlushDelay); err != nil {
+		return rueidis.ClientOption{}, fmt.Errorf("redisstore: %w", err)
+	}
+	switch {
+	case cfg.MaxFlushDelay > 0 && opt.MaxFlushDelay > 0 && cfg.MaxFlushDelay != opt.MaxFlushDelay:
+		return rueidis.ClientOption{}, fmt.Errorf("redisstore: flush delay given twice, %v in Config and %v in the URL", cfg.MaxFlushDelay, opt.MaxFlushDelay)
+	case cfg.MaxFlushDelay > 0:
+		opt.MaxFlushDelay = cfg.MaxFlushDelay
 	}
 	if opt.ConnWriteTimeout == 0 { // the URL's write_timeout, if any, wins
 		opt.ConnWriteTimeout = connIdleTimeout
