@@ -72,6 +72,33 @@ func BenchmarkClient_ReferencePipelined(b *testing.B) {
 	}
 }
 
+// BenchmarkClient_Rueidis is BenchmarkReferenceRueidis with the CPU figures: the same script by bare
+// rueidis, one EVALSHA per call, no flush delay. Against BenchmarkClient_Redisstore with
+// max_flush_delay=0 its client-cpu-us/op is what redisstore adds to a decision.
+func BenchmarkClient_Rueidis(b *testing.B) {
+	srv := redistest.Start(b)
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	sha, err := c.Do(ctx, c.B().ScriptLoad().Script(takeScript(b)).Build()).ToString()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, n := range callers.Counts {
+		b.Run(callers.Name(n), func(b *testing.B) {
+			b.ReportAllocs()
+			cpu := startCPU(b, srv)
+			callers.Run(b, n, func(i int) error {
+				return c.Do(ctx, c.B().Evalsha().Sha1(sha).Numkeys(1).Key(keys[i%len(keys)]).Arg(takeArgs...).Build()).Error()
+			})
+			cpu.report(b)
+		})
+	}
+}
+
 // BenchmarkClient_Redisstore measures Store.Take, one decision per call as an application makes
 // them, with each flush delay.
 func BenchmarkClient_Redisstore(b *testing.B) {
