@@ -106,3 +106,24 @@ func TestBoundKeepsAnEarlierDeadline(t *testing.T) {
 		t.Fatalf("bound(a context with a later deadline): deadline %v, want the command timeout's", d)
 	}
 }
+
+// A call never ends before its deadline, even on a reused context whose timer was armed for an
+// earlier call's deadline: the timer then arms itself again for the time left.
+func TestBoundNeverEndsEarly(t *testing.T) {
+	s := newTimeoutStore(t, 40*time.Millisecond)
+	for range 5 {
+		_, first := s.bound(context.Background())
+		first.release() // back to the pool, its timer still armed for about 40ms from now
+		time.Sleep(25 * time.Millisecond)
+		ctx, c := s.bound(context.Background())
+		waitDone(t, ctx)
+		deadline, _ := ctx.Deadline()
+		if now := time.Now(); now.Before(deadline) {
+			t.Fatalf("the call ended %v before its deadline", deadline.Sub(now))
+		}
+		if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			t.Fatalf("Err() = %v, want context.DeadlineExceeded", ctx.Err())
+		}
+		c.release()
+	}
+}

@@ -100,6 +100,7 @@ type Store struct {
 	opt            rueidis.ClientOption
 	commandTimeout time.Duration
 	tokens         *algo.TokenSource // names the leases of Concurrency Limits
+	calls          sync.Pool         // of *callCtx, each bounding one call by commandTimeout
 
 	client  atomic.Pointer[rueidis.Client]
 	mu      sync.Mutex // guards dialing and closed
@@ -129,7 +130,9 @@ func New(cfg Config) (*Store, error) {
 	if timeout < 0 {
 		return nil, fmt.Errorf("redisstore: negative command timeout %v", timeout)
 	}
-	return &Store{opt: opt, commandTimeout: timeout, tokens: algo.NewTokenSource()}, nil
+	s := &Store{opt: opt, commandTimeout: timeout, tokens: algo.NewTokenSource()}
+	s.calls.New = func() any { return newCallCtx(&s.calls) }
+	return s, nil
 }
 
 // clientOption turns cfg into rueidis options with every automatic retry off.
