@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -210,15 +211,22 @@ func unavailable(err error) error {
 // policy's algorithm and arguments. It fills tokens, of len(rs) elements, with the lease each
 // Request acquires if admitted, made by src (see algo.LeaseTokens), or 0.
 func takeArgs(rs []admit.Request, src *algo.TokenSource, tokens []uint64) (keys, args []string) {
+	return appendTakeArgs(make([]string, 0, len(rs)+1), make([]string, 0, 3+takeArgsPerPolicy*len(rs)), rs, src, tokens)
+}
+
+// takeArgsPerPolicy is the most arguments policyArgs appends for one policy.
+const takeArgsPerPolicy = 5
+
+// appendTakeArgs is takeArgs appending to keys and args, so that a caller can build them in arrays
+// of its own, on its stack: the decision path allocates nothing for them.
+func appendTakeArgs(keys, args []string, rs []admit.Request, src *algo.TokenSource, tokens []uint64) ([]string, []string) {
 	id := rs[0].ID
-	keys = make([]string, 0, len(rs)+1)
-	args = make([]string, 0, 3+5*len(rs))
 	fp := ""
 	if id != "" {
 		fp = algo.Fingerprint(rs)
 	}
 	algo.LeaseTokens(src, rs, fp, tokens)
-	args = append(args, strconv.Itoa(len(rs)), fp, shadowMask(rs))
+	args = append(args, formatInt(int64(len(rs))), fp, shadowMask(rs))
 	for i := range rs {
 		r := &rs[i]
 		keys = append(keys, r.Key)
@@ -256,9 +264,9 @@ func shadowMask(rs []admit.Request) string {
 func policyArgs(args []string, r *admit.Request, token uint64) []string {
 	lim := &r.Limit
 	args = append(args, lim.Algorithm.String(),
-		strconv.FormatInt(lim.Rate, 10),
-		strconv.FormatInt(lim.Period.Milliseconds(), 10),
-		strconv.FormatInt(r.Cost, 10))
+		formatInt(lim.Rate),
+		formatInt(lim.Period.Milliseconds()),
+		formatInt(r.Cost))
 	switch lim.Algorithm {
 	case admit.FixedWindow:
 		// limit, window, cost, then aligned
@@ -269,16 +277,43 @@ func policyArgs(args []string, r *admit.Request, token uint64) []string {
 		args = append(args, aligned)
 	case admit.GCRA:
 		// rate, window, cost, burst
-		args = append(args, strconv.FormatInt(lim.Capacity(), 10))
+		args = append(args, formatInt(lim.Capacity()))
 	case admit.SlidingWindow:
 		// limit, window, cost
 	case admit.SlidingLog:
 		// limit, window, cost
 	case admit.Concurrency:
-		// limit, lease TTL, cost, then the lease's token ('0' for a peek)
+		// limit, lease TTL, cost, then the lease's token ('0' for a peek); a token is random, not
+		// worth caching
 		args = append(args, strconv.FormatUint(token, 10))
 	}
 	return args
+}
+
+// A numString is a number and its decimal form.
+type numString struct {
+	n int64
+	s string
+}
+
+// numStrings caches the decimal forms of the numbers policies pass to the scripts (rates, periods,
+// costs, bursts), which repeat from call to call: one slot per hash of the number, the last number
+// formatted wins it. A miss only formats the number afresh.
+var numStrings [1024]atomic.Pointer[numString]
+
+// formatInt returns n in decimal, like strconv.FormatInt(n, 10), without allocating for a number
+// formatted recently.
+func formatInt(n int64) string {
+	if n >= 0 && n < 100 {
+		return strconv.FormatInt(n, 10) // a constant string: strconv allocates nothing for these
+	}
+	slot := &numStrings[uint64(n)*0x9e3779b97f4a7c15>>(64-10)]
+	if e := slot.Load(); e != nil && e.n == n {
+		return e.s
+	}
+	s := strconv.FormatInt(n, 10)
+	slot.Store(&numString{n: n, s: s})
+	return s
 }
 
 // gcraConstants returns the Lua that defines the bounds of the GCRA module, rendered from the Go
@@ -366,7 +401,8 @@ func decision(v []int64, lim admit.Limit) (admit.Decision, error) {
 	maxMS := lim.MaxWait().Milliseconds()
 	if allowed != 0 && allowed != 1 || remaining < 0 || remaining > lim.Capacity() ||
 		retryMS < 0 || retryMS > maxMS || resetMS < 0 || resetMS > maxMS {
-		return admit.Decision{}, unavailable(fmt.Errorf("%w: %v out of range", errBadReply, v))
+		// A copy, not v: passing v to fmt would move the caller's array to the heap on every call.
+		return admit.Decision{}, unavailable(fmt.Errorf("%w: %v out of range", errBadReply, [4]int64{allowed, remaining, retryMS, resetMS}))
 	}
 	return admit.Decision{
 		Allowed:    allowed == 1,
@@ -433,6 +469,6 @@ func settleArgs(res *admit.Reservation, actual int64) (keys, args []string) {
 		token = 0
 	}
 	args = policyArgs(make([]string, 0, 7), &res.Request, 0) // a lease is never settled
-	args = append(args, strconv.FormatUint(token, 10), strconv.FormatInt(actual, 10))
+	args = append(args, strconv.FormatUint(token, 10), formatInt(actual))
 	return []string{res.Request.Key}, args
 }

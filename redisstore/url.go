@@ -16,7 +16,7 @@ import (
 // urlOptions are the query options a Redis URL may carry. rueidis ignores an option it does not
 // know, so a misspelt one would silently do nothing: parseURL refuses every option not listed here,
 // and every value it cannot honour.
-var urlOptions = []string{"addr", "client_cache", "client_name", "db", "dial_timeout", "master_set", "max_retries", "protocol", "write_timeout"}
+var urlOptions = []string{"addr", "client_cache", "client_name", "db", "dial_timeout", "master_set", "max_flush_delay", "max_retries", "protocol", "write_timeout"}
 
 // parseURL turns a Redis URL into rueidis options, checking everything rueidis would accept and then
 // get wrong at run time: a port outside 1…65535, a seed address without a port, an unknown option.
@@ -37,6 +37,9 @@ func parseURL(raw string) (rueidis.ClientOption, error) {
 	opt, err := rueidis.ParseURL(raw)
 	if err != nil {
 		return rueidis.ClientOption{}, fmt.Errorf("Redis URL %s: %s", RedactURL(raw), redactErr(err, raw))
+	}
+	if v := u.Query().Get("max_flush_delay"); v != "" { // rueidis.ParseURL does not know it; checkOption checked it
+		opt.MaxFlushDelay, _ = time.ParseDuration(v)
 	}
 	return opt, nil
 }
@@ -117,6 +120,10 @@ func checkOption(u *url.URL, name string, values []string) error {
 		if err != nil || d <= 0 {
 			return fmt.Errorf("option %s=%q: want a positive duration such as 500ms", name, v)
 		}
+	case "max_flush_delay":
+		if _, err := parseFlushDelay(v); err != nil {
+			return fmt.Errorf("option max_flush_delay=%q: %w", v, err)
+		}
 	case "protocol":
 		if v != "2" && v != "3" {
 			return fmt.Errorf("option protocol=%q: want 2 or 3", v)
@@ -133,6 +140,31 @@ func checkOption(u *url.URL, name string, values []string) error {
 		if v == "" {
 			return errors.New("option master_set is empty: want the Sentinel master name")
 		}
+	}
+	return nil
+}
+
+// MaxFlushDelayLimit is the longest flush delay a Store accepts (Config.MaxFlushDelay, the URL's
+// max_flush_delay): the delay is added to a decision's latency whenever the connection is idle, and
+// past a millisecond it costs far more latency than the Redis CPU it saves.
+const MaxFlushDelayLimit = time.Millisecond
+
+// parseFlushDelay reads a flush delay, a Go duration in 0 … MaxFlushDelayLimit.
+func parseFlushDelay(v string) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return 0, errors.New("want a Go duration such as 20us")
+	}
+	return d, checkFlushDelay(d)
+}
+
+// checkFlushDelay reports whether d is a flush delay in 0 … MaxFlushDelayLimit.
+func checkFlushDelay(d time.Duration) error {
+	switch {
+	case d < 0:
+		return fmt.Errorf("negative flush delay %v", d)
+	case d > MaxFlushDelayLimit:
+		return fmt.Errorf("flush delay %v above %v (it delays decisions; 20us to 100us is the useful range)", d, MaxFlushDelayLimit)
 	}
 	return nil
 }

@@ -1,0 +1,144 @@
+package redisstore
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// A callCtx bounds one script call by the command timeout, like context.WithTimeout, without its
+// allocations and almost without its timer operations. Each Store pools its callCtxs, each with its
+// own Done channel and timer. The timer is not stopped when a call ends nor reset when the next one
+// starts: the next call, made later with the same timeout, has a later deadline, so a timer armed
+// for an earlier call fires early, sees the current deadline still ahead, and arms itself again for
+// the time left. That costs one timer operation per command timeout, not two per call.
+//
+// A callCtx ended by its deadline or its parent (its channel closed) never goes back to the pool:
+// rueidis may still hold a call it abandoned. A parent that can be cancelled (Done not nil) is
+// watched with context.AfterFunc, which allocates; a parent that cannot (context.Background, a
+// context.WithoutCancel) costs nothing. A parent whose deadline comes first needs no callCtx at all:
+// see [Store.bound].
+type callCtx struct {
+	pool     *sync.Pool // the Store's
+	parent   context.Context
+	deadline time.Time
+	done     chan struct{}
+	why      atomic.Int32 // running, or why done was closed
+	stop     func() bool  // stops watching a parent that can be cancelled, or nil
+
+	mu     sync.Mutex // guards inUse, armed and deadline against the timer
+	inUse  bool       // between bound and release
+	armed  bool       // the timer will run expire
+	timer  *time.Timer
+	expire func() // c.expireNow, made once
+	cancel func() // c.end(parentCancelled), made once
+}
+
+// callCtx states: running, or the reason its channel was closed.
+const (
+	running int32 = iota
+	deadlineExceeded
+	parentCancelled
+)
+
+func newCallCtx(pool *sync.Pool) *callCtx {
+	c := &callCtx{pool: pool, done: make(chan struct{})}
+	c.expire = c.expireNow
+	c.cancel = func() { c.end(parentCancelled) }
+	return c
+}
+
+// bound returns ctx bounded by the command timeout, and the callCtx to release once the call is
+// over: nil when ctx's own deadline comes first, and ctx is returned as it is.
+func (s *Store) bound(ctx context.Context) (context.Context, *callCtx) {
+	deadline := time.Now().Add(s.commandTimeout)
+	if d, ok := ctx.Deadline(); ok && !d.After(deadline) {
+		return ctx, nil
+	}
+	c := s.calls.Get().(*callCtx)
+	c.parent = ctx
+	c.mu.Lock()
+	c.deadline, c.inUse = deadline, true
+	if !c.armed { // else the timer fires at an earlier call's deadline, and arms itself again
+		c.armed = true
+		if c.timer == nil {
+			c.timer = time.AfterFunc(s.commandTimeout, c.expire)
+		} else {
+			c.timer.Reset(s.commandTimeout)
+		}
+	}
+	c.mu.Unlock()
+	if ctx.Done() != nil {
+		c.stop = context.AfterFunc(ctx, c.cancel)
+	}
+	return c, c
+}
+
+// expireNow runs on c's timer: it ends the call in progress if its deadline has passed, arms the
+// timer again if not, and does nothing between calls.
+func (c *callCtx) expireNow() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.armed = false
+	if !c.inUse || c.why.Load() != running {
+		return
+	}
+	if left := time.Until(c.deadline); left > 0 {
+		c.armed = true
+		c.timer.Reset(left)
+		return
+	}
+	c.end(deadlineExceeded)
+}
+
+// end closes c's Done channel once, for the reason why.
+func (c *callCtx) end(why int32) {
+	if c.why.CompareAndSwap(running, why) {
+		close(c.done)
+	}
+}
+
+// release ends c's use, and returns c to its pool unless it ended. A nil c does nothing.
+func (c *callCtx) release() {
+	if c == nil {
+		return
+	}
+	if c.stop != nil && !c.stop() {
+		c.why.CompareAndSwap(running, parentCancelled) // the parent ended c, or is ending it
+	}
+	c.stop = nil
+	c.mu.Lock()
+	c.inUse = false
+	ended := c.why.Load() != running
+	c.mu.Unlock()
+	if ended {
+		return // its channel is closed, or is being closed: for the garbage collector
+	}
+	c.parent = nil
+	c.pool.Put(c)
+}
+
+// Deadline returns the call's deadline. See context.Context.
+func (c *callCtx) Deadline() (time.Time, bool) { return c.deadline, true }
+
+// Done returns a channel closed at the deadline or when the parent is cancelled. See context.Context.
+func (c *callCtx) Done() <-chan struct{} { return c.done }
+
+// Err returns context.DeadlineExceeded after the deadline, the parent's error after it was
+// cancelled, and nil before. See context.Context.
+func (c *callCtx) Err() error {
+	switch c.why.Load() {
+	case deadlineExceeded:
+		return context.DeadlineExceeded
+	case parentCancelled:
+		if err := c.parent.Err(); err != nil {
+			return err
+		}
+		return context.Canceled
+	}
+	return nil
+}
+
+// Value returns the parent's value for key. See context.Context.
+func (c *callCtx) Value(key any) any { return c.parent.Value(key) }

@@ -1,0 +1,129 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+type ctxKey struct{}
+
+// newTimeoutStore returns a Store that never connects, for the contexts it bounds calls with.
+func newTimeoutStore(t *testing.T, timeout time.Duration) *Store {
+	t.Helper()
+	s, err := New(Config{URL: "redis://127.0.0.1:1", CommandTimeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// waitDone fails t unless ctx is done within a few seconds.
+func waitDone(t *testing.T, ctx context.Context) {
+	t.Helper()
+	select {
+	case <-ctx.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the bounded context never ended")
+	}
+}
+
+// A call's context ends at the command timeout with context.DeadlineExceeded, reports its deadline,
+// and carries the parent's values; a context released in time comes back unused, over and over.
+func TestBoundEndsAtTheCommandTimeout(t *testing.T) {
+	s := newTimeoutStore(t, 200*time.Millisecond)
+	parent := context.WithValue(context.Background(), ctxKey{}, "v")
+	for range 1000 { // released contexts are reused: none may carry an ended state
+		before := time.Now()
+		ctx, c := s.bound(parent)
+		if d, ok := ctx.Deadline(); !ok || d.Before(before.Add(200*time.Millisecond)) || d.After(time.Now().Add(200*time.Millisecond)) {
+			t.Fatalf("Deadline() = %v, %v; want about 200ms from now", d, ok)
+		}
+		if ctx.Err() != nil || ctx.Value(ctxKey{}) != "v" {
+			t.Fatalf("fresh bounded context: Err %v, value %v", ctx.Err(), ctx.Value(ctxKey{}))
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("a fresh bounded context is done already")
+		default:
+		}
+		c.release()
+	}
+	s = newTimeoutStore(t, 5*time.Millisecond)
+	ctx, c := s.bound(parent)
+	waitDone(t, ctx)
+	if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		t.Fatalf("Err() after the timeout = %v, want context.DeadlineExceeded", ctx.Err())
+	}
+	c.release()
+	for range 100 { // the ended context never comes back from the pool
+		ctx, c := s.bound(parent)
+		if ctx.Err() != nil {
+			t.Fatalf("a bounded context after an expired one: Err %v", ctx.Err())
+		}
+		c.release()
+	}
+}
+
+// Cancelling the parent ends the call's context at once, with the parent's error.
+func TestBoundFollowsTheParent(t *testing.T) {
+	s := newTimeoutStore(t, time.Hour)
+	parent, cancel := context.WithCancel(context.Background())
+	ctx, c := s.bound(parent)
+	cancel()
+	waitDone(t, ctx)
+	if !errors.Is(ctx.Err(), context.Canceled) {
+		t.Fatalf("Err() after the parent's cancel = %v, want context.Canceled", ctx.Err())
+	}
+	c.release()
+	parent, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	for range 100 {
+		ctx, c := s.bound(parent)
+		if ctx.Err() != nil {
+			t.Fatalf("a bounded context of a live parent: Err %v", ctx.Err())
+		}
+		c.release()
+	}
+}
+
+// A parent whose deadline comes before the command timeout is used as it is.
+func TestBoundKeepsAnEarlierDeadline(t *testing.T) {
+	s := newTimeoutStore(t, time.Hour)
+	parent, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ctx, c := s.bound(parent)
+	if ctx != parent || c != nil {
+		t.Fatalf("bound(a context with an earlier deadline) = %v, %v; want the context itself", ctx, c)
+	}
+	c.release() // a nil callCtx releases nothing
+	late, cancel := context.WithTimeout(context.Background(), 2*time.Hour)
+	defer cancel()
+	ctx, c = s.bound(late)
+	defer c.release()
+	if d, _ := ctx.Deadline(); ctx == late || d.After(time.Now().Add(time.Hour)) {
+		t.Fatalf("bound(a context with a later deadline): deadline %v, want the command timeout's", d)
+	}
+}
+
+// A call never ends before its deadline, even on a reused context whose timer was armed for an
+// earlier call's deadline: the timer then arms itself again for the time left.
+func TestBoundNeverEndsEarly(t *testing.T) {
+	s := newTimeoutStore(t, 40*time.Millisecond)
+	for range 5 {
+		_, first := s.bound(context.Background())
+		first.release() // back to the pool, its timer still armed for about 40ms from now
+		time.Sleep(25 * time.Millisecond)
+		ctx, c := s.bound(context.Background())
+		waitDone(t, ctx)
+		deadline, _ := ctx.Deadline()
+		if now := time.Now(); now.Before(deadline) {
+			t.Fatalf("the call ended %v before its deadline", deadline.Sub(now))
+		}
+		if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			t.Fatalf("Err() = %v, want context.DeadlineExceeded", ctx.Err())
+		}
+		c.release()
+	}
+}
