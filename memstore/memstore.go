@@ -84,7 +84,8 @@ var ErrFull = fmt.Errorf("memstore: full: %w", admit.ErrUnavailable)
 // Options configures a Store. The zero value is ready to use.
 type Options struct {
 	// Now is the clock; nil means time.Now. It must be safe for concurrent use and should not go
-	// backwards (see [Store.Take]).
+	// backwards: each call reads it once, before taking its shard's lock, and a shard decides at the
+	// latest time it has seen, so a clock that goes back stops the shard's time until it catches up.
 	Now func() time.Time
 	// Shards is the number of independently locked shards, a power of two; other positive values are
 	// rounded up to one (at most 16384, the number of hash slots: a key's shard is chosen by its slot).
@@ -159,7 +160,7 @@ func (s *Store) Take(ctx context.Context, r admit.Request) (admit.Decision, erro
 //
 // The state of a key does not depend on the Limit that wrote it: a later request under another Limit
 // uses the stored count and window as they are, as Redis does. If the window left on a key is longer
-// than its Limit's Period — the key was started under a longer Period, or the clock went backwards —
+// than its Limit's Period — the key was started under a longer Period —
 // TakeAll returns an error matching [admit.ErrCorruptState] (and so ErrUnavailable) and changes
 // nothing, exactly as the Redis store does; the key is usable again when its window ends.
 func (s *Store) TakeAll(ctx context.Context, rs []admit.Request, ds []admit.Decision) (bool, error) {
@@ -176,9 +177,9 @@ func (s *Store) TakeAll(ctx context.Context, rs []admit.Request, ds []admit.Deci
 	var tokens [admit.MaxRequests]uint64 // the lease each request acquires if admitted, or 0
 	algo.LeaseTokens(s.tokens, rs, rec.fingerprint, tokens[:len(rs)])
 	sh := s.tab.shard(rs[0].Key)
+	read := s.tab.now() // before the lock: nothing under it waits for the clock
 	sh.mu.Lock()
-	// Read the clock under the lock, so that the times seen by one key never go backwards.
-	allowed, err := sh.takeAll(rs, ds, tokens[:len(rs)], rec, s.tab.instant())
+	allowed, err := sh.takeAll(rs, ds, tokens[:len(rs)], rec, s.tab.instant(sh.at(read)))
 	sh.mu.Unlock()
 	if err != nil {
 		clear(ds)
@@ -203,8 +204,9 @@ func (s *Store) Settle(ctx context.Context, res admit.Reservation, actual int64)
 		return admit.Decision{}, fmt.Errorf("memstore: settle: %w: %w", admit.ErrUnavailable, err)
 	}
 	sh := s.tab.shard(res.Request.Key)
+	read := s.tab.now()
 	sh.mu.Lock()
-	d, err := sh.settle(&res, actual, s.tab.instant())
+	d, err := sh.settle(&res, actual, s.tab.instant(sh.at(read)))
 	sh.mu.Unlock()
 	return d, err
 }
@@ -304,12 +306,29 @@ func orDefault(n, def int) int {
 // the wall clock moves no window.
 func (t *table) now() time.Duration { return t.clock().Sub(t.base) }
 
-// instant returns the time now, for a decision. Its Unix time is the clock's at base plus the
-// time since on the monotonic clock, truncated to the microsecond.
-func (t *table) instant() instant {
-	mono := t.now()
-	wall := t.base.Add(mono)
-	return instant{mono: mono, unixMicro: wall.UnixMicro(), intoMicro: time.Duration(wall.Nanosecond() % 1000), base: t.baseNano}
+// instant returns the instant of a decision at mono since base. Its Unix time is the clock's at base
+// plus mono, truncated to the microsecond.
+func (t *table) instant(mono time.Duration) instant {
+	unixNano := t.baseNano + int64(mono)
+	unixMicro := unixNano / 1000
+	if unixNano%1000 < 0 {
+		unixMicro-- // floor, as time.Time.UnixMicro rounds, for a base before 1970
+	}
+	return instant{mono: mono, unixMicro: unixMicro, intoMicro: time.Duration(unixNano - unixMicro*1000), base: t.baseNano}
+}
+
+// at returns the time of a decision in sh whose caller read the clock at read, before taking
+// sh.mu: read, or the latest time sh has decided at if that is later (another caller read the
+// clock after this one but took the lock first). Either is a time between the caller's call and
+// its taking the lock, so the times seen by one shard, and so by one key, never go backwards,
+// as when the clock is read under the lock; but no caller waits for the clock while holding it.
+// The caller holds sh.mu.
+func (sh *shard) at(read time.Duration) time.Duration {
+	if read < sh.latest {
+		return sh.latest
+	}
+	sh.latest = read
+	return read
 }
 
 // shard returns the shard of key: the one of its Redis Cluster hash slot, so that the keys of one
@@ -352,10 +371,11 @@ type shard struct {
 	mu       sync.Mutex
 	index    map[string]int // key → position in entries
 	entries  []entry
-	cursor   int // the next position that reclaim on insert examines
-	peak     int // the most entries held since the shard's storage was last rebuilt
-	capacity int // the most entries the shard holds: its share of Options.MaxEntries
-	budget   int // Options.SweepBudget: the most entries examined at once to sweep or make room
+	cursor   int           // the next position that reclaim on insert examines
+	peak     int           // the most entries held since the shard's storage was last rebuilt
+	capacity int           // the most entries the shard holds: its share of Options.MaxEntries
+	budget   int           // Options.SweepBudget: the most entries examined at once to sweep or make room
+	latest   time.Duration // the latest time, since table.base, at which the shard has decided or swept
 	_        [64]byte
 }
 
@@ -632,7 +652,7 @@ func (sh *shard) sweep(now func() time.Duration) (examined, removed int) {
 	end := len(sh.entries)
 	for pos := 0; ; {
 		var e, r int
-		pos, e, r = sh.sweepFrom(pos, end, now(), sh.budget)
+		pos, e, r = sh.sweepFrom(pos, end, sh.at(now()), sh.budget)
 		examined, removed = examined+e, removed+r
 		if pos >= min(end, len(sh.entries)) {
 			sh.shrinkIfSparse()
