@@ -432,14 +432,14 @@ func (sh *shard) takeAll(rs []admit.Request, ds []admit.Decision, tokens []uint6
 			return false, err
 		}
 		// Decide now, while e is where read found it: a later read may move entries.
-		ds[k], p.write = p.kernel.decide(e, r.Limit, r.Cost, now)
+		ds[k], p.write, p.next = p.kernel.decide(e, r.Limit, r.Cost, now)
 		allowed = allowed && (ds[k].Allowed || r.Limit.Shadow) // a shadow rejection rejects nothing
 	}
 	if !allowed {
 		// A rejection writes nothing: a policy that would have admitted reports its key as it is.
 		for k := range rs {
 			if ds[k].Allowed {
-				ds[k], _ = ps[k].kernel.decide(sh.live(rs[k].Key), rs[k].Limit, 0, now)
+				ds[k], _, _ = ps[k].kernel.decide(sh.live(rs[k].Key), rs[k].Limit, 0, now)
 			}
 		}
 		return false, nil
@@ -485,7 +485,7 @@ func (sh *shard) takeOne(r *admit.Request, now instant) (admit.Decision, error) 
 		return admit.Decision{}, err
 	}
 	var d admit.Decision
-	d, p.write = p.kernel.decide(e, r.Limit, r.Cost, now)
+	d, p.write, p.next = p.kernel.decide(e, r.Limit, r.Cost, now)
 	if !d.Allowed && !r.Limit.Shadow {
 		return d, nil // a rejection writes nothing; a shadow rejection rejects nothing
 	}
@@ -531,6 +531,7 @@ type pending struct {
 	kernel kernel // the Request's algorithm's
 	index  int    // the key's entry, when it has a live one
 	write  write  // the write an admission makes
+	next   int64  // the state the write stores, when decide computed it (see kernel.decide)
 }
 
 // live returns the entry of key, which takeAll read live, or nil if it has none. The caller holds
@@ -621,7 +622,7 @@ func (sh *shard) apply(r *admit.Request, p *pending, moved bool, now instant, le
 	switch p.write {
 	case writeCreate:
 		e := entry{key: strings.Clone(r.Key), alg: r.Limit.Algorithm}
-		p.kernel.apply(&e, writeCreate, r.Limit, r.Cost, now, lease)
+		p.kernel.apply(&e, writeCreate, r.Limit, r.Cost, now, lease, p.next)
 		sh.insert(e)
 		return p.kernel.token(&e, now, lease)
 	case writeUpdate:
@@ -629,7 +630,7 @@ func (sh *shard) apply(r *admit.Request, p *pending, moved bool, now instant, le
 		if moved {
 			i = sh.index[r.Key]
 		}
-		p.kernel.apply(&sh.entries[i], writeUpdate, r.Limit, r.Cost, now, lease)
+		p.kernel.apply(&sh.entries[i], writeUpdate, r.Limit, r.Cost, now, lease, p.next)
 		return p.kernel.token(&sh.entries[i], now, lease)
 	}
 	return 0
