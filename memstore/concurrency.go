@@ -62,7 +62,7 @@ func (s *Store) Release(ctx context.Context, l admit.Lease) error {
 	}
 	sh := s.tab.shard(l.Key)
 	read := s.tab.now()
-	sh.lock()
+	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	return sh.release(l.Key, l.Token, s.tab.instant(sh.at(read)))
 }

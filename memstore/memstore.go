@@ -181,7 +181,7 @@ func (s *Store) TakeAll(ctx context.Context, rs []admit.Request, ds []admit.Deci
 	algo.LeaseTokens(s.tokens, rs, rec.fingerprint, tokens[:len(rs)])
 	sh := s.tab.shard(rs[0].Key)
 	read := s.tab.now() // before the lock: nothing under it waits for the clock
-	sh.lock()
+	sh.mu.Lock()
 	allowed, err := sh.takeAll(rs, ds, tokens[:len(rs)], rec, s.tab.instant(sh.at(read)))
 	sh.mu.Unlock()
 	if err != nil {
@@ -202,7 +202,7 @@ func (s *Store) takeOne(ctx context.Context, r *admit.Request) (admit.Decision, 
 	}
 	sh := s.tab.shard(r.Key)
 	read := s.tab.now() // before the lock: nothing under it waits for the clock
-	sh.lock()
+	sh.mu.Lock()
 	d, err := sh.takeOne(r, s.tab.instant(sh.at(read)))
 	sh.mu.Unlock()
 	return d, err
@@ -226,7 +226,7 @@ func (s *Store) Settle(ctx context.Context, res admit.Reservation, actual int64)
 	}
 	sh := s.tab.shard(res.Request.Key)
 	read := s.tab.now()
-	sh.lock()
+	sh.mu.Lock()
 	d, err := sh.settle(&res, actual, s.tab.instant(sh.at(read)))
 	sh.mu.Unlock()
 	return d, err
@@ -342,24 +342,6 @@ func (t *table) instant(mono time.Duration) instant {
 		unixMicro-- // floor, as time.Time.UnixMicro rounds, for a base before 1970
 	}
 	return instant{mono: mono, unixMicro: unixMicro, intoMicro: time.Duration(unixNano - unixMicro*1000), base: t.baseNano}
-}
-
-// lockSpins is how many times shard.lock tries the lock before it waits for it: enough for a few
-// decisions of the holder on another processor (each try is a load, and a compare-and-swap when the
-// lock looks free).
-const lockSpins = 200
-
-// lock takes sh.mu for a decision. It tries for a moment before it waits: sync.Mutex parks a goroutine
-// at once when other goroutines are runnable, which under many callers of one key makes every
-// decision pay for parking and waking a goroutine (microseconds, and milliseconds in the tail once the
-// mutex turns to starvation mode), while the holder needs well under a microsecond.
-func (sh *shard) lock() {
-	for range lockSpins {
-		if sh.mu.TryLock() {
-			return
-		}
-	}
-	sh.mu.Lock()
 }
 
 // at returns the time of a decision in sh whose caller read the clock at read, before taking
