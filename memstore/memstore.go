@@ -136,13 +136,26 @@ func New(opts Options) *Store {
 }
 
 // Take decides r; it is TakeAll of one Request. See [Store.TakeAll].
-func (s *Store) Take(ctx context.Context, r admit.Request) (admit.Decision, error) {
+func (s *Store) Take(ctx context.Context, r admit.Request) (d admit.Decision, err error) {
 	if r.ID == "" && !algo.Leases(&r) {
-		return s.takeOne(ctx, &r) // the common case, without TakeAll's bookkeeping
+		// The common case, without TakeAll's bookkeeping of several Requests, records and leases:
+		// the same decision and writes, with the same errors.
+		if err := r.Validate(); err != nil {
+			return d, fmt.Errorf("memstore: %w", err)
+		}
+		if err := ctx.Err(); err != nil {
+			return d, fmt.Errorf("memstore: %w: %w", admit.ErrUnavailable, err)
+		}
+		sh := s.tab.shard(r.Key)
+		read := s.tab.now() // before the lock: nothing under it waits for the clock
+		sh.mu.Lock()
+		err = sh.takeOne(&r, s.tab.instant(sh.at(read)), &d)
+		sh.mu.Unlock()
+		return d, err
 	}
 	rs := [1]admit.Request{r}
 	var ds [1]admit.Decision
-	_, err := s.TakeAll(ctx, rs[:], ds[:])
+	_, err = s.TakeAll(ctx, rs[:], ds[:])
 	return ds[0], err
 }
 
@@ -188,24 +201,6 @@ func (s *Store) TakeAll(ctx context.Context, rs []admit.Request, ds []admit.Deci
 		clear(ds)
 	}
 	return allowed, err
-}
-
-// takeOne is TakeAll of the one Request r, which has no ID and acquires no lease: it makes the
-// same decision and writes, with the same errors, without the bookkeeping of several Requests,
-// records and leases.
-func (s *Store) takeOne(ctx context.Context, r *admit.Request) (admit.Decision, error) {
-	if err := r.Validate(); err != nil {
-		return admit.Decision{}, fmt.Errorf("memstore: %w", err)
-	}
-	if err := ctx.Err(); err != nil {
-		return admit.Decision{}, fmt.Errorf("memstore: %w: %w", admit.ErrUnavailable, err)
-	}
-	sh := s.tab.shard(r.Key)
-	read := s.tab.now() // before the lock: nothing under it waits for the clock
-	sh.mu.Lock()
-	d, err := sh.takeOne(r, s.tab.instant(sh.at(read)))
-	sh.mu.Unlock()
-	return d, err
 }
 
 // Settle settles res at its actual cost under the key's shard lock, exactly as the Redis store does
@@ -479,30 +474,29 @@ func (sh *shard) takeAll(rs []admit.Request, ds []admit.Decision, tokens []uint6
 	return true, nil
 }
 
-// takeOne decides r at time now, and makes the write of an admission: takeAll of one Request
-// without an ID that acquires no lease. It returns the zero Decision with an error. The caller
-// holds sh.mu.
-func (sh *shard) takeOne(r *admit.Request, now instant) (admit.Decision, error) {
+// takeOne decides r at time now into d, and makes the write of an admission: takeAll of one
+// Request without an ID that acquires no lease. On an error it leaves d zero. The caller holds sh.mu.
+func (sh *shard) takeOne(r *admit.Request, now instant, d *admit.Decision) error {
 	p := pending{kernel: kernel(r.Limit.Algorithm)}
 	var e *entry
 	var err error
 	moved := false
 	if p.index, e, err = sh.read(r.Key, r.Limit, p.kernel, now, &moved); err != nil {
-		return admit.Decision{}, err
+		return err
 	}
-	var d admit.Decision
-	d, p.write, p.next = p.kernel.decide(e, r.Limit, r.Cost, now)
+	*d, p.write, p.next = p.kernel.decide(e, r.Limit, r.Cost, now)
 	if !d.Allowed && !r.Limit.Shadow {
-		return d, nil // a rejection writes nothing; a shadow rejection rejects nothing
+		return nil // a rejection writes nothing; a shadow rejection rejects nothing
 	}
 	if p.write == writeCreate {
 		if err := sh.makeRoomFor(1, now.mono); err != nil {
-			return admit.Decision{}, err
+			*d = admit.Decision{}
+			return err
 		}
 		moved = true // reclaim may have moved entries
 	}
 	d.Token = sh.apply(r, &p, moved, now, 0)
-	return d, nil
+	return nil
 }
 
 // settle settles res at actual at time now, and makes its one write. The caller holds sh.mu.
