@@ -7,6 +7,8 @@ require (
 	github.com/go-redis/redis_rate/v10 v10.0.1
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/redis/rueidis v1.0.79
+	github.com/sethvargo/go-limiter v0.7.1
+	golang.org/x/time v0.16.0
 )
 
 require (

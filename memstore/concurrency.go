@@ -61,9 +61,10 @@ func (s *Store) Release(ctx context.Context, l admit.Lease) error {
 		return fmt.Errorf("memstore: release: %w: %w", admit.ErrUnavailable, err)
 	}
 	sh := s.tab.shard(l.Key)
+	read := s.tab.now()
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	return sh.release(l.Key, l.Token, s.tab.instant())
+	return sh.release(l.Key, l.Token, s.tab.instant(sh.at(read)))
 }
 
 // release removes the lease named token from key's entry, and the entry once it holds no lease;

@@ -23,7 +23,9 @@ func gcraCheck(e *entry, lim admit.Limit, now instant) error {
 	return nil
 }
 
-func gcraDecide(e *entry, lim admit.Limit, cost int64, now instant) (admit.Decision, write) {
+// gcraDecide also returns the TAT an admission writes, which gcraApply then stores: the transition
+// runs once per decision.
+func gcraDecide(e *entry, lim admit.Limit, cost int64, now instant) (admit.Decision, write, int64) {
 	var tat int64 // a missing key
 	if e != nil {
 		tat = gcraTAT(e)
@@ -32,19 +34,16 @@ func gcraDecide(e *entry, lim admit.Limit, cost int64, now instant) (admit.Decis
 	d := admit.Decision{Allowed: res.Allowed, Limit: lim, Remaining: res.Remaining, RetryAfter: res.RetryAfter, ResetAfter: res.ResetAfter}
 	switch {
 	case !res.Write:
-		return d, writeNone
+		return d, writeNone, 0
 	case e == nil:
-		return d, writeCreate
+		return d, writeCreate, res.TAT
 	}
-	return d, writeUpdate
+	return d, writeUpdate, res.TAT
 }
 
-func gcraApply(e *entry, w write, lim admit.Limit, cost int64, now instant) {
-	var tat int64 // a new entry
-	if w == writeUpdate {
-		tat = gcraTAT(e)
-	}
-	e.deadline = time.Duration(algo.GCRA(tat, micros(now), lim, cost).TAT) * time.Microsecond
+// gcraApply stores tat, the TAT gcraDecide returned with the write.
+func gcraApply(e *entry, tat int64) {
+	e.deadline = time.Duration(tat) * time.Microsecond
 }
 
 // gcraTAT returns the theoretical arrival time e holds, in microseconds since the table's base.

@@ -51,27 +51,30 @@ func (k kernel) check(e *entry, lim admit.Limit, now instant) error {
 }
 
 // decide decides cost units under lim at now on e's live state, or on a missing key when e is nil,
-// and reports the write an admission makes.
-func (k kernel) decide(e *entry, lim admit.Limit, cost int64, now instant) (admit.Decision, write) {
+// and reports the write an admission makes, and next: the new state the write stores, for an
+// algorithm whose decision computes it (GCRA's TAT; 0 for the others), to be passed to apply.
+func (k kernel) decide(e *entry, lim admit.Limit, cost int64, now instant) (d admit.Decision, w write, next int64) {
 	switch admit.Algorithm(k) {
 	case admit.FixedWindow:
-		return fixedWindowDecide(e, lim, cost, now)
+		d, w = fixedWindowDecide(e, lim, cost, now)
 	case admit.SlidingWindow:
-		return slidingWindowDecide(e, lim, cost, now)
+		d, w = slidingWindowDecide(e, lim, cost, now)
 	case admit.SlidingLog:
-		return slidingLogDecide(e, lim, cost, now)
+		d, w = slidingLogDecide(e, lim, cost, now)
 	case admit.GCRA:
 		return gcraDecide(e, lim, cost, now)
 	case admit.Concurrency:
-		return concurrencyDecide(e, lim, cost, now)
+		d, w = concurrencyDecide(e, lim, cost, now)
+	default:
+		d = admit.Decision{Limit: lim}
 	}
-	return admit.Decision{Limit: lim}, writeNone
+	return d, w, 0
 }
 
-// apply makes w, the write decide reported, on e: a new entry holding only its key and algorithm
-// for writeCreate. It sets e.deadline to the time from which e is no longer live. token names the
-// lease a Concurrency admission acquires; other algorithms ignore it.
-func (k kernel) apply(e *entry, w write, lim admit.Limit, cost int64, now instant, token uint64) {
+// apply makes w, the write decide reported with next, on e: a new entry holding only its key and
+// algorithm for writeCreate. It sets e.deadline to the time from which e is no longer live. token
+// names the lease a Concurrency admission acquires; other algorithms ignore it.
+func (k kernel) apply(e *entry, w write, lim admit.Limit, cost int64, now instant, token uint64, next int64) {
 	switch admit.Algorithm(k) {
 	case admit.FixedWindow:
 		fixedWindowApply(e, w, lim, cost, now)
@@ -80,7 +83,7 @@ func (k kernel) apply(e *entry, w write, lim admit.Limit, cost int64, now instan
 	case admit.SlidingLog:
 		slidingLogApply(e, w, lim, cost, now)
 	case admit.GCRA:
-		gcraApply(e, w, lim, cost, now)
+		gcraApply(e, next)
 	case admit.Concurrency:
 		concurrencyApply(e, w, lim, cost, now, token)
 	}

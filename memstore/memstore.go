@@ -84,7 +84,8 @@ var ErrFull = fmt.Errorf("memstore: full: %w", admit.ErrUnavailable)
 // Options configures a Store. The zero value is ready to use.
 type Options struct {
 	// Now is the clock; nil means time.Now. It must be safe for concurrent use and should not go
-	// backwards (see [Store.Take]).
+	// backwards: each call reads it once, before taking its shard's lock, and a shard decides at the
+	// latest time it has seen, so a clock that goes back stops the shard's time until it catches up.
 	Now func() time.Time
 	// Shards is the number of independently locked shards, a power of two; other positive values are
 	// rounded up to one (at most 16384, the number of hash slots: a key's shard is chosen by its slot).
@@ -135,10 +136,26 @@ func New(opts Options) *Store {
 }
 
 // Take decides r; it is TakeAll of one Request. See [Store.TakeAll].
-func (s *Store) Take(ctx context.Context, r admit.Request) (admit.Decision, error) {
+func (s *Store) Take(ctx context.Context, r admit.Request) (d admit.Decision, err error) {
+	if r.ID == "" && !algo.Leases(&r) {
+		// The common case, without TakeAll's bookkeeping of several Requests, records and leases:
+		// the same decision and writes, with the same errors.
+		if err := r.Validate(); err != nil {
+			return d, fmt.Errorf("memstore: %w", err)
+		}
+		if err := ctx.Err(); err != nil {
+			return d, fmt.Errorf("memstore: %w: %w", admit.ErrUnavailable, err)
+		}
+		sh := s.tab.shard(r.Key)
+		read := s.tab.now() // before the lock: nothing under it waits for the clock
+		sh.mu.Lock()
+		err = sh.takeOne(&r, s.tab.instant(sh.at(read)), &d)
+		sh.mu.Unlock()
+		return d, err
+	}
 	rs := [1]admit.Request{r}
 	var ds [1]admit.Decision
-	_, err := s.TakeAll(ctx, rs[:], ds[:])
+	_, err = s.TakeAll(ctx, rs[:], ds[:])
 	return ds[0], err
 }
 
@@ -159,7 +176,7 @@ func (s *Store) Take(ctx context.Context, r admit.Request) (admit.Decision, erro
 //
 // The state of a key does not depend on the Limit that wrote it: a later request under another Limit
 // uses the stored count and window as they are, as Redis does. If the window left on a key is longer
-// than its Limit's Period — the key was started under a longer Period, or the clock went backwards —
+// than its Limit's Period — the key was started under a longer Period —
 // TakeAll returns an error matching [admit.ErrCorruptState] (and so ErrUnavailable) and changes
 // nothing, exactly as the Redis store does; the key is usable again when its window ends.
 func (s *Store) TakeAll(ctx context.Context, rs []admit.Request, ds []admit.Decision) (bool, error) {
@@ -176,9 +193,9 @@ func (s *Store) TakeAll(ctx context.Context, rs []admit.Request, ds []admit.Deci
 	var tokens [admit.MaxRequests]uint64 // the lease each request acquires if admitted, or 0
 	algo.LeaseTokens(s.tokens, rs, rec.fingerprint, tokens[:len(rs)])
 	sh := s.tab.shard(rs[0].Key)
+	read := s.tab.now() // before the lock: nothing under it waits for the clock
 	sh.mu.Lock()
-	// Read the clock under the lock, so that the times seen by one key never go backwards.
-	allowed, err := sh.takeAll(rs, ds, tokens[:len(rs)], rec, s.tab.instant())
+	allowed, err := sh.takeAll(rs, ds, tokens[:len(rs)], rec, s.tab.instant(sh.at(read)))
 	sh.mu.Unlock()
 	if err != nil {
 		clear(ds)
@@ -203,8 +220,9 @@ func (s *Store) Settle(ctx context.Context, res admit.Reservation, actual int64)
 		return admit.Decision{}, fmt.Errorf("memstore: settle: %w: %w", admit.ErrUnavailable, err)
 	}
 	sh := s.tab.shard(res.Request.Key)
+	read := s.tab.now()
 	sh.mu.Lock()
-	d, err := sh.settle(&res, actual, s.tab.instant())
+	d, err := sh.settle(&res, actual, s.tab.instant(sh.at(read)))
 	sh.mu.Unlock()
 	return d, err
 }
@@ -239,8 +257,8 @@ func (s *Store) sweep() (examined, removed int) { return s.tab.sweep() }
 type table struct {
 	shards []shard
 	mask   uint64
-	clock  func() time.Time
-	base   time.Time // the clock at New; times are kept as durations since base
+	clock  func() time.Time // nil for time.Now
+	base   time.Time        // the clock at New; times are kept as durations since base
 	// baseNano is base in Unix nanoseconds, from which tokens are told in Unix time.
 	baseNano int64
 }
@@ -257,7 +275,7 @@ func newTable(opts Options) *table {
 	tab := &table{
 		shards: make([]shard, size),
 		mask:   uint64(size - 1),
-		clock:  now,
+		clock:  opts.Now,
 		base:   now(),
 	}
 	tab.baseNano = tab.base.UnixNano()
@@ -301,15 +319,38 @@ func orDefault(n, def int) int {
 }
 
 // now returns the time since t.base. With time.Now it follows the monotonic clock, so a change of
-// the wall clock moves no window.
-func (t *table) now() time.Duration { return t.clock().Sub(t.base) }
+// the wall clock moves no window; time.Since reads only that clock, about half the cost of
+// time.Now, which reads the wall clock too.
+func (t *table) now() time.Duration {
+	if t.clock == nil {
+		return time.Since(t.base)
+	}
+	return t.clock().Sub(t.base)
+}
 
-// instant returns the time now, for a decision. Its Unix time is the clock's at base plus the
-// time since on the monotonic clock, truncated to the microsecond.
-func (t *table) instant() instant {
-	mono := t.now()
-	wall := t.base.Add(mono)
-	return instant{mono: mono, unixMicro: wall.UnixMicro(), intoMicro: time.Duration(wall.Nanosecond() % 1000), base: t.baseNano}
+// instant returns the instant of a decision at mono since base. Its Unix time is the clock's at base
+// plus mono, truncated to the microsecond.
+func (t *table) instant(mono time.Duration) instant {
+	unixNano := t.baseNano + int64(mono)
+	unixMicro := unixNano / 1000
+	if unixNano%1000 < 0 {
+		unixMicro-- // floor, as time.Time.UnixMicro rounds, for a base before 1970
+	}
+	return instant{mono: mono, unixMicro: unixMicro, intoMicro: time.Duration(unixNano - unixMicro*1000), base: t.baseNano}
+}
+
+// at returns the time of a decision in sh whose caller read the clock at read, before taking
+// sh.mu: read, or the latest time sh has decided at if that is later (another caller read the
+// clock after this one but took the lock first). Either is a time between the caller's call and
+// its taking the lock, so the times seen by one shard, and so by one key, never go backwards,
+// as when the clock is read under the lock; but no caller waits for the clock while holding it.
+// The caller holds sh.mu.
+func (sh *shard) at(read time.Duration) time.Duration {
+	if read < sh.latest {
+		return sh.latest
+	}
+	sh.latest = read
+	return read
 }
 
 // shard returns the shard of key: the one of its Redis Cluster hash slot, so that the keys of one
@@ -352,10 +393,11 @@ type shard struct {
 	mu       sync.Mutex
 	index    map[string]int // key → position in entries
 	entries  []entry
-	cursor   int // the next position that reclaim on insert examines
-	peak     int // the most entries held since the shard's storage was last rebuilt
-	capacity int // the most entries the shard holds: its share of Options.MaxEntries
-	budget   int // Options.SweepBudget: the most entries examined at once to sweep or make room
+	cursor   int           // the next position that reclaim on insert examines
+	peak     int           // the most entries held since the shard's storage was last rebuilt
+	capacity int           // the most entries the shard holds: its share of Options.MaxEntries
+	budget   int           // Options.SweepBudget: the most entries examined at once to sweep or make room
+	latest   time.Duration // the latest time, since table.base, at which the shard has decided or swept
 	_        [64]byte
 }
 
@@ -391,14 +433,14 @@ func (sh *shard) takeAll(rs []admit.Request, ds []admit.Decision, tokens []uint6
 			return false, err
 		}
 		// Decide now, while e is where read found it: a later read may move entries.
-		ds[k], p.write = p.kernel.decide(e, r.Limit, r.Cost, now)
+		ds[k], p.write, p.next = p.kernel.decide(e, r.Limit, r.Cost, now)
 		allowed = allowed && (ds[k].Allowed || r.Limit.Shadow) // a shadow rejection rejects nothing
 	}
 	if !allowed {
 		// A rejection writes nothing: a policy that would have admitted reports its key as it is.
 		for k := range rs {
 			if ds[k].Allowed {
-				ds[k], _ = ps[k].kernel.decide(sh.live(rs[k].Key), rs[k].Limit, 0, now)
+				ds[k], _, _ = ps[k].kernel.decide(sh.live(rs[k].Key), rs[k].Limit, 0, now)
 			}
 		}
 		return false, nil
@@ -430,6 +472,31 @@ func (sh *shard) takeAll(rs []admit.Request, ds []admit.Decision, tokens []uint6
 		})
 	}
 	return true, nil
+}
+
+// takeOne decides r at time now into d, and makes the write of an admission: takeAll of one
+// Request without an ID that acquires no lease. On an error it leaves d zero. The caller holds sh.mu.
+func (sh *shard) takeOne(r *admit.Request, now instant, d *admit.Decision) error {
+	p := pending{kernel: kernel(r.Limit.Algorithm)}
+	var e *entry
+	var err error
+	moved := false
+	if p.index, e, err = sh.read(r.Key, r.Limit, p.kernel, now, &moved); err != nil {
+		return err
+	}
+	*d, p.write, p.next = p.kernel.decide(e, r.Limit, r.Cost, now)
+	if !d.Allowed && !r.Limit.Shadow {
+		return nil // a rejection writes nothing; a shadow rejection rejects nothing
+	}
+	if p.write == writeCreate {
+		if err := sh.makeRoomFor(1, now.mono); err != nil {
+			*d = admit.Decision{}
+			return err
+		}
+		moved = true // reclaim may have moved entries
+	}
+	d.Token = sh.apply(r, &p, moved, now, 0)
+	return nil
 }
 
 // settle settles res at actual at time now, and makes its one write. The caller holds sh.mu.
@@ -464,6 +531,7 @@ type pending struct {
 	kernel kernel // the Request's algorithm's
 	index  int    // the key's entry, when it has a live one
 	write  write  // the write an admission makes
+	next   int64  // the state the write stores, when decide computed it (see kernel.decide)
 }
 
 // live returns the entry of key, which takeAll read live, or nil if it has none. The caller holds
@@ -554,7 +622,7 @@ func (sh *shard) apply(r *admit.Request, p *pending, moved bool, now instant, le
 	switch p.write {
 	case writeCreate:
 		e := entry{key: strings.Clone(r.Key), alg: r.Limit.Algorithm}
-		p.kernel.apply(&e, writeCreate, r.Limit, r.Cost, now, lease)
+		p.kernel.apply(&e, writeCreate, r.Limit, r.Cost, now, lease, p.next)
 		sh.insert(e)
 		return p.kernel.token(&e, now, lease)
 	case writeUpdate:
@@ -562,7 +630,7 @@ func (sh *shard) apply(r *admit.Request, p *pending, moved bool, now instant, le
 		if moved {
 			i = sh.index[r.Key]
 		}
-		p.kernel.apply(&sh.entries[i], writeUpdate, r.Limit, r.Cost, now, lease)
+		p.kernel.apply(&sh.entries[i], writeUpdate, r.Limit, r.Cost, now, lease, p.next)
 		return p.kernel.token(&sh.entries[i], now, lease)
 	}
 	return 0
@@ -632,7 +700,7 @@ func (sh *shard) sweep(now func() time.Duration) (examined, removed int) {
 	end := len(sh.entries)
 	for pos := 0; ; {
 		var e, r int
-		pos, e, r = sh.sweepFrom(pos, end, now(), sh.budget)
+		pos, e, r = sh.sweepFrom(pos, end, sh.at(now()), sh.budget)
 		examined, removed = examined+e, removed+r
 		if pos >= min(end, len(sh.entries)) {
 			sh.shrinkIfSparse()
