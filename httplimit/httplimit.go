@@ -252,11 +252,15 @@ func (h *handler) reportShadow(w http.ResponseWriter, r *http.Request, a *fieldA
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	var dbuf [admit.MaxRequests]admit.Decision
+	var dbuf [4]admit.Decision // room for most Limiters: less to clear per request than MaxRequests
 	var ds []admit.Decision
-	if n := len(h.limits); n <= len(dbuf) {
-		ds = dbuf[:n] // else the Limiter is invalid, and says so
-	}
+	switch n := len(h.limits); {
+	case n <= len(dbuf):
+		ds = dbuf[:n]
+	case n <= admit.MaxRequests:
+		var big [admit.MaxRequests]admit.Decision
+		ds = big[:n]
+	} // else the Limiter is invalid, and says so
 	release, d, err := h.decide(r, ds)
 	if release != nil {
 		defer release() // after next returns, or panics; on a client gone away too
