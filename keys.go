@@ -48,7 +48,16 @@ type Subject struct {
 // length-prefixed subject, truncated to DigestLen hex characters. Keys are at most about 250 bytes
 // whatever the subject, hold no personal data, and two policies never share one.
 type KeyBuilder struct {
-	macs sync.Pool // of hash.Hash: HMAC-SHA256 under the secret
+	digesters sync.Pool // of *digester: HMAC-SHA256 under the secret
+}
+
+// A digester is an HMAC-SHA256 under a KeyBuilder's secret with the scratch space that feeding it
+// needs. The hash is called through an interface, so a buffer on the caller's stack that it is
+// given escapes to the heap; the digester's own buffers, pooled with it, cost no allocation.
+type digester struct {
+	mac     hash.Hash
+	scratch [256]byte // a field's length, then its bytes, copied in chunks: Write takes []byte
+	sum     [sha256.Size]byte
 }
 
 // NewKeyBuilder returns a KeyBuilder that digests subjects with secret, which must be at least
@@ -60,7 +69,7 @@ func NewKeyBuilder(secret []byte) (*KeyBuilder, error) {
 	}
 	key := append([]byte(nil), secret...)
 	b := &KeyBuilder{}
-	b.macs.New = func() any { return hmac.New(sha256.New, key) }
+	b.digesters.New = func() any { return &digester{mac: hmac.New(sha256.New, key)} }
 	return b, nil
 }
 
@@ -86,14 +95,13 @@ func (b *KeyBuilder) Key(lim Limit, version string, s Subject) (string, error) {
 	if slot == "" {
 		slot = s.ID
 	}
-	shape := lim.Shape()
-	k := make([]byte, 0, len("rl::v-:{}:")+len(lim.Name)+len(version)+len(shape)+2*DigestLen)
-	k = append(k, "rl:"...)
+	var buf [keyBufLen]byte // the key is built on the stack: string(k) is its one allocation
+	k := append(buf[:0], "rl:"...)
 	k = append(k, lim.Name...)
 	k = append(k, ":v"...)
 	k = append(k, version...)
 	k = append(k, '-')
-	k = append(k, shape...)
+	k = lim.appendShape(k)
 	k = append(k, ":{"...)
 	k = b.appendDigest(k, "slot", slot)
 	k = append(k, '}')
@@ -104,20 +112,27 @@ func (b *KeyBuilder) Key(lim Limit, version string, s Subject) (string, error) {
 	return string(k), nil
 }
 
+// keyBufLen is the room Key reserves on the stack for a key: enough for every key of a policy name
+// and version of MaxNameLen characters and the longest shape.
+const keyBufLen = 256
+
 // appendDigest appends the digest of the fields label and value: hex of HMAC-SHA256 over each
 // field's length (a uvarint) and bytes, truncated to DigestLen characters.
 func (b *KeyBuilder) appendDigest(dst []byte, label, value string) []byte {
-	mac := b.macs.Get().(hash.Hash)
-	mac.Reset()
-	var n [binary.MaxVarintLen64]byte
+	d := b.digesters.Get().(*digester)
+	d.mac.Reset()
 	for _, f := range [2]string{label, value} {
-		mac.Write(n[:binary.PutUvarint(n[:], uint64(len(f)))])
-		mac.Write([]byte(f))
+		d.mac.Write(d.scratch[:binary.PutUvarint(d.scratch[:], uint64(len(f)))])
+		for len(f) > 0 {
+			n := copy(d.scratch[:], f)
+			d.mac.Write(d.scratch[:n])
+			f = f[n:]
+		}
 	}
-	var sum [sha256.Size]byte
-	mac.Sum(sum[:0])
-	b.macs.Put(mac)
-	return hex.AppendEncode(dst, sum[:DigestLen/2])
+	sum := d.mac.Sum(d.sum[:0])
+	dst = hex.AppendEncode(dst, sum[:DigestLen/2])
+	b.digesters.Put(d)
+	return dst
 }
 
 // Shape returns the part of a key's version segment that changes when the shape of the state l
@@ -135,21 +150,30 @@ func (b *KeyBuilder) appendDigest(dst []byte, label, value string) []byte {
 // Concurrency's shape is "cc" whatever its numbers: each lease stores its own expiry, so a new rate or
 // lease TTL keeps counting the leases in flight.
 func (l Limit) Shape() string {
-	period := strconv.FormatInt(l.Period.Milliseconds(), 10)
+	var buf [64]byte
+	return string(l.appendShape(buf[:0]))
+}
+
+// appendShape appends l.Shape() to dst: Key appends it to the key it builds, which costs no
+// allocation of its own.
+func (l Limit) appendShape(dst []byte) []byte {
+	period := l.Period.Milliseconds()
 	switch l.Algorithm {
 	case FixedWindow:
 		if l.Aligned {
-			return "fwa" + period
+			return strconv.AppendInt(append(dst, "fwa"...), period, 10)
 		}
-		return "fw" + period
+		return strconv.AppendInt(append(dst, "fw"...), period, 10)
 	case SlidingWindow:
-		return "sw" + period
+		return strconv.AppendInt(append(dst, "sw"...), period, 10)
 	case SlidingLog:
-		return "sl" + period
+		return strconv.AppendInt(append(dst, "sl"...), period, 10)
 	case GCRA:
-		return "gcra" + strconv.FormatInt(l.EmissionInterval().Microseconds(), 10) + "b" + strconv.FormatInt(l.Capacity(), 10)
+		dst = strconv.AppendInt(append(dst, "gcra"...), l.EmissionInterval().Microseconds(), 10)
+		return strconv.AppendInt(append(dst, 'b'), l.Capacity(), 10)
 	case Concurrency:
-		return "cc" // a lease stores its own expiry: a new TTL or rate keeps the leases in flight
+		return append(dst, "cc"...) // a lease stores its own expiry: a new TTL or rate keeps the leases in flight
 	}
-	return "x" + strconv.Itoa(int(l.Algorithm)) + "-" + period
+	dst = strconv.AppendInt(append(dst, 'x'), int64(l.Algorithm), 10)
+	return strconv.AppendInt(append(dst, '-'), period, 10)
 }

@@ -1,6 +1,10 @@
 package admit_test
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"os"
 	"regexp"
@@ -103,6 +107,33 @@ func TestKeysOfHostileSubjects(t *testing.T) {
 				t.Errorf("subjects %.20q and %.20q share key %q", prev, s+"/"+slot, k)
 			}
 			seen[k] = s + "/" + slot
+		}
+	}
+}
+
+// A digest is HMAC-SHA256 under the secret of each field's length (a uvarint) and bytes, whatever
+// the subject's length: the digest is computed here independently of the KeyBuilder, for subjects
+// shorter and longer than the chunks in which the KeyBuilder feeds the hash.
+func TestKeyDigestsAreHMACsOfLengthPrefixedFields(t *testing.T) {
+	secret := []byte("0123456789abcdef-test-secret")
+	kb := newKeyBuilder(t)
+	digest := func(label, value string) string {
+		mac := hmac.New(sha256.New, secret)
+		for _, f := range []string{label, value} {
+			mac.Write(binary.AppendUvarint(nil, uint64(len(f))))
+			mac.Write([]byte(f))
+		}
+		return hex.EncodeToString(mac.Sum(nil))[:admit.DigestLen]
+	}
+	for _, n := range []int{1, 127, 128, 255, 256, 257, 511, 512, 513, 100_000, admit.MaxSubjectLen} {
+		id := strings.Repeat("s", n-1) + "!"
+		slot := strings.Repeat("t", n)
+		if got, want := key(t, kb, demo, "1", admit.Subject{ID: id}), "rl:demo:v1-fw10000:{"+digest("slot", id)+"}"; got != want {
+			t.Errorf("key of a %d-byte subject = %q; want %q", n, got, want)
+		}
+		want := "rl:demo:v1-fw10000:{" + digest("slot", slot) + "}:" + digest("subject", id)
+		if got := key(t, kb, demo, "1", admit.Subject{ID: id, Slot: slot}); got != want {
+			t.Errorf("key of a %d-byte subject and slot subject = %q; want %q", n, got, want)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package admit
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 )
 
@@ -91,9 +92,9 @@ func (l *Limiter) Take(ctx context.Context, s Subject, n int64, id string, ds []
 		}
 		return d, err
 	}
-	var rbuf [MaxRequests]Request
-	var dbuf [MaxRequests]Decision
-	rs, out := rbuf[:len(l.limits)], dbuf[:len(l.limits)]
+	sc := takeScratches.Get().(*takeScratch)
+	defer sc.put(len(l.limits))
+	rs, out := sc.rs[:len(l.limits)], sc.ds[:len(l.limits)]
 	for i := range rs {
 		r, err := l.request(i, s, n, id)
 		if err != nil {
@@ -106,6 +107,24 @@ func (l *Limiter) Take(ctx context.Context, s Subject, n int64, id string, ds []
 	}
 	copy(ds, out)
 	return out[Deciding(out)], nil
+}
+
+// A takeScratch holds the Requests and Decisions of one Take of several Limits. They are pooled:
+// arrays on Take's stack would escape to the heap through the Store interface, two allocations of
+// some 3 KB per call. A Store does not keep rs or ds once TakeAll returns.
+type takeScratch struct {
+	rs [MaxRequests]Request
+	ds [MaxRequests]Decision
+}
+
+var takeScratches = sync.Pool{New: func() any { return new(takeScratch) }}
+
+// put clears the first n Requests and Decisions of sc, so that the pool keeps no key alive, and
+// returns sc to the pool.
+func (sc *takeScratch) put(n int) {
+	clear(sc.rs[:n])
+	clear(sc.ds[:n])
+	takeScratches.Put(sc)
 }
 
 // request returns the Request of s under the i-th Limit.

@@ -26,7 +26,8 @@ type Store interface {
 	// admitted, it is consumed if it fits. It fills ds, which must have len(rs) elements, with each
 	// Request's Decision, and reports whether all were allowed but those in shadow mode. rs and ds
 	// must pass [ValidateAll]: 1 to MaxRequests distinct keys in one hash slot, and one ID for all. On
-	// an error ds holds nothing useful. A replay reports a shadow Request that would have limited as
+	// an error ds holds nothing useful. TakeAll must not keep rs or ds once it returns: the caller
+	// may reuse them ([Limiter.Take] does). A replay reports a shadow Request that would have limited as
 	// allowed: its record keeps Remaining and ResetAfter only.
 	TakeAll(ctx context.Context, rs []Request, ds []Decision) (allowed bool, err error)
 	// Release ends the lease l of a Concurrency Limit (SPEC §2.5) by compare-and-delete: it removes

@@ -1,7 +1,6 @@
 package httplimit
 
 import (
-	"encoding/json"
 	"strconv"
 
 	"github.com/admit-dev/admit"
@@ -14,33 +13,25 @@ const QuotaExceededType = "https://iana.org/assignments/http-problem-types#quota
 // QuotaExceededTitle is the title of the problem details of a 429 response.
 const QuotaExceededTitle = "Request cannot be satisfied as assigned quota has been exceeded"
 
-// problem is the RFC 9457 problem details of a 429 response.
-type problem struct {
-	Type             string   `json:"type"`
-	Title            string   `json:"title"`
-	Status           int      `json:"status"`
-	Detail           string   `json:"detail"`
-	ViolatedPolicies []string `json:"violated-policies"`
-}
-
-// problemBody returns the problem details of a 429 response whose Decisions are ds, for limits,
-// with Retry-After retryAfter: violated-policies names each policy that rejected, in order.
-func problemBody(limits []admit.Limit, ds []admit.Decision, retryAfter int64) string {
-	p := problem{
-		Type:             QuotaExceededType,
-		Title:            QuotaExceededTitle,
-		Status:           429,
-		Detail:           "Too many requests: retry after " + strconv.FormatInt(retryAfter, 10) + " s.",
-		ViolatedPolicies: []string{},
-	}
+// appendProblem appends the RFC 9457 problem details of a 429 response whose Decisions are ds, for
+// limits, with Retry-After retryAfter, and a newline: a JSON object of type, title, status, detail
+// and violated-policies, the name of each policy that rejected, in order. It writes the JSON itself,
+// byte for byte what encoding/json makes of it, with no allocation: the strings need no escapes
+// (the constants are plain ASCII, and a valid policy name is a-z, 0-9, '_' and '-').
+func appendProblem(b []byte, limits []admit.Limit, ds []admit.Decision, retryAfter int64) []byte {
+	b = append(b, `{"type":"`+QuotaExceededType+`","title":"`+QuotaExceededTitle+`","status":429,"detail":"Too many requests: retry after `...)
+	b = strconv.AppendInt(b, retryAfter, 10)
+	b = append(b, ` s.","violated-policies":[`...)
+	first := true
 	for i := range ds {
-		if !ds[i].Allowed {
-			p.ViolatedPolicies = append(p.ViolatedPolicies, limits[i].Name)
+		if ds[i].Allowed {
+			continue
 		}
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
+		b = append(append(append(b, '"'), limits[i].Name...), '"')
 	}
-	b, err := json.Marshal(p)
-	if err != nil { // cannot happen: strings and an int
-		return "{}\n"
-	}
-	return string(append(b, '\n'))
+	return append(b, "]}\n"...)
 }

@@ -141,6 +141,46 @@ func TestRateLimitHeaders(t *testing.T) {
 	}
 }
 
+// TestRateLimitHeadersManyPolicies checks a Limiter of MaxRequests policies, the most it can have:
+// each has its member in both fields, in order, and the one that rejects is named in the problem.
+func TestRateLimitHeadersManyPolicies(t *testing.T) {
+	store, _ := frozenStore(t)
+	limits := make([]admit.Limit, admit.MaxRequests)
+	for i := range limits {
+		limits[i] = admit.Limit{Name: "p" + strconv.Itoa(i), Algorithm: admit.FixedWindow, Rate: int64(len(limits) - i), Period: time.Minute}
+	}
+	m := &httplimit.Middleware{Limiter: newLimiter(t, store, limits...), Subject: httplimit.Constant("a"), ProblemDetails: true}
+	h := m.Wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	for i := range 2 {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+		policy, limit := rateLimitFields(t, rec.Header())
+		if len(policy) != len(limits) {
+			t.Fatalf("request %d: %d members, want %d", i+1, len(policy), len(limits))
+		}
+		for j, l := range limits {
+			if policy[j].name != l.Name || intParam(t, policy[j], "q") != l.Rate {
+				t.Errorf("request %d: RateLimit-Policy member %d is %q;q=%d, want %q;q=%d", i+1, j, policy[j].name, intParam(t, policy[j], "q"), l.Name, l.Rate)
+			}
+			if want := max(l.Rate-1, 0); intParam(t, limit[j], "r") != want {
+				t.Errorf("request %d: RateLimit member %d has r=%d, want %d", i+1, j, intParam(t, limit[j], "r"), want)
+			}
+		}
+		if i == 0 {
+			if rec.Code != http.StatusOK {
+				t.Fatalf("request 1: %d, want 200", rec.Code)
+			}
+			continue
+		}
+		var p struct {
+			Violated []string `json:"violated-policies"`
+		}
+		if err := json.Unmarshal(rec.Body.Bytes(), &p); rec.Code != http.StatusTooManyRequests || err != nil || len(p.Violated) != 1 || p.Violated[0] != "p15" {
+			t.Errorf("request 2: %d, %s (%v); want 429 violating p15", rec.Code, rec.Body, err)
+		}
+	}
+}
+
 // TestRateLimitHeadersTwoPolicies checks a Limiter of two policies of different windows: both
 // fields list both, in the Limiter's order, whichever decides.
 func TestRateLimitHeadersTwoPolicies(t *testing.T) {

@@ -227,9 +227,10 @@ type handler struct {
 }
 
 // reportShadow reports the policies in shadow mode that would have limited r, admitted with the
-// Decisions ds: to onShadowLimit, and in shadowHeader.
-func (h *handler) reportShadow(w http.ResponseWriter, r *http.Request, ds []admit.Decision) {
-	var names []byte
+// Decisions ds: to onShadowLimit, and in shadowHeader, whose value a provides.
+func (h *handler) reportShadow(w http.ResponseWriter, r *http.Request, a *fieldArena, ds []admit.Decision) {
+	var buf [256]byte
+	names := buf[:0]
 	for i := range ds {
 		d := &ds[i]
 		if !d.Limit.Shadow || d.Allowed {
@@ -246,16 +247,20 @@ func (h *handler) reportShadow(w http.ResponseWriter, r *http.Request, ds []admi
 		}
 	}
 	if len(names) > 0 {
-		w.Header()[h.shadowHeader] = []string{string(names)}
+		w.Header()[h.shadowHeader] = a.value(a.string(names))
 	}
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	var dbuf [admit.MaxRequests]admit.Decision
+	var dbuf [4]admit.Decision // room for most Limiters: less to clear per request than MaxRequests
 	var ds []admit.Decision
-	if n := len(h.limits); n <= len(dbuf) {
-		ds = dbuf[:n] // else the Limiter is invalid, and says so
-	}
+	switch n := len(h.limits); {
+	case n <= len(dbuf):
+		ds = dbuf[:n]
+	case n <= admit.MaxRequests:
+		var big [admit.MaxRequests]admit.Decision
+		ds = big[:n]
+	} // else the Limiter is invalid, and says so
 	release, d, err := h.decide(r, ds)
 	if release != nil {
 		defer release() // after next returns, or panics; on a client gone away too
@@ -264,42 +269,53 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		k := classify(r.Context(), err)
 		h.logFailure(r, k, err)
+		a := fieldArenas.Get().(*fieldArena)
 		switch k.status() {
 		case http.StatusBadRequest:
-			writeText(w, http.StatusBadRequest, "", BadRequestBody)
+			writeText(w, a, http.StatusBadRequest, "", BadRequestBody)
 		case http.StatusInternalServerError:
-			writeText(w, http.StatusInternalServerError, "", InternalErrorBody)
+			writeText(w, a, http.StatusInternalServerError, "", InternalErrorBody)
 		default:
-			writeText(w, http.StatusServiceUnavailable, h.unavailableRetryAfter, UnavailableBody)
+			writeText(w, a, http.StatusServiceUnavailable, h.unavailableRetryAfter, UnavailableBody)
 		}
+		fieldArenas.Put(a)
 	case !d.Allowed:
+		a := fieldArenas.Get().(*fieldArena)
 		retry := d.RetryAfterSeconds()
-		h.setRateLimit(w.Header(), ds, retry)
+		h.setRateLimit(w.Header(), a, ds, retry)
+		var buf [20]byte
+		retryAfter := a.string(strconv.AppendInt(buf[:0], retry, 10))
 		if h.problem {
-			writeBody(w, http.StatusTooManyRequests, strconv.FormatInt(retry, 10), "application/problem+json", problemBody(h.limits, ds, retry))
+			var body [512]byte
+			writeBody(w, a, http.StatusTooManyRequests, retryAfter, "application/problem+json", a.string(appendProblem(body[:0], h.limits, ds, retry)))
 		} else {
-			writeText(w, http.StatusTooManyRequests, strconv.FormatInt(retry, 10), LimitedBody)
+			writeText(w, a, http.StatusTooManyRequests, retryAfter, LimitedBody)
 		}
+		fieldArenas.Put(a)
 	default:
-		h.setRateLimit(w.Header(), ds, 0)
-		if h.shadow {
-			h.reportShadow(w, r, ds)
+		if h.headers || h.shadow {
+			a := fieldArenas.Get().(*fieldArena)
+			h.setRateLimit(w.Header(), a, ds, 0)
+			if h.shadow {
+				h.reportShadow(w, r, a, ds)
+			}
+			fieldArenas.Put(a)
 		}
 		h.next.ServeHTTP(w, r)
 	}
 }
 
 // setRateLimit sets the RateLimit-Policy and RateLimit fields of a response to a request whose
-// Decisions are ds, if h sends them; retryAfter is the Retry-After of a 429, 0 otherwise.
-func (h *handler) setRateLimit(hdr http.Header, ds []admit.Decision, retryAfter int64) {
+// Decisions are ds, if h sends them, with values from a; retryAfter is the Retry-After of a 429, 0
+// otherwise.
+func (h *handler) setRateLimit(hdr http.Header, a *fieldArena, ds []admit.Decision, retryAfter int64) {
 	if !h.headers {
 		return
 	}
 	var buf [256]byte
 	b := ratelimitfield.AppendRateLimit(buf[:0], h.limits, ds, retryAfter)
-	vals := []string{h.policyField, string(b)} // one allocation for both fields' slices
-	hdr[ratelimitfield.PolicyName] = vals[0:1:1]
-	hdr[ratelimitfield.Name] = vals[1:2:2]
+	hdr[ratelimitfield.PolicyName] = a.value(h.policyField) // computed once, by Wrap
+	hdr[ratelimitfield.Name] = a.value(a.string(b))
 }
 
 // panicError is a recovered panic, with the stack where it happened.
@@ -455,24 +471,26 @@ func failureKinds() []lograte.Kind {
 }
 
 // writeText answers with status and a plain-text body that no cache may store, with a Retry-After
-// field if retryAfter is not empty.
-func writeText(w http.ResponseWriter, status int, retryAfter, body string) {
-	writeBody(w, status, retryAfter, "text/plain; charset=utf-8", body)
+// field if retryAfter is not empty, and header values from a.
+func writeText(w http.ResponseWriter, a *fieldArena, status int, retryAfter, body string) {
+	writeBody(w, a, status, retryAfter, "text/plain; charset=utf-8", body)
 }
 
 // writeBody answers with status and a body of contentType that no cache may store, with a
-// Retry-After field if retryAfter is not empty.
-func writeBody(w http.ResponseWriter, status int, retryAfter, contentType, body string) {
+// Retry-After field if retryAfter is not empty, and header values from a. The fields' names are
+// canonical already: they are map keys, with no call to http.CanonicalHeaderKey.
+func writeBody(w http.ResponseWriter, a *fieldArena, status int, retryAfter, contentType, body string) {
 	hdr := w.Header()
 	if retryAfter != "" {
-		hdr["Retry-After"] = []string{retryAfter}
+		hdr["Retry-After"] = a.value(retryAfter)
 	} else {
 		delete(hdr, "Retry-After")
 	}
-	hdr["Cache-Control"] = []string{"no-store"}
-	hdr["Content-Type"] = []string{contentType}
-	hdr["X-Content-Type-Options"] = []string{"nosniff"}
-	hdr["Content-Length"] = []string{strconv.Itoa(len(body))}
+	hdr["Cache-Control"] = a.value("no-store")
+	hdr["Content-Type"] = a.value(contentType)
+	hdr["X-Content-Type-Options"] = a.value("nosniff")
+	var buf [20]byte
+	hdr["Content-Length"] = a.value(a.string(strconv.AppendInt(buf[:0], int64(len(body)), 10)))
 	w.WriteHeader(status)
 	io.WriteString(w, body)
 }

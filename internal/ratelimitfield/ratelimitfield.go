@@ -29,17 +29,27 @@ const (
 // "" when every Limit is in shadow mode, and reports false if a name cannot be a structured-field
 // string, which no valid Limit's can.
 func Policy(limits []admit.Limit) (string, bool) {
-	var b []byte
+	var buf [256]byte
+	b, ok := appendPolicy(buf[:0], limits)
+	if !ok {
+		return "", false
+	}
+	return string(b), true
+}
+
+// appendPolicy appends the RateLimit-Policy field value of limits to b, as Policy returns it.
+func appendPolicy(b []byte, limits []admit.Limit) ([]byte, bool) {
+	start := len(b)
 	for _, l := range limits {
 		if l.Shadow {
 			continue // not enforced: no quota of the client's
 		}
-		if len(b) > 0 {
+		if len(b) > start {
 			b = append(b, ", "...)
 		}
 		var ok bool
 		if b, ok = appendSFString(b, l.Name); !ok {
-			return "", false
+			return b, false
 		}
 		b = appendInt(append(b, ";q="...), l.Capacity())
 		switch l.Algorithm {
@@ -52,7 +62,7 @@ func Policy(limits []admit.Limit) (string, bool) {
 			b = appendW(b, l.Period)
 		}
 	}
-	return string(b), true
+	return b, true
 }
 
 // appendW appends the w parameter of window d, in whole seconds, rounded up, at least 1.
@@ -124,15 +134,21 @@ func AppendRateLimit(b []byte, limits []admit.Limit, ds []admit.Decision, retryA
 // Limit (Decision.Limit); retryAfter is the Retry-After of a 429, 0 otherwise. It sets neither when
 // every Limit is in shadow mode.
 func Set(hdr http.Header, ds []admit.Decision, retryAfter int64) {
-	var buf [admit.MaxRequests]admit.Limit
-	limits := buf[:0]
+	var lbuf [admit.MaxRequests]admit.Limit
+	limits := lbuf[:0]
 	for i := range ds {
 		limits = append(limits, ds[i].Limit)
 	}
-	if policy, ok := Policy(limits); ok && policy != "" {
-		hdr[PolicyName] = []string{policy}
-		hdr[Name] = []string{string(AppendRateLimit(nil, limits, ds, retryAfter))}
+	var buf [512]byte
+	policy, ok := appendPolicy(buf[:0], limits)
+	if !ok || len(policy) == 0 {
+		return
 	}
+	fields := AppendRateLimit(policy, limits, ds, retryAfter)
+	text := string(fields)                                   // one allocation for both fields' text
+	vals := []string{text[:len(policy)], text[len(policy):]} // and one for both fields' slices
+	hdr[PolicyName] = vals[0:1:1]
+	hdr[Name] = vals[1:2:2]
 }
 
 // ceilSeconds returns d rounded up to whole seconds, and 0 for d ≤ 0.
