@@ -89,6 +89,10 @@ func TestACLRulesMatchScriptsAndDocs(t *testing.T) {
 		t.Errorf("ACLRules() = %s\nbut the tests run as a user with redistest.ACLRules = %s\n(update redistest.ACLRules and the docs together)",
 			ACLRules(), redistest.ACLRules)
 	}
+	if clusterACLRules != redistest.ClusterACLRules {
+		t.Errorf("Preflight's hint names the cluster rules %s\nbut the tests run as a user with redistest.ClusterACLRules = %s",
+			clusterACLRules, redistest.ClusterACLRules)
+	}
 	doc, err := os.ReadFile("../docs/redis.md")
 	if err != nil {
 		t.Fatal(err)
@@ -114,35 +118,46 @@ func TestACLRulesMatchScriptsAndDocs(t *testing.T) {
 	}
 }
 
-// On Sentinel and Cluster the client needs one command more than the scripts, outside the data
-// path: ROLE, to check that the server the sentinels name is the primary, and CLUSTER SLOTS (Redis
-// 7; CLUSTER SHARDS from Redis 8), to read the cluster's topology. Without it every decision fails,
-// and Preflight names the command; with redistest.SentinelACLRules or ClusterACLRules added, which
-// docs/running-redis.md gives, it passes (the rest of the suite runs as such a user).
+// On Sentinel and Cluster the client needs commands besides the scripts', outside the data path:
+// ROLE, to check that the server the sentinels name is the primary; CLUSTER SLOTS (Redis 7; CLUSTER
+// SHARDS from Redis 8), to read the cluster's topology, and ASKING, to follow an ASK redirect while a
+// slot migrates. Without the first every decision fails, without ASKING every decision on a
+// migrating slot's moved keys; Preflight names the missing command, and with
+// redistest.SentinelACLRules or ClusterACLRules added, which docs/running-redis.md gives, it passes
+// (the rest of the suite runs as such a user; TestClusterTopologyChanges/ReshardSlotUnderLoad
+// follows ASK redirects as it).
 func TestTopologyACLRules(t *testing.T) {
 	ctx := context.Background()
-	check := func(t *testing.T, nodes []*redistest.Server, url, missing, rules string) {
+	// refused makes the user name on every node with ACLRules and extra, and checks that Preflight
+	// as it names missing and the rules.
+	refused := func(t *testing.T, nodes []*redistest.Server, url, name, extra, missing, rules string) {
 		t.Helper()
 		for _, n := range nodes {
-			args := append([]string{"ACL", "SETUSER", "scripts-only", "on", ">pw"}, strings.Fields(ACLRules())...)
+			args := append([]string{"ACL", "SETUSER", name, "on", ">pw"}, strings.Fields(ACLRules()+" "+extra)...)
 			if err := n.Do(t, args...).Error(); err != nil {
 				t.Fatalf("ACL SETUSER on %s: %v", n.Addr(), err)
 			}
 		}
-		_, err := open(t, strings.Replace(url, redistest.User+":"+redistest.Password+"@", "scripts-only:pw@", 1)).Preflight(ctx)
+		_, err := open(t, strings.Replace(url, redistest.User+":"+redistest.Password+"@", name+":pw@", 1)).Preflight(ctx)
 		if !errors.Is(err, ErrPermission) || !strings.Contains(err.Error(), "'"+missing+"'") || !strings.Contains(err.Error(), rules) {
-			t.Errorf("Preflight as a user with ACLRules only: %v, want ErrPermission naming %q and the rules %s", err, missing, rules)
+			t.Errorf("Preflight as a user with ACLRules %s: %v, want ErrPermission naming %q and the rules %s", extra, err, missing, rules)
 		}
+	}
+	accepted := func(t *testing.T, url string) {
+		t.Helper()
 		if _, err := open(t, url).Preflight(ctx); err != nil {
-			t.Errorf("Preflight as the harness's user, with %q added: %v", missing, err)
+			t.Errorf("Preflight as the harness's user: %v", err)
 		}
 	}
 	t.Run("Sentinel", func(t *testing.T) {
 		st := redistest.StartSentinel(t)
-		check(t, st.Servers(), st.URL(), "role", redistest.SentinelACLRules)
+		refused(t, st.Servers(), st.URL(), "scripts-only", "", "role", redistest.SentinelACLRules)
+		accepted(t, st.URL())
 	})
 	t.Run("Cluster", func(t *testing.T) {
 		c := redistest.StartCluster(t)
-		check(t, c.Nodes(), c.URL(), "cluster|slots", redistest.ClusterACLRules)
+		refused(t, c.Nodes(), c.URL(), "scripts-only", "", "cluster|slots", redistest.ClusterACLRules)
+		refused(t, c.Nodes(), c.URL(), "no-asking", "+cluster|slots +cluster|shards", "asking", redistest.ClusterACLRules)
+		accepted(t, c.URL())
 	})
 }
