@@ -25,6 +25,40 @@ func TestClusterTopologyChanges(t *testing.T) {
 	s := openCluster(t, url)
 	t.Run("FailoverLoadsScriptsOnNewMaster", func(t *testing.T) { testFailoverLoadsScripts(t, c, s) })
 	t.Run("ReshardSlotUnderLoad", func(t *testing.T) { testReshardUnderLoad(t, c, s) })
+	// The user's rules covered everything the client sent through both: no node refused it anything
+	// (READONLY, for one, is never sent: the store reads no replica).
+	for _, n := range c.Nodes() {
+		if refused := aclRefusals(t, n); len(refused) > 0 {
+			t.Errorf("%s refused the least-privilege user: %s", n.Addr(), strings.Join(refused, "; "))
+		}
+	}
+}
+
+// aclRefusals returns the entries of srv's ACL LOG: each command, key or login refused, with its
+// user and count.
+func aclRefusals(t *testing.T, srv *redistest.Server) []string {
+	t.Helper()
+	entries, err := srv.Do(t, "ACL", "LOG").ToArray()
+	if err != nil {
+		t.Fatalf("ACL LOG on %s: %v", srv.Addr(), err)
+	}
+	var refused []string
+	for _, e := range entries {
+		m, err := e.AsMap()
+		if err != nil {
+			t.Fatalf("ACL LOG on %s: an entry %v: %v", srv.Addr(), e, err)
+		}
+		field := func(name string) string {
+			v := m[name]
+			if s, err := v.ToString(); err == nil {
+				return s
+			}
+			n, _ := v.AsInt64()
+			return strconv.FormatInt(n, 10)
+		}
+		refused = append(refused, fmt.Sprintf("%s %s %q ×%s", field("username"), field("reason"), field("object"), field("count")))
+	}
+	return refused
 }
 
 // After a failover the promoted replica has no scripts (Redis 7 does not pass SCRIPT LOAD to
