@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/internal/redistest"
@@ -55,6 +57,36 @@ func TestLeastPrivilegeUser(t *testing.T) {
 		}
 		if n, _ := srv.Do(t, "EXISTS", "other:key").AsInt64(); n != 0 {
 			t.Fatal("a refused decision created its key")
+		}
+	})
+	t.Run("TransactionFallback", func(t *testing.T) {
+		// The NOSCRIPT fallback's MULTI, SCRIPT LOAD, EVALSHA, EXEC, as the restricted user: it loads
+		// the script and answers with the EVALSHA's reply out of EXEC's array, a script's error reply
+		// classified as a lone EVALSHA's is.
+		s := open(t, url)
+		c, err := s.conn(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		key := newKey(t)
+		d := take(t, s, key, admit.Limit{Algorithm: admit.Concurrency, Rate: 2, Period: time.Minute}, 1)
+		if err := srv.Do(t, "SCRIPT", "FLUSH").Error(); err != nil {
+			t.Fatal(err)
+		}
+		n, err := evalshaInTransaction(ctx, c, releaseScript, []string{key}, []string{strconv.FormatUint(d.Token, 10)}).AsInt64()
+		if err != nil || n != 1 {
+			t.Fatalf("release of a held lease in the transaction: %d, %v; want 1", n, err)
+		}
+		if exists, _ := srv.Do(t, "SCRIPT", "EXISTS", releaseScript.sha).AsIntSlice(); len(exists) != 1 || exists[0] != 1 {
+			t.Errorf("the transaction did not leave the release script loaded: SCRIPT EXISTS %v", exists)
+		}
+		if n, _ := srv.Do(t, "ZCARD", key).AsInt64(); n != 0 {
+			t.Errorf("the key holds %d leases after the release, want 0", n)
+		}
+		_, err = evalshaInTransaction(ctx, c, releaseScript, []string{key}, []string{"not-a-token"}).ToMessage()
+		if err = scriptError(err); !errors.Is(err, admit.ErrInvalidRequest) || !strings.Contains(err.Error(), "lease token") {
+			t.Fatalf("an invalid release in the transaction: %v, want admit.ErrInvalidRequest from the script", err)
 		}
 	})
 	t.Run("NoEval", func(t *testing.T) {
