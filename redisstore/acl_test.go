@@ -4,15 +4,17 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/internal/redistest"
 )
 
-// C5: admit works as a user who may only EVALSHA, SCRIPT LOAD, PING and the scripts' own commands on
-// rl:* keys. Every Redis test runs as that user, the conformance suite included (TestConformance): the
+// C5: admit works as a user who may only EVALSHA, SCRIPT LOAD, MULTI and EXEC, PING and the scripts'
+// own commands on rl:* keys. Every Redis test runs as that user, the conformance suite included (TestConformance): the
 // harness creates it on every server, with redistest.ACLRules, and its URLs log in as it. This test
 // checks that it is so, and what the suite does not: a SCRIPT FLUSH, a key outside rl:*, EVAL.
 func TestLeastPrivilegeUser(t *testing.T) {
@@ -57,6 +59,36 @@ func TestLeastPrivilegeUser(t *testing.T) {
 			t.Fatal("a refused decision created its key")
 		}
 	})
+	t.Run("TransactionFallback", func(t *testing.T) {
+		// The NOSCRIPT fallback's MULTI, SCRIPT LOAD, EVALSHA, EXEC, as the restricted user: it loads
+		// the script and answers with the EVALSHA's reply out of EXEC's array, a script's error reply
+		// classified as a lone EVALSHA's is.
+		s := open(t, url)
+		c, err := s.conn(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		key := newKey(t)
+		d := take(t, s, key, admit.Limit{Algorithm: admit.Concurrency, Rate: 2, Period: time.Minute}, 1)
+		if err := srv.Do(t, "SCRIPT", "FLUSH").Error(); err != nil {
+			t.Fatal(err)
+		}
+		n, err := evalshaInTransaction(ctx, c, releaseScript, []string{key}, []string{strconv.FormatUint(d.Token, 10)}).AsInt64()
+		if err != nil || n != 1 {
+			t.Fatalf("release of a held lease in the transaction: %d, %v; want 1", n, err)
+		}
+		if exists, _ := srv.Do(t, "SCRIPT", "EXISTS", releaseScript.sha).AsIntSlice(); len(exists) != 1 || exists[0] != 1 {
+			t.Errorf("the transaction did not leave the release script loaded: SCRIPT EXISTS %v", exists)
+		}
+		if n, _ := srv.Do(t, "ZCARD", key).AsInt64(); n != 0 {
+			t.Errorf("the key holds %d leases after the release, want 0", n)
+		}
+		_, err = evalshaInTransaction(ctx, c, releaseScript, []string{key}, []string{"not-a-token"}).ToMessage()
+		if err = scriptError(err); !errors.Is(err, admit.ErrInvalidRequest) || !strings.Contains(err.Error(), "lease token") {
+			t.Fatalf("an invalid release in the transaction: %v, want admit.ErrInvalidRequest from the script", err)
+		}
+	})
 	t.Run("NoEval", func(t *testing.T) {
 		// The rules really are restrictive: the user cannot EVAL.
 		c := open(t, url)
@@ -89,6 +121,10 @@ func TestACLRulesMatchScriptsAndDocs(t *testing.T) {
 		t.Errorf("ACLRules() = %s\nbut the tests run as a user with redistest.ACLRules = %s\n(update redistest.ACLRules and the docs together)",
 			ACLRules(), redistest.ACLRules)
 	}
+	if clusterACLRules != redistest.ClusterACLRules {
+		t.Errorf("Preflight's hint names the cluster rules %s\nbut the tests run as a user with redistest.ClusterACLRules = %s",
+			clusterACLRules, redistest.ClusterACLRules)
+	}
 	doc, err := os.ReadFile("../docs/redis.md")
 	if err != nil {
 		t.Fatal(err)
@@ -114,35 +150,46 @@ func TestACLRulesMatchScriptsAndDocs(t *testing.T) {
 	}
 }
 
-// On Sentinel and Cluster the client needs one command more than the scripts, outside the data
-// path: ROLE, to check that the server the sentinels name is the primary, and CLUSTER SLOTS (Redis
-// 7; CLUSTER SHARDS from Redis 8), to read the cluster's topology. Without it every decision fails,
-// and Preflight names the command; with redistest.SentinelACLRules or ClusterACLRules added, which
-// docs/running-redis.md gives, it passes (the rest of the suite runs as such a user).
+// On Sentinel and Cluster the client needs commands besides the scripts', outside the data path:
+// ROLE, to check that the server the sentinels name is the primary; CLUSTER SLOTS (Redis 7; CLUSTER
+// SHARDS from Redis 8), to read the cluster's topology, and ASKING, to follow an ASK redirect while a
+// slot migrates. Without the first every decision fails, without ASKING every decision on a
+// migrating slot's moved keys; Preflight names the missing command, and with
+// redistest.SentinelACLRules or ClusterACLRules added, which docs/running-redis.md gives, it passes
+// (the rest of the suite runs as such a user; TestClusterTopologyChanges/ReshardSlotUnderLoad
+// follows ASK redirects as it).
 func TestTopologyACLRules(t *testing.T) {
 	ctx := context.Background()
-	check := func(t *testing.T, nodes []*redistest.Server, url, missing, rules string) {
+	// refused makes the user name on every node with ACLRules and extra, and checks that Preflight
+	// as it names missing and the rules.
+	refused := func(t *testing.T, nodes []*redistest.Server, url, name, extra, missing, rules string) {
 		t.Helper()
 		for _, n := range nodes {
-			args := append([]string{"ACL", "SETUSER", "scripts-only", "on", ">pw"}, strings.Fields(ACLRules())...)
+			args := append([]string{"ACL", "SETUSER", name, "on", ">pw"}, strings.Fields(ACLRules()+" "+extra)...)
 			if err := n.Do(t, args...).Error(); err != nil {
 				t.Fatalf("ACL SETUSER on %s: %v", n.Addr(), err)
 			}
 		}
-		_, err := open(t, strings.Replace(url, redistest.User+":"+redistest.Password+"@", "scripts-only:pw@", 1)).Preflight(ctx)
+		_, err := open(t, strings.Replace(url, redistest.User+":"+redistest.Password+"@", name+":pw@", 1)).Preflight(ctx)
 		if !errors.Is(err, ErrPermission) || !strings.Contains(err.Error(), "'"+missing+"'") || !strings.Contains(err.Error(), rules) {
-			t.Errorf("Preflight as a user with ACLRules only: %v, want ErrPermission naming %q and the rules %s", err, missing, rules)
+			t.Errorf("Preflight as a user with ACLRules %s: %v, want ErrPermission naming %q and the rules %s", extra, err, missing, rules)
 		}
+	}
+	accepted := func(t *testing.T, url string) {
+		t.Helper()
 		if _, err := open(t, url).Preflight(ctx); err != nil {
-			t.Errorf("Preflight as the harness's user, with %q added: %v", missing, err)
+			t.Errorf("Preflight as the harness's user: %v", err)
 		}
 	}
 	t.Run("Sentinel", func(t *testing.T) {
 		st := redistest.StartSentinel(t)
-		check(t, st.Servers(), st.URL(), "role", redistest.SentinelACLRules)
+		refused(t, st.Servers(), st.URL(), "scripts-only", "", "role", redistest.SentinelACLRules)
+		accepted(t, st.URL())
 	})
 	t.Run("Cluster", func(t *testing.T) {
 		c := redistest.StartCluster(t)
-		check(t, c.Nodes(), c.URL(), "cluster|slots", redistest.ClusterACLRules)
+		refused(t, c.Nodes(), c.URL(), "scripts-only", "", "cluster|slots", redistest.ClusterACLRules)
+		refused(t, c.Nodes(), c.URL(), "no-asking", "+cluster|slots +cluster|shards", "asking", redistest.ClusterACLRules)
+		accepted(t, c.URL())
 	})
 }

@@ -42,7 +42,9 @@ type Report struct {
 // peek of every algorithm, release of a lease that does not exist, settle at the cost reserved on a
 // missing key — all of which write nothing; then it runs a permission probe, a script that calls
 // every command the scripts may call, once each, on keys under PreflightKey, and deletes what it
-// wrote; then it reads maxmemory-policy. A command the user may not run is an error matching
+// wrote; then it runs the transaction the store falls back to on a second NOSCRIPT (MULTI, SCRIPT
+// LOAD, EVALSHA of release, EXEC), writing nothing; on a cluster it also sends every node ASKING,
+// which following an ASK redirect needs; then it reads maxmemory-policy. A command the user may not run is an error matching
 // ErrPermission that names it (every one the probe found refused); a connection failure is one
 // matching admit.ErrUnavailable. A maxmemory-policy that is not noeviction is a warning in the
 // Report, and one the user may not read is PolicyUnknown.
@@ -70,6 +72,11 @@ func (s *Store) Preflight(ctx context.Context) (Report, error) {
 			return rep, preflightError("SCRIPT LOAD of the "+sc.name+" script", err)
 		}
 	}
+	if c.Mode() == rueidis.ClientModeCluster {
+		if err := preflightAsking(ctx, c, s.commandTimeout); err != nil {
+			return rep, err
+		}
+	}
 	if err := s.preflightScripts(ctx); err != nil {
 		// A read the scripts make with redis.pcall shows as corrupt state on the canary keys: the
 		// probe names the command. A key pattern that does not cover the canary keys it cannot name.
@@ -79,6 +86,9 @@ func (s *Store) Preflight(ctx context.Context) (Report, error) {
 		return rep, err
 	}
 	if err := s.preflightProbe(ctx); err != nil {
+		return rep, err
+	}
+	if err := s.preflightTransaction(ctx, c); err != nil {
 		return rep, err
 	}
 	rep.MaxmemoryPolicy, err = s.maxmemoryPolicy(ctx, c)
@@ -91,6 +101,43 @@ func (s *Store) Preflight(ctx context.Context) (Report, error) {
 			rep.MaxmemoryPolicy))
 	}
 	return rep, nil
+}
+
+// preflightAsking sends ASKING, then PING, to every node of a cluster: the client follows an ASK
+// redirect (a slot migrating) with ASKING, which the user may then need to run. PING goes in the
+// same round trip, so that the ASKING flag is spent on it, not on another caller's command.
+func preflightAsking(ctx context.Context, c rueidis.Client, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for addr, node := range c.Nodes() {
+		for _, r := range node.DoMulti(ctx, node.B().Asking().Build(), node.B().Ping().Build()) {
+			if err := r.Error(); err != nil {
+				return preflightError("ASKING on "+addr, err)
+			}
+		}
+	}
+	return nil
+}
+
+// preflightTransaction runs the NOSCRIPT fallback's transaction (MULTI, SCRIPT LOAD, EVALSHA, EXEC;
+// see run) once, with the release script on a lease of PreflightKey that does not exist, which
+// writes nothing.
+func (s *Store) preflightTransaction(ctx context.Context, c rueidis.Client) error {
+	const step = "the NOSCRIPT fallback's transaction (MULTI, SCRIPT LOAD, EVALSHA, EXEC)"
+	ctx, cancel := context.WithTimeout(ctx, s.commandTimeout)
+	defer cancel()
+	resps := sendTransaction(ctx, c, releaseScript, []string{PreflightKey + ":" + admit.Concurrency.String()}, []string{"1"})
+	if err := resps[0].Error(); err != nil { // MULTI: transactionReply would accept the EVALSHA run alone
+		return preflightError(step, err)
+	}
+	n, err := transactionReply(releaseScript, resps).AsInt64()
+	if err != nil {
+		return preflightError(step, err)
+	}
+	if n != 0 {
+		return fmt.Errorf("redisstore: preflight: %s released %d leases of %s, want 0: %w", step, n, PreflightKey, admit.ErrUnavailable)
+	}
+	return nil
 }
 
 // preflightScripts runs each entry point once on PreflightKey, writing nothing.
@@ -230,15 +277,22 @@ func preflightError(step string, err error) error {
 	return fmt.Errorf("redisstore: preflight: %s: %w", step, err)
 }
 
+// clusterACLRules are the rules a cluster node's user needs besides ACLRules: CLUSTER SLOTS (Redis
+// 7) or CLUSTER SHARDS (Redis 8) to read the topology, ASKING to follow an ASK redirect while a slot
+// migrates. docs/running-redis.md gives them; a test keeps them equal to the harness's.
+const clusterACLRules = "+cluster|slots +cluster|shards +asking"
+
 // topologyHint explains a refused command that the client, not the scripts, needs: ROLE under
-// Sentinel, CLUSTER SLOTS or SHARDS in a cluster. The client sends it while connecting, so Redis
-// refuses it in reply to whatever came first, such as PING.
+// Sentinel, CLUSTER SLOTS or SHARDS in a cluster (the client sends it while connecting, so Redis
+// refuses it in reply to whatever came first, such as PING), ASKING in a cluster.
 func topologyHint(msg string) string {
 	switch {
 	case strings.Contains(msg, "'role'"):
 		return " (under Sentinel the client asks the primary ROLE: the user needs +role besides the scripts' rules)"
 	case strings.Contains(msg, "'cluster|slots'"), strings.Contains(msg, "'cluster|shards'"):
-		return " (in a cluster the client reads the topology: the user needs +cluster|slots +cluster|shards besides the scripts' rules)"
+		return " (in a cluster the client reads the topology: the user needs " + clusterACLRules + " besides the scripts' rules)"
+	case strings.Contains(msg, "'asking'"):
+		return " (in a cluster the client follows ASK redirects while a slot migrates: the user needs " + clusterACLRules + " besides the scripts' rules)"
 	}
 	return ""
 }

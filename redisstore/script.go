@@ -111,17 +111,19 @@ const (
 
 // run calls sc with EVALSHA. On NOSCRIPT (Redis restarted, SCRIPT FLUSH, a new node, a promoted
 // replica) it loads the script on the node the client routes the first key's slot to and calls
-// EVALSHA once more; if that too meets NOSCRIPT, it calls EVAL with the script's source. NOSCRIPT
-// proves a call did not run, so the call that runs is the only one. Nothing else is retried.
+// EVALSHA once more; if that too meets NOSCRIPT, it sends MULTI, SCRIPT LOAD, EVALSHA, EXEC as one
+// transaction (evalshaInTransaction). NOSCRIPT proves a call did not run, so the call that runs is
+// the only one: nothing is counted twice. Nothing else is retried.
 //
 // The second NOSCRIPT comes from a node the client reaches only by a redirect. After a cluster
 // failover that is the promoted replica (Redis 7 never passes SCRIPT LOAD to replicas): until the
 // client refreshes its view of the cluster, up to a second later, it reaches the new master only by
 // the old master's MOVED; neither its route for the slot nor its list of nodes (Nodes, which leaves
 // out seed connections to replicas) names it. While a slot migrates, it is the target of an ASK.
-// SCRIPT LOAD has no key to be redirected by; EVAL has, and caches the script on the node it runs
-// on, so later EVALSHAs find it there. A user without EVAL (ACLRules) gets NOPERM instead: the
-// decision is unavailable, as before, until the client's view names the new node.
+// SCRIPT LOAD has no key to be redirected by; the transaction has, its EVALSHA's, and the client
+// moves a whole MULTI … EXEC to the node a MOVED or ASK names, so the script is loaded where the
+// call runs, within the call, and later EVALSHAs find it there. The least-privilege user may run
+// MULTI and EXEC (ACLRules), never EVAL (SPEC §8: EVALSHA and SCRIPT LOAD only).
 func (s *Store) run(ctx context.Context, sc *script, keys, args []string) (rueidis.RedisMessage, error) {
 	c, err := s.conn(ctx)
 	if err != nil {
@@ -137,7 +139,7 @@ func (s *Store) run(ctx context.Context, sc *script, keys, args []string) (rueid
 		}
 		res = evalsha()
 		if isNoScript(res.Error()) {
-			res = c.Do(ctx, c.B().Eval().Script(sc.src).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
+			res = evalshaInTransaction(ctx, c, sc, keys, args)
 		}
 	}
 	msg, err := res.ToMessage()
@@ -145,6 +147,54 @@ func (s *Store) run(ctx context.Context, sc *script, keys, args []string) (rueid
 		return rueidis.RedisMessage{}, scriptError(err)
 	}
 	return msg, nil
+}
+
+// evalshaInTransaction sends MULTI, SCRIPT LOAD of sc, EVALSHA of sc on keys and args, EXEC in one
+// round trip, routed by the slot of keys (sendTransaction), and returns the EVALSHA's reply
+// (transactionReply).
+func evalshaInTransaction(ctx context.Context, c rueidis.Client, sc *script, keys, args []string) rueidis.RedisResult {
+	return transactionReply(sc, sendTransaction(ctx, c, sc, keys, args))
+}
+
+// sendTransaction sends MULTI, SCRIPT LOAD of sc, EVALSHA of sc on keys and args, EXEC with one
+// DoMulti and returns the four replies. The client routes the commands by the EVALSHA's slot (the
+// others have none). On a cluster a MOVED or ASK of the queued EVALSHA aborts the transaction where
+// it was sent, unrun (EXECABORT), and the client sends the whole MULTI … EXEC again to the node
+// named (after ASKING, for an ASK): there the script is loaded and run in one atomic step, so it
+// cannot meet NOSCRIPT.
+func sendTransaction(ctx context.Context, c rueidis.Client, sc *script, keys, args []string) []rueidis.RedisResult {
+	return c.DoMulti(ctx,
+		c.B().Multi().Build(),
+		c.B().ScriptLoad().Script(sc.src).Build(),
+		c.B().Evalsha().Sha1(sc.sha).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build(),
+		c.B().Exec().Build())
+}
+
+// transactionReply returns the EVALSHA's reply out of resps, sendTransaction's: its element of
+// EXEC's array, which run parses as it parses a lone EVALSHA's reply. A transaction with a command
+// refused while queued, or an aborted EXEC, ran nothing: the first error is the reply. If MULTI
+// itself was refused (a user without +multi), Redis ran SCRIPT LOAD and EVALSHA on their own, at
+// most once each: the EVALSHA's reply is then the call's if it has one, else MULTI's error.
+func transactionReply(sc *script, resps []rueidis.RedisResult) rueidis.RedisResult {
+	if resps[0].Error() != nil {
+		if resps[2].Error() == nil {
+			return resps[2]
+		}
+		return resps[0]
+	}
+	for _, r := range resps[1:] {
+		if r.Error() != nil {
+			return r
+		}
+	}
+	replies, err := resps[3].ToArray()
+	if err != nil || len(replies) != 2 {
+		return rueidis.NewErrorResult(fmt.Errorf("EXEC of the %s script's transaction answered %d replies (%v), want 2", sc.name, len(replies), err))
+	}
+	if sha, err := replies[0].ToString(); err != nil || sha != sc.sha {
+		return rueidis.NewErrorResult(fmt.Errorf("SCRIPT LOAD in a transaction returned %s (%v), want %s", sha, err, sc.sha))
+	}
+	return rueidis.NewResult(replies[1], nil)
 }
 
 // loadFor runs SCRIPT LOAD of sc on the node the client routes the slot of keys, a call's keys, to
@@ -414,10 +464,18 @@ func decision(v []int64, lim admit.Limit) (admit.Decision, error) {
 }
 
 // ACLRules returns the ACL SETUSER rules of a least-privilege user of this store: keys under rl:*,
-// no channels, and no command but EVALSHA, SCRIPT LOAD, PING and the data commands the scripts call,
-// derived from the scripts themselves. docs/redis.md gives the same line; a test keeps them equal.
+// no channels, and no command but EVALSHA, SCRIPT LOAD, MULTI and EXEC (the transaction of the
+// NOSCRIPT fallback, see run), PING and the data commands the scripts call, derived from the
+// scripts themselves; never EVAL. A cluster's user needs clusterACLRules besides. docs/redis.md
+// gives the same line; a test keeps them equal.
+//
+// MULTI and EXEC are in the line on every topology, not only a cluster's, where the fallback is
+// needed after a failover: the fallback is one code path, reached on a standalone or Sentinel
+// server too when its scripts go between the SCRIPT LOAD and the EVALSHA (a SCRIPT FLUSH, a
+// failover), one line serves every deployment, and they grant nothing: Redis checks every queued
+// command against the user's rules.
 func ACLRules() string {
-	rules := []string{"resetkeys", "~rl:*", "resetchannels", "-@all", "+evalsha", "+script|load", "+ping"}
+	rules := []string{"resetkeys", "~rl:*", "resetchannels", "-@all", "+evalsha", "+script|load", "+multi", "+exec", "+ping"}
 	for _, c := range scriptCommands() {
 		rules = append(rules, "+"+strings.ToLower(c))
 	}

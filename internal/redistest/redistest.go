@@ -73,14 +73,17 @@ const (
 
 // ACLRules is the ACL SETUSER rule list of admit's least-privilege user on a standalone Redis, as
 // README.md, docs/redis.md and docs/running-redis.md give it: EVALSHA and SCRIPT LOAD (never EVAL),
-// PING, and the data commands the scripts call, on rl:* keys. A redisstore test checks that it is what
+// MULTI and EXEC (the transaction redisstore falls back to on a second NOSCRIPT), PING, and the data
+// commands the scripts call, on rl:* keys. A redisstore test checks that it is what
 // redisstore derives from its scripts and what the docs say; the harness creates [User] with it on
 // every server it starts.
-const ACLRules = "resetkeys ~rl:* resetchannels -@all +evalsha +script|load +ping +decrby +del +get +hgetall +hincrby +hset +incrby +pexpireat +pexpiretime +pttl +set +time +zadd +zcard +zcount +zrange +zrem +zremrangebyscore"
+const ACLRules = "resetkeys ~rl:* resetchannels -@all +evalsha +script|load +multi +exec +ping +decrby +del +get +hgetall +hincrby +hset +incrby +pexpireat +pexpiretime +pttl +set +time +zadd +zcard +zcount +zrange +zrem +zremrangebyscore"
 
 // ClusterACLRules are the rules a Redis Cluster node's user needs besides [ACLRules]: the client reads
-// the cluster's topology with CLUSTER SLOTS (Redis 7) or CLUSTER SHARDS (Redis 8 and later).
-const ClusterACLRules = "+cluster|slots +cluster|shards"
+// the cluster's topology with CLUSTER SLOTS (Redis 7) or CLUSTER SHARDS (Redis 8 and later), and
+// follows an ASK redirect, while a slot migrates, with ASKING. READONLY is not needed: redisstore
+// never reads from replicas.
+const ClusterACLRules = "+cluster|slots +cluster|shards +asking"
 
 // SentinelACLRules are the rules the user of a server Sentinel watches needs besides [ACLRules]: the
 // client asks the server the sentinels name with ROLE whether it really is the primary.
