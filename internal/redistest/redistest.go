@@ -31,6 +31,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -670,14 +671,44 @@ func ping(addr string, conf *tls.Config, timeout time.Duration) (int, error) {
 	return 0, errors.New("INFO server has no process_id")
 }
 
-// pickPort returns a loopback TCP port that was free a moment ago.
+// pickPort returns a loopback TCP port that was free a moment ago, outside the kernel's range of
+// ephemeral ports when it can: an outgoing connection (a client of another server, on any test) takes
+// its local port from that range, so a port from it may be taken while its server is killed, and
+// [Server.Restart] would fail. It falls back to a port the kernel picks.
 func pickPort() (int, error) {
+	lo, hi := ephemeralPorts()
+	for range 64 {
+		port := 1024 + rand.IntN(65535-1024)
+		if port >= lo && port <= hi {
+			continue
+		}
+		if l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port))); err == nil {
+			l.Close()
+			return port, nil
+		}
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, fmt.Errorf("free port: %w", err)
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// ephemeralPorts returns the kernel's range of local ports for outgoing connections: Linux's
+// ip_local_port_range, or IANA's 49152–65535 where it cannot be read.
+func ephemeralPorts() (lo, hi int) {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			l, err1 := strconv.Atoi(f[0])
+			h, err2 := strconv.Atoi(f[1])
+			if err1 == nil && err2 == nil && l <= h {
+				return l, h
+			}
+		}
+	}
+	return 49152, 65535
 }
 
 // BlackHole returns the address of a TCP listener on 127.0.0.1 that accepts connections and never
