@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/internal/redistest"
@@ -15,6 +16,15 @@ import (
 // openTLS returns a Store for cfg, closed at cleanup.
 func openTLS(t *testing.T, cfg Config) *Store {
 	t.Helper()
+	// The handshake, and loading the system's roots when no CA file is given, can take longer than the
+	// default 200 ms on a loaded machine (with -race): a timeout would hide the certificate error these
+	// tests look for.
+	if cfg.DialTimeout == 0 && !strings.Contains(cfg.URL, "dial_timeout=") {
+		cfg.DialTimeout = 10 * time.Second
+	}
+	if cfg.CommandTimeout == 0 {
+		cfg.CommandTimeout = 10 * time.Second
+	}
 	s, err := New(cfg)
 	if err != nil {
 		t.Fatalf("New(%+v): %v", cfg, err)
