@@ -347,4 +347,3 @@ func (c scriptCost) report(b *testing.B, prefix string, policies int) {
 		b.ReportMetric(c.perCall()/float64(policies), prefix+"redis-cpu-us/policy")
 	}
 }
-
