@@ -16,9 +16,11 @@
 -- that holds something no admit script writes, always before any write.
 --
 -- Every function a script defines is a new closure on every call (Redis runs the whole chunk each
--- time), so the prelude defines only integer and now; error replies and formats are written where
--- they are needed. Replies hold integers only,
--- and writes pass decimal strings, never a Lua number (Redis would format a large one as a double).
+-- time), and every table a new allocation, which Redis's CPU pays for twice, making it and collecting
+-- it (bench/scriptcost.md measures both). So the prelude defines only integer, now and members, a
+-- module defines its functions only when the call names its algorithm (named_*, below), and error
+-- replies and formats are written where they are needed. Replies hold integers only, and writes pass
+-- decimal strings, never a Lua number (Redis would format a large one as a double).
 
 -- integer returns s as a strict decimal integer in lo … hi, or nil. It refuses "1.5", "1e3", "0x10",
 -- " 5", "+5" and "007".
@@ -67,4 +69,26 @@ local function members(key, max, too_many)
     return nil, too_many
   end
   return card
+end
+
+-- named_<algorithm> says whether an argument of the call is that algorithm's name: the take and settle
+-- scripts name the algorithm of every policy they decide. A module defines its functions only when
+-- its algorithm is named, so that a call pays for the closures of the modules it uses and no other.
+-- (An argument that is an algorithm's name by chance, which no entry point's other arguments can be,
+-- would only define a module in vain.)
+local named_fixed_window, named_gcra, named_sliding_window, named_sliding_log, named_concurrency = false, false,
+  false, false, false
+for j = 1, #ARGV do
+  local a = ARGV[j]
+  if a == 'fixed_window' then
+    named_fixed_window = true
+  elseif a == 'gcra' then
+    named_gcra = true
+  elseif a == 'sliding_window' then
+    named_sliding_window = true
+  elseif a == 'sliding_log' then
+    named_sliding_log = true
+  elseif a == 'concurrency' then
+    named_concurrency = true
+  end
 end

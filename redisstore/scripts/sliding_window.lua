@@ -16,12 +16,14 @@
 -- Arguments, after the algorithm's name: limit (1 … MAX), window in milliseconds (1 … MAX_WINDOW),
 -- cost (0 … limit; 0 is a peek).
 
-local sliding_window = {}
+local sliding_window = nil -- the module's table, when the call names sliding_window (prelude.lua)
 
--- define defines the module's functions other than parse. parse calls it for the first policy of a
--- call that names a sliding window, so that a call that names none does not make their closures:
--- every function a script defines is made anew on every call (~67 ns each, BENCHMARKS.md).
+-- sliding_window_define makes the module's table. The other modules make theirs in an if block;
+-- this one is a function too, so that redisstore's test of muldiv can call it whatever ARGV holds.
 local function sliding_window_define()
+  -- The table is made with its fields, so that filling them in does not grow it.
+  sliding_window = {parse = false, read = false, decide = false, apply = false, settle = false, muldiv = false}
+
   -- muldiv returns ⌊a × b / c⌋ and the remainder, exactly, for integers a, b ≥ 0 below 2^53 and c in
   -- 1 … 2^50 whose quotient is below 2^50. Doubles hold integers exactly only below 2^53, and a × b
   -- reaches 2^95 (10^15 units times a window of 366 days in microseconds); so above 2^52 the quotient
@@ -52,7 +54,6 @@ local function sliding_window_define()
     end
     return q, r
   end
-  sliding_window.muldiv = muldiv -- for redisstore's test of it
 
   -- read reads the key's state at now into p: p.cur and p.e, the current window's start and the time
   -- into it; p.prev and p.curr, the previous and current windows' counts as the key holds them now; and
@@ -203,22 +204,24 @@ local function sliding_window_define()
     end
     return n == delta
   end
-end
 
--- parse reads the arguments from ARGV[i] on and returns the policy's table and the index after them,
--- or nil and why they are invalid.
-function sliding_window.parse(i)
-  if not sliding_window.apply then
-    sliding_window_define()
+  -- parse reads the arguments from ARGV[i] on and returns the policy's table and the index after them,
+  -- or nil and why they are invalid.
+  function sliding_window.parse(i)
+    local limit, window = integer(ARGV[i], 1, MAX), integer(ARGV[i + 1], 1, MAX_WINDOW)
+    if not limit or not window then
+      return nil, 'sliding_window needs a limit in 1..' .. MAX .. ' and a window in 1..' .. MAX_WINDOW .. ' ms'
+    end
+    local cost = integer(ARGV[i + 2], 0, limit)
+    if not cost then
+      return nil, 'cost must be an integer in 0..limit'
+    end
+    return {alg = sliding_window, limit = limit, window = window, cost = cost, cost_arg = ARGV[i + 2],
+      max_wait = 2 * window, w = window * 1000, cur = 0, e = 0, prev = 0, curr = 0, same = false}, i + 3
   end
-  local limit, window = integer(ARGV[i], 1, MAX), integer(ARGV[i + 1], 1, MAX_WINDOW)
-  if not limit or not window then
-    return nil, 'sliding_window needs a limit in 1..' .. MAX .. ' and a window in 1..' .. MAX_WINDOW .. ' ms'
-  end
-  local cost = integer(ARGV[i + 2], 0, limit)
-  if not cost then
-    return nil, 'cost must be an integer in 0..limit'
-  end
-  return {alg = sliding_window, limit = limit, window = window, cost = cost, cost_arg = ARGV[i + 2],
-    max_wait = 2 * window, w = window * 1000, cur = 0, e = 0, prev = 0, curr = 0, same = false}, i + 3
+
+  sliding_window.muldiv = muldiv -- for redisstore's test of it
+end
+if named_sliding_window then
+  sliding_window_define()
 end
