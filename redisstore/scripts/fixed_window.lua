@@ -22,8 +22,10 @@ if named_fixed_window then
 
   -- parse reads the arguments from ARGV[i] on and returns the policy's table and the index after them,
   -- or nil and why they are invalid. The table is made whole in one constructor (growing it field by
-  -- field would rehash it three times), with room for the state read reads into it. span is how long
-  -- a window started now lasts: the window, or, aligned, the time to its end (read sets it).
+  -- field would rehash it three times), with room for the state read reads into it, and no more than
+  -- 8 fields (its hash part would double): arg is i, where the window's and the cost's own decimal
+  -- strings are read from for the writes; count stays 0 while the key is missing or its window has
+  -- ended. Aligned, read adds span, how long a window started now lasts, and ends, its end.
   function fixed_window.parse(i)
     local limit, window = integer(ARGV[i], 1, MAX), integer(ARGV[i + 1], 1, MAX_WINDOW)
     if not limit or not window then
@@ -37,12 +39,11 @@ if named_fixed_window then
     if aligned ~= '0' and aligned ~= '1' then
       return nil, 'fixed_window needs aligned 0 or 1'
     end
-    return {alg = fixed_window, limit = limit, window = window, cost = cost, window_arg = ARGV[i + 1],
-      cost_arg = ARGV[i + 2], aligned = aligned == '1', span = window, ends = 0, live = false, count = 0,
-      ttl = 0}, i + 4
+    return {alg = fixed_window, limit = limit, window = window, cost = cost, arg = i, aligned = aligned == '1',
+      count = 0, ttl = 0}, i + 4
   end
 
-  -- read reads the key's state into p: p.live stays false when the key is missing or its window has
+  -- read reads the key's state into p: p.count stays 0 when the key is missing or its window has
   -- ended, else p.count and p.ttl hold it. It returns true, or nil and why the key is corrupt. PTTL 0
   -- is the key's expiry millisecond: Redis still returns the key from GET, but its window ends now, so
   -- it is read as missing, exactly as memstore reads the same instant. (-2, gone, cannot follow a GET
@@ -74,7 +75,7 @@ if named_fixed_window then
         return nil, 'counter expires after its aligned window ends'
       end
       if at > t then
-        p.live, p.count, p.ttl = true, count, at - t
+        p.count, p.ttl = count, at - t
       end
       return true
     end
@@ -86,7 +87,7 @@ if named_fixed_window then
       return nil, 'counter expires after more than one window'
     end
     if ttl > 0 then
-      p.live, p.count, p.ttl = true, count, ttl
+      p.count, p.ttl = count, ttl
     end
     return true
   end
@@ -94,11 +95,11 @@ if named_fixed_window then
   -- decide returns allowed (0 or 1), remaining, retry_after and reset_after in milliseconds for a
   -- request of cost units (the policy's own, or 0 for a peek) on the state read into p.
   function fixed_window.decide(p, cost)
-    if not p.live then
+    if p.count == 0 then
       if cost == 0 then
         return 1, p.limit, 0, 0
       end
-      return 1, p.limit - cost, 0, p.span
+      return 1, p.limit - cost, 0, p.span or p.window
     end
     local count, ttl = p.count, p.ttl
     if count + cost > p.limit then
@@ -113,18 +114,23 @@ if named_fixed_window then
 
   -- apply makes the one write of an admission, and returns its token: the window's end, the key's
   -- absolute expiry in Unix milliseconds (PEXPIRETIME), which INCRBY never changes, so that settle can
-  -- tell the window apart from any later one.
+  -- tell the window apart from any later one. Aligned, read knows it already: now + ttl, where now is
+  -- ends − span. The cost is written as its argument's own string (settle's overrun sets cost_arg).
   function fixed_window.apply(key, p)
     if p.cost == 0 then
       return
     end
-    if p.live then
-      redis.call('INCRBY', key, p.cost_arg)
+    local cost_arg = p.cost_arg or ARGV[p.arg + 2]
+    if p.count > 0 then
+      redis.call('INCRBY', key, cost_arg)
+      if p.aligned then
+        return p.ends - p.span + p.ttl
+      end
     elseif p.aligned then
-      redis.call('SET', key, p.cost_arg, 'PXAT', string.format('%.0f', p.ends))
+      redis.call('SET', key, cost_arg, 'PXAT', string.format('%.0f', p.ends))
       return p.ends
     else
-      redis.call('SET', key, p.cost_arg, 'PX', p.window_arg)
+      redis.call('SET', key, cost_arg, 'PX', ARGV[p.arg + 1])
     end
     return redis.call('PEXPIRETIME', key)
   end
@@ -136,7 +142,7 @@ if named_fixed_window then
   -- now, as an admission of that many units.
   function fixed_window.settle(key, p, token, delta)
     if delta < 0 then
-      if p.live and redis.call('PEXPIRETIME', key) == token then
+      if p.count > 0 and redis.call('PEXPIRETIME', key) == token then
         if -delta >= p.count then
           redis.call('DEL', key)
         else
@@ -146,7 +152,7 @@ if named_fixed_window then
       return true
     end
     local left = p.limit
-    if p.live then
+    if p.count > 0 then
       left = math.max(0, p.limit - p.count)
     end
     local n = math.min(delta, left)

@@ -23,12 +23,21 @@
 -- decimal strings, never a Lua number (Redis would format a large one as a double).
 
 -- integer returns s as a strict decimal integer in lo … hi, or nil. It refuses "1.5", "1e3", "0x10",
--- " 5", "+5" and "007".
+-- " 5", "+5" and "007", and nil (an argument missing). s is a string or nil: ARGV and replies hold
+-- nothing else. '0' and '1', the most common costs, skip the pattern and the parse; string.match and
+-- tonumber are looked up once per call (each costs about as much as the parse, bench/scriptcost.md).
+local match, tonumber = string.match, tonumber
 local function integer(s, lo, hi)
-  if type(s) ~= 'string' or #s > MAX_DIGITS or not (s == '0' or string.match(s, '^[1-9]%d*$')) then
+  local v
+  if s == '1' then
+    v = 1
+  elseif s == '0' then
+    v = 0
+  elseif not s or #s > MAX_DIGITS or not match(s, '^[1-9]%d*$') then
     return nil
+  else
+    v = tonumber(s)
   end
-  local v = tonumber(s)
   if v < lo or v > hi then
     return nil
   end
@@ -57,20 +66,6 @@ local function now()
   return clock
 end
 
--- members returns the number of members of the sorted set at key (0 for a missing key), or nil and
--- why the key is corrupt: it holds a value of another type, or more than max members (too_many says
--- so in the module's words).
-local function members(key, max, too_many)
-  local card = redis.pcall('ZCARD', key)
-  if type(card) == 'table' then
-    return nil, 'key holds a value that is not a sorted set'
-  end
-  if card > max then
-    return nil, too_many
-  end
-  return card
-end
-
 -- named_<algorithm> says whether an argument of the call is that algorithm's name: the take and settle
 -- scripts name the algorithm of every policy they decide. A module defines its functions only when
 -- its algorithm is named, so that a call pays for the closures of the modules it uses and no other.
@@ -90,5 +85,23 @@ for j = 1, #ARGV do
     named_sliding_log = true
   elseif a == 'concurrency' then
     named_concurrency = true
+  end
+end
+
+-- members returns the number of members of the sorted set at key (0 for a missing key), or nil and
+-- why the key is corrupt: it holds a value of another type, or more than max members (too_many says
+-- so in the module's words). Only the sliding log and concurrency modules use it:
+-- it is defined only when the call names one.
+local members = nil
+if named_sliding_log or named_concurrency then
+  members = function(key, max, too_many)
+    local card = redis.pcall('ZCARD', key)
+    if type(card) == 'table' then
+      return nil, 'key holds a value that is not a sorted set'
+    end
+    if card > max then
+      return nil, too_many
+    end
+    return card
   end
 end
