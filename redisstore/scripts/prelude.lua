@@ -66,25 +66,32 @@ local function now()
   return clock
 end
 
--- named_<algorithm> says whether an argument of the call is that algorithm's name: the take and settle
--- scripts name the algorithm of every policy they decide. A module defines its functions only when
--- its algorithm is named, so that a call pays for the closures of the modules it uses and no other.
--- (An argument that is an algorithm's name by chance, which no entry point's other arguments can be,
--- would only define a module in vain.)
+-- named_<algorithm> says whether the call names that algorithm: the take script names each policy's
+-- at ARGV[4] and after each policy's arguments, the settle script its one at ARGV[1]. A module
+-- defines its functions only when its algorithm is named, so that a call pays for the closures of the
+-- modules it uses and no other. The walk reads the names only, not every argument (each Lua
+-- instruction costs Redis ~50 machine instructions, bench/scriptcost.md), so it knows how many
+-- arguments follow each name: 4, or 3 for the sliding ones (the modules' parse). Should it go wrong,
+-- a module the call needs is missing, and the call fails as if its algorithm were unknown.
 local named_fixed_window, named_gcra, named_sliding_window, named_sliding_log, named_concurrency = false, false,
   false, false, false
-for j = 1, #ARGV do
+local j = 1
+while true do
   local a = ARGV[j]
   if a == 'fixed_window' then
-    named_fixed_window = true
-  elseif a == 'gcra' then
-    named_gcra = true
+    named_fixed_window, j = true, j + 5
   elseif a == 'sliding_window' then
-    named_sliding_window = true
-  elseif a == 'sliding_log' then
-    named_sliding_log = true
+    named_sliding_window, j = true, j + 4
+  elseif a == 'gcra' then
+    named_gcra, j = true, j + 5
   elseif a == 'concurrency' then
-    named_concurrency = true
+    named_concurrency, j = true, j + 5
+  elseif a == 'sliding_log' then
+    named_sliding_log, j = true, j + 4
+  elseif j == 1 then
+    j = 4 -- not the settle script's algorithm: the take script's first policy, if any
+  else
+    break
   end
 end
 
