@@ -135,31 +135,33 @@ if named_fixed_window then
     return redis.call('PEXPIRETIME', key)
   end
 
-  -- settle makes the write of settling a reservation whose token is token at delta = actual − reserved
-  -- units, on the state read into p, and returns whether an overrun fit whole (algo.FixedWindowSettle).
-  -- A refund lands only while the key is live with the window end token: it decrements, never below 0,
-  -- and deletes a counter it takes to 0 (a stored 0 is corrupt state). An overrun consumes what is left
-  -- now, as an admission of that many units.
-  function fixed_window.settle(key, p, token, delta)
-    if delta < 0 then
-      if p.count > 0 and redis.call('PEXPIRETIME', key) == token then
-        if -delta >= p.count then
-          redis.call('DEL', key)
-        else
-          redis.call('DECRBY', key, string.format('%d', -delta))
+  if settling then -- only the settle script settles: a take makes no closure for it
+    -- settle makes the write of settling a reservation whose token is token at delta = actual − reserved
+    -- units, on the state read into p, and returns whether an overrun fit whole (algo.FixedWindowSettle).
+    -- A refund lands only while the key is live with the window end token: it decrements, never below 0,
+    -- and deletes a counter it takes to 0 (a stored 0 is corrupt state). An overrun consumes what is left
+    -- now, as an admission of that many units.
+    function fixed_window.settle(key, p, token, delta)
+      if delta < 0 then
+        if p.count > 0 and redis.call('PEXPIRETIME', key) == token then
+          if -delta >= p.count then
+            redis.call('DEL', key)
+          else
+            redis.call('DECRBY', key, string.format('%d', -delta))
+          end
         end
+        return true
       end
-      return true
+      local left = p.limit
+      if p.count > 0 then
+        left = math.max(0, p.limit - p.count)
+      end
+      local n = math.min(delta, left)
+      if n > 0 then
+        p.cost, p.cost_arg = n, string.format('%d', n)
+        fixed_window.apply(key, p)
+      end
+      return n == delta
     end
-    local left = p.limit
-    if p.count > 0 then
-      left = math.max(0, p.limit - p.count)
-    end
-    local n = math.min(delta, left)
-    if n > 0 then
-      p.cost, p.cost_arg = n, string.format('%d', n)
-      fixed_window.apply(key, p)
-    end
-    return n == delta
   end
 end

@@ -103,30 +103,32 @@ if named_gcra then
     return now() + backlog -- the token: the TAT just after the admission
   end
 
-  -- settle makes the write of settling a reservation whose token is the TAT its admission left (Unix
-  -- µs) at delta = actual − reserved units, on the state read into p, and returns whether an overrun fit
-  -- whole (algo.GCRASettle). A refund of r units moves the TAT back by min(r × interval, token − now),
-  -- the part of the reservation the bucket has not drained yet, and never before now: a TAT taken back
-  -- to now is a full bucket, and the key is deleted. An overrun consumes what fits now, as an admission
-  -- of that many units.
-  function gcra.settle(key, p, token, delta)
-    local t = now()
-    if delta < 0 then
-      if p.backlog > 0 and token > t then
-        local backlog = p.backlog - math.min(-delta * p.interval, token - t)
-        if backlog <= 0 then
-          redis.call('DEL', key)
-        else
-          redis.call('SET', key, string.format('%d', t + backlog), 'PX', string.format('%d', math.ceil(backlog / 1000) + 1))
+  if settling then -- only the settle script settles: a take makes no closure for it
+    -- settle makes the write of settling a reservation whose token is the TAT its admission left (Unix
+    -- µs) at delta = actual − reserved units, on the state read into p, and returns whether an overrun fit
+    -- whole (algo.GCRASettle). A refund of r units moves the TAT back by min(r × interval, token − now),
+    -- the part of the reservation the bucket has not drained yet, and never before now: a TAT taken back
+    -- to now is a full bucket, and the key is deleted. An overrun consumes what fits now, as an admission
+    -- of that many units.
+    function gcra.settle(key, p, token, delta)
+      local t = now()
+      if delta < 0 then
+        if p.backlog > 0 and token > t then
+          local backlog = p.backlog - math.min(-delta * p.interval, token - t)
+          if backlog <= 0 then
+            redis.call('DEL', key)
+          else
+            redis.call('SET', key, string.format('%d', t + backlog), 'PX', string.format('%d', math.ceil(backlog / 1000) + 1))
+          end
         end
+        return true
       end
-      return true
+      local n = math.min(delta, math.floor((p.tolerance - p.backlog) / p.interval))
+      if n > 0 then
+        p.cost = n
+        gcra.apply(key, p)
+      end
+      return n == delta
     end
-    local n = math.min(delta, math.floor((p.tolerance - p.backlog) / p.interval))
-    if n > 0 then
-      p.cost = n
-      gcra.apply(key, p)
-    end
-    return n == delta
   end
 end

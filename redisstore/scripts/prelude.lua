@@ -72,7 +72,8 @@ end
 -- modules it uses and no other. The walk reads the names only, not every argument (each Lua
 -- instruction costs Redis ~50 machine instructions, bench/scriptcost.md), so it knows how many
 -- arguments follow each name: 4, or 3 for the sliding ones (the modules' parse). Should it go wrong,
--- a module the call needs is missing, and the call fails as if its algorithm were unknown.
+-- a module the call needs is missing, and the call fails as if its algorithm were unknown. settling
+-- says whether ARGV[1] names an algorithm: the settle script's call, whose module defines settle too.
 local named_fixed_window, named_gcra, named_sliding_window, named_sliding_log, named_concurrency = false, false,
   false, false, false
 local j = 1
@@ -94,6 +95,8 @@ while true do
     break
   end
 end
+local first = ARGV[1]
+local settling = first == 'fixed_window' or first == 'gcra' or first == 'sliding_window' or first == 'sliding_log'
 
 -- members returns the number of members of the sorted set at key (0 for a missing key), or nil and
 -- why the key is corrupt: it holds a value of another type, or more than max members (too_many says

@@ -9,7 +9,7 @@
 
 -- The token is checked as concurrency.lua's token checks it, here, as the call names no module.
 local token = ARGV[1]
-if #KEYS ~= 1 or ARGS ~= 1 or type(token) ~= 'string' or #token > 20 or not string.match(token, '^[1-9]%d*$') or
+if #KEYS ~= 1 or ARGS ~= 1 or not token or #token > 20 or not string.match(token, '^[1-9]%d*$') or
   #token == 20 and token > '18446744073709551615' then
   return redis.error_reply('ADMIT_INVALID release needs one key and a lease token')
 end

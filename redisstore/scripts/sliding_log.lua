@@ -108,38 +108,40 @@ if named_sliding_log then
     return t
   end
 
-  -- settle makes the write of settling a reservation whose token is the time its units were logged
-  -- at (Unix µs) at delta = actual − reserved units, on the state read into p, and returns whether an
-  -- overrun fit whole (algo.SlidingLogSettle). A refund, while the token is in the window, removes up
-  -- to −delta of the members logged then: those of the highest sequence numbers, '<token>:<c>' down,
-  -- so that the members of that microsecond stay '<token>:1' … and apply numbers the next ones after
-  -- them. The expiry stays: the entries left leave the window no later. (Admissions of one microsecond
-  -- are indistinguishable: removing one of theirs is the same as removing one of the reservation's.)
-  function sliding_log.settle(key, p, token, delta)
-    local t = p.now
-    if delta < 0 then
-      if token > t - p.w and token <= t then
-        local at = string.format('%.0f', token)
-        local c = redis.call('ZCOUNT', key, at, at)
-        local r = math.min(-delta, c)
-        local members = {}
-        for j = c, c - r + 1, -1 do
-          members[#members + 1] = at .. ':' .. j
-          if #members == 1000 or j == c - r + 1 then
-            redis.call('ZREM', key, unpack(members))
-            members = {}
+  if settling then -- only the settle script settles: a take makes no closure for it
+    -- settle makes the write of settling a reservation whose token is the time its units were logged
+    -- at (Unix µs) at delta = actual − reserved units, on the state read into p, and returns whether an
+    -- overrun fit whole (algo.SlidingLogSettle). A refund, while the token is in the window, removes up
+    -- to −delta of the members logged then: those of the highest sequence numbers, '<token>:<c>' down,
+    -- so that the members of that microsecond stay '<token>:1' … and apply numbers the next ones after
+    -- them. The expiry stays: the entries left leave the window no later. (Admissions of one microsecond
+    -- are indistinguishable: removing one of theirs is the same as removing one of the reservation's.)
+    function sliding_log.settle(key, p, token, delta)
+      local t = p.now
+      if delta < 0 then
+        if token > t - p.w and token <= t then
+          local at = string.format('%.0f', token)
+          local c = redis.call('ZCOUNT', key, at, at)
+          local r = math.min(-delta, c)
+          local members = {}
+          for j = c, c - r + 1, -1 do
+            members[#members + 1] = at .. ':' .. j
+            if #members == 1000 or j == c - r + 1 then
+              redis.call('ZREM', key, unpack(members))
+              members = {}
+            end
           end
         end
+        return true
       end
-      return true
+      local left = math.max(0, p.limit - p.count)
+      local n = math.min(delta, left)
+      if n > 0 then
+        p.cost = n
+        sliding_log.apply(key, p)
+      end
+      return n == delta
     end
-    local left = math.max(0, p.limit - p.count)
-    local n = math.min(delta, left)
-    if n > 0 then
-      p.cost = n
-      sliding_log.apply(key, p)
-    end
-    return n == delta
   end
 
   -- parse reads the arguments from ARGV[i] on and returns the policy's table and the index after them,

@@ -164,45 +164,47 @@ local function sliding_window_define()
     return p.cur
   end
 
-  -- settle makes the write of settling a reservation whose token is the start of its window (Unix
-  -- µs) at delta = actual − reserved units, on the state read into p, and returns whether an overrun
-  -- fit whole (algo.SlidingWindowSettle). A refund comes off the count of the token's window while
-  -- the key holds it: the current count (p.same, token = p.cur), the previous one kept beside it
-  -- (p.same, token = p.cur − w), or the stored count once its window has become the previous one
-  -- (not p.same, p.prev > 0: the key's start is p.cur − w). A current count taken to 0 leaves the
-  -- previous one as the key's only window; nothing left deletes the key.
-  function sliding_window.settle(key, p, token, delta)
-    local cur, w = p.cur, p.w
-    if delta < 0 then
-      local r = -delta
-      if p.same and token == cur then
-        if r < p.curr then
-          redis.call('HINCRBY', key, 'curr', string.format('%d', -r))
-        elseif p.prev == 0 then
-          redis.call('DEL', key)
-        else
-          redis.call('HSET', key, 'start', string.format('%.0f', (cur - w) / 1000), 'prev', '0',
-            'curr', string.format('%.0f', p.prev))
-          redis.call('PEXPIREAT', key, string.format('%.0f', (cur + w) / 1000))
+  if settling then -- only the settle script settles: a take makes no closure for it
+    -- settle makes the write of settling a reservation whose token is the start of its window (Unix
+    -- µs) at delta = actual − reserved units, on the state read into p, and returns whether an overrun
+    -- fit whole (algo.SlidingWindowSettle). A refund comes off the count of the token's window while
+    -- the key holds it: the current count (p.same, token = p.cur), the previous one kept beside it
+    -- (p.same, token = p.cur − w), or the stored count once its window has become the previous one
+    -- (not p.same, p.prev > 0: the key's start is p.cur − w). A current count taken to 0 leaves the
+    -- previous one as the key's only window; nothing left deletes the key.
+    function sliding_window.settle(key, p, token, delta)
+      local cur, w = p.cur, p.w
+      if delta < 0 then
+        local r = -delta
+        if p.same and token == cur then
+          if r < p.curr then
+            redis.call('HINCRBY', key, 'curr', string.format('%d', -r))
+          elseif p.prev == 0 then
+            redis.call('DEL', key)
+          else
+            redis.call('HSET', key, 'start', string.format('%.0f', (cur - w) / 1000), 'prev', '0',
+              'curr', string.format('%.0f', p.prev))
+            redis.call('PEXPIREAT', key, string.format('%.0f', (cur + w) / 1000))
+          end
+        elseif p.same and token == cur - w and p.prev > 0 then
+          redis.call('HINCRBY', key, 'prev', string.format('%d', -math.min(r, p.prev)))
+        elseif not p.same and token == cur - w and p.prev > 0 then
+          if r >= p.prev then
+            redis.call('DEL', key)
+          else
+            redis.call('HSET', key, 'prev', '0', 'curr', string.format('%.0f', p.prev - r))
+          end
         end
-      elseif p.same and token == cur - w and p.prev > 0 then
-        redis.call('HINCRBY', key, 'prev', string.format('%d', -math.min(r, p.prev)))
-      elseif not p.same and token == cur - w and p.prev > 0 then
-        if r >= p.prev then
-          redis.call('DEL', key)
-        else
-          redis.call('HSET', key, 'prev', '0', 'curr', string.format('%.0f', p.prev - r))
-        end
+        return true
       end
-      return true
+      local _, left = sliding_window.decide(p, 0)
+      local n = math.min(delta, left)
+      if n > 0 then
+        p.cost, p.cost_arg = n, string.format('%d', n)
+        sliding_window.apply(key, p)
+      end
+      return n == delta
     end
-    local _, left = sliding_window.decide(p, 0)
-    local n = math.min(delta, left)
-    if n > 0 then
-      p.cost, p.cost_arg = n, string.format('%d', n)
-      sliding_window.apply(key, p)
-    end
-    return n == delta
   end
 
   -- parse reads the arguments from ARGV[i] on and returns the policy's table and the index after them,

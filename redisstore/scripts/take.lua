@@ -26,12 +26,12 @@
 -- nothing and writes nothing; when the others admit, it is written if it admits too. A replay reports
 -- it as admitted: the record keeps remaining and reset_after only.
 
-local n = ARGV[1] == '1' and 1 or integer(ARGV[1], 1, MAX_REQUESTS) -- '1' first: a strict parse costs ~0.4 µs
+local n = ARGV[1] == '1' and 1 or integer(ARGV[1], 1, MAX_REQUESTS) -- '1' first: no function call
 local fp, shadow = ARGV[2], ARGV[3]
-if not n or type(fp) ~= 'string' or not (fp == '' or string.match(fp, '^%x+$')) then
+if not n or not fp or not (fp == '' or string.match(fp, '^%x+$')) then
   return redis.error_reply('ADMIT_INVALID take needs a policy count in 1..' .. MAX_REQUESTS .. ' and a fingerprint')
 end
-if type(shadow) ~= 'string' or not (shadow == '' or #shadow == n and string.match(shadow, '^[01]+$')) then
+if not shadow or not (shadow == '' or #shadow == n and string.match(shadow, '^[01]+$')) then
   return redis.error_reply('ADMIT_INVALID take needs the policies in shadow mode: nothing, or a 0 or 1 per policy')
 end
 local shadowed = shadow ~= '' -- any policy may be in shadow mode
