@@ -25,6 +25,8 @@ import (
 //	x-minimal              the ratio of the two: the figure issue 13 holds to 1.1 per policy
 //	x-minimal/policy       that ratio over the number of policies the call decides
 //	redis-proc-cpu-us/op   the Redis process's user+system CPU (INFO cpu), I/O included
+//	x-minimal-proc-cpu     the ratio of those: CPU time, not wall time, so less noisy on a busy machine
+//	                       (commandstats' usec is wall time inside the command: preemption counts)
 //	B/key                  MEMORY USAGE … SAMPLES 0 of a key the series left, for a take
 //
 // Reproduce (bench/scriptcost.md):
@@ -178,6 +180,7 @@ func BenchmarkScriptCost_Entry(b *testing.B) {
 			ratio := cost.perCall() / ref.perCall()
 			b.ReportMetric(ratio, "x-minimal")
 			b.ReportMetric(ratio/float64(sc.policies), "x-minimal/policy")
+			b.ReportMetric(cost.cpu/ref.cpu, "x-minimal-proc-cpu") // the same number of calls each
 			if sc.memory != "" {
 				bytes, err := r.srv.Do(b, "MEMORY", "USAGE", sc.memory, "SAMPLES", "0").AsInt64()
 				if err != nil {
