@@ -44,7 +44,7 @@ if #KEYS ~= want then
 end
 local record = KEYS[n + 1] -- nil for a request without an ID
 
-local policies = {}
+local policies = {false} -- sized for one policy: more grow it
 local i = 4
 for k = 1, n do
   local name = ARGV[i] -- an if chain, not a table of the modules: a table would be made on every call
