@@ -11,20 +11,19 @@
 -- Arguments, after the algorithm's name: limit (1 … MAX_LEASES), lease TTL in milliseconds
 -- (1 … MAX_WINDOW), cost (0 or 1), and the token of the lease an admission acquires ('0' for a peek).
 
-local concurrency = {}
+local concurrency = nil -- the module's table, when the call names concurrency (prelude.lua)
+if named_concurrency then
+  -- The table is made with its fields, so that filling them in does not grow it.
+  concurrency = {parse = false, read = false, decide = false, apply = false}
 
--- define defines the module's functions other than parse, for the first policy of a call that names a
--- concurrency limit (see sliding_log.lua), or for the release script.
-local function concurrency_define()
   -- token reports whether s is a lease token: a decimal integer in 1 … 2^64 − 1, kept as a string (a
   -- Lua number cannot hold every one).
-  function concurrency.token(s)
+  local function token(s)
     if type(s) ~= 'string' or #s > 20 or not string.match(s, '^[1-9]%d*$') then
       return false
     end
     return #s < 20 or s <= '18446744073709551615'
   end
-  local token = concurrency.token
 
   -- lease returns the expiry of the lease in a ZRANGE … WITHSCORES reply r, or nil when its member
   -- is not a decimal token or its score is not an integer in 0 … hi.
@@ -118,22 +117,19 @@ local function concurrency_define()
     end
     redis.call('PEXPIREAT', key, string.format('%.0f', math.ceil(expiry / 1000)))
   end
-end
 
--- parse reads the arguments from ARGV[i] on and returns the policy's table and the index after them,
--- or nil and why they are invalid.
-function concurrency.parse(i)
-  if not concurrency.apply then
-    concurrency_define()
+  -- parse reads the arguments from ARGV[i] on and returns the policy's table and the index after them,
+  -- or nil and why they are invalid.
+  function concurrency.parse(i)
+    local limit, window = integer(ARGV[i], 1, MAX_LEASES), integer(ARGV[i + 1], 1, MAX_WINDOW)
+    if not limit or not window then
+      return nil, 'concurrency needs a limit in 1..' .. MAX_LEASES .. ' and a lease TTL in 1..' .. MAX_WINDOW .. ' ms'
+    end
+    local cost, tok = integer(ARGV[i + 2], 0, 1), ARGV[i + 3]
+    if not cost or (cost == 1 and not token(tok)) or (cost == 0 and tok ~= '0') then
+      return nil, "concurrency needs a cost of 0 or 1, and a lease token for a cost of 1 ('0' for 0)"
+    end
+    return {alg = concurrency, limit = limit, window = window, cost = cost, token = tok, w = window * 1000,
+      now = 0, card = 0, live = 0, last = 0, kth = 0}, i + 4
   end
-  local limit, window = integer(ARGV[i], 1, MAX_LEASES), integer(ARGV[i + 1], 1, MAX_WINDOW)
-  if not limit or not window then
-    return nil, 'concurrency needs a limit in 1..' .. MAX_LEASES .. ' and a lease TTL in 1..' .. MAX_WINDOW .. ' ms'
-  end
-  local cost, tok = integer(ARGV[i + 2], 0, 1), ARGV[i + 3]
-  if not cost or (cost == 1 and not concurrency.token(tok)) or (cost == 0 and tok ~= '0') then
-    return nil, "concurrency needs a cost of 0 or 1, and a lease token for a cost of 1 ('0' for 0)"
-  end
-  return {alg = concurrency, limit = limit, window = window, cost = cost, token = tok, w = window * 1000,
-    now = 0, card = 0, live = 0, last = 0, kth = 0}, i + 4
 end

@@ -15,114 +15,120 @@
 -- it up must slow the rate by less than 1/INTERVAL_ROUNDING, and the tolerance must be at most
 -- MAX_TOLERANCE: admit.Limit.Validate's rules.
 
-local gcra = {}
+local gcra = nil -- the module's table, when the call names gcra (prelude.lua)
+if named_gcra then
+  -- The table is made with its fields, so that filling them in does not grow it.
+  gcra = {parse = false, read = false, decide = false, apply = false, settle = false}
 
--- parse reads the arguments from ARGV[i] on and returns the policy's table and the index after them,
--- or nil and why they are invalid. limit is the burst, the most remaining can be.
-function gcra.parse(i)
-  local rate, window, burst = integer(ARGV[i], 1, MAX), integer(ARGV[i + 1], 1, MAX_WINDOW), integer(ARGV[i + 3], 1, MAX)
-  if not rate or not window or not burst then
-    return nil, 'gcra needs a rate and a burst in 1..' .. MAX .. ' and a window in 1..' .. MAX_WINDOW .. ' ms'
+  -- parse reads the arguments from ARGV[i] on and returns the policy's table and the index after them,
+  -- or nil and why they are invalid. limit is the burst, the most remaining can be.
+  function gcra.parse(i)
+    local rate, window, burst = integer(ARGV[i], 1, MAX), integer(ARGV[i + 1], 1, MAX_WINDOW), integer(ARGV[i + 3], 1, MAX)
+    if not rate or not window or not burst then
+      return nil, 'gcra needs a rate and a burst in 1..' .. MAX .. ' and a window in 1..' .. MAX_WINDOW .. ' ms'
+    end
+    local period = window * 1000
+    if rate > period then
+      return nil, 'gcra needs an emission interval (window / rate) of at least 1 us'
+    end
+    local interval = math.ceil(period / rate) -- exact: period < 2^53
+    if (interval * rate - period) * INTERVAL_ROUNDING >= period then
+      return nil, 'gcra needs an interval that rounding up to the us slows by less than 1/' .. INTERVAL_ROUNDING
+    end
+    local tolerance = burst * interval -- exact when at most MAX_TOLERANCE
+    if tolerance > MAX_TOLERANCE then
+      return nil, 'gcra needs burst * interval at most ' .. MAX_TOLERANCE .. ' us'
+    end
+    local cost = integer(ARGV[i + 2], 0, burst)
+    if not cost then
+      return nil, 'cost must be an integer in 0..burst'
+    end
+    return {alg = gcra, limit = burst, window = window, cost = cost, interval = interval,
+      tolerance = tolerance, max_wait = math.ceil(tolerance / 1000), backlog = 0}, i + 4
   end
-  local period = window * 1000
-  if rate > period then
-    return nil, 'gcra needs an emission interval (window / rate) of at least 1 us'
-  end
-  local interval = math.ceil(period / rate) -- exact: period < 2^53
-  if (interval * rate - period) * INTERVAL_ROUNDING >= period then
-    return nil, 'gcra needs an interval that rounding up to the us slows by less than 1/' .. INTERVAL_ROUNDING
-  end
-  local tolerance = burst * interval -- exact when at most MAX_TOLERANCE
-  if tolerance > MAX_TOLERANCE then
-    return nil, 'gcra needs burst * interval at most ' .. MAX_TOLERANCE .. ' us'
-  end
-  local cost = integer(ARGV[i + 2], 0, burst)
-  if not cost then
-    return nil, 'cost must be an integer in 0..burst'
-  end
-  return {alg = gcra, limit = burst, window = window, cost = cost, interval = interval,
-    tolerance = tolerance, max_wait = math.ceil(tolerance / 1000), backlog = 0}, i + 4
-end
 
--- read reads the key's state into p: p.backlog, how far the TAT is ahead of now, stays 0 when the key
--- is missing or its bucket has emptied (TAT at or before now). It returns true, or nil and why the key
--- is corrupt.
-function gcra.read(key, p)
-  local raw = redis.pcall('GET', key)
-  if not raw then
-    return true
-  end
-  if type(raw) == 'table' then
-    return nil, 'key holds a value that is not a string'
-  end
-  local tat = integer(raw, 1, MAX_TAT)
-  if not tat then
-    return nil, 'theoretical arrival time is not an integer in 1..' .. MAX_TAT
-  end
-  local ttl = redis.call('PTTL', key)
-  if ttl < 0 then
-    return nil, 'theoretical arrival time has no expiry'
-  end
-  if ttl > p.max_wait + 1 then
-    return nil, 'theoretical arrival time expires later than a full bucket empties'
-  end
-  local backlog = tat - now()
-  if backlog > p.tolerance then
-    return nil, 'theoretical arrival time is further ahead than a full bucket'
-  end
-  if backlog > 0 then
-    p.backlog = backlog
-  end
-  return true
-end
-
--- decide returns allowed (0 or 1), remaining, retry_after and reset_after in milliseconds (rounded up)
--- for a request of cost units (the policy's own, or 0 for a peek) on the state read into p.
-function gcra.decide(p, cost)
-  local interval, backlog = p.interval, p.backlog
-  local room, need = p.tolerance - backlog, cost * interval
-  if need > room then
-    return 0, math.floor(room / interval), math.ceil((need - room) / 1000), math.ceil(backlog / 1000)
-  end
-  return 1, math.floor((room - need) / interval), 0, math.ceil((backlog + need) / 1000)
-end
-
--- apply makes the one write of an admission: the new TAT, expiring 1 ms after it (rounded up to the
--- millisecond): Redis counts PX from the millisecond its command started, up to 1 ms before now().
--- Both are written as decimal strings with '%d' (Lua 5.1 formats it from a C long: exact for integers
--- below 2^53, and twice as fast as '%.0f', ~0.3 µs each).
-function gcra.apply(key, p)
-  if p.cost == 0 then
-    return
-  end
-  local backlog = p.backlog + p.cost * p.interval
-  redis.call('SET', key, string.format('%d', now() + backlog), 'PX', string.format('%d', math.ceil(backlog / 1000) + 1))
-  return now() + backlog -- the token: the TAT just after the admission
-end
-
--- settle makes the write of settling a reservation whose token is the TAT its admission left (Unix
--- µs) at delta = actual − reserved units, on the state read into p, and returns whether an overrun fit
--- whole (algo.GCRASettle). A refund of r units moves the TAT back by min(r × interval, token − now),
--- the part of the reservation the bucket has not drained yet, and never before now: a TAT taken back
--- to now is a full bucket, and the key is deleted. An overrun consumes what fits now, as an admission
--- of that many units.
-function gcra.settle(key, p, token, delta)
-  local t = now()
-  if delta < 0 then
-    if p.backlog > 0 and token > t then
-      local backlog = p.backlog - math.min(-delta * p.interval, token - t)
-      if backlog <= 0 then
-        redis.call('DEL', key)
-      else
-        redis.call('SET', key, string.format('%d', t + backlog), 'PX', string.format('%d', math.ceil(backlog / 1000) + 1))
-      end
+  -- read reads the key's state into p: p.backlog, how far the TAT is ahead of now, stays 0 when the key
+  -- is missing or its bucket has emptied (TAT at or before now). It returns true, or nil and why the key
+  -- is corrupt.
+  function gcra.read(key, p)
+    local raw = redis.pcall('GET', key)
+    if not raw then
+      return true
+    end
+    if type(raw) == 'table' then
+      return nil, 'key holds a value that is not a string'
+    end
+    local tat = integer(raw, 1, MAX_TAT)
+    if not tat then
+      return nil, 'theoretical arrival time is not an integer in 1..' .. MAX_TAT
+    end
+    local ttl = redis.call('PTTL', key)
+    if ttl < 0 then
+      return nil, 'theoretical arrival time has no expiry'
+    end
+    if ttl > p.max_wait + 1 then
+      return nil, 'theoretical arrival time expires later than a full bucket empties'
+    end
+    local backlog = tat - now()
+    if backlog > p.tolerance then
+      return nil, 'theoretical arrival time is further ahead than a full bucket'
+    end
+    if backlog > 0 then
+      p.backlog = backlog
     end
     return true
   end
-  local n = math.min(delta, math.floor((p.tolerance - p.backlog) / p.interval))
-  if n > 0 then
-    p.cost = n
-    gcra.apply(key, p)
+
+  -- decide returns allowed (0 or 1), remaining, retry_after and reset_after in milliseconds (rounded up)
+  -- for a request of cost units (the policy's own, or 0 for a peek) on the state read into p.
+  function gcra.decide(p, cost)
+    local interval, backlog = p.interval, p.backlog
+    local room, need = p.tolerance - backlog, cost * interval
+    if need > room then
+      return 0, math.floor(room / interval), math.ceil((need - room) / 1000), math.ceil(backlog / 1000)
+    end
+    return 1, math.floor((room - need) / interval), 0, math.ceil((backlog + need) / 1000)
   end
-  return n == delta
+
+  -- apply makes the one write of an admission: the new TAT, expiring 1 ms after it (rounded up to the
+  -- millisecond): Redis counts PX from the millisecond its command started, up to 1 ms before now().
+  -- Both are written as decimal strings with '%d' (Lua 5.1 formats it from a C long: exact for integers
+  -- below 2^53, and twice as fast as '%.0f', ~0.3 µs each).
+  function gcra.apply(key, p)
+    if p.cost == 0 then
+      return
+    end
+    local backlog = p.backlog + p.cost * p.interval
+    redis.call('SET', key, string.format('%d', now() + backlog), 'PX', string.format('%d', math.ceil(backlog / 1000) + 1))
+    return now() + backlog -- the token: the TAT just after the admission
+  end
+
+  if settling then -- only the settle script settles: a take makes no closure for it
+    -- settle makes the write of settling a reservation whose token is the TAT its admission left (Unix
+    -- µs) at delta = actual − reserved units, on the state read into p, and returns whether an overrun fit
+    -- whole (algo.GCRASettle). A refund of r units moves the TAT back by min(r × interval, token − now),
+    -- the part of the reservation the bucket has not drained yet, and never before now: a TAT taken back
+    -- to now is a full bucket, and the key is deleted. An overrun consumes what fits now, as an admission
+    -- of that many units.
+    function gcra.settle(key, p, token, delta)
+      local t = now()
+      if delta < 0 then
+        if p.backlog > 0 and token > t then
+          local backlog = p.backlog - math.min(-delta * p.interval, token - t)
+          if backlog <= 0 then
+            redis.call('DEL', key)
+          else
+            redis.call('SET', key, string.format('%d', t + backlog), 'PX', string.format('%d', math.ceil(backlog / 1000) + 1))
+          end
+        end
+        return true
+      end
+      local n = math.min(delta, math.floor((p.tolerance - p.backlog) / p.interval))
+      if n > 0 then
+        p.cost = n
+        gcra.apply(key, p)
+      end
+      return n == delta
+    end
+  end
 end

@@ -16,17 +16,28 @@
 -- that holds something no admit script writes, always before any write.
 --
 -- Every function a script defines is a new closure on every call (Redis runs the whole chunk each
--- time), so the prelude defines only integer and now; error replies and formats are written where
--- they are needed. Replies hold integers only,
--- and writes pass decimal strings, never a Lua number (Redis would format a large one as a double).
+-- time), and every table a new allocation, which Redis's CPU pays for twice, making it and collecting
+-- it (bench/scriptcost.md measures both). So the prelude defines only integer, now and members, a
+-- module defines its functions only when the call names its algorithm (named_*, below), and error
+-- replies and formats are written where they are needed. Replies hold integers only, and writes pass
+-- decimal strings, never a Lua number (Redis would format a large one as a double).
 
 -- integer returns s as a strict decimal integer in lo … hi, or nil. It refuses "1.5", "1e3", "0x10",
--- " 5", "+5" and "007".
+-- " 5", "+5" and "007", and nil (an argument missing). s is a string or nil: ARGV and replies hold
+-- nothing else. '0' and '1', the most common costs, skip the pattern and the parse; string.match and
+-- tonumber are looked up once per call (each costs about as much as the parse, bench/scriptcost.md).
+local match, tonumber = string.match, tonumber
 local function integer(s, lo, hi)
-  if type(s) ~= 'string' or #s > MAX_DIGITS or not (s == '0' or string.match(s, '^[1-9]%d*$')) then
+  local v
+  if s == '1' then
+    v = 1
+  elseif s == '0' then
+    v = 0
+  elseif not s or #s > MAX_DIGITS or not match(s, '^[1-9]%d*$') then
     return nil
+  else
+    v = tonumber(s)
   end
-  local v = tonumber(s)
   if v < lo or v > hi then
     return nil
   end
@@ -55,16 +66,52 @@ local function now()
   return clock
 end
 
+-- named_<algorithm> says whether the call names that algorithm: the take script names each policy's
+-- at ARGV[4] and after each policy's arguments, the settle script its one at ARGV[1]. A module
+-- defines its functions only when its algorithm is named, so that a call pays for the closures of the
+-- modules it uses and no other. The walk reads the names only, not every argument (each Lua
+-- instruction costs Redis ~50 machine instructions, bench/scriptcost.md), so it knows how many
+-- arguments follow each name: 4, or 3 for the sliding ones (the modules' parse). Should it go wrong,
+-- a module the call needs is missing, and the call fails as if its algorithm were unknown. settling
+-- says whether ARGV[1] names an algorithm: the settle script's call, whose module defines settle too.
+local named_fixed_window, named_gcra, named_sliding_window, named_sliding_log, named_concurrency = false, false,
+  false, false, false
+local j = 1
+while true do
+  local a = ARGV[j]
+  if a == 'fixed_window' then
+    named_fixed_window, j = true, j + 5
+  elseif a == 'sliding_window' then
+    named_sliding_window, j = true, j + 4
+  elseif a == 'gcra' then
+    named_gcra, j = true, j + 5
+  elseif a == 'concurrency' then
+    named_concurrency, j = true, j + 5
+  elseif a == 'sliding_log' then
+    named_sliding_log, j = true, j + 4
+  elseif j == 1 then
+    j = 4 -- not the settle script's algorithm: the take script's first policy, if any
+  else
+    break
+  end
+end
+local first = ARGV[1]
+local settling = first == 'fixed_window' or first == 'gcra' or first == 'sliding_window' or first == 'sliding_log'
+
 -- members returns the number of members of the sorted set at key (0 for a missing key), or nil and
 -- why the key is corrupt: it holds a value of another type, or more than max members (too_many says
--- so in the module's words).
-local function members(key, max, too_many)
-  local card = redis.pcall('ZCARD', key)
-  if type(card) == 'table' then
-    return nil, 'key holds a value that is not a sorted set'
+-- so in the module's words). Only the sliding log and concurrency modules use it:
+-- it is defined only when the call names one.
+local members = nil
+if named_sliding_log or named_concurrency then
+  members = function(key, max, too_many)
+    local card = redis.pcall('ZCARD', key)
+    if type(card) == 'table' then
+      return nil, 'key holds a value that is not a sorted set'
+    end
+    if card > max then
+      return nil, too_many
+    end
+    return card
   end
-  if card > max then
-    return nil, too_many
-  end
-  return card
 end

@@ -7,11 +7,13 @@
 -- Reply: 1 when the key held the lease, 0 when it did not (released already, expired, or a missing
 -- key). A key that is not a sorted set is corrupt: nothing is written.
 
-concurrency_define()
-if #KEYS ~= 1 or ARGS ~= 1 or not concurrency.token(ARGV[1]) then
+-- The token is checked as concurrency.lua's token checks it, here, as the call names no module.
+local token = ARGV[1]
+if #KEYS ~= 1 or ARGS ~= 1 or not token or #token > 20 or not string.match(token, '^[1-9]%d*$') or
+  #token == 20 and token > '18446744073709551615' then
   return redis.error_reply('ADMIT_INVALID release needs one key and a lease token')
 end
-local removed = redis.pcall('ZREM', KEYS[1], ARGV[1])
+local removed = redis.pcall('ZREM', KEYS[1], token)
 if type(removed) == 'table' then
   return redis.error_reply('ADMIT_CORRUPT key holds a value that is not a sorted set')
 end

@@ -14,9 +14,9 @@
 -- module's settle makes the one write (none when nothing changes); then the key is read again, into a
 -- fresh policy, and decided as take.lua decides, so that the reply is the stored state's.
 
-local SETTLE = {fixed_window = fixed_window, gcra = gcra, sliding_window = sliding_window, sliding_log = sliding_log}
-
-local alg = SETTLE[ARGV[1]]
+local name = ARGV[1]
+local alg = name == 'fixed_window' and fixed_window or name == 'gcra' and gcra or name == 'sliding_window' and
+  sliding_window or name == 'sliding_log' and sliding_log
 if not alg or #KEYS ~= 1 then
   return redis.error_reply('ADMIT_INVALID settle needs one key and an algorithm that settles')
 end

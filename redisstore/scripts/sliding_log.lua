@@ -12,12 +12,11 @@
 -- Arguments, after the algorithm's name: limit (1 … MAX_LOG), window in milliseconds
 -- (1 … MAX_WINDOW), cost (0 … limit; 0 is a peek).
 
-local sliding_log = {}
+local sliding_log = nil -- the module's table, when the call names sliding_log (prelude.lua)
+if named_sliding_log then
+  -- The table is made with its fields, so that filling them in does not grow it.
+  sliding_log = {parse = false, read = false, decide = false, apply = false, settle = false}
 
--- define defines the module's functions other than parse. parse calls it for the first policy of a
--- call that names a sliding log, so that a call that names none does not make their closures:
--- every function a script defines is made anew on every call (~67 ns each, BENCHMARKS.md).
-local function sliding_log_define()
   -- read reads the key's state at now into p: p.card, its entries; p.count, those in the window;
   -- p.newest, the newest entry's time; and p.kth, for a request of p.cost that does not fit, the time
   -- of the entry whose exit lets it fit. It returns true, or nil and why the key is corrupt.
@@ -109,55 +108,54 @@ local function sliding_log_define()
     return t
   end
 
-  -- settle makes the write of settling a reservation whose token is the time its units were logged
-  -- at (Unix µs) at delta = actual − reserved units, on the state read into p, and returns whether an
-  -- overrun fit whole (algo.SlidingLogSettle). A refund, while the token is in the window, removes up
-  -- to −delta of the members logged then: those of the highest sequence numbers, '<token>:<c>' down,
-  -- so that the members of that microsecond stay '<token>:1' … and apply numbers the next ones after
-  -- them. The expiry stays: the entries left leave the window no later. (Admissions of one microsecond
-  -- are indistinguishable: removing one of theirs is the same as removing one of the reservation's.)
-  function sliding_log.settle(key, p, token, delta)
-    local t = p.now
-    if delta < 0 then
-      if token > t - p.w and token <= t then
-        local at = string.format('%.0f', token)
-        local c = redis.call('ZCOUNT', key, at, at)
-        local r = math.min(-delta, c)
-        local members = {}
-        for j = c, c - r + 1, -1 do
-          members[#members + 1] = at .. ':' .. j
-          if #members == 1000 or j == c - r + 1 then
-            redis.call('ZREM', key, unpack(members))
-            members = {}
+  if settling then -- only the settle script settles: a take makes no closure for it
+    -- settle makes the write of settling a reservation whose token is the time its units were logged
+    -- at (Unix µs) at delta = actual − reserved units, on the state read into p, and returns whether an
+    -- overrun fit whole (algo.SlidingLogSettle). A refund, while the token is in the window, removes up
+    -- to −delta of the members logged then: those of the highest sequence numbers, '<token>:<c>' down,
+    -- so that the members of that microsecond stay '<token>:1' … and apply numbers the next ones after
+    -- them. The expiry stays: the entries left leave the window no later. (Admissions of one microsecond
+    -- are indistinguishable: removing one of theirs is the same as removing one of the reservation's.)
+    function sliding_log.settle(key, p, token, delta)
+      local t = p.now
+      if delta < 0 then
+        if token > t - p.w and token <= t then
+          local at = string.format('%.0f', token)
+          local c = redis.call('ZCOUNT', key, at, at)
+          local r = math.min(-delta, c)
+          local members = {}
+          for j = c, c - r + 1, -1 do
+            members[#members + 1] = at .. ':' .. j
+            if #members == 1000 or j == c - r + 1 then
+              redis.call('ZREM', key, unpack(members))
+              members = {}
+            end
           end
         end
+        return true
       end
-      return true
+      local left = math.max(0, p.limit - p.count)
+      local n = math.min(delta, left)
+      if n > 0 then
+        p.cost = n
+        sliding_log.apply(key, p)
+      end
+      return n == delta
     end
-    local left = math.max(0, p.limit - p.count)
-    local n = math.min(delta, left)
-    if n > 0 then
-      p.cost = n
-      sliding_log.apply(key, p)
-    end
-    return n == delta
   end
-end
 
--- parse reads the arguments from ARGV[i] on and returns the policy's table and the index after them,
--- or nil and why they are invalid.
-function sliding_log.parse(i)
-  if not sliding_log.apply then
-    sliding_log_define()
+  -- parse reads the arguments from ARGV[i] on and returns the policy's table and the index after them,
+  -- or nil and why they are invalid.
+  function sliding_log.parse(i)
+    local limit, window = integer(ARGV[i], 1, MAX_LOG), integer(ARGV[i + 1], 1, MAX_WINDOW)
+    if not limit or not window then
+      return nil, 'sliding_log needs a limit in 1..' .. MAX_LOG .. ' and a window in 1..' .. MAX_WINDOW .. ' ms'
+    end
+    local cost = integer(ARGV[i + 2], 0, limit)
+    if not cost then
+      return nil, 'cost must be an integer in 0..limit'
+    end
+    return {alg = sliding_log, limit = limit, window = window, cost = cost, w = window * 1000,
+      now = 0, card = 0, count = 0, newest = 0, kth = 0}, i + 3
   end
-  local limit, window = integer(ARGV[i], 1, MAX_LOG), integer(ARGV[i + 1], 1, MAX_WINDOW)
-  if not limit or not window then
-    return nil, 'sliding_log needs a limit in 1..' .. MAX_LOG .. ' and a window in 1..' .. MAX_WINDOW .. ' ms'
-  end
-  local cost = integer(ARGV[i + 2], 0, limit)
-  if not cost then
-    return nil, 'cost must be an integer in 0..limit'
-  end
-  return {alg = sliding_log, limit = limit, window = window, cost = cost, w = window * 1000,
-    now = 0, card = 0, count = 0, newest = 0, kth = 0}, i + 3
 end

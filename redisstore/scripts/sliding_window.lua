@@ -16,12 +16,14 @@
 -- Arguments, after the algorithm's name: limit (1 … MAX), window in milliseconds (1 … MAX_WINDOW),
 -- cost (0 … limit; 0 is a peek).
 
-local sliding_window = {}
+local sliding_window = nil -- the module's table, when the call names sliding_window (prelude.lua)
 
--- define defines the module's functions other than parse. parse calls it for the first policy of a
--- call that names a sliding window, so that a call that names none does not make their closures:
--- every function a script defines is made anew on every call (~67 ns each, BENCHMARKS.md).
+-- sliding_window_define makes the module's table. The other modules make theirs in an if block;
+-- this one is a function too, so that redisstore's test of muldiv can call it whatever ARGV holds.
 local function sliding_window_define()
+  -- The table is made with its fields, so that filling them in does not grow it.
+  sliding_window = {parse = false, read = false, decide = false, apply = false, settle = false, muldiv = false}
+
   -- muldiv returns ⌊a × b / c⌋ and the remainder, exactly, for integers a, b ≥ 0 below 2^53 and c in
   -- 1 … 2^50 whose quotient is below 2^50. Doubles hold integers exactly only below 2^53, and a × b
   -- reaches 2^95 (10^15 units times a window of 366 days in microseconds); so above 2^52 the quotient
@@ -52,7 +54,6 @@ local function sliding_window_define()
     end
     return q, r
   end
-  sliding_window.muldiv = muldiv -- for redisstore's test of it
 
   -- read reads the key's state at now into p: p.cur and p.e, the current window's start and the time
   -- into it; p.prev and p.curr, the previous and current windows' counts as the key holds them now; and
@@ -163,62 +164,66 @@ local function sliding_window_define()
     return p.cur
   end
 
-  -- settle makes the write of settling a reservation whose token is the start of its window (Unix
-  -- µs) at delta = actual − reserved units, on the state read into p, and returns whether an overrun
-  -- fit whole (algo.SlidingWindowSettle). A refund comes off the count of the token's window while
-  -- the key holds it: the current count (p.same, token = p.cur), the previous one kept beside it
-  -- (p.same, token = p.cur − w), or the stored count once its window has become the previous one
-  -- (not p.same, p.prev > 0: the key's start is p.cur − w). A current count taken to 0 leaves the
-  -- previous one as the key's only window; nothing left deletes the key.
-  function sliding_window.settle(key, p, token, delta)
-    local cur, w = p.cur, p.w
-    if delta < 0 then
-      local r = -delta
-      if p.same and token == cur then
-        if r < p.curr then
-          redis.call('HINCRBY', key, 'curr', string.format('%d', -r))
-        elseif p.prev == 0 then
-          redis.call('DEL', key)
-        else
-          redis.call('HSET', key, 'start', string.format('%.0f', (cur - w) / 1000), 'prev', '0',
-            'curr', string.format('%.0f', p.prev))
-          redis.call('PEXPIREAT', key, string.format('%.0f', (cur + w) / 1000))
+  if settling then -- only the settle script settles: a take makes no closure for it
+    -- settle makes the write of settling a reservation whose token is the start of its window (Unix
+    -- µs) at delta = actual − reserved units, on the state read into p, and returns whether an overrun
+    -- fit whole (algo.SlidingWindowSettle). A refund comes off the count of the token's window while
+    -- the key holds it: the current count (p.same, token = p.cur), the previous one kept beside it
+    -- (p.same, token = p.cur − w), or the stored count once its window has become the previous one
+    -- (not p.same, p.prev > 0: the key's start is p.cur − w). A current count taken to 0 leaves the
+    -- previous one as the key's only window; nothing left deletes the key.
+    function sliding_window.settle(key, p, token, delta)
+      local cur, w = p.cur, p.w
+      if delta < 0 then
+        local r = -delta
+        if p.same and token == cur then
+          if r < p.curr then
+            redis.call('HINCRBY', key, 'curr', string.format('%d', -r))
+          elseif p.prev == 0 then
+            redis.call('DEL', key)
+          else
+            redis.call('HSET', key, 'start', string.format('%.0f', (cur - w) / 1000), 'prev', '0',
+              'curr', string.format('%.0f', p.prev))
+            redis.call('PEXPIREAT', key, string.format('%.0f', (cur + w) / 1000))
+          end
+        elseif p.same and token == cur - w and p.prev > 0 then
+          redis.call('HINCRBY', key, 'prev', string.format('%d', -math.min(r, p.prev)))
+        elseif not p.same and token == cur - w and p.prev > 0 then
+          if r >= p.prev then
+            redis.call('DEL', key)
+          else
+            redis.call('HSET', key, 'prev', '0', 'curr', string.format('%.0f', p.prev - r))
+          end
         end
-      elseif p.same and token == cur - w and p.prev > 0 then
-        redis.call('HINCRBY', key, 'prev', string.format('%d', -math.min(r, p.prev)))
-      elseif not p.same and token == cur - w and p.prev > 0 then
-        if r >= p.prev then
-          redis.call('DEL', key)
-        else
-          redis.call('HSET', key, 'prev', '0', 'curr', string.format('%.0f', p.prev - r))
-        end
+        return true
       end
-      return true
+      local _, left = sliding_window.decide(p, 0)
+      local n = math.min(delta, left)
+      if n > 0 then
+        p.cost, p.cost_arg = n, string.format('%d', n)
+        sliding_window.apply(key, p)
+      end
+      return n == delta
     end
-    local _, left = sliding_window.decide(p, 0)
-    local n = math.min(delta, left)
-    if n > 0 then
-      p.cost, p.cost_arg = n, string.format('%d', n)
-      sliding_window.apply(key, p)
-    end
-    return n == delta
   end
-end
 
--- parse reads the arguments from ARGV[i] on and returns the policy's table and the index after them,
--- or nil and why they are invalid.
-function sliding_window.parse(i)
-  if not sliding_window.apply then
-    sliding_window_define()
+  -- parse reads the arguments from ARGV[i] on and returns the policy's table and the index after them,
+  -- or nil and why they are invalid.
+  function sliding_window.parse(i)
+    local limit, window = integer(ARGV[i], 1, MAX), integer(ARGV[i + 1], 1, MAX_WINDOW)
+    if not limit or not window then
+      return nil, 'sliding_window needs a limit in 1..' .. MAX .. ' and a window in 1..' .. MAX_WINDOW .. ' ms'
+    end
+    local cost = integer(ARGV[i + 2], 0, limit)
+    if not cost then
+      return nil, 'cost must be an integer in 0..limit'
+    end
+    return {alg = sliding_window, limit = limit, window = window, cost = cost, cost_arg = ARGV[i + 2],
+      max_wait = 2 * window, w = window * 1000, cur = 0, e = 0, prev = 0, curr = 0, same = false}, i + 3
   end
-  local limit, window = integer(ARGV[i], 1, MAX), integer(ARGV[i + 1], 1, MAX_WINDOW)
-  if not limit or not window then
-    return nil, 'sliding_window needs a limit in 1..' .. MAX .. ' and a window in 1..' .. MAX_WINDOW .. ' ms'
-  end
-  local cost = integer(ARGV[i + 2], 0, limit)
-  if not cost then
-    return nil, 'cost must be an integer in 0..limit'
-  end
-  return {alg = sliding_window, limit = limit, window = window, cost = cost, cost_arg = ARGV[i + 2],
-    max_wait = 2 * window, w = window * 1000, cur = 0, e = 0, prev = 0, curr = 0, same = false}, i + 3
+
+  sliding_window.muldiv = muldiv -- for redisstore's test of it
+end
+if named_sliding_window then
+  sliding_window_define()
 end
