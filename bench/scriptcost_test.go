@@ -29,7 +29,7 @@ import (
 //	                       (commandstats' usec is wall time inside the command: preemption counts)
 //	B/key                  MEMORY USAGE … SAMPLES 0 of a key the series left, for a take
 //
-// Reproduce (bench/scriptcost.md):
+// Reproduce (BENCHMARKS.md, the script-cost section):
 //
 //	cd bench && ADMIT_REQUIRE_REDIS=1 go test -run '^$' -bench ScriptCost -benchtime 20000x -count 3 .
 
