@@ -4,8 +4,6 @@ import (
 	"context"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -55,7 +53,7 @@ func BenchmarkClient_ReferencePipelined(b *testing.B) {
 		b.Run(callers.Name(n), func(b *testing.B) {
 			b.ReportAllocs()
 			cpu := startCPU(b, srv)
-			runBatches(b, n, pipelineBatch, func(from, to int) error {
+			callers.RunBatches(b, n, pipelineBatch, func(from, to int) error {
 				cmds := make(rueidis.Commands, 0, to-from)
 				for i := from; i < to; i++ {
 					cmds = append(cmds, c.B().Evalsha().Sha1(sha).Numkeys(1).Key(keys[i%len(keys)]).Arg(takeArgs...).Build())
@@ -136,43 +134,6 @@ func flushDelayName(d time.Duration) string {
 		return "0"
 	}
 	return strings.ReplaceAll(d.String(), "µs", "us")
-}
-
-// runBatches is callers.Run for an operation that makes the decisions from … to−1 at once: n
-// goroutines take batches of up to batch indices until b.N decisions are made, and decisions/s
-// counts decisions, not batches.
-func runBatches(b *testing.B, n, batch int, op func(from, to int) error) {
-	b.Helper()
-	var (
-		next    atomic.Int64
-		wg      sync.WaitGroup
-		errOnce sync.Once
-		failure error
-	)
-	b.ResetTimer()
-	for range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				from := next.Add(int64(batch)) - int64(batch)
-				if from >= int64(b.N) {
-					return
-				}
-				if err := op(int(from), int(min(from+int64(batch), int64(b.N)))); err != nil {
-					errOnce.Do(func() { failure = err })
-					next.Store(int64(b.N))
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	b.StopTimer()
-	if failure != nil {
-		b.Fatal(failure)
-	}
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "decisions/s")
 }
 
 // A cpuMeter holds the CPU time redis-server and this process had used when a run started.

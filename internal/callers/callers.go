@@ -32,29 +32,40 @@ func Bench(b *testing.B, op func(i int) error) {
 // goroutines does not depend on GOMAXPROCS. The first error op returns stops the run and fails b.
 func Run(b *testing.B, n int, op func(i int) error) {
 	b.Helper()
+	run(b, n, 1, func(from, _ int) error { return op(from) })
+}
+
+// RunBatches is [Run] for an operation that makes the decisions from … to−1 at once (a pipeline):
+// n goroutines take batches of up to batch indices until b.N decisions are made, and decisions/s
+// counts decisions, not batches.
+func RunBatches(b *testing.B, n, batch int, op func(from, to int) error) {
+	b.Helper()
+	run(b, n, batch, op)
+}
+
+func run(b *testing.B, n, batch int, op func(from, to int) error) {
 	var (
 		next    atomic.Int64
 		wg      sync.WaitGroup
 		errOnce sync.Once
 		failure error
 	)
+	size, total := int64(batch), int64(b.N)
 	b.ResetTimer()
 	for range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for {
-				i := next.Add(1) - 1
-				if i >= int64(b.N) {
+				from := next.Add(size) - size
+				if from >= total {
 					return
 				}
-				if err := op(int(i)); err != nil {
+				if err := op(int(from), int(min(from+size, total))); err != nil {
 					errOnce.Do(func() { failure = err })
-					next.Store(int64(b.N)) // stop the others
+					next.Store(total) // stop the others
 					return
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	b.StopTimer()
