@@ -66,16 +66,8 @@ func BenchmarkAdmitRedisstore(b *testing.B) {
 // the client admit uses, with nothing around it.
 func BenchmarkReferenceRueidis(b *testing.B) {
 	srv := redistest.Start(b)
-	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
+	c, sha := bareRueidis(b, srv, takeScript(b))
 	ctx := context.Background()
-	sha, err := c.Do(ctx, c.B().ScriptLoad().Script(takeScript(b)).Build()).ToString()
-	if err != nil {
-		b.Fatal(err)
-	}
 	callers.Bench(b, func(i int) error {
 		return c.Do(ctx, c.B().Evalsha().Sha1(sha).Numkeys(1).Key(keys[i%len(keys)]).Arg(takeArgs...).Build()).Error()
 	})
@@ -90,16 +82,8 @@ func BenchmarkPreviousScriptRueidis(b *testing.B) {
 		b.Fatal(err)
 	}
 	srv := redistest.Start(b)
-	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
+	c, sha := bareRueidis(b, srv, string(src))
 	ctx := context.Background()
-	sha, err := c.Do(ctx, c.B().ScriptLoad().Script(string(src)).Build()).ToString()
-	if err != nil {
-		b.Fatal(err)
-	}
 	args := takeArgs[4:7] // limit, window, cost
 	callers.Bench(b, func(i int) error {
 		return c.Do(ctx, c.B().Evalsha().Sha1(sha).Numkeys(1).Key(keys[i%len(keys)]).Arg(args...).Build()).Error()
@@ -139,4 +123,20 @@ func BenchmarkRedisRate(b *testing.B) {
 		_, err := l.Allow(ctx, keys[i%len(keys)], lim)
 		return err
 	})
+}
+
+// bareRueidis returns a bare rueidis client of srv, closed at b's cleanup, and the SHA1 of src,
+// loaded on srv.
+func bareRueidis(b *testing.B, srv *redistest.Server, src string) (rueidis.Client, string) {
+	b.Helper()
+	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(c.Close)
+	sha, err := c.Do(context.Background(), c.B().ScriptLoad().Script(src).Build()).ToString()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return c, sha
 }

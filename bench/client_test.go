@@ -39,16 +39,8 @@ var flushDelays = []time.Duration{0, 20 * time.Microsecond, 100 * time.Microseco
 // script call.
 func BenchmarkClient_ReferencePipelined(b *testing.B) {
 	srv := redistest.Start(b)
-	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
+	c, sha := bareRueidis(b, srv, takeScript(b))
 	ctx := context.Background()
-	sha, err := c.Do(ctx, c.B().ScriptLoad().Script(takeScript(b)).Build()).ToString()
-	if err != nil {
-		b.Fatal(err)
-	}
 	for _, n := range callers.Counts {
 		b.Run(callers.Name(n), func(b *testing.B) {
 			b.ReportAllocs()
@@ -75,16 +67,8 @@ func BenchmarkClient_ReferencePipelined(b *testing.B) {
 // max_flush_delay=0 its client-cpu-us/op is what redisstore adds to a decision.
 func BenchmarkClient_Rueidis(b *testing.B) {
 	srv := redistest.Start(b)
-	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr()}, DisableCache: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
+	c, sha := bareRueidis(b, srv, takeScript(b))
 	ctx := context.Background()
-	sha, err := c.Do(ctx, c.B().ScriptLoad().Script(takeScript(b)).Build()).ToString()
-	if err != nil {
-		b.Fatal(err)
-	}
 	for _, n := range callers.Counts {
 		b.Run(callers.Name(n), func(b *testing.B) {
 			b.ReportAllocs()
