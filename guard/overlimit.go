@@ -140,9 +140,13 @@ func (c *OverLimitCache) Len() int {
 func (c *OverLimitCache) Take(ctx context.Context, r admit.Request) (admit.Decision, error) {
 	sh := c.shard(r.Key)
 	if cacheable(&r) && ctx.Err() == nil {
-		if d, ok := c.lookup(sh, &r, c.now()); ok && r.Validate() == nil {
-			c.hits.Add(1)
-			return d, nil
+		if e, ok := c.remembered(sh, &r); ok {
+			// The clock is read after the entry: a rejection learnt since an earlier reading
+			// would otherwise wait beyond its RetryAfter.
+			if d, ok := answer(&e, &r, c.now()); ok && r.Validate() == nil {
+				c.hits.Add(1)
+				return d, nil
+			}
 		}
 	}
 	epoch := sh.epoch.Load()
@@ -189,10 +193,18 @@ func (c *OverLimitCache) localAll(ctx context.Context, rs []admit.Request, ds []
 			return false
 		}
 	}
-	now := c.now()
+	var entries [admit.MaxRequests]overEntry
+	for i := range rs {
+		e, ok := c.remembered(c.shard(rs[i].Key), &rs[i])
+		if !ok {
+			return false
+		}
+		entries[i] = e
+	}
+	now := c.now() // after the entries, as in Take
 	var local [admit.MaxRequests]admit.Decision
 	for i := range rs {
-		d, ok := c.lookup(c.shard(rs[i].Key), &rs[i], now)
+		d, ok := answer(&entries[i], &rs[i], now)
 		if !ok {
 			return false
 		}
@@ -243,12 +255,19 @@ func (c *OverLimitCache) shard(key string) *overShard {
 	return &c.shards[maphash.String(c.seed, key)%uint64(len(c.shards))]
 }
 
-// lookup returns the local rejection of r at now, if a remembered one covers it.
-func (c *OverLimitCache) lookup(sh *overShard, r *admit.Request, now time.Time) (admit.Decision, bool) {
+// remembered returns the remembered rejection of r's key, if there is one of r's Limit that covers
+// r's cost.
+func (c *OverLimitCache) remembered(sh *overShard, r *admit.Request) (overEntry, bool) {
 	sh.mu.RLock()
 	e, ok := sh.entries[r.Key]
 	sh.mu.RUnlock()
-	if !ok || e.limit != r.Limit || !covers(e.cost, r) || !now.Before(e.until) {
+	return e, ok && e.limit == r.Limit && covers(e.cost, r)
+}
+
+// answer returns the local rejection of r at now by the remembered rejection e, if e still covers
+// it. now must be read after e: e.until may be later than now + RetryAfter for an older now.
+func answer(e *overEntry, r *admit.Request, now time.Time) (admit.Decision, bool) {
+	if !now.Before(e.until) {
 		return admit.Decision{}, false
 	}
 	retry := e.until.Sub(now)

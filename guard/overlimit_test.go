@@ -337,3 +337,36 @@ func BenchmarkOverLimitHotKey(b *testing.B) {
 		})
 	}
 }
+
+// A Take whose clock reading is older than a rejection learnt meanwhile (another goroutine ran
+// between the two) answers no longer a RetryAfter than the backend gave: the cache reads its clock
+// after the remembered rejection, never before.
+func TestOverLimitStaleClockReading(t *testing.T) {
+	clock := newClock()
+	limit := admit.Limit{Algorithm: admit.FixedWindow, Rate: 1, Period: 2 * time.Millisecond}
+	key := "rl:test:stale"
+	var c *guard.OverLimitCache
+	var learnt admit.Decision
+	interleave := false
+	now := func() time.Time {
+		t0 := clock.Now()
+		if interleave {
+			// Another goroutine, 250µs later, fills the key and learns its rejection; then this
+			// reading, taken before it, is returned.
+			interleave = false
+			clock.Advance(250 * time.Microsecond)
+			take(t, c, admit.Request{Key: key, Limit: limit, Cost: 1})
+			learnt = take(t, c, admit.Request{Key: key, Limit: limit, Cost: 1})
+		}
+		return t0
+	}
+	c = guard.NewOverLimitCache(newMem(t, clock), guard.OverLimitOptions{Now: now})
+	interleave = true
+	d := take(t, c, admit.Request{Key: key, Limit: limit, Cost: 1})
+	if learnt.Allowed || learnt.RetryAfter != limit.Period {
+		t.Fatalf("the interleaved rejection: %+v; want RetryAfter %v", learnt, limit.Period)
+	}
+	if d.Allowed || d.RetryAfter <= 0 || d.RetryAfter > limit.MaxWait() {
+		t.Fatalf("Take: %+v; want rejected with a RetryAfter in (0, %v]", d, limit.MaxWait())
+	}
+}
