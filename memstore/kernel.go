@@ -33,8 +33,9 @@ func (k kernel) live(e *entry, now instant) bool {
 	return false
 }
 
-// check reports why e's live state cannot be lim's — it is corrupt for lim — or nil.
-func (k kernel) check(e *entry, lim admit.Limit, now instant) error {
+// check reports why e's live state cannot be lim's — it is corrupt for lim — or nil. g are lim's
+// figures when it is a GCRA Limit (shard.gcraParams), and unused otherwise.
+func (k kernel) check(e *entry, lim admit.Limit, g *algo.GCRAParams, now instant) error {
 	switch admit.Algorithm(k) {
 	case admit.FixedWindow:
 		return fixedWindowCheck(e, lim, now)
@@ -43,7 +44,7 @@ func (k kernel) check(e *entry, lim admit.Limit, now instant) error {
 	case admit.SlidingLog:
 		return slidingLogCheck(e, lim, now)
 	case admit.GCRA:
-		return gcraCheck(e, lim, now)
+		return gcraCheck(e, lim, g, now)
 	case admit.Concurrency:
 		return concurrencyCheck(e, lim, now)
 	}
@@ -52,8 +53,9 @@ func (k kernel) check(e *entry, lim admit.Limit, now instant) error {
 
 // decide decides cost units under lim at now on e's live state, or on a missing key when e is nil,
 // and reports the write an admission makes, and next: the new state the write stores, for an
-// algorithm whose decision computes it (GCRA's TAT; 0 for the others), to be passed to apply.
-func (k kernel) decide(e *entry, lim admit.Limit, cost int64, now instant) (d admit.Decision, w write, next int64) {
+// algorithm whose decision computes it (GCRA's TAT; 0 for the others), to be passed to apply. g are
+// lim's figures when it is a GCRA Limit (shard.gcraParams), and unused otherwise.
+func (k kernel) decide(e *entry, lim admit.Limit, g *algo.GCRAParams, cost int64, now instant) (d admit.Decision, w write, next int64) {
 	switch admit.Algorithm(k) {
 	case admit.FixedWindow:
 		d, w = fixedWindowDecide(e, lim, cost, now)
@@ -62,7 +64,7 @@ func (k kernel) decide(e *entry, lim admit.Limit, cost int64, now instant) (d ad
 	case admit.SlidingLog:
 		d, w = slidingLogDecide(e, lim, cost, now)
 	case admit.GCRA:
-		return gcraDecide(e, lim, cost, now)
+		return gcraDecide(e, lim, g, cost, now)
 	case admit.Concurrency:
 		d, w = concurrencyDecide(e, lim, cost, now)
 	default:

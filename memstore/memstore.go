@@ -398,6 +398,7 @@ type shard struct {
 	capacity int           // the most entries the shard holds: its share of Options.MaxEntries
 	budget   int           // Options.SweepBudget: the most entries examined at once to sweep or make room
 	latest   time.Duration // the latest time, since table.base, at which the shard has decided or swept
+	gcra     gcraCache     // the figures of the GCRA Limit the shard decided under last
 	_        [64]byte
 }
 
@@ -427,20 +428,21 @@ func (sh *shard) takeAll(rs []admit.Request, ds []admit.Decision, tokens []uint6
 	for k := range rs {
 		r, p := &rs[k], &ps[k]
 		p.kernel = kernel(r.Limit.Algorithm)
+		p.figures(sh, &r.Limit)
 		var e *entry
 		var err error
-		if p.index, e, err = sh.read(r.Key, r.Limit, p.kernel, now, &moved); err != nil {
+		if p.index, e, err = sh.read(r.Key, r.Limit, p.kernel, &p.gcra, now, &moved); err != nil {
 			return false, err
 		}
 		// Decide now, while e is where read found it: a later read may move entries.
-		ds[k], p.write, p.next = p.kernel.decide(e, r.Limit, r.Cost, now)
+		ds[k], p.write, p.next = p.kernel.decide(e, r.Limit, &p.gcra, r.Cost, now)
 		allowed = allowed && (ds[k].Allowed || r.Limit.Shadow) // a shadow rejection rejects nothing
 	}
 	if !allowed {
 		// A rejection writes nothing: a policy that would have admitted reports its key as it is.
 		for k := range rs {
 			if ds[k].Allowed {
-				ds[k], _, _ = ps[k].kernel.decide(sh.live(rs[k].Key), rs[k].Limit, 0, now)
+				ds[k], _, _ = ps[k].kernel.decide(sh.live(rs[k].Key), rs[k].Limit, &ps[k].gcra, 0, now)
 			}
 		}
 		return false, nil
@@ -478,13 +480,14 @@ func (sh *shard) takeAll(rs []admit.Request, ds []admit.Decision, tokens []uint6
 // Request without an ID that acquires no lease. On an error it leaves d zero. The caller holds sh.mu.
 func (sh *shard) takeOne(r *admit.Request, now instant, d *admit.Decision) error {
 	p := pending{kernel: kernel(r.Limit.Algorithm)}
+	p.figures(sh, &r.Limit)
 	var e *entry
 	var err error
 	moved := false
-	if p.index, e, err = sh.read(r.Key, r.Limit, p.kernel, now, &moved); err != nil {
+	if p.index, e, err = sh.read(r.Key, r.Limit, p.kernel, &p.gcra, now, &moved); err != nil {
 		return err
 	}
-	*d, p.write, p.next = p.kernel.decide(e, r.Limit, r.Cost, now)
+	*d, p.write, p.next = p.kernel.decide(e, r.Limit, &p.gcra, r.Cost, now)
 	if !d.Allowed && !r.Limit.Shadow {
 		return nil // a rejection writes nothing; a shadow rejection rejects nothing
 	}
@@ -502,9 +505,11 @@ func (sh *shard) takeOne(r *admit.Request, now instant, d *admit.Decision) error
 // settle settles res at actual at time now, and makes its one write. The caller holds sh.mu.
 func (sh *shard) settle(res *admit.Reservation, actual int64, now instant) (admit.Decision, error) {
 	r := &res.Request
-	k := kernel(r.Limit.Algorithm)
+	p := pending{kernel: kernel(r.Limit.Algorithm)}
+	p.figures(sh, &r.Limit)
+	k := p.kernel
 	var moved bool // read removes only an ended entry, and then returns none: i stays valid
-	i, e, err := sh.read(r.Key, r.Limit, k, now, &moved)
+	i, e, err := sh.read(r.Key, r.Limit, k, &p.gcra, now, &moved)
 	if err != nil {
 		return admit.Decision{}, err
 	}
@@ -528,10 +533,18 @@ func (sh *shard) settle(res *admit.Reservation, actual int64, now instant) (admi
 
 // A pending is what takeAll knows of one Request between deciding and writing.
 type pending struct {
-	kernel kernel // the Request's algorithm's
-	index  int    // the key's entry, when it has a live one
-	write  write  // the write an admission makes
-	next   int64  // the state the write stores, when decide computed it (see kernel.decide)
+	kernel kernel          // the Request's algorithm's
+	index  int             // the key's entry, when it has a live one
+	write  write           // the write an admission makes
+	next   int64           // the state the write stores, when decide computed it (see kernel.decide)
+	gcra   algo.GCRAParams // the figures of the Request's Limit, when it is a GCRA Limit
+}
+
+// figures sets p.gcra to the figures of lim, when p's kernel is GCRA's. The caller holds sh.mu.
+func (p *pending) figures(sh *shard, lim *admit.Limit) {
+	if p.kernel == kernel(admit.GCRA) {
+		p.gcra = *sh.gcraParams(lim)
+	}
 }
 
 // live returns the entry of key, which takeAll read live, or nil if it has none. The caller holds
@@ -574,9 +587,9 @@ func (sh *shard) replay(recordKey, fingerprint string, rs []admit.Request, ds []
 
 // read returns the entry of key, and its index, if it is live for k at now; nil when the key is
 // missing or its state has ended — an ended entry is removed, and *moved set, since removing moves another entry — or an
-// error when the state cannot be lim's. The entry stays where it is until the next removal. The
-// caller holds sh.mu.
-func (sh *shard) read(key string, lim admit.Limit, k kernel, now instant, moved *bool) (int, *entry, error) {
+// error when the state cannot be lim's. g are lim's figures when it is a GCRA Limit. The entry stays
+// where it is until the next removal. The caller holds sh.mu.
+func (sh *shard) read(key string, lim admit.Limit, k kernel, g *algo.GCRAParams, now instant, moved *bool) (int, *entry, error) {
 	i, found := sh.index[key]
 	if !found {
 		return 0, nil, nil
@@ -590,7 +603,7 @@ func (sh *shard) read(key string, lim admit.Limit, k kernel, now instant, moved 
 	case e.alg != lim.Algorithm:
 		return 0, nil, fmt.Errorf("memstore: %v: %w: key %q holds %v state", lim.Algorithm, admit.ErrCorruptState, key, e.alg)
 	case k.live(e, now):
-		if err := k.check(e, lim, now); err != nil {
+		if err := k.check(e, lim, g, now); err != nil {
 			return 0, nil, fmt.Errorf("memstore: %v: %w: %w", lim.Algorithm, admit.ErrCorruptState, err)
 		}
 		return i, e, nil
