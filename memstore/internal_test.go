@@ -3,6 +3,7 @@ package memstore
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"runtime"
 	"testing"
 	"testing/synctest"
@@ -319,5 +320,33 @@ func TestSlidingLogTrimsOnAdmission(t *testing.T) {
 			t.Fatalf("after %d admissions a second apart under 3 per 3s: %d entries; want at most 3", i+1, n)
 		}
 		clock.Advance(time.Second)
+	}
+}
+
+// decided sets every field of the Decision, whatever it held: a field added to admit.Decision and
+// not to decided fails here.
+func TestDecidedSetsEveryField(t *testing.T) {
+	var d admit.Decision
+	v := reflect.ValueOf(&d).Elem()
+	for i := range v.NumField() { // every field something other than decided's
+		f := v.Field(i)
+		switch f.Kind() {
+		case reflect.Bool:
+			f.SetBool(true)
+		case reflect.Int64:
+			f.SetInt(-1)
+		case reflect.Uint64:
+			f.SetUint(1)
+		case reflect.Struct:
+			f.Set(reflect.ValueOf(admit.Limit{Name: "old", Rate: 9}))
+		default:
+			t.Fatalf("admit.Decision.%s is a %v: teach this test and decided about it", v.Type().Field(i).Name, f.Kind())
+		}
+	}
+	lim := admit.Limit{Algorithm: admit.GCRA, Rate: 2, Period: time.Second}
+	decided(&d, &lim, false, 3, time.Second, 2*time.Second)
+	want := admit.Decision{Limit: lim, Remaining: 3, RetryAfter: time.Second, ResetAfter: 2 * time.Second}
+	if d != want {
+		t.Fatalf("decided left %+v; want %+v", d, want)
 	}
 }

@@ -431,18 +431,18 @@ func (sh *shard) takeAll(rs []admit.Request, ds []admit.Decision, tokens []uint6
 		p.figures(sh, &r.Limit)
 		var e *entry
 		var err error
-		if p.index, e, err = sh.read(r.Key, r.Limit, p.kernel, &p.gcra, now, &moved); err != nil {
+		if p.index, e, err = sh.read(r.Key, &r.Limit, p.kernel, &p.gcra, now, &moved); err != nil {
 			return false, err
 		}
 		// Decide now, while e is where read found it: a later read may move entries.
-		ds[k], p.write, p.next = p.kernel.decide(e, r.Limit, &p.gcra, r.Cost, now)
+		p.write, p.next = p.kernel.decide(e, &r.Limit, &p.gcra, r.Cost, now, &ds[k])
 		allowed = allowed && (ds[k].Allowed || r.Limit.Shadow) // a shadow rejection rejects nothing
 	}
 	if !allowed {
 		// A rejection writes nothing: a policy that would have admitted reports its key as it is.
 		for k := range rs {
 			if ds[k].Allowed {
-				ds[k], _, _ = ps[k].kernel.decide(sh.live(rs[k].Key), rs[k].Limit, &ps[k].gcra, 0, now)
+				ps[k].kernel.decide(sh.live(rs[k].Key), &rs[k].Limit, &ps[k].gcra, 0, now, &ds[k])
 			}
 		}
 		return false, nil
@@ -484,10 +484,10 @@ func (sh *shard) takeOne(r *admit.Request, now instant, d *admit.Decision) error
 	var e *entry
 	var err error
 	moved := false
-	if p.index, e, err = sh.read(r.Key, r.Limit, p.kernel, &p.gcra, now, &moved); err != nil {
+	if p.index, e, err = sh.read(r.Key, &r.Limit, p.kernel, &p.gcra, now, &moved); err != nil {
 		return err
 	}
-	*d, p.write, p.next = p.kernel.decide(e, r.Limit, &p.gcra, r.Cost, now)
+	p.write, p.next = p.kernel.decide(e, &r.Limit, &p.gcra, r.Cost, now, d)
 	if !d.Allowed && !r.Limit.Shadow {
 		return nil // a rejection writes nothing; a shadow rejection rejects nothing
 	}
@@ -509,22 +509,22 @@ func (sh *shard) settle(res *admit.Reservation, actual int64, now instant) (admi
 	p.figures(sh, &r.Limit)
 	k := p.kernel
 	var moved bool // read removes only an ended entry, and then returns none: i stays valid
-	i, e, err := sh.read(r.Key, r.Limit, k, &p.gcra, now, &moved)
+	i, e, err := sh.read(r.Key, &r.Limit, k, &p.gcra, now, &moved)
 	if err != nil {
 		return admit.Decision{}, err
 	}
 	delta := actual - r.Cost
-	d, w := k.settle(e, r.Limit, res.Token, delta, now)
+	d, w := k.settle(e, &r.Limit, res.Token, delta, now)
 	switch w {
 	case writeCreate:
 		if err := sh.makeRoomFor(1, now.mono); err != nil {
 			return admit.Decision{}, err
 		}
 		ne := entry{key: strings.Clone(r.Key), alg: r.Limit.Algorithm}
-		k.settleApply(&ne, writeCreate, r.Limit, res.Token, delta, now)
+		k.settleApply(&ne, writeCreate, &r.Limit, res.Token, delta, now)
 		sh.insert(ne)
 	case writeUpdate:
-		k.settleApply(&sh.entries[i], writeUpdate, r.Limit, res.Token, delta, now)
+		k.settleApply(&sh.entries[i], writeUpdate, &r.Limit, res.Token, delta, now)
 	case writeDelete:
 		sh.remove(i)
 	}
@@ -589,7 +589,7 @@ func (sh *shard) replay(recordKey, fingerprint string, rs []admit.Request, ds []
 // missing or its state has ended — an ended entry is removed, and *moved set, since removing moves another entry — or an
 // error when the state cannot be lim's. g are lim's figures when it is a GCRA Limit. The entry stays
 // where it is until the next removal. The caller holds sh.mu.
-func (sh *shard) read(key string, lim admit.Limit, k kernel, g *algo.GCRAParams, now instant, moved *bool) (int, *entry, error) {
+func (sh *shard) read(key string, lim *admit.Limit, k kernel, g *algo.GCRAParams, now instant, moved *bool) (int, *entry, error) {
 	i, found := sh.index[key]
 	if !found {
 		return 0, nil, nil
@@ -635,7 +635,7 @@ func (sh *shard) apply(r *admit.Request, p *pending, moved bool, now instant, le
 	switch p.write {
 	case writeCreate:
 		e := entry{key: strings.Clone(r.Key), alg: r.Limit.Algorithm}
-		p.kernel.apply(&e, writeCreate, r.Limit, r.Cost, now, lease, p.next)
+		p.kernel.apply(&e, writeCreate, &r.Limit, r.Cost, now, lease, p.next)
 		sh.insert(e)
 		return p.kernel.token(&e, now, lease)
 	case writeUpdate:
@@ -643,7 +643,7 @@ func (sh *shard) apply(r *admit.Request, p *pending, moved bool, now instant, le
 		if moved {
 			i = sh.index[r.Key]
 		}
-		p.kernel.apply(&sh.entries[i], writeUpdate, r.Limit, r.Cost, now, lease, p.next)
+		p.kernel.apply(&sh.entries[i], writeUpdate, &r.Limit, r.Cost, now, lease, p.next)
 		return p.kernel.token(&sh.entries[i], now, lease)
 	}
 	return 0
