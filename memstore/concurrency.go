@@ -80,7 +80,7 @@ func (sh *shard) release(key string, token uint64, now instant) error {
 		return nil // ended: reclaim removes it
 	case e.alg != admit.Concurrency:
 		what := "a request record"
-		if e.rec == nil {
+		if e.alg != 0 {
 			what = e.alg.String() + " state"
 		}
 		return fmt.Errorf("memstore: release: %w: key %q holds %s", admit.ErrCorruptState, key, what)

@@ -9,7 +9,7 @@
 // absolute end of its window, or an idempotency record (SPEC §2.7). [Store.Settle] settles a
 // reservation under the same shard lock, with internal/algo's settle transitions, as the Redis
 // store's settle script does. A sliding window's entry also points to its window's start and the
-// previous window's count (72 bytes more), a sliding log's to the times of its admitted units (8
+// previous window's count (80 bytes more), a sliding log's to the times of its admitted units (8
 // bytes each, at most admit.MaxSlidingLogRate), a concurrency key's to its leases in flight (16
 // bytes each, at most admit.MaxConcurrency).
 //
@@ -377,8 +377,9 @@ type entry struct {
 	alg      admit.Algorithm // the algorithm whose kernel keeps it; 0 for a record
 	count    int64           // the units a kernel counts
 	deadline time.Duration   // since table.base: from then on the entry is not live, and reclaimed
-	rec      *record         // the idempotency record; nil for a kernel's state
-	sliding  *sliding        // a sliding window's, log's or concurrency key's state beyond count and deadline; nil for others
+	// sliding is a sliding window's, log's or concurrency key's state beyond count and deadline, or
+	// a record's record (sliding.rec); nil for others. One pointer for both keeps an entry at 48 bytes.
+	sliding *sliding
 }
 
 // A record is what an admitted request with an ID leaves: its fingerprint and its Decisions.
@@ -470,7 +471,7 @@ func (sh *shard) takeAll(rs []admit.Request, ds []admit.Decision, tokens []uint6
 		sh.insert(entry{ // replay removed an ended record of the same ID
 			key:      rec.key,
 			deadline: now.mono + algo.RecordTTL(rs),
-			rec:      &record{fingerprint: rec.fingerprint, ds: append([]admit.Decision(nil), ds...)},
+			sliding:  &sliding{rec: &record{fingerprint: rec.fingerprint, ds: append([]admit.Decision(nil), ds...)}},
 		})
 	}
 	return true, nil
@@ -568,10 +569,12 @@ func (sh *shard) replay(recordKey, fingerprint string, rs []admit.Request, ds []
 		sh.remove(i) // the record has ended
 		return false, nil
 	}
-	rec := sh.entries[i].rec
-	switch {
-	case rec == nil:
+	e := &sh.entries[i]
+	if e.alg != 0 {
 		return false, fmt.Errorf("memstore: %w: request record %q holds a counter", admit.ErrCorruptState, recordKey)
+	}
+	rec := e.sliding.rec
+	switch {
 	case rec.fingerprint != fingerprint:
 		return false, fmt.Errorf("memstore: %w: request ID reused for a different request", admit.ErrInvalidRequest)
 	}
@@ -596,7 +599,7 @@ func (sh *shard) read(key string, lim *admit.Limit, k kernel, g *algo.GCRAParams
 	}
 	e := &sh.entries[i]
 	switch {
-	case e.rec != nil:
+	case e.alg == 0: // a record
 		if e.deadline > now.mono {
 			return 0, nil, fmt.Errorf("memstore: %v: %w: key %q holds a request record", lim.Algorithm, admit.ErrCorruptState, key)
 		}

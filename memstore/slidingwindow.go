@@ -21,6 +21,7 @@ type sliding struct {
 	log   []int64 // sliding_log: the times of admitted units, Unix µs, oldest first
 	// concurrency: the leases, ordered by expiry
 	leases []algo.Lease
+	rec    *record // an idempotency record's entry: the record
 }
 
 func slidingWindowLive(e *entry, now instant) bool { return e.deadline > now.mono }
