@@ -1,6 +1,10 @@
 package memstore
 
-import "github.com/admit-dev/admit"
+import (
+	"strings"
+
+	"github.com/admit-dev/admit"
+)
 
 // A key's shard is chosen by its Redis Cluster hash slot, not by a cheaper hash of the key: TakeAll
 // accepts the keys of one slot, which may have different hash tags (CRC16 collides), and decides
@@ -34,7 +38,7 @@ var crc16Tables = func() (t [4][256]uint16) {
 
 // slot returns admit.Slot(key).
 func slot(key string) uint16 {
-	s := admit.SlotTag(key)
+	s := slotTag(key)
 	var c uint16
 	for ; len(s) >= 4; s = s[4:] {
 		x := c ^ (uint16(s[0])<<8 | uint16(s[1]))
@@ -44,4 +48,23 @@ func slot(key string) uint16 {
 		c = c<<8 ^ crc16Tables[0][byte(c>>8)^s[i]]
 	}
 	return c % admit.SlotCount
+}
+
+// slotTag returns admit.SlotTag(key): its hash tag, the part between the first '{' and the first '}'
+// after it when that part is not empty, or the whole key. It looks for the '}' byte by byte, as
+// tags are short, where admit.SlotTag calls strings.IndexByte twice.
+func slotTag(key string) string {
+	open := strings.IndexByte(key, '{')
+	if open < 0 {
+		return key
+	}
+	for i := open + 1; i < len(key); i++ {
+		if key[i] == '}' {
+			if i == open+1 {
+				return key // an empty tag: the whole key
+			}
+			return key[open+1 : i]
+		}
+	}
+	return key
 }
