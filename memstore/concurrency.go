@@ -16,25 +16,25 @@ import (
 
 func concurrencyLive(e *entry, now instant) bool { return e.deadline > now.mono }
 
-func concurrencyCheck(e *entry, lim admit.Limit, now instant) error {
+func concurrencyCheck(e *entry, lim *admit.Limit, now instant) error {
 	if err := algo.CheckConcurrency(e.sliding.leases, now.unixMicro); err != nil {
-		return fmt.Errorf("%w (%d leases at %d, Limit %v)", err, len(e.sliding.leases), now.unixMicro, lim)
+		return fmt.Errorf("%w (%d leases at %d, Limit %v)", err, len(e.sliding.leases), now.unixMicro, *lim)
 	}
 	return nil
 }
 
-func concurrencyDecide(e *entry, lim admit.Limit, cost int64, now instant) (admit.Decision, write) {
+func concurrencyDecide(e *entry, lim *admit.Limit, cost int64, now instant, d *admit.Decision) write {
 	var leases []algo.Lease
 	if e != nil {
 		leases = e.sliding.leases
 	}
 	res := algo.Concurrency(leases, now.unixMicro, lim.Rate, lim.Period, cost)
-	return admit.Decision{Allowed: res.Allowed, Limit: lim, Remaining: res.Remaining, RetryAfter: res.RetryAfter, ResetAfter: res.ResetAfter},
-		writeOf(res.Write, e)
+	decided(d, lim, res.Allowed, res.Remaining, res.RetryAfter, res.ResetAfter)
+	return writeOf(res.Write, e)
 }
 
 // concurrencyApply adds the lease named token.
-func concurrencyApply(e *entry, w write, lim admit.Limit, cost int64, now instant, token uint64) {
+func concurrencyApply(e *entry, w write, lim *admit.Limit, cost int64, now instant, token uint64) {
 	if w == writeCreate {
 		e.sliding = &sliding{leases: make([]algo.Lease, 0, 1)}
 	}
@@ -80,7 +80,7 @@ func (sh *shard) release(key string, token uint64, now instant) error {
 		return nil // ended: reclaim removes it
 	case e.alg != admit.Concurrency:
 		what := "a request record"
-		if e.rec == nil {
+		if e.alg != 0 {
 			what = e.alg.String() + " state"
 		}
 		return fmt.Errorf("memstore: release: %w: key %q holds %s", admit.ErrCorruptState, key, what)

@@ -16,7 +16,7 @@ import (
 
 func fixedWindowLive(e *entry, now instant) bool { return e.deadline > now.mono }
 
-func fixedWindowCheck(e *entry, lim admit.Limit, now instant) error {
+func fixedWindowCheck(e *entry, lim *admit.Limit, now instant) error {
 	st := fixedWindowState(e, lim, now)
 	var err error
 	if lim.Aligned {
@@ -25,21 +25,21 @@ func fixedWindowCheck(e *entry, lim admit.Limit, now instant) error {
 		err = algo.CheckFixedWindow(st, lim.Period)
 	}
 	if err != nil {
-		return fmt.Errorf("%w (window left %v, Limit %v)", err, st.TTL, lim)
+		return fmt.Errorf("%w (window left %v, Limit %v)", err, st.TTL, *lim)
 	}
 	return nil
 }
 
 // fixedWindowState returns e's state at now. The time left in an aligned window is measured from
 // the start of the microsecond now.unixMicro names, as algo.AlignedWindowLeft measures it.
-func fixedWindowState(e *entry, lim admit.Limit, now instant) algo.FixedWindowState {
+func fixedWindowState(e *entry, lim *admit.Limit, now instant) algo.FixedWindowState {
 	if lim.Aligned {
 		return algo.FixedWindowState{Count: e.count, TTL: e.deadline - (now.mono - now.intoMicro)}
 	}
 	return algo.FixedWindowState{Count: e.count, TTL: e.deadline - now.mono}
 }
 
-func fixedWindowDecide(e *entry, lim admit.Limit, cost int64, now instant) (admit.Decision, write) {
+func fixedWindowDecide(e *entry, lim *admit.Limit, cost int64, now instant, d *admit.Decision) write {
 	var st *algo.FixedWindowState
 	var buf algo.FixedWindowState
 	if e != nil {
@@ -52,17 +52,17 @@ func fixedWindowDecide(e *entry, lim admit.Limit, cost int64, now instant) (admi
 	} else {
 		res = algo.FixedWindow(st, lim.Rate, lim.Period, cost)
 	}
-	d := admit.Decision{Allowed: res.Allowed, Limit: lim, Remaining: res.Remaining, RetryAfter: res.RetryAfter, ResetAfter: res.ResetAfter}
+	decided(d, lim, res.Allowed, res.Remaining, res.RetryAfter, res.ResetAfter)
 	switch res.Write {
 	case algo.WriteCreate:
-		return d, writeCreate
+		return writeCreate
 	case algo.WriteIncrement:
-		return d, writeUpdate
+		return writeUpdate
 	}
-	return d, writeNone
+	return writeNone
 }
 
-func fixedWindowApply(e *entry, w write, lim admit.Limit, cost int64, now instant) {
+func fixedWindowApply(e *entry, w write, lim *admit.Limit, cost int64, now instant) {
 	switch {
 	case w == writeCreate && lim.Aligned:
 		e.count, e.deadline = cost, now.mono-now.intoMicro+algo.AlignedWindowLeft(now.unixMicro, lim.Period)
@@ -82,7 +82,7 @@ func fixedWindowToken(e *entry, now instant) uint64 {
 
 // fixedWindowSettled runs the settle transition on e's state, or on a missing key when e is nil: a
 // refund lands only in the window whose token is token.
-func fixedWindowSettled(e *entry, lim admit.Limit, token uint64, delta int64, now instant) algo.FixedWindowSettled {
+func fixedWindowSettled(e *entry, lim *admit.Limit, token uint64, delta int64, now instant) algo.FixedWindowSettled {
 	var st *algo.FixedWindowState
 	var buf algo.FixedWindowState
 	same := false
@@ -96,12 +96,12 @@ func fixedWindowSettled(e *entry, lim admit.Limit, token uint64, delta int64, no
 	return algo.FixedWindowSettle(st, same, lim.Rate, lim.Period, delta)
 }
 
-func fixedWindowSettle(e *entry, lim admit.Limit, token uint64, delta int64, now instant) (admit.Decision, write) {
+func fixedWindowSettle(e *entry, lim *admit.Limit, token uint64, delta int64, now instant) (admit.Decision, write) {
 	res := fixedWindowSettled(e, lim, token, delta, now)
-	return admit.Decision{Allowed: res.Allowed, Limit: lim, Remaining: res.Remaining, RetryAfter: res.RetryAfter, ResetAfter: res.ResetAfter}, writeOf(res.Write, e)
+	return admit.Decision{Allowed: res.Allowed, Limit: *lim, Remaining: res.Remaining, RetryAfter: res.RetryAfter, ResetAfter: res.ResetAfter}, writeOf(res.Write, e)
 }
 
-func fixedWindowSettleApply(e *entry, w write, lim admit.Limit, token uint64, delta int64, now instant) {
+func fixedWindowSettleApply(e *entry, w write, lim *admit.Limit, token uint64, delta int64, now instant) {
 	if w == writeCreate {
 		fixedWindowApply(e, w, lim, fixedWindowSettled(nil, lim, token, delta, now).Units, now)
 		return

@@ -94,3 +94,33 @@ func TestGCRATakeDoesNotAllocate(t *testing.T) {
 		t.Fatalf("Take of a live GCRA key: %v allocations; want 0", n)
 	}
 }
+
+// A shard keeps the figures of the GCRA Limit it decided under last: Limits that differ only in
+// Rate, Period or Burst, taken in turn on keys of one shard, are each decided as by a Store that
+// sees only that Limit.
+func TestGCRALimitsTakenInTurnInOneShard(t *testing.T) {
+	limits := []admit.Limit{
+		{Algorithm: admit.GCRA, Rate: 2, Period: time.Second},
+		{Algorithm: admit.GCRA, Rate: 4, Period: time.Second},
+		{Algorithm: admit.GCRA, Rate: 4, Period: 3 * time.Second},
+		{Algorithm: admit.GCRA, Rate: 4, Period: 3 * time.Second, Burst: 7},
+	}
+	clock := newFakeClock()
+	shared := memstore.New(memstore.Options{Now: clock.Now, Shards: 1, SweepInterval: -1})
+	defer shared.Close()
+	alone := make([]*memstore.Store, len(limits))
+	for i := range alone {
+		alone[i] = memstore.New(memstore.Options{Now: clock.Now, Shards: 1, SweepInterval: -1})
+		defer alone[i].Close()
+	}
+	for round := range 12 {
+		for i, lim := range limits {
+			key := "k" + string(rune('a'+i))
+			got, want := take(t, shared, key, lim, 1), take(t, alone[i], key, lim, 1)
+			if got != want {
+				t.Fatalf("round %d, %v: %+v in a shard shared with other GCRA Limits; %+v alone", round, lim, got, want)
+			}
+		}
+		clock.Advance(150 * time.Millisecond)
+	}
+}

@@ -3,6 +3,8 @@ package memstore
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"reflect"
 	"runtime"
 	"testing"
 	"testing/synctest"
@@ -319,5 +321,57 @@ func TestSlidingLogTrimsOnAdmission(t *testing.T) {
 			t.Fatalf("after %d admissions a second apart under 3 per 3s: %d entries; want at most 3", i+1, n)
 		}
 		clock.Advance(time.Second)
+	}
+}
+
+// decided sets every field of the Decision, whatever it held: a field added to admit.Decision and
+// not to decided fails here.
+func TestDecidedSetsEveryField(t *testing.T) {
+	var d admit.Decision
+	v := reflect.ValueOf(&d).Elem()
+	for i := range v.NumField() { // every field something other than decided's
+		f := v.Field(i)
+		switch f.Kind() {
+		case reflect.Bool:
+			f.SetBool(true)
+		case reflect.Int64:
+			f.SetInt(-1)
+		case reflect.Uint64:
+			f.SetUint(1)
+		case reflect.Struct:
+			f.Set(reflect.ValueOf(admit.Limit{Name: "old", Rate: 9}))
+		default:
+			t.Fatalf("admit.Decision.%s is a %v: teach this test and decided about it", v.Type().Field(i).Name, f.Kind())
+		}
+	}
+	lim := admit.Limit{Algorithm: admit.GCRA, Rate: 2, Period: time.Second}
+	decided(&d, &lim, false, 3, time.Second, 2*time.Second)
+	want := admit.Decision{Limit: lim, Remaining: 3, RetryAfter: time.Second, ResetAfter: 2 * time.Second}
+	if d != want {
+		t.Fatalf("decided left %+v; want %+v", d, want)
+	}
+}
+
+// slot is admit.Slot: on keys of every length up to 100 bytes, of any bytes, with and without hash
+// tags, and on Redis's own examples.
+func TestSlotIsAdmitSlot(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	keys := []string{"", "foo", "123456789", "{user1000}.following", "foo{}{bar}", "foo{{bar}}zap", "{}", "{a", "a}b{c}"}
+	for n := range 101 {
+		for range 20 {
+			b := make([]byte, n)
+			for i := range b {
+				b[i] = byte(rng.IntN(256))
+				if rng.IntN(8) == 0 {
+					b[i] = "{}"[rng.IntN(2)]
+				}
+			}
+			keys = append(keys, string(b))
+		}
+	}
+	for _, key := range keys {
+		if got, want := slot(key), admit.Slot(key); got != want {
+			t.Fatalf("slot(%q) = %d; want admit.Slot's %d", key, got, want)
+		}
 	}
 }

@@ -9,7 +9,7 @@
 // absolute end of its window, or an idempotency record (SPEC §2.7). [Store.Settle] settles a
 // reservation under the same shard lock, with internal/algo's settle transitions, as the Redis
 // store's settle script does. A sliding window's entry also points to its window's start and the
-// previous window's count (72 bytes more), a sliding log's to the times of its admitted units (8
+// previous window's count (80 bytes more), a sliding log's to the times of its admitted units (8
 // bytes each, at most admit.MaxSlidingLogRate), a concurrency key's to its leases in flight (16
 // bytes each, at most admit.MaxConcurrency).
 //
@@ -356,7 +356,7 @@ func (sh *shard) at(read time.Duration) time.Duration {
 // shard returns the shard of key: the one of its Redis Cluster hash slot, so that the keys of one
 // TakeAll share a lock.
 func (t *table) shard(key string) *shard {
-	return &t.shards[uint64(admit.Slot(key))&t.mask]
+	return &t.shards[uint64(slot(key))&t.mask]
 }
 
 // sweep examines every entry of every shard, removes those whose window has ended, and returns how
@@ -377,8 +377,9 @@ type entry struct {
 	alg      admit.Algorithm // the algorithm whose kernel keeps it; 0 for a record
 	count    int64           // the units a kernel counts
 	deadline time.Duration   // since table.base: from then on the entry is not live, and reclaimed
-	rec      *record         // the idempotency record; nil for a kernel's state
-	sliding  *sliding        // a sliding window's, log's or concurrency key's state beyond count and deadline; nil for others
+	// sliding is a sliding window's, log's or concurrency key's state beyond count and deadline, or
+	// a record's record (sliding.rec); nil for others. One pointer for both keeps an entry at 48 bytes.
+	sliding *sliding
 }
 
 // A record is what an admitted request with an ID leaves: its fingerprint and its Decisions.
@@ -398,6 +399,7 @@ type shard struct {
 	capacity int           // the most entries the shard holds: its share of Options.MaxEntries
 	budget   int           // Options.SweepBudget: the most entries examined at once to sweep or make room
 	latest   time.Duration // the latest time, since table.base, at which the shard has decided or swept
+	gcra     gcraCache     // the figures of the GCRA Limit the shard decided under last
 	_        [64]byte
 }
 
@@ -427,20 +429,21 @@ func (sh *shard) takeAll(rs []admit.Request, ds []admit.Decision, tokens []uint6
 	for k := range rs {
 		r, p := &rs[k], &ps[k]
 		p.kernel = kernel(r.Limit.Algorithm)
+		p.figures(sh, &r.Limit)
 		var e *entry
 		var err error
-		if p.index, e, err = sh.read(r.Key, r.Limit, p.kernel, now, &moved); err != nil {
+		if p.index, e, err = sh.read(r.Key, &r.Limit, p.kernel, &p.gcra, now, &moved); err != nil {
 			return false, err
 		}
 		// Decide now, while e is where read found it: a later read may move entries.
-		ds[k], p.write, p.next = p.kernel.decide(e, r.Limit, r.Cost, now)
+		p.write, p.next = p.kernel.decide(e, &r.Limit, &p.gcra, r.Cost, now, &ds[k])
 		allowed = allowed && (ds[k].Allowed || r.Limit.Shadow) // a shadow rejection rejects nothing
 	}
 	if !allowed {
 		// A rejection writes nothing: a policy that would have admitted reports its key as it is.
 		for k := range rs {
 			if ds[k].Allowed {
-				ds[k], _, _ = ps[k].kernel.decide(sh.live(rs[k].Key), rs[k].Limit, 0, now)
+				ps[k].kernel.decide(sh.live(rs[k].Key), &rs[k].Limit, &ps[k].gcra, 0, now, &ds[k])
 			}
 		}
 		return false, nil
@@ -468,7 +471,7 @@ func (sh *shard) takeAll(rs []admit.Request, ds []admit.Decision, tokens []uint6
 		sh.insert(entry{ // replay removed an ended record of the same ID
 			key:      rec.key,
 			deadline: now.mono + algo.RecordTTL(rs),
-			rec:      &record{fingerprint: rec.fingerprint, ds: append([]admit.Decision(nil), ds...)},
+			sliding:  &sliding{rec: &record{fingerprint: rec.fingerprint, ds: append([]admit.Decision(nil), ds...)}},
 		})
 	}
 	return true, nil
@@ -478,13 +481,14 @@ func (sh *shard) takeAll(rs []admit.Request, ds []admit.Decision, tokens []uint6
 // Request without an ID that acquires no lease. On an error it leaves d zero. The caller holds sh.mu.
 func (sh *shard) takeOne(r *admit.Request, now instant, d *admit.Decision) error {
 	p := pending{kernel: kernel(r.Limit.Algorithm)}
+	p.figures(sh, &r.Limit)
 	var e *entry
 	var err error
 	moved := false
-	if p.index, e, err = sh.read(r.Key, r.Limit, p.kernel, now, &moved); err != nil {
+	if p.index, e, err = sh.read(r.Key, &r.Limit, p.kernel, &p.gcra, now, &moved); err != nil {
 		return err
 	}
-	*d, p.write, p.next = p.kernel.decide(e, r.Limit, r.Cost, now)
+	p.write, p.next = p.kernel.decide(e, &r.Limit, &p.gcra, r.Cost, now, d)
 	if !d.Allowed && !r.Limit.Shadow {
 		return nil // a rejection writes nothing; a shadow rejection rejects nothing
 	}
@@ -502,24 +506,26 @@ func (sh *shard) takeOne(r *admit.Request, now instant, d *admit.Decision) error
 // settle settles res at actual at time now, and makes its one write. The caller holds sh.mu.
 func (sh *shard) settle(res *admit.Reservation, actual int64, now instant) (admit.Decision, error) {
 	r := &res.Request
-	k := kernel(r.Limit.Algorithm)
+	p := pending{kernel: kernel(r.Limit.Algorithm)}
+	p.figures(sh, &r.Limit)
+	k := p.kernel
 	var moved bool // read removes only an ended entry, and then returns none: i stays valid
-	i, e, err := sh.read(r.Key, r.Limit, k, now, &moved)
+	i, e, err := sh.read(r.Key, &r.Limit, k, &p.gcra, now, &moved)
 	if err != nil {
 		return admit.Decision{}, err
 	}
 	delta := actual - r.Cost
-	d, w := k.settle(e, r.Limit, res.Token, delta, now)
+	d, w := k.settle(e, &r.Limit, res.Token, delta, now)
 	switch w {
 	case writeCreate:
 		if err := sh.makeRoomFor(1, now.mono); err != nil {
 			return admit.Decision{}, err
 		}
 		ne := entry{key: strings.Clone(r.Key), alg: r.Limit.Algorithm}
-		k.settleApply(&ne, writeCreate, r.Limit, res.Token, delta, now)
+		k.settleApply(&ne, writeCreate, &r.Limit, res.Token, delta, now)
 		sh.insert(ne)
 	case writeUpdate:
-		k.settleApply(&sh.entries[i], writeUpdate, r.Limit, res.Token, delta, now)
+		k.settleApply(&sh.entries[i], writeUpdate, &r.Limit, res.Token, delta, now)
 	case writeDelete:
 		sh.remove(i)
 	}
@@ -528,10 +534,18 @@ func (sh *shard) settle(res *admit.Reservation, actual int64, now instant) (admi
 
 // A pending is what takeAll knows of one Request between deciding and writing.
 type pending struct {
-	kernel kernel // the Request's algorithm's
-	index  int    // the key's entry, when it has a live one
-	write  write  // the write an admission makes
-	next   int64  // the state the write stores, when decide computed it (see kernel.decide)
+	kernel kernel          // the Request's algorithm's
+	index  int             // the key's entry, when it has a live one
+	write  write           // the write an admission makes
+	next   int64           // the state the write stores, when decide computed it (see kernel.decide)
+	gcra   algo.GCRAParams // the figures of the Request's Limit, when it is a GCRA Limit
+}
+
+// figures sets p.gcra to the figures of lim, when p's kernel is GCRA's. The caller holds sh.mu.
+func (p *pending) figures(sh *shard, lim *admit.Limit) {
+	if p.kernel == kernel(admit.GCRA) {
+		p.gcra = *sh.gcraParams(lim)
+	}
 }
 
 // live returns the entry of key, which takeAll read live, or nil if it has none. The caller holds
@@ -555,10 +569,12 @@ func (sh *shard) replay(recordKey, fingerprint string, rs []admit.Request, ds []
 		sh.remove(i) // the record has ended
 		return false, nil
 	}
-	rec := sh.entries[i].rec
-	switch {
-	case rec == nil:
+	e := &sh.entries[i]
+	if e.alg != 0 {
 		return false, fmt.Errorf("memstore: %w: request record %q holds a counter", admit.ErrCorruptState, recordKey)
+	}
+	rec := e.sliding.rec
+	switch {
 	case rec.fingerprint != fingerprint:
 		return false, fmt.Errorf("memstore: %w: request ID reused for a different request", admit.ErrInvalidRequest)
 	}
@@ -574,23 +590,23 @@ func (sh *shard) replay(recordKey, fingerprint string, rs []admit.Request, ds []
 
 // read returns the entry of key, and its index, if it is live for k at now; nil when the key is
 // missing or its state has ended — an ended entry is removed, and *moved set, since removing moves another entry — or an
-// error when the state cannot be lim's. The entry stays where it is until the next removal. The
-// caller holds sh.mu.
-func (sh *shard) read(key string, lim admit.Limit, k kernel, now instant, moved *bool) (int, *entry, error) {
+// error when the state cannot be lim's. g are lim's figures when it is a GCRA Limit. The entry stays
+// where it is until the next removal. The caller holds sh.mu.
+func (sh *shard) read(key string, lim *admit.Limit, k kernel, g *algo.GCRAParams, now instant, moved *bool) (int, *entry, error) {
 	i, found := sh.index[key]
 	if !found {
 		return 0, nil, nil
 	}
 	e := &sh.entries[i]
 	switch {
-	case e.rec != nil:
+	case e.alg == 0: // a record
 		if e.deadline > now.mono {
 			return 0, nil, fmt.Errorf("memstore: %v: %w: key %q holds a request record", lim.Algorithm, admit.ErrCorruptState, key)
 		}
 	case e.alg != lim.Algorithm:
 		return 0, nil, fmt.Errorf("memstore: %v: %w: key %q holds %v state", lim.Algorithm, admit.ErrCorruptState, key, e.alg)
 	case k.live(e, now):
-		if err := k.check(e, lim, now); err != nil {
+		if err := k.check(e, lim, g, now); err != nil {
 			return 0, nil, fmt.Errorf("memstore: %v: %w: %w", lim.Algorithm, admit.ErrCorruptState, err)
 		}
 		return i, e, nil
@@ -622,7 +638,7 @@ func (sh *shard) apply(r *admit.Request, p *pending, moved bool, now instant, le
 	switch p.write {
 	case writeCreate:
 		e := entry{key: strings.Clone(r.Key), alg: r.Limit.Algorithm}
-		p.kernel.apply(&e, writeCreate, r.Limit, r.Cost, now, lease, p.next)
+		p.kernel.apply(&e, writeCreate, &r.Limit, r.Cost, now, lease, p.next)
 		sh.insert(e)
 		return p.kernel.token(&e, now, lease)
 	case writeUpdate:
@@ -630,7 +646,7 @@ func (sh *shard) apply(r *admit.Request, p *pending, moved bool, now instant, le
 		if moved {
 			i = sh.index[r.Key]
 		}
-		p.kernel.apply(&sh.entries[i], writeUpdate, r.Limit, r.Cost, now, lease, p.next)
+		p.kernel.apply(&sh.entries[i], writeUpdate, &r.Limit, r.Cost, now, lease, p.next)
 		return p.kernel.token(&sh.entries[i], now, lease)
 	}
 	return 0

@@ -15,24 +15,24 @@ import (
 
 func slidingLogLive(e *entry, now instant) bool { return e.deadline > now.mono }
 
-func slidingLogCheck(e *entry, lim admit.Limit, now instant) error {
+func slidingLogCheck(e *entry, lim *admit.Limit, now instant) error {
 	if err := algo.CheckSlidingLog(e.sliding.log, now.unixMicro); err != nil {
-		return fmt.Errorf("%w (%d entries at %d, Limit %v)", err, len(e.sliding.log), now.unixMicro, lim)
+		return fmt.Errorf("%w (%d entries at %d, Limit %v)", err, len(e.sliding.log), now.unixMicro, *lim)
 	}
 	return nil
 }
 
-func slidingLogDecide(e *entry, lim admit.Limit, cost int64, now instant) (admit.Decision, write) {
+func slidingLogDecide(e *entry, lim *admit.Limit, cost int64, now instant, d *admit.Decision) write {
 	var log []int64
 	if e != nil {
 		log = e.sliding.log
 	}
 	res := algo.SlidingLog(log, now.unixMicro, lim.Rate, lim.Period, cost)
-	return admit.Decision{Allowed: res.Allowed, Limit: lim, Remaining: res.Remaining, RetryAfter: res.RetryAfter, ResetAfter: res.ResetAfter},
-		writeOf(res.Write, e)
+	decided(d, lim, res.Allowed, res.Remaining, res.RetryAfter, res.ResetAfter)
+	return writeOf(res.Write, e)
 }
 
-func slidingLogApply(e *entry, w write, lim admit.Limit, cost int64, now instant) {
+func slidingLogApply(e *entry, w write, lim *admit.Limit, cost int64, now instant) {
 	if w == writeCreate {
 		e.sliding = &sliding{log: make([]int64, 0, cost)}
 	}
@@ -50,7 +50,7 @@ func slidingLogApply(e *entry, w write, lim admit.Limit, cost int64, now instant
 }
 
 // slidingLogSettled runs the settle transition on e's log, or on a missing key when e is nil.
-func slidingLogSettled(e *entry, lim admit.Limit, token uint64, delta int64, now instant) algo.SlidingLogSettled {
+func slidingLogSettled(e *entry, lim *admit.Limit, token uint64, delta int64, now instant) algo.SlidingLogSettled {
 	var log []int64
 	if e != nil {
 		log = e.sliding.log
@@ -58,15 +58,15 @@ func slidingLogSettled(e *entry, lim admit.Limit, token uint64, delta int64, now
 	return algo.SlidingLogSettle(log, int64(token), now.unixMicro, lim.Rate, lim.Period, delta)
 }
 
-func slidingLogSettle(e *entry, lim admit.Limit, token uint64, delta int64, now instant) (admit.Decision, write) {
+func slidingLogSettle(e *entry, lim *admit.Limit, token uint64, delta int64, now instant) (admit.Decision, write) {
 	res := slidingLogSettled(e, lim, token, delta, now)
-	return admit.Decision{Allowed: res.Allowed, Limit: lim, Remaining: res.Remaining, RetryAfter: res.RetryAfter, ResetAfter: res.ResetAfter}, writeOf(res.Write, e)
+	return admit.Decision{Allowed: res.Allowed, Limit: *lim, Remaining: res.Remaining, RetryAfter: res.RetryAfter, ResetAfter: res.ResetAfter}, writeOf(res.Write, e)
 }
 
 // slidingLogSettleApply makes an overrun's write as an admission of its units does, or removes a
 // refund's entries: the newest of those logged at the token, as the Redis module removes the members
 // of the highest sequence numbers. The expiry stays: the entries left leave the window no later.
-func slidingLogSettleApply(e *entry, w write, lim admit.Limit, token uint64, delta int64, now instant) {
+func slidingLogSettleApply(e *entry, w write, lim *admit.Limit, token uint64, delta int64, now instant) {
 	if w == writeCreate {
 		slidingLogApply(e, w, lim, slidingLogSettled(nil, lim, token, delta, now).Units, now)
 		return

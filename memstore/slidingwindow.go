@@ -21,6 +21,7 @@ type sliding struct {
 	log   []int64 // sliding_log: the times of admitted units, Unix µs, oldest first
 	// concurrency: the leases, ordered by expiry
 	leases []algo.Lease
+	rec    *record // an idempotency record's entry: the record
 }
 
 func slidingWindowLive(e *entry, now instant) bool { return e.deadline > now.mono }
@@ -30,28 +31,28 @@ func slidingWindowState(e *entry) algo.SlidingWindowState {
 	return algo.SlidingWindowState{Start: e.sliding.start, Prev: e.sliding.prev, Curr: e.count}
 }
 
-func slidingWindowCheck(e *entry, lim admit.Limit, now instant) error {
+func slidingWindowCheck(e *entry, lim *admit.Limit, now instant) error {
 	st := slidingWindowState(e)
 	if err := algo.CheckSlidingWindow(st, lim.Period, now.unixMicro); err != nil {
-		return fmt.Errorf("%w (state %+v at %d, Limit %v)", err, st, now.unixMicro, lim)
+		return fmt.Errorf("%w (state %+v at %d, Limit %v)", err, st, now.unixMicro, *lim)
 	}
 	return nil
 }
 
-func slidingWindowDecide(e *entry, lim admit.Limit, cost int64, now instant) (admit.Decision, write) {
+func slidingWindowDecide(e *entry, lim *admit.Limit, cost int64, now instant, d *admit.Decision) write {
 	res := slidingWindowResult(e, lim, cost, now)
-	d := admit.Decision{Allowed: res.Allowed, Limit: lim, Remaining: res.Remaining, RetryAfter: res.RetryAfter, ResetAfter: res.ResetAfter}
+	decided(d, lim, res.Allowed, res.Remaining, res.RetryAfter, res.ResetAfter)
 	switch {
 	case res.Write == algo.WriteNone:
-		return d, writeNone
+		return writeNone
 	case e == nil:
-		return d, writeCreate
+		return writeCreate
 	}
-	return d, writeUpdate
+	return writeUpdate
 }
 
 // slidingWindowResult runs the transition on e's state, or on a missing key when e is nil.
-func slidingWindowResult(e *entry, lim admit.Limit, cost int64, now instant) algo.SlidingWindowResult {
+func slidingWindowResult(e *entry, lim *admit.Limit, cost int64, now instant) algo.SlidingWindowResult {
 	var st *algo.SlidingWindowState
 	var buf algo.SlidingWindowState
 	if e != nil {
@@ -61,7 +62,7 @@ func slidingWindowResult(e *entry, lim admit.Limit, cost int64, now instant) alg
 	return algo.SlidingWindow(st, now.unixMicro, lim.Rate, lim.Period, cost)
 }
 
-func slidingWindowApply(e *entry, w write, lim admit.Limit, cost int64, now instant) {
+func slidingWindowApply(e *entry, w write, lim *admit.Limit, cost int64, now instant) {
 	var res algo.SlidingWindowResult
 	if w == writeCreate { // a new entry
 		e.sliding = &sliding{}
@@ -85,7 +86,7 @@ func (now instant) monoAt(us int64) time.Duration {
 }
 
 // slidingWindowSettled runs the settle transition on e's state, or on a missing key when e is nil.
-func slidingWindowSettled(e *entry, lim admit.Limit, token uint64, delta int64, now instant) algo.SlidingWindowSettled {
+func slidingWindowSettled(e *entry, lim *admit.Limit, token uint64, delta int64, now instant) algo.SlidingWindowSettled {
 	var st *algo.SlidingWindowState
 	var buf algo.SlidingWindowState
 	if e != nil {
@@ -95,12 +96,12 @@ func slidingWindowSettled(e *entry, lim admit.Limit, token uint64, delta int64, 
 	return algo.SlidingWindowSettle(st, int64(token), now.unixMicro, lim.Rate, lim.Period, delta)
 }
 
-func slidingWindowSettle(e *entry, lim admit.Limit, token uint64, delta int64, now instant) (admit.Decision, write) {
+func slidingWindowSettle(e *entry, lim *admit.Limit, token uint64, delta int64, now instant) (admit.Decision, write) {
 	res := slidingWindowSettled(e, lim, token, delta, now)
-	return admit.Decision{Allowed: res.Allowed, Limit: lim, Remaining: res.Remaining, RetryAfter: res.RetryAfter, ResetAfter: res.ResetAfter}, writeOf(res.Write, e)
+	return admit.Decision{Allowed: res.Allowed, Limit: *lim, Remaining: res.Remaining, RetryAfter: res.RetryAfter, ResetAfter: res.ResetAfter}, writeOf(res.Write, e)
 }
 
-func slidingWindowSettleApply(e *entry, w write, lim admit.Limit, token uint64, delta int64, now instant) {
+func slidingWindowSettleApply(e *entry, w write, lim *admit.Limit, token uint64, delta int64, now instant) {
 	var res algo.SlidingWindowSettled
 	if w == writeCreate { // a new entry
 		e.sliding = &sliding{}

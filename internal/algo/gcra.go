@@ -38,7 +38,12 @@ var (
 // or nil. A store must not decide, nor write, on state that fails this check. A TAT at or before now
 // is a bucket that has emptied: valid, and decided as a missing key.
 func CheckGCRA(st GCRAState, now int64, lim admit.Limit) error {
-	tolerance := gcraTolerance(lim)
+	return NewGCRAParams(lim).Check(st, now)
+}
+
+// Check is [CheckGCRA] under the Limit whose figures p are.
+func (p GCRAParams) Check(st GCRAState, now int64) error {
+	tolerance := p.Tolerance
 	switch {
 	case st.TAT < 1 || st.TAT > MaxTAT:
 		return ErrTATOutOfRange
@@ -80,14 +85,37 @@ type GCRAResult struct {
 	TAT int64
 }
 
+// GCRAParams are the figures of a GCRA Limit that its decisions use, computed from the Limit by
+// [NewGCRAParams]: a store that decides many requests under one Limit computes them once (each takes
+// a division) and passes them to [GCRAParams.Decide] and [GCRAParams.Check], with the same results
+// as [GCRA] and [CheckGCRA].
+type GCRAParams struct {
+	// Interval is T, the emission interval in microseconds (admit.Limit.EmissionInterval); 1 for an
+	// invalid Limit, so that no decision divides by 0.
+	Interval int64
+	// Tolerance is τ = capacity × T, the microseconds a full bucket takes to empty.
+	Tolerance int64
+}
+
+// NewGCRAParams returns the figures of the GCRA Limit lim.
+func NewGCRAParams(lim admit.Limit) GCRAParams {
+	t := lim.EmissionInterval().Microseconds()
+	return GCRAParams{Interval: max(t, 1), Tolerance: lim.Capacity() * t}
+}
+
 // GCRA decides a request for n units (0 = peek) at now under the GCRA Limit lim, on a key whose
 // theoretical arrival time is tat: 0, or any time at or before now, for a missing key or an emptied
 // bucket. All times are microseconds on one clock. A live state must have passed [CheckGCRA]; one
 // further ahead than a full bucket (which CheckGCRA refuses) is decided as over its limit.
 func GCRA(tat, now int64, lim admit.Limit, n int64) GCRAResult {
-	interval := max(lim.EmissionInterval().Microseconds(), 1) // 1 for an invalid lim: never divide by 0
+	return NewGCRAParams(lim).Decide(tat, now, n)
+}
+
+// Decide is [GCRA] under the Limit whose figures p are.
+func (p GCRAParams) Decide(tat, now, n int64) GCRAResult {
+	interval := p.Interval
 	backlog := max(tat-now, 0)
-	room := gcraTolerance(lim) - backlog
+	room := p.Tolerance - backlog
 	need := n * interval // n ≤ capacity, so at most the tolerance: no overflow
 	if need > room {
 		return GCRAResult{Remaining: max(room/interval, 0), RetryAfter: ceilMillisecond(need - room), ResetAfter: ceilMillisecond(backlog)}
@@ -97,11 +125,6 @@ func GCRA(tat, now int64, lim admit.Limit, n int64) GCRAResult {
 		r.Write, r.TAT = true, now+backlog+need
 	}
 	return r
-}
-
-// gcraTolerance returns τ, the microseconds a full bucket of lim takes to empty.
-func gcraTolerance(lim admit.Limit) int64 {
-	return lim.Capacity() * lim.EmissionInterval().Microseconds()
 }
 
 // ceilMillisecond returns us microseconds rounded up to a whole number of milliseconds.

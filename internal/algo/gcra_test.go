@@ -187,3 +187,21 @@ func TestFingerprintOfABurst(t *testing.T) {
 		t.Errorf("a fixed window's fingerprint changed to %s", got)
 	}
 }
+
+// NewGCRAParams holds the emission interval and the tolerance of the Limit, with an interval of 1 µs
+// for a Limit without one, so that a decision never divides by 0.
+func TestNewGCRAParams(t *testing.T) {
+	for _, tc := range []struct {
+		lim  admit.Limit
+		want GCRAParams
+	}{
+		{gcraLimit(3, 30*time.Second, 0), GCRAParams{Interval: 10_000_000, Tolerance: 30_000_000}},
+		{gcraLimit(1, time.Second, 5), GCRAParams{Interval: 1_000_000, Tolerance: 5_000_000}},
+		{gcraLimit(3, 10*time.Second, 0), GCRAParams{Interval: 3_333_334, Tolerance: 10_000_002}},
+		{gcraLimit(0, time.Second, 0), GCRAParams{Interval: 1, Tolerance: 0}},
+	} {
+		if got := NewGCRAParams(tc.lim); got != tc.want {
+			t.Errorf("NewGCRAParams(%v) = %+v; want %+v", tc.lim, got, tc.want)
+		}
+	}
+}
