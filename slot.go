@@ -15,9 +15,17 @@ func Slot(key string) uint16 {
 
 // SlotTag returns the part of key that [Slot] hashes: its hash tag, or the whole key.
 func SlotTag(key string) string {
-	if open := strings.IndexByte(key, '{'); open >= 0 {
-		if n := strings.IndexByte(key[open+1:], '}'); n > 0 {
-			return key[open+1 : open+1+n]
+	open := strings.IndexByte(key, '{')
+	if open < 0 {
+		return key
+	}
+	// Tags are short: a byte loop finds the '}' sooner than a second IndexByte call.
+	for i := open + 1; i < len(key); i++ {
+		if key[i] == '}' {
+			if i == open+1 {
+				return key // an empty tag: the whole key
+			}
+			return key[open+1 : i]
 		}
 	}
 	return key
@@ -29,10 +37,14 @@ func hasSlotTag(key string) bool { return len(SlotTag(key)) != len(key) }
 // canTagWhole reports whether "{" + key + "}" hashes to key's slot: key has no '}' to end the tag early.
 func canTagWhole(key string) bool { return strings.IndexByte(key, '}') < 0 }
 
-// crc16Table is the CRC16-CCITT (XMODEM) table, polynomial 0x1021, that Redis Cluster uses.
-var crc16Table = func() (t [256]uint16) {
-	for i := range t {
-		c := uint16(i) << 8
+// crc16Tables[k][b] is the CRC16-CCITT (XMODEM, polynomial 0x1021, the one Redis Cluster uses) of
+// byte b followed by k zero bytes; crc16Tables[0] is the usual byte-at-a-time table. CRC16 is
+// linear, so the CRC of four more bytes is the XOR of four entries (the first two bytes XORed with
+// the CRC so far): crc16 takes four bytes a step, about a third of the instructions of one byte a
+// step on a 30-byte key (memstore picks a key's shard by its slot on every decision).
+var crc16Tables = func() (t [4][256]uint16) {
+	for b := range 256 {
+		c := uint16(b) << 8
 		for range 8 {
 			if c&0x8000 != 0 {
 				c = c<<1 ^ 0x1021
@@ -40,15 +52,25 @@ var crc16Table = func() (t [256]uint16) {
 				c <<= 1
 			}
 		}
-		t[i] = c
+		t[0][b] = c
+	}
+	for k := 1; k < len(t); k++ {
+		for b := range 256 {
+			c := t[k-1][b]
+			t[k][b] = c<<8 ^ t[0][c>>8]
+		}
 	}
 	return t
 }()
 
 func crc16(s string) uint16 {
 	var c uint16
+	for ; len(s) >= 4; s = s[4:] {
+		x := c ^ (uint16(s[0])<<8 | uint16(s[1]))
+		c = crc16Tables[3][x>>8] ^ crc16Tables[2][byte(x)] ^ crc16Tables[1][s[2]] ^ crc16Tables[0][s[3]]
+	}
 	for i := range len(s) {
-		c = c<<8 ^ crc16Table[byte(c>>8)^s[i]]
+		c = c<<8 ^ crc16Tables[0][byte(c>>8)^s[i]]
 	}
 	return c
 }

@@ -1,6 +1,8 @@
 package admit_test
 
 import (
+	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/admit-dev/admit"
@@ -36,6 +38,50 @@ func TestSlot(t *testing.T) {
 	} {
 		if got := admit.SlotTag(tc.key); got != tc.tag {
 			t.Errorf("SlotTag(%q) = %q, want %q", tc.key, got, tc.tag)
+		}
+	}
+}
+
+// Slot's CRC, four bytes a step, is the CRC16 (XMODEM) computed bit by bit, on keys of every length up
+// to 100 bytes, of any bytes, with and without hash tags.
+func TestSlotIsBitwiseCRC16(t *testing.T) {
+	bitwise := func(s string) uint16 {
+		var c uint16
+		for i := range len(s) {
+			c ^= uint16(s[i]) << 8
+			for range 8 {
+				if c&0x8000 != 0 {
+					c = c<<1 ^ 0x1021
+				} else {
+					c <<= 1
+				}
+			}
+		}
+		return c
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for n := range 101 {
+		for range 20 {
+			b := make([]byte, n)
+			for i := range b {
+				b[i] = byte(rng.IntN(256))
+				if rng.IntN(8) == 0 {
+					b[i] = "{}"[rng.IntN(2)]
+				}
+			}
+			key := string(b)
+			tag := key
+			if open := strings.IndexByte(key, '{'); open >= 0 {
+				if end := strings.IndexByte(key[open+1:], '}'); end > 0 {
+					tag = key[open+1 : open+1+end]
+				}
+			}
+			if got := admit.SlotTag(key); got != tag {
+				t.Fatalf("SlotTag(%q) = %q; want %q", key, got, tag)
+			}
+			if got, want := admit.Slot(key), bitwise(tag)%admit.SlotCount; got != want {
+				t.Fatalf("Slot(%q) = %d; want %d", key, got, want)
+			}
 		}
 	}
 }

@@ -3,7 +3,6 @@ package memstore
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"reflect"
 	"runtime"
 	"testing"
@@ -349,29 +348,5 @@ func TestDecidedSetsEveryField(t *testing.T) {
 	want := admit.Decision{Limit: lim, Remaining: 3, RetryAfter: time.Second, ResetAfter: 2 * time.Second}
 	if d != want {
 		t.Fatalf("decided left %+v; want %+v", d, want)
-	}
-}
-
-// slot is admit.Slot: on keys of every length up to 100 bytes, of any bytes, with and without hash
-// tags, and on Redis's own examples.
-func TestSlotIsAdmitSlot(t *testing.T) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	keys := []string{"", "foo", "123456789", "{user1000}.following", "foo{}{bar}", "foo{{bar}}zap", "{}", "{a", "a}b{c}"}
-	for n := range 101 {
-		for range 20 {
-			b := make([]byte, n)
-			for i := range b {
-				b[i] = byte(rng.IntN(256))
-				if rng.IntN(8) == 0 {
-					b[i] = "{}"[rng.IntN(2)]
-				}
-			}
-			keys = append(keys, string(b))
-		}
-	}
-	for _, key := range keys {
-		if got, want := slot(key), admit.Slot(key); got != want {
-			t.Fatalf("slot(%q) = %d; want admit.Slot's %d", key, got, want)
-		}
 	}
 }

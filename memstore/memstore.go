@@ -356,7 +356,7 @@ func (sh *shard) at(read time.Duration) time.Duration {
 // shard returns the shard of key: the one of its Redis Cluster hash slot, so that the keys of one
 // TakeAll share a lock.
 func (t *table) shard(key string) *shard {
-	return &t.shards[uint64(slot(key))&t.mask]
+	return &t.shards[uint64(admit.Slot(key))&t.mask]
 }
 
 // sweep examines every entry of every shard, removes those whose window has ended, and returns how
