@@ -71,6 +71,12 @@ func (s *Store) bound(ctx context.Context) (context.Context, *callCtx) {
 	c.mu.Unlock()
 	if ctx.Done() != nil {
 		c.stop = context.AfterFunc(ctx, c.cancel)
+		if ctx.Err() != nil {
+			// Already cancelled: end c now, not when AfterFunc's goroutine runs, so that the
+			// call sees a done context from its start, as under context.WithTimeout, and
+			// never reaches Redis.
+			c.end(parentCancelled)
+		}
 	}
 	return c, c
 }

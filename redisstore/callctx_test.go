@@ -127,3 +127,24 @@ func TestBoundNeverEndsEarly(t *testing.T) {
 		c.release()
 	}
 }
+
+// A parent cancelled already gives a context done from the start — not a moment later, when
+// AfterFunc's goroutine runs — so a call under it never reaches Redis (a breaker then sees the
+// caller's cancellation, not a refused connection).
+func TestBoundOfACancelledParentIsDoneAtOnce(t *testing.T) {
+	s := newTimeoutStore(t, time.Hour)
+	for range 1000 {
+		parent, cancel := context.WithCancel(context.Background())
+		cancel()
+		ctx, c := s.bound(parent)
+		select {
+		case <-ctx.Done():
+		default:
+			t.Fatal("bound(cancelled parent): Done not closed on return")
+		}
+		if !errors.Is(ctx.Err(), context.Canceled) {
+			t.Fatalf("Err() = %v, want context.Canceled", ctx.Err())
+		}
+		c.release()
+	}
+}
