@@ -76,6 +76,7 @@ func (s *Store) bound(ctx context.Context) (context.Context, *callCtx) {
 			// call sees a done context from its start, as under context.WithTimeout, and
 			// never reaches Redis.
 			c.end(parentCancelled)
+			<-c.done // closed now, or in a moment by AfterFunc's goroutine if it won end's race
 		}
 	}
 	return c, c

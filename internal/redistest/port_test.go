@@ -14,8 +14,8 @@ func TestPickPortAvoidsEphemeralPorts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if port >= lo && port <= hi {
-			t.Fatalf("pickPort() = %d, inside the ephemeral range %d–%d", port, lo, hi)
+		if port >= lo && port <= hi || port > 55535 {
+			t.Fatalf("pickPort() = %d: inside the ephemeral range %d–%d, or above 55535 (a cluster bus port would be beyond 65535)", port, lo, hi)
 		}
 	}
 }

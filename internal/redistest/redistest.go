@@ -676,9 +676,13 @@ func ping(addr string, conf *tls.Config, timeout time.Duration) (int, error) {
 // its local port from that range, so a port from it may be taken while its server is killed, and
 // [Server.Restart] would fail. It falls back to a port the kernel picks.
 func pickPort() (int, error) {
+	const (
+		minPort = 10000 // above the ports of common services (6379, 8080, …)
+		maxPort = 55535 // a cluster node's bus port is its port + 10000 unless set
+	)
 	lo, hi := ephemeralPorts()
 	for range 64 {
-		port := 1024 + rand.IntN(65535-1024)
+		port := minPort + rand.IntN(maxPort-minPort+1)
 		if port >= lo && port <= hi {
 			continue
 		}
