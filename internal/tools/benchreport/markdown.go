@@ -94,7 +94,10 @@ func renderGroup(w io.Writer, g *group, d map[string]string) {
 	}
 	cols := append([]string{"benchmark", "callers"}, fixedUnits...)
 	cols = append(cols, g.extras...)
-	if len(refs) > 0 {
+	// A throughput ratio compares callers at work; a group without them (memory, or script cost
+	// measured interleaved with its reference) states its own ratios, if any, as metrics.
+	showRatio := len(refs) > 0 && g.concurrent()
+	if showRatio {
 		cols = append(cols, "vs reference")
 	}
 	p("| %s |\n", strings.Join(cols, " | "))
@@ -116,7 +119,7 @@ func renderGroup(w io.Writer, g *group, d map[string]string) {
 			}
 		}
 		switch ratio, ok := r.ratio(); {
-		case len(refs) == 0:
+		case !showRatio:
 		case r.ref:
 			cells = append(cells, "(reference)")
 		case ok:
