@@ -27,6 +27,7 @@ import (
 
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/internal/callers"
+	"github.com/admit-dev/admit/internal/shardedmap"
 	"github.com/admit-dev/admit/memstore"
 )
 
@@ -79,24 +80,12 @@ var inProcessSeries = func() []inProcess {
 	return series
 }()
 
-// buildShardedMap is the reference: a bare map of counters in 64 shards, each behind a mutex, chosen
+// buildShardedMap is the reference, internal/shardedmap: a bare map of counters in 64 shards, each behind a mutex, chosen
 // by maphash of the key — no clock, no decision, no expiry.
 func buildShardedMap(b *testing.B) (func(string) error, func()) {
-	type shard struct {
-		mu sync.Mutex
-		m  map[string]int64
-		_  [64]byte
-	}
-	var shards [64]shard
-	for i := range shards {
-		shards[i].m = make(map[string]int64)
-	}
-	seed := maphash.MakeSeed()
+	counters := shardedmap.New()
 	return func(key string) error {
-		sh := &shards[maphash.String(seed, key)&63]
-		sh.mu.Lock()
-		sh.m[key]++
-		sh.mu.Unlock()
+		counters.Inc(key)
 		return nil
 	}, func() {}
 }

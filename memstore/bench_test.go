@@ -2,15 +2,14 @@ package memstore_test
 
 import (
 	"context"
-	"hash/maphash"
 	"runtime"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/internal/callers"
+	"github.com/admit-dev/admit/internal/shardedmap"
 	"github.com/admit-dev/admit/limittest"
 	"github.com/admit-dev/admit/memstore"
 )
@@ -54,26 +53,13 @@ func benchmarkTake(b *testing.B, nkeys int) {
 	})
 }
 
-// BenchmarkReferenceShardedMap is the reference for BenchmarkTake: a bare 64-shard map of counters
+// BenchmarkReferenceShardedMap is the reference for BenchmarkTake: internal/shardedmap, a bare 64-shard map of counters
 // behind one mutex per shard, with no validation, expiry or decision.
 func BenchmarkReferenceShardedMap(b *testing.B) {
-	type shard struct {
-		mu sync.Mutex
-		m  map[string]int64
-		_  [64]byte
-	}
-	var shards [64]shard
-	for i := range shards {
-		shards[i].m = make(map[string]int64)
-	}
-	seed := maphash.MakeSeed()
+	counters := shardedmap.New()
 	keys := benchKeys(b, nil, 16384)
 	callers.Bench(b, func(i int) error {
-		k := keys[i%len(keys)]
-		sh := &shards[maphash.String(seed, k)&63]
-		sh.mu.Lock()
-		sh.m[k]++
-		sh.mu.Unlock()
+		counters.Inc(keys[i%len(keys)])
 		return nil
 	})
 }
