@@ -4,16 +4,16 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/admit-dev/admit/internal/wstest"
 )
 
 // proxyConfig is the configuration of the proxy's end-to-end test: GETs under /api/ are limited
@@ -107,19 +107,9 @@ func TestE2EProxy(t *testing.T) {
 	}
 
 	// A WebSocket (on no route: /api/ is spent): the handshake passes, then bytes flow both ways.
-	u, _ := url.Parse(p.base)
-	conn, err := net.Dial("tcp", u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(30 * time.Second)) // a hang guard
-	fmt.Fprintf(conn, "GET /socket HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
-		"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n", u.Host)
-	cr := bufio.NewReader(conn)
-	hs, err := http.ReadResponse(cr, nil)
-	if err != nil || hs.StatusCode != http.StatusSwitchingProtocols {
-		t.Fatalf("handshake: %v, %v; want 101", hs, err)
+	conn, cr, hs := wstest.Dial(t, p.base, "/socket")
+	if hs.StatusCode != http.StatusSwitchingProtocols {
+		t.Fatalf("handshake: %v; want 101", hs)
 	}
 	io.WriteString(conn, "ping")
 	buf := make([]byte, 4)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/wstest"
 	"github.com/admit-dev/admit/memstore"
 	"github.com/admit-dev/admit/policy"
 	"github.com/admit-dev/admit/redisstore"
@@ -345,20 +346,7 @@ func TestWebSocket(t *testing.T) {
 		io.Copy(conn, brw) // echo
 	})
 	base := newProxy(t, testConfig, up.URL)
-	u, _ := url.Parse(base)
-	conn, err := net.Dial("tcp", u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	conn.SetDeadline(time.Now().Add(30 * time.Second)) // a hang guard
-	fmt.Fprintf(conn, "GET /api/socket HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
-		"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n", u.Host)
-	br := bufio.NewReader(conn)
-	resp, err := http.ReadResponse(br, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn, br, resp := wstest.Dial(t, base, "/api/socket")
 	if resp.StatusCode != http.StatusSwitchingProtocols || resp.Header.Get("RateLimit") == "" {
 		t.Fatalf("handshake: %d %v; want 101 with RateLimit", resp.StatusCode, resp.Header)
 	}
