@@ -24,8 +24,10 @@ const (
 // A fieldArena is not safe for concurrent use: take one from fieldArenas for the time it takes to
 // set a response's fields, and put it back.
 type fieldArena struct {
-	slots []string // the unused slots of the current block
-	text  []byte   // the unused bytes of the current block of text, of length 0
+	slots *[arenaSlots]string // the current block of slots
+	text  *[arenaText]byte    // the current block of text
+	free  int                 // the unused slots, at the end of slots
+	room  int                 // the unused bytes, at the end of text
 }
 
 // fieldArenas pools fieldArenas: one per P, in effect, without locks.
@@ -33,11 +35,12 @@ var fieldArenas = sync.Pool{New: func() any { return new(fieldArena) }}
 
 // value returns a header value of the one element v.
 func (a *fieldArena) value(v string) []string {
-	if len(a.slots) == 0 {
-		a.slots = make([]string, arenaSlots)
+	if a.free == 0 {
+		a.slots, a.free = new([arenaSlots]string), arenaSlots
 	}
-	f := a.slots[0:1:1]
-	a.slots = a.slots[1:]
+	i := arenaSlots - a.free
+	a.free--
+	f := a.slots[i : i+1 : i+1]
 	f[0] = v
 	return f
 }
@@ -50,10 +53,10 @@ func (a *fieldArena) buffer(n int) []byte {
 	if n > arenaText/4 {
 		return make([]byte, 0, n)
 	}
-	if cap(a.text) < n {
-		a.text = make([]byte, 0, arenaText) // the old block lives on in the strings handed out of it
+	if a.room < n {
+		a.text, a.room = new([arenaText]byte), arenaText // the old block lives on in the strings handed out of it
 	}
-	return a.text
+	return a.text[arenaText-a.room : arenaText-a.room]
 }
 
 // take returns b, a slice that fieldArena.buffer returned with bytes appended, as a string, and
@@ -63,8 +66,8 @@ func (a *fieldArena) take(b []byte) string {
 	if len(b) == 0 {
 		return ""
 	}
-	if unsafe.SliceData(b) == unsafe.SliceData(a.text) && len(b) <= cap(a.text) {
-		a.text = a.text[len(b):len(b)]
+	if len(b) <= a.room && unsafe.SliceData(b) == &a.text[arenaText-a.room] {
+		a.room -= len(b)
 	}
 	return unsafe.String(unsafe.SliceData(b), len(b)) // immutable from here on: see above
 }

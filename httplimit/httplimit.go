@@ -254,7 +254,7 @@ func (h *handler) reportShadow(w http.ResponseWriter, r *http.Request, a *fieldA
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Room for the Decisions on the stack, no more than the Limiter needs: less to clear per request.
 	var one [1]admit.Decision
-	ds := one[:]
+	var ds []admit.Decision
 	switch n := len(h.limits); {
 	case n <= 1:
 		ds = one[:n]
@@ -264,9 +264,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case n <= admit.MaxRequests:
 		var many [admit.MaxRequests]admit.Decision
 		ds = many[:n]
-	default:
-		ds = nil // the Limiter is invalid, and says so
-	}
+	} // else the Limiter is invalid, and says so
 	release, err := h.decide(r, ds)
 	if release != nil {
 		defer release() // after next returns, or panics; on a client gone away too
