@@ -81,3 +81,27 @@ func TestAppendProblemIsJSON(t *testing.T) {
 		}
 	}
 }
+
+// A text appended past the room that fieldArena.buffer gave it is in memory of its own: it
+// neither overwrites what the arena handed out before nor changes what it hands out after.
+func TestFieldArenaBufferOutgrown(t *testing.T) {
+	a := new(fieldArena)
+	want := strings.Repeat("a", arenaText/4-2)
+	var before []string
+	for range 4 {
+		before = append(before, a.string([]byte(want))) // 8 bytes of the block left
+	}
+	grown := a.take(append(a.buffer(4), strings.Repeat("b", 20)...))
+	next := a.string([]byte("cccc"))
+	for i, s := range before {
+		if s != want {
+			t.Fatalf("text %d = %.10q…; want %.10q…", i, s, want)
+		}
+	}
+	if grown != strings.Repeat("b", 20) || next != "cccc" {
+		t.Fatalf("texts %q, %q; want b×20, cccc", grown, next)
+	}
+	if a.room != 4 {
+		t.Errorf("%d bytes of room left; want 4 (the outgrown text took none)", a.room)
+	}
+}

@@ -193,8 +193,8 @@ func (m *Middleware) Wrap(next http.Handler) http.Handler {
 	}
 	h.onShadowLimit, h.shadowHeader = m.OnShadowLimit, http.CanonicalHeaderKey(m.ShadowHeader)
 	if !m.OmitRateLimitHeaders {
-		h.policyField, h.headers = ratelimitfield.Policy(h.limits)
-		h.headers = h.headers && h.policyField != "" // none when every policy is in shadow mode
+		h.fields, h.headers = ratelimitfield.NewFields(h.limits)
+		h.headers = h.headers && h.fields.Policy() != "" // none when every policy is in shadow mode
 	}
 	return h
 }
@@ -216,12 +216,12 @@ type handler struct {
 	subject               SubjectFunc
 	log                   *lograte.Limiter // one kind per failure
 	next                  http.Handler
-	unavailableRetryAfter string // whole seconds
-	headers               bool   // whether to send the RateLimit fields
-	policyField           string // the RateLimit-Policy field value
-	problem               bool   // whether a 429's body is problem details
-	leases                bool   // whether a Concurrency policy leases: admitted requests are released
-	shadow                bool   // whether shadow rejections are reported, by onShadowLimit or shadowHeader
+	unavailableRetryAfter string                 // whole seconds
+	headers               bool                   // whether to send the RateLimit fields
+	fields                *ratelimitfield.Fields // the RateLimit fields' writer, if headers
+	problem               bool                   // whether a 429's body is problem details
+	leases                bool                   // whether a Concurrency policy leases: admitted requests are released
+	shadow                bool                   // whether shadow rejections are reported, by onShadowLimit or shadowHeader
 	onShadowLimit         func(*http.Request, admit.Decision)
 	shadowHeader          string
 }
@@ -252,57 +252,75 @@ func (h *handler) reportShadow(w http.ResponseWriter, r *http.Request, a *fieldA
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	var dbuf [4]admit.Decision // room for most Limiters: less to clear per request than MaxRequests
+	// Room for the Decisions on the stack, no more than the Limiter needs: less to clear per request.
+	var one [1]admit.Decision
 	var ds []admit.Decision
 	switch n := len(h.limits); {
-	case n <= len(dbuf):
-		ds = dbuf[:n]
+	case n <= 1:
+		ds = one[:n]
+	case n <= 4:
+		var few [4]admit.Decision
+		ds = few[:n]
 	case n <= admit.MaxRequests:
-		var big [admit.MaxRequests]admit.Decision
-		ds = big[:n]
+		var many [admit.MaxRequests]admit.Decision
+		ds = many[:n]
 	} // else the Limiter is invalid, and says so
-	release, d, err := h.decide(r, ds)
+	release, err := h.decide(r, ds)
 	if release != nil {
 		defer release() // after next returns, or panics; on a client gone away too
 	}
-	switch {
-	case err != nil:
-		k := classify(r.Context(), err)
-		h.logFailure(r, k, err)
-		a := fieldArenas.Get().(*fieldArena)
-		switch k.status() {
-		case http.StatusBadRequest:
-			writeText(w, a, http.StatusBadRequest, "", BadRequestBody)
-		case http.StatusInternalServerError:
-			writeText(w, a, http.StatusInternalServerError, "", InternalErrorBody)
-		default:
-			writeText(w, a, http.StatusServiceUnavailable, h.unavailableRetryAfter, UnavailableBody)
-		}
-		fieldArenas.Put(a)
-	case !d.Allowed:
-		a := fieldArenas.Get().(*fieldArena)
-		retry := d.RetryAfterSeconds()
-		h.setRateLimit(w.Header(), a, ds, retry)
-		var buf [20]byte
-		retryAfter := a.string(strconv.AppendInt(buf[:0], retry, 10))
-		if h.problem {
-			var body [512]byte
-			writeBody(w, a, http.StatusTooManyRequests, retryAfter, "application/problem+json", a.string(appendProblem(body[:0], h.limits, ds, retry)))
-		} else {
-			writeText(w, a, http.StatusTooManyRequests, retryAfter, LimitedBody)
-		}
-		fieldArenas.Put(a)
-	default:
-		if h.headers || h.shadow {
-			a := fieldArenas.Get().(*fieldArena)
-			h.setRateLimit(w.Header(), a, ds, 0)
-			if h.shadow {
-				h.reportShadow(w, r, a, ds)
-			}
-			fieldArenas.Put(a)
-		}
-		h.next.ServeHTTP(w, r)
+	if err != nil {
+		h.fail(w, r, err)
+		return
 	}
+	d := &ds[0] // the Decision that decides them together, as the Limiter returns it
+	if len(ds) > 1 {
+		d = &ds[admit.Deciding(ds)]
+	}
+	if !d.Allowed {
+		h.limited(w, ds, d.RetryAfterSeconds())
+		return
+	}
+	if h.headers || h.shadow {
+		a := fieldArenas.Get().(*fieldArena)
+		h.setRateLimit(w.Header(), a, ds, 0)
+		if h.shadow {
+			h.reportShadow(w, r, a, ds)
+		}
+		fieldArenas.Put(a)
+	}
+	h.next.ServeHTTP(w, r)
+}
+
+// fail answers r, which the middleware could not decide because of err, and logs why.
+func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error) {
+	k := classify(r.Context(), err)
+	h.logFailure(r, k, err)
+	a := fieldArenas.Get().(*fieldArena)
+	switch k.status() {
+	case http.StatusBadRequest:
+		writeText(w, a, http.StatusBadRequest, "", BadRequestBody)
+	case http.StatusInternalServerError:
+		writeText(w, a, http.StatusInternalServerError, "", InternalErrorBody)
+	default:
+		writeText(w, a, http.StatusServiceUnavailable, h.unavailableRetryAfter, UnavailableBody)
+	}
+	fieldArenas.Put(a)
+}
+
+// limited answers 429 to a request whose Decisions are ds, with Retry-After retry.
+func (h *handler) limited(w http.ResponseWriter, ds []admit.Decision, retry int64) {
+	a := fieldArenas.Get().(*fieldArena)
+	h.setRateLimit(w.Header(), a, ds, retry)
+	var buf [20]byte
+	retryAfter := a.string(strconv.AppendInt(buf[:0], retry, 10))
+	if h.problem {
+		var body [512]byte
+		writeBody(w, a, http.StatusTooManyRequests, retryAfter, "application/problem+json", a.string(appendProblem(body[:0], h.limits, ds, retry)))
+	} else {
+		writeText(w, a, http.StatusTooManyRequests, retryAfter, LimitedBody)
+	}
+	fieldArenas.Put(a)
 }
 
 // setRateLimit sets the RateLimit-Policy and RateLimit fields of a response to a request whose
@@ -312,10 +330,9 @@ func (h *handler) setRateLimit(hdr http.Header, a *fieldArena, ds []admit.Decisi
 	if !h.headers {
 		return
 	}
-	var buf [256]byte
-	b := ratelimitfield.AppendRateLimit(buf[:0], h.limits, ds, retryAfter)
-	hdr[ratelimitfield.PolicyName] = a.value(h.policyField) // computed once, by Wrap
-	hdr[ratelimitfield.Name] = a.value(a.string(b))
+	b := h.fields.AppendRateLimit(a.buffer(h.fields.MaxRateLimitLen()), ds, retryAfter)
+	hdr[ratelimitfield.PolicyName] = a.value(h.fields.Policy()) // computed once, by Wrap
+	hdr[ratelimitfield.Name] = a.value(a.take(b))
 }
 
 // panicError is a recovered panic, with the stack where it happened.
@@ -338,23 +355,31 @@ func (e *subjectError) Unwrap() error { return e.err }
 // decide runs the subject function and the limiter for r, filling ds with the Decision of each
 // policy, and turns a panic in either into an error. With Concurrency policies it returns the
 // release of the request's leases; else release is nil.
-func (h *handler) decide(r *http.Request, ds []admit.Decision) (release func(), d admit.Decision, err error) {
-	where := "subject function"
+func (h *handler) decide(r *http.Request, ds []admit.Decision) (release func(), err error) {
+	inLimiter := false
 	defer func() {
 		if v := recover(); v != nil {
-			release, d, err = nil, admit.Decision{}, &panicError{where: where, value: v, stack: debug.Stack()}
+			where := "subject function"
+			if inLimiter {
+				where = "limiter"
+			}
+			release, err = nil, &panicError{where: where, value: v, stack: debug.Stack()}
 		}
 	}()
 	s, err := h.subject(r)
 	if err != nil {
-		return nil, admit.Decision{}, &subjectError{err: err}
+		return nil, &subjectError{err: err}
 	}
-	where = "limiter"
-	if !h.leases {
-		d, err = h.limiter.Take(r.Context(), s, 1, "", ds)
-		return nil, d, err
+	inLimiter = true
+	switch {
+	case h.leases:
+		release, _, err = h.limiter.Admit(r.Context(), s, 1, "", ds)
+	case len(ds) == 1:
+		ds[0], err = h.limiter.Take(r.Context(), s, 1, "", nil) // straight into ds, with no copy
+	default:
+		_, err = h.limiter.Take(r.Context(), s, 1, "", ds)
 	}
-	return h.limiter.Admit(r.Context(), s, 1, "", ds)
+	return release, err
 }
 
 // A failure is a kind of request the middleware could not admit, other than over the limit. Each

@@ -1,10 +1,14 @@
 // Package ratelimitfield writes the RateLimit-Policy and RateLimit header fields of
 // draft-ietf-httpapi-ratelimit-headers-10 (SPEC §6) for Limits and their Decisions: the one
-// serializer of httplimit's middleware and the service's JSON API.
+// serializer of httplimit's middleware and the service's JSON API. [Set] and [AppendRateLimit]
+// serve any Decisions; a [Fields], for the fixed Limits of a middleware, computes what does not
+// change once and writes the same bytes faster (tested against AppendRateLimit).
 package ratelimitfield
 
 import (
+	"math/bits"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -126,6 +130,125 @@ func AppendRateLimit(b []byte, limits []admit.Limit, ds []admit.Decision, retryA
 			t = admit.CeilSeconds(d.RetryAfter)
 		}
 		b = appendInt(append(b, ";t="...), max(t, retryAfter))
+	}
+	return b
+}
+
+// Fields writes the RateLimit-Policy and RateLimit fields of one list of Limits, with what does
+// not change from one response to the next computed once, by [NewFields]: the RateLimit-Policy
+// value, and each member's name and separators in RateLimit. A Fields is immutable, and safe for
+// concurrent use.
+type Fields struct {
+	policy  string   // the RateLimit-Policy field value
+	members []string // per Limit: `"name";r=`, after ", " but for the first member; "" in shadow mode
+	maxLen  int      // the longest RateLimit value AppendRateLimit can append
+}
+
+// maxSFIntegerLen is the length of the longest structured-field Integer appendInt writes.
+const maxSFIntegerLen = 15
+
+// NewFields returns the Fields of limits, in order. It reports false if a name cannot be a
+// structured-field string, which no valid Limit's can, and returns a Fields whose Policy is ""
+// when every Limit is in shadow mode.
+func NewFields(limits []admit.Limit) (*Fields, bool) {
+	policy, ok := Policy(limits)
+	if !ok {
+		return nil, false
+	}
+	f := &Fields{policy: policy, members: make([]string, len(limits))}
+	var b []byte
+	for i, l := range limits {
+		if l.Shadow {
+			continue
+		}
+		b = b[:0]
+		if f.maxLen > 0 {
+			b = append(b, ", "...)
+		}
+		b, _ = appendSFString(b, l.Name) // Policy has checked every name
+		b = append(b, ";r="...)
+		f.members[i] = string(b)
+		f.maxLen += len(b) + maxSFIntegerLen + len(";t=") + maxSFIntegerLen
+	}
+	return f, true
+}
+
+// Policy returns the RateLimit-Policy field value, as the function Policy makes it; "" when every
+// Limit is in shadow mode.
+func (f *Fields) Policy() string { return f.policy }
+
+// MaxRateLimitLen returns the length of the longest RateLimit field value that
+// [Fields.AppendRateLimit] can append.
+func (f *Fields) MaxRateLimitLen() int { return f.maxLen }
+
+// AppendRateLimit appends the RateLimit field value of the Decisions ds, one per Limit of f in
+// order, as the function AppendRateLimit does.
+func (f *Fields) AppendRateLimit(b []byte, ds []admit.Decision, retryAfter int64) []byte {
+	for i := range ds {
+		m := f.members[i]
+		if m == "" {
+			continue // in shadow mode
+		}
+		d := &ds[i]
+		b = appendUint(append(b, m...), d.Remaining)
+		var t int64
+		if d.Allowed {
+			t = ceilSeconds(d.ResetAfter)
+		} else {
+			t = admit.CeilSeconds(d.RetryAfter)
+		}
+		b = appendUint(append(b, ';', 't', '='), max(t, retryAfter))
+	}
+	return b
+}
+
+// digitPairs holds "00" to "99", two bytes each, for appendUint.
+const digitPairs = "00010203040506070809" +
+	"10111213141516171819" +
+	"20212223242526272829" +
+	"30313233343536373839" +
+	"40414243444546474849" +
+	"50515253545556575859" +
+	"60616263646566676869" +
+	"70717273747576777879" +
+	"80818283848586878889" +
+	"90919293949596979899"
+
+// powersOf10 holds 10⁰ to 10¹⁵, for appendUint's count of digits.
+var powersOf10 = [16]uint64{1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15}
+
+// appendUint appends n as appendInt does, and a negative n as 0: what strconv.AppendInt writes,
+// with the digits written in place, four at a time from the right, for the integers of every
+// response.
+func appendUint(b []byte, n int64) []byte {
+	if n < 10 {
+		return append(b, byte('0'+max(n, 0)))
+	}
+	u := uint64(min(n, maxSFInteger))
+	digits := bits.Len64(u) * 1233 >> 12 // ⌊log₁₀ 2^Len⌋: the digits of u, or one less
+	if u >= powersOf10[digits&15] {
+		digits++
+	}
+	start := len(b)
+	b = slices.Grow(b, digits)[:start+digits]
+	d := b[start:]
+	i := len(d)
+	for ; i >= 4; i -= 4 {
+		q := u / 10000
+		r := u - 10000*q
+		hi, lo := 2*(r/100), 2*(r%100)
+		_ = d[i-4] // one bounds check for the four
+		d[i-4], d[i-3], d[i-2], d[i-1] = digitPairs[hi], digitPairs[hi+1], digitPairs[lo], digitPairs[lo+1]
+		u = q
+	}
+	switch i {
+	case 3:
+		r := 2 * (u % 100)
+		d[0], d[1], d[2] = byte('0'+u/100), digitPairs[r], digitPairs[r+1]
+	case 2:
+		d[0], d[1] = digitPairs[2*u], digitPairs[2*u+1]
+	case 1:
+		d[0] = byte('0' + u)
 	}
 	return b
 }

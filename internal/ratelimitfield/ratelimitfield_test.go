@@ -48,3 +48,66 @@ func TestSet(t *testing.T) {
 		t.Errorf("Set of a shadow policy's Decision set %v; want nothing", hdr)
 	}
 }
+
+// Fields writes what Policy and AppendRateLimit make of its Limits, byte for byte, whatever the
+// Decisions: shadow members left out, r at least 0, integers capped at 15 digits.
+func TestFieldsMatchesAppendRateLimit(t *testing.T) {
+	perSecond := admit.Limit{Name: "per-second", Algorithm: admit.FixedWindow, Rate: 10, Period: time.Second}
+	burst := admit.Limit{Name: "burst", Algorithm: admit.GCRA, Rate: 5, Period: time.Second, Burst: 20}
+	shadow := admit.Limit{Name: "per-day", Algorithm: admit.FixedWindow, Rate: 1000, Period: 24 * time.Hour, Shadow: true}
+	huge := admit.Limit{Name: "huge", Algorithm: admit.SlidingWindow, Rate: admit.MaxRate, Period: 366 * 24 * time.Hour}
+	values := []int64{-1 << 63, -5, 0, 1, 9, 10, 99, 100, 999, 1000, 3600, 86399, 123456789, 999_999_999_999_999, 1_000_000_000_000_000, 1<<63 - 1}
+	for _, limits := range [][]admit.Limit{
+		{perSecond},
+		{shadow},
+		{shadow, perSecond},
+		{perSecond, shadow, burst, huge},
+	} {
+		f, ok := ratelimitfield.NewFields(limits)
+		if !ok {
+			t.Fatalf("NewFields(%v) reports false", limits)
+		}
+		if want, _ := ratelimitfield.Policy(limits); f.Policy() != want {
+			t.Errorf("Policy() = %q; want %q", f.Policy(), want)
+		}
+		for i, v := range values {
+			ds := make([]admit.Decision, len(limits))
+			for j := range ds {
+				w := values[(i+j)%len(values)]
+				ds[j] = admit.Decision{Allowed: (i+j)%3 != 0, Limit: limits[j], Remaining: v,
+					RetryAfter: time.Duration(w), ResetAfter: time.Duration(values[(i+2*j+1)%len(values)])}
+			}
+			for _, retry := range []int64{0, 1, 86400, 999_999_999_999_999} {
+				want := string(ratelimitfield.AppendRateLimit(nil, limits, ds, retry))
+				got := string(f.AppendRateLimit(nil, ds, retry))
+				if got != want {
+					t.Errorf("%v, retry %d: Fields.AppendRateLimit = %q; want %q", ds, retry, got, want)
+				}
+				if len(got) > f.MaxRateLimitLen() {
+					t.Errorf("%q is longer than MaxRateLimitLen %d", got, f.MaxRateLimitLen())
+				}
+			}
+		}
+	}
+	if _, ok := ratelimitfield.NewFields([]admit.Limit{{Name: "bad\x00name"}}); ok {
+		t.Error("NewFields of a name that is no structured-field string reports true")
+	}
+}
+
+// The fields' integers are what strconv writes, for every number of digits.
+func FuzzFieldsInteger(f *testing.F) {
+	for n := int64(1); n < 1e18; n *= 10 {
+		f.Add(n - 1)
+		f.Add(n)
+	}
+	f.Add(int64(-1))
+	lim := admit.Limit{Name: "a", Algorithm: admit.FixedWindow, Rate: 1, Period: time.Second}
+	fields, _ := ratelimitfield.NewFields([]admit.Limit{lim})
+	f.Fuzz(func(t *testing.T, n int64) {
+		ds := []admit.Decision{{Allowed: true, Limit: lim, Remaining: n, ResetAfter: time.Duration(n)}}
+		want := string(ratelimitfield.AppendRateLimit(nil, []admit.Limit{lim}, ds, 0))
+		if got := string(fields.AppendRateLimit(nil, ds, 0)); got != want {
+			t.Errorf("%d: %q; want %q", n, got, want)
+		}
+	})
+}
