@@ -112,6 +112,7 @@ type Store struct {
 	tab    *table
 	sw     *sweeper          // nil when the sweeper is disabled
 	tokens *algo.TokenSource // names the leases of Concurrency Limits
+	valid  validLimits       // Limits validated already, for Take
 }
 
 var _ admit.Store = (*Store)(nil)
@@ -140,7 +141,7 @@ func (s *Store) Take(ctx context.Context, r admit.Request) (d admit.Decision, er
 	if r.ID == "" && !algo.Leases(&r) {
 		// The common case, without TakeAll's bookkeeping of several Requests, records and leases:
 		// the same decision and writes, with the same errors.
-		if err := r.Validate(); err != nil {
+		if err := s.valid.validate(&r); err != nil {
 			return d, fmt.Errorf("memstore: %w", err)
 		}
 		if err := ctx.Err(); err != nil {
