@@ -154,7 +154,14 @@ func (s *Store) Take(ctx context.Context, r admit.Request) (d admit.Decision, er
 		h := keyHash(s.tab.seed, r.Key) // before the lock, as the clock
 		read := s.tab.now()             // before the lock: nothing under it waits for the clock
 		sh.mu.Lock()
-		err = sh.takeOne(&r, h, s.tab.instant(sh.at(read)), &d)
+		mono := sh.at(read)
+		var out fastOutcome
+		if sh.takeFast(&r, h, mono, &out) {
+			sh.mu.Unlock()
+			out.fill(&r.Limit, s.tab.baseNano, &d) // after the lock: see fastpath.go
+			return d, nil
+		}
+		err = sh.takeOne(&r, h, s.tab.instant(mono), &d)
 		sh.mu.Unlock()
 		return d, err
 	}
