@@ -8,7 +8,10 @@
 // mutex, so the keys of one all-or-nothing request share one lock. Each shard keeps a table of its
 // own: 32-byte entries free of pointers, the keys' bytes one after another in an arena, and an
 // open-addressing index of 4-byte slots. An entry holds a count and the absolute end of its window,
-// or an idempotency record (SPEC §2.7). [Store.Settle] settles a reservation under the same shard
+// or an idempotency record (SPEC §2.7). Everything a Take can do without the lock — validating,
+// hashing the key, reading the clock, and for a fixed window or GCRA key that holds live state,
+// making the Decision — it does before or after holding it, so that the lock is held for a few
+// hundred instructions: a lock holder preempted inside it is what parks every caller of a hot key. [Store.Settle] settles a reservation under the same shard
 // lock, with internal/algo's settle transitions, as the Redis store's settle script does. A sliding
 // window's entry also names its window's start and the previous window's count (about 90 bytes
 // more), a sliding log's the times of its admitted units (8 bytes each, at most
@@ -396,8 +399,7 @@ type shard struct {
 	mu       sync.Mutex
 	seed     uint64        // the Store's: the hash of the index
 	entries  []entry       // dense, in no order
-	slots    []uint32      // the index: entry position + 1 in the low posBits bits, the hash's high bits above
-	posBits  uint          // log2(len(slots))
+	slots    []uint32      // the index: entry position + 1 in the low bits, the hash's high bits above
 	keys     []byte        // the arena of the entries' keys
 	garbage  int           // the bytes of keys that no entry names
 	exts     []*sliding    // the entries' further state, by entry.ext − 1; nil where free

@@ -114,16 +114,16 @@ func (sh *shard) find(key string, h uint32) (int, bool) {
 	if len(sh.entries) == 0 {
 		return 0, false
 	}
-	mask := uint32(len(sh.slots) - 1)
-	tag := h >> sh.posBits << sh.posBits
-	posMask := uint32(1)<<sh.posBits - 1
-	for i := h & mask; ; i = (i + 1) & mask {
-		s := sh.slots[i]
+	slots := sh.slots
+	mask := uint32(len(slots) - 1) // also the mask of a slot's position: len(slots) is a power of two
+	tag := h &^ mask
+	for i := h; ; i++ {
+		s := slots[i&mask]
 		if s == 0 {
 			return 0, false
 		}
-		if s&^posMask == tag {
-			pos := int(s&posMask) - 1
+		if s&^mask == tag {
+			pos := int(s&mask) - 1
 			e := &sh.entries[pos]
 			if int(e.keyLen) == len(key) && string(sh.keyOf(e)) == key {
 				return pos, true
@@ -195,15 +195,14 @@ func (sh *shard) place(pos int) {
 	for sh.slots[i] != 0 {
 		i = (i + 1) & mask
 	}
-	sh.slots[i] = h>>sh.posBits<<sh.posBits | uint32(pos+1)
+	sh.slots[i] = h&^mask | uint32(pos+1)
 }
 
 // slotOf returns the index slot that holds position pos.
 func (sh *shard) slotOf(pos int) uint32 {
 	mask := uint32(len(sh.slots) - 1)
-	posMask := uint32(1)<<sh.posBits - 1
 	for i := sh.entries[pos].hash & mask; ; i = (i + 1) & mask {
-		if int(sh.slots[i]&posMask) == pos+1 {
+		if int(sh.slots[i]&mask) == pos+1 {
 			return i
 		}
 	}
@@ -222,7 +221,7 @@ func (sh *shard) remove(i int) {
 	last := len(sh.entries) - 1
 	if i != last {
 		s := sh.slotOf(last)
-		sh.slots[s] = sh.slots[s]&^(uint32(1)<<sh.posBits-1) | uint32(i+1)
+		sh.slots[s] = sh.slots[s]&^uint32(len(sh.slots)-1) | uint32(i+1)
 		sh.entries[i] = sh.entries[last]
 	}
 	sh.entries = sh.entries[:last]
@@ -238,9 +237,8 @@ func (sh *shard) remove(i int) {
 // deletion without tombstones).
 func (sh *shard) unindex(i uint32) {
 	mask := uint32(len(sh.slots) - 1)
-	posMask := uint32(1)<<sh.posBits - 1
 	for j := (i + 1) & mask; sh.slots[j] != 0; j = (j + 1) & mask {
-		home := sh.entries[int(sh.slots[j]&posMask)-1].hash & mask
+		home := sh.entries[int(sh.slots[j]&mask)-1].hash & mask
 		// The slot at j may move to i if its home is not cyclically in (i, j].
 		if (j-home)&mask >= (j-i)&mask {
 			sh.slots[i] = sh.slots[j]
@@ -254,7 +252,6 @@ func (sh *shard) unindex(i uint32) {
 func (sh *shard) reindex(size int) {
 	size = max(size, minSlots)
 	sh.slots = make([]uint32, size)
-	sh.posBits = uint(bits.TrailingZeros(uint(size)))
 	for pos := range sh.entries {
 		sh.place(pos)
 	}
