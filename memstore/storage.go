@@ -41,14 +41,15 @@ type entry struct {
 // Bounds of a shard's table.
 const (
 	minSlots = 8 // the fewest slots of an index
-	// maxArena is the most bytes of keys a shard holds: offsets are 32 bits. A shard that would
-	// exceed it is full (ErrFull).
-	maxArena = math.MaxUint32
 	// minCompact is the fewest bytes of removed keys that make the arena worth compacting.
 	minCompact = 4096
 	// recordKeyOverhead is how much longer than the longest key a record's key is (algo.RecordKey).
 	recordKeyOverhead = len("rl:id:{}:") + admit.DigestLen
 )
+
+// maxArena is the most bytes of keys a shard holds: offsets are 32 bits. A shard that would exceed
+// it is full (ErrFull). A variable only so that a test can make it small.
+var maxArena int64 = math.MaxUint32
 
 // hash returns the hash of key in the shard's table.
 func (sh *shard) hash(key string) uint32 { return keyHash(sh.seed, key) }
@@ -306,11 +307,11 @@ func (sh *shard) rebuild() {
 
 // arenaRoom reports whether the arena can take need more keys of the longest length.
 func (sh *shard) arenaRoom(need int) bool {
-	most := need * (admit.MaxKeyLen + recordKeyOverhead)
-	if len(sh.keys)-sh.garbage+most > maxArena {
+	most := int64(need) * int64(admit.MaxKeyLen+recordKeyOverhead)
+	if int64(len(sh.keys)-sh.garbage)+most > maxArena {
 		return false
 	}
-	if len(sh.keys)+most > maxArena {
+	if int64(len(sh.keys))+most > maxArena {
 		sh.compactKeys(len(sh.keys) - sh.garbage)
 	}
 	return true

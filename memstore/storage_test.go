@@ -1,10 +1,14 @@
 package memstore
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/admit-dev/admit"
 )
 
 // TestStorageMatchesAMap drives a shard's table — inserts, removals by position (as reclaim makes
@@ -87,5 +91,40 @@ func TestKeyHashSpreads(t *testing.T) {
 	}
 	if most > 20 { // 4 on average; a good hash puts at most ~14 in one
 		t.Fatalf("%d of %d keys in one of %d home slots; want the keys spread", most, keys, slots)
+	}
+}
+
+// TestFullArena checks that a shard whose arena of keys cannot take one more key of the longest
+// length refuses new keys with ErrFull, keeps deciding the keys it holds, and takes new keys again
+// once expired ones are removed (their bytes compacted away).
+func TestFullArena(t *testing.T) {
+	defer func(most int64) { maxArena = most }(maxArena)
+	maxArena = 4096
+	clock := newClock()
+	s := New(Options{Now: clock.Now, SweepInterval: -1, Shards: 1})
+	lim := admit.Limit{Algorithm: admit.FixedWindow, Rate: 2, Period: time.Second}
+	key := func(i int) string { return fmt.Sprintf("%0100d", i) } // 100 bytes
+	held := 0
+	for ; ; held++ {
+		_, err := s.Take(context.Background(), admit.Request{Key: key(held), Limit: lim, Cost: 1})
+		if errors.Is(err, ErrFull) && errors.Is(err, admit.ErrUnavailable) {
+			break
+		}
+		if err != nil || held > 100 {
+			t.Fatalf("Take of new key %d: %v; want ErrFull by the time the arena is full", held, err)
+		}
+	}
+	// A new key needs room for a key of the longest length, a record's, however long it is itself.
+	if most := int(maxArena) - admit.MaxKeyLen - recordKeyOverhead; (held-1)*100 > most || held*100 <= most {
+		t.Fatalf("the shard took %d keys of 100 bytes; want new keys while it held at most %d bytes", held, most)
+	}
+	if d := mustTake(t, s, key(0), lim, 1); !d.Allowed || d.Remaining != 0 {
+		t.Fatalf("Take of a held key in a full shard = %+v; want it decided as before", d)
+	}
+	clock.Advance(time.Second)
+	for i := range held { // the held keys have ended: the first new one reclaims them all
+		if d := mustTake(t, s, key(1000+i), lim, 1); !d.Allowed {
+			t.Fatalf("Take of new key %d after the others ended = %+v", i, d)
+		}
 	}
 }
