@@ -16,17 +16,17 @@ import (
 
 func concurrencyLive(e *entry, now instant) bool { return e.deadline > now.mono }
 
-func concurrencyCheck(e *entry, lim *admit.Limit, now instant) error {
-	if err := algo.CheckConcurrency(e.sliding.leases, now.unixMicro); err != nil {
-		return fmt.Errorf("%w (%d leases at %d, Limit %v)", err, len(e.sliding.leases), now.unixMicro, *lim)
+func concurrencyCheck(x *sliding, lim *admit.Limit, now instant) error {
+	if err := algo.CheckConcurrency(x.leases, now.unixMicro); err != nil {
+		return fmt.Errorf("%w (%d leases at %d, Limit %v)", err, len(x.leases), now.unixMicro, *lim)
 	}
 	return nil
 }
 
-func concurrencyDecide(e *entry, lim *admit.Limit, cost int64, now instant, d *admit.Decision) write {
+func concurrencyDecide(e *entry, x *sliding, lim *admit.Limit, cost int64, now instant, d *admit.Decision) write {
 	var leases []algo.Lease
 	if e != nil {
-		leases = e.sliding.leases
+		leases = x.leases
 	}
 	res := algo.Concurrency(leases, now.unixMicro, lim.Rate, lim.Period, cost)
 	decided(d, lim, res.Allowed, res.Remaining, res.RetryAfter, res.ResetAfter)
@@ -34,16 +34,17 @@ func concurrencyDecide(e *entry, lim *admit.Limit, cost int64, now instant, d *a
 }
 
 // concurrencyApply adds the lease named token.
-func concurrencyApply(e *entry, w write, lim *admit.Limit, cost int64, now instant, token uint64) {
+func concurrencyApply(e *entry, x **sliding, w write, lim *admit.Limit, cost int64, now instant, token uint64) {
 	if w == writeCreate {
-		e.sliding = &sliding{leases: make([]algo.Lease, 0, 1)}
+		*x = &sliding{leases: make([]algo.Lease, 0, 1)}
 	}
-	res := algo.Concurrency(e.sliding.leases, now.unixMicro, lim.Rate, lim.Period, cost)
+	st := *x
+	res := algo.Concurrency(st.leases, now.unixMicro, lim.Rate, lim.Period, cost)
 	if res.Write == algo.WriteNone {
 		return
 	}
-	leases := algo.AddLease(e.sliding.leases, res.Trim, algo.Lease{Token: token, Expiry: res.Expiry})
-	e.sliding.leases = leases
+	leases := algo.AddLease(st.leases, res.Trim, algo.Lease{Token: token, Expiry: res.Expiry})
+	st.leases = leases
 	e.deadline = now.monoAt(leases[len(leases)-1].Expiry)
 }
 
@@ -70,7 +71,7 @@ func (s *Store) Release(ctx context.Context, l admit.Lease) error {
 // release removes the lease named token from key's entry, and the entry once it holds no lease;
 // otherwise the entry ends when its last remaining lease expires. The caller holds sh.mu.
 func (sh *shard) release(key string, token uint64, now instant) error {
-	i, ok := sh.index[key]
+	i, ok := sh.find(key, sh.hash(key))
 	if !ok {
 		return nil
 	}
@@ -85,11 +86,12 @@ func (sh *shard) release(key string, token uint64, now instant) error {
 		}
 		return fmt.Errorf("memstore: release: %w: key %q holds %s", admit.ErrCorruptState, key, what)
 	}
-	leases, found := algo.RemoveLease(e.sliding.leases, token)
+	x := sh.ext(e)
+	leases, found := algo.RemoveLease(x.leases, token)
 	if !found {
 		return nil
 	}
-	e.sliding.leases = leases
+	x.leases = leases
 	if len(leases) == 0 {
 		sh.remove(i) // as Redis deletes an emptied sorted set
 		return nil

@@ -163,9 +163,9 @@ func TestFloodMemoryReturns(t *testing.T) {
 	s.sweep()
 	for i := range s.tab.shards {
 		sh := &s.tab.shards[i]
-		if cap(sh.entries) > minRebuild || len(sh.index) > 1 {
-			t.Fatalf("shard %d after the flood expired and one sweep: %d entries, cap(entries) = %d; want storage rebuilt",
-				i, len(sh.entries), cap(sh.entries))
+		if cap(sh.entries) > minRebuild || len(sh.slots) > slotsFor(minRebuild) || cap(sh.keys) > minRebuild*len("flood199999") || len(sh.exts) > 0 {
+			t.Fatalf("shard %d after the flood expired and one sweep: %d entries, cap(entries) = %d, %d slots, %d bytes of keys; want storage rebuilt",
+				i, len(sh.entries), cap(sh.entries), len(sh.slots), cap(sh.keys))
 		}
 	}
 	if got := s.Len(); got != 1 {
@@ -316,7 +316,7 @@ func TestSlidingLogTrimsOnAdmission(t *testing.T) {
 			t.Fatalf("take %d, a second after the last: %+v", i, d)
 		}
 		sh := s.tab.shard("k")
-		if n := len(sh.live("k").sliding.log); n > 3 {
+		if n := len(sh.ext(sh.live("k")).log); n > 3 {
 			t.Fatalf("after %d admissions a second apart under 3 per 3s: %d entries; want at most 3", i+1, n)
 		}
 		clock.Advance(time.Second)

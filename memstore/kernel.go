@@ -33,42 +33,43 @@ func (k kernel) live(e *entry, now instant) bool {
 	return false
 }
 
-// check reports why e's live state cannot be lim's — it is corrupt for lim — or nil. g are lim's
-// figures when it is a GCRA Limit (shard.gcraParams), and unused otherwise.
-func (k kernel) check(e *entry, lim *admit.Limit, g *algo.GCRAParams, now instant) error {
+// check reports why e's live state, with its further state x (shard.ext), cannot be lim's — it is
+// corrupt for lim — or nil. g are lim's figures when it is a GCRA Limit (shard.gcraParams), and
+// unused otherwise.
+func (k kernel) check(e *entry, x *sliding, lim *admit.Limit, g *algo.GCRAParams, now instant) error {
 	switch admit.Algorithm(k) {
 	case admit.FixedWindow:
 		return fixedWindowCheck(e, lim, now)
 	case admit.SlidingWindow:
-		return slidingWindowCheck(e, lim, now)
+		return slidingWindowCheck(e, x, lim, now)
 	case admit.SlidingLog:
-		return slidingLogCheck(e, lim, now)
+		return slidingLogCheck(x, lim, now)
 	case admit.GCRA:
 		return gcraCheck(e, lim, g, now)
 	case admit.Concurrency:
-		return concurrencyCheck(e, lim, now)
+		return concurrencyCheck(x, lim, now)
 	}
 	return fmt.Errorf("no kernel for %v", lim.Algorithm)
 }
 
-// decide decides cost units under lim at now on e's live state, or on a missing key when e is nil,
-// into *d, and reports the write an admission makes, and next: the new state the write stores, for an
+// decide decides cost units under lim at now on e's live state, with its further state x
+// (shard.ext), or on a missing key when e is nil, into *d, and reports the write an admission makes, and next: the new state the write stores, for an
 // algorithm whose decision computes it (GCRA's TAT; 0 for the others), to be passed to apply. g are
 // lim's figures when it is a GCRA Limit (shard.gcraParams), and unused otherwise. The Decision is
 // written in place, not returned: it carries the whole Limit, and copying it back up each call
 // costs as much as some of the deciding.
-func (k kernel) decide(e *entry, lim *admit.Limit, g *algo.GCRAParams, cost int64, now instant, d *admit.Decision) (w write, next int64) {
+func (k kernel) decide(e *entry, x *sliding, lim *admit.Limit, g *algo.GCRAParams, cost int64, now instant, d *admit.Decision) (w write, next int64) {
 	switch admit.Algorithm(k) {
 	case admit.FixedWindow:
 		w = fixedWindowDecide(e, lim, cost, now, d)
 	case admit.SlidingWindow:
-		w = slidingWindowDecide(e, lim, cost, now, d)
+		w = slidingWindowDecide(e, x, lim, cost, now, d)
 	case admit.SlidingLog:
-		w = slidingLogDecide(e, lim, cost, now, d)
+		w = slidingLogDecide(e, x, lim, cost, now, d)
 	case admit.GCRA:
 		return gcraDecide(e, lim, g, cost, now, d)
 	case admit.Concurrency:
-		w = concurrencyDecide(e, lim, cost, now, d)
+		w = concurrencyDecide(e, x, lim, cost, now, d)
 	default:
 		*d = admit.Decision{Limit: *lim}
 	}
@@ -90,21 +91,22 @@ func decided(d *admit.Decision, lim *admit.Limit, allowed bool, remaining int64,
 	d.Token = 0
 }
 
-// apply makes w, the write decide reported with next, on e: a new entry holding only its key and
-// algorithm for writeCreate. It sets e.deadline to the time from which e is no longer live. token
-// names the lease a Concurrency admission acquires; other algorithms ignore it.
-func (k kernel) apply(e *entry, w write, lim *admit.Limit, cost int64, now instant, token uint64, next int64) {
+// apply makes w, the write decide reported with next, on e and its further state *x: a new entry
+// holding only its algorithm, and no further state, for writeCreate. It sets e.deadline to the time
+// from which e is no longer live. token names the lease a Concurrency admission acquires; other
+// algorithms ignore it.
+func (k kernel) apply(e *entry, x **sliding, w write, lim *admit.Limit, cost int64, now instant, token uint64, next int64) {
 	switch admit.Algorithm(k) {
 	case admit.FixedWindow:
 		fixedWindowApply(e, w, lim, cost, now)
 	case admit.SlidingWindow:
-		slidingWindowApply(e, w, lim, cost, now)
+		slidingWindowApply(e, x, w, lim, cost, now)
 	case admit.SlidingLog:
-		slidingLogApply(e, w, lim, cost, now)
+		slidingLogApply(e, x, w, lim, cost, now)
 	case admit.GCRA:
 		gcraApply(e, next)
 	case admit.Concurrency:
-		concurrencyApply(e, w, lim, cost, now, token)
+		concurrencyApply(e, x, w, lim, cost, now, token)
 	}
 }
 
@@ -113,15 +115,15 @@ func (k kernel) apply(e *entry, w write, lim *admit.Limit, cost int64, now insta
 // start of a sliding window's current window, in Unix microseconds; the time a sliding log logged
 // them, in Unix microseconds; a GCRA key's TAT, in microseconds since the table's base, offset by the
 // base's Unix time. Each names the units' window to settle, as the Redis store's tokens do in Redis's
-// time. A concurrency key's is lease, the token of the lease just acquired.
-func (k kernel) token(e *entry, now instant, lease uint64) uint64 {
+// time. A concurrency key's is lease, the token of the lease just acquired. x is e's further state.
+func (k kernel) token(e *entry, x *sliding, now instant, lease uint64) uint64 {
 	switch admit.Algorithm(k) {
 	case admit.Concurrency:
 		return lease
 	case admit.FixedWindow:
 		return fixedWindowToken(e, now)
 	case admit.SlidingWindow:
-		return uint64(e.sliding.start)
+		return uint64(x.start)
 	case admit.SlidingLog:
 		return uint64(now.unixMicro)
 	case admit.GCRA:
@@ -131,32 +133,33 @@ func (k kernel) token(e *entry, now instant, lease uint64) uint64 {
 }
 
 // settle settles a reservation under lim whose Take reported token, at delta = actual − reserved
-// units, on e's live state, or on a missing key when e is nil, and reports the key's Decision after
-// and the write settling makes: writeDelete when a refund leaves nothing counted.
-func (k kernel) settle(e *entry, lim *admit.Limit, token uint64, delta int64, now instant) (admit.Decision, write) {
+// units, on e's live state, with its further state x, or on a missing key when e is nil, and reports
+// the key's Decision after and the write settling makes: writeDelete when a refund leaves nothing
+// counted.
+func (k kernel) settle(e *entry, x *sliding, lim *admit.Limit, token uint64, delta int64, now instant) (admit.Decision, write) {
 	switch admit.Algorithm(k) {
 	case admit.FixedWindow:
 		return fixedWindowSettle(e, lim, token, delta, now)
 	case admit.SlidingWindow:
-		return slidingWindowSettle(e, lim, token, delta, now)
+		return slidingWindowSettle(e, x, lim, token, delta, now)
 	case admit.SlidingLog:
-		return slidingLogSettle(e, lim, token, delta, now)
+		return slidingLogSettle(e, x, lim, token, delta, now)
 	case admit.GCRA:
 		return gcraSettle(e, lim, token, delta, now)
 	}
 	return admit.Decision{Limit: *lim}, writeNone
 }
 
-// settleApply makes w, the write settle reported, other than writeDelete, on e: a new entry holding
-// only its key and algorithm for writeCreate.
-func (k kernel) settleApply(e *entry, w write, lim *admit.Limit, token uint64, delta int64, now instant) {
+// settleApply makes w, the write settle reported, other than writeDelete, on e and its further state
+// *x: a new entry holding only its algorithm, and no further state, for writeCreate.
+func (k kernel) settleApply(e *entry, x **sliding, w write, lim *admit.Limit, token uint64, delta int64, now instant) {
 	switch admit.Algorithm(k) {
 	case admit.FixedWindow:
 		fixedWindowSettleApply(e, w, lim, token, delta, now)
 	case admit.SlidingWindow:
-		slidingWindowSettleApply(e, w, lim, token, delta, now)
+		slidingWindowSettleApply(e, x, w, lim, token, delta, now)
 	case admit.SlidingLog:
-		slidingLogSettleApply(e, w, lim, token, delta, now)
+		slidingLogSettleApply(e, x, w, lim, token, delta, now)
 	case admit.GCRA:
 		gcraSettleApply(e, w, lim, token, delta, now)
 	}

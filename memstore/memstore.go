@@ -1,17 +1,22 @@
-// Package memstore is the in-process admit.Store: limit state in sharded maps of this process.
+// Package memstore is the in-process admit.Store: limit state in sharded tables of this process.
 //
 // A [Store] makes exactly the decisions of the Redis store (SPEC §2), so one process — `admit serve`
 // without Redis, a test, a single-instance service — can use it in place of Redis. Its limits are
 // per process: several processes each with a memstore do not share them.
 //
 // Keys live in shards chosen by their Redis Cluster hash slot (admit.Slot), each shard behind its own
-// mutex, so the keys of one all-or-nothing request share one lock. An entry holds a count and the
-// absolute end of its window, or an idempotency record (SPEC §2.7). [Store.Settle] settles a
-// reservation under the same shard lock, with internal/algo's settle transitions, as the Redis
-// store's settle script does. A sliding window's entry also points to its window's start and the
-// previous window's count (80 bytes more), a sliding log's to the times of its admitted units (8
-// bytes each, at most admit.MaxSlidingLogRate), a concurrency key's to its leases in flight (16
-// bytes each, at most admit.MaxConcurrency).
+// mutex, so the keys of one all-or-nothing request share one lock. Each shard keeps a table of its
+// own: 32-byte entries free of pointers, the keys' bytes one after another in an arena, and an
+// open-addressing index of 4-byte slots. An entry holds a count and the absolute end of its window,
+// or an idempotency record (SPEC §2.7). Everything a Take can do without the lock — validating,
+// hashing the key, reading the clock, and for a fixed window or GCRA key that holds live state,
+// making the Decision — it does before or after holding it, so that the lock is held for a few
+// hundred instructions: a lock holder preempted inside it is what parks every caller of a hot key. [Store.Settle] settles a reservation under the same shard
+// lock, with internal/algo's settle transitions, as the Redis store's settle script does. A sliding
+// window's entry also names its window's start and the previous window's count (about 90 bytes
+// more), a sliding log's the times of its admitted units (8 bytes each, at most
+// admit.MaxSlidingLogRate), a concurrency key's its leases in flight (16 bytes each, at most
+// admit.MaxConcurrency).
 //
 // # Reclaim
 //
@@ -30,14 +35,15 @@
 //     Store is back to its live entries within one SweepInterval after their windows end.
 //   - A key's own expired entry is reused or removed when the key is next used.
 //
-// A shard that has shrunk to a quarter of its peak rebuilds its map and slice at their present
-// size (Go maps never shrink), so the memory returns to the runtime.
+// A shard that has shrunk to a quarter of its peak rebuilds its entries, index and key arena at
+// their present size, so the memory returns to the runtime; the arena is also compacted whenever the
+// bytes of removed keys are half of it.
 //
 // # The entry cap
 //
 // A Store holds about Options.MaxEntries entries at most, by default 1<<20 (1,048,576): for fixed
-// windows about 110 MiB with keys of 20 bytes, 150 MiB with keys of 50, 600 MiB with keys of 512 bytes, the
-// longest allowed. The cap is enforced per shard: each shard holds at most MaxEntries/shards
+// windows or GCRA about 64 MiB with keys of 20 bytes, 75 MiB with keys of 30, 97 MiB with keys of 50,
+// 592 MiB with keys of 512 bytes, the longest allowed. The cap is enforced per shard: each shard holds at most MaxEntries/shards
 // entries, rounded up (so the Store exceeds MaxEntries only by that rounding), and a new key is
 // refused when its own shard is full, which may be somewhat before the Store holds MaxEntries in
 // all. There is no unlimited setting; set a larger MaxEntries.
@@ -53,8 +59,8 @@ package memstore
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"runtime"
-	"strings"
 	"sync"
 	"time"
 
@@ -101,7 +107,7 @@ type Options struct {
 	SweepBudget int
 	// MaxEntries is the most entries the Store holds, expired ones not yet reclaimed included,
 	// enforced per shard as MaxEntries/Shards rounded up. 0 or less means 1<<20 (1,048,576, about
-	// 110 MiB with 20-byte keys); there is no unlimited setting. A Take that needs a new entry in a
+	// 64 MiB with 20-byte keys); there is no unlimited setting. A Take that needs a new entry in a
 	// full shard returns an error matching [ErrFull] (see the package doc).
 	MaxEntries int
 }
@@ -112,6 +118,7 @@ type Store struct {
 	tab    *table
 	sw     *sweeper          // nil when the sweeper is disabled
 	tokens *algo.TokenSource // names the leases of Concurrency Limits
+	valid  validLimits       // Limits validated already, for Take
 }
 
 var _ admit.Store = (*Store)(nil)
@@ -140,16 +147,24 @@ func (s *Store) Take(ctx context.Context, r admit.Request) (d admit.Decision, er
 	if r.ID == "" && !algo.Leases(&r) {
 		// The common case, without TakeAll's bookkeeping of several Requests, records and leases:
 		// the same decision and writes, with the same errors.
-		if err := r.Validate(); err != nil {
+		if err := s.valid.validate(&r); err != nil {
 			return d, fmt.Errorf("memstore: %w", err)
 		}
 		if err := ctx.Err(); err != nil {
 			return d, fmt.Errorf("memstore: %w: %w", admit.ErrUnavailable, err)
 		}
 		sh := s.tab.shard(r.Key)
-		read := s.tab.now() // before the lock: nothing under it waits for the clock
+		h := keyHash(s.tab.seed, r.Key) // before the lock, as the clock
+		read := s.tab.now()             // before the lock: nothing under it waits for the clock
 		sh.mu.Lock()
-		err = sh.takeOne(&r, s.tab.instant(sh.at(read)), &d)
+		mono := sh.at(read)
+		var out fastOutcome
+		if sh.takeFast(&r, h, mono, &out) {
+			sh.mu.Unlock()
+			out.fill(&r.Limit, s.tab.baseNano, &d) // after the lock: see fastpath.go
+			return d, nil
+		}
+		err = sh.takeOne(&r, h, s.tab.instant(mono), &d)
 		sh.mu.Unlock()
 		return d, err
 	}
@@ -258,6 +273,7 @@ type table struct {
 	shards []shard
 	mask   uint64
 	clock  func() time.Time // nil for time.Now
+	seed   uint64           // of the hash of every shard's index (keyHash), random
 	base   time.Time        // the clock at New; times are kept as durations since base
 	// baseNano is base in Unix nanoseconds, from which tokens are told in Unix time.
 	baseNano int64
@@ -279,8 +295,9 @@ func newTable(opts Options) *table {
 		base:   now(),
 	}
 	tab.baseNano = tab.base.UnixNano()
+	tab.seed = rand.Uint64()
 	for i := range tab.shards {
-		tab.shards[i] = shard{index: make(map[string]int), capacity: capacity, budget: budget}
+		tab.shards[i] = shard{seed: tab.seed, capacity: capacity, budget: budget}
 	}
 	return tab
 }
@@ -370,18 +387,6 @@ func (t *table) sweep() (examined, removed int) {
 	return examined, removed
 }
 
-// An entry is the state of one key under one algorithm, kept by the algorithm's kernel, or, for the
-// key of an idempotency record, the record.
-type entry struct {
-	key      string
-	alg      admit.Algorithm // the algorithm whose kernel keeps it; 0 for a record
-	count    int64           // the units a kernel counts
-	deadline time.Duration   // since table.base: from then on the entry is not live, and reclaimed
-	// sliding is a sliding window's, log's or concurrency key's state beyond count and deadline, or
-	// a record's record (sliding.rec); nil for others. One pointer for both keeps an entry at 48 bytes.
-	sliding *sliding
-}
-
 // A record is what an admitted request with an ID leaves: its fingerprint and its Decisions.
 type record struct {
 	fingerprint string
@@ -389,11 +394,16 @@ type record struct {
 }
 
 // A shard is the part of a table that one mutex guards. Its entries are kept densely in a slice,
-// with a map from key to position, so that reclaim can visit them in turn.
+// indexed by a table of its own (storage.go), so that reclaim can visit them in turn.
 type shard struct {
 	mu       sync.Mutex
-	index    map[string]int // key → position in entries
-	entries  []entry
+	seed     uint64        // the Store's: the hash of the index
+	entries  []entry       // dense, in no order
+	slots    []uint32      // the index: entry position + 1 in the low bits, the hash's high bits above
+	keys     []byte        // the arena of the entries' keys
+	garbage  int           // the bytes of keys that no entry names
+	exts     []*sliding    // the entries' further state, by entry.ext − 1; nil where free
+	freeExts []uint32      // the free places of exts, plus one
 	cursor   int           // the next position that reclaim on insert examines
 	peak     int           // the most entries held since the shard's storage was last rebuilt
 	capacity int           // the most entries the shard holds: its share of Options.MaxEntries
@@ -428,22 +438,23 @@ func (sh *shard) takeAll(rs []admit.Request, ds []admit.Decision, tokens []uint6
 	allowed, moved := true, false
 	for k := range rs {
 		r, p := &rs[k], &ps[k]
-		p.kernel = kernel(r.Limit.Algorithm)
+		p.kernel, p.hash = kernel(r.Limit.Algorithm), sh.hash(r.Key)
 		p.figures(sh, &r.Limit)
 		var e *entry
 		var err error
-		if p.index, e, err = sh.read(r.Key, &r.Limit, p.kernel, &p.gcra, now, &moved); err != nil {
+		if p.index, e, err = sh.read(r.Key, p.hash, &r.Limit, p.kernel, &p.gcra, now, &moved); err != nil {
 			return false, err
 		}
 		// Decide now, while e is where read found it: a later read may move entries.
-		p.write, p.next = p.kernel.decide(e, &r.Limit, &p.gcra, r.Cost, now, &ds[k])
+		p.write, p.next = p.kernel.decide(e, sh.ext(e), &r.Limit, &p.gcra, r.Cost, now, &ds[k])
 		allowed = allowed && (ds[k].Allowed || r.Limit.Shadow) // a shadow rejection rejects nothing
 	}
 	if !allowed {
 		// A rejection writes nothing: a policy that would have admitted reports its key as it is.
 		for k := range rs {
 			if ds[k].Allowed {
-				ps[k].kernel.decide(sh.live(rs[k].Key), &rs[k].Limit, &ps[k].gcra, 0, now, &ds[k])
+				e := sh.live(rs[k].Key)
+				ps[k].kernel.decide(e, sh.ext(e), &rs[k].Limit, &ps[k].gcra, 0, now, &ds[k])
 			}
 		}
 		return false, nil
@@ -468,27 +479,26 @@ func (sh *shard) takeAll(rs []admit.Request, ds []admit.Decision, tokens []uint6
 		ds[k].Token = sh.apply(&rs[k], &ps[k], moved, now, tokens[k])
 	}
 	if keep {
-		sh.insert(entry{ // replay removed an ended record of the same ID
-			key:      rec.key,
-			deadline: now.mono + algo.RecordTTL(rs),
-			sliding:  &sliding{rec: &record{fingerprint: rec.fingerprint, ds: append([]admit.Decision(nil), ds...)}},
-		})
+		// replay removed an ended record of the same ID
+		sh.insert(rec.key, sh.hash(rec.key), entry{deadline: now.mono + algo.RecordTTL(rs)},
+			&sliding{rec: &record{fingerprint: rec.fingerprint, ds: append([]admit.Decision(nil), ds...)}})
 	}
 	return true, nil
 }
 
 // takeOne decides r at time now into d, and makes the write of an admission: takeAll of one
-// Request without an ID that acquires no lease. On an error it leaves d zero. The caller holds sh.mu.
-func (sh *shard) takeOne(r *admit.Request, now instant, d *admit.Decision) error {
-	p := pending{kernel: kernel(r.Limit.Algorithm)}
+// Request without an ID that acquires no lease; h is r.Key's hash. On an error it leaves d zero. The
+// caller holds sh.mu.
+func (sh *shard) takeOne(r *admit.Request, h uint32, now instant, d *admit.Decision) error {
+	p := pending{kernel: kernel(r.Limit.Algorithm), hash: h}
 	p.figures(sh, &r.Limit)
 	var e *entry
 	var err error
 	moved := false
-	if p.index, e, err = sh.read(r.Key, &r.Limit, p.kernel, &p.gcra, now, &moved); err != nil {
+	if p.index, e, err = sh.read(r.Key, h, &r.Limit, p.kernel, &p.gcra, now, &moved); err != nil {
 		return err
 	}
-	p.write, p.next = p.kernel.decide(e, &r.Limit, &p.gcra, r.Cost, now, d)
+	p.write, p.next = p.kernel.decide(e, sh.ext(e), &r.Limit, &p.gcra, r.Cost, now, d)
 	if !d.Allowed && !r.Limit.Shadow {
 		return nil // a rejection writes nothing; a shadow rejection rejects nothing
 	}
@@ -510,22 +520,26 @@ func (sh *shard) settle(res *admit.Reservation, actual int64, now instant) (admi
 	p.figures(sh, &r.Limit)
 	k := p.kernel
 	var moved bool // read removes only an ended entry, and then returns none: i stays valid
-	i, e, err := sh.read(r.Key, &r.Limit, k, &p.gcra, now, &moved)
+	h := sh.hash(r.Key)
+	i, e, err := sh.read(r.Key, h, &r.Limit, k, &p.gcra, now, &moved)
 	if err != nil {
 		return admit.Decision{}, err
 	}
 	delta := actual - r.Cost
-	d, w := k.settle(e, &r.Limit, res.Token, delta, now)
+	d, w := k.settle(e, sh.ext(e), &r.Limit, res.Token, delta, now)
 	switch w {
 	case writeCreate:
 		if err := sh.makeRoomFor(1, now.mono); err != nil {
 			return admit.Decision{}, err
 		}
-		ne := entry{key: strings.Clone(r.Key), alg: r.Limit.Algorithm}
-		k.settleApply(&ne, writeCreate, &r.Limit, res.Token, delta, now)
-		sh.insert(ne)
+		ne := entry{alg: r.Limit.Algorithm}
+		var x *sliding
+		k.settleApply(&ne, &x, writeCreate, &r.Limit, res.Token, delta, now)
+		sh.insert(r.Key, h, ne, x)
 	case writeUpdate:
-		k.settleApply(&sh.entries[i], writeUpdate, &r.Limit, res.Token, delta, now)
+		var spare *sliding
+		e := &sh.entries[i]
+		k.settleApply(e, sh.extSlot(e, &spare), writeUpdate, &r.Limit, res.Token, delta, now)
 	case writeDelete:
 		sh.remove(i)
 	}
@@ -535,6 +549,7 @@ func (sh *shard) settle(res *admit.Reservation, actual int64, now instant) (admi
 // A pending is what takeAll knows of one Request between deciding and writing.
 type pending struct {
 	kernel kernel          // the Request's algorithm's
+	hash   uint32          // the Request's key's (shard.hash)
 	index  int             // the key's entry, when it has a live one
 	write  write           // the write an admission makes
 	next   int64           // the state the write stores, when decide computed it (see kernel.decide)
@@ -551,7 +566,7 @@ func (p *pending) figures(sh *shard, lim *admit.Limit) {
 // live returns the entry of key, which takeAll read live, or nil if it has none. The caller holds
 // sh.mu.
 func (sh *shard) live(key string) *entry {
-	if i, ok := sh.index[key]; ok {
+	if i, ok := sh.find(key, sh.hash(key)); ok {
 		return &sh.entries[i]
 	}
 	return nil
@@ -561,7 +576,7 @@ func (sh *shard) live(key string) *entry {
 // replayed, when its fingerprint is rs's, or an invalid-request error when the ID was used for
 // another request. It reports whether it answered. The caller holds sh.mu.
 func (sh *shard) replay(recordKey, fingerprint string, rs []admit.Request, ds []admit.Decision, now time.Duration) (bool, error) {
-	i, ok := sh.index[recordKey]
+	i, ok := sh.find(recordKey, sh.hash(recordKey))
 	if !ok {
 		return false, nil
 	}
@@ -573,7 +588,7 @@ func (sh *shard) replay(recordKey, fingerprint string, rs []admit.Request, ds []
 	if e.alg != 0 {
 		return false, fmt.Errorf("memstore: %w: request record %q holds a counter", admit.ErrCorruptState, recordKey)
 	}
-	rec := e.sliding.rec
+	rec := sh.ext(e).rec
 	switch {
 	case rec.fingerprint != fingerprint:
 		return false, fmt.Errorf("memstore: %w: request ID reused for a different request", admit.ErrInvalidRequest)
@@ -588,12 +603,12 @@ func (sh *shard) replay(recordKey, fingerprint string, rs []admit.Request, ds []
 	return true, nil
 }
 
-// read returns the entry of key, and its index, if it is live for k at now; nil when the key is
+// read returns the entry of key, whose hash is h, and its index, if it is live for k at now; nil when the key is
 // missing or its state has ended — an ended entry is removed, and *moved set, since removing moves another entry — or an
 // error when the state cannot be lim's. g are lim's figures when it is a GCRA Limit. The entry stays
 // where it is until the next removal. The caller holds sh.mu.
-func (sh *shard) read(key string, lim *admit.Limit, k kernel, g *algo.GCRAParams, now instant, moved *bool) (int, *entry, error) {
-	i, found := sh.index[key]
+func (sh *shard) read(key string, h uint32, lim *admit.Limit, k kernel, g *algo.GCRAParams, now instant, moved *bool) (int, *entry, error) {
+	i, found := sh.find(key, h)
 	if !found {
 		return 0, nil, nil
 	}
@@ -606,7 +621,7 @@ func (sh *shard) read(key string, lim *admit.Limit, k kernel, g *algo.GCRAParams
 	case e.alg != lim.Algorithm:
 		return 0, nil, fmt.Errorf("memstore: %v: %w: key %q holds %v state", lim.Algorithm, admit.ErrCorruptState, key, e.alg)
 	case k.live(e, now):
-		if err := k.check(e, lim, g, now); err != nil {
+		if err := k.check(e, sh.ext(e), lim, g, now); err != nil {
 			return 0, nil, fmt.Errorf("memstore: %v: %w: %w", lim.Algorithm, admit.ErrCorruptState, err)
 		}
 		return i, e, nil
@@ -627,6 +642,9 @@ func (sh *shard) makeRoomFor(need int, now time.Duration) error {
 	if len(sh.entries)+need > sh.capacity {
 		return fmt.Errorf("%w: the shard of a new key holds %d entries, its share of MaxEntries", ErrFull, len(sh.entries))
 	}
+	if !sh.arenaRoom(need) {
+		return fmt.Errorf("%w: the shard of a new key holds %d bytes of keys, the most it can", ErrFull, len(sh.keys)-sh.garbage)
+	}
 	return nil
 }
 
@@ -637,17 +655,20 @@ func (sh *shard) makeRoomFor(need int, now time.Duration) error {
 func (sh *shard) apply(r *admit.Request, p *pending, moved bool, now instant, lease uint64) uint64 {
 	switch p.write {
 	case writeCreate:
-		e := entry{key: strings.Clone(r.Key), alg: r.Limit.Algorithm}
-		p.kernel.apply(&e, writeCreate, &r.Limit, r.Cost, now, lease, p.next)
-		sh.insert(e)
-		return p.kernel.token(&e, now, lease)
+		e := entry{alg: r.Limit.Algorithm}
+		var x *sliding
+		p.kernel.apply(&e, &x, writeCreate, &r.Limit, r.Cost, now, lease, p.next)
+		sh.insert(r.Key, p.hash, e, x)
+		return p.kernel.token(&e, x, now, lease)
 	case writeUpdate:
 		i := p.index
 		if moved {
-			i = sh.index[r.Key]
+			i, _ = sh.find(r.Key, p.hash)
 		}
-		p.kernel.apply(&sh.entries[i], writeUpdate, &r.Limit, r.Cost, now, lease, p.next)
-		return p.kernel.token(&sh.entries[i], now, lease)
+		e := &sh.entries[i]
+		var spare *sliding
+		p.kernel.apply(e, sh.extSlot(e, &spare), writeUpdate, &r.Limit, r.Cost, now, lease, p.next)
+		return p.kernel.token(e, sh.ext(e), now, lease)
 	}
 	return 0
 }
@@ -663,24 +684,6 @@ func (sh *shard) makeRoom(now time.Duration) bool {
 	}
 	sh.reclaim(now, sh.budget, sh.budget)
 	return len(sh.entries) < sh.capacity
-}
-
-func (sh *shard) insert(e entry) {
-	sh.index[e.key] = len(sh.entries)
-	sh.entries = append(sh.entries, e)
-	sh.peak = max(sh.peak, len(sh.entries))
-}
-
-// remove deletes the entry at position i, moving the last entry into its place.
-func (sh *shard) remove(i int) {
-	last := len(sh.entries) - 1
-	delete(sh.index, sh.entries[i].key)
-	if i != last {
-		sh.entries[i] = sh.entries[last]
-		sh.index[sh.entries[i].key] = i
-	}
-	sh.entries[last] = entry{}
-	sh.entries = sh.entries[:last]
 }
 
 // reclaim walks the entries from the cursor on, wrapping around, and removes those whose window has
@@ -751,20 +754,6 @@ const minRebuild = 1024
 func (sh *shard) shrinkIfSparse() {
 	if sh.peak >= minRebuild && len(sh.entries) <= sh.peak/4 {
 		sh.rebuild()
-	}
-}
-
-// rebuild copies the entries into storage of their present size.
-func (sh *shard) rebuild() {
-	entries := make([]entry, len(sh.entries))
-	copy(entries, sh.entries)
-	index := make(map[string]int, len(entries))
-	for i, e := range entries {
-		index[e.key] = i
-	}
-	sh.entries, sh.index, sh.peak = entries, index, len(entries)
-	if sh.cursor > len(entries) {
-		sh.cursor = 0
 	}
 }
 

@@ -27,20 +27,20 @@ type sliding struct {
 func slidingWindowLive(e *entry, now instant) bool { return e.deadline > now.mono }
 
 // slidingWindowState returns the algorithm's view of e.
-func slidingWindowState(e *entry) algo.SlidingWindowState {
-	return algo.SlidingWindowState{Start: e.sliding.start, Prev: e.sliding.prev, Curr: e.count}
+func slidingWindowState(e *entry, x *sliding) algo.SlidingWindowState {
+	return algo.SlidingWindowState{Start: x.start, Prev: x.prev, Curr: e.count}
 }
 
-func slidingWindowCheck(e *entry, lim *admit.Limit, now instant) error {
-	st := slidingWindowState(e)
+func slidingWindowCheck(e *entry, x *sliding, lim *admit.Limit, now instant) error {
+	st := slidingWindowState(e, x)
 	if err := algo.CheckSlidingWindow(st, lim.Period, now.unixMicro); err != nil {
 		return fmt.Errorf("%w (state %+v at %d, Limit %v)", err, st, now.unixMicro, *lim)
 	}
 	return nil
 }
 
-func slidingWindowDecide(e *entry, lim *admit.Limit, cost int64, now instant, d *admit.Decision) write {
-	res := slidingWindowResult(e, lim, cost, now)
+func slidingWindowDecide(e *entry, x *sliding, lim *admit.Limit, cost int64, now instant, d *admit.Decision) write {
+	res := slidingWindowResult(e, x, lim, cost, now)
 	decided(d, lim, res.Allowed, res.Remaining, res.RetryAfter, res.ResetAfter)
 	switch {
 	case res.Write == algo.WriteNone:
@@ -52,29 +52,29 @@ func slidingWindowDecide(e *entry, lim *admit.Limit, cost int64, now instant, d 
 }
 
 // slidingWindowResult runs the transition on e's state, or on a missing key when e is nil.
-func slidingWindowResult(e *entry, lim *admit.Limit, cost int64, now instant) algo.SlidingWindowResult {
+func slidingWindowResult(e *entry, x *sliding, lim *admit.Limit, cost int64, now instant) algo.SlidingWindowResult {
 	var st *algo.SlidingWindowState
 	var buf algo.SlidingWindowState
 	if e != nil {
-		buf = slidingWindowState(e)
+		buf = slidingWindowState(e, x)
 		st = &buf
 	}
 	return algo.SlidingWindow(st, now.unixMicro, lim.Rate, lim.Period, cost)
 }
 
-func slidingWindowApply(e *entry, w write, lim *admit.Limit, cost int64, now instant) {
+func slidingWindowApply(e *entry, x **sliding, w write, lim *admit.Limit, cost int64, now instant) {
 	var res algo.SlidingWindowResult
 	if w == writeCreate { // a new entry
-		e.sliding = &sliding{}
-		res = slidingWindowResult(nil, lim, cost, now)
+		*x = &sliding{}
+		res = slidingWindowResult(nil, nil, lim, cost, now)
 	} else {
-		res = slidingWindowResult(e, lim, cost, now)
+		res = slidingWindowResult(e, *x, lim, cost, now)
 	}
 	switch res.Write {
 	case algo.WriteIncrement:
 		e.count += cost
 	case algo.WriteCreate:
-		e.sliding.start, e.sliding.prev, e.count = res.State.Start, res.State.Prev, res.State.Curr
+		(*x).start, (*x).prev, e.count = res.State.Start, res.State.Prev, res.State.Curr
 		e.deadline = now.monoAt(res.Expiry)
 	}
 }
@@ -86,34 +86,34 @@ func (now instant) monoAt(us int64) time.Duration {
 }
 
 // slidingWindowSettled runs the settle transition on e's state, or on a missing key when e is nil.
-func slidingWindowSettled(e *entry, lim *admit.Limit, token uint64, delta int64, now instant) algo.SlidingWindowSettled {
+func slidingWindowSettled(e *entry, x *sliding, lim *admit.Limit, token uint64, delta int64, now instant) algo.SlidingWindowSettled {
 	var st *algo.SlidingWindowState
 	var buf algo.SlidingWindowState
 	if e != nil {
-		buf = slidingWindowState(e)
+		buf = slidingWindowState(e, x)
 		st = &buf
 	}
 	return algo.SlidingWindowSettle(st, int64(token), now.unixMicro, lim.Rate, lim.Period, delta)
 }
 
-func slidingWindowSettle(e *entry, lim *admit.Limit, token uint64, delta int64, now instant) (admit.Decision, write) {
-	res := slidingWindowSettled(e, lim, token, delta, now)
+func slidingWindowSettle(e *entry, x *sliding, lim *admit.Limit, token uint64, delta int64, now instant) (admit.Decision, write) {
+	res := slidingWindowSettled(e, x, lim, token, delta, now)
 	return admit.Decision{Allowed: res.Allowed, Limit: *lim, Remaining: res.Remaining, RetryAfter: res.RetryAfter, ResetAfter: res.ResetAfter}, writeOf(res.Write, e)
 }
 
-func slidingWindowSettleApply(e *entry, w write, lim *admit.Limit, token uint64, delta int64, now instant) {
+func slidingWindowSettleApply(e *entry, x **sliding, w write, lim *admit.Limit, token uint64, delta int64, now instant) {
 	var res algo.SlidingWindowSettled
 	if w == writeCreate { // a new entry
-		e.sliding = &sliding{}
-		res = slidingWindowSettled(nil, lim, token, delta, now)
+		*x = &sliding{}
+		res = slidingWindowSettled(nil, nil, lim, token, delta, now)
 	} else {
-		res = slidingWindowSettled(e, lim, token, delta, now)
+		res = slidingWindowSettled(e, *x, lim, token, delta, now)
 	}
 	switch res.Write {
 	case algo.WriteIncrement:
 		e.count += res.Units
 	case algo.WriteCreate:
-		e.sliding.start, e.sliding.prev, e.count = res.State.Start, res.State.Prev, res.State.Curr
+		(*x).start, (*x).prev, e.count = res.State.Start, res.State.Prev, res.State.Curr
 		e.deadline = now.monoAt(res.Expiry)
 	}
 }

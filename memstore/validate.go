@@ -1,0 +1,65 @@
+package memstore
+
+import (
+	"strings"
+	"sync/atomic"
+
+	"github.com/admit-dev/admit"
+)
+
+// validLimitSlots is the number of Limits a Store remembers as valid: more than the policies of
+// most deployments.
+const validLimitSlots = 64
+
+// validLimits remembers Limits that have passed admit.Limit.Validate, so that a Take under a Limit
+// seen before compares it with the one remembered instead of validating it again: validation takes
+// 64-bit divisions for a GCRA Limit and a pass over the policy name, a comparison a few loads. The
+// verdict depends on the Limit's value alone, so an equal Limit is as valid as the one remembered.
+//
+// Each slot is filled once, by the first valid Limit that hashes to it, and never replaced: a Store
+// used under ever new Limits (a Rate per tenant, say) allocates at most validLimitSlots copies, and
+// validates the Limits it cannot remember on every call, as without the cache. It is safe for
+// concurrent use without a lock.
+type validLimits struct {
+	slots [validLimitSlots]atomic.Pointer[admit.Limit]
+}
+
+// validate reports why r cannot be decided, exactly as r.Validate does, or nil, for a Request
+// without an ID: only the Limit's validation is remembered; the Request's own bounds are checked on
+// every call, and when one fails r.Validate says why (it checks the Limit first, as before).
+func (c *validLimits) validate(r *admit.Request) error {
+	lim := &r.Limit
+	if r.Key == "" || len(r.Key) > admit.MaxKeyLen || r.Cost < 0 || r.Cost > lim.Capacity() ||
+		r.Cost > 1 && lim.Algorithm == admit.Concurrency || r.ID != "" {
+		return r.Validate()
+	}
+	slot := &c.slots[limitSlot(lim)]
+	if known := slot.Load(); known != nil && sameLimit(known, lim) {
+		return nil
+	}
+	if err := lim.Validate(); err != nil {
+		return err
+	}
+	if slot.Load() == nil {
+		// The copy owns its name: a caller's string might share bytes it later changes (unsafe).
+		known := *lim
+		known.Name = strings.Clone(known.Name)
+		slot.CompareAndSwap(nil, &known)
+	}
+	return nil
+}
+
+// limitSlot returns the slot of validLimits that lim is remembered in.
+func limitSlot(lim *admit.Limit) uint64 {
+	h := uint64(lim.Rate) ^ uint64(lim.Period)>>20 ^ uint64(lim.Burst)<<17 ^
+		uint64(lim.Algorithm)<<40 ^ uint64(len(lim.Name))<<50
+	return (h * 0x9e3779b97f4a7c15) >> (64 - 6) // 6 bits: validLimitSlots
+}
+
+// sameLimit reports whether a and b are equal Limits, as a == b does, field by field: cheaper than
+// the comparison the compiler makes for ==, a call. TestSameLimitComparesEveryField keeps the list
+// whole.
+func sameLimit(a, b *admit.Limit) bool {
+	return a.Rate == b.Rate && a.Period == b.Period && a.Burst == b.Burst && a.Algorithm == b.Algorithm &&
+		a.Aligned == b.Aligned && a.Shadow == b.Shadow && a.Name == b.Name
+}
