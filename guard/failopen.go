@@ -14,7 +14,7 @@ import (
 )
 
 // DefaultFailOpenEntries is the local table's cap when FailOpenOptions.MaxEntries is 0: 100,000
-// keys, about 11 MiB of fixed windows with 20-byte keys.
+// keys, about 6 MiB of fixed windows with 20-byte keys.
 const DefaultFailOpenEntries = 100_000
 
 // FailOpenOptions configures a FailOpen.
