@@ -49,6 +49,8 @@ var (
 	concurrencySrc string
 	//go:embed scripts/take.lua
 	takeSrc string
+	//go:embed scripts/take_single.lua
+	takeSingleSrc string
 	//go:embed scripts/release.lua
 	releaseSrc string
 	//go:embed scripts/settle.lua
@@ -67,10 +69,11 @@ var releaseScript = newScript("release", assemble(releaseSrc, false))
 // settleScript is the entry point that settles one reservation.
 var settleScript = newScript("settle", assemble(settleSrc, false))
 
-// entryPoints are the entry points' sources.
-var entryPoints = []string{takeSrc, releaseSrc, settleSrc}
+// entryPoints are the entry points' sources, the take script's single-policy path among them.
+var entryPoints = []string{takeSingleSrc, takeSrc, releaseSrc, settleSrc}
 
-// assemble returns the script of an entry point: the rendered constants, the prelude, every
+// assemble returns the script of an entry point: the rendered constants, for the take script its
+// single-policy path (take_single.lua, which returns before the rest runs), the prelude, every
 // algorithm module, then the entry point itself. A test assembly (testClock) reads the time from its
 // last argument, Unix microseconds, instead of Redis's TIME, so that tests can fix it; production
 // scripts read Redis's clock only.
@@ -78,6 +81,9 @@ func assemble(entry string, testClock bool) string {
 	var b strings.Builder
 	b.WriteString(constants())
 	fmt.Fprintf(&b, "local CLOCK_FROM_ARGV = %t\n", testClock)
+	if entry == takeSrc {
+		b.WriteString(takeSingleSrc)
+	}
 	b.WriteString(preludeSrc)
 	for _, m := range modules {
 		b.WriteString(m)
