@@ -58,7 +58,7 @@ var (
 )
 
 // modules are the algorithm modules, in the order the scripts define them.
-var modules = []string{fixedWindowSrc, gcraConstants() + gcraSrc, slidingWindowSrc, slidingLogSrc, concurrencySrc}
+var modules = []string{fixedWindowSrc, gcraSrc, slidingWindowSrc, slidingLogSrc, concurrencySrc}
 
 // takeScript is the entry point that decides 1 … admit.MaxRequests policies all-or-nothing.
 var takeScript = newScript("take", assemble(takeSrc, false))
@@ -80,6 +80,7 @@ var entryPoints = []string{takeSingleSrc, takeSrc, releaseSrc, settleSrc}
 func assemble(entry string, testClock bool) string {
 	var b strings.Builder
 	b.WriteString(constants())
+	b.WriteString(gcraConstants()) // before the take script's single-policy path, which decides gcra too
 	fmt.Fprintf(&b, "local CLOCK_FROM_ARGV = %t\n", testClock)
 	if entry == takeSrc {
 		b.WriteString(takeSingleSrc)

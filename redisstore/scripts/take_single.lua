@@ -68,7 +68,7 @@ if ARGV[1] == '1' and ARGV[2] == '' and ARGV[3] == '' and #KEYS == 1 then
             return {1, 0, 1, limit, 0, 0, 0}
           end
           if t then
-            redis.call('SET', key, cs, 'PXAT', string.format('%.0f', ends))
+            redis.call('SET', key, cs, 'PXAT', string.format('%d', ends))
             return {1, 0, 1, limit - cost, 0, ends - t, ends}
           end
           redis.call('SET', key, cs, 'PX', ws)
@@ -89,6 +89,67 @@ if ARGV[1] == '1' and ARGV[2] == '' and ARGV[3] == '' and #KEYS == 1 then
           return {1, 0, 1, limit - count - cost, 0, ttl, t + ttl}
         end
         return {1, 0, 1, limit - count - cost, 0, ttl, redis.call('PEXPIRETIME', key)}
+      end
+    end
+  elseif name == 'gcra' and #ARGV == (CLOCK_FROM_ARGV and 9 or 8) then
+    local rs, ws, cs, bs, key = ARGV[5], ARGV[6], ARGV[7], ARGV[8], KEYS[1]
+    local rate = #rs <= MAX_DIGITS and match(rs, '^[1-9]%d*$') and tonumber(rs)
+    local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
+    local burst = #bs <= MAX_DIGITS and match(bs, '^[1-9]%d*$') and tonumber(bs)
+    local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
+    if rate and rate <= MAX and window and window <= MAX_WINDOW and burst and burst <= MAX and cost and cost <= burst and
+      rate <= window * 1000 then
+      local period = window * 1000
+      local interval = math.ceil(period / rate)
+      local tolerance = burst * interval
+      if (interval * rate - period) * INTERVAL_ROUNDING < period and tolerance <= MAX_TOLERANCE then
+        local raw, now, backlog = redis.pcall('GET', key), nil, 0
+        if raw then
+          if type(raw) == 'string' and #raw <= MAX_DIGITS and match(raw, '^[1-9]%d*$') then
+            local tat = tonumber(raw)
+            if tat <= MAX_TAT then
+              local ttl = redis.call('PTTL', key)
+              if ttl >= 0 and ttl <= math.ceil(tolerance / 1000) + 1 then
+                if CLOCK_FROM_ARGV then
+                  now = tonumber(ARGV[9])
+                else
+                  local tm = redis.call('TIME')
+                  now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+                end
+                backlog = tat - now
+                if backlog > tolerance then
+                  now = nil -- corrupt
+                elseif backlog < 0 then
+                  backlog = 0
+                end
+              end
+            end
+          end
+        elseif CLOCK_FROM_ARGV then
+          now = tonumber(ARGV[9])
+        else
+          local tm = redis.call('TIME')
+          now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+        end
+        if now then -- nil: the key is corrupt
+          -- floor(a / b) is (a - a % b) / b and ceil(a / 1000) is floor((a + 999) / 1000), exact on these
+          -- integers (below 2^53) and cheaper than calling math.floor and math.ceil.
+          local room, need, wait = tolerance - backlog, cost * interval, backlog + 999
+          wait = (wait - wait % 1000) / 1000
+          if need > room then
+            local retry = need - room + 999
+            return {0, 0, 0, (room - room % interval) / interval, (retry - retry % 1000) / 1000, wait, 0}
+          end
+          room = room - need
+          if cost == 0 then
+            return {1, 0, 1, (room - room % interval) / interval, 0, wait, 0}
+          end
+          backlog = backlog + need
+          wait = backlog + 999
+          wait = (wait - wait % 1000) / 1000
+          redis.call('SET', key, string.format('%d', now + backlog), 'PX', string.format('%d', wait + 1))
+          return {1, 0, 1, (room - room % interval) / interval, 0, wait, now + backlog}
+        end
       end
     end
   end
