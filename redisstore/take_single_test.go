@@ -47,7 +47,9 @@ func runInts(t *testing.T, s *Store, sc *script, keys, args []string) ([]int64, 
 // and on another through the general path (an explicit "0" shadow mask, which the path leaves to the
 // general one), at the same fixed times, gets the same replies. A fixed window that starts at its
 // first admission takes its time from the key's expiry, Redis's clock: its retry and reset may differ
-// by the milliseconds between the two calls, and its token is the key's own PEXPIRETIME.
+// by the milliseconds between the two calls, and its token is the key's own PEXPIRETIME. (A bucket's
+// key expires in Redis's own time, PX, whatever the fixed clock: the buckets are slow enough for their
+// keys to outlast the test.)
 func TestSinglePolicyPathAgreesWithGeneralPath(t *testing.T) {
 	srv := redistest.Start(t)
 	s := open(t, srv.URL())
@@ -57,15 +59,24 @@ func TestSinglePolicyPathAgreesWithGeneralPath(t *testing.T) {
 		{Algorithm: admit.FixedWindow, Rate: 5, Period: time.Minute, Aligned: true},
 		{Algorithm: admit.FixedWindow, Rate: admit.MaxRate, Period: admit.MaxPeriod},
 		{Algorithm: admit.GCRA, Rate: 5, Period: time.Minute, Burst: 4},
-		{Algorithm: admit.GCRA, Rate: 1000, Period: time.Second, Burst: 1},
+		{Algorithm: admit.GCRA, Rate: 2, Period: time.Second, Burst: 1},
+		{Algorithm: admit.SlidingWindow, Rate: 5, Period: time.Minute},
+		{Algorithm: admit.SlidingWindow, Rate: 7, Period: 1500 * time.Millisecond},
+		{Algorithm: admit.SlidingWindow, Rate: 1_000_000, Period: time.Hour}, // prev × (w − e) up to 2^52
 	} {
 		t.Run(fmt.Sprintf("%v_%d_per_%v_aligned_%v", lim.Algorithm, lim.Rate, lim.Period, lim.Aligned), func(t *testing.T) {
 			single, general := newKey(t), newKey(t)
 			at := start
-			for step, cost := range []int64{1, 0, 3, 2, 1, 0, 5, 1, 4, 0} {
+			for step, cost := range []int64{1, 0, 3, 2, 1, 0, 5, 1, 4, 0, 3, 2, 0} {
 				cost = min(cost, lim.Capacity()) // a larger cost is refused
-				if step == 5 {
+				if lim.Rate == 1_000_000 {
+					cost *= 100_000
+				}
+				switch step {
+				case 5:
 					at = at.Add(2 * time.Second) // past the aligned window's end, and a bucket's partial refill
+				case 10:
+					at = at.Add(lim.Period + lim.Period/3) // a sliding window's count becomes the previous one
 				}
 				at = at.Add(time.Millisecond)
 				clock := strconv.FormatInt(at.UnixMicro(), 10)
@@ -99,6 +110,83 @@ func TestSinglePolicyPathAgreesWithGeneralPath(t *testing.T) {
 	}
 }
 
+// The path of several fixed windows decides as the general path does, all-or-nothing: the same
+// sequence on keys of its own through each (the general one by an explicit shadow mask of zeros), at
+// the same fixed times, gets the same replies — admissions, rejections by one policy that the others
+// report as peeks, windows ending — and leaves the keys alike.
+func TestSeveralFixedWindowsPathAgreesWithGeneralPath(t *testing.T) {
+	srv := redistest.Start(t)
+	s := open(t, srv.URL())
+	start := time.UnixMilli(1_800_000_000_000 + 59_000)
+	for _, lims := range [][]admit.Limit{
+		{{Algorithm: admit.FixedWindow, Rate: 4, Period: time.Second, Aligned: true}, {Algorithm: admit.FixedWindow, Rate: 7, Period: time.Minute, Aligned: true}},
+		{{Algorithm: admit.FixedWindow, Rate: 7, Period: time.Minute}, {Algorithm: admit.FixedWindow, Rate: 4, Period: time.Second, Aligned: true}, {Algorithm: admit.FixedWindow, Rate: 9, Period: time.Hour}},
+		{{Algorithm: admit.FixedWindow, Rate: 3, Period: time.Minute}, {Algorithm: admit.FixedWindow, Rate: 5, Period: time.Minute}, {Algorithm: admit.FixedWindow, Rate: 8, Period: time.Minute}, {Algorithm: admit.FixedWindow, Rate: 2, Period: time.Minute, Aligned: true}},
+	} {
+		t.Run(strconv.Itoa(len(lims)), func(t *testing.T) {
+			var sets [2][]string
+			for i := range sets {
+				slot := newKey(t)
+				for p := range lims {
+					sets[i] = append(sets[i], slot+":p"+strconv.Itoa(p))
+				}
+			}
+			at := start
+			for step, cost := range []int64{1, 0, 2, 1, 3, 0, 1, 2, 1, 1, 0} {
+				for _, lim := range lims {
+					cost = min(cost, lim.Rate) // a larger cost is refused
+				}
+				if step == 5 {
+					at = at.Add(1500 * time.Millisecond) // past the aligned second's and minute's ends
+				}
+				at = at.Add(time.Millisecond)
+				clock := strconv.FormatInt(at.UnixMicro(), 10)
+				var replies [2][]int64
+				for i, sc := range []*script{testSingleScript, testTakeScript} {
+					rs := make([]admit.Request, len(lims))
+					for p := range lims {
+						rs[p] = admit.Request{Key: sets[i][p], Limit: lims[p], Cost: cost}
+					}
+					keys, args := testArgs(rs)
+					if sc == testTakeScript {
+						args[2] = strings.Repeat("0", len(lims))
+					}
+					var err error
+					if replies[i], err = runInts(t, s, sc, keys, append(args, clock)); err != nil {
+						t.Fatalf("step %d (cost %d) through %s: %v", step, cost, sc.name, err)
+					}
+				}
+				got, want := replies[0], replies[1]
+				for p, lim := range lims {
+					at := 2 + 5*p
+					if lim.Aligned {
+						continue
+					}
+					checkExpiryToken(t, srv, sets[0][p], got[at-2:])
+					checkExpiryToken(t, srv, sets[1][p], want[at-2:])
+					for _, i := range []int{at + 2, at + 3} { // retry_after, reset_after
+						if d := got[i] - want[i]; d < -1000 || d > 1000 {
+							t.Fatalf("step %d (cost %d): element %d: the path of several %v, the general path %v", step, cost, i, got, want)
+						}
+						got[i] = want[i]
+					}
+					got[at+4], want[at+4] = 0, 0
+				}
+				if !slices.Equal(got, want) {
+					t.Fatalf("step %d (cost %d): the path of several %v; the general path %v", step, cost, got, want)
+				}
+				for p := range lims {
+					a, _ := srv.Do(t, "GET", sets[0][p]).ToString()
+					b, _ := srv.Do(t, "GET", sets[1][p]).ToString()
+					if a != b {
+						t.Fatalf("step %d: policy %d: the path of several left %q, the general path %q", step, p, a, b)
+					}
+				}
+			}
+		})
+	}
+}
+
 // checkExpiryToken fails t unless reply's token is 0 or the key's PEXPIRETIME.
 func checkExpiryToken(t *testing.T, srv *redistest.Server, key string, reply []int64) {
 	t.Helper()
@@ -119,7 +207,9 @@ func checkExpiryToken(t *testing.T, srv *redistest.Server, key string, reply []i
 func TestSinglePolicyPathFallsThrough(t *testing.T) {
 	srv := redistest.Start(t)
 	s := open(t, srv.URL())
-	clock := strconv.FormatInt(time.Now().UnixMicro(), 10)
+	now := time.Now()
+	clock := strconv.FormatInt(now.UnixMicro(), 10)
+	hourStart := strconv.FormatInt(now.Truncate(time.Hour).UnixMilli(), 10) // the sliding window's, at clock
 	fixed := func(args ...string) []string { return append([]string{"1", "", "", "fixed_window"}, args...) }
 	gcra := func(args ...string) []string { return append([]string{"1", "", "", "gcra"}, args...) }
 	maxRate := strconv.FormatInt(admit.MaxRate, 10)
@@ -143,7 +233,7 @@ func TestSinglePolicyPathFallsThrough(t *testing.T) {
 		{"counter 0", []string{"SET", "KEY", "0", "PX", "60000"}, fixed("3", "60000", "1", "0")},
 		{"counter above MaxRate", []string{"SET", "KEY", "1000000000000001", "PX", "60000"}, fixed(maxRate, "60000", "1", "0")},
 		{"counter without expiry", []string{"SET", "KEY", "1"}, fixed("3", "60000", "1", "0")},
-		{"counter beyond its window", []string{"SET", "KEY", "1", "PX", "60001"}, fixed("3", "60000", "1", "0")},
+		{"counter beyond its window", []string{"SET", "KEY", "1", "PX", "120000"}, fixed("3", "60000", "1", "0")},
 		{"aligned counter beyond its window", []string{"SET", "KEY", "1", "PX", "3600000"}, fixed("3", "60000", "1", "1")},
 		{"counter in a list", []string{"RPUSH", "KEY", "1"}, fixed("3", "60000", "1", "0")},
 		{"gcra interval below 1 us", nil, gcra("1000001", "1000", "1", "1")},
@@ -158,8 +248,23 @@ func TestSinglePolicyPathFallsThrough(t *testing.T) {
 		{"tat in a hash", []string{"HSET", "KEY", "tat", "1"}, gcra("5", "60000", "1", "4")},
 		{"a request ID", nil, []string{"1", "ab", "", "fixed_window", "3", "60000", "1", "0"}},
 		{"shadow mode", nil, []string{"1", "", "1", "fixed_window", "3", "60000", "1", "0"}},
-		{"two policies", nil, []string{"2", "", "", "fixed_window", "3", "60000", "1", "0", "fixed_window", "3", "60000", "1", "0"}},
-		{"sliding window", nil, []string{"1", "", "", "sliding_window", "3", "60000", "1"}},
+		{"two policies, one a sliding window", nil, []string{"2", "", "", "fixed_window", "3", "60000", "1", "0", "sliding_window", "3", "60000", "1"}},
+		{"two fixed windows, one invalid", nil, []string{"2", "", "", "fixed_window", "3", "60000", "1", "0", "fixed_window", "3", "60000", "4", "0"}},
+		{"two fixed windows, a key short", nil, []string{"2", "", "", "fixed_window", "3", "60000", "1", "0", "fixed_window", "3", "60000", "1", "0"}},
+		{"two fixed windows, 02", nil, []string{"02", "", "", "fixed_window", "3", "60000", "1", "0", "fixed_window", "3", "60000", "1", "0"}},
+		{"sliding window limit 1.5", nil, []string{"1", "", "", "sliding_window", "1.5", "60000", "1"}},
+		{"sliding window cost above the limit", nil, []string{"1", "", "", "sliding_window", "3", "60000", "4"}},
+		{"sliding window in a string", []string{"SET", "KEY", "1", "PX", "60000"}, []string{"1", "", "", "sliding_window", "3", "60000", "1"}},
+		{"sliding window of two fields", []string{"HSET", "KEY", "start", "0", "curr", "1"}, []string{"1", "", "", "sliding_window", "3", "60000", "1"}},
+		{"sliding window of another field", []string{"HSET", "KEY", "start", "0", "curr", "1", "next", "0"}, []string{"1", "", "", "sliding_window", "3", "60000", "1"}},
+		{"sliding window curr 0", []string{"HSET", "KEY", "start", "0", "curr", "0", "prev", "0"}, []string{"1", "", "", "sliding_window", "3", "60000", "1"}},
+		{"sliding window prev 01", []string{"HSET", "KEY", "start", "0", "curr", "1", "prev", "01"}, []string{"1", "", "", "sliding_window", "3", "60000", "1"}},
+		{"sliding window start off the grid", []string{"HSET", "KEY", "start", "1000", "curr", "1", "prev", "0"}, []string{"1", "", "", "sliding_window", "3", "60000", "1"}},
+		{"sliding window start ahead", []string{"HSET", "KEY", "start", strconv.FormatInt(aheadStart(time.Minute)/1000+120_000, 10), "curr", "1", "prev", "0"}, []string{"1", "", "", "sliding_window", "3", "60000", "1"}},
+		{"sliding window without expiry", []string{"HSET", "KEY", "start", "0", "curr", "1", "prev", "0"}, []string{"1", "", "", "sliding_window", "3", "60000", "1"}},
+		{"sliding window prev x (w - e) above 2^52", []string{"HSET", "KEY", "start", hourStart, "curr", "1", "prev", "1000000000000"},
+			[]string{"1", "", "", "sliding_window", "1000000000000000", "3600000", "1"}},
+		{"sliding log", nil, []string{"1", "", "", "sliding_log", "3", "60000", "1"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			key := newKey(t)
@@ -169,10 +274,13 @@ func TestSinglePolicyPathFallsThrough(t *testing.T) {
 				if err := srv.Do(t, cmd...).Error(); err != nil {
 					t.Fatalf("%v: %v", cmd, err)
 				}
+				if cmd[0] == "HSET" && !strings.HasSuffix(tc.name, "without expiry") { // a hash is written with its expiry
+					srv.Do(t, "PEXPIRE", key, "3600000")
+				}
 			}
 			before, _ := srv.Do(t, "DUMP", key).ToString()
 			keys := []string{key}
-			if tc.args[0] == "2" {
+			if tc.args[0] == "2" && !strings.HasSuffix(tc.name, "a key short") || tc.args[0] == "02" {
 				keys = append(keys, key+":2")
 			}
 			if tc.args[1] != "" {
@@ -184,6 +292,145 @@ func TestSinglePolicyPathFallsThrough(t *testing.T) {
 			}
 			if after, _ := srv.Do(t, "DUMP", key).ToString(); after != before {
 				t.Fatal("the single-policy path wrote before falling through")
+			}
+		})
+	}
+}
+
+// testSettleStraightScript is the settle script's straight path alone (settle_single.lua), as
+// testSingleScript is the take script's; testSettleGeneralScript is the settle script without it.
+var (
+	testSettleStraightScript = newScript("settle-straight-test",
+		constants()+gcraConstants()+"local CLOCK_FROM_ARGV = true\n"+settleSingleSrc+"return redis.error_reply('"+fellThrough+"')\n")
+	testSettleGeneralScript = newScript("settle-general-test", strings.Replace(assemble(settleSrc, true), settleSingleSrc, "", 1))
+)
+
+// The settle script's straight path settles as the general path does: on two keys taken alike, a
+// sequence of refunds (partial, whole, of a window or bucket since past, with token 0), overruns that
+// fit and overruns that do not, each key settling its own reservations, gets the same replies, and
+// leaves the keys alike. A fixed window from the first admission reads Redis's clock through its
+// TTL: its retry and reset may differ by the milliseconds between the two calls.
+func TestSettleStraightPathAgreesWithGeneralPath(t *testing.T) {
+	srv := redistest.Start(t)
+	s := open(t, srv.URL())
+	start := time.UnixMilli(1_800_000_000_000 + 59_000)
+	for _, lim := range []admit.Limit{
+		{Algorithm: admit.FixedWindow, Rate: 6, Period: time.Minute},
+		{Algorithm: admit.FixedWindow, Rate: 6, Period: time.Minute, Aligned: true},
+		{Algorithm: admit.GCRA, Rate: 6, Period: time.Minute, Burst: 6},
+		{Algorithm: admit.GCRA, Rate: 100, Period: time.Minute, Burst: 3},
+	} {
+		t.Run(fmt.Sprintf("%v_%d_per_%v_aligned_%v", lim.Algorithm, lim.Rate, lim.Period, lim.Aligned), func(t *testing.T) {
+			keys := [2]string{newKey(t), newKey(t)}
+			scripts := [2]*script{testSettleStraightScript, testSettleGeneralScript}
+			var old [2]uint64 // a token of the first reservation, settled again later
+			at := start
+			for step, tc := range []struct {
+				reserved, actual int64
+				token            int // 0: the reservation's own, 1: token 0, 2: the first reservation's
+				later            time.Duration
+			}{
+				{2, 1, 0, 0}, {2, 3, 0, 0}, {1, 9, 0, 0}, {1, 0, 0, 0}, {2, 0, 1, 0},
+				{1, 2, 0, 2 * time.Second}, {2, 1, 2, 0}, {1, 5, 0, 0}, {3, 0, 0, 0}, {1, 0, 2, 0},
+			} {
+				at = at.Add(tc.later + time.Millisecond)
+				clock := strconv.FormatInt(at.UnixMicro(), 10)
+				reserved := min(tc.reserved, lim.Capacity())
+				var replies [2][]int64
+				for i, key := range keys {
+					r := admit.Request{Key: key, Limit: lim, Cost: reserved}
+					ks, args := testArgs([]admit.Request{r})
+					took, err := runInts(t, s, testTakeScript, ks, append(args, clock))
+					if err != nil {
+						t.Fatalf("step %d: take: %v", step, err)
+					}
+					token := uint64(took[6])
+					if step == 0 {
+						old[i] = token
+					}
+					switch {
+					case tc.token == 1:
+						token = 0
+					case tc.token == 2 || took[0] == 0:
+						token = old[i] // a reservation of a window or bucket since past (or rejected: nothing to settle)
+					}
+					ks, args = settleArgs(&admit.Reservation{Request: r, Token: token}, tc.actual)
+					replies[i], err = runInts(t, s, scripts[i], ks, append(args, clock))
+					if err != nil {
+						t.Fatalf("step %d: settle through %s: %v", step, scripts[i].name, err)
+					}
+				}
+				got, want := replies[0], replies[1]
+				if lim.Algorithm == admit.FixedWindow && !lim.Aligned {
+					for _, i := range []int{2, 3} { // retry_after, reset_after
+						if d := got[i] - want[i]; d < -1000 || d > 1000 {
+							t.Fatalf("step %d: element %d: straight path %v, general path %v", step, i, got, want)
+						}
+						got[i] = want[i]
+					}
+				}
+				if !slices.Equal(got, want) {
+					t.Fatalf("step %d (reserved %d, actual %d): straight path %v; general path %v", step, reserved, tc.actual, got, want)
+				}
+				a, _ := srv.Do(t, "GET", keys[0]).ToString()
+				b, _ := srv.Do(t, "GET", keys[1]).ToString()
+				if a != b {
+					t.Fatalf("step %d: the straight path left %q, the general path %q", step, a, b)
+				}
+			}
+		})
+	}
+}
+
+// The settle script's straight path falls through, having written nothing, on every argument and
+// stored state it would refuse, and on the algorithms it leaves to the general path.
+func TestSettleStraightPathFallsThrough(t *testing.T) {
+	srv := redistest.Start(t)
+	s := open(t, srv.URL())
+	clock := strconv.FormatInt(time.Now().UnixMicro(), 10)
+	fixed := func(args ...string) []string { return append([]string{"fixed_window"}, args...) }
+	gcra := func(args ...string) []string { return append([]string{"gcra"}, args...) }
+	for _, tc := range []struct {
+		name  string
+		state []string
+		args  []string
+	}{
+		{"reserved 0", nil, fixed("3", "60000", "0", "0", "0", "1")},
+		{"reserved above the limit", nil, fixed("3", "60000", "4", "0", "0", "1")},
+		{"limit 03", nil, fixed("03", "60000", "1", "0", "0", "1")},
+		{"window 6e4", nil, fixed("3", "6e4", "1", "0", "0", "1")},
+		{"token 01", nil, fixed("3", "60000", "1", "0", "01", "1")},
+		{"token above MaxTAT", nil, fixed("3", "60000", "1", "0", "9007199254740992", "1")},
+		{"actual -1", nil, fixed("3", "60000", "1", "0", "0", "-1")},
+		{"actual above MaxRate", nil, fixed("3", "60000", "1", "0", "0", "1000000000000001")},
+		{"aligned 2", nil, fixed("3", "60000", "1", "2", "0", "1")},
+		{"an argument less", nil, fixed("3", "60000", "1", "0", "0")},
+		{"counter 1.5", []string{"SET", "KEY", "1.5", "PX", "60000"}, fixed("3", "60000", "1", "0", "0", "1")},
+		{"counter without expiry", []string{"SET", "KEY", "1"}, fixed("3", "60000", "1", "0", "0", "1")},
+		{"aligned counter beyond its window", []string{"SET", "KEY", "1", "PX", "3600000"}, fixed("3", "60000", "1", "1", "0", "1")},
+		{"counter in a set", []string{"SADD", "KEY", "1"}, fixed("3", "60000", "1", "0", "0", "1")},
+		{"gcra reserved above the burst", nil, gcra("5", "60000", "5", "4", "0", "1")},
+		{"gcra interval rounded", nil, gcra("400", "1", "1", "1", "0", "1")},
+		{"tat 00", []string{"SET", "KEY", "00", "PX", "60000"}, gcra("5", "60000", "1", "4", "0", "1")},
+		{"tat expiring too late", []string{"SET", "KEY", clock, "PX", "600000"}, gcra("5", "60000", "1", "4", "0", "1")},
+		{"sliding window", nil, []string{"sliding_window", "3", "60000", "1", "0", "1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			key := newKey(t)
+			if tc.state != nil {
+				cmd := slices.Clone(tc.state)
+				cmd[slices.Index(cmd, "KEY")] = key
+				if err := srv.Do(t, cmd...).Error(); err != nil {
+					t.Fatalf("%v: %v", cmd, err)
+				}
+			}
+			before, _ := srv.Do(t, "DUMP", key).ToString()
+			reply, err := runInts(t, s, testSettleStraightScript, []string{key}, append(slices.Clone(tc.args), clock))
+			if err == nil || !strings.Contains(err.Error(), fellThrough) {
+				t.Fatalf("the straight path answered %v, %v; want it to fall through", reply, err)
+			}
+			if after, _ := srv.Do(t, "DUMP", key).ToString(); after != before {
+				t.Fatal("the straight path wrote before falling through")
 			}
 		})
 	}

@@ -152,5 +152,254 @@ if ARGV[1] == '1' and ARGV[2] == '' and ARGV[3] == '' and #KEYS == 1 then
         end
       end
     end
+  elseif name == 'sliding_window' and #ARGV == (CLOCK_FROM_ARGV and 8 or 7) then
+    local ls, ws, cs, key = ARGV[5], ARGV[6], ARGV[7], KEYS[1]
+    local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
+    local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
+    local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
+    if limit and limit <= MAX and window and window <= MAX_WINDOW and cost and cost <= limit then
+      local t
+      if CLOCK_FROM_ARGV then
+        t = tonumber(ARGV[8])
+      else
+        local tm = redis.call('TIME')
+        t = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+      end
+      local w = window * 1000
+      local cur = t - t % w
+      local e, prev, curr, same, ok = t - cur, 0, 0, false, true
+      local h = redis.pcall('HGETALL', key)
+      if h.err then
+        ok = false
+      elseif #h > 0 then
+        local start, p, c
+        if #h == 6 then -- start, prev and curr, in any order; anything else is corrupt
+          for j = 1, 5, 2 do
+            local f, v = h[j], h[j + 1]
+            local n = v == '0' and 0 or #v <= MAX_DIGITS and match(v, '^[1-9]%d*$') and tonumber(v)
+            if n and n <= MAX then
+              if f == 'start' then
+                start = n
+              elseif f == 'prev' then
+                p = n
+              elseif f == 'curr' and n > 0 then
+                c = n
+              end
+            end
+          end
+        end
+        if start and p and c and start % window == 0 and start * 1000 <= t and redis.call('PTTL', key) ~= -1 then
+          start = start * 1000
+          if start == cur then
+            prev, curr, same = p, c, true
+          elseif start == cur - w then
+            prev = c
+          end
+        else
+          ok = false
+        end
+      end
+      -- ⌈prev × (w − e) / w⌉, exactly while prev × (w − e) is below 2^52 (else the module's muldiv,
+      -- through the general path), and, for a rejection, the wait's quotients likewise.
+      local used, ab = curr, prev * (w - e)
+      if prev > 0 and ok then
+        if ab < 4503599627370496 then
+          local r = ab % w
+          local q = (ab - r) / w
+          if r < 0 then
+            q, r = q - 1, r + w
+          elseif r >= w then
+            q, r = q + 1, r - w
+          end
+          if r > 0 then
+            q = q + 1
+          end
+          used = used + q
+        else
+          ok = false
+        end
+      end
+      if ok then
+        if used + cost <= limit then
+          local reset = 0
+          if curr + cost > 0 then
+            reset = 2 * w - e + 999
+          elseif prev > 0 then
+            reset = w - e + 999
+          end
+          reset = (reset - reset % 1000) / 1000
+          if cost == 0 then
+            return {1, 0, 1, limit - used, 0, reset, 0}
+          end
+          if same then
+            redis.call('HINCRBY', key, 'curr', cs)
+          else
+            redis.call('HSET', key, 'start', string.format('%d', cur / 1000), 'prev', string.format('%d', prev), 'curr', cs)
+            redis.call('PEXPIREAT', key, string.format('%d', (cur + 2 * w) / 1000))
+          end
+          return {1, 0, 1, limit - used - cost, 0, reset, cur}
+        end
+        -- Rejected: later in this window, at w − ⌊r × w / prev⌋ − e with r = limit − curr − cost when r ≥ 0;
+        -- else in the next window, after w − e, and then w − ⌊r × w / curr⌋ more with r = limit − cost
+        -- when curr > r (the module's decide). The quotient is exact while r × w is below 2^52.
+        local r, wait, c = limit - curr - cost, -e, prev
+        if r < 0 then
+          r, wait, c = limit - cost, w - e, curr > limit - cost and curr
+        end
+        local ab2 = c and r * w
+        if not c or ab2 < 4503599627370496 then
+          if c then
+            local m = ab2 % c
+            local q = (ab2 - m) / c
+            if m < 0 then
+              q = q - 1
+            elseif m >= c then
+              q = q + 1
+            end
+            wait = wait + w - q
+          end
+          local reset = w - e + 999
+          if curr > 0 then
+            reset = reset + w
+          end
+          local remaining = limit - used
+          if remaining < 0 then
+            remaining = 0
+          end
+          wait = wait + 999
+          return {0, 0, 0, remaining, (wait - wait % 1000) / 1000, (reset - reset % 1000) / 1000, 0}
+        end
+      end
+    end
+  end
+elseif ARGV[2] == '' and ARGV[3] == '' and ARGV[4] == 'fixed_window' then
+  -- Several policies, all fixed windows (the usual per second, per minute and per day), without an ID
+  -- or shadow mode: all-or-nothing as take.lua decides it, in two passes over the arguments, with no
+  -- table but the reply. The first reads each key and decides, filling in the reply; a token's slot
+  -- meanwhile says what an admission would write: 0 nothing (a peek, or a rejection), -1 INCRBY and
+  -- -2 SET ... PX (then PEXPIRETIME), -ends SET ... PXAT ends (aligned, missing), or the token itself
+  -- (aligned, live: INCRBY). The second makes the writes, if every policy admits.
+  local ns, match, tonumber = ARGV[1], string.match, tonumber
+  local n = #ns <= 2 and match(ns, '^[1-9]%d?$') and tonumber(ns)
+  local ok = n and n <= MAX_REQUESTS and #KEYS == n and #ARGV == (CLOCK_FROM_ARGV and 4 or 3) + 5 * n
+  for k = 2, ok and n or 0 do -- every policy a fixed window, before any key is read
+    ok = ok and ARGV[5 * k - 1] == 'fixed_window'
+  end
+  if ok then
+    local reply = {1, 0}
+    if n == 2 then
+      reply = {1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0} -- made whole: growing it rehashes
+    end
+    local t, k = nil, 1
+    while ok and k <= n do
+      local i, at, key = 5 * k - 1, 5 * k - 2, KEYS[k]
+      local ls, ws, cs, aligned = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
+      local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
+      local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
+      local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
+      ok = limit and limit <= MAX and window and window <= MAX_WINDOW and cost and
+        cost <= limit and (aligned == '0' or aligned == '1')
+      if ok then
+        local count, ttl, ends = 0, 0, nil
+        if aligned == '1' then
+          if not t then -- one clock read for every aligned policy
+            if CLOCK_FROM_ARGV then
+              t = math.floor(tonumber(ARGV[#ARGV]) / 1000)
+            else
+              local tm = redis.call('TIME')
+              t = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
+            end
+          end
+          ends = t - t % window + window
+        end
+        local raw = redis.pcall('GET', key)
+        if raw then
+          ok = false -- until the key is read as admit writes it
+          if type(raw) == 'string' and #raw <= MAX_DIGITS and match(raw, '^[1-9]%d*$') then
+            local stored = tonumber(raw)
+            if stored <= MAX then
+              if ends then
+                local x = redis.call('PEXPIRETIME', key)
+                if x ~= -1 and x <= ends then
+                  ok = true
+                  if x > t then
+                    count, ttl = stored, x - t
+                  end
+                end
+              else
+                local left = redis.call('PTTL', key)
+                if left ~= -1 and left <= window then
+                  ok = true
+                  if left > 0 then
+                    count, ttl = stored, left
+                  end
+                end
+              end
+            end
+          end
+        end
+        if count == 0 then
+          reply[at], reply[at + 1], reply[at + 2] = 1, limit - cost, 0
+          if cost == 0 then
+            reply[at + 3], reply[at + 4] = 0, 0
+          elseif ends then
+            reply[at + 3], reply[at + 4] = ends - t, -ends
+          else
+            reply[at + 3], reply[at + 4] = window, -2
+          end
+        elseif count + cost > limit then
+          local remaining = limit - count
+          if remaining < 0 then
+            remaining = 0
+          end
+          reply[1], reply[at], reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4] = 0, 0, remaining, ttl, ttl, 0
+        else
+          reply[at], reply[at + 1], reply[at + 2], reply[at + 3] = 1, limit - count - cost, 0, ttl
+          if cost == 0 then
+            reply[at + 4] = 0
+          elseif ends then
+            reply[at + 4] = t + ttl
+          else
+            reply[at + 4] = -1
+          end
+        end
+      end
+      k = k + 1
+    end
+    if ok and reply[1] == 0 then
+      -- A rejection writes nothing: a policy that would have admitted reports its key as it is, as a
+      -- peek: its cost back in remaining, and no reset for a missing key.
+      for k = 1, n do
+        local at = 5 * k - 2
+        if reply[at] == 1 then
+          local cs, slot = ARGV[5 * k + 2], reply[at + 4]
+          reply[at + 1] = reply[at + 1] + (cs == '1' and 1 or tonumber(cs))
+          if slot == -2 or slot < -2 then
+            reply[at + 3] = 0
+          end
+        end
+        reply[at + 4] = 0
+      end
+      return reply
+    end
+    if ok then
+      for k = 1, n do
+        local at, key = 5 * k + 2, KEYS[k]
+        local slot = reply[at]
+        if slot == -1 then
+          redis.call('INCRBY', key, ARGV[5 * k + 2])
+          reply[at] = redis.call('PEXPIRETIME', key)
+        elseif slot == -2 then
+          redis.call('SET', key, ARGV[5 * k + 2], 'PX', ARGV[5 * k + 1])
+          reply[at] = redis.call('PEXPIRETIME', key)
+        elseif slot < -2 then
+          redis.call('SET', key, ARGV[5 * k + 2], 'PXAT', string.format('%d', -slot))
+          reply[at] = -slot
+        elseif slot > 0 then
+          redis.call('INCRBY', key, ARGV[5 * k + 2])
+        end
+      end
+      return reply
+    end
   end
 end

@@ -1,0 +1,209 @@
+-- settle_single.lua: the settle script's straight path, the first part of settle.lua's assembly,
+-- before the prelude, as take_single.lua is take.lua's: a settlement of a fixed_window or gcra
+-- reservation is made here with no closure, no table but the reply and no loop, and returns before
+-- the prelude and the modules define anything (bench/scriptcost2.md).
+--
+-- It settles exactly as settle.lua and the module's settle do (fixed_window.lua, gcra.lua), with the
+-- same strict checks of the arguments and the stored state, and never errs: an argument it would
+-- refuse, and a key it finds corrupt, make it fall through, before any write, to the general path,
+-- which refuses the call with the module's error. The reply is the decision of the key's state after
+-- the write, as settle.lua's is, but not read back: the state is what was read, changed by the one
+-- write this script made (the script runs alone, and admit's writes never make a key corrupt), at the
+-- same now.
+if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and 8 or 7) then
+  local name, match, tonumber, key = ARGV[1], string.match, tonumber, KEYS[1]
+  local ts, as = ARGV[6], ARGV[7]
+  local token = ts == '0' and 0 or #ts <= MAX_DIGITS and match(ts, '^[1-9]%d*$') and tonumber(ts)
+  local actual = as == '0' and 0 or as == '1' and 1 or #as <= MAX_DIGITS and match(as, '^[1-9]%d*$') and tonumber(as)
+  if token and token <= MAX_TAT and actual and actual <= MAX then
+    if name == 'fixed_window' then
+      local ls, ws, cs, aligned = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+      local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
+      local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
+      local reserved = cs == '1' and 1 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
+      if limit and limit <= MAX and window and window <= MAX_WINDOW and reserved and reserved <= limit and
+        (aligned == '0' or aligned == '1') then
+        local count, ttl, t, ends, at = 0, 0, nil, nil, nil -- count 0: missing, or its window has ended
+        if aligned == '1' then
+          if CLOCK_FROM_ARGV then
+            t = math.floor(tonumber(ARGV[8]) / 1000)
+          else
+            local tm = redis.call('TIME')
+            t = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
+          end
+          ends = t - t % window + window
+        end
+        local raw, ok = redis.pcall('GET', key), true
+        if raw then
+          ok = false -- until the key is read as admit writes it
+          if type(raw) == 'string' and #raw <= MAX_DIGITS and match(raw, '^[1-9]%d*$') then
+            local stored = tonumber(raw)
+            if stored <= MAX then
+              if t then
+                at = redis.call('PEXPIRETIME', key)
+                if at ~= -1 and at <= ends then
+                  ok = true
+                  if at > t then
+                    count, ttl = stored, at - t
+                  end
+                end
+              else
+                local left = redis.call('PTTL', key)
+                if left ~= -1 and left <= window then
+                  ok = true
+                  if left > 0 then
+                    count, ttl = stored, left
+                  end
+                end
+              end
+            end
+          end
+        end
+        if ok then
+          local delta, probe = actual - reserved, 0
+          if delta < 0 then
+            -- A refund lands only while the key is live with the window end token.
+            if count > 0 and (at or redis.call('PEXPIRETIME', key)) == token then
+              if -delta >= count then
+                redis.call('DEL', key)
+                count = 0
+              else
+                redis.call('DECRBY', key, string.format('%d', -delta))
+                count = count + delta
+              end
+            end
+          else
+            -- An overrun consumes what is left now, as an admission of that many units.
+            local n = limit
+            if count > 0 then
+              n = limit - count
+              if n < 0 then
+                n = 0
+              end
+            end
+            if n > delta then
+              n = delta
+            end
+            if n > 0 then
+              if count > 0 then
+                redis.call('INCRBY', key, string.format('%d', n))
+              elseif t then
+                redis.call('SET', key, string.format('%d', n), 'PXAT', string.format('%d', ends))
+                ttl = ends - t
+              else
+                redis.call('SET', key, string.format('%d', n), 'PX', ws)
+                ttl = window
+              end
+              count = count + n
+            end
+            if n < delta then
+              probe = 1 -- an overrun that did not fit whole: the key is full
+            end
+          end
+          if count == 0 then -- a missing key (probe is 0: an overrun on it fits, or takes the limit)
+            return {1, limit, 0, 0}
+          end
+          if count + probe > limit then
+            local remaining = limit - count
+            if remaining < 0 then
+              remaining = 0
+            end
+            return {0, remaining, ttl, ttl}
+          end
+          return {1, limit - count - probe, 0, ttl}
+        end
+      end
+    elseif name == 'gcra' then
+      local rs, ws, cs, bs = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+      local rate = #rs <= MAX_DIGITS and match(rs, '^[1-9]%d*$') and tonumber(rs)
+      local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
+      local burst = #bs <= MAX_DIGITS and match(bs, '^[1-9]%d*$') and tonumber(bs)
+      local reserved = cs == '1' and 1 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
+      if rate and rate <= MAX and window and window <= MAX_WINDOW and burst and burst <= MAX and reserved and
+        reserved <= burst and rate <= window * 1000 then
+        local period = window * 1000
+        local interval = math.ceil(period / rate)
+        local tolerance = burst * interval
+        if (interval * rate - period) * INTERVAL_ROUNDING < period and tolerance <= MAX_TOLERANCE then
+          local raw, now, backlog = redis.pcall('GET', key), nil, 0
+          if raw then
+            if type(raw) == 'string' and #raw <= MAX_DIGITS and match(raw, '^[1-9]%d*$') then
+              local tat = tonumber(raw)
+              if tat <= MAX_TAT then
+                local ttl = redis.call('PTTL', key)
+                if ttl >= 0 and ttl <= math.ceil(tolerance / 1000) + 1 then
+                  if CLOCK_FROM_ARGV then
+                    now = tonumber(ARGV[8])
+                  else
+                    local tm = redis.call('TIME')
+                    now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+                  end
+                  backlog = tat - now
+                  if backlog > tolerance then
+                    now = nil -- corrupt
+                  elseif backlog < 0 then
+                    backlog = 0
+                  end
+                end
+              end
+            end
+          elseif CLOCK_FROM_ARGV then
+            now = tonumber(ARGV[8])
+          else
+            local tm = redis.call('TIME')
+            now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+          end
+          if now then -- nil: the key is corrupt
+            -- floor(a / b) is (a - a % b) / b and ceil(a / 1000) is floor((a + 999) / 1000), exact on
+            -- these integers (below 2^53).
+            local delta, probe, wait = actual - reserved, 0, nil
+            if delta < 0 then
+              -- A refund moves the TAT back by what the bucket has not drained of the reservation yet.
+              if backlog > 0 and token > now then
+                local back = -delta * interval
+                if back > token - now then
+                  back = token - now
+                end
+                backlog = backlog - back
+                if backlog <= 0 then
+                  redis.call('DEL', key)
+                  backlog = 0
+                else
+                  wait = backlog + 999
+                  wait = (wait - wait % 1000) / 1000
+                  redis.call('SET', key, string.format('%d', now + backlog), 'PX', string.format('%d', wait + 1))
+                end
+              end
+            else
+              -- An overrun consumes what fits now, as an admission of that many units.
+              local room = tolerance - backlog
+              local n = (room - room % interval) / interval
+              if n > delta then
+                n = delta
+              end
+              if n > 0 then
+                backlog = backlog + n * interval
+                wait = backlog + 999
+                wait = (wait - wait % 1000) / 1000
+                redis.call('SET', key, string.format('%d', now + backlog), 'PX', string.format('%d', wait + 1))
+              end
+              if n < delta then
+                probe = 1
+              end
+            end
+            local room, need = tolerance - backlog, probe * interval
+            wait = backlog + 999
+            wait = (wait - wait % 1000) / 1000
+            if need > room then
+              local retry = need - room + 999
+              return {0, (room - room % interval) / interval, (retry - retry % 1000) / 1000, wait}
+            end
+            room = room - need
+            local reset = backlog + need + 999
+            return {1, (room - room % interval) / interval, 0, (reset - reset % 1000) / 1000}
+          end
+        end
+      end
+    end
+  end
+end
