@@ -63,12 +63,17 @@ func TestSinglePolicyPathAgreesWithGeneralPath(t *testing.T) {
 		{Algorithm: admit.SlidingWindow, Rate: 5, Period: time.Minute},
 		{Algorithm: admit.SlidingWindow, Rate: 7, Period: 1500 * time.Millisecond},
 		{Algorithm: admit.SlidingWindow, Rate: 1_000_000, Period: time.Hour}, // prev × (w − e) up to 2^52
+		{Algorithm: admit.Concurrency, Rate: 3, Period: time.Second},
+		{Algorithm: admit.Concurrency, Rate: 1, Period: time.Minute},
 	} {
 		t.Run(fmt.Sprintf("%v_%d_per_%v_aligned_%v", lim.Algorithm, lim.Rate, lim.Period, lim.Aligned), func(t *testing.T) {
 			single, general := newKey(t), newKey(t)
 			at := start
 			for step, cost := range []int64{1, 0, 3, 2, 1, 0, 5, 1, 4, 0, 3, 2, 0} {
 				cost = min(cost, lim.Capacity()) // a larger cost is refused
+				if lim.Algorithm == admit.Concurrency {
+					cost = min(cost, 1)
+				}
 				if lim.Rate == 1_000_000 {
 					cost *= 100_000
 				}
@@ -212,6 +217,7 @@ func TestSinglePolicyPathFallsThrough(t *testing.T) {
 	hourStart := strconv.FormatInt(now.Truncate(time.Hour).UnixMilli(), 10) // the sliding window's, at clock
 	fixed := func(args ...string) []string { return append([]string{"1", "", "", "fixed_window"}, args...) }
 	gcra := func(args ...string) []string { return append([]string{"1", "", "", "gcra"}, args...) }
+	conc := func(args ...string) []string { return append([]string{"1", "", "", "concurrency"}, args...) }
 	maxRate := strconv.FormatInt(admit.MaxRate, 10)
 	for _, tc := range []struct {
 		name  string
@@ -265,6 +271,16 @@ func TestSinglePolicyPathFallsThrough(t *testing.T) {
 		{"sliding window prev x (w - e) above 2^52", []string{"HSET", "KEY", "start", hourStart, "curr", "1", "prev", "1000000000000"},
 			[]string{"1", "", "", "sliding_window", "1000000000000000", "3600000", "1"}},
 		{"sliding log", nil, []string{"1", "", "", "sliding_log", "3", "60000", "1"}},
+		{"concurrency cost 2", nil, conc("3", "60000", "2", "12345")},
+		{"concurrency token 0 for cost 1", nil, conc("3", "60000", "1", "0")},
+		{"concurrency token for cost 0", nil, conc("3", "60000", "0", "12345")},
+		{"concurrency token above 2^64", nil, conc("3", "60000", "1", "18446744073709551616")},
+		{"concurrency limit above MaxConcurrency", nil, conc(strconv.FormatInt(admit.MaxConcurrency+1, 10), "60000", "1", "12345")},
+		{"leases in a string", []string{"SET", "KEY", "1", "PX", "60000"}, conc("3", "60000", "1", "12345")},
+		{"lease not a token", []string{"ZADD", "KEY", clock, "abc"}, conc("3", "60000", "1", "12345")},
+		{"lease scored 1.5", []string{"ZADD", "KEY", "1.5", "123"}, conc("3", "60000", "1", "12345")},
+		{"lease scored too far ahead", []string{"ZADD", "KEY", "9000000000000000", "123"}, conc("3", "60000", "1", "12345")},
+		{"leases without expiry", []string{"ZADD", "KEY", clock, "123"}, conc("3", "60000", "1", "12345")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			key := newKey(t)
@@ -274,7 +290,7 @@ func TestSinglePolicyPathFallsThrough(t *testing.T) {
 				if err := srv.Do(t, cmd...).Error(); err != nil {
 					t.Fatalf("%v: %v", cmd, err)
 				}
-				if cmd[0] == "HSET" && !strings.HasSuffix(tc.name, "without expiry") { // a hash is written with its expiry
+				if (cmd[0] == "HSET" || cmd[0] == "ZADD") && !strings.HasSuffix(tc.name, "without expiry") { // written with an expiry
 					srv.Do(t, "PEXPIRE", key, "3600000")
 				}
 			}
