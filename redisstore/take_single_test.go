@@ -63,6 +63,8 @@ func TestSinglePolicyPathAgreesWithGeneralPath(t *testing.T) {
 		{Algorithm: admit.SlidingWindow, Rate: 5, Period: time.Minute},
 		{Algorithm: admit.SlidingWindow, Rate: 7, Period: 1500 * time.Millisecond},
 		{Algorithm: admit.SlidingWindow, Rate: 1_000_000, Period: time.Hour}, // prev × (w − e) up to 2^52
+		{Algorithm: admit.SlidingLog, Rate: 5, Period: time.Second},
+		{Algorithm: admit.SlidingLog, Rate: 2500, Period: time.Minute}, // costs of more than one ZADD batch
 		{Algorithm: admit.Concurrency, Rate: 3, Period: time.Second},
 		{Algorithm: admit.Concurrency, Rate: 1, Period: time.Minute},
 	} {
@@ -73,6 +75,9 @@ func TestSinglePolicyPathAgreesWithGeneralPath(t *testing.T) {
 				cost = min(cost, lim.Capacity()) // a larger cost is refused
 				if lim.Algorithm == admit.Concurrency {
 					cost = min(cost, 1)
+				}
+				if lim.Rate == 2500 {
+					cost *= 500
 				}
 				if lim.Rate == 1_000_000 {
 					cost *= 100_000
@@ -218,6 +223,7 @@ func TestSinglePolicyPathFallsThrough(t *testing.T) {
 	fixed := func(args ...string) []string { return append([]string{"1", "", "", "fixed_window"}, args...) }
 	gcra := func(args ...string) []string { return append([]string{"1", "", "", "gcra"}, args...) }
 	conc := func(args ...string) []string { return append([]string{"1", "", "", "concurrency"}, args...) }
+	slog := func(args ...string) []string { return append([]string{"1", "", "", "sliding_log"}, args...) }
 	maxRate := strconv.FormatInt(admit.MaxRate, 10)
 	for _, tc := range []struct {
 		name  string
@@ -270,7 +276,14 @@ func TestSinglePolicyPathFallsThrough(t *testing.T) {
 		{"sliding window without expiry", []string{"HSET", "KEY", "start", "0", "curr", "1", "prev", "0"}, []string{"1", "", "", "sliding_window", "3", "60000", "1"}},
 		{"sliding window prev x (w - e) above 2^52", []string{"HSET", "KEY", "start", hourStart, "curr", "1", "prev", "1000000000000"},
 			[]string{"1", "", "", "sliding_window", "1000000000000000", "3600000", "1"}},
-		{"sliding log", nil, []string{"1", "", "", "sliding_log", "3", "60000", "1"}},
+		{"sliding log limit above MaxSlidingLogRate", nil, slog(strconv.FormatInt(admit.MaxSlidingLogRate+1, 10), "60000", "1")},
+		{"sliding log cost 1e0", nil, slog("3", "60000", "1e0")},
+		{"log in a hash", []string{"HSET", "KEY", "a", "1"}, slog("3", "60000", "1")},
+		{"log entry not <t>:<seq>", []string{"ZADD", "KEY", "1000", "1000"}, slog("3", "60000", "1")},
+		{"log entry of another time", []string{"ZADD", "KEY", "1000", "1001:1"}, slog("3", "60000", "1")},
+		{"log entry :0", []string{"ZADD", "KEY", "1000", "1000:0"}, slog("3", "60000", "1")},
+		{"log entry ahead", []string{"ZADD", "KEY", "9000000000000000", "9000000000000000:1"}, slog("3", "60000", "1")},
+		{"log without expiry", []string{"ZADD", "KEY", "1000", "1000:1"}, slog("3", "60000", "1")},
 		{"concurrency cost 2", nil, conc("3", "60000", "2", "12345")},
 		{"concurrency token 0 for cost 1", nil, conc("3", "60000", "1", "0")},
 		{"concurrency token for cost 0", nil, conc("3", "60000", "0", "12345")},

@@ -357,6 +357,83 @@ if ARGV[1] == '1' and ARGV[2] == '' and ARGV[3] == '' and #KEYS == 1 then
         return {0, 0, 0, remaining, (retry - retry % 1000) / 1000, (reset - reset % 1000) / 1000, 0}
       end
     end
+  elseif name == 'sliding_log' and #ARGV == (CLOCK_FROM_ARGV and 8 or 7) then
+    local ls, ws, cs, key = ARGV[5], ARGV[6], ARGV[7], KEYS[1]
+    local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
+    local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
+    local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
+    if limit and limit <= MAX_LOG and window and window <= MAX_WINDOW and cost and cost <= limit then
+      local t
+      if CLOCK_FROM_ARGV then
+        t = tonumber(ARGV[8])
+      else
+        local tm = redis.call('TIME')
+        t = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+      end
+      local w, ok, count, newest, kth = window * 1000, true, 0, 0, nil
+      local card = redis.pcall('ZCARD', key)
+      if type(card) == 'table' or card > MAX_LOG then
+        ok = false
+      elseif card > 0 then
+        -- The newest entry is '<t>:<seq>' scored t, an integer time not after now (the module's read).
+        local r = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+        local sc = r[2]
+        newest = (sc == '0' and 0 or #sc <= MAX_DIGITS and match(sc, '^[1-9]%d*$') and tonumber(sc))
+        if newest and newest <= t and match(r[1], '^(%d+):[1-9]%d*$') == sc and redis.call('PTTL', key) ~= -1 then
+          count = redis.call('ZCOUNT', key, '(' .. string.format('%d', t - w), '+inf')
+          local k = count + cost - limit
+          if k > 0 then
+            local rank = card - count + k - 1
+            sc = redis.call('ZRANGE', key, rank, rank, 'WITHSCORES')[2]
+            kth = sc == '0' and 0 or #sc <= MAX_DIGITS and match(sc, '^[1-9]%d*$') and tonumber(sc)
+            ok = kth and kth <= t
+          end
+        else
+          ok = false
+        end
+      end
+      if ok then
+        if count + cost <= limit then
+          if cost == 0 then
+            local reset = 0
+            if count > 0 then
+              reset = newest + w - t + 999
+              reset = (reset - reset % 1000) / 1000
+            end
+            return {1, 0, 1, limit - count, 0, reset, 0}
+          end
+          local at = string.format('%d', t)
+          if card > count then
+            redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', t - w))
+          end
+          local seq = 0
+          if newest == t then
+            seq = redis.call('ZCOUNT', key, at, at)
+          end
+          if cost == 1 then
+            redis.call('ZADD', key, at, at .. ':' .. (seq + 1))
+          else
+            local args = {}
+            for j = 1, cost do
+              args[#args + 1] = at
+              args[#args + 1] = at .. ':' .. (seq + j)
+              if #args == 2000 or j == cost then
+                redis.call('ZADD', key, unpack(args))
+                args = {}
+              end
+            end
+          end
+          local ends = t + w + 999
+          redis.call('PEXPIREAT', key, string.format('%d', (ends - ends % 1000) / 1000))
+          return {1, 0, 1, limit - count - cost, 0, window, t}
+        end
+        local remaining, retry, reset = limit - count, kth + w - t + 999, newest + w - t + 999
+        if remaining < 0 then
+          remaining = 0
+        end
+        return {0, 0, 0, remaining, (retry - retry % 1000) / 1000, (reset - reset % 1000) / 1000, 0}
+      end
+    end
   end
 elseif ARGV[2] == '' and ARGV[3] == '' and ARGV[4] == 'fixed_window' then
   -- Several policies, all fixed windows (the usual per second, per minute and per day), without an ID
