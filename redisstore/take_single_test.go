@@ -120,11 +120,11 @@ func TestSinglePolicyPathAgreesWithGeneralPath(t *testing.T) {
 	}
 }
 
-// The path of several fixed windows decides as the general path does, all-or-nothing: the same
-// sequence on keys of its own through each (the general one by an explicit shadow mask of zeros), at
-// the same fixed times, gets the same replies — admissions, rejections by one policy that the others
-// report as peeks, windows ending — and leaves the keys alike.
-func TestSeveralFixedWindowsPathAgreesWithGeneralPath(t *testing.T) {
+// The path of several policies decides as the general path does, all-or-nothing: the same sequence
+// on keys of its own through each (the general one by an explicit shadow mask of zeros), at the same
+// fixed times, gets the same replies — admissions, rejections by one policy that the others report as
+// peeks, windows ending, buckets refilling — and leaves the keys alike.
+func TestSeveralPoliciesPathAgreesWithGeneralPath(t *testing.T) {
 	srv := redistest.Start(t)
 	s := open(t, srv.URL())
 	start := time.UnixMilli(1_800_000_000_000 + 59_000)
@@ -132,8 +132,16 @@ func TestSeveralFixedWindowsPathAgreesWithGeneralPath(t *testing.T) {
 		{{Algorithm: admit.FixedWindow, Rate: 4, Period: time.Second, Aligned: true}, {Algorithm: admit.FixedWindow, Rate: 7, Period: time.Minute, Aligned: true}},
 		{{Algorithm: admit.FixedWindow, Rate: 7, Period: time.Minute}, {Algorithm: admit.FixedWindow, Rate: 4, Period: time.Second, Aligned: true}, {Algorithm: admit.FixedWindow, Rate: 9, Period: time.Hour}},
 		{{Algorithm: admit.FixedWindow, Rate: 3, Period: time.Minute}, {Algorithm: admit.FixedWindow, Rate: 5, Period: time.Minute}, {Algorithm: admit.FixedWindow, Rate: 8, Period: time.Minute}, {Algorithm: admit.FixedWindow, Rate: 2, Period: time.Minute, Aligned: true}},
+		{{Algorithm: admit.FixedWindow, Rate: 7, Period: time.Minute}, {Algorithm: admit.SlidingWindow, Rate: 5, Period: time.Minute}, {Algorithm: admit.GCRA, Rate: 5, Period: time.Minute, Burst: 4}},
+		{{Algorithm: admit.SlidingWindow, Rate: 4, Period: 1500 * time.Millisecond}, {Algorithm: admit.SlidingWindow, Rate: 6, Period: time.Minute}, {Algorithm: admit.FixedWindow, Rate: 4, Period: time.Second, Aligned: true}},
+		{{Algorithm: admit.GCRA, Rate: 2, Period: time.Second, Burst: 2}, {Algorithm: admit.GCRA, Rate: 30, Period: time.Minute, Burst: 5}},
+		{{Algorithm: admit.SlidingWindow, Rate: 3, Period: time.Second}, {Algorithm: admit.GCRA, Rate: 4, Period: time.Second, Burst: 4}, {Algorithm: admit.FixedWindow, Rate: 5, Period: time.Minute}, {Algorithm: admit.SlidingWindow, Rate: 9, Period: time.Hour}, {Algorithm: admit.FixedWindow, Rate: 6, Period: time.Minute, Aligned: true}},
 	} {
-		t.Run(strconv.Itoa(len(lims)), func(t *testing.T) {
+		var name []string
+		for _, lim := range lims {
+			name = append(name, lim.Algorithm.String())
+		}
+		t.Run(strings.Join(name, "+"), func(t *testing.T) {
 			var sets [2][]string
 			for i := range sets {
 				slot := newKey(t)
@@ -169,7 +177,7 @@ func TestSeveralFixedWindowsPathAgreesWithGeneralPath(t *testing.T) {
 				got, want := replies[0], replies[1]
 				for p, lim := range lims {
 					at := 2 + 5*p
-					if lim.Aligned {
+					if lim.Algorithm != admit.FixedWindow || lim.Aligned {
 						continue
 					}
 					checkExpiryToken(t, srv, sets[0][p], got[at-2:])
@@ -186,8 +194,8 @@ func TestSeveralFixedWindowsPathAgreesWithGeneralPath(t *testing.T) {
 					t.Fatalf("step %d (cost %d): the path of several %v; the general path %v", step, cost, got, want)
 				}
 				for p := range lims {
-					a, _ := srv.Do(t, "GET", sets[0][p]).ToString()
-					b, _ := srv.Do(t, "GET", sets[1][p]).ToString()
+					a, _ := srv.Do(t, "DUMP", sets[0][p]).ToString()
+					b, _ := srv.Do(t, "DUMP", sets[1][p]).ToString()
 					if a != b {
 						t.Fatalf("step %d: policy %d: the path of several left %q, the general path %q", step, p, a, b)
 					}
@@ -260,7 +268,9 @@ func TestSinglePolicyPathFallsThrough(t *testing.T) {
 		{"tat in a hash", []string{"HSET", "KEY", "tat", "1"}, gcra("5", "60000", "1", "4")},
 		{"a request ID", nil, []string{"1", "ab", "", "fixed_window", "3", "60000", "1", "0"}},
 		{"shadow mode", nil, []string{"1", "", "1", "fixed_window", "3", "60000", "1", "0"}},
-		{"two policies, one a sliding window", nil, []string{"2", "", "", "fixed_window", "3", "60000", "1", "0", "sliding_window", "3", "60000", "1"}},
+		{"two policies, one a sliding log", nil, []string{"2", "", "", "fixed_window", "3", "60000", "1", "0", "sliding_log", "3", "60000", "1"}},
+		{"two policies, the second corrupt", []string{"HSET", "KEY:2", "start", "0"}, []string{"2", "", "", "gcra", "5", "60000", "1", "4", "sliding_window", "3", "60000", "1"}},
+		{"two policies, an argument short", nil, []string{"2", "", "", "gcra", "5", "60000", "1", "4", "sliding_window", "3", "60000"}},
 		{"two fixed windows, one invalid", nil, []string{"2", "", "", "fixed_window", "3", "60000", "1", "0", "fixed_window", "3", "60000", "4", "0"}},
 		{"two fixed windows, a key short", nil, []string{"2", "", "", "fixed_window", "3", "60000", "1", "0", "fixed_window", "3", "60000", "1", "0"}},
 		{"two fixed windows, 02", nil, []string{"02", "", "", "fixed_window", "3", "60000", "1", "0", "fixed_window", "3", "60000", "1", "0"}},
@@ -299,7 +309,11 @@ func TestSinglePolicyPathFallsThrough(t *testing.T) {
 			key := newKey(t)
 			if tc.state != nil {
 				cmd := slices.Clone(tc.state)
-				cmd[slices.Index(cmd, "KEY")] = key
+				for i := range cmd {
+					if strings.HasPrefix(cmd[i], "KEY") { // KEY is the key, KEY:2 the second policy's
+						cmd[i] = key + cmd[i][3:]
+					}
+				}
 				if err := srv.Do(t, cmd...).Error(); err != nil {
 					t.Fatalf("%v: %v", cmd, err)
 				}

@@ -1,21 +1,27 @@
--- take_single.lua: the take script's single-policy path, the first part of take.lua's assembly,
--- before the prelude. A take of one fixed_window or gcra policy without a request ID and without
--- shadow mode — by far the most common call — is decided here, straight: read, decide, write, with
--- no closure, no table but the reply and no loop. Redis runs the whole chunk on every call, and each
--- closure, table and Lua instruction costs it (bench/scriptcost2.md), so this part comes first and
--- returns before the prelude and the modules define anything.
+-- take_single.lua: the take script's straight paths, the first part of take.lua's assembly, before
+-- the prelude. A take without a request ID and without shadow mode — by far the most common call — of
+-- one policy of any algorithm, or of several fixed windows, gcra buckets and sliding windows, is
+-- decided here, straight: read, decide, write, with no closure, no table but the reply, and no loop
+-- but over the policies. Redis runs the whole chunk on every call, and each closure, table and Lua
+-- instruction costs it (bench/scriptcost2.md), so this part comes first and returns before the
+-- prelude and the modules define anything.
 --
--- It decides exactly as take.lua and the module do (fixed_window.lua, gcra.lua: their comments are
--- the algorithms' own), with the same strict checks of the arguments and of the stored state, and
--- it never errs: an argument it would refuse, and a key it finds corrupt, make it fall through,
--- before any write, to the general path, which reads the same key again and refuses the call with
--- the error of the module. Anything else it does not take (several policies, a request ID, shadow
--- mode, another algorithm) falls through too, after comparing a few arguments.
+-- It decides exactly as take.lua and the modules do (fixed_window.lua, gcra.lua, sliding_window.lua,
+-- sliding_log.lua, concurrency.lua: their comments are the algorithms' own), with the same strict
+-- checks of the arguments and of the stored state, and it never errs: an argument it would refuse,
+-- and a key it finds corrupt, make it fall through, before any write, to the general path, which
+-- reads the keys again and refuses the call with the error of the module. So does a sliding window
+-- whose exact integer arithmetic would need the module's muldiv (products of 2^52 or more). Anything
+-- else (a request ID, shadow mode, several policies of which one is a sliding log or a concurrency
+-- limit) falls through too, after comparing a few arguments. redisstore's tests hold each path to the
+-- general one, step by step (take_single_test.go).
 --
 -- Strict parsing, inline (a function would be a closure made on every call): a decimal integer is
 -- at most MAX_DIGITS digits matching ^[1-9]%d*$, then tonumber, then its range; '0' and '1', the
--- usual costs, are compared, not parsed. The reply is take.lua's for one policy: {allowed, 0,
--- allowed, remaining, retry_after_ms, reset_after_ms, token}.
+-- usual costs, are compared, not parsed. Integer division is (a - a % b) / b, exact below 2^53 and
+-- cheaper than math.floor; ceil(a / 1000) is that of a + 999. Writes pass decimal strings made by
+-- string.format('%d'), cheaper for Redis than a Lua number (which it formats with %.17g). The reply is
+-- take.lua's: {allowed, 0, then per policy allowed, remaining, retry_after_ms, reset_after_ms, token}.
 if ARGV[1] == '1' and ARGV[2] == '' and ARGV[3] == '' and #KEYS == 1 then
   local name, match, tonumber = ARGV[4], string.match, tonumber
   if name == 'fixed_window' and #ARGV == (CLOCK_FROM_ARGV and 9 or 8) then
@@ -435,131 +441,366 @@ if ARGV[1] == '1' and ARGV[2] == '' and ARGV[3] == '' and #KEYS == 1 then
       end
     end
   end
-elseif ARGV[2] == '' and ARGV[3] == '' and ARGV[4] == 'fixed_window' then
-  -- Several policies, all fixed windows (the usual per second, per minute and per day), without an ID
-  -- or shadow mode: all-or-nothing as take.lua decides it, in two passes over the arguments, with no
-  -- table but the reply. The first reads each key and decides, filling in the reply; a token's slot
-  -- meanwhile says what an admission would write: 0 nothing (a peek, or a rejection), -1 INCRBY and
-  -- -2 SET ... PX (then PEXPIRETIME), -ends SET ... PXAT ends (aligned, missing), or the token itself
-  -- (aligned, live: INCRBY). The second makes the writes, if every policy admits.
+elseif ARGV[2] == '' and ARGV[3] == '' then
+  -- Several policies, each a fixed window, a gcra bucket or a sliding window, without an ID or shadow
+  -- mode: all-or-nothing as take.lua decides it, in passes over the arguments, with no table but the
+  -- reply (and one of sliding windows' previous counts, when one starts a window). The first pass
+  -- reads each key and decides, filling in the reply, and keeps in it, until the last pass, what an
+  -- admission of a cost above 0 would write and what a peek would report:
+  --   the token's slot: 0 for nothing to write (a peek, or a rejection); for a fixed window -1
+  --     INCRBY and -2 SET ... PX (then PEXPIRETIME), -ends SET ... PXAT ends (aligned, missing), or the
+  --     token itself (aligned, live: INCRBY); for gcra the new TAT, the token; for a sliding window
+  --     the window's start, the token, negated when the write starts the window (HSET, PEXPIREAT);
+  --   the retry slot (0 in an admission's reply): the reset_after a peek reports.
+  -- On a rejection, the policies that would have admitted report their keys as peeks; else the last
+  -- pass makes the writes. The clock (TIME) is read once, when a policy first needs it.
   local ns, match, tonumber = ARGV[1], string.match, tonumber
   local n = #ns <= 2 and match(ns, '^[1-9]%d?$') and tonumber(ns)
-  local ok = n and n <= MAX_REQUESTS and #KEYS == n and #ARGV == (CLOCK_FROM_ARGV and 4 or 3) + 5 * n
-  for k = 2, ok and n or 0 do -- every policy a fixed window, before any key is read
-    ok = ok and ARGV[5 * k - 1] == 'fixed_window'
-  end
-  if ok then
-    local reply = {1, 0}
-    if n == 2 then
-      reply = {1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0} -- made whole: growing it rehashes
+  local ok, i = n and n >= 2 and n <= MAX_REQUESTS and #KEYS == n, 4
+  for _ = 1, ok and n or 0 do -- every algorithm one this path decides, before any key is read
+    local name = ARGV[i]
+    if name == 'fixed_window' or name == 'gcra' then
+      i = i + 5
+    elseif name == 'sliding_window' then
+      i = i + 4
+    else
+      ok = false
+      break
     end
-    local t, k = nil, 1
+  end
+  if ok and #ARGV == (CLOCK_FROM_ARGV and i or i - 1) then
+    local reply, now, prevs, k = {1, 0}, nil, nil, 1
+    if n == 2 then -- made whole: growing it rehashes
+      reply = {1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+    elseif n == 3 then
+      reply = {1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+    end
+    i = 4
     while ok and k <= n do
-      local i, at, key = 5 * k - 1, 5 * k - 2, KEYS[k]
-      local ls, ws, cs, aligned = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
-      local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
-      local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
-      local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
-      ok = limit and limit <= MAX and window and window <= MAX_WINDOW and cost and
-        cost <= limit and (aligned == '0' or aligned == '1')
-      if ok then
-        local count, ttl, ends = 0, 0, nil
-        if aligned == '1' then
-          if not t then -- one clock read for every aligned policy
-            if CLOCK_FROM_ARGV then
-              t = math.floor(tonumber(ARGV[#ARGV]) / 1000)
-            else
-              local tm = redis.call('TIME')
-              t = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
-            end
-          end
-          ends = t - t % window + window
-        end
-        local raw = redis.pcall('GET', key)
-        if raw then
-          ok = false -- until the key is read as admit writes it
-          if type(raw) == 'string' and #raw <= MAX_DIGITS and match(raw, '^[1-9]%d*$') then
-            local stored = tonumber(raw)
-            if stored <= MAX then
-              if ends then
-                local x = redis.call('PEXPIRETIME', key)
-                if x ~= -1 and x <= ends then
-                  ok = true
-                  if x > t then
-                    count, ttl = stored, x - t
-                  end
-                end
+      local name, at, key = ARGV[i], 5 * k - 2, KEYS[k]
+      if name == 'fixed_window' then
+        local ls, ws, cs, aligned = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
+        local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
+        local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
+        local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
+        ok = limit and limit <= MAX and window and window <= MAX_WINDOW and cost and cost <= limit and
+          (aligned == '0' or aligned == '1')
+        if ok then
+          local count, ttl, t, ends = 0, 0, nil, nil
+          if aligned == '1' then
+            if not now then
+              if CLOCK_FROM_ARGV then
+                now = tonumber(ARGV[#ARGV])
               else
-                local left = redis.call('PTTL', key)
-                if left ~= -1 and left <= window then
-                  ok = true
-                  if left > 0 then
-                    count, ttl = stored, left
+                local tm = redis.call('TIME')
+                now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+              end
+            end
+            t = (now - now % 1000) / 1000
+            ends = t - t % window + window
+          end
+          local raw = redis.pcall('GET', key)
+          if raw then
+            ok = false -- until the key is read as admit writes it
+            if type(raw) == 'string' and #raw <= MAX_DIGITS and match(raw, '^[1-9]%d*$') then
+              local stored = tonumber(raw)
+              if stored <= MAX then
+                if ends then
+                  local x = redis.call('PEXPIRETIME', key)
+                  if x ~= -1 and x <= ends then
+                    ok = true
+                    if x > t then
+                      count, ttl = stored, x - t
+                    end
+                  end
+                else
+                  local left = redis.call('PTTL', key)
+                  if left ~= -1 and left <= window then
+                    ok = true
+                    if left > 0 then
+                      count, ttl = stored, left
+                    end
                   end
                 end
               end
             end
           end
-        end
-        if count == 0 then
-          reply[at], reply[at + 1], reply[at + 2] = 1, limit - cost, 0
-          if cost == 0 then
-            reply[at + 3], reply[at + 4] = 0, 0
-          elseif ends then
-            reply[at + 3], reply[at + 4] = ends - t, -ends
+          if count == 0 then
+            reply[at], reply[at + 1], reply[at + 2] = 1, limit - cost, 0
+            if cost == 0 then
+              reply[at + 3], reply[at + 4] = 0, 0
+            elseif ends then
+              reply[at + 3], reply[at + 4] = ends - t, -ends
+            else
+              reply[at + 3], reply[at + 4] = window, -2
+            end
+          elseif count + cost > limit then
+            local remaining = limit - count
+            if remaining < 0 then
+              remaining = 0
+            end
+            reply[1], reply[at], reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4] = 0, 0, remaining, ttl, ttl, 0
           else
-            reply[at + 3], reply[at + 4] = window, -2
-          end
-        elseif count + cost > limit then
-          local remaining = limit - count
-          if remaining < 0 then
-            remaining = 0
-          end
-          reply[1], reply[at], reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4] = 0, 0, remaining, ttl, ttl, 0
-        else
-          reply[at], reply[at + 1], reply[at + 2], reply[at + 3] = 1, limit - count - cost, 0, ttl
-          if cost == 0 then
-            reply[at + 4] = 0
-          elseif ends then
-            reply[at + 4] = t + ttl
-          else
-            reply[at + 4] = -1
+            reply[at], reply[at + 1], reply[at + 2], reply[at + 3] = 1, limit - count - cost, ttl, ttl
+            if cost == 0 then
+              reply[at + 2], reply[at + 4] = 0, 0
+            elseif ends then
+              reply[at + 4] = t + ttl
+            else
+              reply[at + 4] = -1
+            end
           end
         end
+        i = i + 5
+      elseif name == 'gcra' then
+        local rs, ws, cs, bs = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
+        local rate = #rs <= MAX_DIGITS and match(rs, '^[1-9]%d*$') and tonumber(rs)
+        local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
+        local burst = #bs <= MAX_DIGITS and match(bs, '^[1-9]%d*$') and tonumber(bs)
+        local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
+        ok = rate and rate <= MAX and window and window <= MAX_WINDOW and burst and burst <= MAX and cost and
+          cost <= burst and rate <= window * 1000
+        local interval, tolerance
+        if ok then
+          local period = window * 1000
+          interval = math.ceil(period / rate)
+          tolerance = burst * interval
+          ok = (interval * rate - period) * INTERVAL_ROUNDING < period and tolerance <= MAX_TOLERANCE
+        end
+        local backlog = 0
+        if ok then
+          local raw = redis.pcall('GET', key)
+          if raw then
+            ok = false
+            if type(raw) == 'string' and #raw <= MAX_DIGITS and match(raw, '^[1-9]%d*$') then
+              local tat = tonumber(raw)
+              if tat <= MAX_TAT then
+                local ttl = redis.call('PTTL', key)
+                if ttl >= 0 and ttl <= math.ceil(tolerance / 1000) + 1 then
+                  if not now then
+                    if CLOCK_FROM_ARGV then
+                      now = tonumber(ARGV[#ARGV])
+                    else
+                      local tm = redis.call('TIME')
+                      now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+                    end
+                  end
+                  backlog = tat - now
+                  ok = backlog <= tolerance
+                  if backlog < 0 then
+                    backlog = 0
+                  end
+                end
+              end
+            end
+          elseif not now then
+            if CLOCK_FROM_ARGV then
+              now = tonumber(ARGV[#ARGV])
+            else
+              local tm = redis.call('TIME')
+              now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+            end
+          end
+        end
+        if ok then
+          local room, need, wait = tolerance - backlog, cost * interval, backlog + 999
+          wait = (wait - wait % 1000) / 1000
+          if need > room then
+            local retry = need - room + 999
+            reply[1], reply[at], reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4] = 0, 0,
+              (room - room % interval) / interval, (retry - retry % 1000) / 1000, wait, 0
+          elseif cost == 0 then
+            reply[at], reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4] = 1,
+              (room - room % interval) / interval, 0, wait, 0
+          else
+            room = room - need
+            local reset = backlog + need + 999
+            reply[at], reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4] = 1,
+              (room - room % interval) / interval, wait, (reset - reset % 1000) / 1000, now + backlog + need
+          end
+        end
+        i = i + 5
+      else -- sliding_window
+        local ls, ws, cs = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+        local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
+        local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
+        local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
+        ok = limit and limit <= MAX and window and window <= MAX_WINDOW and cost and cost <= limit
+        if ok then
+          if not now then
+            if CLOCK_FROM_ARGV then
+              now = tonumber(ARGV[#ARGV])
+            else
+              local tm = redis.call('TIME')
+              now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+            end
+          end
+          local w = window * 1000
+          local cur = now - now % w
+          local e, prev, curr, same = now - cur, 0, 0, false
+          local h = redis.pcall('HGETALL', key)
+          if h.err then
+            ok = false
+          elseif #h > 0 then
+            local start, p, c
+            if #h == 6 then
+              for j = 1, 5, 2 do
+                local f, v = h[j], h[j + 1]
+                local x = v == '0' and 0 or #v <= MAX_DIGITS and match(v, '^[1-9]%d*$') and tonumber(v)
+                if x and x <= MAX then
+                  if f == 'start' then
+                    start = x
+                  elseif f == 'prev' then
+                    p = x
+                  elseif f == 'curr' and x > 0 then
+                    c = x
+                  end
+                end
+              end
+            end
+            ok = start and p and c and start % window == 0 and start * 1000 <= now and redis.call('PTTL', key) ~= -1
+            if ok then
+              start = start * 1000
+              if start == cur then
+                prev, curr, same = p, c, true
+              elseif start == cur - w then
+                prev = c
+              end
+            end
+          end
+          local used, ab = curr, prev * (w - e)
+          if ok and prev > 0 then
+            ok = ab < 4503599627370496
+            if ok then
+              local r = ab % w
+              local q = (ab - r) / w
+              if r < 0 then
+                q, r = q - 1, r + w
+              elseif r >= w then
+                q, r = q + 1, r - w
+              end
+              if r > 0 then
+                q = q + 1
+              end
+              used = used + q
+            end
+          end
+          if ok then
+            -- reset_after of a peek: two windows on from the current one's start with a current count,
+            -- one with a previous count, else none.
+            local peek = 0
+            if curr > 0 then
+              peek = 2 * w - e + 999
+            elseif prev > 0 then
+              peek = w - e + 999
+            end
+            peek = (peek - peek % 1000) / 1000
+            if used + cost <= limit then
+              if cost == 0 then
+                reply[at], reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4] = 1, limit - used, 0, peek, 0
+              else
+                local reset = 2 * w - e + 999
+                reply[at], reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4] = 1, limit - used - cost, peek,
+                  (reset - reset % 1000) / 1000, cur
+                if not same then
+                  reply[at + 4] = -cur
+                  prevs = prevs or {}
+                  prevs[k] = prev
+                end
+              end
+            else
+              local r, wait, c = limit - curr - cost, -e, prev
+              if r < 0 then
+                r, wait, c = limit - cost, w - e, curr > limit - cost and curr
+              end
+              local ab2 = c and r * w
+              ok = not c or ab2 < 4503599627370496
+              if ok then
+                if c then
+                  local m = ab2 % c
+                  local q = (ab2 - m) / c
+                  if m < 0 then
+                    q = q - 1
+                  elseif m >= c then
+                    q = q + 1
+                  end
+                  wait = wait + w - q
+                end
+                local reset = w - e + 999
+                if curr > 0 then
+                  reset = reset + w
+                end
+                local remaining = limit - used
+                if remaining < 0 then
+                  remaining = 0
+                end
+                wait = wait + 999
+                reply[1], reply[at], reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4] = 0, 0, remaining,
+                  (wait - wait % 1000) / 1000, (reset - reset % 1000) / 1000, 0
+              end
+            end
+          end
+        end
+        i = i + 4
       end
       k = k + 1
     end
     if ok and reply[1] == 0 then
       -- A rejection writes nothing: a policy that would have admitted reports its key as it is, as a
-      -- peek: its cost back in remaining, and no reset for a missing key.
+      -- peek: its cost back in remaining, and a peek's reset_after.
+      i = 4
       for k = 1, n do
         local at = 5 * k - 2
-        if reply[at] == 1 then
-          local cs, slot = ARGV[5 * k + 2], reply[at + 4]
-          reply[at + 1] = reply[at + 1] + (cs == '1' and 1 or tonumber(cs))
-          if slot == -2 or slot < -2 then
-            reply[at + 3] = 0
-          end
+        if reply[at + 4] ~= 0 then
+          local cs = ARGV[i + 3]
+          reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4] = reply[at + 1] + (cs == '1' and 1 or tonumber(cs)),
+            0, reply[at + 2], 0
         end
-        reply[at + 4] = 0
+        if ARGV[i] == 'sliding_window' then
+          i = i + 4
+        else
+          i = i + 5
+        end
       end
       return reply
     end
     if ok then
+      i = 4
       for k = 1, n do
-        local at, key = 5 * k + 2, KEYS[k]
+        local at, key, name = 5 * k + 2, KEYS[k], ARGV[i]
         local slot = reply[at]
-        if slot == -1 then
-          redis.call('INCRBY', key, ARGV[5 * k + 2])
-          reply[at] = redis.call('PEXPIRETIME', key)
-        elseif slot == -2 then
-          redis.call('SET', key, ARGV[5 * k + 2], 'PX', ARGV[5 * k + 1])
-          reply[at] = redis.call('PEXPIRETIME', key)
-        elseif slot < -2 then
-          redis.call('SET', key, ARGV[5 * k + 2], 'PXAT', string.format('%d', -slot))
-          reply[at] = -slot
-        elseif slot > 0 then
-          redis.call('INCRBY', key, ARGV[5 * k + 2])
+        if slot ~= 0 then
+          reply[at - 2] = 0 -- retry_after of an admission
+          if name == 'fixed_window' then
+            if slot == -1 then
+              redis.call('INCRBY', key, ARGV[i + 3])
+              reply[at] = redis.call('PEXPIRETIME', key)
+            elseif slot == -2 then
+              redis.call('SET', key, ARGV[i + 3], 'PX', ARGV[i + 2])
+              reply[at] = redis.call('PEXPIRETIME', key)
+            elseif slot < -2 then
+              redis.call('SET', key, ARGV[i + 3], 'PXAT', string.format('%d', -slot))
+              reply[at] = -slot
+            else
+              redis.call('INCRBY', key, ARGV[i + 3])
+            end
+          elseif name == 'gcra' then
+            local wait = slot - now + 999
+            redis.call('SET', key, string.format('%d', slot), 'PX', string.format('%d', (wait - wait % 1000) / 1000 + 1))
+          elseif slot > 0 then
+            redis.call('HINCRBY', key, 'curr', ARGV[i + 3])
+          else
+            local cur = -slot
+            redis.call('HSET', key, 'start', string.format('%d', cur / 1000), 'prev', string.format('%d', prevs[k]),
+              'curr', ARGV[i + 3])
+            redis.call('PEXPIREAT', key, string.format('%d', (cur + 2000 * tonumber(ARGV[i + 2])) / 1000))
+            reply[at] = cur
+          end
+        end
+        if name == 'sliding_window' then
+          i = i + 4
+        else
+          i = i + 5
         end
       end
       return reply
