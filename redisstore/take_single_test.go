@@ -362,42 +362,55 @@ func TestSettleStraightPathAgreesWithGeneralPath(t *testing.T) {
 		{Algorithm: admit.FixedWindow, Rate: 6, Period: time.Minute, Aligned: true},
 		{Algorithm: admit.GCRA, Rate: 6, Period: time.Minute, Burst: 6},
 		{Algorithm: admit.GCRA, Rate: 100, Period: time.Minute, Burst: 3},
+		{Algorithm: admit.SlidingWindow, Rate: 6, Period: time.Minute},
+		{Algorithm: admit.SlidingWindow, Rate: 5, Period: 1500 * time.Millisecond},
+		{Algorithm: admit.SlidingWindow, Rate: 4, Period: time.Second},
 	} {
 		t.Run(fmt.Sprintf("%v_%d_per_%v_aligned_%v", lim.Algorithm, lim.Rate, lim.Period, lim.Aligned), func(t *testing.T) {
 			keys := [2]string{newKey(t), newKey(t)}
 			scripts := [2]*script{testSettleStraightScript, testSettleGeneralScript}
 			var old [2]uint64 // a token of the first reservation, settled again later
+			var last [2]admit.Reservation
 			at := start
 			for step, tc := range []struct {
 				reserved, actual int64
-				token            int // 0: the reservation's own, 1: token 0, 2: the first reservation's
-				later            time.Duration
+				token            int     // 0: the reservation's own, 1: token 0, 2: the first reservation's
+				later            float64 // periods of the limit to wait first
+				again            bool    // settle the last reservation again, without a take
 			}{
-				{2, 1, 0, 0}, {2, 3, 0, 0}, {1, 9, 0, 0}, {1, 0, 0, 0}, {2, 0, 1, 0},
-				{1, 2, 0, 2 * time.Second}, {2, 1, 2, 0}, {1, 5, 0, 0}, {3, 0, 0, 0}, {1, 0, 2, 0},
+				{2, 1, 0, 0, false}, {2, 3, 0, 0, false}, {1, 9, 0, 0, false}, {1, 0, 0, 0, false}, {2, 0, 1, 0, false},
+				{1, 0, 0, 1, false}, // a reservation refunded whole in the next window
+				{2, 1, 2, 0, false}, {1, 5, 0, 0, false}, {1, 1, 0, 0, false},
+				{1, 0, 0, 1, true}, // refunded a window later
+				{1, 3, 0, 1, true}, // an overrun in a window since started
+				{2, 1, 0, 0.5, false}, {1, 0, 0, 2.5, true}, {1, 4, 0, 0, true},
 			} {
-				at = at.Add(tc.later + time.Millisecond)
+				at = at.Add(time.Duration(tc.later*float64(lim.Period)) + time.Millisecond)
 				clock := strconv.FormatInt(at.UnixMicro(), 10)
 				reserved := min(tc.reserved, lim.Capacity())
 				var replies [2][]int64
 				for i, key := range keys {
-					r := admit.Request{Key: key, Limit: lim, Cost: reserved}
-					ks, args := testArgs([]admit.Request{r})
-					took, err := runInts(t, s, testTakeScript, ks, append(args, clock))
-					if err != nil {
-						t.Fatalf("step %d: take: %v", step, err)
+					if !tc.again {
+						r := admit.Request{Key: key, Limit: lim, Cost: reserved}
+						ks, args := testArgs([]admit.Request{r})
+						took, err := runInts(t, s, testTakeScript, ks, append(args, clock))
+						if err != nil {
+							t.Fatalf("step %d: take: %v", step, err)
+						}
+						token := uint64(took[6])
+						if step == 0 {
+							old[i] = token
+						}
+						switch {
+						case tc.token == 1:
+							token = 0
+						case tc.token == 2 || took[0] == 0:
+							token = old[i] // a reservation of a window or bucket since past (or rejected: nothing to settle)
+						}
+						last[i] = admit.Reservation{Request: r, Token: token}
 					}
-					token := uint64(took[6])
-					if step == 0 {
-						old[i] = token
-					}
-					switch {
-					case tc.token == 1:
-						token = 0
-					case tc.token == 2 || took[0] == 0:
-						token = old[i] // a reservation of a window or bucket since past (or rejected: nothing to settle)
-					}
-					ks, args = settleArgs(&admit.Reservation{Request: r, Token: token}, tc.actual)
+					ks, args := settleArgs(&last[i], tc.actual)
+					var err error
 					replies[i], err = runInts(t, s, scripts[i], ks, append(args, clock))
 					if err != nil {
 						t.Fatalf("step %d: settle through %s: %v", step, scripts[i].name, err)
@@ -430,7 +443,9 @@ func TestSettleStraightPathAgreesWithGeneralPath(t *testing.T) {
 func TestSettleStraightPathFallsThrough(t *testing.T) {
 	srv := redistest.Start(t)
 	s := open(t, srv.URL())
-	clock := strconv.FormatInt(time.Now().UnixMicro(), 10)
+	now := time.Now()
+	clock := strconv.FormatInt(now.UnixMicro(), 10)
+	hourStart := strconv.FormatInt(now.Truncate(time.Hour).UnixMilli(), 10) // the sliding window's, at clock
 	fixed := func(args ...string) []string { return append([]string{"fixed_window"}, args...) }
 	gcra := func(args ...string) []string { return append([]string{"gcra"}, args...) }
 	for _, tc := range []struct {
@@ -456,7 +471,13 @@ func TestSettleStraightPathFallsThrough(t *testing.T) {
 		{"gcra interval rounded", nil, gcra("400", "1", "1", "1", "0", "1")},
 		{"tat 00", []string{"SET", "KEY", "00", "PX", "60000"}, gcra("5", "60000", "1", "4", "0", "1")},
 		{"tat expiring too late", []string{"SET", "KEY", clock, "PX", "600000"}, gcra("5", "60000", "1", "4", "0", "1")},
-		{"sliding window", nil, []string{"sliding_window", "3", "60000", "1", "0", "1"}},
+		{"sliding log", nil, []string{"sliding_log", "3", "60000", "1", "0", "1"}},
+		{"sliding window an argument more", nil, []string{"sliding_window", "3", "60000", "1", "0", "0", "1"}},
+		{"sliding window reserved 0", nil, []string{"sliding_window", "3", "60000", "0", "0", "1"}},
+		{"sliding window curr 0", []string{"HSET", "KEY", "start", "0", "curr", "0", "prev", "0"}, []string{"sliding_window", "3", "60000", "1", "0", "1"}},
+		{"sliding window without expiry", []string{"HSET", "KEY", "start", "0", "curr", "1", "prev", "0"}, []string{"sliding_window", "3", "60000", "1", "0", "1"}},
+		{"sliding window prev x w above 2^52", []string{"HSET", "KEY", "start", hourStart, "curr", "1", "prev", "1000000000000"},
+			[]string{"sliding_window", "1000000000000000", "3600000", "1", "0", "1"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			key := newKey(t)
@@ -465,6 +486,9 @@ func TestSettleStraightPathFallsThrough(t *testing.T) {
 				cmd[slices.Index(cmd, "KEY")] = key
 				if err := srv.Do(t, cmd...).Error(); err != nil {
 					t.Fatalf("%v: %v", cmd, err)
+				}
+				if cmd[0] == "HSET" && !strings.HasSuffix(tc.name, "without expiry") { // written with an expiry
+					srv.Do(t, "PEXPIRE", key, "3600000")
 				}
 			}
 			before, _ := srv.Do(t, "DUMP", key).ToString()

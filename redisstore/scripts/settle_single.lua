@@ -1,6 +1,6 @@
 -- settle_single.lua: the settle script's straight path, the first part of settle.lua's assembly,
--- before the prelude, as take_single.lua is take.lua's: a settlement of a fixed_window or gcra
--- reservation is made here with no closure, no table but the reply and no loop, and returns before
+-- before the prelude, as take_single.lua is take.lua's: a settlement of a fixed_window, gcra or
+-- sliding_window reservation is made here with no closure, no table but the reply and no loop, and returns before
 -- the prelude and the modules define anything (bench/scriptcost2.md).
 --
 -- It settles exactly as settle.lua and the module's settle do (fixed_window.lua, gcra.lua), with the
@@ -10,9 +10,10 @@
 -- the write, as settle.lua's is, but not read back: the state is what was read, changed by the one
 -- write this script made (the script runs alone, and admit's writes never make a key corrupt), at the
 -- same now.
-if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and 8 or 7) then
+local settle_token_at = ARGV[1] == 'sliding_window' and 5 or 6 -- the token's argument: after 3 arguments, or 4
+if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_token_at + 1) then
   local name, match, tonumber, key = ARGV[1], string.match, tonumber, KEYS[1]
-  local ts, as = ARGV[6], ARGV[7]
+  local ts, as = ARGV[settle_token_at], ARGV[settle_token_at + 1]
   local token = ts == '0' and 0 or #ts <= MAX_DIGITS and match(ts, '^[1-9]%d*$') and tonumber(ts)
   local actual = as == '0' and 0 or as == '1' and 1 or #as <= MAX_DIGITS and match(as, '^[1-9]%d*$') and tonumber(as)
   if token and token <= MAX_TAT and actual and actual <= MAX then
@@ -201,6 +202,188 @@ if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and 8 or 7) then
             room = room - need
             local reset = backlog + need + 999
             return {1, (room - room % interval) / interval, 0, (reset - reset % 1000) / 1000}
+          end
+        end
+      end
+    elseif name == 'sliding_window' then
+      local ls, ws, cs = ARGV[2], ARGV[3], ARGV[4]
+      local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
+      local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
+      local reserved = cs == '1' and 1 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
+      if limit and limit <= MAX and window and window <= MAX_WINDOW and reserved and reserved <= limit then
+        local t
+        if CLOCK_FROM_ARGV then
+          t = tonumber(ARGV[#ARGV])
+        else
+          local tm = redis.call('TIME')
+          t = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+        end
+        local w = window * 1000
+        local cur = t - t % w
+        local e, prev, curr, same, ok = t - cur, 0, 0, false, true
+        local h = redis.pcall('HGETALL', key)
+        if h.err then
+          ok = false
+        elseif #h > 0 then -- start, prev and curr, as take_single.lua reads them
+          local start, p, c
+          if #h == 6 then
+            for j = 1, 5, 2 do
+              local f, v = h[j], h[j + 1]
+              local n = v == '0' and 0 or #v <= MAX_DIGITS and match(v, '^[1-9]%d*$') and tonumber(v)
+              if n and n <= MAX then
+                if f == 'start' then
+                  start = n
+                elseif f == 'prev' then
+                  p = n
+                elseif f == 'curr' and n > 0 then
+                  c = n
+                end
+              end
+            end
+          end
+          ok = start and p and c and start % window == 0 and start * 1000 <= t and redis.call('PTTL', key) ~= -1
+          if ok then
+            start = start * 1000
+            if start == cur then
+              prev, curr, same = p, c, true
+            elseif start == cur - w then
+              prev = c
+            end
+          end
+        end
+        -- Every product below is exact below 2^52; a larger one leaves the settlement to the module's
+        -- muldiv, through the general path, before anything is written here (ok false).
+        if ok and prev * w < 4503599627370496 then
+          -- The plan: the write (op), and the key's state after it (prev, curr at the same now).
+          local delta, probe, op, arg = actual - reserved, 0, nil, nil
+          if delta < 0 then
+            local r = -delta
+            if same and token == cur then
+              if r < curr then
+                op, arg, curr = 'less_curr', r, curr - r
+              elseif prev == 0 then
+                op, curr = 'del', 0
+              else
+                op, curr = 'to_prev', 0 -- the current count is gone: the previous one is the key's only window
+              end
+            elseif same and token == cur - w and prev > 0 then
+              if r > prev then
+                r = prev
+              end
+              op, arg, prev = 'less_prev', r, prev - r
+            elseif not same and token == cur - w and prev > 0 then
+              if r >= prev then
+                op, prev = 'del', 0
+              else
+                op, arg, prev = 'stored_less', prev - r, prev - r
+              end
+            end
+          else
+            -- An overrun consumes what a peek leaves, as an admission of that many units.
+            local q, r = prev * (w - e), nil
+            r = q % w
+            q = (q - r) / w
+            if r < 0 then
+              q, r = q - 1, r + w
+            elseif r >= w then
+              q, r = q + 1, r - w
+            end
+            if r > 0 then
+              q = q + 1
+            end
+            local n = limit - curr - q
+            if n < 0 then
+              n = 0
+            end
+            if n > delta then
+              n = delta
+            end
+            if n > 0 then
+              if same then
+                op, arg = 'more_curr', n
+              else
+                op, arg, same = 'new_window', n, true
+              end
+              curr = curr + n
+            end
+            if n < delta then
+              probe = 1
+            end
+          end
+          -- The decision of the state after, for probe units (take_single.lua's sliding window).
+          local used, ab = curr, prev * (w - e)
+          if prev > 0 then
+            local r = ab % w
+            local q = (ab - r) / w
+            if r < 0 then
+              q, r = q - 1, r + w
+            elseif r >= w then
+              q, r = q + 1, r - w
+            end
+            if r > 0 then
+              q = q + 1
+            end
+            used = used + q
+          end
+          local reply
+          if used + probe <= limit then
+            local reset = 0
+            if curr + probe > 0 then
+              reset = 2 * w - e + 999
+            elseif prev > 0 then
+              reset = w - e + 999
+            end
+            reply = {1, limit - used - probe, 0, (reset - reset % 1000) / 1000}
+          else
+            local r, wait, c = limit - curr - probe, -e, prev
+            if r < 0 then
+              r, wait, c = limit - probe, w - e, curr > limit - probe and curr
+            end
+            ok = not c or r * w < 4503599627370496
+            if c and ok then
+              local ab2 = r * w
+              local m = ab2 % c
+              local q = (ab2 - m) / c
+              if m < 0 then
+                q = q - 1
+              elseif m >= c then
+                q = q + 1
+              end
+              wait = wait + w - q
+            end
+            local reset = w - e + 999
+            if curr > 0 then
+              reset = reset + w
+            end
+            local remaining = limit - used
+            if remaining < 0 then
+              remaining = 0
+            end
+            wait = wait + 999
+            reply = {0, remaining, (wait - wait % 1000) / 1000, (reset - reset % 1000) / 1000}
+          end
+          -- The write, as the module's settle and apply make it.
+          if ok then
+            if op == 'less_curr' then
+              redis.call('HINCRBY', key, 'curr', string.format('%d', -arg))
+            elseif op == 'del' then
+              redis.call('DEL', key)
+            elseif op == 'to_prev' then
+              redis.call('HSET', key, 'start', string.format('%d', (cur - w) / 1000), 'prev', '0', 'curr',
+                string.format('%d', prev))
+              redis.call('PEXPIREAT', key, string.format('%d', (cur + w) / 1000))
+            elseif op == 'less_prev' then
+              redis.call('HINCRBY', key, 'prev', string.format('%d', -arg))
+            elseif op == 'stored_less' then
+              redis.call('HSET', key, 'prev', '0', 'curr', string.format('%d', arg))
+            elseif op == 'more_curr' then
+              redis.call('HINCRBY', key, 'curr', string.format('%d', arg))
+            elseif op == 'new_window' then
+              redis.call('HSET', key, 'start', string.format('%d', cur / 1000), 'prev', string.format('%d', prev), 'curr',
+                string.format('%d', arg))
+              redis.call('PEXPIREAT', key, string.format('%d', (cur + 2 * w) / 1000))
+            end
+            return reply
           end
         end
       end
