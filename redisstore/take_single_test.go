@@ -365,6 +365,8 @@ func TestSettleStraightPathAgreesWithGeneralPath(t *testing.T) {
 		{Algorithm: admit.SlidingWindow, Rate: 6, Period: time.Minute},
 		{Algorithm: admit.SlidingWindow, Rate: 5, Period: 1500 * time.Millisecond},
 		{Algorithm: admit.SlidingWindow, Rate: 4, Period: time.Second},
+		{Algorithm: admit.SlidingLog, Rate: 6, Period: time.Minute},
+		{Algorithm: admit.SlidingLog, Rate: 5, Period: 1500 * time.Millisecond},
 	} {
 		t.Run(fmt.Sprintf("%v_%d_per_%v_aligned_%v", lim.Algorithm, lim.Rate, lim.Period, lim.Aligned), func(t *testing.T) {
 			keys := [2]string{newKey(t), newKey(t)}
@@ -428,8 +430,8 @@ func TestSettleStraightPathAgreesWithGeneralPath(t *testing.T) {
 				if !slices.Equal(got, want) {
 					t.Fatalf("step %d (reserved %d, actual %d): straight path %v; general path %v", step, reserved, tc.actual, got, want)
 				}
-				a, _ := srv.Do(t, "GET", keys[0]).ToString()
-				b, _ := srv.Do(t, "GET", keys[1]).ToString()
+				a, _ := srv.Do(t, "DUMP", keys[0]).ToString()
+				b, _ := srv.Do(t, "DUMP", keys[1]).ToString()
 				if a != b {
 					t.Fatalf("step %d: the straight path left %q, the general path %q", step, a, b)
 				}
@@ -471,7 +473,10 @@ func TestSettleStraightPathFallsThrough(t *testing.T) {
 		{"gcra interval rounded", nil, gcra("400", "1", "1", "1", "0", "1")},
 		{"tat 00", []string{"SET", "KEY", "00", "PX", "60000"}, gcra("5", "60000", "1", "4", "0", "1")},
 		{"tat expiring too late", []string{"SET", "KEY", clock, "PX", "600000"}, gcra("5", "60000", "1", "4", "0", "1")},
-		{"sliding log", nil, []string{"sliding_log", "3", "60000", "1", "0", "1"}},
+		{"sliding log limit above MaxSlidingLogRate", nil, []string{"sliding_log", "10001", "60000", "1", "0", "1"}},
+		{"log entry of another time", []string{"ZADD", "KEY", "1000", "1001:1"}, []string{"sliding_log", "3", "60000", "1", "0", "1"}},
+		{"log without expiry", []string{"ZADD", "KEY", "1000", "1000:1"}, []string{"sliding_log", "3", "60000", "1", "0", "1"}},
+		{"concurrency", nil, []string{"concurrency", "3", "60000", "1", "0", "1"}},
 		{"sliding window an argument more", nil, []string{"sliding_window", "3", "60000", "1", "0", "0", "1"}},
 		{"sliding window reserved 0", nil, []string{"sliding_window", "3", "60000", "0", "0", "1"}},
 		{"sliding window curr 0", []string{"HSET", "KEY", "start", "0", "curr", "0", "prev", "0"}, []string{"sliding_window", "3", "60000", "1", "0", "1"}},
@@ -487,7 +492,7 @@ func TestSettleStraightPathFallsThrough(t *testing.T) {
 				if err := srv.Do(t, cmd...).Error(); err != nil {
 					t.Fatalf("%v: %v", cmd, err)
 				}
-				if cmd[0] == "HSET" && !strings.HasSuffix(tc.name, "without expiry") { // written with an expiry
+				if (cmd[0] == "HSET" || cmd[0] == "ZADD") && !strings.HasSuffix(tc.name, "without expiry") { // written with an expiry
 					srv.Do(t, "PEXPIRE", key, "3600000")
 				}
 			}

@@ -10,7 +10,7 @@
 -- the write, as settle.lua's is, but not read back: the state is what was read, changed by the one
 -- write this script made (the script runs alone, and admit's writes never make a key corrupt), at the
 -- same now.
-local settle_token_at = ARGV[1] == 'sliding_window' and 5 or 6 -- the token's argument: after 3 arguments, or 4
+local settle_token_at = (ARGV[1] == 'sliding_window' or ARGV[1] == 'sliding_log') and 5 or 6 -- after 3 arguments, or 4
 if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_token_at + 1) then
   local name, match, tonumber, key = ARGV[1], string.match, tonumber, KEYS[1]
   local ts, as = ARGV[settle_token_at], ARGV[settle_token_at + 1]
@@ -384,6 +384,127 @@ if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_to
               redis.call('PEXPIREAT', key, string.format('%d', (cur + 2 * w) / 1000))
             end
             return reply
+          end
+        end
+      end
+    elseif name == 'sliding_log' then
+      -- The key is read as take_single.lua reads it, twice: before the write, and after it for the reply
+      -- (the log's newest entry and the one whose exit lets a request fit are not known otherwise). A
+      -- key found corrupt before the write falls through to the general path; after it, it cannot be
+      -- (admit's writes keep a log well formed), but would be refused as settle.lua refuses it.
+      local ls, ws, cs = ARGV[2], ARGV[3], ARGV[4]
+      local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
+      local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
+      local reserved = cs == '1' and 1 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
+      if limit and limit <= MAX_LOG and window and window <= MAX_WINDOW and reserved and reserved <= limit then
+        local t
+        if CLOCK_FROM_ARGV then
+          t = tonumber(ARGV[#ARGV])
+        else
+          local tm = redis.call('TIME')
+          t = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+        end
+        local w, cost = window * 1000, reserved -- cost: what the read looks for room for
+        for pass = 1, 2 do
+          local ok, card, count, newest, kth = true, redis.pcall('ZCARD', key), 0, 0, nil
+          if type(card) == 'table' or card > MAX_LOG then
+            ok = false
+          elseif card > 0 then
+            local r = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+            local sc = r[2]
+            newest = sc == '0' and 0 or #sc <= MAX_DIGITS and match(sc, '^[1-9]%d*$') and tonumber(sc)
+            if newest and newest <= t and match(r[1], '^(%d+):[1-9]%d*$') == sc and redis.call('PTTL', key) ~= -1 then
+              count = redis.call('ZCOUNT', key, '(' .. string.format('%d', t - w), '+inf')
+              local k = count + cost - limit
+              if k > 0 then
+                local rank = card - count + k - 1
+                sc = redis.call('ZRANGE', key, rank, rank, 'WITHSCORES')[2]
+                kth = sc == '0' and 0 or #sc <= MAX_DIGITS and match(sc, '^[1-9]%d*$') and tonumber(sc)
+                ok = kth and kth <= t
+              end
+            else
+              ok = false
+            end
+          end
+          if pass == 1 then
+            if not ok then
+              break -- to the general path, nothing written
+            end
+            local delta = actual - reserved
+            cost = 0
+            if delta < 0 then
+              -- A refund, while the token is in the window, removes up to −delta of the members logged
+              -- then, those of the highest sequence numbers first.
+              if token > t - w and token <= t then
+                local at = string.format('%d', token)
+                local c = redis.call('ZCOUNT', key, at, at)
+                local r = -delta
+                if r > c then
+                  r = c
+                end
+                local members = {}
+                for j = c, c - r + 1, -1 do
+                  members[#members + 1] = at .. ':' .. j
+                  if #members == 1000 or j == c - r + 1 then
+                    redis.call('ZREM', key, unpack(members))
+                    members = {}
+                  end
+                end
+              end
+            else
+              -- An overrun consumes what is left now, as an admission of that many units.
+              local n = limit - count
+              if n < 0 then
+                n = 0
+              end
+              if n > delta then
+                n = delta
+              end
+              if n > 0 then
+                local at = string.format('%d', t)
+                if card > count then
+                  redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', t - w))
+                end
+                local seq = 0
+                if newest == t then
+                  seq = redis.call('ZCOUNT', key, at, at)
+                end
+                local args = {}
+                for j = 1, n do
+                  args[#args + 1] = at
+                  args[#args + 1] = at .. ':' .. (seq + j)
+                  if #args == 2000 or j == n then
+                    redis.call('ZADD', key, unpack(args))
+                    args = {}
+                  end
+                end
+                local ends = t + w + 999
+                redis.call('PEXPIREAT', key, string.format('%d', (ends - ends % 1000) / 1000))
+              end
+              if n < delta then
+                cost = 1 -- an overrun that did not fit whole: the reply is the rejection of one unit more
+              end
+            end
+          else
+            if not ok then
+              return redis.error_reply('ADMIT_CORRUPT after settling: the log is not as admit writes it')
+            end
+            -- The decision of the state after, for cost units (0, or the probe of one).
+            if count + cost <= limit then
+              local reset = 0
+              if cost > 0 then
+                reset = window
+              elseif count > 0 then
+                reset = newest + w - t + 999
+                reset = (reset - reset % 1000) / 1000
+              end
+              return {1, limit - count - cost, 0, reset}
+            end
+            local remaining, retry, reset = limit - count, kth + w - t + 999, newest + w - t + 999
+            if remaining < 0 then
+              remaining = 0
+            end
+            return {0, remaining, (retry - retry % 1000) / 1000, (reset - reset % 1000) / 1000}
           end
         end
       end

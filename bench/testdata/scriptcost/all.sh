@@ -21,6 +21,7 @@ rows=(
   "settle fixed_window overrun|$dir/settle.lua|1|fixed_window $M $H 2 0 0 3"
   "settle gcra overrun|$dir/settle.lua|1|gcra 1000 $H 2 1000000 0 3"
   "settle sliding_window overrun|$dir/settle.lua|1|sliding_window $M $H 2 0 3"
+  "settle sliding_log overrun|$dir/settle.lua|1|sliding_log 10000 $H 2 0 3"
 )
 ref=
 for row in "${rows[@]}"; do
