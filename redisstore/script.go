@@ -49,6 +49,10 @@ var (
 	concurrencySrc string
 	//go:embed scripts/take.lua
 	takeSrc string
+	//go:embed scripts/take_single.lua
+	takeSingleSrc string
+	//go:embed scripts/settle_single.lua
+	settleSingleSrc string
 	//go:embed scripts/release.lua
 	releaseSrc string
 	//go:embed scripts/settle.lua
@@ -56,7 +60,7 @@ var (
 )
 
 // modules are the algorithm modules, in the order the scripts define them.
-var modules = []string{fixedWindowSrc, gcraConstants() + gcraSrc, slidingWindowSrc, slidingLogSrc, concurrencySrc}
+var modules = []string{fixedWindowSrc, gcraSrc, slidingWindowSrc, slidingLogSrc, concurrencySrc}
 
 // takeScript is the entry point that decides 1 … admit.MaxRequests policies all-or-nothing.
 var takeScript = newScript("take", assemble(takeSrc, false))
@@ -67,17 +71,25 @@ var releaseScript = newScript("release", assemble(releaseSrc, false))
 // settleScript is the entry point that settles one reservation.
 var settleScript = newScript("settle", assemble(settleSrc, false))
 
-// entryPoints are the entry points' sources.
-var entryPoints = []string{takeSrc, releaseSrc, settleSrc}
+// entryPoints are the entry points' sources, their straight paths among them.
+var entryPoints = []string{takeSingleSrc, takeSrc, releaseSrc, settleSingleSrc, settleSrc}
 
-// assemble returns the script of an entry point: the rendered constants, the prelude, every
-// algorithm module, then the entry point itself. A test assembly (testClock) reads the time from its
+// straightPaths are the parts of the entry points that run before the prelude: the take script's
+// single-policy path, the settle script's straight path (take_single.lua, settle_single.lua). Each
+// decides the common calls itself and returns before the rest of the script runs, or falls through
+// to it, having written nothing.
+var straightPaths = map[string]string{takeSrc: takeSingleSrc, settleSrc: settleSingleSrc}
+
+// assemble returns the script of an entry point: the rendered constants, its straight path if it has
+// one (straightPaths), the prelude, every algorithm module, then the entry point itself. A test assembly (testClock) reads the time from its
 // last argument, Unix microseconds, instead of Redis's TIME, so that tests can fix it; production
 // scripts read Redis's clock only.
 func assemble(entry string, testClock bool) string {
 	var b strings.Builder
 	b.WriteString(constants())
+	b.WriteString(gcraConstants()) // before the straight paths, which decide gcra too
 	fmt.Fprintf(&b, "local CLOCK_FROM_ARGV = %t\n", testClock)
+	b.WriteString(straightPaths[entry])
 	b.WriteString(preludeSrc)
 	for _, m := range modules {
 		b.WriteString(m)

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# all.sh DIR — callgrind.sh for every row of the script-cost table (bench/scriptcost2.md), on the
+# scripts dump.go wrote to DIR. Prints "row<TAB>instructions per call<TAB>ratio to the minimal script".
+# ONLY=regex runs the rows whose name matches.
+set -euo pipefail
+dir=$1
+here=$(dirname "$0")
+M=1000000000000000 H=3600000 D=86400000
+rows=(
+  "minimal|$here/../minimal_fixed_window.lua|1|$M $H 1"
+  "take fixed_window|$dir/take.lua|1|1 '' '' fixed_window $M $H 1 0"
+  "take fixed_window aligned|$dir/take.lua|1|1 '' '' fixed_window $M $H 1 1"
+  "take sliding_window|$dir/take.lua|1|1 '' '' sliding_window $M $H 1"
+  "take sliding_log|$dir/take.lua|1|1 '' '' sliding_log 10000 $H 1"
+  "take gcra|$dir/take.lua|1|1 '' '' gcra 1000 $H 1 1000000"
+  "take concurrency|$dir/take.lua|1|1 '' '' concurrency 100000 $H 1 12345678901234567"
+  "take 2 policies|$dir/take.lua|2|2 '' '' fixed_window $M $H 1 0 fixed_window $M $D 1 0"
+  "take 3 policies|$dir/take.lua|3|3 '' '' fixed_window $M $H 1 0 sliding_window $M $H 1 gcra 1000 $H 1 1000000"
+  "take 3 fixed windows|$dir/take.lua|3|3 '' '' fixed_window $M 60000 1 0 fixed_window $M $H 1 0 fixed_window $M $D 1 0"
+  "release|$dir/release.lua|1|12345678901234567"
+  "settle fixed_window overrun|$dir/settle.lua|1|fixed_window $M $H 2 0 0 3"
+  "settle gcra overrun|$dir/settle.lua|1|gcra 1000 $H 2 1000000 0 3"
+  "settle sliding_window overrun|$dir/settle.lua|1|sliding_window $M $H 2 0 3"
+  "settle sliding_log overrun|$dir/settle.lua|1|sliding_log 10000 $H 2 0 3"
+)
+ref=
+for row in "${rows[@]}"; do
+  IFS='|' read -r name script nkeys args <<<"$row"
+  [[ $name == minimal || -z ${ONLY:-} || $name =~ $ONLY ]] || continue
+  eval "set -- $args"
+  n=$("$here/callgrind.sh" "$script" "$nkeys" "$@" 2>/dev/null | tail -1)
+  [[ -n $ref ]] || ref=$n
+  printf '%s\t%s\t%s\n' "$name" "$n" "$(awk -v a="$n" -v b="$ref" 'BEGIN{printf "%.2f", a/b}')"
+done

@@ -1,0 +1,809 @@
+-- take_single.lua: the take script's straight paths, the first part of take.lua's assembly, before
+-- the prelude. A take without a request ID and without shadow mode — by far the most common call — of
+-- one policy of any algorithm, or of several fixed windows, gcra buckets and sliding windows, is
+-- decided here, straight: read, decide, write, with no closure, no table but the reply, and no loop
+-- but over the policies. Redis runs the whole chunk on every call, and each closure, table and Lua
+-- instruction costs it (bench/scriptcost2.md), so this part comes first and returns before the
+-- prelude and the modules define anything.
+--
+-- It decides exactly as take.lua and the modules do (fixed_window.lua, gcra.lua, sliding_window.lua,
+-- sliding_log.lua, concurrency.lua: their comments are the algorithms' own), with the same strict
+-- checks of the arguments and of the stored state, and it never errs: an argument it would refuse,
+-- and a key it finds corrupt, make it fall through, before any write, to the general path, which
+-- reads the keys again and refuses the call with the error of the module. So does a sliding window
+-- whose exact integer arithmetic would need the module's muldiv (products of 2^52 or more). Anything
+-- else (a request ID, shadow mode, several policies of which one is a sliding log or a concurrency
+-- limit) falls through too, after comparing a few arguments. redisstore's tests hold each path to the
+-- general one, step by step (take_single_test.go).
+--
+-- Strict parsing, inline (a function would be a closure made on every call): a decimal integer is
+-- at most MAX_DIGITS digits matching ^[1-9]%d*$, then tonumber, then its range; '0' and '1', the
+-- usual costs, are compared, not parsed. Integer division is (a - a % b) / b, exact below 2^53 and
+-- cheaper than math.floor; ceil(a / 1000) is that of a + 999. Writes pass decimal strings made by
+-- string.format('%d'), cheaper for Redis than a Lua number (which it formats with %.17g). The reply is
+-- take.lua's: {allowed, 0, then per policy allowed, remaining, retry_after_ms, reset_after_ms, token}.
+if ARGV[1] == '1' and ARGV[2] == '' and ARGV[3] == '' and #KEYS == 1 then
+  local name, match, tonumber = ARGV[4], string.match, tonumber
+  if name == 'fixed_window' and #ARGV == (CLOCK_FROM_ARGV and 9 or 8) then
+    local ls, ws, cs, key = ARGV[5], ARGV[6], ARGV[7], KEYS[1]
+    local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
+    local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
+    local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
+    local aligned = ARGV[8]
+    if limit and limit <= MAX and window and window <= MAX_WINDOW and cost and cost <= limit and
+      (aligned == '0' or aligned == '1') then
+      local count, ttl, t, ends = 0, 0, nil, nil -- count 0: missing, or its window has ended
+      if aligned == '1' then
+        if CLOCK_FROM_ARGV then
+          t = math.floor(tonumber(ARGV[9]) / 1000)
+        else
+          local tm = redis.call('TIME')
+          t = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
+        end
+        ends = t - t % window + window
+      end
+      local raw, ok = redis.pcall('GET', key), true
+      if raw then
+        ok = false -- until the key is read as admit writes it
+        if type(raw) == 'string' and #raw <= MAX_DIGITS and match(raw, '^[1-9]%d*$') then
+          local stored = tonumber(raw)
+          if stored <= MAX then
+            if t then
+              local at = redis.call('PEXPIRETIME', key)
+              if at ~= -1 and at <= ends then
+                ok = true
+                if at > t then
+                  count, ttl = stored, at - t
+                end
+              end
+            else
+              local left = redis.call('PTTL', key)
+              if left ~= -1 and left <= window then
+                ok = true
+                if left > 0 then
+                  count, ttl = stored, left
+                end
+              end
+            end
+          end
+        end
+      end
+      if ok then
+        if count == 0 then
+          if cost == 0 then
+            return {1, 0, 1, limit, 0, 0, 0}
+          end
+          if t then
+            redis.call('SET', key, cs, 'PXAT', string.format('%d', ends))
+            return {1, 0, 1, limit - cost, 0, ends - t, ends}
+          end
+          redis.call('SET', key, cs, 'PX', ws)
+          return {1, 0, 1, limit - cost, 0, window, redis.call('PEXPIRETIME', key)}
+        end
+        if count + cost > limit then
+          local remaining = limit - count
+          if remaining < 0 then
+            remaining = 0
+          end
+          return {0, 0, 0, remaining, ttl, ttl, 0}
+        end
+        if cost == 0 then
+          return {1, 0, 1, limit - count, 0, ttl, 0}
+        end
+        redis.call('INCRBY', key, cs)
+        if t then
+          return {1, 0, 1, limit - count - cost, 0, ttl, t + ttl}
+        end
+        return {1, 0, 1, limit - count - cost, 0, ttl, redis.call('PEXPIRETIME', key)}
+      end
+    end
+  elseif name == 'gcra' and #ARGV == (CLOCK_FROM_ARGV and 9 or 8) then
+    local rs, ws, cs, bs, key = ARGV[5], ARGV[6], ARGV[7], ARGV[8], KEYS[1]
+    local rate = #rs <= MAX_DIGITS and match(rs, '^[1-9]%d*$') and tonumber(rs)
+    local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
+    local burst = #bs <= MAX_DIGITS and match(bs, '^[1-9]%d*$') and tonumber(bs)
+    local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
+    if rate and rate <= MAX and window and window <= MAX_WINDOW and burst and burst <= MAX and cost and cost <= burst and
+      rate <= window * 1000 then
+      local period = window * 1000
+      local interval = math.ceil(period / rate)
+      local tolerance = burst * interval
+      if (interval * rate - period) * INTERVAL_ROUNDING < period and tolerance <= MAX_TOLERANCE then
+        local raw, now, backlog = redis.pcall('GET', key), nil, 0
+        if raw then
+          if type(raw) == 'string' and #raw <= MAX_DIGITS and match(raw, '^[1-9]%d*$') then
+            local tat = tonumber(raw)
+            if tat <= MAX_TAT then
+              local ttl = redis.call('PTTL', key)
+              if ttl >= 0 and ttl <= math.ceil(tolerance / 1000) + 1 then
+                if CLOCK_FROM_ARGV then
+                  now = tonumber(ARGV[9])
+                else
+                  local tm = redis.call('TIME')
+                  now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+                end
+                backlog = tat - now
+                if backlog > tolerance then
+                  now = nil -- corrupt
+                elseif backlog < 0 then
+                  backlog = 0
+                end
+              end
+            end
+          end
+        elseif CLOCK_FROM_ARGV then
+          now = tonumber(ARGV[9])
+        else
+          local tm = redis.call('TIME')
+          now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+        end
+        if now then -- nil: the key is corrupt
+          -- floor(a / b) is (a - a % b) / b and ceil(a / 1000) is floor((a + 999) / 1000), exact on these
+          -- integers (below 2^53) and cheaper than calling math.floor and math.ceil.
+          local room, need, wait = tolerance - backlog, cost * interval, backlog + 999
+          wait = (wait - wait % 1000) / 1000
+          if need > room then
+            local retry = need - room + 999
+            return {0, 0, 0, (room - room % interval) / interval, (retry - retry % 1000) / 1000, wait, 0}
+          end
+          room = room - need
+          if cost == 0 then
+            return {1, 0, 1, (room - room % interval) / interval, 0, wait, 0}
+          end
+          backlog = backlog + need
+          wait = backlog + 999
+          wait = (wait - wait % 1000) / 1000
+          redis.call('SET', key, string.format('%d', now + backlog), 'PX', string.format('%d', wait + 1))
+          return {1, 0, 1, (room - room % interval) / interval, 0, wait, now + backlog}
+        end
+      end
+    end
+  elseif name == 'sliding_window' and #ARGV == (CLOCK_FROM_ARGV and 8 or 7) then
+    local ls, ws, cs, key = ARGV[5], ARGV[6], ARGV[7], KEYS[1]
+    local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
+    local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
+    local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
+    if limit and limit <= MAX and window and window <= MAX_WINDOW and cost and cost <= limit then
+      local t
+      if CLOCK_FROM_ARGV then
+        t = tonumber(ARGV[8])
+      else
+        local tm = redis.call('TIME')
+        t = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+      end
+      local w = window * 1000
+      local cur = t - t % w
+      local e, prev, curr, same, ok = t - cur, 0, 0, false, true
+      local h = redis.pcall('HGETALL', key)
+      if h.err then
+        ok = false
+      elseif #h > 0 then
+        local start, p, c
+        if #h == 6 then -- start, prev and curr, in any order; anything else is corrupt
+          for j = 1, 5, 2 do
+            local f, v = h[j], h[j + 1]
+            local n = v == '0' and 0 or #v <= MAX_DIGITS and match(v, '^[1-9]%d*$') and tonumber(v)
+            if n and n <= MAX then
+              if f == 'start' then
+                start = n
+              elseif f == 'prev' then
+                p = n
+              elseif f == 'curr' and n > 0 then
+                c = n
+              end
+            end
+          end
+        end
+        if start and p and c and start % window == 0 and start * 1000 <= t and redis.call('PTTL', key) ~= -1 then
+          start = start * 1000
+          if start == cur then
+            prev, curr, same = p, c, true
+          elseif start == cur - w then
+            prev = c
+          end
+        else
+          ok = false
+        end
+      end
+      -- ⌈prev × (w − e) / w⌉, exactly while prev × (w − e) is below 2^52 (else the module's muldiv,
+      -- through the general path), and, for a rejection, the wait's quotients likewise.
+      local used, ab = curr, prev * (w - e)
+      if prev > 0 and ok then
+        if ab < 4503599627370496 then
+          local r = ab % w
+          local q = (ab - r) / w
+          if r < 0 then
+            q, r = q - 1, r + w
+          elseif r >= w then
+            q, r = q + 1, r - w
+          end
+          if r > 0 then
+            q = q + 1
+          end
+          used = used + q
+        else
+          ok = false
+        end
+      end
+      if ok then
+        if used + cost <= limit then
+          local reset = 0
+          if curr + cost > 0 then
+            reset = 2 * w - e + 999
+          elseif prev > 0 then
+            reset = w - e + 999
+          end
+          reset = (reset - reset % 1000) / 1000
+          if cost == 0 then
+            return {1, 0, 1, limit - used, 0, reset, 0}
+          end
+          if same then
+            redis.call('HINCRBY', key, 'curr', cs)
+          else
+            redis.call('HSET', key, 'start', string.format('%d', cur / 1000), 'prev', string.format('%d', prev), 'curr', cs)
+            redis.call('PEXPIREAT', key, string.format('%d', (cur + 2 * w) / 1000))
+          end
+          return {1, 0, 1, limit - used - cost, 0, reset, cur}
+        end
+        -- Rejected: later in this window, at w − ⌊r × w / prev⌋ − e with r = limit − curr − cost when r ≥ 0;
+        -- else in the next window, after w − e, and then w − ⌊r × w / curr⌋ more with r = limit − cost
+        -- when curr > r (the module's decide). The quotient is exact while r × w is below 2^52.
+        local r, wait, c = limit - curr - cost, -e, prev
+        if r < 0 then
+          r, wait, c = limit - cost, w - e, curr > limit - cost and curr
+        end
+        local ab2 = c and r * w
+        if not c or ab2 < 4503599627370496 then
+          if c then
+            local m = ab2 % c
+            local q = (ab2 - m) / c
+            if m < 0 then
+              q = q - 1
+            elseif m >= c then
+              q = q + 1
+            end
+            wait = wait + w - q
+          end
+          local reset = w - e + 999
+          if curr > 0 then
+            reset = reset + w
+          end
+          local remaining = limit - used
+          if remaining < 0 then
+            remaining = 0
+          end
+          wait = wait + 999
+          return {0, 0, 0, remaining, (wait - wait % 1000) / 1000, (reset - reset % 1000) / 1000, 0}
+        end
+      end
+    end
+  elseif name == 'concurrency' and #ARGV == (CLOCK_FROM_ARGV and 9 or 8) then
+    local ls, ws, cs, tok, key = ARGV[5], ARGV[6], ARGV[7], ARGV[8], KEYS[1]
+    local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
+    local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
+    local cost = cs == '1' and 1 or cs == '0' and 0
+    if limit and limit <= MAX_LEASES and window and window <= MAX_WINDOW and cost and
+      (cost == 0 and tok == '0' or cost == 1 and #tok <= 20 and match(tok, '^[1-9]%d*$') and
+        (#tok < 20 or tok <= '18446744073709551615')) then
+      local t
+      if CLOCK_FROM_ARGV then
+        t = tonumber(ARGV[9])
+      else
+        local tm = redis.call('TIME')
+        t = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+      end
+      local w, ok, live, last, kth = window * 1000, true, 0, 0, nil
+      local card = redis.pcall('ZCARD', key)
+      if type(card) == 'table' or card > MAX_LEASES then
+        ok = false
+      elseif card > 0 then
+        -- The first and last leases, and the one whose end lets a request fit, are checked as the
+        -- module's lease does: a decimal token scored with an integer expiry in 0 … t + MAX_WINDOW ms.
+        local hi = t + MAX_WINDOW * 1000
+        local r1, r2 = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES'), redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+        local m1, s1, m2, s2 = r1[1], r1[2], r2[1], r2[2]
+        local first = #m1 <= 20 and match(m1, '^[1-9]%d*$') and (#m1 < 20 or m1 <= '18446744073709551615') and
+          (s1 == '0' and 0 or #s1 <= MAX_DIGITS and match(s1, '^[1-9]%d*$') and tonumber(s1))
+        last = #m2 <= 20 and match(m2, '^[1-9]%d*$') and (#m2 < 20 or m2 <= '18446744073709551615') and
+          (s2 == '0' and 0 or #s2 <= MAX_DIGITS and match(s2, '^[1-9]%d*$') and tonumber(s2))
+        if first and first <= hi and last and last <= hi and redis.call('PTTL', key) ~= -1 then
+          live = redis.call('ZCOUNT', key, '(' .. string.format('%d', t), '+inf')
+          local k = live + cost - limit
+          if k > 0 then
+            local rank = card - live + k - 1
+            local r = redis.call('ZRANGE', key, rank, rank, 'WITHSCORES')
+            local m, sc = r[1], r[2]
+            kth = #m <= 20 and match(m, '^[1-9]%d*$') and (#m < 20 or m <= '18446744073709551615') and
+              (sc == '0' and 0 or #sc <= MAX_DIGITS and match(sc, '^[1-9]%d*$') and tonumber(sc))
+            ok = kth and kth <= hi
+          end
+        else
+          ok = false
+        end
+      end
+      if ok then
+        -- The milliseconds until an expiry, rounded up, and at most the policy's TTL.
+        local reset = 0
+        if live + cost <= limit then
+          if cost == 0 then
+            if live > 0 then
+              reset = last - t
+              if reset > w then
+                reset = w
+              end
+              reset = reset + 999
+              reset = (reset - reset % 1000) / 1000
+            end
+            return {1, 0, 1, limit - live, 0, reset, 0}
+          end
+          if card > live then
+            redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', t))
+          end
+          local expiry = t + w
+          redis.call('ZADD', key, string.format('%d', expiry), tok)
+          if last > expiry then
+            expiry = last
+          end
+          expiry = expiry + 999
+          redis.call('PEXPIREAT', key, string.format('%d', (expiry - expiry % 1000) / 1000))
+          return {1, 0, 1, limit - live - 1, 0, window, 0}
+        end
+        local retry, remaining = kth - t, limit - live
+        reset = last - t
+        if retry > w then
+          retry = w
+        end
+        if reset > w then
+          reset = w
+        end
+        if remaining < 0 then
+          remaining = 0
+        end
+        retry, reset = retry + 999, reset + 999
+        return {0, 0, 0, remaining, (retry - retry % 1000) / 1000, (reset - reset % 1000) / 1000, 0}
+      end
+    end
+  elseif name == 'sliding_log' and #ARGV == (CLOCK_FROM_ARGV and 8 or 7) then
+    local ls, ws, cs, key = ARGV[5], ARGV[6], ARGV[7], KEYS[1]
+    local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
+    local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
+    local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
+    if limit and limit <= MAX_LOG and window and window <= MAX_WINDOW and cost and cost <= limit then
+      local t
+      if CLOCK_FROM_ARGV then
+        t = tonumber(ARGV[8])
+      else
+        local tm = redis.call('TIME')
+        t = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+      end
+      local w, ok, count, newest, kth = window * 1000, true, 0, 0, nil
+      local card = redis.pcall('ZCARD', key)
+      if type(card) == 'table' or card > MAX_LOG then
+        ok = false
+      elseif card > 0 then
+        -- The newest entry is '<t>:<seq>' scored t, an integer time not after now (the module's read).
+        local r = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+        local sc = r[2]
+        newest = (sc == '0' and 0 or #sc <= MAX_DIGITS and match(sc, '^[1-9]%d*$') and tonumber(sc))
+        if newest and newest <= t and match(r[1], '^(%d+):[1-9]%d*$') == sc and redis.call('PTTL', key) ~= -1 then
+          count = redis.call('ZCOUNT', key, '(' .. string.format('%d', t - w), '+inf')
+          local k = count + cost - limit
+          if k > 0 then
+            local rank = card - count + k - 1
+            sc = redis.call('ZRANGE', key, rank, rank, 'WITHSCORES')[2]
+            kth = sc == '0' and 0 or #sc <= MAX_DIGITS and match(sc, '^[1-9]%d*$') and tonumber(sc)
+            ok = kth and kth <= t
+          end
+        else
+          ok = false
+        end
+      end
+      if ok then
+        if count + cost <= limit then
+          if cost == 0 then
+            local reset = 0
+            if count > 0 then
+              reset = newest + w - t + 999
+              reset = (reset - reset % 1000) / 1000
+            end
+            return {1, 0, 1, limit - count, 0, reset, 0}
+          end
+          local at = string.format('%d', t)
+          if card > count then
+            redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', t - w))
+          end
+          local seq = 0
+          if newest == t then
+            seq = redis.call('ZCOUNT', key, at, at)
+          end
+          if cost == 1 then
+            redis.call('ZADD', key, at, at .. ':' .. (seq + 1))
+          else
+            local args = {}
+            for j = 1, cost do
+              args[#args + 1] = at
+              args[#args + 1] = at .. ':' .. (seq + j)
+              if #args == 2000 or j == cost then
+                redis.call('ZADD', key, unpack(args))
+                args = {}
+              end
+            end
+          end
+          local ends = t + w + 999
+          redis.call('PEXPIREAT', key, string.format('%d', (ends - ends % 1000) / 1000))
+          return {1, 0, 1, limit - count - cost, 0, window, t}
+        end
+        local remaining, retry, reset = limit - count, kth + w - t + 999, newest + w - t + 999
+        if remaining < 0 then
+          remaining = 0
+        end
+        return {0, 0, 0, remaining, (retry - retry % 1000) / 1000, (reset - reset % 1000) / 1000, 0}
+      end
+    end
+  end
+elseif ARGV[2] == '' and ARGV[3] == '' then
+  -- Several policies, each a fixed window, a gcra bucket or a sliding window, without an ID or shadow
+  -- mode: all-or-nothing as take.lua decides it, in passes over the arguments, with no table but the
+  -- reply (and one of sliding windows' previous counts, when one starts a window). The first pass
+  -- reads each key and decides, filling in the reply, and keeps in it, until the last pass, what an
+  -- admission of a cost above 0 would write and what a peek would report:
+  --   the token's slot: 0 for nothing to write (a peek, or a rejection); for a fixed window -1
+  --     INCRBY and -2 SET ... PX (then PEXPIRETIME), -ends SET ... PXAT ends (aligned, missing), or the
+  --     token itself (aligned, live: INCRBY); for gcra the new TAT, the token; for a sliding window
+  --     the window's start, the token, negated when the write starts the window (HSET, PEXPIREAT);
+  --   the retry slot (0 in an admission's reply): the reset_after a peek reports.
+  -- On a rejection, the policies that would have admitted report their keys as peeks; else the last
+  -- pass makes the writes. The clock (TIME) is read once, when a policy first needs it.
+  local ns, match, tonumber = ARGV[1], string.match, tonumber
+  local n = #ns <= 2 and match(ns, '^[1-9]%d?$') and tonumber(ns)
+  local ok, i = n and n >= 2 and n <= MAX_REQUESTS and #KEYS == n, 4
+  for _ = 1, ok and n or 0 do -- every algorithm one this path decides, before any key is read
+    local name = ARGV[i]
+    if name == 'fixed_window' or name == 'gcra' then
+      i = i + 5
+    elseif name == 'sliding_window' then
+      i = i + 4
+    else
+      ok = false
+      break
+    end
+  end
+  if ok and #ARGV == (CLOCK_FROM_ARGV and i or i - 1) then
+    local reply, now, prevs, k = {1, 0}, nil, nil, 1
+    if n == 2 then -- made whole: growing it rehashes
+      reply = {1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+    elseif n == 3 then
+      reply = {1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+    end
+    i = 4
+    while ok and k <= n do
+      local name, at, key = ARGV[i], 5 * k - 2, KEYS[k]
+      if name == 'fixed_window' then
+        local ls, ws, cs, aligned = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
+        local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
+        local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
+        local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
+        ok = limit and limit <= MAX and window and window <= MAX_WINDOW and cost and cost <= limit and
+          (aligned == '0' or aligned == '1')
+        if ok then
+          local count, ttl, t, ends = 0, 0, nil, nil
+          if aligned == '1' then
+            if not now then
+              if CLOCK_FROM_ARGV then
+                now = tonumber(ARGV[#ARGV])
+              else
+                local tm = redis.call('TIME')
+                now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+              end
+            end
+            t = (now - now % 1000) / 1000
+            ends = t - t % window + window
+          end
+          local raw = redis.pcall('GET', key)
+          if raw then
+            ok = false -- until the key is read as admit writes it
+            if type(raw) == 'string' and #raw <= MAX_DIGITS and match(raw, '^[1-9]%d*$') then
+              local stored = tonumber(raw)
+              if stored <= MAX then
+                if ends then
+                  local x = redis.call('PEXPIRETIME', key)
+                  if x ~= -1 and x <= ends then
+                    ok = true
+                    if x > t then
+                      count, ttl = stored, x - t
+                    end
+                  end
+                else
+                  local left = redis.call('PTTL', key)
+                  if left ~= -1 and left <= window then
+                    ok = true
+                    if left > 0 then
+                      count, ttl = stored, left
+                    end
+                  end
+                end
+              end
+            end
+          end
+          if count == 0 then
+            reply[at], reply[at + 1], reply[at + 2] = 1, limit - cost, 0
+            if cost == 0 then
+              reply[at + 3], reply[at + 4] = 0, 0
+            elseif ends then
+              reply[at + 3], reply[at + 4] = ends - t, -ends
+            else
+              reply[at + 3], reply[at + 4] = window, -2
+            end
+          elseif count + cost > limit then
+            local remaining = limit - count
+            if remaining < 0 then
+              remaining = 0
+            end
+            reply[1], reply[at], reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4] = 0, 0, remaining, ttl, ttl, 0
+          else
+            reply[at], reply[at + 1], reply[at + 2], reply[at + 3] = 1, limit - count - cost, ttl, ttl
+            if cost == 0 then
+              reply[at + 2], reply[at + 4] = 0, 0
+            elseif ends then
+              reply[at + 4] = t + ttl
+            else
+              reply[at + 4] = -1
+            end
+          end
+        end
+        i = i + 5
+      elseif name == 'gcra' then
+        local rs, ws, cs, bs = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
+        local rate = #rs <= MAX_DIGITS and match(rs, '^[1-9]%d*$') and tonumber(rs)
+        local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
+        local burst = #bs <= MAX_DIGITS and match(bs, '^[1-9]%d*$') and tonumber(bs)
+        local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
+        ok = rate and rate <= MAX and window and window <= MAX_WINDOW and burst and burst <= MAX and cost and
+          cost <= burst and rate <= window * 1000
+        local interval, tolerance
+        if ok then
+          local period = window * 1000
+          interval = math.ceil(period / rate)
+          tolerance = burst * interval
+          ok = (interval * rate - period) * INTERVAL_ROUNDING < period and tolerance <= MAX_TOLERANCE
+        end
+        local backlog = 0
+        if ok then
+          local raw = redis.pcall('GET', key)
+          if raw then
+            ok = false
+            if type(raw) == 'string' and #raw <= MAX_DIGITS and match(raw, '^[1-9]%d*$') then
+              local tat = tonumber(raw)
+              if tat <= MAX_TAT then
+                local ttl = redis.call('PTTL', key)
+                if ttl >= 0 and ttl <= math.ceil(tolerance / 1000) + 1 then
+                  if not now then
+                    if CLOCK_FROM_ARGV then
+                      now = tonumber(ARGV[#ARGV])
+                    else
+                      local tm = redis.call('TIME')
+                      now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+                    end
+                  end
+                  backlog = tat - now
+                  ok = backlog <= tolerance
+                  if backlog < 0 then
+                    backlog = 0
+                  end
+                end
+              end
+            end
+          elseif not now then
+            if CLOCK_FROM_ARGV then
+              now = tonumber(ARGV[#ARGV])
+            else
+              local tm = redis.call('TIME')
+              now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+            end
+          end
+        end
+        if ok then
+          local room, need, wait = tolerance - backlog, cost * interval, backlog + 999
+          wait = (wait - wait % 1000) / 1000
+          if need > room then
+            local retry = need - room + 999
+            reply[1], reply[at], reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4] = 0, 0,
+              (room - room % interval) / interval, (retry - retry % 1000) / 1000, wait, 0
+          elseif cost == 0 then
+            reply[at], reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4] = 1,
+              (room - room % interval) / interval, 0, wait, 0
+          else
+            room = room - need
+            local reset = backlog + need + 999
+            reply[at], reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4] = 1,
+              (room - room % interval) / interval, wait, (reset - reset % 1000) / 1000, now + backlog + need
+          end
+        end
+        i = i + 5
+      else -- sliding_window
+        local ls, ws, cs = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+        local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
+        local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
+        local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
+        ok = limit and limit <= MAX and window and window <= MAX_WINDOW and cost and cost <= limit
+        if ok then
+          if not now then
+            if CLOCK_FROM_ARGV then
+              now = tonumber(ARGV[#ARGV])
+            else
+              local tm = redis.call('TIME')
+              now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+            end
+          end
+          local w = window * 1000
+          local cur = now - now % w
+          local e, prev, curr, same = now - cur, 0, 0, false
+          local h = redis.pcall('HGETALL', key)
+          if h.err then
+            ok = false
+          elseif #h > 0 then
+            local start, p, c
+            if #h == 6 then
+              for j = 1, 5, 2 do
+                local f, v = h[j], h[j + 1]
+                local x = v == '0' and 0 or #v <= MAX_DIGITS and match(v, '^[1-9]%d*$') and tonumber(v)
+                if x and x <= MAX then
+                  if f == 'start' then
+                    start = x
+                  elseif f == 'prev' then
+                    p = x
+                  elseif f == 'curr' and x > 0 then
+                    c = x
+                  end
+                end
+              end
+            end
+            ok = start and p and c and start % window == 0 and start * 1000 <= now and redis.call('PTTL', key) ~= -1
+            if ok then
+              start = start * 1000
+              if start == cur then
+                prev, curr, same = p, c, true
+              elseif start == cur - w then
+                prev = c
+              end
+            end
+          end
+          local used, ab = curr, prev * (w - e)
+          if ok and prev > 0 then
+            ok = ab < 4503599627370496
+            if ok then
+              local r = ab % w
+              local q = (ab - r) / w
+              if r < 0 then
+                q, r = q - 1, r + w
+              elseif r >= w then
+                q, r = q + 1, r - w
+              end
+              if r > 0 then
+                q = q + 1
+              end
+              used = used + q
+            end
+          end
+          if ok then
+            -- reset_after of a peek: two windows on from the current one's start with a current count,
+            -- one with a previous count, else none.
+            local peek = 0
+            if curr > 0 then
+              peek = 2 * w - e + 999
+            elseif prev > 0 then
+              peek = w - e + 999
+            end
+            peek = (peek - peek % 1000) / 1000
+            if used + cost <= limit then
+              if cost == 0 then
+                reply[at], reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4] = 1, limit - used, 0, peek, 0
+              else
+                local reset = 2 * w - e + 999
+                reply[at], reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4] = 1, limit - used - cost, peek,
+                  (reset - reset % 1000) / 1000, cur
+                if not same then
+                  reply[at + 4] = -cur
+                  prevs = prevs or {}
+                  prevs[k] = prev
+                end
+              end
+            else
+              local r, wait, c = limit - curr - cost, -e, prev
+              if r < 0 then
+                r, wait, c = limit - cost, w - e, curr > limit - cost and curr
+              end
+              local ab2 = c and r * w
+              ok = not c or ab2 < 4503599627370496
+              if ok then
+                if c then
+                  local m = ab2 % c
+                  local q = (ab2 - m) / c
+                  if m < 0 then
+                    q = q - 1
+                  elseif m >= c then
+                    q = q + 1
+                  end
+                  wait = wait + w - q
+                end
+                local reset = w - e + 999
+                if curr > 0 then
+                  reset = reset + w
+                end
+                local remaining = limit - used
+                if remaining < 0 then
+                  remaining = 0
+                end
+                wait = wait + 999
+                reply[1], reply[at], reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4] = 0, 0, remaining,
+                  (wait - wait % 1000) / 1000, (reset - reset % 1000) / 1000, 0
+              end
+            end
+          end
+        end
+        i = i + 4
+      end
+      k = k + 1
+    end
+    if ok and reply[1] == 0 then
+      -- A rejection writes nothing: a policy that would have admitted reports its key as it is, as a
+      -- peek: its cost back in remaining, and a peek's reset_after.
+      i = 4
+      for k = 1, n do
+        local at = 5 * k - 2
+        if reply[at + 4] ~= 0 then
+          local cs = ARGV[i + 3]
+          reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4] = reply[at + 1] + (cs == '1' and 1 or tonumber(cs)),
+            0, reply[at + 2], 0
+        end
+        if ARGV[i] == 'sliding_window' then
+          i = i + 4
+        else
+          i = i + 5
+        end
+      end
+      return reply
+    end
+    if ok then
+      i = 4
+      for k = 1, n do
+        local at, key, name = 5 * k + 2, KEYS[k], ARGV[i]
+        local slot = reply[at]
+        if slot ~= 0 then
+          reply[at - 2] = 0 -- retry_after of an admission
+          if name == 'fixed_window' then
+            if slot == -1 then
+              redis.call('INCRBY', key, ARGV[i + 3])
+              reply[at] = redis.call('PEXPIRETIME', key)
+            elseif slot == -2 then
+              redis.call('SET', key, ARGV[i + 3], 'PX', ARGV[i + 2])
+              reply[at] = redis.call('PEXPIRETIME', key)
+            elseif slot < -2 then
+              redis.call('SET', key, ARGV[i + 3], 'PXAT', string.format('%d', -slot))
+              reply[at] = -slot
+            else
+              redis.call('INCRBY', key, ARGV[i + 3])
+            end
+          elseif name == 'gcra' then
+            local wait = slot - now + 999
+            redis.call('SET', key, string.format('%d', slot), 'PX', string.format('%d', (wait - wait % 1000) / 1000 + 1))
+          elseif slot > 0 then
+            redis.call('HINCRBY', key, 'curr', ARGV[i + 3])
+          else
+            local cur = -slot
+            redis.call('HSET', key, 'start', string.format('%d', cur / 1000), 'prev', string.format('%d', prevs[k]),
+              'curr', ARGV[i + 3])
+            redis.call('PEXPIREAT', key, string.format('%d', (cur + 2000 * tonumber(ARGV[i + 2])) / 1000))
+            reply[at] = cur
+          end
+        end
+        if name == 'sliding_window' then
+          i = i + 4
+        else
+          i = i + 5
+        end
+      end
+      return reply
+    end
+  end
+end
