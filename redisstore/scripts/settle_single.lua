@@ -1,7 +1,7 @@
 -- settle_single.lua: the settle script's straight path, the first part of settle.lua's assembly,
 -- before the prelude, as take_single.lua is take.lua's: a settlement of a fixed_window, gcra or
 -- sliding_window reservation is made here with no closure, no table but the reply and no loop, and returns before
--- the prelude and the modules define anything (bench/scriptcost2.md).
+-- the prelude and the modules define anything (BENCHMARKS.md, "Redis CPU per decision").
 --
 -- It settles exactly as settle.lua and the module's settle do (fixed_window.lua, gcra.lua), with the
 -- same strict checks of the arguments and the stored state, and never errs: an argument it would

@@ -3,7 +3,7 @@
 -- one policy of any algorithm, or of several fixed windows, gcra buckets and sliding windows, is
 -- decided here, straight: read, decide, write, with no closure, no table but the reply, and no loop
 -- but over the policies. Redis runs the whole chunk on every call, and each closure, table and Lua
--- instruction costs it (bench/scriptcost2.md), so this part comes first and returns before the
+-- instruction costs it (BENCHMARKS.md, "Redis CPU per decision"), so this part comes first and returns before the
 -- prelude and the modules define anything.
 --
 -- It decides exactly as take.lua and the modules do (fixed_window.lua, gcra.lua, sliding_window.lua,

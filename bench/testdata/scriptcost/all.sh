@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# all.sh DIR — callgrind.sh for every row of the script-cost table (bench/scriptcost2.md), on the
+# all.sh DIR — callgrind.sh for every row of the script-cost table (BENCHMARKS.md, "Redis CPU per decision"), on the
 # scripts dump.go wrote to DIR. Prints "row<TAB>instructions per call<TAB>ratio to the minimal script".
 # ONLY=regex runs the rows whose name matches.
 set -euo pipefail
