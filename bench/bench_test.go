@@ -73,6 +73,20 @@ func BenchmarkReferenceRueidis(b *testing.B) {
 	})
 }
 
+// BenchmarkRueidisCommandTimeout is BenchmarkReferenceRueidis with each call bounded as
+// redisstore bounds it, by context.WithTimeout of the store's default command timeout: what an
+// application calling rueidis bare writes to get the same guarantee, and what that guarantee costs a
+// bare client (a timer and a context per call, and a select on its Done channel inside rueidis).
+func BenchmarkRueidisCommandTimeout(b *testing.B) {
+	srv := redistest.Start(b)
+	c, sha := bareRueidis(b, srv, takeScript(b))
+	callers.Bench(b, func(i int) error {
+		ctx, cancel := context.WithTimeout(context.Background(), redisstore.DefaultCommandTimeout)
+		defer cancel()
+		return c.Do(ctx, c.B().Evalsha().Sha1(sha).Numkeys(1).Key(keys[i%len(keys)]).Arg(takeArgs...).Build()).Error()
+	})
+}
+
 // BenchmarkPreviousScriptRueidis calls, by bare rueidis EVALSHA, the single-purpose fixed-window
 // script redisstore used before the take script (testdata/fixed_window_before_take.lua): the
 // single-policy path before and after the request model, in one run.
