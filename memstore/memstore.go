@@ -619,7 +619,11 @@ func (sh *shard) read(key string, h uint32, lim *admit.Limit, k kernel, g *algo.
 			return 0, nil, fmt.Errorf("memstore: %v: %w: key %q holds a request record", lim.Algorithm, admit.ErrCorruptState, key)
 		}
 	case e.alg != lim.Algorithm:
-		return 0, nil, fmt.Errorf("memstore: %v: %w: key %q holds %v state", lim.Algorithm, admit.ErrCorruptState, key, e.alg)
+		// Every kernel's state is live until its deadline (kernel.live); ended state of another
+		// algorithm is a missing key, as an expired Redis key is, not corrupt state.
+		if e.deadline > now.mono {
+			return 0, nil, fmt.Errorf("memstore: %v: %w: key %q holds %v state", lim.Algorithm, admit.ErrCorruptState, key, e.alg)
+		}
 	case k.live(e, now):
 		if err := k.check(e, sh.ext(e), lim, g, now); err != nil {
 			return 0, nil, fmt.Errorf("memstore: %v: %w: %w", lim.Algorithm, admit.ErrCorruptState, err)
