@@ -81,6 +81,9 @@ func TestStorageWithCollidingHashes(t *testing.T) {
 		default:
 			sh.rebuild()
 		}
-		check(step)
+		if step%29 == 0 || len(want) < 40 { // each check is quadratic here: every find walks a cluster
+			check(step)
+		}
 	}
+	check(-1)
 }
