@@ -1,6 +1,7 @@
 package memstore
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -86,4 +87,38 @@ func TestStorageWithCollidingHashes(t *testing.T) {
 		}
 	}
 	check(-1)
+}
+
+// TestKeyHashHasNoSeedFreeCollisions hashes keys that hold, at the start of a 16-byte step or of the
+// last 16 bytes, the 8 bytes of wyhash's public constant k1, with everything else varied: their
+// hashes must differ, whatever the seed. Before the first factor of each product was seeded, the
+// product of those bytes xored with k1 was zero, and every such key of a length hashed alike under
+// every seed: an attacker choosing key bytes could put all its keys in one home slot with one tag,
+// and make each find of the shard walk them all.
+func TestKeyHashHasNoSeedFreeCollisions(t *testing.T) {
+	var k1 [8]byte
+	binary.LittleEndian.PutUint64(k1[:], 0xe7037ed1a0b428db)
+	rng := rand.New(rand.NewPCG(7, 8))
+	for _, n := range []int{12, 15, 16, 17, 24, 32, 33, 100} {
+		for at := 0; at+8 <= n; at += 8 {
+			if n > 16 && at%16 != 0 && at != n-16 || n <= 16 && at != 0 {
+				continue // not where a product's first factor is loaded
+			}
+			for _, seed := range []uint64{rng.Uint64(), rng.Uint64()} {
+				seen := map[uint32]bool{}
+				const keys = 200
+				for range keys {
+					b := make([]byte, n)
+					for i := range b {
+						b[i] = byte('a' + rng.IntN(26))
+					}
+					copy(b[at:], k1[:])
+					seen[keyHash(seed, string(b))] = true
+				}
+				if len(seen) < keys-2 {
+					t.Errorf("%d keys of %d bytes with k1's bytes at %d: %d distinct hashes under seed %#x; want about %d", keys, n, at, len(seen), seed, keys)
+				}
+			}
+		}
+	}
 }

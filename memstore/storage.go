@@ -59,6 +59,12 @@ func (sh *shard) hash(key string) uint32 { return keyHash(sh.seed, key) }
 // 16 bytes of a key read whole (overlapping the step before): a few tens of
 // instructions for a key of 30 bytes, half of what hash/maphash takes through its wrappers, and seeded
 // per Store, so that which keys collide cannot be learnt from another process.
+//
+// Both factors of every product are seeded: a factor that is zero zeroes the product and drops all
+// that came before it, so a key whose 8 bytes equal a public constant (wyhash's k1, with which the
+// first factor was once made) collided with every key of its length under any seed, a family of
+// collisions an attacker who chooses key bytes could fill one home slot with
+// (TestKeyHashHasNoSeedFreeCollisions).
 func keyHash(seed uint64, key string) uint32 {
 	const (
 		k0 = 0xa0761d6478bd642f
@@ -67,11 +73,12 @@ func keyHash(seed uint64, key string) uint32 {
 	)
 	n := len(key)
 	h := seed ^ uint64(n)*k0
+	s1 := seed ^ k1 // the first factor's key: secret, so no chosen bytes zero it
 	var a, b uint64
 	switch {
 	case n > 16:
 		for rest := key; len(rest) > 16; rest = rest[16:] {
-			h = mix(load64(rest)^k1, load64(rest[8:])^h)
+			h = mix(load64(rest)^s1, load64(rest[8:])^h)
 		}
 		a, b = load64(key[n-16:]), load64(key[n-8:]) // the last 16 bytes
 	case n >= 8:
@@ -81,7 +88,7 @@ func keyHash(seed uint64, key string) uint32 {
 	case n > 0:
 		a, b = uint64(key[0])<<16|uint64(key[n>>1])<<8|uint64(key[n-1]), 0
 	}
-	h = mix(a^k1, b^h)
+	h = mix(a^s1, b^h)
 	return uint32(mix(h^k2, uint64(n)^k1))
 }
 
