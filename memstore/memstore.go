@@ -193,7 +193,9 @@ func (s *Store) Take(ctx context.Context, r admit.Request) (d admit.Decision, er
 // uses the stored count and window as they are, as Redis does. If the window left on a key is longer
 // than its Limit's Period — the key was started under a longer Period —
 // TakeAll returns an error matching [admit.ErrCorruptState] (and so ErrUnavailable) and changes
-// nothing, exactly as the Redis store does; the key is usable again when its window ends.
+// nothing, exactly as the Redis store does; the key is usable again when its window ends. So is a
+// key that holds live state of another algorithm; once that state has ended, the key is missing, as
+// an expired Redis key is, and any algorithm starts it afresh.
 func (s *Store) TakeAll(ctx context.Context, rs []admit.Request, ds []admit.Decision) (bool, error) {
 	if err := admit.ValidateAll(rs, ds); err != nil {
 		return false, fmt.Errorf("memstore: %w", err)
