@@ -29,6 +29,7 @@ type modelEntry struct {
 // larger than the shard, removes every ended one first). Each input is a cap byte, then three bytes
 // per step: what to do, a key, and a cost or a clock step.
 func FuzzTableMatchesAModel(f *testing.F) {
+	f.Add([]byte{2, 0, 0, 2, 4, 0, 0, 0, 0, 1, 4, 0, 7, 2, 1, 1, 4, 0, 0, 5, 0, 150, 4, 0, 3}) // settles: refund, overrun, after the end
 	f.Add([]byte{2, 0, 0, 1, 5, 0, 200, 2, 0, 1}) // a key's fixed window ends; GCRA starts it afresh
 	f.Add([]byte{2, 0, 0, 1, 0, 1, 1, 0, 2, 1, 3, 0, 9, 4, 0, 40, 0, 3, 1})
 	f.Add([]byte{1, 0, 0, 3, 4, 1, 1, 0, 1, 1, 3, 5, 200, 4, 1, 2, 5, 0, 0, 6, 0, 0, 2, 1, 0})
@@ -52,7 +53,9 @@ func checkTableAgainstModel(t *testing.T, in []byte) {
 	}
 	in = in[:min(len(in), 1+3*400)] // 400 steps: longer inputs find nothing more, and minimize slowly
 	capacity := 1 + int(in[0]%4)
-	clock := limittest.NewClock(time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC))
+	base := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+	clock := limittest.NewClock(base)
+	var last admit.Reservation // the last admission that consumed, to settle
 	s := New(Options{Now: clock.Now, Shards: 1, SweepInterval: -1, SweepBudget: 64, MaxEntries: capacity})
 	model := map[string]*modelEntry{}
 	var read, latest time.Duration // the clock since the Store's base, and the shard's latest time
@@ -79,6 +82,12 @@ func checkTableAgainstModel(t *testing.T, in []byte) {
 		case 7:
 			s.sweep()
 			latest = max(latest, read)
+			continue
+		}
+		if op == 4 {
+			if last.Token != 0 {
+				settleAgainstModel(t, s, model, last, arg%8, latestAfter(&latest, read), capacity, base, step)
+			}
 			continue
 		}
 		lim := limits[op%4]
@@ -137,7 +146,10 @@ func checkTableAgainstModel(t *testing.T, in []byte) {
 				e.end = time.Duration(res.TAT) * time.Microsecond
 			}
 		}
-		got.Token = 0 // the token is the fast path test's and the conformance suite's
+		if got.Allowed && r.Cost > 0 && gotErr == nil {
+			last = admit.Reservation{Request: r, Token: got.Token} // for a later Settle
+		}
+		got.Token = 0 // the fast path test and the conformance suite check tokens; Settle uses them
 		if !errors.Is(gotErr, wantErr) || (gotErr == nil) != (wantErr == nil) || got != want {
 			t.Fatalf("step %d, Take(%.20q, %v, cost %d) at %v: %+v, %v; the model: %+v, %v", step, key, lim, r.Cost, latest, got, gotErr, want, wantErr)
 		}
@@ -156,4 +168,88 @@ func countEnded(model map[string]*modelEntry, now time.Duration) int {
 		}
 	}
 	return n
+}
+
+// latestAfter moves *latest, the shard's latest time, to read if that is later, and returns it.
+func latestAfter(latest *time.Duration, read time.Duration) time.Duration {
+	*latest = max(*latest, read)
+	return *latest
+}
+
+// settleAgainstModel settles res at actual on s, and checks the Decision and error against the
+// model's, whose state it then changes as the Store's settle transition does. now is the shard's
+// time since the Store's base, which is the Unix time base.
+func settleAgainstModel(t *testing.T, s *Store, model map[string]*modelEntry, res admit.Reservation, actual int64, now time.Duration, capacity int, base time.Time, step int) {
+	t.Helper()
+	got, gotErr := s.Settle(context.Background(), res, actual)
+	lim, key, delta := res.Request.Limit, res.Request.Key, actual-res.Request.Cost
+	want, wantErr := admit.Decision{}, error(nil)
+	e := model[key]
+	if e != nil && e.end <= now {
+		delete(model, key) // ended: missing, whatever its algorithm
+		e = nil
+	}
+	others := len(model) - countEnded(model, now)
+	if e != nil {
+		others--
+	}
+	baseNano := base.UnixNano()
+	switch {
+	case e != nil && e.alg != lim.Algorithm:
+		wantErr = admit.ErrCorruptState
+	case lim.Algorithm == admit.FixedWindow:
+		var st *algo.FixedWindowState
+		same := false
+		if e != nil {
+			st = &algo.FixedWindowState{Count: e.count, TTL: e.end - now}
+			if algo.CheckFixedWindow(*st, lim.Period) != nil {
+				wantErr = admit.ErrCorruptState
+				break
+			}
+			same = uint64((baseNano+int64(e.end)+int64(time.Millisecond)-1)/int64(time.Millisecond)) == res.Token
+		}
+		r := algo.FixedWindowSettle(st, same, lim.Rate, lim.Period, delta)
+		want = admit.Decision{Allowed: r.Allowed, Limit: lim, Remaining: r.Remaining, RetryAfter: r.RetryAfter, ResetAfter: r.ResetAfter}
+		switch {
+		case r.Write == algo.WriteNone:
+		case r.Write == algo.WriteDelete:
+			delete(model, key)
+		case e == nil && others >= capacity:
+			want, wantErr = admit.Decision{}, ErrFull
+		case e == nil:
+			model[key] = &modelEntry{alg: lim.Algorithm, count: r.Units, end: now + lim.Period}
+		case r.Write == algo.WriteIncrement:
+			e.count += r.Units
+		case r.Write == algo.WriteDecrement:
+			e.count -= r.Units
+		}
+	default:
+		g := algo.NewGCRAParams(lim)
+		micros := int64(now / time.Microsecond)
+		var tat int64
+		if e != nil {
+			tat = int64(e.end / time.Microsecond)
+			if g.Check(algo.GCRAState{TAT: tat, TTL: e.end - now}, micros) != nil {
+				wantErr = admit.ErrCorruptState
+				break
+			}
+		}
+		r := algo.GCRASettle(tat, int64(res.Token)-baseNano/1000, micros, lim, delta)
+		want = admit.Decision{Allowed: r.Allowed, Limit: lim, Remaining: r.Remaining, RetryAfter: r.RetryAfter, ResetAfter: r.ResetAfter}
+		switch {
+		case r.Delete:
+			delete(model, key)
+		case !r.Write:
+		case e == nil && others >= capacity:
+			want, wantErr = admit.Decision{}, ErrFull
+		case e == nil:
+			model[key] = &modelEntry{alg: lim.Algorithm, end: time.Duration(r.TAT) * time.Microsecond}
+		default:
+			e.end = time.Duration(r.TAT) * time.Microsecond
+		}
+	}
+	if !errors.Is(gotErr, wantErr) || (gotErr == nil) != (wantErr == nil) || got != want {
+		t.Fatalf("step %d, Settle(%.20q, %v, cost %d, token %d) at %d, at %v: %+v, %v; the model: %+v, %v",
+			step, key, lim, res.Request.Cost, res.Token, actual, now, got, gotErr, want, wantErr)
+	}
 }
