@@ -30,7 +30,7 @@ type modelEntry struct {
 // per step: what to do, a key, and a cost or a clock step.
 func FuzzTableMatchesAModel(f *testing.F) {
 	f.Add([]byte{2, 0, 0, 2, 4, 0, 0, 0, 0, 1, 4, 0, 7, 2, 1, 1, 4, 0, 0, 5, 0, 150, 4, 0, 3}) // settles: refund, overrun, after the end
-	f.Add([]byte{2, 0, 0, 1, 5, 0, 200, 2, 0, 1}) // a key's fixed window ends; GCRA starts it afresh
+	f.Add([]byte{2, 0, 0, 1, 5, 0, 200, 2, 0, 1})                                              // a key's fixed window ends; GCRA starts it afresh
 	f.Add([]byte{2, 0, 0, 1, 0, 1, 1, 0, 2, 1, 3, 0, 9, 4, 0, 40, 0, 3, 1})
 	f.Add([]byte{1, 0, 0, 3, 4, 1, 1, 0, 1, 1, 3, 5, 200, 4, 1, 2, 5, 0, 0, 6, 0, 0, 2, 1, 0})
 	f.Add([]byte{3, 2, 6, 1, 2, 7, 2, 3, 0, 9, 5, 0, 0, 2, 6, 1, 0, 6, 1, 3, 1, 130, 0, 7, 3})
