@@ -26,11 +26,16 @@ type modelEntry struct {
 // by internal/algo's transitions as the kernels are. An ended entry is a missing key, whatever its
 // algorithm; live state of another algorithm or of a longer window is corrupt; a new key is refused
 // with ErrFull exactly when the live entries of other keys fill the shard (reclaim, with a budget
-// larger than the shard, removes every ended one first). Each input is a cap byte, then three bytes
-// per step: what to do, a key, and a cost or a clock step.
+// larger than the shard, removes every ended one first). Settles of the last admission are checked
+// the same way, against internal/algo's settle transitions and the tokens Take returned. Each input
+// is a cap byte, then three bytes per step: what to do (0-3 a Take under one of four Limits, 4 a
+// Settle, 5 and 6 the clock forward or back, 7 a sweep), a key, and a cost, an actual cost or a
+// clock step.
 func FuzzTableMatchesAModel(f *testing.F) {
-	f.Add([]byte{2, 0, 0, 2, 4, 0, 0, 0, 0, 1, 4, 0, 7, 2, 1, 1, 4, 0, 0, 5, 0, 150, 4, 0, 3}) // settles: refund, overrun, after the end
-	f.Add([]byte{2, 0, 0, 1, 5, 0, 200, 2, 0, 1})                                              // a key's fixed window ends; GCRA starts it afresh
+	// settles: a refund, an overrun, one after the key's end
+	f.Add([]byte{2, 0, 0, 2, 4, 0, 0, 0, 0, 1, 4, 0, 7, 2, 1, 1, 4, 0, 0, 5, 0, 150, 4, 0, 3})
+	// a key's fixed window ends; GCRA starts it afresh
+	f.Add([]byte{2, 0, 0, 1, 5, 0, 200, 2, 0, 1})
 	f.Add([]byte{2, 0, 0, 1, 0, 1, 1, 0, 2, 1, 3, 0, 9, 4, 0, 40, 0, 3, 1})
 	f.Add([]byte{1, 0, 0, 3, 4, 1, 1, 0, 1, 1, 3, 5, 200, 4, 1, 2, 5, 0, 0, 6, 0, 0, 2, 1, 0})
 	f.Add([]byte{3, 2, 6, 1, 2, 7, 2, 3, 0, 9, 5, 0, 0, 2, 6, 1, 0, 6, 1, 3, 1, 130, 0, 7, 3})
