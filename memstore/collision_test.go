@@ -122,3 +122,53 @@ func TestKeyHashHasNoSeedFreeCollisions(t *testing.T) {
 		}
 	}
 }
+
+// TestRemovalKeepsUnexaminedEntriesAheadOfTheCursor removes entries anywhere, as a Take that finds
+// its key's entry ended, a Release or a Settle do, with reclaim's cursor anywhere: the entries the
+// cursor's turn has yet to examine (at the cursor and after it) must stay there, less the one
+// removed, so that the turn examines each. Before, a removal behind the cursor moved the last
+// entry, not yet examined, into the hole behind it, and an ended entry so moved outlived the turn.
+func TestRemovalKeepsUnexaminedEntriesAheadOfTheCursor(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	sh := &shard{seed: rng.Uint64()}
+	aheadOf := func() map[string]bool {
+		m := map[string]bool{}
+		for i := sh.cursor; i < len(sh.entries); i++ {
+			m[string(sh.keyOf(&sh.entries[i]))] = true
+		}
+		return m
+	}
+	next := 0
+	for step := range 3000 {
+		if len(sh.entries) < 5 || rng.IntN(2) == 0 {
+			next++
+			k := fmt.Sprint("key", next)
+			sh.insert(k, sh.hash(k), entry{count: int64(next)}, nil)
+			continue
+		}
+		sh.cursor = rng.IntN(len(sh.entries) + 1)
+		want := aheadOf()
+		i := rng.IntN(len(sh.entries))
+		gone := string(sh.keyOf(&sh.entries[i]))
+		delete(want, gone)
+		sh.remove(i)
+		if got := aheadOf(); len(got) != len(want) {
+			t.Fatalf("step %d: removing position %d left %d entries from the cursor on; want the %d not yet examined", step, i, len(got), len(want))
+		} else {
+			for k := range want {
+				if !got[k] {
+					t.Fatalf("step %d: removing position %d moved %q, not yet examined, behind the cursor", step, i, k)
+				}
+			}
+		}
+		for j := range sh.entries {
+			k := string(sh.keyOf(&sh.entries[j]))
+			if p, ok := sh.find(k, sh.hash(k)); !ok || p != j {
+				t.Fatalf("step %d: find(%q) = %d, %v; want %d", step, k, p, ok, j)
+			}
+		}
+		if _, ok := sh.find(gone, sh.hash(gone)); ok {
+			t.Fatalf("step %d: the removed key %q is still found", step, gone)
+		}
+	}
+}

@@ -743,7 +743,7 @@ func (sh *shard) sweep(now func() time.Duration) (examined, removed int) {
 func (sh *shard) sweepFrom(pos, end int, now time.Duration, budget int) (next, examined, removed int) {
 	for ; examined < budget && pos < min(end, len(sh.entries)); examined++ {
 		if sh.entries[pos].deadline <= now {
-			sh.remove(pos) // the last entry moves here, and is examined next
+			sh.remove(pos) // another entry moves here (the last, or one behind the cursor), examined next
 			removed++
 		} else {
 			pos++

@@ -216,7 +216,10 @@ func (sh *shard) slotOf(pos int) uint32 {
 	}
 }
 
-// remove deletes the entry at position i, moving the last entry into its place. The caller holds
+// remove deletes the entry at position i, moving the last entry into its place. A place behind
+// reclaim's cursor is filled instead with the entry just behind it, and the last entry, which the
+// cursor has yet to examine, moves to the cursor, which steps back onto it: a removal never moves an
+// entry the cursor's turn has not examined behind it, where the turn would skip it. The caller holds
 // sh.mu.
 func (sh *shard) remove(i int) {
 	e := &sh.entries[i]
@@ -227,10 +230,16 @@ func (sh *shard) remove(i int) {
 	}
 	sh.garbage += int(e.keyLen)
 	last := len(sh.entries) - 1
+	if i < sh.cursor && sh.cursor <= last+1 {
+		c := sh.cursor - 1 // examined in this turn, as everything behind the cursor
+		if c != i {
+			sh.move(c, i)
+			i = c
+		}
+		sh.cursor = c
+	}
 	if i != last {
-		s := sh.slotOf(last)
-		sh.slots[s] = sh.slots[s]&^uint32(len(sh.slots)-1) | uint32(i+1)
-		sh.entries[i] = sh.entries[last]
+		sh.move(last, i)
 	}
 	sh.entries = sh.entries[:last]
 	switch {
@@ -239,6 +248,13 @@ func (sh *shard) remove(i int) {
 	case sh.garbage >= minCompact && sh.garbage*2 >= len(sh.keys):
 		sh.compactKeys(len(sh.keys) - sh.garbage)
 	}
+}
+
+// move moves the entry at position from to position to, whose entry has been unindexed.
+func (sh *shard) move(from, to int) {
+	s := sh.slotOf(from)
+	sh.slots[s] = sh.slots[s]&^uint32(len(sh.slots)-1) | uint32(to+1)
+	sh.entries[to] = sh.entries[from]
 }
 
 // unindex empties slot i, shifting back the slots after it that belong before it (linear probing's
