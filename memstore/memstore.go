@@ -193,7 +193,9 @@ func (s *Store) Take(ctx context.Context, r admit.Request) (d admit.Decision, er
 // uses the stored count and window as they are, as Redis does. If the window left on a key is longer
 // than its Limit's Period — the key was started under a longer Period —
 // TakeAll returns an error matching [admit.ErrCorruptState] (and so ErrUnavailable) and changes
-// nothing, exactly as the Redis store does; the key is usable again when its window ends.
+// nothing, exactly as the Redis store does; the key is usable again when its window ends. So is a
+// key that holds live state of another algorithm; once that state has ended, the key is missing, as
+// an expired Redis key is, and any algorithm starts it afresh.
 func (s *Store) TakeAll(ctx context.Context, rs []admit.Request, ds []admit.Decision) (bool, error) {
 	if err := admit.ValidateAll(rs, ds); err != nil {
 		return false, fmt.Errorf("memstore: %w", err)
@@ -619,7 +621,11 @@ func (sh *shard) read(key string, h uint32, lim *admit.Limit, k kernel, g *algo.
 			return 0, nil, fmt.Errorf("memstore: %v: %w: key %q holds a request record", lim.Algorithm, admit.ErrCorruptState, key)
 		}
 	case e.alg != lim.Algorithm:
-		return 0, nil, fmt.Errorf("memstore: %v: %w: key %q holds %v state", lim.Algorithm, admit.ErrCorruptState, key, e.alg)
+		// Every kernel's state is live until its deadline (kernel.live); ended state of another
+		// algorithm is a missing key, as an expired Redis key is, not corrupt state.
+		if e.deadline > now.mono {
+			return 0, nil, fmt.Errorf("memstore: %v: %w: key %q holds %v state", lim.Algorithm, admit.ErrCorruptState, key, e.alg)
+		}
 	case k.live(e, now):
 		if err := k.check(e, sh.ext(e), lim, g, now); err != nil {
 			return 0, nil, fmt.Errorf("memstore: %v: %w: %w", lim.Algorithm, admit.ErrCorruptState, err)
@@ -737,7 +743,7 @@ func (sh *shard) sweep(now func() time.Duration) (examined, removed int) {
 func (sh *shard) sweepFrom(pos, end int, now time.Duration, budget int) (next, examined, removed int) {
 	for ; examined < budget && pos < min(end, len(sh.entries)); examined++ {
 		if sh.entries[pos].deadline <= now {
-			sh.remove(pos) // the last entry moves here, and is examined next
+			sh.remove(pos) // another entry moves here (the last, or one behind the cursor), examined next
 			removed++
 		} else {
 			pos++

@@ -59,6 +59,12 @@ func (sh *shard) hash(key string) uint32 { return keyHash(sh.seed, key) }
 // 16 bytes of a key read whole (overlapping the step before): a few tens of
 // instructions for a key of 30 bytes, half of what hash/maphash takes through its wrappers, and seeded
 // per Store, so that which keys collide cannot be learnt from another process.
+//
+// Both factors of every product are seeded: a factor that is zero zeroes the product and drops all
+// that came before it, so a key whose 8 bytes equal a public constant (wyhash's k1, with which the
+// first factor was once made) collided with every key of its length under any seed, a family of
+// collisions an attacker who chooses key bytes could fill one home slot with
+// (TestKeyHashHasNoSeedFreeCollisions).
 func keyHash(seed uint64, key string) uint32 {
 	const (
 		k0 = 0xa0761d6478bd642f
@@ -67,11 +73,12 @@ func keyHash(seed uint64, key string) uint32 {
 	)
 	n := len(key)
 	h := seed ^ uint64(n)*k0
+	s1 := seed ^ k1 // the first factor's key: secret, so no chosen bytes zero it
 	var a, b uint64
 	switch {
 	case n > 16:
 		for rest := key; len(rest) > 16; rest = rest[16:] {
-			h = mix(load64(rest)^k1, load64(rest[8:])^h)
+			h = mix(load64(rest)^s1, load64(rest[8:])^h)
 		}
 		a, b = load64(key[n-16:]), load64(key[n-8:]) // the last 16 bytes
 	case n >= 8:
@@ -81,7 +88,7 @@ func keyHash(seed uint64, key string) uint32 {
 	case n > 0:
 		a, b = uint64(key[0])<<16|uint64(key[n>>1])<<8|uint64(key[n-1]), 0
 	}
-	h = mix(a^k1, b^h)
+	h = mix(a^s1, b^h)
 	return uint32(mix(h^k2, uint64(n)^k1))
 }
 
@@ -209,7 +216,10 @@ func (sh *shard) slotOf(pos int) uint32 {
 	}
 }
 
-// remove deletes the entry at position i, moving the last entry into its place. The caller holds
+// remove deletes the entry at position i, moving the last entry into its place. A place behind
+// reclaim's cursor is filled instead with the entry just behind it, and the last entry, which the
+// cursor has yet to examine, moves to the cursor, which steps back onto it: a removal never moves an
+// entry the cursor's turn has not examined behind it, where the turn would skip it. The caller holds
 // sh.mu.
 func (sh *shard) remove(i int) {
 	e := &sh.entries[i]
@@ -220,10 +230,16 @@ func (sh *shard) remove(i int) {
 	}
 	sh.garbage += int(e.keyLen)
 	last := len(sh.entries) - 1
+	if i < sh.cursor && sh.cursor <= last+1 {
+		c := sh.cursor - 1 // examined in this turn, as everything behind the cursor
+		if c != i {
+			sh.move(c, i)
+			i = c
+		}
+		sh.cursor = c
+	}
 	if i != last {
-		s := sh.slotOf(last)
-		sh.slots[s] = sh.slots[s]&^uint32(len(sh.slots)-1) | uint32(i+1)
-		sh.entries[i] = sh.entries[last]
+		sh.move(last, i)
 	}
 	sh.entries = sh.entries[:last]
 	switch {
@@ -232,6 +248,13 @@ func (sh *shard) remove(i int) {
 	case sh.garbage >= minCompact && sh.garbage*2 >= len(sh.keys):
 		sh.compactKeys(len(sh.keys) - sh.garbage)
 	}
+}
+
+// move moves the entry at position from to position to, whose entry has been unindexed.
+func (sh *shard) move(from, to int) {
+	s := sh.slotOf(from)
+	sh.slots[s] = sh.slots[s]&^uint32(len(sh.slots)-1) | uint32(to+1)
+	sh.entries[to] = sh.entries[from]
 }
 
 // unindex empties slot i, shifting back the slots after it that belong before it (linear probing's
