@@ -22,7 +22,7 @@ import (
 // backend is a limittest.Backend on one harness-started redis-server.
 type backend struct{ srv *redistest.Server }
 
-func (b backend) Open(t *testing.T) admit.Store { return open(t, b.srv.URL()) }
+func (b backend) Open(t *testing.T) admit.Store { return openPatient(t, b.srv.URL()) }
 
 func (b backend) Sleep(t *testing.T, d time.Duration) { time.Sleep(d) }
 
@@ -31,7 +31,7 @@ func (b backend) Now(t *testing.T) time.Time { return redisNow(t, b.srv) }
 
 func (b backend) Address() string { return b.srv.URL() }
 
-func (b backend) OpenAddress(t *testing.T, url string) admit.Store { return open(t, url) }
+func (b backend) OpenAddress(t *testing.T, url string) admit.Store { return openPatient(t, url) }
 
 func TestConformance(t *testing.T) {
 	srv := redistest.Start(t)
@@ -42,6 +42,22 @@ func TestConformance(t *testing.T) {
 func open(t testing.TB, url string) *Store {
 	t.Helper()
 	s, err := New(Config{URL: url})
+	if err != nil {
+		t.Fatalf("New(%q): %v", url, err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// conformanceCommandTimeout is the command timeout of the conformance suite's Stores: the suite
+// proves decisions, not deadlines (the fault tests do, with the default), and under -race on a loaded
+// machine a call of its many parallel tests can take longer than DefaultCommandTimeout.
+const conformanceCommandTimeout = 2 * time.Second
+
+// openPatient returns a Store on url with conformanceCommandTimeout, closed at cleanup.
+func openPatient(t testing.TB, url string) *Store {
+	t.Helper()
+	s, err := New(Config{URL: url, CommandTimeout: conformanceCommandTimeout})
 	if err != nil {
 		t.Fatalf("New(%q): %v", url, err)
 	}
