@@ -32,7 +32,7 @@ if ARGV[1] == '1' and ARGV[2] == '' and ARGV[3] == '' and #KEYS == 1 then
     local aligned = ARGV[8]
     if limit and limit <= MAX and window and window <= MAX_WINDOW and cost and cost <= limit and
       (aligned == '0' or aligned == '1') then
-      local count, ttl, t, ends = 0, 0, nil, nil -- count 0: missing, or its window has ended
+      local count, ttl, t, ends, expires = 0, 0, nil, nil, nil -- count 0: missing, or its window has ended
       if aligned == '1' then
         if CLOCK_FROM_ARGV then
           t = math.floor(tonumber(ARGV[9]) / 1000)
@@ -43,31 +43,7 @@ if ARGV[1] == '1' and ARGV[2] == '' and ARGV[3] == '' and #KEYS == 1 then
         ends = t - t % window + window
       end
       local raw, ok = redis.pcall('GET', key), true
-      if raw then
-        ok = false -- until the key is read as admit writes it
-        if type(raw) == 'string' and #raw <= MAX_DIGITS and match(raw, '^[1-9]%d*$') then
-          local stored = tonumber(raw)
-          if stored <= MAX then
-            if t then
-              local at = redis.call('PEXPIRETIME', key)
-              if at ~= -1 and at <= ends then
-                ok = true
-                if at > t then
-                  count, ttl = stored, at - t
-                end
-              end
-            else
-              local left = redis.call('PTTL', key)
-              if left ~= -1 and left <= window then
-                ok = true
-                if left > 0 then
-                  count, ttl = stored, left
-                end
-              end
-            end
-          end
-        end
-      end
+      --@inline fixed_window_read
       if ok then
         if count == 0 then
           if cost == 0 then
@@ -116,12 +92,7 @@ if ARGV[1] == '1' and ARGV[2] == '' and ARGV[3] == '' and #KEYS == 1 then
             if tat <= MAX_TAT then
               local ttl = redis.call('PTTL', key)
               if ttl >= 0 and ttl <= math.ceil(tolerance / 1000) + 1 then
-                if CLOCK_FROM_ARGV then
-                  now = tonumber(ARGV[9])
-                else
-                  local tm = redis.call('TIME')
-                  now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
-                end
+                --@inline clock_us
                 backlog = tat - now
                 if backlog > tolerance then
                   now = nil -- corrupt
@@ -131,11 +102,8 @@ if ARGV[1] == '1' and ARGV[2] == '' and ARGV[3] == '' and #KEYS == 1 then
               end
             end
           end
-        elseif CLOCK_FROM_ARGV then
-          now = tonumber(ARGV[9])
         else
-          local tm = redis.call('TIME')
-          now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+          --@inline clock_us
         end
         if now then -- nil: the key is corrupt
           -- floor(a / b) is (a - a % b) / b and ceil(a / 1000) is floor((a + 999) / 1000), exact on these
@@ -164,63 +132,18 @@ if ARGV[1] == '1' and ARGV[2] == '' and ARGV[3] == '' and #KEYS == 1 then
     local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
     local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
     if limit and limit <= MAX and window and window <= MAX_WINDOW and cost and cost <= limit then
-      local t
-      if CLOCK_FROM_ARGV then
-        t = tonumber(ARGV[8])
-      else
-        local tm = redis.call('TIME')
-        t = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
-      end
+      local now
+      --@inline clock_us
       local w = window * 1000
-      local cur = t - t % w
-      local e, prev, curr, same, ok = t - cur, 0, 0, false, true
-      local h = redis.pcall('HGETALL', key)
-      if h.err then
-        ok = false
-      elseif #h > 0 then
-        local start, p, c
-        if #h == 6 then -- start, prev and curr, in any order; anything else is corrupt
-          for j = 1, 5, 2 do
-            local f, v = h[j], h[j + 1]
-            local n = v == '0' and 0 or #v <= MAX_DIGITS and match(v, '^[1-9]%d*$') and tonumber(v)
-            if n and n <= MAX then
-              if f == 'start' then
-                start = n
-              elseif f == 'prev' then
-                p = n
-              elseif f == 'curr' and n > 0 then
-                c = n
-              end
-            end
-          end
-        end
-        if start and p and c and start % window == 0 and start * 1000 <= t and redis.call('PTTL', key) ~= -1 then
-          start = start * 1000
-          if start == cur then
-            prev, curr, same = p, c, true
-          elseif start == cur - w then
-            prev = c
-          end
-        else
-          ok = false
-        end
-      end
+      local cur = now - now % w
+      local e, prev, curr, same, ok = now - cur, 0, 0, false, true
+      --@inline sliding_window_read
       -- ⌈prev × (w − e) / w⌉, exactly while prev × (w − e) is below 2^52 (else the module's muldiv,
       -- through the general path), and, for a rejection, the wait's quotients likewise.
       local used, ab = curr, prev * (w - e)
       if prev > 0 and ok then
         if ab < 4503599627370496 then
-          local r = ab % w
-          local q = (ab - r) / w
-          if r < 0 then
-            q, r = q - 1, r + w
-          elseif r >= w then
-            q, r = q + 1, r - w
-          end
-          if r > 0 then
-            q = q + 1
-          end
-          used = used + q
+          --@inline sliding_window_used
         else
           ok = false
         end
@@ -254,25 +177,7 @@ if ARGV[1] == '1' and ARGV[2] == '' and ARGV[3] == '' and #KEYS == 1 then
         end
         local ab2 = c and r * w
         if not c or ab2 < 4503599627370496 then
-          if c then
-            local m = ab2 % c
-            local q = (ab2 - m) / c
-            if m < 0 then
-              q = q - 1
-            elseif m >= c then
-              q = q + 1
-            end
-            wait = wait + w - q
-          end
-          local reset = w - e + 999
-          if curr > 0 then
-            reset = reset + w
-          end
-          local remaining = limit - used
-          if remaining < 0 then
-            remaining = 0
-          end
-          wait = wait + 999
+          --@inline sliding_window_wait
           return {0, 0, 0, remaining, (wait - wait % 1000) / 1000, (reset - reset % 1000) / 1000, 0}
         end
       end
@@ -486,45 +391,16 @@ elseif ARGV[2] == '' and ARGV[3] == '' then
         ok = limit and limit <= MAX and window and window <= MAX_WINDOW and cost and cost <= limit and
           (aligned == '0' or aligned == '1')
         if ok then
-          local count, ttl, t, ends = 0, 0, nil, nil
+          local count, ttl, t, ends, expires = 0, 0, nil, nil, nil
           if aligned == '1' then
             if not now then
-              if CLOCK_FROM_ARGV then
-                now = tonumber(ARGV[#ARGV])
-              else
-                local tm = redis.call('TIME')
-                now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
-              end
+              --@inline clock_us
             end
             t = (now - now % 1000) / 1000
             ends = t - t % window + window
           end
           local raw = redis.pcall('GET', key)
-          if raw then
-            ok = false -- until the key is read as admit writes it
-            if type(raw) == 'string' and #raw <= MAX_DIGITS and match(raw, '^[1-9]%d*$') then
-              local stored = tonumber(raw)
-              if stored <= MAX then
-                if ends then
-                  local x = redis.call('PEXPIRETIME', key)
-                  if x ~= -1 and x <= ends then
-                    ok = true
-                    if x > t then
-                      count, ttl = stored, x - t
-                    end
-                  end
-                else
-                  local left = redis.call('PTTL', key)
-                  if left ~= -1 and left <= window then
-                    ok = true
-                    if left > 0 then
-                      count, ttl = stored, left
-                    end
-                  end
-                end
-              end
-            end
-          end
+          --@inline fixed_window_read
           if count == 0 then
             reply[at], reply[at + 1], reply[at + 2] = 1, limit - cost, 0
             if cost == 0 then
@@ -578,12 +454,7 @@ elseif ARGV[2] == '' and ARGV[3] == '' then
                 local ttl = redis.call('PTTL', key)
                 if ttl >= 0 and ttl <= math.ceil(tolerance / 1000) + 1 then
                   if not now then
-                    if CLOCK_FROM_ARGV then
-                      now = tonumber(ARGV[#ARGV])
-                    else
-                      local tm = redis.call('TIME')
-                      now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
-                    end
+                    --@inline clock_us
                   end
                   backlog = tat - now
                   ok = backlog <= tolerance
@@ -594,12 +465,7 @@ elseif ARGV[2] == '' and ARGV[3] == '' then
               end
             end
           elseif not now then
-            if CLOCK_FROM_ARGV then
-              now = tonumber(ARGV[#ARGV])
-            else
-              local tm = redis.call('TIME')
-              now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
-            end
+            --@inline clock_us
           end
         end
         if ok then
@@ -628,61 +494,17 @@ elseif ARGV[2] == '' and ARGV[3] == '' then
         ok = limit and limit <= MAX and window and window <= MAX_WINDOW and cost and cost <= limit
         if ok then
           if not now then
-            if CLOCK_FROM_ARGV then
-              now = tonumber(ARGV[#ARGV])
-            else
-              local tm = redis.call('TIME')
-              now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
-            end
+            --@inline clock_us
           end
           local w = window * 1000
           local cur = now - now % w
           local e, prev, curr, same = now - cur, 0, 0, false
-          local h = redis.pcall('HGETALL', key)
-          if h.err then
-            ok = false
-          elseif #h > 0 then
-            local start, p, c
-            if #h == 6 then
-              for j = 1, 5, 2 do
-                local f, v = h[j], h[j + 1]
-                local x = v == '0' and 0 or #v <= MAX_DIGITS and match(v, '^[1-9]%d*$') and tonumber(v)
-                if x and x <= MAX then
-                  if f == 'start' then
-                    start = x
-                  elseif f == 'prev' then
-                    p = x
-                  elseif f == 'curr' and x > 0 then
-                    c = x
-                  end
-                end
-              end
-            end
-            ok = start and p and c and start % window == 0 and start * 1000 <= now and redis.call('PTTL', key) ~= -1
-            if ok then
-              start = start * 1000
-              if start == cur then
-                prev, curr, same = p, c, true
-              elseif start == cur - w then
-                prev = c
-              end
-            end
-          end
+          --@inline sliding_window_read
           local used, ab = curr, prev * (w - e)
           if ok and prev > 0 then
             ok = ab < 4503599627370496
             if ok then
-              local r = ab % w
-              local q = (ab - r) / w
-              if r < 0 then
-                q, r = q - 1, r + w
-              elseif r >= w then
-                q, r = q + 1, r - w
-              end
-              if r > 0 then
-                q = q + 1
-              end
-              used = used + q
+              --@inline sliding_window_used
             end
           end
           if ok then
@@ -716,25 +538,7 @@ elseif ARGV[2] == '' and ARGV[3] == '' then
               local ab2 = c and r * w
               ok = not c or ab2 < 4503599627370496
               if ok then
-                if c then
-                  local m = ab2 % c
-                  local q = (ab2 - m) / c
-                  if m < 0 then
-                    q = q - 1
-                  elseif m >= c then
-                    q = q + 1
-                  end
-                  wait = wait + w - q
-                end
-                local reset = w - e + 999
-                if curr > 0 then
-                  reset = reset + w
-                end
-                local remaining = limit - used
-                if remaining < 0 then
-                  remaining = 0
-                end
-                wait = wait + 999
+                --@inline sliding_window_wait
                 reply[1], reply[at], reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4] = 0, 0, remaining,
                   (wait - wait % 1000) / 1000, (reset - reset % 1000) / 1000, 0
               end
