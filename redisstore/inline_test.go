@@ -8,23 +8,31 @@ import (
 	"testing"
 )
 
-// TestInlineFragmentsAreAllUsed holds the straight paths' --@inline markers and the fragments in
-// scripts/inline to each other: every marker names a fragment that exists, every fragment is asked
-// for, by two markers at least (a piece used once stays where it is), and no marker is left in the
+// TestInlineFragmentsAreAllUsed holds the --@inline markers of the straight paths and of the
+// fragments and the fragments in scripts/inline to each other: every marker names a fragment that
+// exists, every fragment is asked for, by two markers at least (a piece used once stays where it is), and no marker is left in the
 // assembled scripts.
 func TestInlineFragmentsAreAllUsed(t *testing.T) {
+	files, err := fs.Glob(inlineFS, "scripts/inline/*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sources := map[string]string{"take_single.lua": takeSingleRaw, "settle_single.lua": settleSingleRaw}
+	for _, f := range files {
+		b, err := inlineFS.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sources[path.Base(f)] = string(b) // a fragment may ask for another
+	}
 	uses := map[string]int{}
-	for file, src := range map[string]string{"take_single.lua": takeSingleRaw, "settle_single.lua": settleSingleRaw} {
+	for file, src := range sources {
 		for _, m := range inlineMarker.FindAllStringSubmatch(src, -1) {
 			if _, ok := inlineFragment(m[2]); !ok {
 				t.Errorf("%s asks for the inline fragment %q, which scripts/inline does not hold", file, m[2])
 			}
 			uses[m[2]]++
 		}
-	}
-	files, err := fs.Glob(inlineFS, "scripts/inline/*")
-	if err != nil {
-		t.Fatal(err)
 	}
 	var names []string
 	for _, f := range files {

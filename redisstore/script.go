@@ -98,15 +98,28 @@ func inlineFragment(name string) (string, bool) {
 }
 
 // expandInline returns src, a straight path (file), with every --@inline marker replaced by its
-// fragment, indented as the marker. A marker naming no fragment is a bug in the scripts: it panics,
-// when the package is initialised (a test holds every marker and fragment to each other).
+// fragment, indented as the marker; a fragment's own markers too (gcra_read asks for clock_us). A
+// marker naming no fragment, and fragments asking for each other in a circle, are bugs in the
+// scripts: they panic, when the package is initialised (a test holds every marker and fragment to
+// each other).
 func expandInline(file, src string) string {
+	return expandInlineDepth(file, src, 0)
+}
+
+// maxInlineDepth is how deep fragments may ask for fragments.
+const maxInlineDepth = 4
+
+func expandInlineDepth(file, src string, depth int) string {
+	if depth > maxInlineDepth {
+		panic(fmt.Sprintf("redisstore: inline fragments nested deeper than %d at %s: do they ask for each other?", maxInlineDepth, file))
+	}
 	return inlineMarker.ReplaceAllStringFunc(src, func(line string) string {
 		m := inlineMarker.FindStringSubmatch(line)
 		frag, ok := inlineFragment(m[2])
 		if !ok {
 			panic(fmt.Sprintf("redisstore: %s asks for the inline fragment %q, which scripts/inline does not hold", file, m[2]))
 		}
+		frag = expandInlineDepth(m[2]+".lua", frag, depth+1)
 		var b strings.Builder
 		for l := range strings.SplitAfterSeq(strings.TrimSuffix(frag, "\n"), "\n") {
 			if strings.TrimSpace(l) != "" {

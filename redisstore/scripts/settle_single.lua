@@ -19,9 +19,7 @@ if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_to
   if token and token <= MAX_TAT and actual and actual <= MAX then
     if name == 'fixed_window' then
       local ls, ws, cs, aligned = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
-      local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
-      local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
-      local reserved = cs == '1' and 1 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
+      --@inline parse_limit_window_reserved
       if limit and limit <= MAX and window and window <= MAX_WINDOW and reserved and reserved <= limit and
         (aligned == '0' or aligned == '1') then
         local count, ttl, t, ends, expires = 0, 0, nil, nil, nil -- count 0: missing, or its window has ended
@@ -102,26 +100,7 @@ if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_to
         local interval = math.ceil(period / rate)
         local tolerance = burst * interval
         if (interval * rate - period) * INTERVAL_ROUNDING < period and tolerance <= MAX_TOLERANCE then
-          local raw, now, backlog = redis.pcall('GET', key), nil, 0
-          if raw then
-            if type(raw) == 'string' and #raw <= MAX_DIGITS and match(raw, '^[1-9]%d*$') then
-              local tat = tonumber(raw)
-              if tat <= MAX_TAT then
-                local ttl = redis.call('PTTL', key)
-                if ttl >= 0 and ttl <= math.ceil(tolerance / 1000) + 1 then
-                  --@inline clock_us
-                  backlog = tat - now
-                  if backlog > tolerance then
-                    now = nil -- corrupt
-                  elseif backlog < 0 then
-                    backlog = 0
-                  end
-                end
-              end
-            end
-          else
-            --@inline clock_us
-          end
+          --@inline gcra_read
           if now then -- nil: the key is corrupt
             -- floor(a / b) is (a - a % b) / b and ceil(a / 1000) is floor((a + 999) / 1000), exact on
             -- these integers (below 2^53).
@@ -175,9 +154,7 @@ if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_to
       end
     elseif name == 'sliding_window' then
       local ls, ws, cs = ARGV[2], ARGV[3], ARGV[4]
-      local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
-      local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
-      local reserved = cs == '1' and 1 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
+      --@inline parse_limit_window_reserved
       if limit and limit <= MAX and window and window <= MAX_WINDOW and reserved and reserved <= limit then
         local now
         --@inline clock_us
@@ -214,18 +191,9 @@ if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_to
             end
           else
             -- An overrun consumes what a peek leaves, as an admission of that many units.
-            local q, r = prev * (w - e), nil
-            r = q % w
-            q = (q - r) / w
-            if r < 0 then
-              q, r = q - 1, r + w
-            elseif r >= w then
-              q, r = q + 1, r - w
-            end
-            if r > 0 then
-              q = q + 1
-            end
-            local n = limit - curr - q
+            local used, ab = curr, prev * (w - e)
+            --@inline sliding_window_used
+            local n = limit - used
             if n < 0 then
               n = 0
             end
@@ -301,9 +269,7 @@ if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_to
       -- key found corrupt before the write falls through to the general path; after it, it cannot be
       -- (admit's writes keep a log well formed), but would be refused as settle.lua refuses it.
       local ls, ws, cs = ARGV[2], ARGV[3], ARGV[4]
-      local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
-      local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
-      local reserved = cs == '1' and 1 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
+      --@inline parse_limit_window_reserved
       if limit and limit <= MAX_LOG and window and window <= MAX_WINDOW and reserved and reserved <= limit then
         local now
         --@inline clock_us

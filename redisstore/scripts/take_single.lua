@@ -26,9 +26,7 @@ if ARGV[1] == '1' and ARGV[2] == '' and ARGV[3] == '' and #KEYS == 1 then
   local name, match, tonumber = ARGV[4], string.match, tonumber
   if name == 'fixed_window' and #ARGV == (CLOCK_FROM_ARGV and 9 or 8) then
     local ls, ws, cs, key = ARGV[5], ARGV[6], ARGV[7], KEYS[1]
-    local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
-    local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
-    local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
+    --@inline parse_limit_window_cost
     local aligned = ARGV[8]
     if limit and limit <= MAX and window and window <= MAX_WINDOW and cost and cost <= limit and
       (aligned == '0' or aligned == '1') then
@@ -85,26 +83,7 @@ if ARGV[1] == '1' and ARGV[2] == '' and ARGV[3] == '' and #KEYS == 1 then
       local interval = math.ceil(period / rate)
       local tolerance = burst * interval
       if (interval * rate - period) * INTERVAL_ROUNDING < period and tolerance <= MAX_TOLERANCE then
-        local raw, now, backlog = redis.pcall('GET', key), nil, 0
-        if raw then
-          if type(raw) == 'string' and #raw <= MAX_DIGITS and match(raw, '^[1-9]%d*$') then
-            local tat = tonumber(raw)
-            if tat <= MAX_TAT then
-              local ttl = redis.call('PTTL', key)
-              if ttl >= 0 and ttl <= math.ceil(tolerance / 1000) + 1 then
-                --@inline clock_us
-                backlog = tat - now
-                if backlog > tolerance then
-                  now = nil -- corrupt
-                elseif backlog < 0 then
-                  backlog = 0
-                end
-              end
-            end
-          end
-        else
-          --@inline clock_us
-        end
+        --@inline gcra_read
         if now then -- nil: the key is corrupt
           -- floor(a / b) is (a - a % b) / b and ceil(a / 1000) is floor((a + 999) / 1000), exact on these
           -- integers (below 2^53) and cheaper than calling math.floor and math.ceil.
@@ -128,9 +107,7 @@ if ARGV[1] == '1' and ARGV[2] == '' and ARGV[3] == '' and #KEYS == 1 then
     end
   elseif name == 'sliding_window' and #ARGV == (CLOCK_FROM_ARGV and 8 or 7) then
     local ls, ws, cs, key = ARGV[5], ARGV[6], ARGV[7], KEYS[1]
-    local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
-    local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
-    local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
+    --@inline parse_limit_window_cost
     if limit and limit <= MAX and window and window <= MAX_WINDOW and cost and cost <= limit then
       local now
       --@inline clock_us
@@ -190,13 +167,8 @@ if ARGV[1] == '1' and ARGV[2] == '' and ARGV[3] == '' and #KEYS == 1 then
     if limit and limit <= MAX_LEASES and window and window <= MAX_WINDOW and cost and
       (cost == 0 and tok == '0' or cost == 1 and #tok <= 20 and match(tok, '^[1-9]%d*$') and
         (#tok < 20 or tok <= '18446744073709551615')) then
-      local t
-      if CLOCK_FROM_ARGV then
-        t = tonumber(ARGV[9])
-      else
-        local tm = redis.call('TIME')
-        t = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
-      end
+      local now
+      --@inline clock_us
       local w, ok, live, last, kth = window * 1000, true, 0, 0, nil
       local card = redis.pcall('ZCARD', key)
       if type(card) == 'table' or card > MAX_LEASES then
@@ -204,7 +176,7 @@ if ARGV[1] == '1' and ARGV[2] == '' and ARGV[3] == '' and #KEYS == 1 then
       elseif card > 0 then
         -- The first and last leases, and the one whose end lets a request fit, are checked as the
         -- module's lease does: a decimal token scored with an integer expiry in 0 … t + MAX_WINDOW ms.
-        local hi = t + MAX_WINDOW * 1000
+        local hi = now + MAX_WINDOW * 1000
         local r1, r2 = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES'), redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
         local m1, s1, m2, s2 = r1[1], r1[2], r2[1], r2[2]
         local first = #m1 <= 20 and match(m1, '^[1-9]%d*$') and (#m1 < 20 or m1 <= '18446744073709551615') and
@@ -212,7 +184,7 @@ if ARGV[1] == '1' and ARGV[2] == '' and ARGV[3] == '' and #KEYS == 1 then
         last = #m2 <= 20 and match(m2, '^[1-9]%d*$') and (#m2 < 20 or m2 <= '18446744073709551615') and
           (s2 == '0' and 0 or #s2 <= MAX_DIGITS and match(s2, '^[1-9]%d*$') and tonumber(s2))
         if first and first <= hi and last and last <= hi and redis.call('PTTL', key) ~= -1 then
-          live = redis.call('ZCOUNT', key, '(' .. string.format('%d', t), '+inf')
+          live = redis.call('ZCOUNT', key, '(' .. string.format('%d', now), '+inf')
           local k = live + cost - limit
           if k > 0 then
             local rank = card - live + k - 1
@@ -232,7 +204,7 @@ if ARGV[1] == '1' and ARGV[2] == '' and ARGV[3] == '' and #KEYS == 1 then
         if live + cost <= limit then
           if cost == 0 then
             if live > 0 then
-              reset = last - t
+              reset = last - now
               if reset > w then
                 reset = w
               end
@@ -242,9 +214,9 @@ if ARGV[1] == '1' and ARGV[2] == '' and ARGV[3] == '' and #KEYS == 1 then
             return {1, 0, 1, limit - live, 0, reset, 0}
           end
           if card > live then
-            redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', t))
+            redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now))
           end
-          local expiry = t + w
+          local expiry = now + w
           redis.call('ZADD', key, string.format('%d', expiry), tok)
           if last > expiry then
             expiry = last
@@ -253,8 +225,8 @@ if ARGV[1] == '1' and ARGV[2] == '' and ARGV[3] == '' and #KEYS == 1 then
           redis.call('PEXPIREAT', key, string.format('%d', (expiry - expiry % 1000) / 1000))
           return {1, 0, 1, limit - live - 1, 0, window, 0}
         end
-        local retry, remaining = kth - t, limit - live
-        reset = last - t
+        local retry, remaining = kth - now, limit - live
+        reset = last - now
         if retry > w then
           retry = w
         end
@@ -270,17 +242,10 @@ if ARGV[1] == '1' and ARGV[2] == '' and ARGV[3] == '' and #KEYS == 1 then
     end
   elseif name == 'sliding_log' and #ARGV == (CLOCK_FROM_ARGV and 8 or 7) then
     local ls, ws, cs, key = ARGV[5], ARGV[6], ARGV[7], KEYS[1]
-    local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
-    local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
-    local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
+    --@inline parse_limit_window_cost
     if limit and limit <= MAX_LOG and window and window <= MAX_WINDOW and cost and cost <= limit then
-      local t
-      if CLOCK_FROM_ARGV then
-        t = tonumber(ARGV[8])
-      else
-        local tm = redis.call('TIME')
-        t = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
-      end
+      local now
+      --@inline clock_us
       local w, ok, count, newest, kth = window * 1000, true, 0, 0, nil
       local card = redis.pcall('ZCARD', key)
       if type(card) == 'table' or card > MAX_LOG then
@@ -290,14 +255,14 @@ if ARGV[1] == '1' and ARGV[2] == '' and ARGV[3] == '' and #KEYS == 1 then
         local r = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
         local sc = r[2]
         newest = (sc == '0' and 0 or #sc <= MAX_DIGITS and match(sc, '^[1-9]%d*$') and tonumber(sc))
-        if newest and newest <= t and match(r[1], '^(%d+):[1-9]%d*$') == sc and redis.call('PTTL', key) ~= -1 then
-          count = redis.call('ZCOUNT', key, '(' .. string.format('%d', t - w), '+inf')
+        if newest and newest <= now and match(r[1], '^(%d+):[1-9]%d*$') == sc and redis.call('PTTL', key) ~= -1 then
+          count = redis.call('ZCOUNT', key, '(' .. string.format('%d', now - w), '+inf')
           local k = count + cost - limit
           if k > 0 then
             local rank = card - count + k - 1
             sc = redis.call('ZRANGE', key, rank, rank, 'WITHSCORES')[2]
             kth = sc == '0' and 0 or #sc <= MAX_DIGITS and match(sc, '^[1-9]%d*$') and tonumber(sc)
-            ok = kth and kth <= t
+            ok = kth and kth <= now
           end
         else
           ok = false
@@ -308,17 +273,17 @@ if ARGV[1] == '1' and ARGV[2] == '' and ARGV[3] == '' and #KEYS == 1 then
           if cost == 0 then
             local reset = 0
             if count > 0 then
-              reset = newest + w - t + 999
+              reset = newest + w - now + 999
               reset = (reset - reset % 1000) / 1000
             end
             return {1, 0, 1, limit - count, 0, reset, 0}
           end
-          local at = string.format('%d', t)
+          local at = string.format('%d', now)
           if card > count then
-            redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', t - w))
+            redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now - w))
           end
           local seq = 0
-          if newest == t then
+          if newest == now then
             seq = redis.call('ZCOUNT', key, at, at)
           end
           if cost == 1 then
@@ -334,11 +299,11 @@ if ARGV[1] == '1' and ARGV[2] == '' and ARGV[3] == '' and #KEYS == 1 then
               end
             end
           end
-          local ends = t + w + 999
+          local ends = now + w + 999
           redis.call('PEXPIREAT', key, string.format('%d', (ends - ends % 1000) / 1000))
-          return {1, 0, 1, limit - count - cost, 0, window, t}
+          return {1, 0, 1, limit - count - cost, 0, window, now}
         end
-        local remaining, retry, reset = limit - count, kth + w - t + 999, newest + w - t + 999
+        local remaining, retry, reset = limit - count, kth + w - now + 999, newest + w - now + 999
         if remaining < 0 then
           remaining = 0
         end
@@ -385,9 +350,7 @@ elseif ARGV[2] == '' and ARGV[3] == '' then
       local name, at, key = ARGV[i], 5 * k - 2, KEYS[k]
       if name == 'fixed_window' then
         local ls, ws, cs, aligned = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
-        local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
-        local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
-        local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
+        --@inline parse_limit_window_cost
         ok = limit and limit <= MAX and window and window <= MAX_WINDOW and cost and cost <= limit and
           (aligned == '0' or aligned == '1')
         if ok then
@@ -488,9 +451,7 @@ elseif ARGV[2] == '' and ARGV[3] == '' then
         i = i + 5
       else -- sliding_window
         local ls, ws, cs = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
-        local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
-        local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
-        local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
+        --@inline parse_limit_window_cost
         ok = limit and limit <= MAX and window and window <= MAX_WINDOW and cost and cost <= limit
         if ok then
           if not now then
