@@ -32,13 +32,7 @@ if ARGV[1] == '1' and ARGV[2] == '' and ARGV[3] == '' and #KEYS == 1 then
       (aligned == '0' or aligned == '1') then
       local count, ttl, t, ends, expires = 0, 0, nil, nil, nil -- count 0: missing, or its window has ended
       if aligned == '1' then
-        if CLOCK_FROM_ARGV then
-          t = math.floor(tonumber(ARGV[9]) / 1000)
-        else
-          local tm = redis.call('TIME')
-          t = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
-        end
-        ends = t - t % window + window
+        --@inline fixed_window_end
       end
       local raw, ok = redis.pcall('GET', key), true
       --@inline fixed_window_read
