@@ -150,7 +150,8 @@ var entryPoints = []string{takeSingleSrc, takeSrc, releaseSrc, settleSingleSrc, 
 // straightPaths are the parts of the entry points that run before the prelude: the take script's
 // single-policy path, the settle script's straight path (take_single.lua, settle_single.lua). Each
 // decides the common calls itself and returns before the rest of the script runs, or falls through
-// to it, having written nothing.
+// to it, having written nothing. Their source repeats no piece: each is written once, as an inline
+// fragment (inlineFS) spliced in where a --@inline marker asks for it, before the SHA is taken.
 var straightPaths = map[string]string{takeSrc: takeSingleSrc, settleSrc: settleSingleSrc}
 
 // assemble returns the script of an entry point: the rendered constants, its straight path if it has
