@@ -58,7 +58,7 @@ func TestInlineFragmentsAreAllUsed(t *testing.T) {
 		}
 	}
 	for _, sc := range []*script{takeScript, settleScript, releaseScript} {
-		if strings.Contains(sc.src, "--@inline") {
+		if inlineMarker.MatchString(sc.src) {
 			t.Errorf("the assembled %s script still holds a --@inline marker", sc.name)
 		}
 	}

@@ -10,6 +10,11 @@
 -- the write, as settle.lua's is, but not read back: the state is what was read, changed by the one
 -- write this script made (the script runs alone, and admit's writes never make a key corrupt), at the
 -- same now.
+--
+-- A piece of Lua the straight paths would repeat is written once, in inline/<name>.lua, and a line
+-- --@inline <name> asks for it: script.go splices its text in there (plain text, indented as the
+-- marker), so the assembled script runs the same statements as if it were written out, with no
+-- function. A fragment's header comment names the locals it reads and sets.
 local settle_token_at = (ARGV[1] == 'sliding_window' or ARGV[1] == 'sliding_log') and 5 or 6 -- after 3 arguments, or 4
 if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_token_at + 1) then
   local name, match, tonumber, key = ARGV[1], string.match, tonumber, KEYS[1]
@@ -270,25 +275,7 @@ if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_to
         local w, cost = window * 1000, reserved -- cost: what the read looks for room for
         for pass = 1, 2 do
           local ok, card, count, newest, kth = true, redis.pcall('ZCARD', key), 0, 0, nil
-          if type(card) == 'table' or card > MAX_LOG then
-            ok = false
-          elseif card > 0 then
-            local r = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-            local sc = r[2]
-            newest = sc == '0' and 0 or #sc <= MAX_DIGITS and match(sc, '^[1-9]%d*$') and tonumber(sc)
-            if newest and newest <= now and match(r[1], '^(%d+):[1-9]%d*$') == sc and redis.call('PTTL', key) ~= -1 then
-              count = redis.call('ZCOUNT', key, '(' .. string.format('%d', now - w), '+inf')
-              local k = count + cost - limit
-              if k > 0 then
-                local rank = card - count + k - 1
-                sc = redis.call('ZRANGE', key, rank, rank, 'WITHSCORES')[2]
-                kth = sc == '0' and 0 or #sc <= MAX_DIGITS and match(sc, '^[1-9]%d*$') and tonumber(sc)
-                ok = kth and kth <= now
-              end
-            else
-              ok = false
-            end
-          end
+          --@inline sliding_log_read
           if pass == 1 then
             if not ok then
               break -- to the general path, nothing written

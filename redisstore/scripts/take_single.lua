@@ -22,6 +22,11 @@
 -- cheaper than math.floor; ceil(a / 1000) is that of a + 999. Writes pass decimal strings made by
 -- string.format('%d'), cheaper for Redis than a Lua number (which it formats with %.17g). The reply is
 -- take.lua's: {allowed, 0, then per policy allowed, remaining, retry_after_ms, reset_after_ms, token}.
+--
+-- A piece of Lua the straight paths would repeat is written once, in inline/<name>.lua, and a line
+-- --@inline <name> asks for it: script.go splices its text in there (plain text, indented as the
+-- marker), so the assembled script runs the same statements as if it were written out, with no
+-- function. A fragment's header comment names the locals it reads and sets.
 if ARGV[1] == '1' and ARGV[2] == '' and ARGV[3] == '' and #KEYS == 1 then
   local name, match, tonumber = ARGV[4], string.match, tonumber
   if name == 'fixed_window' and #ARGV == (CLOCK_FROM_ARGV and 9 or 8) then
@@ -242,26 +247,7 @@ if ARGV[1] == '1' and ARGV[2] == '' and ARGV[3] == '' and #KEYS == 1 then
       --@inline clock_us
       local w, ok, count, newest, kth = window * 1000, true, 0, 0, nil
       local card = redis.pcall('ZCARD', key)
-      if type(card) == 'table' or card > MAX_LOG then
-        ok = false
-      elseif card > 0 then
-        -- The newest entry is '<t>:<seq>' scored t, an integer time not after now (the module's read).
-        local r = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-        local sc = r[2]
-        newest = (sc == '0' and 0 or #sc <= MAX_DIGITS and match(sc, '^[1-9]%d*$') and tonumber(sc))
-        if newest and newest <= now and match(r[1], '^(%d+):[1-9]%d*$') == sc and redis.call('PTTL', key) ~= -1 then
-          count = redis.call('ZCOUNT', key, '(' .. string.format('%d', now - w), '+inf')
-          local k = count + cost - limit
-          if k > 0 then
-            local rank = card - count + k - 1
-            sc = redis.call('ZRANGE', key, rank, rank, 'WITHSCORES')[2]
-            kth = sc == '0' and 0 or #sc <= MAX_DIGITS and match(sc, '^[1-9]%d*$') and tonumber(sc)
-            ok = kth and kth <= now
-          end
-        else
-          ok = false
-        end
-      end
+      --@inline sliding_log_read
       if ok then
         if count + cost <= limit then
           if cost == 0 then
