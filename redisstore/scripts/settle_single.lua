@@ -303,35 +303,20 @@ if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_to
               end
             else
               -- An overrun consumes what is left now, as an admission of that many units.
-              local n = limit - count
-              if n < 0 then
-                n = 0
+              local units = limit - count
+              if units < 0 then
+                units = 0
               end
-              if n > delta then
-                n = delta
+              if units > delta then
+                units = delta
               end
-              if n > 0 then
-                local at = string.format('%d', now)
-                if card > count then
-                  redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now - w))
-                end
-                local seq = 0
-                if newest == now then
-                  seq = redis.call('ZCOUNT', key, at, at)
-                end
-                local args = {}
-                for j = 1, n do
-                  args[#args + 1] = at
-                  args[#args + 1] = at .. ':' .. (seq + j)
-                  if #args == 2000 or j == n then
-                    redis.call('ZADD', key, unpack(args))
-                    args = {}
-                  end
-                end
+              if units > 0 then
+                --@inline sliding_log_trim
+                --@inline sliding_log_zadd
                 local ends = now + w + 999
                 redis.call('PEXPIREAT', key, string.format('%d', (ends - ends % 1000) / 1000))
               end
-              if n < delta then
+              if units < delta then
                 cost = 1 -- an overrun that did not fit whole: the reply is the rejection of one unit more
               end
             end

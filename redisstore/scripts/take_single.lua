@@ -258,26 +258,12 @@ if ARGV[1] == '1' and ARGV[2] == '' and ARGV[3] == '' and #KEYS == 1 then
             end
             return {1, 0, 1, limit - count, 0, reset, 0}
           end
-          local at = string.format('%d', now)
-          if card > count then
-            redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now - w))
-          end
-          local seq = 0
-          if newest == now then
-            seq = redis.call('ZCOUNT', key, at, at)
-          end
+          --@inline sliding_log_trim
           if cost == 1 then
             redis.call('ZADD', key, at, at .. ':' .. (seq + 1))
           else
-            local args = {}
-            for j = 1, cost do
-              args[#args + 1] = at
-              args[#args + 1] = at .. ':' .. (seq + j)
-              if #args == 2000 or j == cost then
-                redis.call('ZADD', key, unpack(args))
-                args = {}
-              end
-            end
+            local units = cost
+            --@inline sliding_log_zadd
           end
           local ends = now + w + 999
           redis.call('PEXPIREAT', key, string.format('%d', (ends - ends % 1000) / 1000))
