@@ -28,9 +28,7 @@ if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_to
       if limit and limit <= MAX and window and window <= MAX_WINDOW and reserved and reserved <= limit and
         (aligned == '0' or aligned == '1') then
         local count, ttl, t, ends, expires = 0, 0, nil, nil, nil -- count 0: missing, or its window has ended
-        if aligned == '1' then
-          --@inline fixed_window_end
-        end
+        --@inline fixed_window_end
         local raw, ok = redis.pcall('GET', key), true
         --@inline fixed_window_read
         if ok then
@@ -165,7 +163,8 @@ if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_to
         -- muldiv, through the general path, before anything is written here (ok false).
         if ok and prev * w < 4503599627370496 then
           -- The plan: the write (op), and the key's state after it (prev, curr at the same now).
-          local delta, probe, op, arg = actual - reserved, 0, nil, nil
+          -- cost: what the decision after the write looks for room for (0, or the probe of one unit).
+          local delta, cost, op, arg = actual - reserved, 0, nil, nil
           if delta < 0 then
             local r = -delta
             if same and token == cur then
@@ -208,29 +207,25 @@ if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_to
               curr = curr + n
             end
             if n < delta then
-              probe = 1
+              cost = 1
             end
           end
-          -- The decision of the state after, for probe units (take_single.lua's sliding window).
+          -- The decision of the state after, for cost units (take_single.lua's sliding window).
           local used, ab = curr, prev * (w - e)
           if prev > 0 then
             --@inline sliding_window_used
           end
           local reply
-          if used + probe <= limit then
+          if used + cost <= limit then
             local reset = 0
-            if curr + probe > 0 then
+            if curr + cost > 0 then
               reset = 2 * w - e + 999
             elseif prev > 0 then
               reset = w - e + 999
             end
-            reply = {1, limit - used - probe, 0, (reset - reset % 1000) / 1000}
+            reply = {1, limit - used - cost, 0, (reset - reset % 1000) / 1000}
           else
-            local r, wait, c = limit - curr - probe, -e, prev
-            if r < 0 then
-              r, wait, c = limit - probe, w - e, curr > limit - probe and curr
-            end
-            local ab2 = c and r * w
+            --@inline sliding_window_rejection
             ok = not c or ab2 < 4503599627370496
             if ok then
               --@inline sliding_window_wait

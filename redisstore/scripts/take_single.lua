@@ -36,9 +36,7 @@ if ARGV[1] == '1' and ARGV[2] == '' and ARGV[3] == '' and #KEYS == 1 then
     if limit and limit <= MAX and window and window <= MAX_WINDOW and cost and cost <= limit and
       (aligned == '0' or aligned == '1') then
       local count, ttl, t, ends, expires = 0, 0, nil, nil, nil -- count 0: missing, or its window has ended
-      if aligned == '1' then
-        --@inline fixed_window_end
-      end
+      --@inline fixed_window_end
       local raw, ok = redis.pcall('GET', key), true
       --@inline fixed_window_read
       if ok then
@@ -144,14 +142,7 @@ if ARGV[1] == '1' and ARGV[2] == '' and ARGV[3] == '' and #KEYS == 1 then
           end
           return {1, 0, 1, limit - used - cost, 0, reset, cur}
         end
-        -- Rejected: later in this window, at w − ⌊r × w / prev⌋ − e with r = limit − curr − cost when r ≥ 0;
-        -- else in the next window, after w − e, and then w − ⌊r × w / curr⌋ more with r = limit − cost
-        -- when curr > r (the module's decide). The quotient is exact while r × w is below 2^52.
-        local r, wait, c = limit - curr - cost, -e, prev
-        if r < 0 then
-          r, wait, c = limit - cost, w - e, curr > limit - cost and curr
-        end
-        local ab2 = c and r * w
+        --@inline sliding_window_rejection
         if not c or ab2 < 4503599627370496 then
           --@inline sliding_window_wait
           return {0, 0, 0, remaining, (wait - wait % 1000) / 1000, (reset - reset % 1000) / 1000, 0}
@@ -458,11 +449,7 @@ elseif ARGV[2] == '' and ARGV[3] == '' then
                 end
               end
             else
-              local r, wait, c = limit - curr - cost, -e, prev
-              if r < 0 then
-                r, wait, c = limit - cost, w - e, curr > limit - cost and curr
-              end
-              local ab2 = c and r * w
+              --@inline sliding_window_rejection
               ok = not c or ab2 < 4503599627370496
               if ok then
                 --@inline sliding_window_wait
