@@ -217,12 +217,7 @@ if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_to
           end
           local reply
           if used + cost <= limit then
-            local reset = 0
-            if curr + cost > 0 then
-              reset = 2 * w - e + 999
-            elseif prev > 0 then
-              reset = w - e + 999
-            end
+            --@inline sliding_window_reset
             reply = {1, limit - used - cost, 0, (reset - reset % 1000) / 1000}
           else
             --@inline sliding_window_rejection

@@ -124,12 +124,7 @@ if ARGV[1] == '1' and ARGV[2] == '' and ARGV[3] == '' and #KEYS == 1 then
       end
       if ok then
         if used + cost <= limit then
-          local reset = 0
-          if curr + cost > 0 then
-            reset = 2 * w - e + 999
-          elseif prev > 0 then
-            reset = w - e + 999
-          end
+          --@inline sliding_window_reset
           reset = (reset - reset % 1000) / 1000
           if cost == 0 then
             return {1, 0, 1, limit - used, 0, reset, 0}
