@@ -109,6 +109,7 @@ func expandInline(file, src string) string {
 // maxInlineDepth is how deep fragments may ask for fragments.
 const maxInlineDepth = 4
 
+// expandInlineDepth is expandInline of src at depth, how many fragments deep src stands.
 func expandInlineDepth(file, src string, depth int) string {
 	if depth > maxInlineDepth {
 		panic(fmt.Sprintf("redisstore: inline fragments nested deeper than %d at %s: do they ask for each other?", maxInlineDepth, file))
