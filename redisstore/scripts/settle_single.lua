@@ -10,6 +10,11 @@
 -- the write, as settle.lua's is, but not read back: the state is what was read, changed by the one
 -- write this script made (the script runs alone, and admit's writes never make a key corrupt), at the
 -- same now.
+--
+-- A piece of Lua the straight paths would repeat is written once, in inline/<name>.lua, and a line
+-- --@inline <name> asks for it: script.go splices its text in there (plain text, indented as the
+-- marker), so the assembled script runs the same statements as if it were written out, with no
+-- function. A fragment's header comment names the locals it reads and sets.
 local settle_token_at = (ARGV[1] == 'sliding_window' or ARGV[1] == 'sliding_log') and 5 or 6 -- after 3 arguments, or 4
 if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_token_at + 1) then
   local name, match, tonumber, key = ARGV[1], string.match, tonumber, KEYS[1]
@@ -19,52 +24,18 @@ if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_to
   if token and token <= MAX_TAT and actual and actual <= MAX then
     if name == 'fixed_window' then
       local ls, ws, cs, aligned = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
-      local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
-      local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
-      local reserved = cs == '1' and 1 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
+      --@inline parse_limit_window_reserved
       if limit and limit <= MAX and window and window <= MAX_WINDOW and reserved and reserved <= limit and
         (aligned == '0' or aligned == '1') then
-        local count, ttl, t, ends, at = 0, 0, nil, nil, nil -- count 0: missing, or its window has ended
-        if aligned == '1' then
-          if CLOCK_FROM_ARGV then
-            t = math.floor(tonumber(ARGV[8]) / 1000)
-          else
-            local tm = redis.call('TIME')
-            t = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
-          end
-          ends = t - t % window + window
-        end
+        local count, ttl, t, ends, expires = 0, 0, nil, nil, nil -- count 0: missing, or its window has ended
+        --@inline fixed_window_end
         local raw, ok = redis.pcall('GET', key), true
-        if raw then
-          ok = false -- until the key is read as admit writes it
-          if type(raw) == 'string' and #raw <= MAX_DIGITS and match(raw, '^[1-9]%d*$') then
-            local stored = tonumber(raw)
-            if stored <= MAX then
-              if t then
-                at = redis.call('PEXPIRETIME', key)
-                if at ~= -1 and at <= ends then
-                  ok = true
-                  if at > t then
-                    count, ttl = stored, at - t
-                  end
-                end
-              else
-                local left = redis.call('PTTL', key)
-                if left ~= -1 and left <= window then
-                  ok = true
-                  if left > 0 then
-                    count, ttl = stored, left
-                  end
-                end
-              end
-            end
-          end
-        end
+        --@inline fixed_window_read
         if ok then
           local delta, probe = actual - reserved, 0
           if delta < 0 then
             -- A refund lands only while the key is live with the window end token.
-            if count > 0 and (at or redis.call('PEXPIRETIME', key)) == token then
+            if count > 0 and (expires or redis.call('PEXPIRETIME', key)) == token then
               if -delta >= count then
                 redis.call('DEL', key)
                 count = 0
@@ -126,34 +97,7 @@ if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_to
         local interval = math.ceil(period / rate)
         local tolerance = burst * interval
         if (interval * rate - period) * INTERVAL_ROUNDING < period and tolerance <= MAX_TOLERANCE then
-          local raw, now, backlog = redis.pcall('GET', key), nil, 0
-          if raw then
-            if type(raw) == 'string' and #raw <= MAX_DIGITS and match(raw, '^[1-9]%d*$') then
-              local tat = tonumber(raw)
-              if tat <= MAX_TAT then
-                local ttl = redis.call('PTTL', key)
-                if ttl >= 0 and ttl <= math.ceil(tolerance / 1000) + 1 then
-                  if CLOCK_FROM_ARGV then
-                    now = tonumber(ARGV[8])
-                  else
-                    local tm = redis.call('TIME')
-                    now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
-                  end
-                  backlog = tat - now
-                  if backlog > tolerance then
-                    now = nil -- corrupt
-                  elseif backlog < 0 then
-                    backlog = 0
-                  end
-                end
-              end
-            end
-          elseif CLOCK_FROM_ARGV then
-            now = tonumber(ARGV[8])
-          else
-            local tm = redis.call('TIME')
-            now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
-          end
+          --@inline gcra_read
           if now then -- nil: the key is corrupt
             -- floor(a / b) is (a - a % b) / b and ceil(a / 1000) is floor((a + 999) / 1000), exact on
             -- these integers (below 2^53).
@@ -207,55 +151,20 @@ if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_to
       end
     elseif name == 'sliding_window' then
       local ls, ws, cs = ARGV[2], ARGV[3], ARGV[4]
-      local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
-      local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
-      local reserved = cs == '1' and 1 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
+      --@inline parse_limit_window_reserved
       if limit and limit <= MAX and window and window <= MAX_WINDOW and reserved and reserved <= limit then
-        local t
-        if CLOCK_FROM_ARGV then
-          t = tonumber(ARGV[#ARGV])
-        else
-          local tm = redis.call('TIME')
-          t = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
-        end
+        local now
+        --@inline clock_us
         local w = window * 1000
-        local cur = t - t % w
-        local e, prev, curr, same, ok = t - cur, 0, 0, false, true
-        local h = redis.pcall('HGETALL', key)
-        if h.err then
-          ok = false
-        elseif #h > 0 then -- start, prev and curr, as take_single.lua reads them
-          local start, p, c
-          if #h == 6 then
-            for j = 1, 5, 2 do
-              local f, v = h[j], h[j + 1]
-              local n = v == '0' and 0 or #v <= MAX_DIGITS and match(v, '^[1-9]%d*$') and tonumber(v)
-              if n and n <= MAX then
-                if f == 'start' then
-                  start = n
-                elseif f == 'prev' then
-                  p = n
-                elseif f == 'curr' and n > 0 then
-                  c = n
-                end
-              end
-            end
-          end
-          ok = start and p and c and start % window == 0 and start * 1000 <= t and redis.call('PTTL', key) ~= -1
-          if ok then
-            start = start * 1000
-            if start == cur then
-              prev, curr, same = p, c, true
-            elseif start == cur - w then
-              prev = c
-            end
-          end
-        end
+        local cur = now - now % w
+        local e, prev, curr, same, ok = now - cur, 0, 0, false, true
+        --@inline sliding_window_read
         -- Every product below is exact below 2^52; a larger one leaves the settlement to the module's
         -- muldiv, through the general path, before anything is written here (ok false).
         if ok and prev * w < 4503599627370496 then
           -- The plan: the write (op), and the key's state after it (prev, curr at the same now).
-          local delta, probe, op, arg = actual - reserved, 0, nil, nil
+          -- cost: what the decision after the write looks for room for (0, or the probe of one unit).
+          local delta, cost, op, arg = actual - reserved, 0, nil, nil
           if delta < 0 then
             local r = -delta
             if same and token == cur then
@@ -280,18 +189,9 @@ if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_to
             end
           else
             -- An overrun consumes what a peek leaves, as an admission of that many units.
-            local q, r = prev * (w - e), nil
-            r = q % w
-            q = (q - r) / w
-            if r < 0 then
-              q, r = q - 1, r + w
-            elseif r >= w then
-              q, r = q + 1, r - w
-            end
-            if r > 0 then
-              q = q + 1
-            end
-            local n = limit - curr - q
+            local used, ab = curr, prev * (w - e)
+            --@inline sliding_window_used
+            local n = limit - used
             if n < 0 then
               n = 0
             end
@@ -307,60 +207,25 @@ if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_to
               curr = curr + n
             end
             if n < delta then
-              probe = 1
+              cost = 1
             end
           end
-          -- The decision of the state after, for probe units (take_single.lua's sliding window).
+          -- The decision of the state after, for cost units (take_single.lua's sliding window).
           local used, ab = curr, prev * (w - e)
           if prev > 0 then
-            local r = ab % w
-            local q = (ab - r) / w
-            if r < 0 then
-              q, r = q - 1, r + w
-            elseif r >= w then
-              q, r = q + 1, r - w
-            end
-            if r > 0 then
-              q = q + 1
-            end
-            used = used + q
+            --@inline sliding_window_used
           end
           local reply
-          if used + probe <= limit then
-            local reset = 0
-            if curr + probe > 0 then
-              reset = 2 * w - e + 999
-            elseif prev > 0 then
-              reset = w - e + 999
-            end
-            reply = {1, limit - used - probe, 0, (reset - reset % 1000) / 1000}
+          if used + cost <= limit then
+            --@inline sliding_window_reset
+            reply = {1, limit - used - cost, 0, (reset - reset % 1000) / 1000}
           else
-            local r, wait, c = limit - curr - probe, -e, prev
-            if r < 0 then
-              r, wait, c = limit - probe, w - e, curr > limit - probe and curr
+            --@inline sliding_window_rejection
+            ok = not c or ab2 < 4503599627370496
+            if ok then
+              --@inline sliding_window_wait
+              reply = {0, remaining, (wait - wait % 1000) / 1000, (reset - reset % 1000) / 1000}
             end
-            ok = not c or r * w < 4503599627370496
-            if c and ok then
-              local ab2 = r * w
-              local m = ab2 % c
-              local q = (ab2 - m) / c
-              if m < 0 then
-                q = q - 1
-              elseif m >= c then
-                q = q + 1
-              end
-              wait = wait + w - q
-            end
-            local reset = w - e + 999
-            if curr > 0 then
-              reset = reset + w
-            end
-            local remaining = limit - used
-            if remaining < 0 then
-              remaining = 0
-            end
-            wait = wait + 999
-            reply = {0, remaining, (wait - wait % 1000) / 1000, (reset - reset % 1000) / 1000}
           end
           -- The write, as the module's settle and apply make it.
           if ok then
@@ -393,39 +258,14 @@ if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_to
       -- key found corrupt before the write falls through to the general path; after it, it cannot be
       -- (admit's writes keep a log well formed), but would be refused as settle.lua refuses it.
       local ls, ws, cs = ARGV[2], ARGV[3], ARGV[4]
-      local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
-      local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
-      local reserved = cs == '1' and 1 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
+      --@inline parse_limit_window_reserved
       if limit and limit <= MAX_LOG and window and window <= MAX_WINDOW and reserved and reserved <= limit then
-        local t
-        if CLOCK_FROM_ARGV then
-          t = tonumber(ARGV[#ARGV])
-        else
-          local tm = redis.call('TIME')
-          t = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
-        end
+        local now
+        --@inline clock_us
         local w, cost = window * 1000, reserved -- cost: what the read looks for room for
         for pass = 1, 2 do
           local ok, card, count, newest, kth = true, redis.pcall('ZCARD', key), 0, 0, nil
-          if type(card) == 'table' or card > MAX_LOG then
-            ok = false
-          elseif card > 0 then
-            local r = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-            local sc = r[2]
-            newest = sc == '0' and 0 or #sc <= MAX_DIGITS and match(sc, '^[1-9]%d*$') and tonumber(sc)
-            if newest and newest <= t and match(r[1], '^(%d+):[1-9]%d*$') == sc and redis.call('PTTL', key) ~= -1 then
-              count = redis.call('ZCOUNT', key, '(' .. string.format('%d', t - w), '+inf')
-              local k = count + cost - limit
-              if k > 0 then
-                local rank = card - count + k - 1
-                sc = redis.call('ZRANGE', key, rank, rank, 'WITHSCORES')[2]
-                kth = sc == '0' and 0 or #sc <= MAX_DIGITS and match(sc, '^[1-9]%d*$') and tonumber(sc)
-                ok = kth and kth <= t
-              end
-            else
-              ok = false
-            end
-          end
+          --@inline sliding_log_read
           if pass == 1 then
             if not ok then
               break -- to the general path, nothing written
@@ -435,7 +275,7 @@ if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_to
             if delta < 0 then
               -- A refund, while the token is in the window, removes up to −delta of the members logged
               -- then, those of the highest sequence numbers first.
-              if token > t - w and token <= t then
+              if token > now - w and token <= now then
                 local at = string.format('%d', token)
                 local c = redis.call('ZCOUNT', key, at, at)
                 local r = -delta
@@ -453,35 +293,20 @@ if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_to
               end
             else
               -- An overrun consumes what is left now, as an admission of that many units.
-              local n = limit - count
-              if n < 0 then
-                n = 0
+              local units = limit - count
+              if units < 0 then
+                units = 0
               end
-              if n > delta then
-                n = delta
+              if units > delta then
+                units = delta
               end
-              if n > 0 then
-                local at = string.format('%d', t)
-                if card > count then
-                  redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', t - w))
-                end
-                local seq = 0
-                if newest == t then
-                  seq = redis.call('ZCOUNT', key, at, at)
-                end
-                local args = {}
-                for j = 1, n do
-                  args[#args + 1] = at
-                  args[#args + 1] = at .. ':' .. (seq + j)
-                  if #args == 2000 or j == n then
-                    redis.call('ZADD', key, unpack(args))
-                    args = {}
-                  end
-                end
-                local ends = t + w + 999
+              if units > 0 then
+                --@inline sliding_log_trim
+                --@inline sliding_log_zadd
+                local ends = now + w + 999
                 redis.call('PEXPIREAT', key, string.format('%d', (ends - ends % 1000) / 1000))
               end
-              if n < delta then
+              if units < delta then
                 cost = 1 -- an overrun that did not fit whole: the reply is the rejection of one unit more
               end
             end
@@ -495,12 +320,12 @@ if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_to
               if cost > 0 then
                 reset = window
               elseif count > 0 then
-                reset = newest + w - t + 999
+                reset = newest + w - now + 999
                 reset = (reset - reset % 1000) / 1000
               end
               return {1, limit - count - cost, 0, reset}
             end
-            local remaining, retry, reset = limit - count, kth + w - t + 999, newest + w - t + 999
+            local remaining, retry, reset = limit - count, kth + w - now + 999, newest + w - now + 999
             if remaining < 0 then
               remaining = 0
             end

@@ -22,52 +22,23 @@
 -- cheaper than math.floor; ceil(a / 1000) is that of a + 999. Writes pass decimal strings made by
 -- string.format('%d'), cheaper for Redis than a Lua number (which it formats with %.17g). The reply is
 -- take.lua's: {allowed, 0, then per policy allowed, remaining, retry_after_ms, reset_after_ms, token}.
+--
+-- A piece of Lua the straight paths would repeat is written once, in inline/<name>.lua, and a line
+-- --@inline <name> asks for it: script.go splices its text in there (plain text, indented as the
+-- marker), so the assembled script runs the same statements as if it were written out, with no
+-- function. A fragment's header comment names the locals it reads and sets.
 if ARGV[1] == '1' and ARGV[2] == '' and ARGV[3] == '' and #KEYS == 1 then
   local name, match, tonumber = ARGV[4], string.match, tonumber
   if name == 'fixed_window' and #ARGV == (CLOCK_FROM_ARGV and 9 or 8) then
     local ls, ws, cs, key = ARGV[5], ARGV[6], ARGV[7], KEYS[1]
-    local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
-    local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
-    local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
+    --@inline parse_limit_window_cost
     local aligned = ARGV[8]
     if limit and limit <= MAX and window and window <= MAX_WINDOW and cost and cost <= limit and
       (aligned == '0' or aligned == '1') then
-      local count, ttl, t, ends = 0, 0, nil, nil -- count 0: missing, or its window has ended
-      if aligned == '1' then
-        if CLOCK_FROM_ARGV then
-          t = math.floor(tonumber(ARGV[9]) / 1000)
-        else
-          local tm = redis.call('TIME')
-          t = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
-        end
-        ends = t - t % window + window
-      end
+      local count, ttl, t, ends, expires = 0, 0, nil, nil, nil -- count 0: missing, or its window has ended
+      --@inline fixed_window_end
       local raw, ok = redis.pcall('GET', key), true
-      if raw then
-        ok = false -- until the key is read as admit writes it
-        if type(raw) == 'string' and #raw <= MAX_DIGITS and match(raw, '^[1-9]%d*$') then
-          local stored = tonumber(raw)
-          if stored <= MAX then
-            if t then
-              local at = redis.call('PEXPIRETIME', key)
-              if at ~= -1 and at <= ends then
-                ok = true
-                if at > t then
-                  count, ttl = stored, at - t
-                end
-              end
-            else
-              local left = redis.call('PTTL', key)
-              if left ~= -1 and left <= window then
-                ok = true
-                if left > 0 then
-                  count, ttl = stored, left
-                end
-              end
-            end
-          end
-        end
-      end
+      --@inline fixed_window_read
       if ok then
         if count == 0 then
           if cost == 0 then
@@ -109,34 +80,7 @@ if ARGV[1] == '1' and ARGV[2] == '' and ARGV[3] == '' and #KEYS == 1 then
       local interval = math.ceil(period / rate)
       local tolerance = burst * interval
       if (interval * rate - period) * INTERVAL_ROUNDING < period and tolerance <= MAX_TOLERANCE then
-        local raw, now, backlog = redis.pcall('GET', key), nil, 0
-        if raw then
-          if type(raw) == 'string' and #raw <= MAX_DIGITS and match(raw, '^[1-9]%d*$') then
-            local tat = tonumber(raw)
-            if tat <= MAX_TAT then
-              local ttl = redis.call('PTTL', key)
-              if ttl >= 0 and ttl <= math.ceil(tolerance / 1000) + 1 then
-                if CLOCK_FROM_ARGV then
-                  now = tonumber(ARGV[9])
-                else
-                  local tm = redis.call('TIME')
-                  now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
-                end
-                backlog = tat - now
-                if backlog > tolerance then
-                  now = nil -- corrupt
-                elseif backlog < 0 then
-                  backlog = 0
-                end
-              end
-            end
-          end
-        elseif CLOCK_FROM_ARGV then
-          now = tonumber(ARGV[9])
-        else
-          local tm = redis.call('TIME')
-          now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
-        end
+        --@inline gcra_read
         if now then -- nil: the key is corrupt
           -- floor(a / b) is (a - a % b) / b and ceil(a / 1000) is floor((a + 999) / 1000), exact on these
           -- integers (below 2^53) and cheaper than calling math.floor and math.ceil.
@@ -160,79 +104,27 @@ if ARGV[1] == '1' and ARGV[2] == '' and ARGV[3] == '' and #KEYS == 1 then
     end
   elseif name == 'sliding_window' and #ARGV == (CLOCK_FROM_ARGV and 8 or 7) then
     local ls, ws, cs, key = ARGV[5], ARGV[6], ARGV[7], KEYS[1]
-    local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
-    local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
-    local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
+    --@inline parse_limit_window_cost
     if limit and limit <= MAX and window and window <= MAX_WINDOW and cost and cost <= limit then
-      local t
-      if CLOCK_FROM_ARGV then
-        t = tonumber(ARGV[8])
-      else
-        local tm = redis.call('TIME')
-        t = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
-      end
+      local now
+      --@inline clock_us
       local w = window * 1000
-      local cur = t - t % w
-      local e, prev, curr, same, ok = t - cur, 0, 0, false, true
-      local h = redis.pcall('HGETALL', key)
-      if h.err then
-        ok = false
-      elseif #h > 0 then
-        local start, p, c
-        if #h == 6 then -- start, prev and curr, in any order; anything else is corrupt
-          for j = 1, 5, 2 do
-            local f, v = h[j], h[j + 1]
-            local n = v == '0' and 0 or #v <= MAX_DIGITS and match(v, '^[1-9]%d*$') and tonumber(v)
-            if n and n <= MAX then
-              if f == 'start' then
-                start = n
-              elseif f == 'prev' then
-                p = n
-              elseif f == 'curr' and n > 0 then
-                c = n
-              end
-            end
-          end
-        end
-        if start and p and c and start % window == 0 and start * 1000 <= t and redis.call('PTTL', key) ~= -1 then
-          start = start * 1000
-          if start == cur then
-            prev, curr, same = p, c, true
-          elseif start == cur - w then
-            prev = c
-          end
-        else
-          ok = false
-        end
-      end
+      local cur = now - now % w
+      local e, prev, curr, same, ok = now - cur, 0, 0, false, true
+      --@inline sliding_window_read
       -- ⌈prev × (w − e) / w⌉, exactly while prev × (w − e) is below 2^52 (else the module's muldiv,
       -- through the general path), and, for a rejection, the wait's quotients likewise.
       local used, ab = curr, prev * (w - e)
       if prev > 0 and ok then
         if ab < 4503599627370496 then
-          local r = ab % w
-          local q = (ab - r) / w
-          if r < 0 then
-            q, r = q - 1, r + w
-          elseif r >= w then
-            q, r = q + 1, r - w
-          end
-          if r > 0 then
-            q = q + 1
-          end
-          used = used + q
+          --@inline sliding_window_used
         else
           ok = false
         end
       end
       if ok then
         if used + cost <= limit then
-          local reset = 0
-          if curr + cost > 0 then
-            reset = 2 * w - e + 999
-          elseif prev > 0 then
-            reset = w - e + 999
-          end
+          --@inline sliding_window_reset
           reset = (reset - reset % 1000) / 1000
           if cost == 0 then
             return {1, 0, 1, limit - used, 0, reset, 0}
@@ -245,34 +137,9 @@ if ARGV[1] == '1' and ARGV[2] == '' and ARGV[3] == '' and #KEYS == 1 then
           end
           return {1, 0, 1, limit - used - cost, 0, reset, cur}
         end
-        -- Rejected: later in this window, at w − ⌊r × w / prev⌋ − e with r = limit − curr − cost when r ≥ 0;
-        -- else in the next window, after w − e, and then w − ⌊r × w / curr⌋ more with r = limit − cost
-        -- when curr > r (the module's decide). The quotient is exact while r × w is below 2^52.
-        local r, wait, c = limit - curr - cost, -e, prev
-        if r < 0 then
-          r, wait, c = limit - cost, w - e, curr > limit - cost and curr
-        end
-        local ab2 = c and r * w
+        --@inline sliding_window_rejection
         if not c or ab2 < 4503599627370496 then
-          if c then
-            local m = ab2 % c
-            local q = (ab2 - m) / c
-            if m < 0 then
-              q = q - 1
-            elseif m >= c then
-              q = q + 1
-            end
-            wait = wait + w - q
-          end
-          local reset = w - e + 999
-          if curr > 0 then
-            reset = reset + w
-          end
-          local remaining = limit - used
-          if remaining < 0 then
-            remaining = 0
-          end
-          wait = wait + 999
+          --@inline sliding_window_wait
           return {0, 0, 0, remaining, (wait - wait % 1000) / 1000, (reset - reset % 1000) / 1000, 0}
         end
       end
@@ -285,13 +152,8 @@ if ARGV[1] == '1' and ARGV[2] == '' and ARGV[3] == '' and #KEYS == 1 then
     if limit and limit <= MAX_LEASES and window and window <= MAX_WINDOW and cost and
       (cost == 0 and tok == '0' or cost == 1 and #tok <= 20 and match(tok, '^[1-9]%d*$') and
         (#tok < 20 or tok <= '18446744073709551615')) then
-      local t
-      if CLOCK_FROM_ARGV then
-        t = tonumber(ARGV[9])
-      else
-        local tm = redis.call('TIME')
-        t = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
-      end
+      local now
+      --@inline clock_us
       local w, ok, live, last, kth = window * 1000, true, 0, 0, nil
       local card = redis.pcall('ZCARD', key)
       if type(card) == 'table' or card > MAX_LEASES then
@@ -299,7 +161,7 @@ if ARGV[1] == '1' and ARGV[2] == '' and ARGV[3] == '' and #KEYS == 1 then
       elseif card > 0 then
         -- The first and last leases, and the one whose end lets a request fit, are checked as the
         -- module's lease does: a decimal token scored with an integer expiry in 0 … t + MAX_WINDOW ms.
-        local hi = t + MAX_WINDOW * 1000
+        local hi = now + MAX_WINDOW * 1000
         local r1, r2 = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES'), redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
         local m1, s1, m2, s2 = r1[1], r1[2], r2[1], r2[2]
         local first = #m1 <= 20 and match(m1, '^[1-9]%d*$') and (#m1 < 20 or m1 <= '18446744073709551615') and
@@ -307,7 +169,7 @@ if ARGV[1] == '1' and ARGV[2] == '' and ARGV[3] == '' and #KEYS == 1 then
         last = #m2 <= 20 and match(m2, '^[1-9]%d*$') and (#m2 < 20 or m2 <= '18446744073709551615') and
           (s2 == '0' and 0 or #s2 <= MAX_DIGITS and match(s2, '^[1-9]%d*$') and tonumber(s2))
         if first and first <= hi and last and last <= hi and redis.call('PTTL', key) ~= -1 then
-          live = redis.call('ZCOUNT', key, '(' .. string.format('%d', t), '+inf')
+          live = redis.call('ZCOUNT', key, '(' .. string.format('%d', now), '+inf')
           local k = live + cost - limit
           if k > 0 then
             local rank = card - live + k - 1
@@ -327,7 +189,7 @@ if ARGV[1] == '1' and ARGV[2] == '' and ARGV[3] == '' and #KEYS == 1 then
         if live + cost <= limit then
           if cost == 0 then
             if live > 0 then
-              reset = last - t
+              reset = last - now
               if reset > w then
                 reset = w
               end
@@ -337,9 +199,9 @@ if ARGV[1] == '1' and ARGV[2] == '' and ARGV[3] == '' and #KEYS == 1 then
             return {1, 0, 1, limit - live, 0, reset, 0}
           end
           if card > live then
-            redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', t))
+            redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now))
           end
-          local expiry = t + w
+          local expiry = now + w
           redis.call('ZADD', key, string.format('%d', expiry), tok)
           if last > expiry then
             expiry = last
@@ -348,8 +210,8 @@ if ARGV[1] == '1' and ARGV[2] == '' and ARGV[3] == '' and #KEYS == 1 then
           redis.call('PEXPIREAT', key, string.format('%d', (expiry - expiry % 1000) / 1000))
           return {1, 0, 1, limit - live - 1, 0, window, 0}
         end
-        local retry, remaining = kth - t, limit - live
-        reset = last - t
+        local retry, remaining = kth - now, limit - live
+        reset = last - now
         if retry > w then
           retry = w
         end
@@ -365,75 +227,35 @@ if ARGV[1] == '1' and ARGV[2] == '' and ARGV[3] == '' and #KEYS == 1 then
     end
   elseif name == 'sliding_log' and #ARGV == (CLOCK_FROM_ARGV and 8 or 7) then
     local ls, ws, cs, key = ARGV[5], ARGV[6], ARGV[7], KEYS[1]
-    local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
-    local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
-    local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
+    --@inline parse_limit_window_cost
     if limit and limit <= MAX_LOG and window and window <= MAX_WINDOW and cost and cost <= limit then
-      local t
-      if CLOCK_FROM_ARGV then
-        t = tonumber(ARGV[8])
-      else
-        local tm = redis.call('TIME')
-        t = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
-      end
+      local now
+      --@inline clock_us
       local w, ok, count, newest, kth = window * 1000, true, 0, 0, nil
       local card = redis.pcall('ZCARD', key)
-      if type(card) == 'table' or card > MAX_LOG then
-        ok = false
-      elseif card > 0 then
-        -- The newest entry is '<t>:<seq>' scored t, an integer time not after now (the module's read).
-        local r = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-        local sc = r[2]
-        newest = (sc == '0' and 0 or #sc <= MAX_DIGITS and match(sc, '^[1-9]%d*$') and tonumber(sc))
-        if newest and newest <= t and match(r[1], '^(%d+):[1-9]%d*$') == sc and redis.call('PTTL', key) ~= -1 then
-          count = redis.call('ZCOUNT', key, '(' .. string.format('%d', t - w), '+inf')
-          local k = count + cost - limit
-          if k > 0 then
-            local rank = card - count + k - 1
-            sc = redis.call('ZRANGE', key, rank, rank, 'WITHSCORES')[2]
-            kth = sc == '0' and 0 or #sc <= MAX_DIGITS and match(sc, '^[1-9]%d*$') and tonumber(sc)
-            ok = kth and kth <= t
-          end
-        else
-          ok = false
-        end
-      end
+      --@inline sliding_log_read
       if ok then
         if count + cost <= limit then
           if cost == 0 then
             local reset = 0
             if count > 0 then
-              reset = newest + w - t + 999
+              reset = newest + w - now + 999
               reset = (reset - reset % 1000) / 1000
             end
             return {1, 0, 1, limit - count, 0, reset, 0}
           end
-          local at = string.format('%d', t)
-          if card > count then
-            redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', t - w))
-          end
-          local seq = 0
-          if newest == t then
-            seq = redis.call('ZCOUNT', key, at, at)
-          end
+          --@inline sliding_log_trim
           if cost == 1 then
             redis.call('ZADD', key, at, at .. ':' .. (seq + 1))
           else
-            local args = {}
-            for j = 1, cost do
-              args[#args + 1] = at
-              args[#args + 1] = at .. ':' .. (seq + j)
-              if #args == 2000 or j == cost then
-                redis.call('ZADD', key, unpack(args))
-                args = {}
-              end
-            end
+            local units = cost
+            --@inline sliding_log_zadd
           end
-          local ends = t + w + 999
+          local ends = now + w + 999
           redis.call('PEXPIREAT', key, string.format('%d', (ends - ends % 1000) / 1000))
-          return {1, 0, 1, limit - count - cost, 0, window, t}
+          return {1, 0, 1, limit - count - cost, 0, window, now}
         end
-        local remaining, retry, reset = limit - count, kth + w - t + 999, newest + w - t + 999
+        local remaining, retry, reset = limit - count, kth + w - now + 999, newest + w - now + 999
         if remaining < 0 then
           remaining = 0
         end
@@ -480,51 +302,20 @@ elseif ARGV[2] == '' and ARGV[3] == '' then
       local name, at, key = ARGV[i], 5 * k - 2, KEYS[k]
       if name == 'fixed_window' then
         local ls, ws, cs, aligned = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
-        local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
-        local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
-        local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
+        --@inline parse_limit_window_cost
         ok = limit and limit <= MAX and window and window <= MAX_WINDOW and cost and cost <= limit and
           (aligned == '0' or aligned == '1')
         if ok then
-          local count, ttl, t, ends = 0, 0, nil, nil
+          local count, ttl, t, ends, expires = 0, 0, nil, nil, nil
           if aligned == '1' then
             if not now then
-              if CLOCK_FROM_ARGV then
-                now = tonumber(ARGV[#ARGV])
-              else
-                local tm = redis.call('TIME')
-                now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
-              end
+              --@inline clock_us
             end
             t = (now - now % 1000) / 1000
             ends = t - t % window + window
           end
           local raw = redis.pcall('GET', key)
-          if raw then
-            ok = false -- until the key is read as admit writes it
-            if type(raw) == 'string' and #raw <= MAX_DIGITS and match(raw, '^[1-9]%d*$') then
-              local stored = tonumber(raw)
-              if stored <= MAX then
-                if ends then
-                  local x = redis.call('PEXPIRETIME', key)
-                  if x ~= -1 and x <= ends then
-                    ok = true
-                    if x > t then
-                      count, ttl = stored, x - t
-                    end
-                  end
-                else
-                  local left = redis.call('PTTL', key)
-                  if left ~= -1 and left <= window then
-                    ok = true
-                    if left > 0 then
-                      count, ttl = stored, left
-                    end
-                  end
-                end
-              end
-            end
-          end
+          --@inline fixed_window_read
           if count == 0 then
             reply[at], reply[at + 1], reply[at + 2] = 1, limit - cost, 0
             if cost == 0 then
@@ -578,12 +369,7 @@ elseif ARGV[2] == '' and ARGV[3] == '' then
                 local ttl = redis.call('PTTL', key)
                 if ttl >= 0 and ttl <= math.ceil(tolerance / 1000) + 1 then
                   if not now then
-                    if CLOCK_FROM_ARGV then
-                      now = tonumber(ARGV[#ARGV])
-                    else
-                      local tm = redis.call('TIME')
-                      now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
-                    end
+                    --@inline clock_us
                   end
                   backlog = tat - now
                   ok = backlog <= tolerance
@@ -594,12 +380,7 @@ elseif ARGV[2] == '' and ARGV[3] == '' then
               end
             end
           elseif not now then
-            if CLOCK_FROM_ARGV then
-              now = tonumber(ARGV[#ARGV])
-            else
-              local tm = redis.call('TIME')
-              now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
-            end
+            --@inline clock_us
           end
         end
         if ok then
@@ -622,67 +403,21 @@ elseif ARGV[2] == '' and ARGV[3] == '' then
         i = i + 5
       else -- sliding_window
         local ls, ws, cs = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
-        local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
-        local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
-        local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
+        --@inline parse_limit_window_cost
         ok = limit and limit <= MAX and window and window <= MAX_WINDOW and cost and cost <= limit
         if ok then
           if not now then
-            if CLOCK_FROM_ARGV then
-              now = tonumber(ARGV[#ARGV])
-            else
-              local tm = redis.call('TIME')
-              now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
-            end
+            --@inline clock_us
           end
           local w = window * 1000
           local cur = now - now % w
           local e, prev, curr, same = now - cur, 0, 0, false
-          local h = redis.pcall('HGETALL', key)
-          if h.err then
-            ok = false
-          elseif #h > 0 then
-            local start, p, c
-            if #h == 6 then
-              for j = 1, 5, 2 do
-                local f, v = h[j], h[j + 1]
-                local x = v == '0' and 0 or #v <= MAX_DIGITS and match(v, '^[1-9]%d*$') and tonumber(v)
-                if x and x <= MAX then
-                  if f == 'start' then
-                    start = x
-                  elseif f == 'prev' then
-                    p = x
-                  elseif f == 'curr' and x > 0 then
-                    c = x
-                  end
-                end
-              end
-            end
-            ok = start and p and c and start % window == 0 and start * 1000 <= now and redis.call('PTTL', key) ~= -1
-            if ok then
-              start = start * 1000
-              if start == cur then
-                prev, curr, same = p, c, true
-              elseif start == cur - w then
-                prev = c
-              end
-            end
-          end
+          --@inline sliding_window_read
           local used, ab = curr, prev * (w - e)
           if ok and prev > 0 then
             ok = ab < 4503599627370496
             if ok then
-              local r = ab % w
-              local q = (ab - r) / w
-              if r < 0 then
-                q, r = q - 1, r + w
-              elseif r >= w then
-                q, r = q + 1, r - w
-              end
-              if r > 0 then
-                q = q + 1
-              end
-              used = used + q
+              --@inline sliding_window_used
             end
           end
           if ok then
@@ -709,32 +444,10 @@ elseif ARGV[2] == '' and ARGV[3] == '' then
                 end
               end
             else
-              local r, wait, c = limit - curr - cost, -e, prev
-              if r < 0 then
-                r, wait, c = limit - cost, w - e, curr > limit - cost and curr
-              end
-              local ab2 = c and r * w
+              --@inline sliding_window_rejection
               ok = not c or ab2 < 4503599627370496
               if ok then
-                if c then
-                  local m = ab2 % c
-                  local q = (ab2 - m) / c
-                  if m < 0 then
-                    q = q - 1
-                  elseif m >= c then
-                    q = q + 1
-                  end
-                  wait = wait + w - q
-                end
-                local reset = w - e + 999
-                if curr > 0 then
-                  reset = reset + w
-                end
-                local remaining = limit - used
-                if remaining < 0 then
-                  remaining = 0
-                end
-                wait = wait + 999
+                --@inline sliding_window_wait
                 reply[1], reply[at], reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4] = 0, 0, remaining,
                   (wait - wait % 1000) / 1000, (reset - reset % 1000) / 1000, 0
               end
