@@ -21,7 +21,7 @@ type clusterBackend struct {
 	url string
 }
 
-func (b clusterBackend) Open(t *testing.T) admit.Store { return openCluster(t, b.url) }
+func (b clusterBackend) Open(t *testing.T) admit.Store { return openPatient(t, b.url) }
 
 func (b clusterBackend) Sleep(t *testing.T, d time.Duration) { time.Sleep(d) }
 
@@ -30,24 +30,7 @@ func (b clusterBackend) Now(t *testing.T) time.Time { return redisNow(t, b.c.Mas
 
 func (b clusterBackend) Address() string { return b.url }
 
-func (b clusterBackend) OpenAddress(t *testing.T, url string) admit.Store { return openCluster(t, url) }
-
-// clusterCommandTimeout is the command timeout of the cluster suite's Stores. Six redis-servers
-// share this machine's cores with the suite's busiest cases (ShortWindows races many goroutines):
-// the default 200ms, which the fault tests hold to on one server, would fail a rare decision for
-// want of CPU, not of correctness, which is what this suite checks.
-const clusterCommandTimeout = 2 * time.Second
-
-// openCluster returns a Store on the cluster at url, with clusterCommandTimeout, closed at cleanup.
-func openCluster(t testing.TB, url string) *Store {
-	t.Helper()
-	s, err := New(Config{URL: url, CommandTimeout: clusterCommandTimeout})
-	if err != nil {
-		t.Fatalf("New(%q): %v", url, err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
-}
+func (b clusterBackend) OpenAddress(t *testing.T, url string) admit.Store { return openPatient(t, url) }
 
 // limittestChild reports whether this process is a child the conformance suite started (its
 // MultiProcess race, or the holder of KilledHolder), which needs only the address it is given: it

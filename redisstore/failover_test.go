@@ -366,7 +366,7 @@ func awaitMaster(t *testing.T, node *redistest.Server, since time.Time) time.Tim
 // the switch, if at all, never READONLY once the replica serves the slot.
 func TestClusterManualFailoverKeepsCounts(t *testing.T) {
 	c := redistest.StartCluster(t)
-	s := openCluster(t, c.URL())
+	s := openPatient(t, c.URL())
 	probe := newKey(t)
 	m := c.MasterOfKey(t, probe)
 	replicas := c.ReplicasOf(t, m)
@@ -421,7 +421,7 @@ func TestClusterManualFailoverKeepsCounts(t *testing.T) {
 // lacks.
 func TestClusterMasterKilledUnderLoad(t *testing.T) {
 	c := redistest.StartCluster(t, "--cluster-require-full-coverage", "no")
-	s := openCluster(t, c.URL())
+	s := openPatient(t, c.URL())
 	masters := c.Masters(t)
 	if len(masters) != 3 {
 		t.Fatalf("%d masters, want 3", len(masters))

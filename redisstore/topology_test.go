@@ -22,7 +22,7 @@ func TestClusterTopologyChanges(t *testing.T) {
 	if !strings.Contains(url, redistest.User+":"+redistest.Password+"@") {
 		t.Fatalf("the harness's URL %s does not log in as its least-privilege user %s", url, redistest.User)
 	}
-	s := openCluster(t, url)
+	s := openPatient(t, url)
 	t.Run("FailoverLoadsScriptsOnNewMaster", func(t *testing.T) { testFailoverLoadsScripts(t, c, s) })
 	t.Run("ReshardSlotUnderLoad", func(t *testing.T) { testReshardUnderLoad(t, c, s) })
 	// The user's rules covered everything the client sent through both: no node refused it anything
