@@ -402,28 +402,24 @@ func parseTake(msg rueidis.RedisMessage, rs []admit.Request, ds []admit.Decision
 	if err != nil || len(arr) != 2+perPolicy*len(rs) {
 		return false, unavailable(fmt.Errorf("%w: want an array of %d integers", errBadReply, 2+perPolicy*len(rs)))
 	}
-	// Every element is an integer, or the reply is malformed: check all before any range, then
-	// read each where it is used (no array of MaxRequests policies' integers to clear).
+	var v [2 + perPolicy*admit.MaxRequests]int64
 	for i := range arr {
-		if _, err := arr[i].AsInt64(); err != nil {
+		if v[i], err = arr[i].AsInt64(); err != nil {
 			return false, unavailable(fmt.Errorf("%w: element %d: %v", errBadReply, i, err))
 		}
 	}
-	allowed, replayed := mustInt64(&arr[0]), mustInt64(&arr[1])
+	allowed, replayed := v[0], v[1]
 	if allowed != 0 && allowed != 1 || replayed != 0 && replayed != 1 || replayed == 1 && allowed == 0 {
 		return false, unavailable(fmt.Errorf("%w: allowed %d, replayed %d", errBadReply, allowed, replayed))
 	}
 	all := true
 	for i := range rs {
-		var v [perPolicy]int64
-		for j := range v {
-			v[j] = mustInt64(&arr[2+perPolicy*i+j])
-		}
-		d, err := decision(v[:4], rs[i].Limit)
+		at := 2 + perPolicy*i
+		d, err := decision(v[at:at+4], rs[i].Limit)
 		if err != nil {
 			return false, err
 		}
-		token := v[4]
+		token := v[at+4]
 		if token < 0 || token > 0 && (!d.Allowed || replayed == 1 || rs[i].Cost == 0) {
 			return false, unavailable(fmt.Errorf("%w: policy %d: token %d of a decision that holds nothing", errBadReply, i, token))
 		}
@@ -440,12 +436,6 @@ func parseTake(msg rueidis.RedisMessage, rs []admit.Request, ds []admit.Decision
 		}
 	}
 	return all, nil
-}
-
-// mustInt64 returns m's integer, which parseTake has checked it has.
-func mustInt64(m *rueidis.RedisMessage) int64 {
-	n, _ := m.AsInt64()
-	return n
 }
 
 // perPolicy is the number of integers the take script replies per policy.
