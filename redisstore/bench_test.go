@@ -85,3 +85,30 @@ func BenchmarkKeyMemory(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkClientWork measures the client's own work per decision, without the round trip: building
+// a Take's keys and arguments and parsing the take script's reply (one real reply, from a
+// harness-started Redis, parsed over and over). It is what redisstore adds to bare rueidis's
+// EVALSHA besides bounding the call (BenchmarkBound).
+func BenchmarkClientWork(b *testing.B) {
+	srv := redistest.Start(b)
+	s := open(b, srv.URL())
+	rs := []admit.Request{{Key: "rl:bench:v1:{0}", Limit: benchLimit, Cost: 1}}
+	var tokens [1]uint64
+	keys, args := takeArgs(rs, s.tokens, tokens[:])
+	reply, err := s.run(context.Background(), takeScript, keys, args)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var ds [1]admit.Decision
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		var keyBuf [2]string
+		var argsBuf [3 + takeArgsPerPolicy]string
+		_, _ = appendTakeArgs(keyBuf[:0], argsBuf[:0], rs, s.tokens, tokens[:])
+		if _, err := parseTake(reply, rs, ds[:], tokens[:]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

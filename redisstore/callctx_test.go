@@ -148,3 +148,34 @@ func TestBoundOfACancelledParentIsDoneAtOnce(t *testing.T) {
 		c.release()
 	}
 }
+
+// BenchmarkBound measures bounding one call by the command timeout and releasing it, the client
+// path's own cost beside rueidis's, with a parent that cannot be cancelled (as the benchmarks call).
+func BenchmarkBound(b *testing.B) {
+	s, err := New(Config{URL: "redis://127.0.0.1:1", CommandTimeout: time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			_, c := s.bound(ctx)
+			c.release()
+		}
+	})
+}
+
+// BenchmarkReferenceBound is BenchmarkBound's reference: context.WithTimeout and its cancel, what a
+// caller of bare rueidis writes for the same bound.
+func BenchmarkReferenceBound(b *testing.B) {
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			_, cancel := context.WithTimeout(ctx, time.Second)
+			cancel()
+		}
+	})
+}

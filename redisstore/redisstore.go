@@ -101,6 +101,7 @@ type Store struct {
 	commandTimeout time.Duration
 	tokens         *algo.TokenSource // names the leases of Concurrency Limits
 	calls          sync.Pool         // of *callCtx, each bounding one call by commandTimeout
+	epoch          time.Time         // with a monotonic reading: callCtx deadlines count from it
 
 	client  atomic.Pointer[rueidis.Client]
 	mu      sync.Mutex // guards dialing and closed
@@ -131,7 +132,8 @@ func New(cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("redisstore: negative command timeout %v", timeout)
 	}
 	s := &Store{opt: opt, commandTimeout: timeout, tokens: algo.NewTokenSource()}
-	s.calls.New = func() any { return newCallCtx(&s.calls) }
+	s.epoch = time.Now()
+	s.calls.New = func() any { return newCallCtx(&s.calls, s.epoch) }
 	return s, nil
 }
 
@@ -259,7 +261,16 @@ func redactErr(err error, rawURL string) string {
 func (s *Store) Take(ctx context.Context, r admit.Request) (admit.Decision, error) {
 	rs := [1]admit.Request{r}
 	var ds [1]admit.Decision
-	_, err := s.TakeAll(ctx, rs[:], ds[:])
+	if err := admit.ValidateAll(rs[:], ds[:]); err != nil {
+		return admit.Decision{}, fmt.Errorf("redisstore: %w", err)
+	}
+	// Arrays sized for one policy, not admit.MaxRequests: nothing to clear but what is used.
+	var (
+		tokens  [1]uint64
+		keyBuf  [2]string
+		argsBuf [3 + takeArgsPerPolicy]string
+	)
+	_, err := s.take(ctx, rs[:], ds[:], tokens[:], keyBuf[:0], argsBuf[:0])
 	return ds[0], err
 }
 
@@ -268,19 +279,25 @@ func (s *Store) TakeAll(ctx context.Context, rs []admit.Request, ds []admit.Deci
 	if err := admit.ValidateAll(rs, ds); err != nil {
 		return false, fmt.Errorf("redisstore: %w", err)
 	}
-	ctx, bounded := s.bound(ctx)
-	defer bounded.release()
 	var (
 		tokens  [admit.MaxRequests]uint64
 		keyBuf  [admit.MaxRequests + 1]string
 		argsBuf [3 + takeArgsPerPolicy*admit.MaxRequests]string
 	)
-	keys, args := appendTakeArgs(keyBuf[:0], argsBuf[:0], rs, s.tokens, tokens[:len(rs)])
+	return s.take(ctx, rs, ds, tokens[:len(rs)], keyBuf[:0], argsBuf[:0])
+}
+
+// take is TakeAll for rs already validated, building the script's keys and arguments in keyBuf
+// and argsBuf (the caller's arrays, on its stack) and the lease tokens in tokens, of len(rs).
+func (s *Store) take(ctx context.Context, rs []admit.Request, ds []admit.Decision, tokens []uint64, keyBuf, argsBuf []string) (bool, error) {
+	ctx, bounded := s.bound(ctx)
+	defer bounded.release()
+	keys, args := appendTakeArgs(keyBuf, argsBuf, rs, s.tokens, tokens)
 	reply, err := s.run(ctx, takeScript, keys, args)
 	if err != nil {
 		return false, fmt.Errorf("redisstore: take: %w", err)
 	}
-	allowed, err := parseTake(reply, rs, ds, tokens[:len(rs)])
+	allowed, err := parseTake(reply, rs, ds, tokens)
 	if err != nil {
 		return false, fmt.Errorf("redisstore: take: %w", err)
 	}
