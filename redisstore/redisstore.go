@@ -261,9 +261,6 @@ func redactErr(err error, rawURL string) string {
 func (s *Store) Take(ctx context.Context, r admit.Request) (admit.Decision, error) {
 	rs := [1]admit.Request{r}
 	var ds [1]admit.Decision
-	if err := admit.ValidateAll(rs[:], ds[:]); err != nil {
-		return admit.Decision{}, fmt.Errorf("redisstore: %w", err)
-	}
 	// Arrays sized for one policy, not admit.MaxRequests: nothing to clear but what is used.
 	var (
 		tokens  [1]uint64
@@ -276,20 +273,22 @@ func (s *Store) Take(ctx context.Context, r admit.Request) (admit.Decision, erro
 
 // TakeAll decides rs together, all-or-nothing, in one script call. See admit.Store.
 func (s *Store) TakeAll(ctx context.Context, rs []admit.Request, ds []admit.Decision) (bool, error) {
-	if err := admit.ValidateAll(rs, ds); err != nil {
-		return false, fmt.Errorf("redisstore: %w", err)
-	}
 	var (
 		tokens  [admit.MaxRequests]uint64
 		keyBuf  [admit.MaxRequests + 1]string
 		argsBuf [3 + takeArgsPerPolicy*admit.MaxRequests]string
 	)
-	return s.take(ctx, rs, ds, tokens[:len(rs)], keyBuf[:0], argsBuf[:0])
+	return s.take(ctx, rs, ds, tokens[:], keyBuf[:0], argsBuf[:0])
 }
 
-// take is TakeAll for rs already validated, building the script's keys and arguments in keyBuf
-// and argsBuf (the caller's arrays, on its stack) and the lease tokens in tokens, of len(rs).
+// take is TakeAll, building the script's keys and arguments in keyBuf and argsBuf (the caller's
+// arrays, on its stack) and the lease tokens in tokens; each has room for every request a valid rs
+// can hold.
 func (s *Store) take(ctx context.Context, rs []admit.Request, ds []admit.Decision, tokens []uint64, keyBuf, argsBuf []string) (bool, error) {
+	if err := admit.ValidateAll(rs, ds); err != nil {
+		return false, fmt.Errorf("redisstore: %w", err)
+	}
+	tokens = tokens[:len(rs)] // at most admit.MaxRequests, now that rs is valid
 	ctx, bounded := s.bound(ctx)
 	defer bounded.release()
 	keys, args := appendTakeArgs(keyBuf, argsBuf, rs, s.tokens, tokens)
