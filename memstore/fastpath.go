@@ -73,7 +73,7 @@ func (out *fastOutcome) fill(lim *admit.Limit, baseNano int64, d *admit.Decision
 		res := &out.fixed
 		decided(d, lim, res.Allowed, res.Remaining, res.RetryAfter, res.ResetAfter)
 		if res.Write == algo.WriteIncrement {
-			d.Token = uint64((baseNano + int64(out.deadline) + int64(time.Millisecond) - 1) / int64(time.Millisecond)) // fixedWindowToken
+			d.Token = fixedWindowToken(out.deadline, baseNano)
 		}
 		return
 	}

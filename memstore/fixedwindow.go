@@ -73,11 +73,11 @@ func fixedWindowApply(e *entry, w write, lim *admit.Limit, cost int64, now insta
 	}
 }
 
-// fixedWindowToken returns the token of e's window: its end in Unix milliseconds, rounded up, as
-// the Redis store reports a key's PEXPIRETIME. Two windows of a key end at least a millisecond apart,
-// so no two share a token.
-func fixedWindowToken(e *entry, now instant) uint64 {
-	return uint64((now.base + int64(e.deadline) + int64(time.Millisecond) - 1) / int64(time.Millisecond))
+// fixedWindowToken returns the token of a window that ends at deadline, in a table whose base is
+// baseNano Unix nanoseconds: its end in Unix milliseconds, rounded up, as the Redis store reports a
+// key's PEXPIRETIME. Two windows of a key end at least a millisecond apart, so no two share a token.
+func fixedWindowToken(deadline time.Duration, baseNano int64) uint64 {
+	return uint64((baseNano + int64(deadline) + int64(time.Millisecond) - 1) / int64(time.Millisecond))
 }
 
 // fixedWindowSettled runs the settle transition on e's state, or on a missing key when e is nil: a
@@ -88,7 +88,7 @@ func fixedWindowSettled(e *entry, lim *admit.Limit, token uint64, delta int64, n
 	same := false
 	if e != nil {
 		buf = fixedWindowState(e, lim, now)
-		st, same = &buf, fixedWindowToken(e, now) == token
+		st, same = &buf, fixedWindowToken(e.deadline, now.base) == token
 	}
 	if lim.Aligned {
 		return algo.AlignedWindowSettle(st, same, lim.Rate, lim.Period, now.unixMicro, delta)

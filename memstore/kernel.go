@@ -121,7 +121,7 @@ func (k kernel) token(e *entry, x *sliding, now instant, lease uint64) uint64 {
 	case admit.Concurrency:
 		return lease
 	case admit.FixedWindow:
-		return fixedWindowToken(e, now)
+		return fixedWindowToken(e.deadline, now.base)
 	case admit.SlidingWindow:
 		return uint64(x.start)
 	case admit.SlidingLog:
