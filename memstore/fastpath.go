@@ -1,6 +1,7 @@
 package memstore
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/admit-dev/admit"
@@ -8,12 +9,23 @@ import (
 )
 
 // Take's fast path: a single Request under a fixed window (not aligned) or GCRA Limit, on a key that
-// holds live state of that algorithm, the common case of a busy key. Under the shard's lock it does
-// only what needs the state: find the entry, check it, decide, and write the admission; the Decision
-// (a copy of the whole Limit among its fields) and the token are made after the lock is released,
-// from what the lock holder saw. The decision and the write are exactly the general path's
-// (shard.takeOne), which decides every other case — a missing or ended key, state of another
-// algorithm, corrupt state (reported there) — and which the tests compare it with.
+// holds live state of that algorithm, the common case of a busy key. It holds the shard's lock for
+// reading only, so that callers of one key never wait for one another, and a caller preempted on the
+// path holds nobody up: it finds the entry, reads its one changing word (a fixed window's count, a
+// GCRA key's deadline, which is its TAT) atomically, checks and decides on that, and writes an
+// admission with a compare-and-swap of the word, deciding again on the new value if another caller
+// changed it in between. Nothing else of an entry changes under the read lock, and every other
+// change (a new, ended, removed or moved entry, a window's start) holds the lock for writing. The
+// Decision (a copy of the whole Limit among its fields) and the token are made after the lock is
+// released, from what the path saw.
+//
+// The decision and the write are exactly the general path's (shard.takeOne), which decides every
+// other case — a missing or ended key, state of another algorithm, corrupt state (reported there) —
+// and which the tests compare it with. One difference in time alone: callers that overlap may commit
+// in an order other than that of their times (shard.at), by at most how long they overlap. Each
+// still decides at a time within its call, on the state left by every decision committed before it;
+// an earlier time only makes a GCRA decision stricter (the bucket has refilled less), and a fixed
+// window's decision depends on its window, which cannot start anew under the read lock.
 
 // A fastOutcome is what the fast path decided under the lock, for fill to make the Decision of.
 type fastOutcome struct {
@@ -26,9 +38,9 @@ type fastOutcome struct {
 
 // takeFast decides r at mono, on the live entry of its key, whose hash is h, into out, and makes
 // the write of an admission, when r is a case of the fast path; it reports whether it was, having
-// written nothing if not. The caller holds sh.mu, and has checked that r has no ID and acquires no
-// lease.
-func (sh *shard) takeFast(r *admit.Request, h uint32, mono time.Duration, out *fastOutcome) bool {
+// written nothing if not. known is r's Limit as remembered valid, or nil. The caller holds sh.mu for
+// reading (or writing), and has checked that r has no ID and acquires no lease.
+func (sh *shard) takeFast(r *admit.Request, known *knownLimit, h uint32, mono time.Duration, out *fastOutcome) bool {
 	lim := &r.Limit
 	if lim.Algorithm != admit.GCRA && (lim.Algorithm != admit.FixedWindow || lim.Aligned) {
 		return false
@@ -38,32 +50,54 @@ func (sh *shard) takeFast(r *admit.Request, h uint32, mono time.Duration, out *f
 		return false
 	}
 	e := &sh.entries[i]
-	if e.alg != lim.Algorithm || e.deadline <= mono {
-		return false // other state, a record, or ended: the general path reports or removes it
+	if e.alg != lim.Algorithm {
+		return false // other state, or a record: the general path reports or removes it
 	}
 	if lim.Algorithm == admit.FixedWindow {
-		st := algo.FixedWindowState{Count: e.count, TTL: e.deadline - mono} // fixedWindowState
-		if algo.CheckFixedWindow(st, lim.Period) != nil {
-			return false
+		if e.deadline <= mono { // the window's end does not change under the read lock
+			return false // ended: the general path removes it
 		}
-		out.fixed = algo.FixedWindow(&st, lim.Rate, lim.Period, r.Cost)
-		if out.fixed.Write == algo.WriteIncrement {
-			e.count += r.Cost // fixedWindowApply
+		for {
+			count := atomic.LoadInt64(&e.count)
+			st := algo.FixedWindowState{Count: count, TTL: e.deadline - mono} // fixedWindowState
+			if algo.CheckFixedWindow(st, lim.Period) != nil {
+				return false
+			}
+			out.fixed = algo.FixedWindow(&st, lim.Rate, lim.Period, r.Cost)
+			if out.fixed.Write != algo.WriteIncrement || atomic.CompareAndSwapInt64(&e.count, count, count+r.Cost) {
+				break // fixedWindowApply
+			}
 		}
 		out.deadline = e.deadline
 		return true
 	}
-	g := sh.gcraParams(lim)
+	var g algo.GCRAParams
+	if known != nil {
+		g = known.gcra
+	} else {
+		g = algo.NewGCRAParams(*lim)
+	}
 	now := int64(mono / time.Microsecond) // micros
-	tat := gcraTAT(e)
-	if g.Check(algo.GCRAState{TAT: tat, TTL: e.deadline - mono}, now) != nil {
-		return false
+	word := (*int64)(&e.deadline)
+	for {
+		was := entry{deadline: time.Duration(atomic.LoadInt64(word))}
+		if !gcraLive(&was, instant{mono: mono}) {
+			return false // ended: the general path removes it
+		}
+		tat := gcraTAT(&was)
+		if g.Check(algo.GCRAState{TAT: tat, TTL: was.deadline - mono}, now) != nil {
+			return false
+		}
+		out.gcra = g.Decide(tat, now, r.Cost)
+		if !out.gcra.Write {
+			return true
+		}
+		next := was
+		gcraApply(&next, out.gcra.TAT)
+		if atomic.CompareAndSwapInt64(word, int64(was.deadline), int64(next.deadline)) {
+			return true
+		}
 	}
-	out.gcra = g.Decide(tat, now, r.Cost)
-	if out.gcra.Write {
-		gcraApply(e, out.gcra.TAT)
-	}
-	return true
 }
 
 // fill sets *d to the Decision under lim that out holds, with its token: the general path's, for a

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"sync"
 	"testing"
 	"time"
 
@@ -50,5 +51,94 @@ func TestFastPathDecidesAsTheGeneralPath(t *testing.T) {
 	}
 	if fastCases < 5_000 {
 		t.Fatalf("only %d of the steps found live state of their algorithm: the test misses the fast path", fastCases)
+	}
+}
+
+// TestFastPathAdmitsExactlyTheCapacityUnderContention has goroutines take one unit at a time from one
+// live key at a frozen clock, most through Take's fast path (a compare-and-swap under the shard's read
+// lock) and some through TakeAll (the general path, under its write lock), until the key is
+// exhausted: exactly its capacity must be admitted, each admission seeing a Remaining of its own.
+func TestFastPathAdmitsExactlyTheCapacityUnderContention(t *testing.T) {
+	for _, lim := range []admit.Limit{
+		{Algorithm: admit.FixedWindow, Rate: 5000, Period: time.Hour},
+		{Algorithm: admit.GCRA, Rate: 1, Period: time.Hour, Burst: 5000},
+	} {
+		t.Run(lim.Algorithm.String(), func(t *testing.T) {
+			s := New(Options{Now: newClock().Now, SweepInterval: -1})
+			defer s.Close()
+			const goroutines, calls = 8, 1000 // 8,000 calls for 5,000 units
+			r := admit.Request{Key: "hot", Limit: lim, Cost: 1}
+			first := mustTake(t, s, r.Key, lim, 1)  // the general path creates the key
+			admitted := make([][]int64, goroutines) // the Remaining of each admission, per goroutine
+			var wg sync.WaitGroup
+			for g := range goroutines {
+				wg.Go(func() {
+					for range calls {
+						var d admit.Decision
+						var err error
+						if g%4 == 3 {
+							ds := make([]admit.Decision, 1)
+							_, err = s.TakeAll(context.Background(), []admit.Request{r}, ds)
+							d = ds[0]
+						} else {
+							d, err = s.Take(context.Background(), r)
+						}
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						if d.Allowed {
+							admitted[g] = append(admitted[g], d.Remaining)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			seen := map[int64]bool{first.Remaining: true}
+			for _, rs := range admitted {
+				for _, rem := range rs {
+					if seen[rem] {
+						t.Fatalf("two admissions saw Remaining %d", rem)
+					}
+					seen[rem] = true
+				}
+			}
+			if int64(len(seen)) != lim.Capacity() {
+				t.Fatalf("%d units admitted under %v; want exactly its capacity, %d", len(seen), lim, lim.Capacity())
+			}
+		})
+	}
+}
+
+// TestFastPathWaitsForNoReader holds a shard's lock for reading, as a caller preempted on the fast
+// path would, and checks that Take still decides on a live key of the shard: callers of a hot key
+// never queue behind one another.
+func TestFastPathWaitsForNoReader(t *testing.T) {
+	for _, lim := range []admit.Limit{
+		{Algorithm: admit.FixedWindow, Rate: 10, Period: time.Hour},
+		{Algorithm: admit.GCRA, Rate: 10, Period: time.Hour},
+	} {
+		s := New(Options{Now: newClock().Now, SweepInterval: -1})
+		mustTake(t, s, "hot", lim, 1)
+		sh := s.tab.shard("hot")
+		sh.mu.RLock()
+		done := make(chan admit.Decision)
+		go func() {
+			d, err := s.Take(context.Background(), admit.Request{Key: "hot", Limit: lim, Cost: 1})
+			if err != nil {
+				t.Error(err)
+			}
+			done <- d
+		}()
+		select {
+		case d := <-done:
+			if !d.Allowed || d.Remaining != 8 {
+				t.Errorf("%v: the second Take = %+v; want allowed with 8 remaining", lim, d)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%v: Take waited for a caller that holds the shard for reading", lim)
+		}
+		sh.mu.RUnlock()
+		s.Close()
 	}
 }

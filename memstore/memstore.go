@@ -5,15 +5,17 @@
 // per process: several processes each with a memstore do not share them.
 //
 // Keys live in shards chosen by their Redis Cluster hash slot (admit.Slot), each shard behind its own
-// mutex, so the keys of one all-or-nothing request share one lock. Each shard keeps a table of its
-// own: 32-byte entries free of pointers, the keys' bytes one after another in an arena, and an
+// read-write lock, so the keys of one all-or-nothing request share one lock. Each shard keeps a table
+// of its own: 32-byte entries free of pointers, the keys' bytes one after another in an arena, and an
 // open-addressing index of 4-byte slots. An entry holds a count and the absolute end of its window,
-// or an idempotency record (SPEC §2.7). Everything a Take can do without the lock — validating,
-// hashing the key, reading the clock, and for a fixed window or GCRA key that holds live state,
-// making the Decision — it does before or after holding it, so that the lock is held for a few
-// hundred instructions: a lock holder preempted inside it is what parks every caller of a hot key. [Store.Settle] settles a reservation under the same shard
-// lock, with internal/algo's settle transitions, as the Redis store's settle script does. A sliding
-// window's entry also names its window's start and the previous window's count (about 90 bytes
+// or an idempotency record (SPEC §2.7). A single Take under a fixed window or GCRA Limit, on a key
+// that holds live state, holds the lock only for reading, and writes its admission with a
+// compare-and-swap of the entry's one changing word: callers of a hot key never wait for one another,
+// and one preempted on the way holds nobody up. Everything else — a new or ended key, the other
+// algorithms, TakeAll, Settle, reclaim — holds the lock for writing, for a few hundred instructions.
+// Validating, hashing the key, reading the clock and making the Decision happen outside the lock.
+// [Store.Settle] settles a reservation under the same shard lock, with internal/algo's settle
+// transitions, as the Redis store's settle script does. A sliding window's entry also names its window's start and the previous window's count (about 90 bytes
 // more), a sliding log's the times of its admitted units (8 bytes each, at most
 // admit.MaxSlidingLogRate), a concurrency key's its leases in flight (16 bytes each, at most
 // admit.MaxConcurrency).
@@ -62,6 +64,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/admit-dev/admit"
@@ -147,7 +150,8 @@ func (s *Store) Take(ctx context.Context, r admit.Request) (d admit.Decision, er
 	if r.ID == "" && !algo.Leases(&r) {
 		// The common case, without TakeAll's bookkeeping of several Requests, records and leases:
 		// the same decision and writes, with the same errors.
-		if err := s.valid.validate(&r); err != nil {
+		known, err := s.valid.validate(&r)
+		if err != nil {
 			return d, fmt.Errorf("memstore: %w", err)
 		}
 		if err := ctx.Err(); err != nil {
@@ -156,15 +160,16 @@ func (s *Store) Take(ctx context.Context, r admit.Request) (d admit.Decision, er
 		sh := s.tab.shard(r.Key)
 		h := keyHash(s.tab.seed, r.Key) // before the lock, as the clock
 		read := s.tab.now()             // before the lock: nothing under it waits for the clock
-		sh.mu.Lock()
-		mono := sh.at(read)
+		sh.mu.RLock()
 		var out fastOutcome
-		if sh.takeFast(&r, h, mono, &out) {
-			sh.mu.Unlock()
+		if sh.takeFast(&r, known, h, sh.at(read), &out) {
+			sh.mu.RUnlock()
 			out.fill(&r.Limit, s.tab.baseNano, &d) // after the lock: see fastpath.go
 			return d, nil
 		}
-		err = sh.takeOne(&r, h, s.tab.instant(mono), &d)
+		sh.mu.RUnlock()
+		sh.mu.Lock()
+		err = sh.takeOne(&r, h, s.tab.instant(sh.at(read)), &d)
 		sh.mu.Unlock()
 		return d, err
 	}
@@ -363,13 +368,18 @@ func (t *table) instant(mono time.Duration) instant {
 // clock after this one but took the lock first). Either is a time between the caller's call and
 // its taking the lock, so the times seen by one shard, and so by one key, never go backwards,
 // as when the clock is read under the lock; but no caller waits for the clock while holding it.
-// The caller holds sh.mu.
+// The caller holds sh.mu, for reading (the fast path: callers may then commit their decisions in
+// an order other than their times', see fastpath.go) or writing.
 func (sh *shard) at(read time.Duration) time.Duration {
-	if read < sh.latest {
-		return sh.latest
+	for {
+		latest := sh.latest.Load()
+		if int64(read) <= latest {
+			return time.Duration(latest)
+		}
+		if sh.latest.CompareAndSwap(latest, int64(read)) {
+			return read
+		}
 	}
-	sh.latest = read
-	return read
 }
 
 // shard returns the shard of key: the one of its Redis Cluster hash slot, so that the keys of one
@@ -398,20 +408,22 @@ type record struct {
 // A shard is the part of a table that one mutex guards. Its entries are kept densely in a slice,
 // indexed by a table of its own (storage.go), so that reclaim can visit them in turn.
 type shard struct {
-	mu       sync.Mutex
-	seed     uint64        // the Store's: the hash of the index
-	entries  []entry       // dense, in no order
-	slots    []uint32      // the index: entry position + 1 in the low bits, the hash's high bits above
-	keys     []byte        // the arena of the entries' keys
-	garbage  int           // the bytes of keys that no entry names
-	exts     []*sliding    // the entries' further state, by entry.ext − 1; nil where free
-	freeExts []uint32      // the free places of exts, plus one
-	cursor   int           // the next position that reclaim on insert examines
-	peak     int           // the most entries held since the shard's storage was last rebuilt
-	capacity int           // the most entries the shard holds: its share of Options.MaxEntries
-	budget   int           // Options.SweepBudget: the most entries examined at once to sweep or make room
-	latest   time.Duration // the latest time, since table.base, at which the shard has decided or swept
-	gcra     gcraCache     // the figures of the GCRA Limit the shard decided under last
+	// mu guards the shard's storage. Take's fast path holds it for reading, and changes only an
+	// entry's count or deadline, atomically (fastpath.go); everything else holds it for writing.
+	mu       sync.RWMutex
+	latest   atomic.Int64 // the latest time, since table.base, at which the shard has decided (at)
+	seed     uint64       // the Store's: the hash of the index
+	entries  []entry      // dense, in no order
+	slots    []uint32     // the index: entry position + 1 in the low bits, the hash's high bits above
+	keys     []byte       // the arena of the entries' keys
+	garbage  int          // the bytes of keys that no entry names
+	exts     []*sliding   // the entries' further state, by entry.ext − 1; nil where free
+	freeExts []uint32     // the free places of exts, plus one
+	cursor   int          // the next position that reclaim on insert examines
+	peak     int          // the most entries held since the shard's storage was last rebuilt
+	capacity int          // the most entries the shard holds: its share of Options.MaxEntries
+	budget   int          // Options.SweepBudget: the most entries examined at once to sweep or make room
+	gcra     gcraCache    // the figures of the GCRA Limit the shard decided under last
 	_        [64]byte
 }
 

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/algo"
 )
 
 // validLimitSlots is the number of Limits a Store remembers as valid: more than the policies of
@@ -21,32 +22,44 @@ const validLimitSlots = 64
 // validates the Limits it cannot remember on every call, as without the cache. It is safe for
 // concurrent use without a lock.
 type validLimits struct {
-	slots [validLimitSlots]atomic.Pointer[admit.Limit]
+	slots [validLimitSlots]atomic.Pointer[knownLimit]
+}
+
+// A knownLimit is a Limit remembered as valid, with the figures a decision under it needs, which
+// its Limit alone determines and which never change: a GCRA Limit's (algo.NewGCRAParams), computed
+// once instead of on every decision. Take's fast path reads them without a lock.
+type knownLimit struct {
+	admit.Limit
+	gcra algo.GCRAParams // the figures of a GCRA Limit; zero for any other
 }
 
 // validate reports why r cannot be decided, exactly as r.Validate does, or nil, for a Request
 // without an ID: only the Limit's validation is remembered; the Request's own bounds are checked on
-// every call, and when one fails r.Validate says why (it checks the Limit first, as before).
-func (c *validLimits) validate(r *admit.Request) error {
+// every call, and when one fails r.Validate says why (it checks the Limit first, as before). It also
+// returns the remembered Limit equal to r's, or nil when r's is not (or not yet) remembered.
+func (c *validLimits) validate(r *admit.Request) (*knownLimit, error) {
 	lim := &r.Limit
 	if r.Key == "" || len(r.Key) > admit.MaxKeyLen || r.Cost < 0 || r.Cost > lim.Capacity() ||
 		r.Cost > 1 && lim.Algorithm == admit.Concurrency || r.ID != "" {
-		return r.Validate()
+		return nil, r.Validate()
 	}
 	slot := &c.slots[limitSlot(lim)]
-	if known := slot.Load(); known != nil && sameLimit(known, lim) {
-		return nil
+	if known := slot.Load(); known != nil && sameLimit(&known.Limit, lim) {
+		return known, nil
 	}
 	if err := lim.Validate(); err != nil {
-		return err
+		return nil, err
 	}
 	if slot.Load() == nil {
 		// The copy owns its name: a caller's string might share bytes it later changes (unsafe).
-		known := *lim
+		known := &knownLimit{Limit: *lim}
 		known.Name = strings.Clone(known.Name)
-		slot.CompareAndSwap(nil, &known)
+		if lim.Algorithm == admit.GCRA {
+			known.gcra = algo.NewGCRAParams(*lim)
+		}
+		slot.CompareAndSwap(nil, known)
 	}
-	return nil
+	return nil, nil
 }
 
 // limitSlot returns the slot of validLimits that lim is remembered in.

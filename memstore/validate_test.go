@@ -97,7 +97,7 @@ func TestTakeRemembersNoCallerBytes(t *testing.T) {
 		t.Fatal(err)
 	}
 	known := s.valid.slots[limitSlot(&lim)].Load()
-	if known == nil || *known != lim {
+	if known == nil || known.Limit != lim {
 		t.Fatalf("the Store remembers %v for %v; want it", known, lim)
 	}
 	if unsafe.StringData(known.Name) == unsafe.StringData(lim.Name) {
