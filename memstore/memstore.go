@@ -15,10 +15,10 @@
 // algorithms, TakeAll, Settle, reclaim — holds the lock for writing, for a few hundred instructions.
 // Validating, hashing the key, reading the clock and making the Decision happen outside the lock.
 // [Store.Settle] settles a reservation under the same shard lock, with internal/algo's settle
-// transitions, as the Redis store's settle script does. A sliding window's entry also names its window's start and the previous window's count (about 90 bytes
-// more), a sliding log's the times of its admitted units (8 bytes each, at most
-// admit.MaxSlidingLogRate), a concurrency key's its leases in flight (16 bytes each, at most
-// admit.MaxConcurrency).
+// transitions, as the Redis store's settle script does. A sliding window's entry also names its
+// window's start and the previous window's count (about 90 bytes more), a sliding log's the times of
+// its admitted units (8 bytes each, at most admit.MaxSlidingLogRate), a concurrency key's its leases
+// in flight (16 bytes each, at most admit.MaxConcurrency).
 //
 // # Reclaim
 //
