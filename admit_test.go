@@ -3,6 +3,7 @@ package admit_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -142,6 +143,15 @@ func TestRequestValidate(t *testing.T) {
 		if tc.want == nil && err != nil || tc.want != nil && !errors.Is(err, tc.want) {
 			t.Errorf("Validate(%.12q, cost %d, ID %.8q) = %v, want %v", tc.r.Key, tc.r.Cost, tc.r.ID, err, tc.want)
 		}
+		// Under a valid Limit, ValidateKnownLimit says what Validate says; it checks no Limit.
+		known := tc.r.ValidateKnownLimit()
+		if tc.r.Limit.Validate() == nil && fmt.Sprint(known) != fmt.Sprint(err) {
+			t.Errorf("ValidateKnownLimit(%.12q, cost %d, ID %.8q) = %v; Validate says %v", tc.r.Key, tc.r.Cost, tc.r.ID, known, err)
+		}
+	}
+	unchecked := admit.Request{Key: "k", Cost: 0} // the zero Limit is invalid
+	if err := unchecked.ValidateKnownLimit(); err != nil {
+		t.Errorf("ValidateKnownLimit of a peek under the zero Limit = %v; it checks no Limit", err)
 	}
 }
 

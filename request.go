@@ -40,6 +40,14 @@ func (r *Request) Validate() error {
 	if err := r.Limit.Validate(); err != nil {
 		return err
 	}
+	return r.ValidateKnownLimit()
+}
+
+// ValidateKnownLimit is [Request.Validate] for a Request whose Limit is known to be valid (it passed
+// [Limit.Validate], and has not changed since): it checks only the Request's own fields, against the
+// Limit, with Validate's errors. A Store that remembers the Limits it has validated calls it instead
+// of Validate on a Limit it remembers.
+func (r *Request) ValidateKnownLimit() error {
 	switch {
 	case r.Key == "":
 		return fmt.Errorf("%w: empty key", ErrInvalidRequest)

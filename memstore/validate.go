@@ -33,21 +33,16 @@ type knownLimit struct {
 	gcra algo.GCRAParams // the figures of a GCRA Limit; zero for any other
 }
 
-// validate reports why r cannot be decided, exactly as r.Validate does, or nil, for a Request
-// without an ID: only the Limit's validation is remembered; the Request's own bounds are checked on
-// every call, and when one fails r.Validate says why (it checks the Limit first, as before). It also
-// returns the remembered Limit equal to r's, or nil when r's is not (or not yet) remembered.
+// validate reports why r cannot be decided, exactly as r.Validate does, or nil: only the Limit's
+// validation is remembered; the Request's own fields are checked on every call. It also returns the
+// remembered Limit equal to r's, or nil when r's is not (or not yet) remembered.
 func (c *validLimits) validate(r *admit.Request) (*knownLimit, error) {
 	lim := &r.Limit
-	if r.Key == "" || len(r.Key) > admit.MaxKeyLen || r.Cost < 0 || r.Cost > lim.Capacity() ||
-		r.Cost > 1 && lim.Algorithm == admit.Concurrency || r.ID != "" {
-		return nil, r.Validate()
-	}
 	slot := &c.slots[limitSlot(lim)]
 	if known := slot.Load(); known != nil && sameLimit(&known.Limit, lim) {
-		return known, nil
+		return known, r.ValidateKnownLimit()
 	}
-	if err := lim.Validate(); err != nil {
+	if err := r.Validate(); err != nil {
 		return nil, err
 	}
 	if slot.Load() == nil {
