@@ -137,7 +137,8 @@ func (l *Limiter) request(i int, s Subject, n int64, id string) (Request, error)
 		n = min(n, 1) // a lease is one request in flight, whatever the request costs elsewhere
 	}
 	r := Request{Key: key, Limit: l.limits[i], Cost: n, ID: id}
-	return r, r.Validate() // before the Store: a decorator in between need not
+	// Before the Store, so that a decorator in between need not; the Limit passed check already.
+	return r, r.ValidateKnownLimit()
 }
 
 // Acquire is shorthand for Admit(ctx, Subject{ID: subject}, 1, "", nil).
