@@ -26,6 +26,13 @@ import (
 // still decides at a time within its call, on the state left by every decision committed before it;
 // an earlier time only makes a GCRA decision stricter (the bucket has refilled less), and a fixed
 // window's decision depends on its window, which cannot start anew under the read lock.
+//
+// The path still advances the shard's latest time (shard.at), though its own commits would not need
+// it: a caller that read the clock before waiting for the write lock (TakeAll, or this path falling
+// back) decides at the latest time instead of its own read, and so never at a time before a decision
+// committed meanwhile, which would make that decision's state look ahead of it, corrupt. Deciding at
+// the time read on the monotonic clock, without the compare-and-swap, was tried: the conformance
+// suite's short windows on the real clock then met such false corrupt-state errors.
 
 // A fastOutcome is what the fast path decided under the lock, for fill to make the Decision of.
 type fastOutcome struct {
