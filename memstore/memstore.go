@@ -4,21 +4,21 @@
 // without Redis, a test, a single-instance service — can use it in place of Redis. Its limits are
 // per process: several processes each with a memstore do not share them.
 //
-// Keys live in shards chosen by their Redis Cluster hash slot (admit.Slot), each shard behind its own
-// read-write lock, so the keys of one all-or-nothing request share one lock. Each shard keeps a table
-// of its own: 32-byte entries free of pointers, the keys' bytes one after another in an arena, and an
-// open-addressing index of 4-byte slots. An entry holds a count and the absolute end of its window,
-// or an idempotency record (SPEC §2.7). A single Take under a fixed window or GCRA Limit, on a key
-// that holds live state, holds the lock only for reading, and writes its admission with a
-// compare-and-swap of the entry's one changing word: callers of a hot key never wait for one another,
-// and one preempted on the way holds nobody up. Everything else — a new or ended key, the other
-// algorithms, TakeAll, Settle, reclaim — holds the lock for writing, for a few hundred instructions.
-// Validating, hashing the key, reading the clock and making the Decision happen outside the lock.
-// [Store.Settle] settles a reservation under the same shard lock, with internal/algo's settle
-// transitions, as the Redis store's settle script does. A sliding window's entry also names its
-// window's start and the previous window's count (about 90 bytes more), a sliding log's the times of
-// its admitted units (8 bytes each, at most admit.MaxSlidingLogRate), a concurrency key's its leases
-// in flight (16 bytes each, at most admit.MaxConcurrency).
+// Keys live in shards chosen by their Redis Cluster hash slot (admit.Slot), each shard behind its
+// own read-write lock, so the keys of one all-or-nothing request share one lock. Each shard keeps a
+// table of its own: 32-byte entries free of pointers, the keys' bytes one after another in an
+// arena, and an open-addressing index of 4-byte slots. An entry holds a count and the absolute end
+// of its window, or an idempotency record (SPEC §2.7). A single Take under a fixed window or GCRA
+// Limit, on a key that holds live state, holds the lock only for reading, and writes its admission
+// with a compare-and-swap of the entry's one changing word: callers of a hot key do not queue
+// behind one another, and one preempted on the way holds nobody up. Everything else — a new or
+// ended key, the other algorithms, TakeAll, Settle, reclaim — holds the lock for writing, for a few
+// hundred instructions. Validating, hashing the key, reading the clock and making the Decision
+// happen outside the lock. [Store.Settle] settles a reservation under the same shard lock, with
+// internal/algo's settle transitions, as the Redis store's settle script does. A sliding window's
+// entry also names its window's start and the previous window's count (about 90 bytes more), a
+// sliding log's the times of its admitted units (8 bytes each, at most admit.MaxSlidingLogRate), a
+// concurrency key's its leases in flight (16 bytes each, at most admit.MaxConcurrency).
 //
 // # Reclaim
 //
