@@ -8,7 +8,7 @@ import (
 	"github.com/admit-dev/admit/internal/algo"
 )
 
-// Take's fast path: a single Request under a fixed window (not aligned) or GCRA Limit, on a key
+// Take's fast path: a single Request under a fixed window (aligned or not) or GCRA Limit, on a key
 // that holds live state of that algorithm, the common case of a busy key. It holds the shard's lock
 // for reading only, so that callers of one key do not queue behind one another, and a caller
 // preempted on the path holds nobody up: it finds the entry, reads its one changing word (a fixed
@@ -45,11 +45,12 @@ type fastOutcome struct {
 
 // takeFast decides r at mono, on the live entry of its key, whose hash is h, into out, and makes
 // the write of an admission, when r is a case of the fast path; it reports whether it was, having
-// written nothing if not. known is r's Limit as remembered valid, or nil. The caller holds sh.mu for
-// reading (or writing), and has checked that r has no ID and acquires no lease.
-func (sh *shard) takeFast(r *admit.Request, known *knownLimit, h uint32, mono time.Duration, out *fastOutcome) bool {
+// written nothing if not. sh is a shard of tab; known is r's Limit as remembered valid, or nil. The
+// caller holds sh.mu for reading (or writing), and has checked that r has no ID and acquires no
+// lease.
+func (sh *shard) takeFast(tab *table, r *admit.Request, known *knownLimit, h uint32, mono time.Duration, out *fastOutcome) bool {
 	lim := &r.Limit
-	if lim.Algorithm != admit.GCRA && (lim.Algorithm != admit.FixedWindow || lim.Aligned) {
+	if lim.Algorithm != admit.GCRA && lim.Algorithm != admit.FixedWindow {
 		return false
 	}
 	i, ok := sh.find(r.Key, h)
@@ -64,14 +65,24 @@ func (sh *shard) takeFast(r *admit.Request, known *knownLimit, h uint32, mono ti
 		if e.deadline <= mono { // the window's end does not change under the read lock
 			return false // ended: the general path removes it
 		}
+		now := instant{mono: mono}
+		if lim.Aligned {
+			now = tab.instant(mono) // an aligned window's state is measured in Unix time
+		}
 		for {
-			count := atomic.LoadInt64(&e.count)
-			st := algo.FixedWindowState{Count: count, TTL: e.deadline - mono} // fixedWindowState
-			if algo.CheckFixedWindow(st, lim.Period) != nil {
+			held := entry{count: atomic.LoadInt64(&e.count), deadline: e.deadline}
+			if fixedWindowCheck(&held, lim, now) != nil {
 				return false
 			}
-			out.fixed = algo.FixedWindow(&st, lim.Rate, lim.Period, r.Cost)
-			if out.fixed.Write != algo.WriteIncrement || atomic.CompareAndSwapInt64(&e.count, count, count+r.Cost) {
+			st := fixedWindowState(&held, lim, now)
+			out.fixed = fixedWindowResult(&st, lim, r.Cost, now)
+			if out.fixed.Write == algo.WriteNone {
+				break
+			}
+			if out.fixed.Write != algo.WriteIncrement {
+				return false // not on live state; the general path decides it
+			}
+			if atomic.CompareAndSwapInt64(&e.count, held.count, held.count+r.Cost) {
 				break // fixedWindowApply
 			}
 		}

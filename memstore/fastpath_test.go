@@ -61,9 +61,10 @@ func TestFastPathDecidesAsTheGeneralPath(t *testing.T) {
 func TestFastPathAdmitsExactlyTheCapacityUnderContention(t *testing.T) {
 	for _, lim := range []admit.Limit{
 		{Algorithm: admit.FixedWindow, Rate: 5000, Period: time.Hour},
+		{Algorithm: admit.FixedWindow, Rate: 5000, Period: time.Hour, Aligned: true},
 		{Algorithm: admit.GCRA, Rate: 1, Period: time.Hour, Burst: 5000},
 	} {
-		t.Run(lim.Algorithm.String(), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%v/aligned=%v", lim.Algorithm, lim.Aligned), func(t *testing.T) {
 			s := New(Options{Now: newClock().Now, SweepInterval: -1})
 			defer s.Close()
 			const goroutines, calls = 8, 1000 // 8,000 calls for 5,000 units
@@ -116,6 +117,7 @@ func TestFastPathAdmitsExactlyTheCapacityUnderContention(t *testing.T) {
 func TestFastPathWaitsForNoReader(t *testing.T) {
 	for _, lim := range []admit.Limit{
 		{Algorithm: admit.FixedWindow, Rate: 10, Period: time.Hour},
+		{Algorithm: admit.FixedWindow, Rate: 10, Period: time.Hour, Aligned: true},
 		{Algorithm: admit.GCRA, Rate: 10, Period: time.Hour},
 	} {
 		s := New(Options{Now: newClock().Now, SweepInterval: -1})

@@ -46,12 +46,7 @@ func fixedWindowDecide(e *entry, lim *admit.Limit, cost int64, now instant, d *a
 		buf = fixedWindowState(e, lim, now)
 		st = &buf
 	}
-	var res algo.FixedWindowResult
-	if lim.Aligned {
-		res = algo.AlignedWindow(st, lim.Rate, lim.Period, now.unixMicro, cost)
-	} else {
-		res = algo.FixedWindow(st, lim.Rate, lim.Period, cost)
-	}
+	res := fixedWindowResult(st, lim, cost, now)
 	decided(d, lim, res.Allowed, res.Remaining, res.RetryAfter, res.ResetAfter)
 	switch res.Write {
 	case algo.WriteCreate:
@@ -60,6 +55,15 @@ func fixedWindowDecide(e *entry, lim *admit.Limit, cost int64, now instant, d *a
 		return writeUpdate
 	}
 	return writeNone
+}
+
+// fixedWindowResult decides a request of cost units at now on the state st (nil for a missing key)
+// under lim, aligned or not.
+func fixedWindowResult(st *algo.FixedWindowState, lim *admit.Limit, cost int64, now instant) algo.FixedWindowResult {
+	if lim.Aligned {
+		return algo.AlignedWindow(st, lim.Rate, lim.Period, now.unixMicro, cost)
+	}
+	return algo.FixedWindow(st, lim.Rate, lim.Period, cost)
 }
 
 func fixedWindowApply(e *entry, w write, lim *admit.Limit, cost int64, now instant) {

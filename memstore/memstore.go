@@ -162,7 +162,7 @@ func (s *Store) Take(ctx context.Context, r admit.Request) (d admit.Decision, er
 		read := s.tab.now()             // before the lock: nothing under it waits for the clock
 		sh.mu.RLock()
 		var out fastOutcome
-		if sh.takeFast(&r, known, h, sh.at(read), &out) {
+		if sh.takeFast(s.tab, &r, known, h, sh.at(read), &out) {
 			sh.mu.RUnlock()
 			out.fill(&r.Limit, s.tab.baseNano, &d) // after the lock: see fastpath.go
 			return d, nil
