@@ -174,11 +174,16 @@ func TestFastPathAndSettleLoseNoUpdate(t *testing.T) {
 			wg.Go(func() {
 				defer close(settled)
 				for _, res := range reserved {
+					last := admitted.Load()
 					if _, err := s.Settle(ctx, res, 0); err != nil {
 						t.Error(err)
 						return
 					}
-					runtime.Gosched() // let the takers have the refund
+					// The next refund once a taker has admitted a unit since this one: each
+					// lands among the takers' compare-and-swaps.
+					for admitted.Load() == last && !t.Failed() {
+						runtime.Gosched()
+					}
 				}
 			})
 			for range 4 {
@@ -200,6 +205,7 @@ func TestFastPathAndSettleLoseNoUpdate(t *testing.T) {
 						case <-settled:
 							done = true
 						default:
+							runtime.Gosched() // let the settler refund
 						}
 					}
 				})
