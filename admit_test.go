@@ -329,3 +329,70 @@ func TestLimiterOfSeveralLimits(t *testing.T) {
 		t.Fatalf("Take with 1 Decision for 2 limits: %v", err)
 	}
 }
+
+// TestLimiterRefusesAsRequestValidate checks that a Limiter, which checks only the fields of each
+// Request it makes (its Limits passed NewLimiter's check), refuses every Request that
+// Request.Validate refuses, with Validate's error and without calling its Store, through Take,
+// Admit and Reserve, with one Limit of each kind and with several: costs out of range, request IDs
+// too long, leases (any n of 1 or more is one lease).
+func TestLimiterRefusesAsRequestValidate(t *testing.T) {
+	ctx := context.Background()
+	keys := newKeyBuilder(t)
+	fixed := admit.Limit{Name: "fixed", Algorithm: admit.FixedWindow, Rate: 5, Period: time.Second}
+	gcra := admit.Limit{Name: "gcra", Algorithm: admit.GCRA, Rate: 10, Period: time.Second, Burst: 3}
+	lease := admit.Limit{Name: "lease", Algorithm: admit.Concurrency, Rate: 2, Period: time.Minute}
+	subject := admit.Subject{ID: "alice"}
+	refused, decided := 0, 0
+	for _, limits := range [][]admit.Limit{{fixed}, {gcra}, {lease}, {fixed, gcra, lease}} {
+		// validate returns what Request.Validate says of the Requests of n units with ID id.
+		validate := func(n int64, id string) error {
+			for _, lim := range limits {
+				key, err := keys.Key(lim, admit.DefaultVersion, subject)
+				if err != nil {
+					t.Fatal(err)
+				}
+				cost := n
+				if lim.Algorithm == admit.Concurrency {
+					cost = min(n, 1)
+				}
+				r := admit.Request{Key: key, Limit: lim, Cost: cost, ID: id}
+				if err := r.Validate(); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		for _, n := range []int64{-1, 0, 1, 3, 4, 5, 6, 1 << 40} {
+			for _, id := range []string{"", "req-1", strings.Repeat("i", admit.MaxIDLen+1)} {
+				want := validate(n, id)
+				s := &countingStore{}
+				l := admit.NewLimiter(s, keys, limits...)
+				_, takeErr := l.Take(ctx, subject, n, id, nil)
+				_, _, admitErr := l.Admit(ctx, subject, n, id, nil)
+				for call, err := range map[string]error{"Take": takeErr, "Admit": admitErr} {
+					if fmt.Sprint(err) != fmt.Sprint(want) {
+						t.Errorf("%v: %s of %d units, ID %.8q: %v; Request.Validate says %v", limits, call, n, id, err, want)
+					}
+				}
+				if id == "" {
+					_, _, err := l.Reserve(ctx, subject.ID, n)
+					if fmt.Sprint(err) != fmt.Sprint(want) {
+						t.Errorf("%v: Reserve of %d units: %v; Request.Validate says %v", limits, n, err, want)
+					}
+				}
+				calls := s.takes + s.takeAlls
+				switch {
+				case want != nil && calls != 0:
+					t.Errorf("%v: %d units, ID %.8q: the Store was called %d times for an invalid request", limits, n, id, calls)
+				case want != nil:
+					refused++
+				default:
+					decided++
+				}
+			}
+		}
+	}
+	if refused < 20 || decided < 20 {
+		t.Fatalf("%d cases refused and %d decided: the test misses its cases", refused, decided)
+	}
+}
