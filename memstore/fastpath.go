@@ -11,13 +11,16 @@ import (
 // Take's fast path: a single Request under a fixed window (aligned or not) or GCRA Limit, on a key
 // that holds live state of that algorithm, the common case of a busy key. It holds the shard's lock
 // for reading only, so that callers of one key do not queue behind one another, and a caller
-// preempted on the path holds nobody up: it finds the entry, reads its one changing word (a fixed
-// window's count, a GCRA key's deadline, which is its TAT) atomically, checks and decides on that,
-// and writes an admission with a compare-and-swap of the word, deciding again on the new value if
-// another caller changed it in between. Nothing else of an entry changes under the read lock, and
-// every other change (a new, ended, removed or moved entry, a window's start) holds the lock for
-// writing. The Decision (a copy of the whole Limit among its fields) and the token are made after
-// the lock is released, from what the path saw.
+// preempted on the path holds up no other caller of the path — only a writer of the shard (a new
+// key in it, a sweep, a TakeAll or Settle), which waits for every reader to leave, and the readers
+// that come after that writer (sync.RWMutex lets no new reader in while a writer waits). It finds
+// the entry, reads its one changing word (a fixed window's count, a GCRA key's deadline, which is
+// its TAT) atomically, checks and decides on that, and writes an admission with a compare-and-swap
+// of the word, deciding again on the new value if another caller changed it in between. Nothing
+// else of an entry changes under the read lock, and every other change (a new, ended, removed or
+// moved entry, a window's start) holds the lock for writing. The Decision (a copy of the whole
+// Limit among its fields) and the token are made after the lock is released, from what the path
+// saw.
 //
 // The decision and the write are exactly the general path's (shard.takeOne), which decides every
 // other case — a missing or ended key, state of another algorithm, corrupt state (reported there) —

@@ -116,7 +116,7 @@ func TestFastPathAdmitsExactlyTheCapacityUnderContention(t *testing.T) {
 
 // TestFastPathWaitsForNoReader holds a shard's lock for reading, as a caller preempted on the fast
 // path would, and checks that Take still decides on a live key of the shard: callers of a hot key
-// never queue behind one another.
+// do not queue behind one another (while no writer of the shard waits).
 func TestFastPathWaitsForNoReader(t *testing.T) {
 	for _, lim := range []admit.Limit{
 		{Algorithm: admit.FixedWindow, Rate: 10, Period: time.Hour},

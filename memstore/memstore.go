@@ -11,14 +11,15 @@
 // of its window, or an idempotency record (SPEC §2.7). A single Take under a fixed window or GCRA
 // Limit, on a key that holds live state, holds the lock only for reading, and writes its admission
 // with a compare-and-swap of the entry's one changing word: callers of a hot key do not queue
-// behind one another, and one preempted on the way holds nobody up. Everything else — a new or
-// ended key, the other algorithms, TakeAll, Settle, reclaim — holds the lock for writing, for a few
-// hundred instructions. Validating, hashing the key, reading the clock and making the Decision
-// happen outside the lock. [Store.Settle] settles a reservation under the same shard lock, with
-// internal/algo's settle transitions, as the Redis store's settle script does. A sliding window's
-// entry also names its window's start and the previous window's count (about 90 bytes more), a
-// sliding log's the times of its admitted units (8 bytes each, at most admit.MaxSlidingLogRate), a
-// concurrency key's its leases in flight (16 bytes each, at most admit.MaxConcurrency).
+// behind one another, and one preempted on the way holds up none of them unless a writer of the
+// shard comes to wait for it. Everything else — a new or ended key, the other algorithms, TakeAll,
+// Settle, reclaim — holds the lock for writing, for a few hundred instructions. Validating, hashing
+// the key, reading the clock and making the Decision happen outside the lock. [Store.Settle]
+// settles a reservation under the same shard lock, with internal/algo's settle transitions, as the
+// Redis store's settle script does. A sliding window's entry also names its window's start and the
+// previous window's count (about 90 bytes more), a sliding log's the times of its admitted units (8
+// bytes each, at most admit.MaxSlidingLogRate), a concurrency key's its leases in flight (16 bytes
+// each, at most admit.MaxConcurrency).
 //
 // # Reclaim
 //
