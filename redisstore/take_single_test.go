@@ -22,6 +22,9 @@ var testSingleScript = newScript("take-single-test",
 
 const fellThrough = "ADMIT_TEST fell through to the general path"
 
+// testGeneralTakeScript is the take script without its straight paths: the general path alone.
+var testGeneralTakeScript = newScript("take-general-test", strings.Replace(assemble(takeSrc, true), takeSingleSrc, "", 1))
+
 // runInts calls sc and returns its reply as integers, or the error.
 func runInts(t *testing.T, s *Store, sc *script, keys, args []string) ([]int64, error) {
 	t.Helper()
@@ -43,9 +46,9 @@ func runInts(t *testing.T, s *Store, sc *script, keys, args []string) ([]int64, 
 }
 
 // The single-policy path decides every call it takes as the general path does: a sequence of takes,
-// peeks and rejections, across window ends and a bucket's refill, on one key through the path alone
-// and on another through the general path (an explicit "0" shadow mask, which the path leaves to the
-// general one), at the same fixed times, gets the same replies. A fixed window that starts at its
+// peeks and rejections, across window ends and a bucket's refill, in shadow mode and not, on one key
+// through the path alone and on another through the general path alone, at the same fixed times,
+// gets the same replies. A fixed window that starts at its
 // first admission takes its time from the key's expiry, Redis's clock: its retry and reset may differ
 // by the milliseconds between the two calls, and its token is the key's own PEXPIRETIME. (A bucket's
 // key expires in Redis's own time, PX, whatever the fixed clock: the buckets are slow enough for their
@@ -68,62 +71,70 @@ func TestSinglePolicyPathAgreesWithGeneralPath(t *testing.T) {
 		{Algorithm: admit.Concurrency, Rate: 3, Period: time.Second},
 		{Algorithm: admit.Concurrency, Rate: 1, Period: time.Minute},
 	} {
-		t.Run(fmt.Sprintf("%v_%d_per_%v_aligned_%v", lim.Algorithm, lim.Rate, lim.Period, lim.Aligned), func(t *testing.T) {
-			single, general := newKey(t), newKey(t)
-			at := start
-			for step, cost := range []int64{1, 0, 3, 2, 1, 0, 5, 1, 4, 0, 3, 2, 0} {
-				cost = min(cost, lim.Capacity()) // a larger cost is refused
-				if lim.Algorithm == admit.Concurrency {
-					cost = min(cost, 1)
-				}
-				if lim.Rate == 2500 {
-					cost *= 500
-				}
-				if lim.Rate == 1_000_000 {
-					cost *= 100_000
-				}
-				switch step {
-				case 5:
-					at = at.Add(2 * time.Second) // past the aligned window's end, and a bucket's partial refill
-				case 10:
-					at = at.Add(lim.Period + lim.Period/3) // a sliding window's count becomes the previous one
-				}
-				at = at.Add(time.Millisecond)
-				clock := strconv.FormatInt(at.UnixMicro(), 10)
-				keys, args := testArgs([]admit.Request{{Key: single, Limit: lim, Cost: cost}})
-				got, err := runInts(t, s, testSingleScript, keys, append(args, clock))
-				if err != nil {
-					t.Fatalf("step %d (cost %d): the single-policy path: %v", step, cost, err)
-				}
-				keys, args = testArgs([]admit.Request{{Key: general, Limit: lim, Cost: cost}})
-				args[2] = "0"
-				want, err := runInts(t, s, testTakeScript, keys, append(args, clock))
-				if err != nil {
-					t.Fatalf("step %d (cost %d): the general path: %v", step, cost, err)
-				}
-				if lim.Algorithm == admit.FixedWindow && !lim.Aligned {
-					checkExpiryToken(t, srv, single, got)
-					checkExpiryToken(t, srv, general, want)
-					for _, i := range []int{4, 5} { // retry_after, reset_after
-						if d := got[i] - want[i]; d < -1000 || d > 1000 {
-							t.Fatalf("step %d (cost %d): element %d: single-policy path %v, general path %v", step, cost, i, got, want)
-						}
-						got[i] = want[i]
-					}
-					got[6], want[6] = 0, 0
-				}
-				if !slices.Equal(got, want) {
-					t.Fatalf("step %d (cost %d): single-policy path %v; general path %v", step, cost, got, want)
-				}
-			}
-		})
+		for _, shadow := range []bool{false, true} {
+			lim.Shadow = shadow
+			testSinglePolicyPath(t, srv, s, start, lim)
+		}
 	}
 }
 
+// testSinglePolicyPath runs TestSinglePolicyPathAgreesWithGeneralPath's sequence under lim.
+func testSinglePolicyPath(t *testing.T, srv *redistest.Server, s *Store, start time.Time, lim admit.Limit) {
+	t.Run(fmt.Sprintf("%v_%d_per_%v_aligned_%v_shadow_%v", lim.Algorithm, lim.Rate, lim.Period, lim.Aligned, lim.Shadow), func(t *testing.T) {
+		single, general := newKey(t), newKey(t)
+		at := start
+		for step, cost := range []int64{1, 0, 3, 2, 1, 0, 5, 1, 4, 0, 3, 2, 0} {
+			cost = min(cost, lim.Capacity()) // a larger cost is refused
+			if lim.Algorithm == admit.Concurrency {
+				cost = min(cost, 1)
+			}
+			if lim.Rate == 2500 {
+				cost *= 500
+			}
+			if lim.Rate == 1_000_000 {
+				cost *= 100_000
+			}
+			switch step {
+			case 5:
+				at = at.Add(2 * time.Second) // past the aligned window's end, and a bucket's partial refill
+			case 10:
+				at = at.Add(lim.Period + lim.Period/3) // a sliding window's count becomes the previous one
+			}
+			at = at.Add(time.Millisecond)
+			clock := strconv.FormatInt(at.UnixMicro(), 10)
+			keys, args := testArgs([]admit.Request{{Key: single, Limit: lim, Cost: cost}})
+			got, err := runInts(t, s, testSingleScript, keys, append(args, clock))
+			if err != nil {
+				t.Fatalf("step %d (cost %d): the single-policy path: %v", step, cost, err)
+			}
+			keys, args = testArgs([]admit.Request{{Key: general, Limit: lim, Cost: cost}})
+			want, err := runInts(t, s, testGeneralTakeScript, keys, append(args, clock))
+			if err != nil {
+				t.Fatalf("step %d (cost %d): the general path: %v", step, cost, err)
+			}
+			if lim.Algorithm == admit.FixedWindow && !lim.Aligned {
+				checkExpiryToken(t, srv, single, got)
+				checkExpiryToken(t, srv, general, want)
+				for _, i := range []int{4, 5} { // retry_after, reset_after
+					if d := got[i] - want[i]; d < -1000 || d > 1000 {
+						t.Fatalf("step %d (cost %d): element %d: single-policy path %v, general path %v", step, cost, i, got, want)
+					}
+					got[i] = want[i]
+				}
+				got[6], want[6] = 0, 0
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("step %d (cost %d): single-policy path %v; general path %v", step, cost, got, want)
+			}
+		}
+	})
+}
+
 // The path of several policies decides as the general path does, all-or-nothing: the same sequence
-// on keys of its own through each (the general one by an explicit shadow mask of zeros), at the same
-// fixed times, gets the same replies — admissions, rejections by one policy that the others report as
-// peeks, windows ending, buckets refilling — and leaves the keys alike.
+// on keys of its own through each (the general path alone), at the same fixed times, gets the same
+// replies — admissions, rejections by one policy that the others report as peeks, windows ending,
+// buckets refilling, and with the first or the last policy in shadow mode, its rejections that reject
+// nothing — and leaves the keys alike.
 func TestSeveralPoliciesPathAgreesWithGeneralPath(t *testing.T) {
 	srv := redistest.Start(t)
 	s := open(t, srv.URL())
@@ -141,68 +152,76 @@ func TestSeveralPoliciesPathAgreesWithGeneralPath(t *testing.T) {
 		for _, lim := range lims {
 			name = append(name, lim.Algorithm.String())
 		}
-		t.Run(strings.Join(name, "+"), func(t *testing.T) {
-			var sets [2][]string
-			for i := range sets {
-				slot := newKey(t)
-				for p := range lims {
-					sets[i] = append(sets[i], slot+":p"+strconv.Itoa(p))
-				}
+		for _, shadow := range []int{-1, 0, len(lims) - 1} { // the policy in shadow mode, if any
+			lims := slices.Clone(lims)
+			if shadow >= 0 {
+				lims[shadow].Shadow = true
 			}
-			at := start
-			for step, cost := range []int64{1, 0, 2, 1, 3, 0, 1, 2, 1, 1, 0} {
-				for _, lim := range lims {
-					cost = min(cost, lim.Rate) // a larger cost is refused
-				}
-				if step == 5 {
-					at = at.Add(1500 * time.Millisecond) // past the aligned second's and minute's ends
-				}
-				at = at.Add(time.Millisecond)
-				clock := strconv.FormatInt(at.UnixMicro(), 10)
-				var replies [2][]int64
-				for i, sc := range []*script{testSingleScript, testTakeScript} {
-					rs := make([]admit.Request, len(lims))
-					for p := range lims {
-						rs[p] = admit.Request{Key: sets[i][p], Limit: lims[p], Cost: cost}
-					}
-					keys, args := testArgs(rs)
-					if sc == testTakeScript {
-						args[2] = strings.Repeat("0", len(lims))
-					}
-					var err error
-					if replies[i], err = runInts(t, s, sc, keys, append(args, clock)); err != nil {
-						t.Fatalf("step %d (cost %d) through %s: %v", step, cost, sc.name, err)
-					}
-				}
-				got, want := replies[0], replies[1]
-				for p, lim := range lims {
-					at := 2 + 5*p
-					if lim.Algorithm != admit.FixedWindow || lim.Aligned {
-						continue
-					}
-					checkExpiryToken(t, srv, sets[0][p], got[at-2:])
-					checkExpiryToken(t, srv, sets[1][p], want[at-2:])
-					for _, i := range []int{at + 2, at + 3} { // retry_after, reset_after
-						if d := got[i] - want[i]; d < -1000 || d > 1000 {
-							t.Fatalf("step %d (cost %d): element %d: the path of several %v, the general path %v", step, cost, i, got, want)
-						}
-						got[i] = want[i]
-					}
-					got[at+4], want[at+4] = 0, 0
-				}
-				if !slices.Equal(got, want) {
-					t.Fatalf("step %d (cost %d): the path of several %v; the general path %v", step, cost, got, want)
-				}
-				for p := range lims {
-					a, _ := srv.Do(t, "DUMP", sets[0][p]).ToString()
-					b, _ := srv.Do(t, "DUMP", sets[1][p]).ToString()
-					if a != b {
-						t.Fatalf("step %d: policy %d: the path of several left %q, the general path %q", step, p, a, b)
-					}
-				}
-			}
-		})
+			testSeveralPoliciesPath(t, srv, s, start, strings.Join(name, "+")+"/shadow_"+strconv.Itoa(shadow), lims)
+		}
 	}
+}
+
+// testSeveralPoliciesPath runs TestSeveralPoliciesPathAgreesWithGeneralPath's sequence under lims.
+func testSeveralPoliciesPath(t *testing.T, srv *redistest.Server, s *Store, start time.Time, name string, lims []admit.Limit) {
+	t.Run(name, func(t *testing.T) {
+		var sets [2][]string
+		for i := range sets {
+			slot := newKey(t)
+			for p := range lims {
+				sets[i] = append(sets[i], slot+":p"+strconv.Itoa(p))
+			}
+		}
+		at := start
+		for step, cost := range []int64{1, 0, 2, 1, 3, 0, 1, 2, 1, 1, 0} {
+			for _, lim := range lims {
+				cost = min(cost, lim.Rate) // a larger cost is refused
+			}
+			if step == 5 {
+				at = at.Add(1500 * time.Millisecond) // past the aligned second's and minute's ends
+			}
+			at = at.Add(time.Millisecond)
+			clock := strconv.FormatInt(at.UnixMicro(), 10)
+			var replies [2][]int64
+			for i, sc := range []*script{testSingleScript, testGeneralTakeScript} {
+				rs := make([]admit.Request, len(lims))
+				for p := range lims {
+					rs[p] = admit.Request{Key: sets[i][p], Limit: lims[p], Cost: cost}
+				}
+				keys, args := testArgs(rs)
+				var err error
+				if replies[i], err = runInts(t, s, sc, keys, append(args, clock)); err != nil {
+					t.Fatalf("step %d (cost %d) through %s: %v", step, cost, sc.name, err)
+				}
+			}
+			got, want := replies[0], replies[1]
+			for p, lim := range lims {
+				at := 2 + 5*p
+				if lim.Algorithm != admit.FixedWindow || lim.Aligned {
+					continue
+				}
+				checkExpiryToken(t, srv, sets[0][p], got[at-2:])
+				checkExpiryToken(t, srv, sets[1][p], want[at-2:])
+				for _, i := range []int{at + 2, at + 3} { // retry_after, reset_after
+					if d := got[i] - want[i]; d < -1000 || d > 1000 {
+						t.Fatalf("step %d (cost %d): element %d: the path of several %v, the general path %v", step, cost, i, got, want)
+					}
+					got[i] = want[i]
+				}
+				got[at+4], want[at+4] = 0, 0
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("step %d (cost %d): the path of several %v; the general path %v", step, cost, got, want)
+			}
+			for p := range lims {
+				a, _ := srv.Do(t, "DUMP", sets[0][p]).ToString()
+				b, _ := srv.Do(t, "DUMP", sets[1][p]).ToString()
+				if a != b {
+					t.Fatalf("step %d: policy %d: the path of several left %q, the general path %q", step, p, a, b)
+				}
+			}
+		}
+	})
 }
 
 // checkExpiryToken fails t unless reply's token is 0 or the key's PEXPIRETIME.
@@ -267,7 +286,10 @@ func TestSinglePolicyPathFallsThrough(t *testing.T) {
 		{"tat too far ahead", []string{"SET", "KEY", strconv.FormatInt(time.Now().Add(time.Hour).UnixMicro(), 10), "PX", "40000"}, gcra("5", "60000", "1", "4")},
 		{"tat in a hash", []string{"HSET", "KEY", "tat", "1"}, gcra("5", "60000", "1", "4")},
 		{"a request ID", nil, []string{"1", "ab", "", "fixed_window", "3", "60000", "1", "0"}},
-		{"shadow mode", nil, []string{"1", "", "1", "fixed_window", "3", "60000", "1", "0"}},
+		{"shadow mask 2", nil, []string{"1", "", "2", "fixed_window", "3", "60000", "1", "0"}},
+		{"shadow mask of two for one policy", nil, []string{"1", "", "11", "fixed_window", "3", "60000", "1", "0"}},
+		{"two policies, a shadow mask of one", []string{"SET", "KEY:2", "1", "PX", "60000"}, []string{"2", "", "1", "fixed_window", "3", "60000", "1", "0", "fixed_window", "3", "60000", "1", "0"}},
+		{"two policies, a shadow mask 1x", nil, []string{"2", "", "1x", "fixed_window", "3", "60000", "1", "0", "fixed_window", "3", "60000", "1", "0"}},
 		{"two policies, one a sliding log", nil, []string{"2", "", "", "fixed_window", "3", "60000", "1", "0", "sliding_log", "3", "60000", "1"}},
 		{"two policies, the second corrupt", []string{"HSET", "KEY:2", "start", "0"}, []string{"2", "", "", "gcra", "5", "60000", "1", "4", "sliding_window", "3", "60000", "1"}},
 		{"two policies, an argument short", nil, []string{"2", "", "", "gcra", "5", "60000", "1", "4", "sliding_window", "3", "60000"}},

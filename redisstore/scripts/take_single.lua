@@ -1,6 +1,6 @@
 -- take_single.lua: the take script's straight paths, the first part of take.lua's assembly, before
--- the prelude. A take without a request ID and without shadow mode — by far the most common call — of
--- one policy of any algorithm, or of several fixed windows, gcra buckets and sliding windows, is
+-- the prelude. A take without a request ID — by far the most common call — of one policy of any
+-- algorithm, or of several fixed windows, gcra buckets and sliding windows, in shadow mode or not, is
 -- decided here, straight: read, decide, write, with no closure, no table but the reply, and no loop
 -- but over the policies. Redis runs the whole chunk on every call, and each closure, table and Lua
 -- instruction costs it (BENCHMARKS.md, "Redis CPU per decision"), so this part comes first and returns before the
@@ -12,8 +12,8 @@
 -- and a key it finds corrupt, make it fall through, before any write, to the general path, which
 -- reads the keys again and refuses the call with the error of the module. So does a sliding window
 -- whose exact integer arithmetic would need the module's muldiv (products of 2^52 or more). Anything
--- else (a request ID, shadow mode, several policies of which one is a sliding log or a concurrency
--- limit) falls through too, after comparing a few arguments. redisstore's tests hold each path to the
+-- else (a request ID, several policies of which one is a sliding log or a concurrency limit) falls
+-- through too, after comparing a few arguments. redisstore's tests hold each path to the
 -- general one, step by step (take_single_test.go).
 --
 -- Strict parsing, inline (a function would be a closure made on every call): a decimal integer is
@@ -27,8 +27,10 @@
 -- --@inline <name> asks for it: script.go splices its text in there (plain text, indented as the
 -- marker), so the assembled script runs the same statements as if it were written out, with no
 -- function. A fragment's header comment names the locals it reads and sets.
-if ARGV[1] == '1' and ARGV[2] == '' and ARGV[3] == '' and #KEYS == 1 then
+local mask = ARGV[3] -- the policies in shadow mode: '' for none, else a '0' or '1' per policy
+if ARGV[1] == '1' and ARGV[2] == '' and #KEYS == 1 and (mask == '' or mask == '0' or mask == '1') then
   local name, match, tonumber = ARGV[4], string.match, tonumber
+  local refused = mask == '1' and 1 or 0 -- a rejection's first element: a shadow rejection rejects nothing
   if name == 'fixed_window' and #ARGV == (CLOCK_FROM_ARGV and 9 or 8) then
     local ls, ws, cs, key = ARGV[5], ARGV[6], ARGV[7], KEYS[1]
     --@inline parse_limit_window_cost
@@ -56,7 +58,7 @@ if ARGV[1] == '1' and ARGV[2] == '' and ARGV[3] == '' and #KEYS == 1 then
           if remaining < 0 then
             remaining = 0
           end
-          return {0, 0, 0, remaining, ttl, ttl, 0}
+          return {refused, 0, 0, remaining, ttl, ttl, 0}
         end
         if cost == 0 then
           return {1, 0, 1, limit - count, 0, ttl, 0}
@@ -88,7 +90,7 @@ if ARGV[1] == '1' and ARGV[2] == '' and ARGV[3] == '' and #KEYS == 1 then
           wait = (wait - wait % 1000) / 1000
           if need > room then
             local retry = need - room + 999
-            return {0, 0, 0, (room - room % interval) / interval, (retry - retry % 1000) / 1000, wait, 0}
+            return {refused, 0, 0, (room - room % interval) / interval, (retry - retry % 1000) / 1000, wait, 0}
           end
           room = room - need
           if cost == 0 then
@@ -140,7 +142,7 @@ if ARGV[1] == '1' and ARGV[2] == '' and ARGV[3] == '' and #KEYS == 1 then
         --@inline sliding_window_rejection
         if not c or ab2 < 4503599627370496 then
           --@inline sliding_window_wait
-          return {0, 0, 0, remaining, (wait - wait % 1000) / 1000, (reset - reset % 1000) / 1000, 0}
+          return {refused, 0, 0, remaining, (wait - wait % 1000) / 1000, (reset - reset % 1000) / 1000, 0}
         end
       end
     end
@@ -222,7 +224,7 @@ if ARGV[1] == '1' and ARGV[2] == '' and ARGV[3] == '' and #KEYS == 1 then
           remaining = 0
         end
         retry, reset = retry + 999, reset + 999
-        return {0, 0, 0, remaining, (retry - retry % 1000) / 1000, (reset - reset % 1000) / 1000, 0}
+        return {refused, 0, 0, remaining, (retry - retry % 1000) / 1000, (reset - reset % 1000) / 1000, 0}
       end
     end
   elseif name == 'sliding_log' and #ARGV == (CLOCK_FROM_ARGV and 8 or 7) then
@@ -259,16 +261,17 @@ if ARGV[1] == '1' and ARGV[2] == '' and ARGV[3] == '' and #KEYS == 1 then
         if remaining < 0 then
           remaining = 0
         end
-        return {0, 0, 0, remaining, (retry - retry % 1000) / 1000, (reset - reset % 1000) / 1000, 0}
+        return {refused, 0, 0, remaining, (retry - retry % 1000) / 1000, (reset - reset % 1000) / 1000, 0}
       end
     end
   end
-elseif ARGV[2] == '' and ARGV[3] == '' then
-  -- Several policies, each a fixed window, a gcra bucket or a sliding window, without an ID or shadow
-  -- mode: all-or-nothing as take.lua decides it, in passes over the arguments, with no table but the
-  -- reply (and one of sliding windows' previous counts, when one starts a window). The first pass
-  -- reads each key and decides, filling in the reply, and keeps in it, until the last pass, what an
-  -- admission of a cost above 0 would write and what a peek would report:
+elseif ARGV[2] == '' then
+  -- Several policies, each a fixed window, a gcra bucket or a sliding window, without an ID:
+  -- all-or-nothing as take.lua decides it (a policy in shadow mode, '1' in the mask, takes no part
+  -- in it), in passes over the arguments, with no table but the reply (and one of sliding windows'
+  -- previous counts, when one starts a window). The first pass reads each key and decides, filling
+  -- in the reply, and keeps in it, until the last pass, what an admission of a cost above 0 would
+  -- write and what a peek would report:
   --   the token's slot: 0 for nothing to write (a peek, or a rejection); for a fixed window -1
   --     INCRBY and -2 SET ... PX (then PEXPIRETIME), -ends SET ... PXAT ends (aligned, missing), or the
   --     token itself (aligned, live: INCRBY); for gcra the new TAT, the token; for a sliding window
@@ -278,7 +281,8 @@ elseif ARGV[2] == '' and ARGV[3] == '' then
   -- pass makes the writes. The clock (TIME) is read once, when a policy first needs it.
   local ns, match, tonumber = ARGV[1], string.match, tonumber
   local n = #ns <= 2 and match(ns, '^[1-9]%d?$') and tonumber(ns)
-  local ok, i = n and n >= 2 and n <= MAX_REQUESTS and #KEYS == n, 4
+  local ok, i = n and n >= 2 and n <= MAX_REQUESTS and #KEYS == n and
+    (mask == '' or #mask == n and match(mask, '^[01]+$')), 4
   for _ = 1, ok and n or 0 do -- every algorithm one this path decides, before any key is read
     local name = ARGV[i]
     if name == 'fixed_window' or name == 'gcra' then
@@ -330,7 +334,7 @@ elseif ARGV[2] == '' and ARGV[3] == '' then
             if remaining < 0 then
               remaining = 0
             end
-            reply[1], reply[at], reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4] = 0, 0, remaining, ttl, ttl, 0
+            reply[at], reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4] = 0, remaining, ttl, ttl, 0
           else
             reply[at], reply[at + 1], reply[at + 2], reply[at + 3] = 1, limit - count - cost, ttl, ttl
             if cost == 0 then
@@ -388,7 +392,7 @@ elseif ARGV[2] == '' and ARGV[3] == '' then
           wait = (wait - wait % 1000) / 1000
           if need > room then
             local retry = need - room + 999
-            reply[1], reply[at], reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4] = 0, 0,
+            reply[at], reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4] = 0,
               (room - room % interval) / interval, (retry - retry % 1000) / 1000, wait, 0
           elseif cost == 0 then
             reply[at], reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4] = 1,
@@ -448,13 +452,16 @@ elseif ARGV[2] == '' and ARGV[3] == '' then
               ok = not c or ab2 < 4503599627370496
               if ok then
                 --@inline sliding_window_wait
-                reply[1], reply[at], reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4] = 0, 0, remaining,
+                reply[at], reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4] = 0, remaining,
                   (wait - wait % 1000) / 1000, (reset - reset % 1000) / 1000, 0
               end
             end
           end
         end
         i = i + 4
+      end
+      if reply[at] == 0 and (mask == '' or string.byte(mask, k) ~= 49) then -- '1': a shadow rejection rejects nothing
+        reply[1] = 0
       end
       k = k + 1
     end

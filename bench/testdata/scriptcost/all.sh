@@ -17,6 +17,8 @@ rows=(
   "take 2 policies|$dir/take.lua|2|2 '' '' fixed_window $M $H 1 0 fixed_window $M $D 1 0"
   "take 3 policies|$dir/take.lua|3|3 '' '' fixed_window $M $H 1 0 sliding_window $M $H 1 gcra 1000 $H 1 1000000"
   "take 3 fixed windows|$dir/take.lua|3|3 '' '' fixed_window $M 60000 1 0 fixed_window $M $H 1 0 fixed_window $M $D 1 0"
+  "take fixed_window shadow|$dir/take.lua|1|1 '' 1 fixed_window $M $H 1 0"
+  "take 2 policies, one shadow|$dir/take.lua|2|2 '' 01 fixed_window $M $H 1 0 fixed_window $M $D 1 0"
   "release|$dir/release.lua|1|12345678901234567"
   "settle fixed_window overrun|$dir/settle.lua|1|fixed_window $M $H 2 0 0 3"
   "settle gcra overrun|$dir/settle.lua|1|gcra 1000 $H 2 1000000 0 3"
