@@ -34,7 +34,7 @@ import (
 // it: a caller that read the clock before waiting for the write lock (TakeAll, or this path falling
 // back) decides at the latest time instead of its own read, and so never at a time before a decision
 // committed meanwhile, which would make that decision's state look ahead of it, corrupt. Deciding at
-// the time read on the monotonic clock, without the compare-and-swap, was tried: the conformance
+// the time read on the monotonic clock, without advancing the latest time, was tried: the conformance
 // suite's short windows on the real clock then met such false corrupt-state errors.
 
 // A fastOutcome is what the fast path decided under the lock, for fill to make the Decision of.
