@@ -8,16 +8,16 @@ import (
 	"testing"
 )
 
-// TestInlineFragmentsAreAllUsed holds the --@inline markers of the straight paths and of the
-// fragments and the fragments in scripts/inline to each other: every marker names a fragment that
-// exists, every fragment is asked for, by two markers at least (a piece used once stays where it is), and no marker is left in the
-// assembled scripts.
+// TestInlineFragmentsAreAllUsed holds the --@inline markers of the straight paths, of the sliding
+// log's module and of the fragments and the fragments in scripts/inline to each other: every marker
+// names a fragment that exists, every fragment is asked for, by two markers at least (a piece used
+// once stays where it is), and no marker is left in the assembled scripts.
 func TestInlineFragmentsAreAllUsed(t *testing.T) {
 	files, err := fs.Glob(inlineFS, "scripts/inline/*")
 	if err != nil {
 		t.Fatal(err)
 	}
-	sources := map[string]string{"take_single.lua": takeSingleRaw, "settle_single.lua": settleSingleRaw}
+	sources := map[string]string{"take_single.lua": takeSingleRaw, "settle_single.lua": settleSingleRaw, "sliding_log.lua": slidingLogRaw}
 	for _, f := range files {
 		b, err := inlineFS.ReadFile(f)
 		if err != nil {

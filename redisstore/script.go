@@ -42,7 +42,7 @@ var (
 	//go:embed scripts/sliding_window.lua
 	slidingWindowSrc string
 	//go:embed scripts/sliding_log.lua
-	slidingLogSrc string
+	slidingLogRaw string
 	//go:embed scripts/gcra.lua
 	gcraSrc string
 	//go:embed scripts/concurrency.lua
@@ -59,16 +59,18 @@ var (
 	settleSrc string
 )
 
-// The straight paths, their inline fragments spliced in (expandInline).
+// The sources that ask for inline fragments, spliced in (expandInline): the straight paths, and the
+// sliding log's module, whose writes they repeat.
 var (
 	takeSingleSrc   = expandInline("take_single.lua", takeSingleRaw)
 	settleSingleSrc = expandInline("settle_single.lua", settleSingleRaw)
+	slidingLogSrc   = expandInline("sliding_log.lua", slidingLogRaw)
 )
 
-// inlineFS holds the straight paths' inline fragments, scripts/inline/<name>.lua: a piece of Lua that
-// the straight paths repeat, written once. They cannot share it as a function: in Redis's Lua every
-// function is a closure made anew on every call, which costs more than the piece itself
-// (BENCHMARKS.md, "What keeps the straight paths honest"). So a line
+// inlineFS holds the inline fragments, scripts/inline/<name>.lua: a piece of Lua that the straight
+// paths repeat (among themselves, or from a module), written once. They cannot share it as a
+// function: in Redis's Lua every function is a closure made anew on every call, which costs more
+// than the piece itself (BENCHMARKS.md, "What keeps the straight paths honest"). So a line
 //
 //	--@inline <name>
 //
@@ -97,7 +99,7 @@ func inlineFragment(name string) (string, bool) {
 	return strings.Join(lines, ""), true
 }
 
-// expandInline returns src, a straight path (file), with every --@inline marker replaced by its
+// expandInline returns src, a script file (a straight path, or a module), with every --@inline marker replaced by its
 // fragment, indented as the marker; a fragment's own markers too (gcra_read asks for clock_us). A
 // marker naming no fragment, and fragments asking for each other in a circle, are bugs in the
 // scripts: they panic, when the package is initialised (a test holds every marker and fragment to

@@ -282,14 +282,7 @@ if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_to
                 if r > c then
                   r = c
                 end
-                local members = {}
-                for j = c, c - r + 1, -1 do
-                  members[#members + 1] = at .. ':' .. j
-                  if #members == 1000 or j == c - r + 1 then
-                    redis.call('ZREM', key, unpack(members))
-                    members = {}
-                  end
-                end
+                --@inline sliding_log_zrem
               end
             else
               -- An overrun consumes what is left now, as an admission of that many units.

@@ -82,8 +82,8 @@ if named_sliding_log then
   -- entry not in it is before it: none is after now), the cost's members, in batches that unpack can
   -- take, and the expiry.
   function sliding_log.apply(key, p)
-    local cost = p.cost
-    if cost == 0 then
+    local units = p.cost
+    if units == 0 then
       return
     end
     local t = p.now
@@ -95,15 +95,7 @@ if named_sliding_log then
     if p.newest == t then
       seq = redis.call('ZCOUNT', key, at, at)
     end
-    local args = {}
-    for j = 1, cost do
-      args[#args + 1] = at
-      args[#args + 1] = at .. ':' .. (seq + j)
-      if #args == 2000 or j == cost then
-        redis.call('ZADD', key, unpack(args))
-        args = {}
-      end
-    end
+    --@inline sliding_log_zadd
     redis.call('PEXPIREAT', key, string.format('%.0f', math.ceil((t + p.w) / 1000)))
     return t
   end
@@ -123,14 +115,7 @@ if named_sliding_log then
           local at = string.format('%.0f', token)
           local c = redis.call('ZCOUNT', key, at, at)
           local r = math.min(-delta, c)
-          local members = {}
-          for j = c, c - r + 1, -1 do
-            members[#members + 1] = at .. ':' .. j
-            if #members == 1000 or j == c - r + 1 then
-              redis.call('ZREM', key, unpack(members))
-              members = {}
-            end
-          end
+          --@inline sliding_log_zrem
         end
         return true
       end
