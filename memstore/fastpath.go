@@ -74,10 +74,10 @@ func (sh *shard) takeFast(tab *table, r *admit.Request, known *knownLimit, h uin
 		}
 		for {
 			held := entry{count: atomic.LoadInt64(&e.count), deadline: e.deadline}
-			if fixedWindowCheck(&held, lim, now) != nil {
+			st := fixedWindowState(&held, lim, now)
+			if fixedWindowStateCheck(st, lim, now) != nil {
 				return false
 			}
-			st := fixedWindowState(&held, lim, now)
 			out.fixed = fixedWindowResult(&st, lim, r.Cost, now)
 			if out.fixed.Write == algo.WriteNone {
 				break

@@ -17,7 +17,11 @@ import (
 func fixedWindowLive(e *entry, now instant) bool { return e.deadline > now.mono }
 
 func fixedWindowCheck(e *entry, lim *admit.Limit, now instant) error {
-	st := fixedWindowState(e, lim, now)
+	return fixedWindowStateCheck(fixedWindowState(e, lim, now), lim, now)
+}
+
+// fixedWindowStateCheck is fixedWindowCheck of an entry whose state at now is st.
+func fixedWindowStateCheck(st algo.FixedWindowState, lim *admit.Limit, now instant) error {
 	var err error
 	if lim.Aligned {
 		err = algo.CheckAlignedWindow(st, lim.Period, now.unixMicro)
