@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -262,6 +263,10 @@ func TestRateLimitPolicyOfEachAlgorithm(t *testing.T) {
 		// GCRA: the bucket, and the time it takes to fill: 20 units at 10 a second.
 		{admit.Limit{Name: "gcra", Algorithm: admit.GCRA, Rate: 10, Period: time.Second, Burst: 20}, `"gcra";q=20;w=2`},
 		{admit.Limit{Name: "gcra-rate", Algorithm: admit.GCRA, Rate: 60, Period: time.Minute}, `"gcra-rate";q=60;w=60`},
+		// The window is Burst × Period / Rate, exactly: not Burst × the emission interval, which
+		// rounds 10 s / 3 up to 3.333334 s, and 3 of them up to 11 s.
+		{admit.Limit{Name: "gcra-3", Algorithm: admit.GCRA, Rate: 3, Period: 10 * time.Second, Burst: 3}, `"gcra-3";q=3;w=10`},
+		{admit.Limit{Name: "gcra-7", Algorithm: admit.GCRA, Rate: 7, Period: time.Second}, `"gcra-7";q=7;w=1`},
 		{admit.Limit{Name: "inflight", Algorithm: admit.Concurrency, Rate: 4, Period: time.Minute}, `"inflight";q=4;qu="concurrent-requests"`},
 	} {
 		if err := tc.limit.Validate(); err != nil {
@@ -302,6 +307,63 @@ func TestRateLimitTRoundsUp(t *testing.T) {
 		if got, ra := rec.Header().Get("RateLimit"), rec.Header().Get("Retry-After"); got != tc.want || ra != tc.retryHdr {
 			t.Errorf("%+v: RateLimit %s, Retry-After %q; want %s, %q", tc.d, got, ra, tc.want, tc.retryHdr)
 		}
+	}
+}
+
+// TestRateLimitTIsTheEffectiveWindow checks t against the store that decides, for fixed windows
+// and GCRA, at random times: once an admitted response's r units are used, at once, the next unit
+// is rejected with a Retry-After of exactly t (no quota beyond r comes back before t: for GCRA
+// the next unit regained, not the bucket full again); and a 429's t is its Retry-After.
+func TestRateLimitTIsTheEffectiveWindow(t *testing.T) {
+	for _, lim := range []admit.Limit{
+		{Name: "fw", Algorithm: admit.FixedWindow, Rate: 3, Period: 10 * time.Second},
+		{Name: "aligned", Algorithm: admit.FixedWindow, Rate: 5, Period: time.Minute, Aligned: true},
+		{Name: "gcra-3", Algorithm: admit.GCRA, Rate: 3, Period: 10 * time.Second, Burst: 3},
+		{Name: "gcra-readme", Algorithm: admit.GCRA, Rate: 10, Period: time.Second, Burst: 20},
+		{Name: "gcra-7", Algorithm: admit.GCRA, Rate: 7, Period: time.Second, Burst: 1},
+		{Name: "gcra-slow", Algorithm: admit.GCRA, Rate: 1, Period: time.Hour, Burst: 5},
+	} {
+		t.Run(lim.Name, func(t *testing.T) {
+			store, clock := frozenStore(t)
+			limiter := newLimiter(t, store, lim)
+			h := (&httplimit.Middleware{Limiter: limiter, Subject: httplimit.Constant("a")}).Wrap(http.NotFoundHandler())
+			rng := rand.New(rand.NewPCG(1, uint64(lim.Rate)))
+			admitted, limited := 0, 0
+			for step := range 300 {
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+				_, members := rateLimitFields(t, rec.Header())
+				r, tt := intParam(t, members[0], "r"), intParam(t, members[0], "t")
+				switch rec.Code {
+				case http.StatusTooManyRequests:
+					limited++
+					if ra := checkRetryAfter(t, rec.Header(), members); tt != ra {
+						t.Fatalf("step %d: 429 with t=%d, Retry-After %d; want t = Retry-After", step, tt, ra)
+					}
+				case http.StatusNotFound:
+					admitted++
+					if r > 0 {
+						if d, err := limiter.AllowN(context.Background(), "a", r); err != nil || !d.Allowed {
+							t.Fatalf("step %d: r=%d, and taking them: %+v, %v", step, r, d, err)
+						}
+					}
+					d, err := limiter.AllowN(context.Background(), "a", 1)
+					if err != nil || d.Allowed {
+						t.Fatalf("step %d: r=%d;t=%d, and one unit beyond r: %+v, %v; want a rejection", step, r, tt, d, err)
+					}
+					if got := d.RetryAfterSeconds(); got != tt {
+						t.Fatalf("step %d: r=%d;t=%d, but once r is used the next unit comes back after %v (Retry-After %d)", step, r, tt, d.RetryAfter, got)
+					}
+				default:
+					t.Fatalf("step %d: status %d", step, rec.Code)
+				}
+				// Anything from nothing to past the time the whole quota takes to come back.
+				clock.Advance(time.Duration(rng.Int64N(int64(lim.MaxWait()*5/4) + 1)))
+			}
+			if admitted == 0 || limited == 0 {
+				t.Fatalf("%d admitted, %d limited: the test saw too little", admitted, limited)
+			}
+		})
 	}
 }
 
