@@ -36,7 +36,7 @@ type member struct {
 }
 
 // parseField parses the lines of a RateLimit-Policy or RateLimit field as a structured-field list
-// (RFC 9651) whose members are Strings with parameters (draft-ietf-httpapi-ratelimit-headers-10),
+// (RFC 9651) whose members are Strings with parameters (draft-ietf-httpapi-ratelimit-headers-11),
 // and checks that serializing the list again gives back the field as sent: a round trip.
 func parseField(t testing.TB, lines []string) []member {
 	t.Helper()
@@ -283,7 +283,7 @@ func TestRateLimitPolicyOfEachAlgorithm(t *testing.T) {
 	}
 }
 
-// TestRateLimitTRoundsUp checks t: the seconds until more quota, rounded up; a policy that
+// TestRateLimitTRoundsUp checks t, the effective window, rounded up: a policy (not GCRA) that
 // admitted reports its ResetAfter (0 for none), one that rejected its RetryAfter.
 func TestRateLimitTRoundsUp(t *testing.T) {
 	for _, tc := range []struct {
@@ -447,4 +447,33 @@ func FuzzRateLimitHeaders(f *testing.F) {
 // validName reports whether s is a valid policy name: 1 to 64 of a-z, 0-9, '_' and '-'.
 func validName(s string) bool {
 	return s != "" && len(s) <= admit.MaxNameLen && strings.Trim(s, "abcdefghijklmnopqrstuvwxyz0123456789_-") == ""
+}
+
+// TestRateLimitGCRAExample checks docs/http.md's GCRA examples: 3 per 10 s with a burst of 3
+// answers three requests at once with q=3;w=10 and t=4 each (a unit comes back 3.34 s later),
+// then 429 with Retry-After: 4; 10 per second with a burst of 20 answers q=20;w=2 and r=19;t=1.
+func TestRateLimitGCRAExample(t *testing.T) {
+	for _, tc := range []struct {
+		limit admit.Limit
+		want  []string // RateLimit-Policy, then RateLimit and Retry-After of each request
+	}{
+		{admit.Limit{Name: "g", Algorithm: admit.GCRA, Rate: 3, Period: 10 * time.Second, Burst: 3},
+			[]string{`"g";q=3;w=10`, `"g";r=2;t=4`, "", `"g";r=1;t=4`, "", `"g";r=0;t=4`, "", `"g";r=0;t=4`, "4"}},
+		{admit.Limit{Name: "per-second", Algorithm: admit.GCRA, Rate: 10, Period: time.Second, Burst: 20},
+			[]string{`"per-second";q=20;w=2`, `"per-second";r=19;t=1`, ""}},
+	} {
+		store, _ := frozenStore(t)
+		h := (&httplimit.Middleware{Limiter: newLimiter(t, store, tc.limit), Subject: httplimit.Constant("a")}).Wrap(http.NotFoundHandler())
+		for i := 1; i < len(tc.want); i += 2 {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+			rateLimitFields(t, rec.Header())
+			if p := rec.Header().Get("RateLimit-Policy"); p != tc.want[0] {
+				t.Errorf("%v: RateLimit-Policy %s; want %s", tc.limit, p, tc.want[0])
+			}
+			if got, ra := rec.Header().Get("RateLimit"), rec.Header().Get("Retry-After"); got != tc.want[i] || ra != tc.want[i+1] {
+				t.Errorf("%v, request %d: RateLimit %s, Retry-After %q; want %s, %q", tc.limit, i/2+1, got, ra, tc.want[i], tc.want[i+1])
+			}
+		}
+	}
 }
