@@ -435,7 +435,11 @@ func FuzzRateLimitHeaders(f *testing.F) {
 		if r, want := intParam(t, limit[0], "r"), min(max(remaining, 0), 999_999_999_999_999); r != want {
 			t.Errorf("r=%d, want %d", r, want)
 		}
-		intParam(t, limit[0], "t")
+		tt := intParam(t, limit[0], "t")
+		if lim.Algorithm == admit.GCRA && allowed && rec.Code != http.StatusTooManyRequests && tt > admit.CeilSeconds(lim.EmissionInterval()) {
+			// An admitting GCRA policy regains a unit beyond r within one emission interval.
+			t.Errorf("GCRA admitted: t=%d beyond the emission interval %v", tt, lim.EmissionInterval())
+		}
 		if rec.Code == http.StatusTooManyRequests {
 			checkRetryAfter(t, rec.Header(), limit)
 		} else if allowed == (rec.Code == http.StatusTooManyRequests) {
