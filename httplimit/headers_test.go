@@ -454,7 +454,7 @@ func validName(s string) bool {
 }
 
 // TestRateLimitGCRAExample checks docs/http.md's GCRA examples: 3 per 10 s with a burst of 3
-// answers three requests at once with q=3;w=10 and t=4 each (a unit comes back 3.34 s later),
+// answers three requests at once with q=3;w=10 and t=4 each (a unit comes back 3.33 s later),
 // then 429 with Retry-After: 4; 10 per second with a burst of 20 answers q=20;w=2 and r=19;t=1.
 func TestRateLimitGCRAExample(t *testing.T) {
 	for _, tc := range []struct {
