@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -35,7 +36,7 @@ type member struct {
 }
 
 // parseField parses the lines of a RateLimit-Policy or RateLimit field as a structured-field list
-// (RFC 9651) whose members are Strings with parameters (draft-ietf-httpapi-ratelimit-headers-10),
+// (RFC 9651) whose members are Strings with parameters (draft-ietf-httpapi-ratelimit-headers-11),
 // and checks that serializing the list again gives back the field as sent: a round trip.
 func parseField(t testing.TB, lines []string) []member {
 	t.Helper()
@@ -262,6 +263,10 @@ func TestRateLimitPolicyOfEachAlgorithm(t *testing.T) {
 		// GCRA: the bucket, and the time it takes to fill: 20 units at 10 a second.
 		{admit.Limit{Name: "gcra", Algorithm: admit.GCRA, Rate: 10, Period: time.Second, Burst: 20}, `"gcra";q=20;w=2`},
 		{admit.Limit{Name: "gcra-rate", Algorithm: admit.GCRA, Rate: 60, Period: time.Minute}, `"gcra-rate";q=60;w=60`},
+		// The window is Burst × Period / Rate, exactly: not Burst × the emission interval, which
+		// rounds 10 s / 3 up to 3.333334 s, and 3 of them up to 11 s.
+		{admit.Limit{Name: "gcra-3", Algorithm: admit.GCRA, Rate: 3, Period: 10 * time.Second, Burst: 3}, `"gcra-3";q=3;w=10`},
+		{admit.Limit{Name: "gcra-7", Algorithm: admit.GCRA, Rate: 7, Period: time.Second}, `"gcra-7";q=7;w=1`},
 		{admit.Limit{Name: "inflight", Algorithm: admit.Concurrency, Rate: 4, Period: time.Minute}, `"inflight";q=4;qu="concurrent-requests"`},
 	} {
 		if err := tc.limit.Validate(); err != nil {
@@ -278,7 +283,7 @@ func TestRateLimitPolicyOfEachAlgorithm(t *testing.T) {
 	}
 }
 
-// TestRateLimitTRoundsUp checks t: the seconds until more quota, rounded up; a policy that
+// TestRateLimitTRoundsUp checks t, the effective window, rounded up: a policy (not GCRA) that
 // admitted reports its ResetAfter (0 for none), one that rejected its RetryAfter.
 func TestRateLimitTRoundsUp(t *testing.T) {
 	for _, tc := range []struct {
@@ -302,6 +307,63 @@ func TestRateLimitTRoundsUp(t *testing.T) {
 		if got, ra := rec.Header().Get("RateLimit"), rec.Header().Get("Retry-After"); got != tc.want || ra != tc.retryHdr {
 			t.Errorf("%+v: RateLimit %s, Retry-After %q; want %s, %q", tc.d, got, ra, tc.want, tc.retryHdr)
 		}
+	}
+}
+
+// TestRateLimitTIsTheEffectiveWindow checks t against the store that decides, for fixed windows
+// and GCRA, at random times: once an admitted response's r units are used, at once, the next unit
+// is rejected with a Retry-After of exactly t (no quota beyond r comes back before t: for GCRA
+// the next unit regained, not the bucket full again); and a 429's t is its Retry-After.
+func TestRateLimitTIsTheEffectiveWindow(t *testing.T) {
+	for _, lim := range []admit.Limit{
+		{Name: "fw", Algorithm: admit.FixedWindow, Rate: 3, Period: 10 * time.Second},
+		{Name: "aligned", Algorithm: admit.FixedWindow, Rate: 5, Period: time.Minute, Aligned: true},
+		{Name: "gcra-3", Algorithm: admit.GCRA, Rate: 3, Period: 10 * time.Second, Burst: 3},
+		{Name: "gcra-readme", Algorithm: admit.GCRA, Rate: 10, Period: time.Second, Burst: 20},
+		{Name: "gcra-7", Algorithm: admit.GCRA, Rate: 7, Period: time.Second, Burst: 1},
+		{Name: "gcra-slow", Algorithm: admit.GCRA, Rate: 1, Period: time.Hour, Burst: 5},
+	} {
+		t.Run(lim.Name, func(t *testing.T) {
+			store, clock := frozenStore(t)
+			limiter := newLimiter(t, store, lim)
+			h := (&httplimit.Middleware{Limiter: limiter, Subject: httplimit.Constant("a")}).Wrap(http.NotFoundHandler())
+			rng := rand.New(rand.NewPCG(1, uint64(lim.Rate)))
+			admitted, limited := 0, 0
+			for step := range 300 {
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+				_, members := rateLimitFields(t, rec.Header())
+				r, tt := intParam(t, members[0], "r"), intParam(t, members[0], "t")
+				switch rec.Code {
+				case http.StatusTooManyRequests:
+					limited++
+					if ra := checkRetryAfter(t, rec.Header(), members); tt != ra {
+						t.Fatalf("step %d: 429 with t=%d, Retry-After %d; want t = Retry-After", step, tt, ra)
+					}
+				case http.StatusNotFound:
+					admitted++
+					if r > 0 {
+						if d, err := limiter.AllowN(context.Background(), "a", r); err != nil || !d.Allowed {
+							t.Fatalf("step %d: r=%d, and taking them: %+v, %v", step, r, d, err)
+						}
+					}
+					d, err := limiter.AllowN(context.Background(), "a", 1)
+					if err != nil || d.Allowed {
+						t.Fatalf("step %d: r=%d;t=%d, and one unit beyond r: %+v, %v; want a rejection", step, r, tt, d, err)
+					}
+					if got := d.RetryAfterSeconds(); got != tt {
+						t.Fatalf("step %d: r=%d;t=%d, but once r is used the next unit comes back after %v (Retry-After %d)", step, r, tt, d.RetryAfter, got)
+					}
+				default:
+					t.Fatalf("step %d: status %d", step, rec.Code)
+				}
+				// Anything from nothing to past the time the whole quota takes to come back.
+				clock.Advance(time.Duration(rng.Int64N(int64(lim.MaxWait()*5/4) + 1)))
+			}
+			if admitted == 0 || limited == 0 {
+				t.Fatalf("%d admitted, %d limited: the test saw too little", admitted, limited)
+			}
+		})
 	}
 }
 
@@ -373,7 +435,11 @@ func FuzzRateLimitHeaders(f *testing.F) {
 		if r, want := intParam(t, limit[0], "r"), min(max(remaining, 0), 999_999_999_999_999); r != want {
 			t.Errorf("r=%d, want %d", r, want)
 		}
-		intParam(t, limit[0], "t")
+		tt := intParam(t, limit[0], "t")
+		if lim.Algorithm == admit.GCRA && allowed && rec.Code != http.StatusTooManyRequests && tt > admit.CeilSeconds(lim.EmissionInterval()) {
+			// An admitting GCRA policy regains a unit beyond r within one emission interval.
+			t.Errorf("GCRA admitted: t=%d beyond the emission interval %v", tt, lim.EmissionInterval())
+		}
 		if rec.Code == http.StatusTooManyRequests {
 			checkRetryAfter(t, rec.Header(), limit)
 		} else if allowed == (rec.Code == http.StatusTooManyRequests) {
@@ -385,4 +451,33 @@ func FuzzRateLimitHeaders(f *testing.F) {
 // validName reports whether s is a valid policy name: 1 to 64 of a-z, 0-9, '_' and '-'.
 func validName(s string) bool {
 	return s != "" && len(s) <= admit.MaxNameLen && strings.Trim(s, "abcdefghijklmnopqrstuvwxyz0123456789_-") == ""
+}
+
+// TestRateLimitGCRAExample checks docs/http.md's GCRA examples: 3 per 10 s with a burst of 3
+// answers three requests at once with q=3;w=10 and t=4 each (a unit comes back 3.33 s later),
+// then 429 with Retry-After: 4; 10 per second with a burst of 20 answers q=20;w=2 and r=19;t=1.
+func TestRateLimitGCRAExample(t *testing.T) {
+	for _, tc := range []struct {
+		limit admit.Limit
+		want  []string // RateLimit-Policy, then RateLimit and Retry-After of each request
+	}{
+		{admit.Limit{Name: "g", Algorithm: admit.GCRA, Rate: 3, Period: 10 * time.Second, Burst: 3},
+			[]string{`"g";q=3;w=10`, `"g";r=2;t=4`, "", `"g";r=1;t=4`, "", `"g";r=0;t=4`, "", `"g";r=0;t=4`, "4"}},
+		{admit.Limit{Name: "per-second", Algorithm: admit.GCRA, Rate: 10, Period: time.Second, Burst: 20},
+			[]string{`"per-second";q=20;w=2`, `"per-second";r=19;t=1`, ""}},
+	} {
+		store, _ := frozenStore(t)
+		h := (&httplimit.Middleware{Limiter: newLimiter(t, store, tc.limit), Subject: httplimit.Constant("a")}).Wrap(http.NotFoundHandler())
+		for i := 1; i < len(tc.want); i += 2 {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+			rateLimitFields(t, rec.Header())
+			if p := rec.Header().Get("RateLimit-Policy"); p != tc.want[0] {
+				t.Errorf("%v: RateLimit-Policy %s; want %s", tc.limit, p, tc.want[0])
+			}
+			if got, ra := rec.Header().Get("RateLimit"), rec.Header().Get("Retry-After"); got != tc.want[i] || ra != tc.want[i+1] {
+				t.Errorf("%v, request %d: RateLimit %s, Retry-After %q; want %s, %q", tc.limit, i/2+1, got, ra, tc.want[i], tc.want[i+1])
+			}
+		}
+	}
 }

@@ -20,7 +20,7 @@
 //     error cannot be classified, or the subject function or limiter panicked.
 //
 // Admitted and 429 responses carry the RateLimit-Policy and RateLimit fields of
-// draft-ietf-httpapi-ratelimit-headers-10, one list member per policy in the Limiter's order
+// draft-ietf-httpapi-ratelimit-headers-11, one list member per policy in the Limiter's order
 // (see [Middleware.Wrap]). Every answer but 200 and 429 is logged, at a bounded rate (see
 // [Middleware.LogInterval]), so an outage of the backend costs a few log records, not one per
 // request.
@@ -70,7 +70,7 @@ var ErrMalformedRequest = errors.New("httplimit: malformed request")
 
 // A SubjectFunc returns the subject that r is limited as. The subject must be something the server
 // verified, such as an authenticated principal or a client address resolved through trusted
-// proxies, never a raw client-supplied header, or a client could choose its own allowance (SPEC §5).
+// proxies, never a raw client-supplied header, or a client could choose its own allowance.
 // The Limiter's KeyBuilder digests it into one key per policy; admit never stores or logs it.
 //
 // An error means the request's subject cannot be found, and the next handler is not called. An
@@ -111,7 +111,7 @@ type Middleware struct {
 	// least 1s. Zero or less means DefaultUnavailableRetryAfter.
 	UnavailableRetryAfter time.Duration
 	// OmitRateLimitHeaders turns off the RateLimit-Policy and RateLimit fields
-	// (draft-ietf-httpapi-ratelimit-headers-10) that admitted and 429 responses otherwise carry.
+	// (draft-ietf-httpapi-ratelimit-headers-11) that admitted and 429 responses otherwise carry.
 	OmitRateLimitHeaders bool
 	// ProblemDetails makes the body of a 429 response RFC 9457 problem details,
 	// application/problem+json, of type [QuotaExceededType] with the extension member
@@ -136,24 +136,26 @@ type Middleware struct {
 // that name the policies that rejected it.
 //
 // Unless OmitRateLimitHeaders is set, an admitted request reaches next with the response fields
-// RateLimit-Policy and RateLimit already set, and a rejected one is answered with them, in the
-// syntax of draft-ietf-httpapi-ratelimit-headers-10: structured-field lists with one member per
+// RateLimit-Policy and RateLimit already set, and a rejected one is answered with them, as
+// draft-ietf-httpapi-ratelimit-headers-11 defines them: structured-field lists with one member per
 // policy, named by the policy's name as a string, in the Limiter's order in both fields, as in
 //
 //	RateLimit-Policy: "per-second";q=10;w=1, "per-day";q=1000;w=86400
 //	RateLimit: "per-second";r=3;t=1, "per-day";r=997;t=86400
 //
-// q is the quota (for GCRA the burst, and w the time to refill it), w the window in whole seconds
-// rounded up, r the units remaining, t the seconds until more quota, rounded up (the RetryAfter of
-// a policy that rejected, the ResetAfter of one that admitted), and on a 429 never less than
-// Retry-After. A Concurrency policy has qu="concurrent-requests" and no w. RateLimit-Policy is
+// q is the quota, [admit.Limit.Quota] (for GCRA the burst), w its window, [admit.Limit.QuotaWindow]
+// (for GCRA the time an empty bucket takes to fill), in whole seconds rounded up, r the units
+// available, and t the effective window, in seconds rounded up, within which no more than r can be
+// used: the RetryAfter of a policy that rejected; for one that admitted, its ResetAfter, or for
+// GCRA the time until the bucket regains a unit beyond r (docs/http.md has each algorithm's); on
+// a 429 never less than Retry-After. A Concurrency policy has qu="concurrent-requests" and no w. RateLimit-Policy is
 // computed once, here. A request that is not admitted for any other
 // reason is answered, and logged, as the package documentation lists: 400 with [BadRequestBody],
 // 500 with [InternalErrorBody], or 503 with Retry-After from UnavailableRetryAfter and
 // [UnavailableBody]; each with Cache-Control: no-store, and only the 503 with Retry-After. Panics
 // raised by next are not recovered.
 //
-// With Concurrency policies (SPEC §2.5), an admitted request holds a lease of each while next
+// With Concurrency policies, an admitted request holds a lease of each while next
 // runs: the leases are released when next returns — also when it panics (the panic goes on), and
 // when the client has gone away (the release does not depend on the request's context). So a
 // concurrency limit of N never has more than N handlers of one subject running at once.

@@ -1,6 +1,6 @@
 // Package ratelimitfield writes the RateLimit-Policy and RateLimit header fields of
-// draft-ietf-httpapi-ratelimit-headers-10 (SPEC §6) for Limits and their Decisions: the one
-// serializer of httplimit's middleware and the service's JSON API. [Set] and [AppendRateLimit]
+// draft-ietf-httpapi-ratelimit-headers-11 for Limits and their Decisions: the one serializer of
+// httplimit's middleware and the service's JSON API. [Set] and [AppendRateLimit]
 // serve any Decisions; a [Fields], for the fixed Limits of a middleware, computes what does not
 // change once and writes the same bytes faster (tested against AppendRateLimit).
 package ratelimitfield
@@ -22,12 +22,13 @@ const (
 )
 
 // Policy returns the RateLimit-Policy field value that describes limits, one list member per Limit
-// in order (draft-ietf-httpapi-ratelimit-headers-10 §3), such as
+// in order (draft-ietf-httpapi-ratelimit-headers-11), such as
 //
 //	"per-second";q=10;w=1, "per-day";q=1000;w=86400
 //
-// q is the quota and w the window in whole seconds, rounded up: Rate per Period; for GCRA,
-// Capacity (the burst) per the time an empty bucket takes to fill again, so that q bounds the r
+// q is the quota, [admit.Limit.Quota], and w its window, [admit.Limit.QuotaWindow], in whole
+// seconds, rounded up: Rate per Period; for GCRA, the bucket (Burst, or Rate) per the time an empty
+// bucket takes to fill again at the nominal rate, Burst × Period / Rate, so that q bounds the r
 // that RateLimit reports. A Concurrency Limit has q leases in flight, qu="concurrent-requests",
 // and no window. A Limit in shadow mode has no member: the client is not held to it. Policy returns
 // "" when every Limit is in shadow mode, and reports false if a name cannot be a structured-field
@@ -55,16 +56,12 @@ func appendPolicy(b []byte, limits []admit.Limit) ([]byte, bool) {
 		if b, ok = appendSFString(b, l.Name); !ok {
 			return b, false
 		}
-		b = appendInt(append(b, ";q="...), l.Capacity())
-		switch l.Algorithm {
-		case admit.Concurrency:
+		b = appendInt(append(b, ";q="...), l.Quota())
+		if l.Algorithm == admit.Concurrency {
 			b = append(b, `;qu="concurrent-requests"`...)
 			continue
-		case admit.GCRA:
-			b = appendW(b, time.Duration(l.Capacity())*l.EmissionInterval())
-		default:
-			b = appendW(b, l.Period)
 		}
+		b = appendW(b, l.QuotaWindow())
 	}
 	return b, true
 }
@@ -101,16 +98,21 @@ func appendSFString(b []byte, s string) ([]byte, bool) {
 }
 
 // AppendRateLimit appends the RateLimit field value of the Decisions ds of limits, one list member
-// per policy in the Limiter's order (draft-ietf-httpapi-ratelimit-headers-10 §4), such as
+// per policy in the Limiter's order (draft-ietf-httpapi-ratelimit-headers-11), such as
 //
 //	"per-second";r=3;t=1, "per-day";r=997;t=86400
 //
-// r is the Decision's Remaining (at least 0) and t the seconds until more quota, rounded up: the
-// RetryAfter of a policy that rejected, the ResetAfter of one that admitted. retryAfter is the
-// Retry-After of a 429 response, 0 otherwise: no member's t is below it, so a client that waits
-// for any t never retries before Retry-After. On a 429, the r of a policy that would have admitted
-// is what it has left: nothing was consumed. A Limit in shadow mode has no member, as in Policy.
-// Integers are capped at 15 digits, as structured fields require.
+// r is the available quota, the Decision's Remaining (at least 0), and t the effective window: the
+// seconds, rounded up, within which no more than r can be used, because no quota beyond r comes
+// back before them. For a policy that rejected it is its RetryAfter. For one that admitted it is
+// its ResetAfter, when the whole quota comes back — for GCRA, whose bucket regains one unit every
+// emission interval, the time until the first unit beyond r comes back once r is used, at most
+// one emission interval (so 3 per 10 s that has just admitted its third unit says r=0;t=4, not
+// t=10, and the 429 that follows says Retry-After: 4). retryAfter is the Retry-After of a 429
+// response, 0 otherwise: no member's t is below it, so a client that waits for any t never
+// retries before Retry-After. On a 429, the r of a policy that would have admitted is what it has
+// left: nothing was consumed. A Limit in shadow mode has no member, as in Policy. Integers are
+// capped at 15 digits, as structured fields require.
 func AppendRateLimit(b []byte, limits []admit.Limit, ds []admit.Decision, retryAfter int64) []byte {
 	start := len(b)
 	for i := range ds {
@@ -123,13 +125,7 @@ func AppendRateLimit(b []byte, limits []admit.Limit, ds []admit.Decision, retryA
 		}
 		b, _ = appendSFString(b, limits[i].Name)
 		b = appendInt(append(b, ";r="...), max(d.Remaining, 0))
-		var t int64
-		if d.Allowed {
-			t = ceilSeconds(d.ResetAfter)
-		} else {
-			t = admit.CeilSeconds(d.RetryAfter)
-		}
-		b = appendInt(append(b, ";t="...), max(t, retryAfter))
+		b = appendInt(append(b, ";t="...), effectiveWindow(limits[i], d, retryAfter))
 	}
 	return b
 }
@@ -139,6 +135,7 @@ func AppendRateLimit(b []byte, limits []admit.Limit, ds []admit.Decision, retryA
 // value, and each member's name and separators in RateLimit. A Fields is immutable, and safe for
 // concurrent use.
 type Fields struct {
+	limits  []admit.Limit
 	policy  string   // the RateLimit-Policy field value
 	members []string // per Limit: `"name";r=`, after ", " but for the first member; "" in shadow mode
 	maxLen  int      // the longest RateLimit value AppendRateLimit can append
@@ -155,7 +152,7 @@ func NewFields(limits []admit.Limit) (*Fields, bool) {
 	if !ok {
 		return nil, false
 	}
-	f := &Fields{policy: policy, members: make([]string, len(limits))}
+	f := &Fields{limits: slices.Clone(limits), policy: policy, members: make([]string, len(limits))}
 	var b []byte
 	for i, l := range limits {
 		if l.Shadow {
@@ -191,13 +188,7 @@ func (f *Fields) AppendRateLimit(b []byte, ds []admit.Decision, retryAfter int64
 		}
 		d := &ds[i]
 		b = appendUint(append(b, m...), d.Remaining)
-		var t int64
-		if d.Allowed {
-			t = ceilSeconds(d.ResetAfter)
-		} else {
-			t = admit.CeilSeconds(d.RetryAfter)
-		}
-		b = appendUint(append(b, ';', 't', '='), max(t, retryAfter))
+		b = appendUint(append(b, ';', 't', '='), effectiveWindow(f.limits[i], d, retryAfter))
 	}
 	return b
 }
@@ -272,6 +263,46 @@ func Set(hdr http.Header, ds []admit.Decision, retryAfter int64) {
 	vals := []string{text[:len(policy)], text[len(policy):]} // and one for both fields' slices
 	hdr[PolicyName] = vals[0:1:1]
 	hdr[Name] = vals[1:2:2]
+}
+
+// effectiveWindow returns the t of the RateLimit member of d, a Decision under lim (or under the
+// local Limit that decided it, d.Limit, when the Decision is Degraded), as AppendRateLimit
+// describes it: in whole seconds, rounded up, and at least retryAfter.
+func effectiveWindow(lim admit.Limit, d *admit.Decision, retryAfter int64) int64 {
+	var t int64
+	switch {
+	case !d.Allowed:
+		t = admit.CeilSeconds(d.RetryAfter)
+	default:
+		if d.Degraded && d.Limit.Rate > 0 {
+			lim = d.Limit
+		}
+		if lim.Algorithm == admit.GCRA {
+			t = ceilSeconds(gcraNextUnit(lim, d))
+		} else {
+			t = ceilSeconds(d.ResetAfter)
+		}
+	}
+	return max(t, retryAfter)
+}
+
+// gcraNextUnit returns, for a Decision d that a GCRA Limit lim admitted, the time until the bucket
+// holds a unit beyond the d.Remaining it has now, once those are used: with T the emission
+// interval, τ = Capacity × T the time a full bucket takes to empty, and D = d.ResetAfter the time
+// until the bucket is full again, D + (Remaining + 1) × T − τ, which lies in (0, T] (for a full
+// bucket, T: the unit that comes back after the first one used). Figures out of range (no Decision
+// of a valid Limit has them) are clamped, and a Limit without an emission interval falls back to
+// ResetAfter.
+func gcraNextUnit(lim admit.Limit, d *admit.Decision) time.Duration {
+	interval, c := lim.EmissionInterval(), lim.Capacity()
+	if interval <= 0 || c < 1 || c > int64(admit.MaxTolerance/interval) {
+		return d.ResetAfter
+	}
+	tolerance := time.Duration(c) * interval
+	backlog := min(max(d.ResetAfter, 0), tolerance)
+	r := min(max(d.Remaining, 0), c)
+	t := backlog - (tolerance - time.Duration(r)*interval) + interval
+	return min(max(t, 0), interval)
 }
 
 // ceilSeconds returns d rounded up to whole seconds, and 0 for d ≤ 0.

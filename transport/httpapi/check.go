@@ -45,7 +45,8 @@ type CheckResponse struct {
 	// Policy names the deciding policy: the rejection to wait for longest, or, when allowed, the
 	// policy nearest to its limit.
 	Policy string `json:"policy"`
-	// Limit, Remaining, RetryAfterMS and ResetAfterMS are the deciding policy's.
+	// Limit, Remaining, RetryAfterMS and ResetAfterMS are the deciding policy's. Limit is its
+	// quota, the q of its RateLimit-Policy member (admit.Limit.Quota): for gcra, the burst.
 	Limit        int64 `json:"limit"`
 	Remaining    int64 `json:"remaining"`
 	RetryAfterMS int64 `json:"retry_after_ms"`
@@ -309,7 +310,7 @@ func NewCheckResponse(res service.Result) CheckResponse {
 	out := CheckResponse{
 		Allowed:      res.Allowed,
 		Policy:       d.Limit.Name,
-		Limit:        d.Limit.Rate,
+		Limit:        d.Limit.Quota(),
 		Remaining:    d.Remaining,
 		RetryAfterMS: d.RetryAfter.Milliseconds(),
 		ResetAfterMS: d.ResetAfter.Milliseconds(),
@@ -318,7 +319,7 @@ func NewCheckResponse(res service.Result) CheckResponse {
 		Decisions:    make([]PolicyDecision, len(res.Decisions)),
 	}
 	for i, d := range res.Decisions {
-		out.Decisions[i] = PolicyDecision{Policy: d.Limit.Name, Allowed: d.Allowed, Shadow: d.Limit.Shadow, Degraded: d.Degraded, Limit: d.Limit.Rate,
+		out.Decisions[i] = PolicyDecision{Policy: d.Limit.Name, Allowed: d.Allowed, Shadow: d.Limit.Shadow, Degraded: d.Degraded, Limit: d.Limit.Quota(),
 			Remaining: d.Remaining, RetryAfterMS: d.RetryAfter.Milliseconds(), ResetAfterMS: d.ResetAfter.Milliseconds()}
 	}
 	return out

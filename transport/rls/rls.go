@@ -6,7 +6,9 @@
 // finds for it, with hits_addend units (the descriptor's, else the request's; 0 means 1), on a key
 // per domain and descriptor — its entries' keys and values — made by an admit.KeyBuilder; in a
 // domain with atomic: true (envoyconf.Config.Atomic) the keys of descriptors with one first entry
-// share a hash slot, and are decided together, all-or-nothing. The
+// share a hash slot, and are decided together, all-or-nothing; a descriptor repeated in one such
+// request is decided once, for the hits of every repetition summed. In any other domain each
+// descriptor is decided on its own, a repeated one counted once per repetition. The
 // response has a status per descriptor, with current_limit, limit_remaining and
 // duration_until_reset, and is OVER_LIMIT when any enforced descriptor is over its limit; one in
 // shadow_mode never is (its status is OK, as envoyproxy/ratelimit answers). When admit cannot
@@ -144,7 +146,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
-	if err := s.decide(ctx, checks); err != nil {
+	if err := s.decide(ctx, checks, cfg.Atomic(req.GetDomain())); err != nil {
 		if errors.Is(err, admit.ErrInvalidRequest) || errors.Is(err, admit.ErrInvalidLimit) {
 			return nil, status.Error(codes.InvalidArgument, err.Error())
 		}
@@ -257,13 +259,20 @@ func subject(domain string, entries []envoyconf.Entry) string {
 	return string(b)
 }
 
-// decide decides the checks that have a key: those whose keys share a hash slot together,
-// all-or-nothing, up to admit.MaxRequests at a time; the others each on its own. A cost above a
-// rule's capacity can never be admitted: it is decided as a peek, and over the limit.
-func (s *Server) decide(ctx context.Context, checks []check) error {
+// decide decides the checks that have a key. In a domain with atomic: true (atomic), those whose
+// keys share a hash slot are decided together, all-or-nothing, up to admit.MaxRequests keys at a
+// time, and descriptors repeated in one request — one key under one Limit — are one Request of
+// their hits summed, so that all of them fit or none is counted. In any other domain each check is
+// decided on its own, in the request's order, a repeated descriptor counted once per repetition, as
+// envoyproxy/ratelimit counts it. A cost above a rule's capacity can never be admitted: it is
+// decided as a peek, and over the limit, as are the checks decided with it.
+func (s *Server) decide(ctx context.Context, checks []check, atomic bool) error {
+	// A group is one TakeAll: its Requests, and for each check the Request that decides it.
 	type group struct {
-		idx  []int
-		keys map[string]bool
+		rs    []admit.Request
+		byKey map[string]int // a key's index in rs
+		idx   []int          // the checks the group decides
+		req   []int          // per check of idx, its index in rs
 	}
 	var groups []*group
 	bySlot := make(map[uint16][]*group)
@@ -272,46 +281,66 @@ func (s *Server) decide(ctx context.Context, checks []check) error {
 		if c.rule == nil || c.key == "" {
 			continue
 		}
-		slot := admit.Slot(c.key)
 		var g *group
-		for _, cand := range bySlot[slot] {
-			if len(cand.idx) < admit.MaxRequests && !cand.keys[c.key] {
-				g = cand
-				break
+		j := -1
+		if atomic {
+			slot := admit.Slot(c.key)
+			for _, cand := range bySlot[slot] {
+				if k, ok := cand.byKey[c.key]; ok {
+					if cand.rs[k].Limit == c.rule.Limit {
+						g, j = cand, k // a repeated descriptor: its hits join the first's
+						break
+					}
+					continue // the same key under another Limit (a limit override): apart
+				}
+				if len(cand.rs) < admit.MaxRequests {
+					g = cand
+					break
+				}
 			}
+			if g == nil {
+				g = &group{byKey: make(map[string]int)}
+				bySlot[slot] = append(bySlot[slot], g)
+			}
+		} else {
+			g = &group{byKey: make(map[string]int)}
 		}
-		if g == nil {
-			g = &group{keys: make(map[string]bool)}
+		if len(g.idx) == 0 {
 			groups = append(groups, g)
-			bySlot[slot] = append(bySlot[slot], g)
 		}
+		if j < 0 {
+			j = len(g.rs)
+			g.rs = append(g.rs, admit.Request{Key: c.key, Limit: c.rule.Limit})
+			g.byKey[c.key] = j
+		}
+		g.rs[j].Cost += c.cost // at most 64 × (2^32 − 1): no overflow
 		g.idx = append(g.idx, i)
-		g.keys[c.key] = true
+		g.req = append(g.req, j)
 	}
 	for _, g := range groups {
-		rs := make([]admit.Request, len(g.idx))
-		ds := make([]admit.Decision, len(g.idx))
+		costs := make([]int64, len(g.rs))
 		tooBig := false
-		for j, i := range g.idx {
-			c := &checks[i]
-			rs[j] = admit.Request{Key: c.key, Limit: c.rule.Limit, Cost: c.cost}
-			if c.cost > c.rule.Limit.Capacity() {
-				tooBig = tooBig || !c.rule.Limit.Shadow
-				rs[j].Cost = 0
+		for j := range g.rs {
+			costs[j] = g.rs[j].Cost
+			if costs[j] > g.rs[j].Limit.Capacity() {
+				tooBig = tooBig || !g.rs[j].Limit.Shadow
+				g.rs[j].Cost = 0
 			}
 		}
 		if tooBig { // the group is rejected whatever the others: peek them all
-			for j := range rs {
-				rs[j].Cost = 0
+			for j := range g.rs {
+				g.rs[j].Cost = 0
 			}
 		}
-		if _, err := s.store.TakeAll(ctx, rs, ds); err != nil {
+		ds := make([]admit.Decision, len(g.rs))
+		if _, err := s.store.TakeAll(ctx, g.rs, ds); err != nil {
 			return err
 		}
-		for j, i := range g.idx {
+		for n, i := range g.idx {
+			j := g.req[n]
 			c := &checks[i]
 			c.d = ds[j]
-			if c.cost > c.rule.Limit.Capacity() {
+			if costs[j] > g.rs[j].Limit.Capacity() {
 				c.d.Allowed = false
 			}
 		}

@@ -344,3 +344,68 @@ func TestAtomicAcrossDescriptors(t *testing.T) {
 		}
 	})
 }
+
+// repeatConfig has one limit of 3 per hour per user, in a domain with atomic: true and in one
+// without.
+const repeatConfig = `
+domain: %s
+%s
+descriptors:
+  - key: user
+    rate_limit:
+      unit: hour
+      requests_per_unit: 3
+`
+
+// TestRepeatedDescriptors: in a domain with atomic: true, descriptors repeated in one request are
+// decided together, their hits summed: 4 × [user=x] under a limit of 3 is over, and consumes
+// nothing; 2 × fits, and consumes 2. In a domain without, each repetition is counted in turn, as
+// envoyproxy/ratelimit counts them: OK, OK, OK, OVER_LIMIT, and 3 consumed.
+func TestRepeatedDescriptors(t *testing.T) {
+	stores(t, func(t *testing.T, store admit.Store) {
+		cfg, err := envoyconf.Parse(
+			envoyconf.File{Name: "atomic.yaml", Data: []byte(fmt.Sprintf(repeatConfig, "atomic", "atomic: true"))},
+			envoyconf.File{Name: "separate.yaml", Data: []byte(fmt.Sprintf(repeatConfig, "separate", ""))},
+		)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, _ := serveConfig(t, store, cfg)
+		user := desc("user", "x")
+		remaining := func(r *rlsv3.RateLimitResponse) []uint32 {
+			var rs []uint32
+			for _, st := range r.Statuses {
+				rs = append(rs, st.LimitRemaining)
+			}
+			return rs
+		}
+
+		r := ask(t, c, "atomic", 0, user, user, user, user)
+		wantCodes(t, "atomic: 4 of 3", r, "OVER_LIMIT", "OVER_LIMIT", "OVER_LIMIT", "OVER_LIMIT", "OVER_LIMIT")
+		if got := remaining(r); got[0] != 3 || got[3] != 3 {
+			t.Errorf("atomic: 4 of 3: limit_remaining %v; want 3 each, nothing counted", got)
+		}
+		r = ask(t, c, "atomic", 0, user, user)
+		wantCodes(t, "atomic: then 2 of 3", r, "OK", "OK", "OK")
+		if got := remaining(r); got[0] != 1 || got[1] != 1 {
+			t.Errorf("atomic: then 2 of 3: limit_remaining %v; want 1 each", got)
+		}
+		wantCodes(t, "atomic: then 2 of the 1 left", ask(t, c, "atomic", 0, user, user), "OVER_LIMIT", "OVER_LIMIT", "OVER_LIMIT")
+		r = ask(t, c, "atomic", 0, user)
+		wantCodes(t, "atomic: then 1 of the 1 left", r, "OK", "OK")
+		if got := r.Statuses[0].LimitRemaining; got != 0 {
+			t.Errorf("atomic: the last one: limit_remaining %d; want 0", got)
+		}
+		// hits_addend is summed too: 2 × 2 hits of a fresh user are 4, over.
+		other := desc("user", "y")
+		wantCodes(t, "atomic: 2 × 2 hits", ask(t, c, "atomic", 2, other, other), "OVER_LIMIT", "OVER_LIMIT", "OVER_LIMIT")
+		wantCodes(t, "atomic: then 3 hits", ask(t, c, "atomic", 3, other), "OK", "OK")
+
+		r = ask(t, c, "separate", 0, user, user, user, user)
+		wantCodes(t, "separate: 4 of 3", r, "OVER_LIMIT", "OK", "OK", "OK", "OVER_LIMIT")
+		if got := remaining(r); got[0] != 2 || got[2] != 0 || got[3] != 0 {
+			t.Errorf("separate: 4 of 3: limit_remaining %v; want 2, 1, 0, 0", got)
+		}
+		wantCodes(t, "separate: then 1", ask(t, c, "separate", 0, user), "OVER_LIMIT", "OVER_LIMIT")
+	})
+}
