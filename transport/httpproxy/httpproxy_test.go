@@ -472,3 +472,67 @@ func TestNewRejects(t *testing.T) {
 		t.Error("New without Upstream and Service: no error")
 	}
 }
+
+// decidingConfig has a route of a loose and a tight policy, and a route whose first policy is a
+// shadow one that rejects from its second request on.
+const decidingConfig = `
+policies:
+  - name: loose
+    algorithm: fixed_window
+    limit: 100
+    window: 1h
+  - name: tight
+    algorithm: fixed_window
+    limit: 1
+    window: 1h
+  - name: trial
+    algorithm: fixed_window
+    limit: 1
+    window: 1h
+    mode: shadow
+  - name: enforced
+    algorithm: fixed_window
+    limit: 100
+    window: 1h
+routes:
+  - path_prefix: /pair/
+    policies: [loose, tight]
+  - path_prefix: /trial/
+    policies: [trial, enforced]
+`
+
+// TestRouteDecidedByEveryPolicy checks that a route's answer is the answer of all its policies
+// together, never its first policy's: under [loose, tight], once tight is spent, a request is
+// answered 429 with tight's Retry-After and reaches no upstream though loose would admit it;
+// under [trial (shadow), enforced], a request that the shadow policy rejects is forwarded.
+func TestRouteDecidedByEveryPolicy(t *testing.T) {
+	up := newUpstream(t, ok)
+	base := newProxy(t, decidingConfig, up.URL)
+	if r := do(t, nil, "GET", base+"/pair/x"); r.status != 200 {
+		t.Fatalf("first request of [loose, tight]: %d %q; want 200", r.status, r.body)
+	}
+	for i := range 3 {
+		r := do(t, nil, "GET", base+"/pair/x")
+		if r.status != 429 || r.body != "rate limit exceeded\n" || r.header.Get("Retry-After") == "" {
+			t.Errorf("request %d of [loose, tight] with tight spent: %d %q; want 429", i+2, r.status, r.body)
+		}
+		if got := strings.Join(r.header.Values("RateLimit"), ", "); got != `"loose";r=99;t=3600, "tight";r=0;t=3600` {
+			t.Errorf("request %d of [loose, tight]: RateLimit %q; want loose's r=99 (nothing consumed) and tight's r=0", i+2, got)
+		}
+	}
+	if n := up.hits.Load(); n != 1 {
+		t.Errorf("the upstream saw %d requests of [loose, tight]; want 1: tight rejects the others", n)
+	}
+	for i := range 3 {
+		r := do(t, nil, "GET", base+"/trial/x")
+		if r.status != 200 || r.body != "ok\n" {
+			t.Errorf("request %d of [trial (shadow), enforced]: %d %q; want 200: a shadow policy never rejects", i+1, r.status, r.body)
+		}
+		if got, want := r.header.Get("RateLimit-Policy"), `"enforced";q=100;w=3600`; got != want {
+			t.Errorf("request %d of [trial (shadow), enforced]: RateLimit-Policy %q; want %q", i+1, got, want)
+		}
+	}
+	if n := up.hits.Load(); n != 4 {
+		t.Errorf("the upstream saw %d requests; want 4: every request of [trial, enforced] is forwarded", n)
+	}
+}
