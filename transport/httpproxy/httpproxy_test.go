@@ -2,6 +2,8 @@ package httpproxy_test
 
 import (
 	"bufio"
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -534,5 +536,51 @@ func TestRouteDecidedByEveryPolicy(t *testing.T) {
 	}
 	if n := up.hits.Load(); n != 4 {
 		t.Errorf("the upstream saw %d requests; want 4: every request of [trial, enforced] is forwarded", n)
+	}
+}
+
+// TestOps checks the handler of the proxy's own endpoints: /healthz always, /readyz by Ready,
+// /metrics only when given, 405 for other methods and 404 for any other path.
+func TestOps(t *testing.T) {
+	var notReady atomic.Bool
+	h := httpproxy.NewOps(httpproxy.OpsOptions{
+		Ready: func(context.Context) error {
+			if notReady.Load() {
+				return errors.New("backend down")
+			}
+			return nil
+		},
+		Metrics: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "metrics\n") }),
+	})
+	ops := httptest.NewServer(h)
+	t.Cleanup(ops.Close)
+	for _, tc := range []struct {
+		method, path string
+		down         bool
+		status       int
+		body         string
+	}{
+		{"GET", "/healthz", false, 200, "ok\n"},
+		{"HEAD", "/healthz", false, 200, ""},
+		{"GET", "/readyz", false, 200, "ok\n"},
+		{"GET", "/metrics", false, 200, "metrics\n"},
+		{"GET", "/readyz", true, 503, "not ready\n"},
+		{"GET", "/healthz", true, 200, "ok\n"},
+		{"POST", "/healthz", false, 405, ""},
+		{"GET", "/api/x", false, 404, ""},
+	} {
+		notReady.Store(tc.down)
+		r := do(t, nil, tc.method, ops.URL+tc.path)
+		if r.status != tc.status || tc.body != "" && r.body != tc.body {
+			t.Errorf("%s %s (backend down: %v): %d %q; want %d %q", tc.method, tc.path, tc.down, r.status, r.body, tc.status, tc.body)
+		}
+	}
+	bare := httptest.NewServer(httpproxy.NewOps(httpproxy.OpsOptions{}))
+	t.Cleanup(bare.Close)
+	if r := do(t, nil, "GET", bare.URL+"/metrics"); r.status != 404 {
+		t.Errorf("/metrics without Metrics: %d; want 404", r.status)
+	}
+	if r := do(t, nil, "GET", bare.URL+"/readyz"); r.status != 200 {
+		t.Errorf("/readyz without Ready: %d; want 200", r.status)
 	}
 }
