@@ -15,8 +15,14 @@ import (
 
 // pathConfig limits the resources under /ip/ to 2 an hour per client, and everything else to
 // 1,000: a path that escaped the first route would be limited by the second, under another
-// route's budget.
-const pathConfig = `
+// route's budget. Without its last route (pathConfigNoCatchAll), it would be unlimited.
+const pathConfig = pathConfigNoCatchAll + `
+  - path_prefix: /
+    policies: [rest]
+`
+
+// pathConfigNoCatchAll is pathConfig without its route of /: only /ip/ is limited.
+const pathConfigNoCatchAll = `
 policies:
   - name: ip
     algorithm: fixed_window
@@ -28,10 +34,7 @@ policies:
     window: 1h
 routes:
   - path_prefix: /ip/
-    policies: [ip]
-  - path_prefix: /
-    policies: [rest]
-`
+    policies: [ip]`
 
 // lenientResource returns the resource that the most lenient of servers serves for the escaped
 // path it is sent: it decodes the path three times over (a double-decoding app), reads a
@@ -91,7 +94,7 @@ const (
 	limited  = "limited"  // decided by the /ip/ route: 429 once its budget is spent
 	refused  = "refused"  // answered 400 and never forwarded
 	redirect = "redirect" // answered 308 to the canonical path, and never forwarded
-	other    = "other"    // forwarded as a resource outside /ip/, under the / route
+	other    = "other"    // forwarded as a resource outside /ip/, under the / route if any
 )
 
 // TestPathForms sends traversal and encoding forms of the path /ip/x through the proxy to a real
@@ -99,8 +102,16 @@ const (
 // (lenientResource). After the /ip/ route's budget of 2 is spent on /ip/x, every form must be
 // limited by that route, refused, redirected to its canonical path, or be a resource outside
 // /ip/ even for the lenient upstream; the upstream never serves a resource under /ip/ more than
-// twice.
+// twice. It runs once with a catch-all route of / after /ip/'s, and once without, where a path
+// that escaped /ip/ would be forwarded unlimited.
 func TestPathForms(t *testing.T) {
+	t.Run("catch-all", func(t *testing.T) { testPathForms(t, pathConfig, `"rest";q=1000;w=3600`) })
+	t.Run("no catch-all", func(t *testing.T) { testPathForms(t, pathConfigNoCatchAll+"\n", "") })
+}
+
+// testPathForms is TestPathForms under config, where a path outside /ip/ is answered with the
+// RateLimit-Policy rest.
+func testPathForms(t *testing.T, config, rest string) {
 	for _, tc := range []struct {
 		method, target string
 		want           string
@@ -164,7 +175,7 @@ func TestPathForms(t *testing.T) {
 				}
 				io.WriteString(w, "resource "+res+"\n")
 			})
-			base := newProxy(t, pathConfig, up.URL)
+			base := newProxy(t, config, up.URL)
 			for i := range 2 {
 				if r := rawGet(t, base, "GET", "/ip/x"); r.status != 200 || r.body != "resource /ip/x\n" {
 					t.Fatalf("canonical request %d: %d %q; want 200 from the upstream", i, r.status, r.body)
@@ -186,8 +197,8 @@ func TestPathForms(t *testing.T) {
 						t.Errorf("request %d: %d, Location %q; want 308 to %q", i, r.status, r.header.Get("Location"), tc.location)
 					}
 				case other:
-					if r.status != 200 || strings.HasPrefix(r.body, "resource /ip/") || r.header.Get("RateLimit-Policy") != `"rest";q=1000;w=3600` {
-						t.Errorf("request %d: %d %q %v; want 200 from a resource outside /ip/, limited by the / route", i, r.status, r.body, r.header)
+					if r.status != 200 || strings.HasPrefix(r.body, "resource /ip/") || r.header.Get("RateLimit-Policy") != rest {
+						t.Errorf("request %d: %d %q %v; want 200 from a resource outside /ip/, with RateLimit-Policy %q", i, r.status, r.body, r.header, rest)
 					}
 				}
 			}
