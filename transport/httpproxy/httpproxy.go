@@ -41,6 +41,9 @@
 // (for an upgraded connection, until it closes), and released also when the client goes away or
 // the proxy panics. An upstream that cannot be reached is answered 502 Bad Gateway. Answers but
 // 200-class and 429 are logged at a bounded rate.
+//
+// A Proxy answers no path of its own: /healthz or /metrics are the upstream's. [NewOps] serves the
+// proxy's health, readiness and metrics, for a listener of their own.
 package httpproxy
 
 import (
