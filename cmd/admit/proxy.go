@@ -47,8 +47,9 @@ and is not read), where every path is the app's: the proxy answers none of its o
 
   GET /healthz  200 while the process is alive
   GET /readyz   200 when the backend answers, else 503
-  GET /metrics  Prometheus metrics: decisions by policy, the Redis breaker and over-limit
-                cache, configuration reloads
+  GET /metrics  Prometheus metrics: the proxy's answers (admit_proxy_requests_total),
+                decisions by policy, the Redis breaker and over-limit cache, configuration
+                reloads
 
 The file is reloaded on SIGHUP and when it changes; a file with errors is logged and the loaded
 routes keep serving. SIGINT or SIGTERM stop accepting, finish the requests in flight (for at
@@ -85,7 +86,7 @@ func proxy(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	defer d.stop()
-	p, err := httpproxy.New(httpproxy.Options{Upstream: upstream, Service: d.svc, Logger: d.logger})
+	p, err := httpproxy.New(httpproxy.Options{Upstream: upstream, Service: d.svc, Logger: d.logger, Registerer: d.reg})
 	if err != nil {
 		d.logger.Error("cannot build the proxy", "error", err)
 		return exitUsage

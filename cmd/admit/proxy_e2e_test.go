@@ -158,10 +158,10 @@ func TestProxyCommandLine(t *testing.T) {
 var metricsListeningRE = regexp.MustCompile(`msg="listening for metrics" addr=(\S+)`)
 
 // TestE2EProxyMetricsListen starts admit proxy on Redis with --metrics-listen and checks that
-// /healthz, /readyz and /metrics are served there, with the proxy's decisions, breaker and cache
-// in the metrics; that /readyz answers 503 while Redis is down, and /healthz still 200; that the
-// proxied port never answers those paths itself, but forwards them to the upstream as any path;
-// and that the metrics listener forwards nothing.
+// /healthz, /readyz and /metrics are served there, with the proxy's answers and decisions, the
+// breaker and the cache in the metrics; that /readyz answers 503 while Redis is down, and
+// /healthz still 200; that the proxied port never answers those paths itself, but forwards them
+// to the upstream as any path; and that the metrics listener forwards nothing.
 func TestE2EProxyMetricsListen(t *testing.T) {
 	var hits atomic.Int64
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -212,6 +212,9 @@ func TestE2EProxyMetricsListen(t *testing.T) {
 	for _, want := range []string{
 		`admit_decisions_total{policy="api",result="allowed"} 2`,
 		`admit_decisions_total{policy="api",result="limited"} 1`,
+		`admit_proxy_requests_total{answer="forwarded"} 2`,
+		`admit_proxy_requests_total{answer="limited"} 1`,
+		`admit_proxy_requests_total{answer="unrouted"} 3`,
 		`admit_breaker_state{breaker="redis"`,
 		"admit_overlimit_cache_entries",
 		"admit_config_info",

@@ -65,6 +65,7 @@ import (
 	"github.com/admit-dev/admit/internal/ratelimitfield"
 	"github.com/admit-dev/admit/policy"
 	"github.com/admit-dev/admit/service"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // BadGatewayBody is the body of a 502 response: the upstream could not be reached.
@@ -93,6 +94,10 @@ type Options struct {
 	UnavailableRetryAfter time.Duration
 	// Transport carries requests to the upstream. Nil means http.DefaultTransport.
 	Transport http.RoundTripper
+	// Registerer, if not nil, receives the Proxy's metrics: admit_proxy_requests_total{answer},
+	// the requests it answered by answer (AnswerForwarded …), and
+	// admit_proxy_upstream_errors_total, the forwarded requests answered 502.
+	Registerer prometheus.Registerer
 }
 
 // A Proxy is an http.Handler that limits requests by the routes of a Service's configuration and
@@ -109,11 +114,12 @@ type Proxy struct {
 	unavailable string // the Retry-After of a 503, whole seconds
 	rp          *httputil.ReverseProxy
 	log         *lograte.Limiter
+	count       *counters
 }
 
 // New returns a Proxy to o.Upstream that applies the routes of o.Service's configuration, or an
-// error when o lacks the Upstream or the Service, or the loaded configuration's server settings
-// are invalid.
+// error when o lacks the Upstream or the Service, the loaded configuration's server settings are
+// invalid, or its metrics cannot be registered into o.Registerer.
 func New(o Options) (*Proxy, error) {
 	if o.Upstream == nil || o.Service == nil {
 		return nil, errors.New("httpproxy: New needs an Upstream and a Service")
@@ -138,6 +144,10 @@ func New(o Options) (*Proxy, error) {
 	if retry <= 0 {
 		retry = httplimit.DefaultUnavailableRetryAfter
 	}
+	count, err := newCounters(o.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("httpproxy: metrics: %w", err)
+	}
 	p := &Proxy{
 		svc:         o.Service,
 		clientIP:    ci,
@@ -145,6 +155,7 @@ func New(o Options) (*Proxy, error) {
 		headers:     srv.RateLimitHeaders,
 		unavailable: strconv.FormatInt(admit.CeilSeconds(retry), 10),
 		log:         lograte.New(logger, interval, logKinds...),
+		count:       count,
 	}
 	upstream := *o.Upstream
 	p.rp = &httputil.ReverseProxy{
@@ -164,20 +175,20 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	cfg := p.svc.Config() // the one configuration of this request
 	switch clean, err := checkPath(cfg, r.Method, r.URL.Path, r.URL.RawPath); {
 	case err != nil:
-		p.logRequest(r, kindMalformed, err)
-		answer(w, http.StatusBadRequest, "", NonCanonicalPathBody)
+		p.refusePath(w, r, err)
 		return
 	case clean != "" && (r.Method == http.MethodGet || r.Method == http.MethodHead):
+		p.count.answers[ansRedirected].Inc()
 		u := url.URL{Path: clean, RawQuery: r.URL.RawQuery}
 		http.Redirect(w, r, u.RequestURI(), http.StatusPermanentRedirect)
 		return
 	case clean != "":
-		p.logRequest(r, kindMalformed, pathError("it has empty, . or .. segments (only GET and HEAD are redirected to the clean path)"))
-		answer(w, http.StatusBadRequest, "", NonCanonicalPathBody)
+		p.refusePath(w, r, pathError("it has empty, . or .. segments (only GET and HEAD are redirected to the clean path)"))
 		return
 	}
 	route, ok := cfg.Route(r.Method, r.URL.Path)
 	if !ok {
+		p.count.answers[ansUnrouted].Inc()
 		p.rp.ServeHTTP(w, r) // no route: unlimited
 		return
 	}
@@ -192,17 +203,27 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		p.fail(w, r, err)
 	case !res.Allowed:
+		p.count.answers[ansLimited].Inc()
 		retry := res.Decisions[res.Deciding].RetryAfterSeconds()
 		if p.headers {
 			ratelimitfield.Set(w.Header(), res.Decisions, retry)
 		}
 		answer(w, http.StatusTooManyRequests, strconv.FormatInt(retry, 10), httplimit.LimitedBody)
 	default:
+		p.count.answers[ansForwarded].Inc()
 		if p.headers {
 			r = r.WithContext(context.WithValue(r.Context(), decisionsKey{}, res.Decisions))
 		}
 		p.rp.ServeHTTP(w, r)
 	}
+}
+
+// refusePath answers 400 to a request whose path is not in canonical form, because of err, and
+// logs it.
+func (p *Proxy) refusePath(w http.ResponseWriter, r *http.Request, err error) {
+	p.count.answers[ansNonCanonical].Inc()
+	p.logRequest(r, kindMalformed, err)
+	answer(w, http.StatusBadRequest, "", NonCanonicalPathBody)
 }
 
 // errUntrustedPeer is the error of a request whose route reads its subject from a header that the
@@ -232,12 +253,15 @@ func (p *Proxy) subject(r *http.Request, s policy.Subject) (admit.Subject, error
 func (p *Proxy) fail(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, httplimit.ErrMalformedRequest):
+		p.count.answers[ansMalformed].Inc()
 		p.logRequest(r, kindMalformed, err)
 		answer(w, http.StatusBadRequest, "", httplimit.BadRequestBody)
 	case errors.Is(err, admit.ErrInvalidRequest), errors.Is(err, admit.ErrInvalidLimit), errors.Is(err, httplimit.ErrMisconfigured):
+		p.count.answers[ansInvalid].Inc()
 		p.logRequest(r, kindInvalid, err)
 		answer(w, http.StatusInternalServerError, "", httplimit.InternalErrorBody)
 	default:
+		p.count.answers[ansUnavailable].Inc()
 		if r.Context().Err() == nil { // else the client went away first: nothing to report
 			p.logRequest(r, kindUnavailable, err)
 		}
@@ -295,6 +319,7 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 // badGateway answers 502 to a request the upstream did not answer, and logs it.
 func (p *Proxy) badGateway(w http.ResponseWriter, r *http.Request, err error) {
 	if r.Context().Err() == nil { // else the client went away: not the upstream's failure
+		p.count.upstream.Inc()
 		p.logRequest(r, kindBadGateway, err)
 	}
 	answer(w, http.StatusBadGateway, "", BadGatewayBody)
@@ -331,9 +356,10 @@ var logKinds = []lograte.Kind{
 	kindBadGateway:  {Level: slog.LevelWarn, Msg: "upstream unavailable"},
 }
 
-// logRequest logs err, of kind k, about r, at the log's bounded rate.
+// logRequest logs err, of kind k, about r, with its path as the client escaped it, at the log's
+// bounded rate.
 func (p *Proxy) logRequest(r *http.Request, k int, err error) {
-	p.log.Log(r.Context(), k, err, slog.String("method", r.Method), slog.String("path", r.URL.Path))
+	p.log.Log(r.Context(), k, err, slog.String("method", r.Method), slog.String("path", r.URL.EscapedPath()))
 }
 
 var _ http.Handler = (*Proxy)(nil)

@@ -23,6 +23,8 @@ import (
 	"github.com/admit-dev/admit/redisstore"
 	"github.com/admit-dev/admit/service"
 	"github.com/admit-dev/admit/transport/httpproxy"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // testConfig is the configuration of most tests: a limited route of GETs under /api/, a route
@@ -582,5 +584,124 @@ func TestOps(t *testing.T) {
 	}
 	if r := do(t, nil, "GET", bare.URL+"/readyz"); r.status != 200 {
 		t.Errorf("/readyz without Ready: %d; want 200", r.status)
+	}
+}
+
+// TestMetrics checks admit_proxy_requests_total, by answer, and admit_proxy_upstream_errors_total.
+func TestMetrics(t *testing.T) {
+	up := newUpstream(t, ok)
+	cfg, err := policy.Parse("test.yaml", []byte(testConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := memstore.New(memstore.Options{})
+	t.Cleanup(func() { mem.Close() })
+	keys, err := admit.NewKeyBuilder([]byte("httpproxy test secret, 32 bytes"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := service.New(mem, keys, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	proxyTo := func(target string) string {
+		u, err := url.Parse(target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := httpproxy.New(httpproxy.Options{Upstream: u, Service: svc, LogInterval: -1, Registerer: reg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		front := httptest.NewServer(p)
+		t.Cleanup(front.Close)
+		return front.URL
+	}
+	base := proxyTo(up.URL)
+	for _, want := range []int{200, 200, 429} {
+		if r := do(t, nil, "GET", base+"/api/x"); r.status != want {
+			t.Fatalf("/api/x: %d; want %d", r.status, want)
+		}
+	}
+	if r := do(t, nil, "GET", base+"/open"); r.status != 200 {
+		t.Fatalf("/open: %d; want 200", r.status)
+	}
+	if r := rawGet(t, base, "GET", "//api/x"); r.status != 308 {
+		t.Fatalf("GET //api/x: %d; want 308", r.status)
+	}
+	for _, target := range []string{"//api/x", "/api%2fx"} {
+		if r := rawGet(t, base, "POST", target); r.status != 400 {
+			t.Fatalf("POST %s: %d; want 400", target, r.status)
+		}
+	}
+	if r := do(t, nil, "GET", base+"/user/x"); r.status != 400 { // no subject header
+		t.Fatalf("/user/x without X-User-Id: %d; want 400", r.status)
+	}
+	if _, err := httpproxy.New(httpproxy.Options{Upstream: &url.URL{Scheme: "http", Host: "x"}, Service: svc, Registerer: reg}); err == nil {
+		t.Error("a second Proxy on one Registerer: no error")
+	}
+	want := `
+# HELP admit_proxy_requests_total Requests answered by admit proxy, by answer (forwarded, unrouted, limited, redirected, non_canonical, malformed, invalid, unavailable).
+# TYPE admit_proxy_requests_total counter
+admit_proxy_requests_total{answer="forwarded"} 2
+admit_proxy_requests_total{answer="invalid"} 0
+admit_proxy_requests_total{answer="limited"} 1
+admit_proxy_requests_total{answer="malformed"} 1
+admit_proxy_requests_total{answer="non_canonical"} 2
+admit_proxy_requests_total{answer="redirected"} 1
+admit_proxy_requests_total{answer="unavailable"} 0
+admit_proxy_requests_total{answer="unrouted"} 1
+# HELP admit_proxy_upstream_errors_total Forwarded requests that the upstream did not answer, answered 502 Bad Gateway.
+# TYPE admit_proxy_upstream_errors_total counter
+admit_proxy_upstream_errors_total 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want)); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestMetricsBadGateway checks that a request the upstream does not answer counts in
+// admit_proxy_upstream_errors_total.
+func TestMetricsBadGateway(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := &url.URL{Scheme: "http", Host: ln.Addr().String()}
+	ln.Close()
+	cfg, err := policy.Parse("test.yaml", []byte(testConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := memstore.New(memstore.Options{})
+	t.Cleanup(func() { mem.Close() })
+	keys, err := admit.NewKeyBuilder([]byte("httpproxy test secret, 32 bytes"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := service.New(mem, keys, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	p, err := httpproxy.New(httpproxy.Options{Upstream: closed, Service: svc, LogInterval: -1, Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	front := httptest.NewServer(p)
+	t.Cleanup(front.Close)
+	for _, path := range []string{"/api/x", "/open"} {
+		if r := do(t, nil, "GET", front.URL+path); r.status != 502 {
+			t.Fatalf("%s: %d; want 502", path, r.status)
+		}
+	}
+	want := `
+# HELP admit_proxy_upstream_errors_total Forwarded requests that the upstream did not answer, answered 502 Bad Gateway.
+# TYPE admit_proxy_upstream_errors_total counter
+admit_proxy_upstream_errors_total 2
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "admit_proxy_upstream_errors_total"); err != nil {
+		t.Error(err)
 	}
 }
