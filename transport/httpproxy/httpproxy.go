@@ -169,8 +169,9 @@ func New(o Options) (*Proxy, error) {
 	return p, nil
 }
 
-// ServeHTTP limits r by the first route of the loaded configuration that matches it, and forwards
-// it to the upstream if it is admitted, or if no route matches.
+// ServeHTTP limits r by the first route of the loaded configuration that matches its path, and
+// forwards it to the upstream if it is admitted, or if no route matches. A path not in canonical
+// form is redirected or refused first, never matched or forwarded (see the package doc).
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	cfg := p.svc.Config() // the one configuration of this request
 	switch clean, err := checkPath(cfg, r.Method, r.URL.Path, r.URL.RawPath); {
