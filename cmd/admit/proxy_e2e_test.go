@@ -7,12 +7,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/admit-dev/admit/internal/redistest"
 	"github.com/admit-dev/admit/internal/wstest"
 )
 
@@ -89,6 +91,9 @@ func TestE2EProxy(t *testing.T) {
 	if r := get(t, p.base+"/elsewhere"); r.status != 200 || r.header.Get("RateLimit") != "" {
 		t.Errorf("an unrouted request: %d %v; want 200 without RateLimit", r.status, r.header)
 	}
+	if strings.Contains(p.logs.String(), "listening for metrics") {
+		t.Errorf("without --metrics-listen the proxy listens for metrics; want no such listener by default")
+	}
 
 	// A streamed response: the upstream writes its second chunk only once the first has arrived.
 	resp, err := http.Get(p.base + "/stream")
@@ -124,7 +129,8 @@ func TestE2EProxy(t *testing.T) {
 	}
 }
 
-// TestProxyCommandLine checks that admit proxy refuses to start without --upstream or --config.
+// TestProxyCommandLine checks that admit proxy refuses to start without --upstream or --config,
+// or with --metrics-listen on --listen's address.
 func TestProxyCommandLine(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -133,6 +139,7 @@ func TestProxyCommandLine(t *testing.T) {
 		{[]string{"proxy", "--config", "x.yaml"}, "--upstream URL is required"},
 		{[]string{"proxy", "--upstream", "ftp://x", "--config", "x.yaml"}, `--upstream "ftp://x": want an http:// or https:// URL`},
 		{[]string{"proxy", "--upstream", "http://127.0.0.1:3000"}, "--config FILE is required"},
+		{[]string{"proxy", "--upstream", "http://127.0.0.1:3000", "--config", "x.yaml", "--metrics-listen", defaultProxyListen}, "--metrics-listen " + defaultProxyListen + " is --listen's"},
 	} {
 		var stderr strings.Builder
 		if code := run(t.Context(), tc.args, io.Discard, &stderr); code != exitUsage || !strings.Contains(stderr.String(), tc.want) {
@@ -141,7 +148,99 @@ func TestProxyCommandLine(t *testing.T) {
 	}
 	var stdout strings.Builder
 	if code := run(t.Context(), []string{"help", "proxy"}, &stdout, io.Discard); code != exitOK ||
-		!strings.Contains(stdout.String(), "admit proxy --upstream URL --config FILE") || !strings.Contains(stdout.String(), defaultProxyListen) {
+		!strings.Contains(stdout.String(), "admit proxy --upstream URL --config FILE") || !strings.Contains(stdout.String(), defaultProxyListen) ||
+		!strings.Contains(stdout.String(), "-metrics-listen address") {
 		t.Errorf("admit help proxy: exit %d:\n%s", code, stdout.String())
+	}
+}
+
+// metricsListeningRE finds the address of admit proxy's --metrics-listen in its log.
+var metricsListeningRE = regexp.MustCompile(`msg="listening for metrics" addr=(\S+)`)
+
+// TestE2EProxyMetricsListen starts admit proxy on Redis with --metrics-listen and checks that
+// /healthz, /readyz and /metrics are served there, with the proxy's answers and decisions, the
+// breaker and the cache in the metrics; that /readyz answers 503 while Redis is down, and
+// /healthz still 200; that the proxied port never answers those paths itself, but forwards them
+// to the upstream as any path; and that the metrics listener forwards nothing.
+func TestE2EProxyMetricsListen(t *testing.T) {
+	var hits atomic.Int64
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		io.WriteString(w, "upstream "+r.URL.Path+"\n")
+	}))
+	defer upstream.Close()
+	redis := redistest.Start(t)
+	config := filepath.Join(t.TempDir(), "proxy.yaml")
+	writeConfig(t, config, proxyConfig)
+	p := startCommand(t, admitEnv(secretEnv+"="+testSecret), "proxy", "--upstream", upstream.URL, "--config", config,
+		"--redis", redis.URL(), "--metrics-listen", "127.0.0.1:0")
+	p.logs.waitLine(t, "listening for metrics")
+	m := metricsListeningRE.FindStringSubmatch(p.logs.String())
+	if m == nil {
+		t.Fatalf("no metrics address in the log:\n%s", p.logs)
+	}
+	ops := "http://" + m[1]
+	if ops == p.base {
+		t.Fatalf("the metrics listener is the proxied one, %s", ops)
+	}
+
+	// The proxied port forwards the endpoints' paths to the upstream, as any path.
+	for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
+		if r := get(t, p.base+path); r.status != 200 || r.body != "upstream "+path+"\n" {
+			t.Errorf("%s on the proxied port: %d %q; want the upstream's answer", path, r.status, r.body)
+		}
+	}
+	if n := hits.Load(); n != 3 {
+		t.Errorf("the upstream saw %d requests; want 3", n)
+	}
+	for _, want := range []int{200, 200, 429} {
+		if r := get(t, p.base+"/api/items"); r.status != want {
+			t.Errorf("/api/items: %d; want %d", r.status, want)
+		}
+	}
+
+	// The metrics listener serves the endpoints, and forwards nothing.
+	for _, path := range []string{"/healthz", "/readyz"} {
+		if r := get(t, ops+path); r.status != 200 || r.body != "ok\n" {
+			t.Errorf("%s: %d %q; want 200 ok", path, r.status, r.body)
+		}
+	}
+	r := get(t, ops+"/metrics")
+	if r.status != 200 {
+		t.Fatalf("/metrics: %d %q; want 200", r.status, r.body)
+	}
+	for _, want := range []string{
+		`admit_decisions_total{policy="api",result="allowed"} 2`,
+		`admit_decisions_total{policy="api",result="limited"} 1`,
+		`admit_proxy_requests_total{answer="forwarded"} 2`,
+		`admit_proxy_requests_total{answer="limited"} 1`,
+		`admit_proxy_requests_total{answer="unrouted"} 3`,
+		`admit_breaker_state{breaker="redis"`,
+		"admit_overlimit_cache_entries",
+		"admit_config_info",
+	} {
+		if !strings.Contains(r.body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	if r := get(t, ops+"/api/items"); r.status != 404 {
+		t.Errorf("/api/items on the metrics listener: %d %q; want 404", r.status, r.body)
+	}
+	if n := hits.Load(); n != 5 {
+		t.Errorf("the upstream saw %d requests; want 5: the metrics listener forwards nothing", n)
+	}
+
+	// Redis down: not ready, yet alive.
+	redis.Stop(t)
+	if r := get(t, ops+"/readyz"); r.status != 503 || r.body != "not ready\n" {
+		t.Errorf("/readyz with Redis down: %d %q; want 503 not ready", r.status, r.body)
+	}
+	if r := get(t, ops+"/healthz"); r.status != 200 {
+		t.Errorf("/healthz with Redis down: %d; want 200", r.status)
+	}
+
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	if code := p.wait(t); code != 0 {
+		t.Errorf("exit %d after SIGTERM; want 0", code)
 	}
 }

@@ -3,20 +3,37 @@
 //
 // A [Proxy] matches each request against the routes of the configuration its [service.Service]
 // has loaded, taken once per request; the first route that matches applies, and a request that
-// matches none is forwarded unlimited. A matched request is decided under every policy of its
-// route at once, all-or-nothing, for the subject the route names, at the route's cost:
+// matches none is forwarded unlimited. Routes match the decoded path, case-sensitively, and only a
+// path in canonical form, which every server behind the proxy reads as the same resource, is
+// matched or forwarded:
+//
+//   - a path that only needs cleaning (an empty, "." or ".." segment: //x, /./x, /a/../x, /x/.)
+//     is redirected to its clean path, as [http.ServeMux] cleans it, with 308 Permanent Redirect
+//     for GET and HEAD, and answered 400 for every other method;
+//   - a path that does not start with '/', that percent-encodes '/', '.' or '\' (%2F, %2E, %5C,
+//     or twice: %252F), that has a '\', a control character or invalid UTF-8 once decoded, or a
+//     segment that ends in a dot or a space (which Windows servers drop) is answered 400 with
+//     [NonCanonicalPathBody];
+//   - ;parameters are part of their segment, as Go and RFC 3986 keep them, but a path that has
+//     any is answered 400 unless, without them, it is canonical too and matches a route that
+//     decides alike (the same policies, subject and cost): a server that drops them (Tomcat,
+//     Jetty, Spring) then serves a resource of the same route.
+//
+// A refused or redirected request is never forwarded. A matched request is decided under every
+// policy of its route at once, all-or-nothing, for the subject the route names, at the route's
+// cost:
 //
 //   - client_ip: the client's address, through the server's trusted_proxies, forwarded_header and
 //     ipv6_prefix ([httplimit.ClientIP]);
 //   - header: the value of a header that only a trusted proxy may set. It is read only when the TCP
 //     peer is one of trusted_proxies; a request from any other peer is answered 400, never
-//     limited by a subject the client chose (SPEC §5);
+//     limited by a subject the client chose;
 //   - constant: one subject for every request of the route.
 //
 // A request that is not admitted is answered by the Proxy and never forwarded: 429 with
 // Retry-After, Cache-Control: no-store, the RateLimit fields and the body "rate limit
-// exceeded\n"; 400 for a malformed request (a bad forwarding header, a missing or untrusted
-// subject header); 500 when the check is invalid (a server bug); 503 with a short Retry-After when
+// exceeded\n"; 400 for a path not in canonical form, or a malformed request (a bad forwarding
+// header, a missing or untrusted subject header); 500 when the check is invalid (a server bug); 503 with a short Retry-After when
 // the limiter cannot decide (fail closed). An admitted request is forwarded with the RateLimit
 // fields set on its response (unless the server's ratelimit_headers is false); request and
 // response bodies are streamed, never buffered, and WebSocket (and other Upgrade) connections pass
@@ -24,6 +41,9 @@
 // (for an upgraded connection, until it closes), and released also when the client goes away or
 // the proxy panics. An upstream that cannot be reached is answered 502 Bad Gateway. Answers but
 // 200-class and 429 are logged at a bounded rate.
+//
+// A Proxy answers no path of its own: /healthz or /metrics are the upstream's. [NewOps] serves the
+// proxy's health, readiness and metrics, for a listener of their own.
 package httpproxy
 
 import (
@@ -45,6 +65,7 @@ import (
 	"github.com/admit-dev/admit/internal/ratelimitfield"
 	"github.com/admit-dev/admit/policy"
 	"github.com/admit-dev/admit/service"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // BadGatewayBody is the body of a 502 response: the upstream could not be reached.
@@ -73,6 +94,10 @@ type Options struct {
 	UnavailableRetryAfter time.Duration
 	// Transport carries requests to the upstream. Nil means http.DefaultTransport.
 	Transport http.RoundTripper
+	// Registerer, if not nil, receives the Proxy's metrics: admit_proxy_requests_total{answer},
+	// the requests it answered by answer (AnswerForwarded …), and
+	// admit_proxy_upstream_errors_total, the forwarded requests answered 502.
+	Registerer prometheus.Registerer
 }
 
 // A Proxy is an http.Handler that limits requests by the routes of a Service's configuration and
@@ -89,11 +114,12 @@ type Proxy struct {
 	unavailable string // the Retry-After of a 503, whole seconds
 	rp          *httputil.ReverseProxy
 	log         *lograte.Limiter
+	count       *counters
 }
 
 // New returns a Proxy to o.Upstream that applies the routes of o.Service's configuration, or an
-// error when o lacks the Upstream or the Service, or the loaded configuration's server settings
-// are invalid.
+// error when o lacks the Upstream or the Service, the loaded configuration's server settings are
+// invalid, or its metrics cannot be registered into o.Registerer.
 func New(o Options) (*Proxy, error) {
 	if o.Upstream == nil || o.Service == nil {
 		return nil, errors.New("httpproxy: New needs an Upstream and a Service")
@@ -118,6 +144,10 @@ func New(o Options) (*Proxy, error) {
 	if retry <= 0 {
 		retry = httplimit.DefaultUnavailableRetryAfter
 	}
+	count, err := newCounters(o.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("httpproxy: metrics: %w", err)
+	}
 	p := &Proxy{
 		svc:         o.Service,
 		clientIP:    ci,
@@ -125,6 +155,7 @@ func New(o Options) (*Proxy, error) {
 		headers:     srv.RateLimitHeaders,
 		unavailable: strconv.FormatInt(admit.CeilSeconds(retry), 10),
 		log:         lograte.New(logger, interval, logKinds...),
+		count:       count,
 	}
 	upstream := *o.Upstream
 	p.rp = &httputil.ReverseProxy{
@@ -138,12 +169,27 @@ func New(o Options) (*Proxy, error) {
 	return p, nil
 }
 
-// ServeHTTP limits r by the first route of the loaded configuration that matches it, and forwards
-// it to the upstream if it is admitted, or if no route matches.
+// ServeHTTP limits r by the first route of the loaded configuration that matches its path, and
+// forwards it to the upstream if it is admitted, or if no route matches. A path not in canonical
+// form is redirected or refused first, never matched or forwarded (see the package doc).
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	cfg := p.svc.Config() // the one configuration of this request
+	switch clean, err := checkPath(cfg, r.Method, r.URL.Path, r.URL.RawPath); {
+	case err != nil:
+		p.refusePath(w, r, err)
+		return
+	case clean != "" && (r.Method == http.MethodGet || r.Method == http.MethodHead):
+		p.count.answers[ansRedirected].Inc()
+		u := url.URL{Path: clean, RawQuery: r.URL.RawQuery}
+		http.Redirect(w, r, u.RequestURI(), http.StatusPermanentRedirect)
+		return
+	case clean != "":
+		p.refusePath(w, r, pathError("it has empty, . or .. segments (only GET and HEAD are redirected to the clean path)"))
+		return
+	}
 	route, ok := cfg.Route(r.Method, r.URL.Path)
 	if !ok {
+		p.count.answers[ansUnrouted].Inc()
 		p.rp.ServeHTTP(w, r) // no route: unlimited
 		return
 	}
@@ -158,17 +204,27 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		p.fail(w, r, err)
 	case !res.Allowed:
+		p.count.answers[ansLimited].Inc()
 		retry := res.Decisions[res.Deciding].RetryAfterSeconds()
 		if p.headers {
 			ratelimitfield.Set(w.Header(), res.Decisions, retry)
 		}
 		answer(w, http.StatusTooManyRequests, strconv.FormatInt(retry, 10), httplimit.LimitedBody)
 	default:
+		p.count.answers[ansForwarded].Inc()
 		if p.headers {
 			r = r.WithContext(context.WithValue(r.Context(), decisionsKey{}, res.Decisions))
 		}
 		p.rp.ServeHTTP(w, r)
 	}
+}
+
+// refusePath answers 400 to a request whose path is not in canonical form, because of err, and
+// logs it.
+func (p *Proxy) refusePath(w http.ResponseWriter, r *http.Request, err error) {
+	p.count.answers[ansNonCanonical].Inc()
+	p.logRequest(r, kindMalformed, err)
+	answer(w, http.StatusBadRequest, "", NonCanonicalPathBody)
 }
 
 // errUntrustedPeer is the error of a request whose route reads its subject from a header that the
@@ -198,12 +254,15 @@ func (p *Proxy) subject(r *http.Request, s policy.Subject) (admit.Subject, error
 func (p *Proxy) fail(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, httplimit.ErrMalformedRequest):
+		p.count.answers[ansMalformed].Inc()
 		p.logRequest(r, kindMalformed, err)
 		answer(w, http.StatusBadRequest, "", httplimit.BadRequestBody)
 	case errors.Is(err, admit.ErrInvalidRequest), errors.Is(err, admit.ErrInvalidLimit), errors.Is(err, httplimit.ErrMisconfigured):
+		p.count.answers[ansInvalid].Inc()
 		p.logRequest(r, kindInvalid, err)
 		answer(w, http.StatusInternalServerError, "", httplimit.InternalErrorBody)
 	default:
+		p.count.answers[ansUnavailable].Inc()
 		if r.Context().Err() == nil { // else the client went away first: nothing to report
 			p.logRequest(r, kindUnavailable, err)
 		}
@@ -261,6 +320,7 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 // badGateway answers 502 to a request the upstream did not answer, and logs it.
 func (p *Proxy) badGateway(w http.ResponseWriter, r *http.Request, err error) {
 	if r.Context().Err() == nil { // else the client went away: not the upstream's failure
+		p.count.upstream.Inc()
 		p.logRequest(r, kindBadGateway, err)
 	}
 	answer(w, http.StatusBadGateway, "", BadGatewayBody)
@@ -297,9 +357,10 @@ var logKinds = []lograte.Kind{
 	kindBadGateway:  {Level: slog.LevelWarn, Msg: "upstream unavailable"},
 }
 
-// logRequest logs err, of kind k, about r, at the log's bounded rate.
+// logRequest logs err, of kind k, about r, with its path as the client escaped it, at the log's
+// bounded rate.
 func (p *Proxy) logRequest(r *http.Request, k int, err error) {
-	p.log.Log(r.Context(), k, err, slog.String("method", r.Method), slog.String("path", r.URL.Path))
+	p.log.Log(r.Context(), k, err, slog.String("method", r.Method), slog.String("path", r.URL.EscapedPath()))
 }
 
 var _ http.Handler = (*Proxy)(nil)

@@ -2,6 +2,8 @@ package httpproxy_test
 
 import (
 	"bufio"
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -21,6 +23,8 @@ import (
 	"github.com/admit-dev/admit/redisstore"
 	"github.com/admit-dev/admit/service"
 	"github.com/admit-dev/admit/transport/httpproxy"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // testConfig is the configuration of most tests: a limited route of GETs under /api/, a route
@@ -470,5 +474,234 @@ func TestUnavailable(t *testing.T) {
 func TestNewRejects(t *testing.T) {
 	if _, err := httpproxy.New(httpproxy.Options{}); err == nil {
 		t.Error("New without Upstream and Service: no error")
+	}
+}
+
+// decidingConfig has a route of a loose and a tight policy, and a route whose first policy is a
+// shadow one that rejects from its second request on.
+const decidingConfig = `
+policies:
+  - name: loose
+    algorithm: fixed_window
+    limit: 100
+    window: 1h
+  - name: tight
+    algorithm: fixed_window
+    limit: 1
+    window: 1h
+  - name: trial
+    algorithm: fixed_window
+    limit: 1
+    window: 1h
+    mode: shadow
+  - name: enforced
+    algorithm: fixed_window
+    limit: 100
+    window: 1h
+routes:
+  - path_prefix: /pair/
+    policies: [loose, tight]
+  - path_prefix: /trial/
+    policies: [trial, enforced]
+`
+
+// TestRouteDecidedByEveryPolicy checks that a route's answer is the answer of all its policies
+// together, never its first policy's: under [loose, tight], once tight is spent, a request is
+// answered 429 with tight's Retry-After and reaches no upstream though loose would admit it;
+// under [trial (shadow), enforced], a request that the shadow policy rejects is forwarded.
+func TestRouteDecidedByEveryPolicy(t *testing.T) {
+	up := newUpstream(t, ok)
+	base := newProxy(t, decidingConfig, up.URL)
+	if r := do(t, nil, "GET", base+"/pair/x"); r.status != 200 {
+		t.Fatalf("first request of [loose, tight]: %d %q; want 200", r.status, r.body)
+	}
+	for i := range 3 {
+		r := do(t, nil, "GET", base+"/pair/x")
+		if r.status != 429 || r.body != "rate limit exceeded\n" || r.header.Get("Retry-After") == "" {
+			t.Errorf("request %d of [loose, tight] with tight spent: %d %q; want 429", i+2, r.status, r.body)
+		}
+		if got := strings.Join(r.header.Values("RateLimit"), ", "); got != `"loose";r=99;t=3600, "tight";r=0;t=3600` {
+			t.Errorf("request %d of [loose, tight]: RateLimit %q; want loose's r=99 (nothing consumed) and tight's r=0", i+2, got)
+		}
+	}
+	if n := up.hits.Load(); n != 1 {
+		t.Errorf("the upstream saw %d requests of [loose, tight]; want 1: tight rejects the others", n)
+	}
+	for i := range 3 {
+		r := do(t, nil, "GET", base+"/trial/x")
+		if r.status != 200 || r.body != "ok\n" {
+			t.Errorf("request %d of [trial (shadow), enforced]: %d %q; want 200: a shadow policy never rejects", i+1, r.status, r.body)
+		}
+		if got, want := r.header.Get("RateLimit-Policy"), `"enforced";q=100;w=3600`; got != want {
+			t.Errorf("request %d of [trial (shadow), enforced]: RateLimit-Policy %q; want %q", i+1, got, want)
+		}
+	}
+	if n := up.hits.Load(); n != 4 {
+		t.Errorf("the upstream saw %d requests; want 4: every request of [trial, enforced] is forwarded", n)
+	}
+}
+
+// TestOps checks the handler of the proxy's own endpoints: /healthz always, /readyz by Ready,
+// /metrics only when given, 405 for other methods and 404 for any other path.
+func TestOps(t *testing.T) {
+	var notReady atomic.Bool
+	h := httpproxy.NewOps(httpproxy.OpsOptions{
+		Ready: func(context.Context) error {
+			if notReady.Load() {
+				return errors.New("backend down")
+			}
+			return nil
+		},
+		Metrics: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "metrics\n") }),
+	})
+	ops := httptest.NewServer(h)
+	t.Cleanup(ops.Close)
+	for _, tc := range []struct {
+		method, path string
+		down         bool
+		status       int
+		body         string
+	}{
+		{"GET", "/healthz", false, 200, "ok\n"},
+		{"HEAD", "/healthz", false, 200, ""},
+		{"GET", "/readyz", false, 200, "ok\n"},
+		{"GET", "/metrics", false, 200, "metrics\n"},
+		{"GET", "/readyz", true, 503, "not ready\n"},
+		{"GET", "/healthz", true, 200, "ok\n"},
+		{"POST", "/healthz", false, 405, ""},
+		{"GET", "/api/x", false, 404, ""},
+	} {
+		notReady.Store(tc.down)
+		r := do(t, nil, tc.method, ops.URL+tc.path)
+		if r.status != tc.status || tc.body != "" && r.body != tc.body {
+			t.Errorf("%s %s (backend down: %v): %d %q; want %d %q", tc.method, tc.path, tc.down, r.status, r.body, tc.status, tc.body)
+		}
+	}
+	bare := httptest.NewServer(httpproxy.NewOps(httpproxy.OpsOptions{}))
+	t.Cleanup(bare.Close)
+	if r := do(t, nil, "GET", bare.URL+"/metrics"); r.status != 404 {
+		t.Errorf("/metrics without Metrics: %d; want 404", r.status)
+	}
+	if r := do(t, nil, "GET", bare.URL+"/readyz"); r.status != 200 {
+		t.Errorf("/readyz without Ready: %d; want 200", r.status)
+	}
+}
+
+// TestMetrics checks admit_proxy_requests_total, by answer, and admit_proxy_upstream_errors_total.
+func TestMetrics(t *testing.T) {
+	up := newUpstream(t, ok)
+	cfg, err := policy.Parse("test.yaml", []byte(testConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := memstore.New(memstore.Options{})
+	t.Cleanup(func() { mem.Close() })
+	keys, err := admit.NewKeyBuilder([]byte("httpproxy test secret, 32 bytes"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := service.New(mem, keys, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	proxyTo := func(target string) string {
+		u, err := url.Parse(target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := httpproxy.New(httpproxy.Options{Upstream: u, Service: svc, LogInterval: -1, Registerer: reg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		front := httptest.NewServer(p)
+		t.Cleanup(front.Close)
+		return front.URL
+	}
+	base := proxyTo(up.URL)
+	for _, want := range []int{200, 200, 429} {
+		if r := do(t, nil, "GET", base+"/api/x"); r.status != want {
+			t.Fatalf("/api/x: %d; want %d", r.status, want)
+		}
+	}
+	if r := do(t, nil, "GET", base+"/open"); r.status != 200 {
+		t.Fatalf("/open: %d; want 200", r.status)
+	}
+	if r := rawGet(t, base, "GET", "//api/x"); r.status != 308 {
+		t.Fatalf("GET //api/x: %d; want 308", r.status)
+	}
+	for _, target := range []string{"//api/x", "/api%2fx"} {
+		if r := rawGet(t, base, "POST", target); r.status != 400 {
+			t.Fatalf("POST %s: %d; want 400", target, r.status)
+		}
+	}
+	if r := do(t, nil, "GET", base+"/user/x"); r.status != 400 { // no subject header
+		t.Fatalf("/user/x without X-User-Id: %d; want 400", r.status)
+	}
+	if _, err := httpproxy.New(httpproxy.Options{Upstream: &url.URL{Scheme: "http", Host: "x"}, Service: svc, Registerer: reg}); err == nil {
+		t.Error("a second Proxy on one Registerer: no error")
+	}
+	want := `
+# HELP admit_proxy_requests_total Requests answered by admit proxy, by answer (forwarded, unrouted, limited, redirected, non_canonical, malformed, invalid, unavailable).
+# TYPE admit_proxy_requests_total counter
+admit_proxy_requests_total{answer="forwarded"} 2
+admit_proxy_requests_total{answer="invalid"} 0
+admit_proxy_requests_total{answer="limited"} 1
+admit_proxy_requests_total{answer="malformed"} 1
+admit_proxy_requests_total{answer="non_canonical"} 2
+admit_proxy_requests_total{answer="redirected"} 1
+admit_proxy_requests_total{answer="unavailable"} 0
+admit_proxy_requests_total{answer="unrouted"} 1
+# HELP admit_proxy_upstream_errors_total Forwarded requests that the upstream did not answer, answered 502 Bad Gateway.
+# TYPE admit_proxy_upstream_errors_total counter
+admit_proxy_upstream_errors_total 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want)); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestMetricsBadGateway checks that a request the upstream does not answer counts in
+// admit_proxy_upstream_errors_total.
+func TestMetricsBadGateway(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := &url.URL{Scheme: "http", Host: ln.Addr().String()}
+	ln.Close()
+	cfg, err := policy.Parse("test.yaml", []byte(testConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := memstore.New(memstore.Options{})
+	t.Cleanup(func() { mem.Close() })
+	keys, err := admit.NewKeyBuilder([]byte("httpproxy test secret, 32 bytes"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := service.New(mem, keys, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	p, err := httpproxy.New(httpproxy.Options{Upstream: closed, Service: svc, LogInterval: -1, Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	front := httptest.NewServer(p)
+	t.Cleanup(front.Close)
+	for _, path := range []string{"/api/x", "/open"} {
+		if r := do(t, nil, "GET", front.URL+path); r.status != 502 {
+			t.Fatalf("%s: %d; want 502", path, r.status)
+		}
+	}
+	want := `
+# HELP admit_proxy_upstream_errors_total Forwarded requests that the upstream did not answer, answered 502 Bad Gateway.
+# TYPE admit_proxy_upstream_errors_total counter
+admit_proxy_upstream_errors_total 2
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "admit_proxy_upstream_errors_total"); err != nil {
+		t.Error(err)
 	}
 }
