@@ -62,13 +62,14 @@ func (c *Config) Policy(name string) (Policy, bool) {
 }
 
 // Route returns the first of c's Routes that matches a request of method for path, and whether one
-// does. A route matches when its Method is empty or is method, and path starts with its
-// PathPrefix (a plain string prefix, case-sensitive: "/api" matches "/api/x" and "/apix", not
-// "/API"). path is the decoded URL path, which the caller must have found canonical: "//api/x" or
+// does. A route matches when its Method is empty or is method — or is GET and method is HEAD, which
+// an app answers as a GET without its body, so a HEAD never escapes a GET route's budget — and path
+// starts with its PathPrefix (a plain string prefix, case-sensitive: "/api" matches "/api/x" and
+// "/apix", not "/API"). path is the decoded URL path, which the caller must have found canonical: "//api/x" or
 // "/./api/x" match no route starting with "/api" (package httpproxy redirects or refuses them).
 func (c *Config) Route(method, path string) (Route, bool) {
 	for _, r := range c.Routes {
-		if (r.Method == "" || r.Method == method) && strings.HasPrefix(path, r.PathPrefix) {
+		if (r.Method == "" || r.Method == method || r.Method == "GET" && method == "HEAD") && strings.HasPrefix(path, r.PathPrefix) {
 			return r, true
 		}
 	}

@@ -243,6 +243,7 @@ routes:
 		{"DELETE", "/api/", 1},
 		{"GET", "/api", 2},
 		{"GET", "/", 2},
+		{"HEAD", "/", 2}, // an app answers HEAD as GET: it must not escape the GET route
 		{"POST", "/other", -1},
 		{"post", "/other", -1},
 	} {
