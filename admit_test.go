@@ -38,6 +38,19 @@ func TestCeilSeconds(t *testing.T) {
 	}
 }
 
+// TestRetryAfterSecondsAllowed: an allowed Decision has no Retry-After, whatever its RetryAfter
+// field holds; a rejected one has at least 1 second.
+func TestRetryAfterSecondsAllowed(t *testing.T) {
+	for _, ra := range []time.Duration{0, time.Millisecond, 1500 * time.Millisecond} {
+		if got := (admit.Decision{Allowed: true, RetryAfter: ra, Remaining: 2}).RetryAfterSeconds(); got != 0 {
+			t.Errorf("an allowed Decision{RetryAfter: %v}.RetryAfterSeconds() = %d; want 0", ra, got)
+		}
+		if got, want := (admit.Decision{RetryAfter: ra}).RetryAfterSeconds(), admit.CeilSeconds(ra); got != want || got < 1 {
+			t.Errorf("a rejected Decision{RetryAfter: %v}.RetryAfterSeconds() = %d; want %d, at least 1", ra, got, want)
+		}
+	}
+}
+
 func TestValidate(t *testing.T) {
 	fw := func(rate int64, period time.Duration) admit.Limit {
 		return admit.Limit{Algorithm: admit.FixedWindow, Rate: rate, Period: period}

@@ -137,9 +137,13 @@ type Decision struct {
 	Token uint64
 }
 
-// RetryAfterSeconds returns RetryAfter as the whole seconds of an HTTP Retry-After field:
-// max(1, ceil(RetryAfter in seconds)). It is meant for a rejected Decision; it never returns less than 1.
+// RetryAfterSeconds returns the whole seconds of an HTTP Retry-After field for d: 0 when d is
+// Allowed (there is nothing to wait for, and no Retry-After to send); otherwise
+// max(1, ceil(RetryAfter in seconds)), so that a rejection never tells a client to retry at once.
 func (d Decision) RetryAfterSeconds() int64 {
+	if d.Allowed {
+		return 0
+	}
 	return CeilSeconds(d.RetryAfter)
 }
 
