@@ -303,8 +303,21 @@ func TestLimiterValidatesBeforeTheStore(t *testing.T) {
 		if _, err := l.Allow(context.Background(), "alice"); !errors.Is(err, admit.ErrInvalidLimit) {
 			t.Errorf("%s: Allow = %v, want ErrInvalidLimit", name, err)
 		}
+		if err := l.Validate(); !errors.Is(err, admit.ErrInvalidLimit) {
+			t.Errorf("%s: Validate() = %v, want ErrInvalidLimit", name, err)
+		}
+	}
+	var zero admit.Limiter
+	if err := zero.Validate(); !errors.Is(err, admit.ErrInvalidLimit) {
+		t.Errorf("a zero Limiter: Validate() = %v, want ErrInvalidLimit", err)
+	}
+	if err := (*admit.Limiter)(nil).Validate(); !errors.Is(err, admit.ErrInvalidLimit) {
+		t.Errorf("a nil Limiter: Validate() = %v, want ErrInvalidLimit", err)
 	}
 	good := admit.NewLimiter(s, keys, fw("a", 3))
+	if err := good.Validate(); err != nil {
+		t.Fatalf("a valid Limiter: Validate() = %v", err)
+	}
 	if _, err := good.AllowN(context.Background(), "alice", 4); !errors.Is(err, admit.ErrInvalidRequest) {
 		t.Fatalf("AllowN(4) with rate 3: %v", err)
 	}

@@ -22,13 +22,39 @@ type Limiter struct {
 }
 
 // NewLimiter returns a Limiter that applies every one of limits to the subjects of store, keyed by
-// keys in version DefaultVersion. Each Limit needs a distinct Name. Invalid limits — none, more than
-// MaxRequests, an invalid or unnamed or repeated one — are reported by every call, as an error
-// matching ErrInvalidLimit.
+// keys in version DefaultVersion. Each Limit needs a distinct Name.
+//
+// NewLimiter checks its arguments at once, and never panics: call [Limiter.Validate] on the
+// Limiter it returns, before serving, to stop on an invalid one — no store or keys, no limits or
+// more than MaxRequests, an invalid, unnamed or repeated Limit — with an error matching
+// ErrInvalidLimit:
+//
+//	limiter := admit.NewLimiter(store, keys, perSecond, perDay)
+//	if err := limiter.Validate(); err != nil {
+//		log.Fatal(err) // a bad Limit: at start, never as a failure of each request
+//	}
+//
+// A Limiter that does not pass Validate decides nothing: every call returns Validate's error, and
+// httplimit's Middleware.Wrap refuses it.
 func NewLimiter(store Store, keys *KeyBuilder, limits ...Limit) *Limiter {
 	l := &Limiter{store: store, keys: keys, limits: append([]Limit(nil), limits...), version: DefaultVersion}
 	l.err = l.check()
 	return l
+}
+
+// Validate reports why l cannot decide anything, as an error matching [ErrInvalidLimit], or nil:
+// the arguments of [NewLimiter] that made it are checked once, there, without any I/O. It never
+// panics; a nil or zero Limiter is invalid.
+func (l *Limiter) Validate() error {
+	switch {
+	case l == nil:
+		return fmt.Errorf("%w: a nil Limiter", ErrInvalidLimit)
+	case l.err != nil:
+		return l.err
+	case l.store == nil || l.keys == nil:
+		return l.check() // a zero Limiter, not made by NewLimiter
+	}
+	return nil
 }
 
 // check reports why l cannot decide anything, or nil.
@@ -37,11 +63,11 @@ func (l *Limiter) check() error {
 	case l.store == nil || l.keys == nil:
 		return fmt.Errorf("%w: a Limiter needs a Store and a KeyBuilder", ErrInvalidLimit)
 	case len(l.limits) == 0 || len(l.limits) > MaxRequests:
-		return fmt.Errorf("%w: %d limits; want 1…%d", ErrInvalidLimit, len(l.limits), MaxRequests)
+		return fmt.Errorf("%w: %d limits; want 1-%d", ErrInvalidLimit, len(l.limits), MaxRequests)
 	}
 	for i, lim := range l.limits {
 		if err := lim.Validate(); err != nil {
-			return err
+			return fmt.Errorf("limit %d %q: %w", i, lim.Name, err)
 		}
 		if lim.Name == "" {
 			return fmt.Errorf("%w: limit %d has no name", ErrInvalidLimit, i)

@@ -161,10 +161,15 @@ type Middleware struct {
 // Every log record carries the attribute limit, the names of the Limiter's policies joined by ","
 // (such as limit=per-second,per-day).
 //
-// Wrap panics if m.Limiter, m.Subject or next is nil.
+// Wrap panics if m.Limiter, m.Subject or next is nil, or if m.Limiter does not pass
+// [admit.Limiter.Validate] (call it first to handle the error): an invalid Limit is a mistake to
+// stop on at start, not a 500 for every request.
 func (m *Middleware) Wrap(next http.Handler) http.Handler {
 	if m.Limiter == nil || m.Subject == nil || next == nil {
 		panic("httplimit: Wrap needs a Limiter, a Subject function and a next handler")
+	}
+	if err := m.Limiter.Validate(); err != nil {
+		panic("httplimit: Wrap: " + err.Error())
 	}
 	logger := m.Logger
 	if logger == nil {
