@@ -131,13 +131,13 @@ func (l Limit) Validate() error {
 	}
 	switch {
 	case l.Rate < 1 || l.Rate > MaxRate:
-		return fmt.Errorf("%w: rate %d outside 1…%d", ErrInvalidLimit, l.Rate, MaxRate)
+		return fmt.Errorf("%w: rate %d outside 1-%d", ErrInvalidLimit, l.Rate, MaxRate)
 	case l.Period < MinPeriod || l.Period > MaxPeriod:
-		return fmt.Errorf("%w: period %v outside %v…%v", ErrInvalidLimit, l.Period, MinPeriod, MaxPeriod)
+		return fmt.Errorf("%w: period %v outside %v-%v", ErrInvalidLimit, l.Period, MinPeriod, MaxPeriod)
 	case l.Period%time.Millisecond != 0:
 		return fmt.Errorf("%w: period %v is not a whole number of milliseconds", ErrInvalidLimit, l.Period)
 	case l.Name != "" && !validName(l.Name):
-		return fmt.Errorf("%w: policy name %q: want 1…%d characters of a-z, 0-9, '_' and '-'", ErrInvalidLimit, l.Name, MaxNameLen)
+		return fmt.Errorf("%w: policy name %q: want 1-%d characters of a-z, 0-9, '_' and '-'", ErrInvalidLimit, l.Name, MaxNameLen)
 	case l.Burst != 0 && l.Algorithm != GCRA:
 		return fmt.Errorf("%w: burst %d: only gcra has a burst", ErrInvalidLimit, l.Burst)
 	case l.Aligned && l.Algorithm != FixedWindow:

@@ -54,7 +54,7 @@ func (r *Request) ValidateKnownLimit() error {
 	case len(r.Key) > MaxKeyLen:
 		return fmt.Errorf("%w: key of %d bytes exceeds %d", ErrInvalidRequest, len(r.Key), MaxKeyLen)
 	case r.Cost < 0 || r.Cost > r.Limit.Capacity():
-		return fmt.Errorf("%w: cost %d outside 0…%d", ErrInvalidRequest, r.Cost, r.Limit.Capacity())
+		return fmt.Errorf("%w: cost %d outside 0-%d", ErrInvalidRequest, r.Cost, r.Limit.Capacity())
 	case r.Cost > 1 && r.Limit.Algorithm == Concurrency:
 		return fmt.Errorf("%w: cost %d: a concurrency lease is one request in flight, so its cost is 0 or 1", ErrInvalidRequest, r.Cost)
 	case len(r.ID) > MaxIDLen:
@@ -72,7 +72,7 @@ func (r *Request) ValidateKnownLimit() error {
 func ValidateAll(rs []Request, ds []Decision) error {
 	switch {
 	case len(rs) == 0 || len(rs) > MaxRequests:
-		return fmt.Errorf("%w: %d requests; want 1…%d", ErrInvalidRequest, len(rs), MaxRequests)
+		return fmt.Errorf("%w: %d requests; want 1-%d", ErrInvalidRequest, len(rs), MaxRequests)
 	case len(ds) != len(rs):
 		return fmt.Errorf("%w: %d Decisions for %d Requests", ErrInvalidRequest, len(ds), len(rs))
 	}
