@@ -38,7 +38,8 @@ const (
 	GCRA
 	// Concurrency admits at most Rate requests in flight: an admitted request holds a lease until it
 	// is released, or until Period, the lease TTL, has passed since it was acquired (so the capacity of
-	// a holder that crashed returns). Its Requests cost 0 (a peek) or 1 (one lease).
+	// a holder that crashed returns). Its Requests cost 0 (a peek) or 1 (one lease); any other cost,
+	// above its Rate or not, is an invalid request.
 	Concurrency
 )
 

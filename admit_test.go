@@ -360,7 +360,7 @@ func TestLimiterOfSeveralLimits(t *testing.T) {
 // Request it makes (its Limits passed NewLimiter's check), refuses every Request that
 // Request.Validate refuses, with Validate's error and without calling its Store, through Take,
 // Admit and Reserve, with one Limit of each kind and with several: costs out of range, request IDs
-// too long, leases (any n of 1 or more is one lease).
+// too long, leases (a lease costs 0 or 1, whatever the other Limits take).
 func TestLimiterRefusesAsRequestValidate(t *testing.T) {
 	ctx := context.Background()
 	keys := newKeyBuilder(t)
@@ -377,11 +377,7 @@ func TestLimiterRefusesAsRequestValidate(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				cost := n
-				if lim.Algorithm == admit.Concurrency {
-					cost = min(n, 1)
-				}
-				r := admit.Request{Key: key, Limit: lim, Cost: cost, ID: id}
+				r := admit.Request{Key: key, Limit: lim, Cost: n, ID: id}
 				if err := r.Validate(); err != nil {
 					return err
 				}

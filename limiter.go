@@ -97,9 +97,11 @@ func (l *Limiter) AllowN(ctx context.Context, subject string, n int64) (Decision
 }
 
 // Take decides n units for s under every Limit of l, all-or-nothing, with request ID id (empty for
-// none; see [Request]); under a Concurrency Limit any n ≥ 1 takes one lease, which Take leaves held
-// until it expires (use [Limiter.Acquire] to release it). It fills ds, if not nil, with the Decision of each Limit in order — ds must
-// then have len(l.Limits()) elements — and returns the deciding one (see [Deciding]).
+// none; see [Request]). n is the Cost of each Limit's Request: 0 … its Capacity, and under a
+// Concurrency Limit 0 or 1 — an admitted n of 1 takes one lease, which Take leaves held until it
+// expires (use [Limiter.Admit] to release it). Any other n is an error matching ErrInvalidRequest,
+// before any I/O. It fills ds, if not nil, with the Decision of each Limit in order — ds must then
+// have len(l.Limits()) elements — and returns the deciding one (see [Deciding]).
 func (l *Limiter) Take(ctx context.Context, s Subject, n int64, id string, ds []Decision) (Decision, error) {
 	if l.err != nil {
 		return Decision{}, l.err
@@ -158,9 +160,6 @@ func (l *Limiter) request(i int, s Subject, n int64, id string) (Request, error)
 	key, err := l.keys.Key(l.limits[i], l.version, s)
 	if err != nil {
 		return Request{}, err
-	}
-	if l.limits[i].Algorithm == Concurrency {
-		n = min(n, 1) // a lease is one request in flight, whatever the request costs elsewhere
 	}
 	r := Request{Key: key, Limit: l.limits[i], Cost: n, ID: id}
 	// Before the Store, so that a decorator in between need not; the Limit passed check already.
