@@ -141,6 +141,7 @@ func TestWrapRefusesInvalidLimiter(t *testing.T) {
 		"no limits":       nil,
 		"too many limits": make([]admit.Limit, admit.MaxRequests+1),
 		"repeated name":   {demoLimit, demoLimit},
+		"unnamed limit":   {{Algorithm: admit.FixedWindow, Rate: 3, Period: time.Second}},
 	} {
 		l := newLimiter(t, newMemstore(t), limits...)
 		if err := l.Validate(); !errors.Is(err, admit.ErrInvalidLimit) {
@@ -470,33 +471,6 @@ func TestMiddlewareNotAdmitted(t *testing.T) {
 		want:      wantUnavailable,
 		wantLevel: "ERROR",
 		wantMsg:   `"panic in limiter"`,
-	}, {
-		name:      "invalid limit",
-		limits:    []admit.Limit{{Name: "demo", Algorithm: admit.FixedWindow, Rate: 0, Period: time.Second}},
-		want:      wantInternalError,
-		wantLevel: "ERROR",
-		wantMsg:   `"invalid limit or request"`,
-	}, {
-		name:      "unnamed limit",
-		limits:    []admit.Limit{{Algorithm: admit.FixedWindow, Rate: 3, Period: time.Second}},
-		want:      wantInternalError,
-		wantLevel: "ERROR",
-		wantMsg:   `"invalid limit or request"`,
-		wantLimit: `""`,
-	}, {
-		name:      "two limits of one name",
-		limits:    []admit.Limit{demoLimit, demoLimit},
-		want:      wantInternalError,
-		wantLevel: "ERROR",
-		wantMsg:   `"invalid limit or request"`,
-		wantLimit: "demo,demo",
-	}, {
-		name:      "no limits",
-		limits:    []admit.Limit{},
-		want:      wantInternalError,
-		wantLevel: "ERROR",
-		wantMsg:   `"invalid limit or request"`,
-		wantLimit: `""`,
 	}, {
 		name:      "invalid request (empty subject)",
 		subject:   httplimit.Constant(""),
