@@ -189,8 +189,10 @@ func (l *Limiter) Admit(ctx context.Context, s Subject, n int64, id string, ds [
 // Store.Settle: a refund goes back only to the window it was counted in; an overrun consumes what is
 // left) and releases the leases of its Concurrency Limits, and returns the deciding Decision of
 // the settled Limits (the zero Decision when l has only Concurrency Limits). A reservation never
-// settled stays consumed. settle is never nil; for a rejected request, or when called again, it
-// settles nothing and returns an error matching ErrInvalidRequest.
+// settled stays consumed. estimate is a cost as Take's n is: under a Concurrency Limit 0 or 1, so
+// a Limiter that reserves more than one unit has no Concurrency Limit. settle is never nil; for a
+// rejected request, or when called again, it settles nothing and returns an error matching
+// ErrInvalidRequest.
 func (l *Limiter) Reserve(ctx context.Context, subject string, estimate int64) (settle func(ctx context.Context, actual int64) (Decision, error), d Decision, err error) {
 	h, d, err := l.hold(ctx, Subject{ID: subject}, estimate, "", nil)
 	return h.settle, d, err

@@ -316,7 +316,7 @@ func decodeCheck(w http.ResponseWriter, r *http.Request) (CheckRequest, error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		return req, fmt.Errorf("body is not a check request: %v", err)
+		return req, fmt.Errorf("body is not a check request: %s", strings.TrimPrefix(err.Error(), "json: "))
 	}
 	if dec.More() {
 		return req, errors.New("body holds more than one JSON value")
