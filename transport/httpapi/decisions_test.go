@@ -181,6 +181,10 @@ func TestForwardAuthOneSource(t *testing.T) {
 			t.Errorf("%s: %s; want 400 saying %q", c.name, msg, c.want)
 		}
 	}
+	// A malformed forwarding header is the client's mistake, named without the package that found it.
+	if msg, ok := badRequest(t, send("/v1/check?policy=per-second&subject=client_ip", http.Header{"X-Forwarded-For": {"unknown"}})); !ok || !strings.Contains(msg, "X-Forwarded-For") || strings.Contains(msg, "httplimit") {
+		t.Errorf("a malformed X-Forwarded-For: %s; want 400 naming the header, not the package", msg)
+	}
 	// Nothing was consumed: alice, bob and the client address still have all 3.
 	for _, c := range []struct {
 		target string
