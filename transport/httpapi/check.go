@@ -275,7 +275,10 @@ func (c *check) forwardedCheck(r *http.Request) (CheckRequest, error) {
 	switch from := param("subject"); from {
 	case "", "key":
 		if req.Key = param("key"); req.Key == "" {
-			return req, fmt.Errorf("want a key, in the query or in %s", KeyField)
+			if fromQuery {
+				return req, errors.New("want a key: key= in the query, or subject=client_ip")
+			}
+			return req, fmt.Errorf("want a key: %s, or %s: client_ip", KeyField, SubjectField)
 		}
 	case "client_ip":
 		if c.clientIP == nil {
