@@ -2,6 +2,7 @@ package admit_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -141,6 +142,38 @@ func TestAcquireMixesGCRAAndConcurrency(t *testing.T) {
 	releases[1]()
 	if _, err := l.Take(ctx, admit.Subject{ID: "dave"}, 0, "", ds); err != nil || ds[0].Remaining != 3 || ds[1].Remaining != 2 {
 		t.Fatalf("after two seconds and every release: %+v, %v; want everything back", ds, err)
+	}
+}
+
+// TestConcurrencyCostIsZeroOrOne: under a Concurrency Limit a request costs 0 (a peek) or 1 (one
+// lease); a Limiter refuses any other cost — above the limit or not, alone or beside a Limit it
+// would fit — as an invalid request, by every entry point, and consumes nothing.
+func TestConcurrencyCostIsZeroOrOne(t *testing.T) {
+	cc := admit.Limit{Name: "cc", Algorithm: admit.Concurrency, Rate: 50, Period: time.Minute}
+	tokens := admit.Limit{Name: "tokens", Algorithm: admit.GCRA, Rate: 1000, Period: time.Minute}
+	alone, _ := acquireSetup(t, cc)
+	mixed, _ := acquireSetup(t, tokens, cc)
+	ctx := context.Background()
+	for _, l := range []*admit.Limiter{alone, mixed} {
+		for _, n := range []int64{51, 2, -1} {
+			if d, err := l.AllowN(ctx, "erin", n); !errors.Is(err, admit.ErrInvalidRequest) {
+				t.Errorf("%d limits: AllowN(%d) = %+v, %v; want admit.ErrInvalidRequest", len(l.Limits()), n, d, err)
+			}
+			if _, d, err := l.Admit(ctx, admit.Subject{ID: "erin"}, n, "", nil); !errors.Is(err, admit.ErrInvalidRequest) {
+				t.Errorf("%d limits: Admit(%d) = %+v, %v; want admit.ErrInvalidRequest", len(l.Limits()), n, d, err)
+			}
+			if _, d, err := l.Reserve(ctx, "erin", n); !errors.Is(err, admit.ErrInvalidRequest) {
+				t.Errorf("%d limits: Reserve(%d) = %+v, %v; want admit.ErrInvalidRequest", len(l.Limits()), n, d, err)
+			}
+		}
+		if got := peek(t, l, "erin"); got != 50 {
+			t.Errorf("%d limits: %d left after the invalid requests; want 50: they took no lease", len(l.Limits()), got)
+		}
+		release, d := acquire(t, l, ctx, "erin")
+		if !d.Allowed || peek(t, l, "erin") != 49 {
+			t.Errorf("%d limits: Acquire = %+v; want admitted, one lease taken", len(l.Limits()), d)
+		}
+		release()
 	}
 }
 

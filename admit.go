@@ -38,7 +38,8 @@ const (
 	GCRA
 	// Concurrency admits at most Rate requests in flight: an admitted request holds a lease until it
 	// is released, or until Period, the lease TTL, has passed since it was acquired (so the capacity of
-	// a holder that crashed returns). Its Requests cost 0 (a peek) or 1 (one lease).
+	// a holder that crashed returns). Its Requests cost 0 (a peek) or 1 (one lease); any other cost,
+	// above its Rate or not, is an invalid request.
 	Concurrency
 )
 
@@ -131,13 +132,13 @@ func (l Limit) Validate() error {
 	}
 	switch {
 	case l.Rate < 1 || l.Rate > MaxRate:
-		return fmt.Errorf("%w: rate %d outside 1…%d", ErrInvalidLimit, l.Rate, MaxRate)
+		return fmt.Errorf("%w: rate %d outside 1-%d", ErrInvalidLimit, l.Rate, MaxRate)
 	case l.Period < MinPeriod || l.Period > MaxPeriod:
-		return fmt.Errorf("%w: period %v outside %v…%v", ErrInvalidLimit, l.Period, MinPeriod, MaxPeriod)
+		return fmt.Errorf("%w: period %v outside %v-%v", ErrInvalidLimit, l.Period, MinPeriod, MaxPeriod)
 	case l.Period%time.Millisecond != 0:
 		return fmt.Errorf("%w: period %v is not a whole number of milliseconds", ErrInvalidLimit, l.Period)
 	case l.Name != "" && !validName(l.Name):
-		return fmt.Errorf("%w: policy name %q: want 1…%d characters of a-z, 0-9, '_' and '-'", ErrInvalidLimit, l.Name, MaxNameLen)
+		return fmt.Errorf("%w: policy name %q: want 1-%d characters of a-z, 0-9, '_' and '-'", ErrInvalidLimit, l.Name, MaxNameLen)
 	case l.Burst != 0 && l.Algorithm != GCRA:
 		return fmt.Errorf("%w: burst %d: only gcra has a burst", ErrInvalidLimit, l.Burst)
 	case l.Aligned && l.Algorithm != FixedWindow:

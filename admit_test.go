@@ -38,6 +38,19 @@ func TestCeilSeconds(t *testing.T) {
 	}
 }
 
+// TestRetryAfterSecondsAllowed: an allowed Decision has no Retry-After, whatever its RetryAfter
+// field holds; a rejected one has at least 1 second.
+func TestRetryAfterSecondsAllowed(t *testing.T) {
+	for _, ra := range []time.Duration{0, time.Millisecond, 1500 * time.Millisecond} {
+		if got := (admit.Decision{Allowed: true, RetryAfter: ra, Remaining: 2}).RetryAfterSeconds(); got != 0 {
+			t.Errorf("an allowed Decision{RetryAfter: %v}.RetryAfterSeconds() = %d; want 0", ra, got)
+		}
+		if got, want := (admit.Decision{RetryAfter: ra}).RetryAfterSeconds(), admit.CeilSeconds(ra); got != want || got < 1 {
+			t.Errorf("a rejected Decision{RetryAfter: %v}.RetryAfterSeconds() = %d; want %d, at least 1", ra, got, want)
+		}
+	}
+}
+
 func TestValidate(t *testing.T) {
 	fw := func(rate int64, period time.Duration) admit.Limit {
 		return admit.Limit{Algorithm: admit.FixedWindow, Rate: rate, Period: period}
@@ -290,8 +303,21 @@ func TestLimiterValidatesBeforeTheStore(t *testing.T) {
 		if _, err := l.Allow(context.Background(), "alice"); !errors.Is(err, admit.ErrInvalidLimit) {
 			t.Errorf("%s: Allow = %v, want ErrInvalidLimit", name, err)
 		}
+		if err := l.Validate(); !errors.Is(err, admit.ErrInvalidLimit) {
+			t.Errorf("%s: Validate() = %v, want ErrInvalidLimit", name, err)
+		}
+	}
+	var zero admit.Limiter
+	if err := zero.Validate(); !errors.Is(err, admit.ErrInvalidLimit) {
+		t.Errorf("a zero Limiter: Validate() = %v, want ErrInvalidLimit", err)
+	}
+	if err := (*admit.Limiter)(nil).Validate(); !errors.Is(err, admit.ErrInvalidLimit) {
+		t.Errorf("a nil Limiter: Validate() = %v, want ErrInvalidLimit", err)
 	}
 	good := admit.NewLimiter(s, keys, fw("a", 3))
+	if err := good.Validate(); err != nil {
+		t.Fatalf("a valid Limiter: Validate() = %v", err)
+	}
 	if _, err := good.AllowN(context.Background(), "alice", 4); !errors.Is(err, admit.ErrInvalidRequest) {
 		t.Fatalf("AllowN(4) with rate 3: %v", err)
 	}
@@ -334,7 +360,7 @@ func TestLimiterOfSeveralLimits(t *testing.T) {
 // Request it makes (its Limits passed NewLimiter's check), refuses every Request that
 // Request.Validate refuses, with Validate's error and without calling its Store, through Take,
 // Admit and Reserve, with one Limit of each kind and with several: costs out of range, request IDs
-// too long, leases (any n of 1 or more is one lease).
+// too long, leases (a lease costs 0 or 1, whatever the other Limits take).
 func TestLimiterRefusesAsRequestValidate(t *testing.T) {
 	ctx := context.Background()
 	keys := newKeyBuilder(t)
@@ -351,11 +377,7 @@ func TestLimiterRefusesAsRequestValidate(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				cost := n
-				if lim.Algorithm == admit.Concurrency {
-					cost = min(n, 1)
-				}
-				r := admit.Request{Key: key, Limit: lim, Cost: cost, ID: id}
+				r := admit.Request{Key: key, Limit: lim, Cost: n, ID: id}
 				if err := r.Validate(); err != nil {
 					return err
 				}

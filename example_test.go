@@ -39,6 +39,23 @@ func Example() {
 	// 429 Retry-After: 10
 }
 
+// A Limiter's Limits are checked when it is made: Validate says what is wrong before the first
+// request, instead of every request failing.
+func ExampleLimiter_Validate() {
+	store := memstore.New(memstore.Options{})
+	defer store.Close()
+	keys, err := admit.NewKeyBuilder([]byte("a secret every instance shares"))
+	if err != nil {
+		panic(err)
+	}
+	limiter := admit.NewLimiter(store, keys, admit.Limit{Name: "demo", Algorithm: admit.FixedWindow, Rate: 0, Period: 10 * time.Second})
+	if err := limiter.Validate(); err != nil {
+		fmt.Println(err)
+	}
+	// Output:
+	// limit 0 "demo": admit: invalid limit: rate 0 outside 1-1000000000000000
+}
+
 // Two policies of one subject, decided together: a request consumes from both or from neither.
 func ExampleLimiter_Take() {
 	store := memstore.New(memstore.Options{})

@@ -55,7 +55,7 @@ func (l Limit) Capacity() int64 {
 // Validate reports), or nil.
 func (l Limit) validateGCRA() error {
 	if l.Burst < 0 || l.Burst > MaxRate {
-		return fmt.Errorf("%w: burst %d outside 1…%d (or 0 for the rate)", ErrInvalidLimit, l.Burst, MaxRate)
+		return fmt.Errorf("%w: burst %d outside 1-%d (or 0 for the rate)", ErrInvalidLimit, l.Burst, MaxRate)
 	}
 	p := l.Period.Microseconds()
 	if l.Rate < 1 || l.Rate > MaxRate || l.Period < MinPeriod || l.Period > MaxPeriod {

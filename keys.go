@@ -85,7 +85,7 @@ func (b *KeyBuilder) Key(lim Limit, version string, s Subject) (string, error) {
 	case lim.Name == "":
 		return "", fmt.Errorf("%w: a key needs a policy name", ErrInvalidLimit)
 	case !validName(version):
-		return "", fmt.Errorf("%w: key version %q: want 1…%d characters of a-z, 0-9, '_' and '-'", ErrInvalidLimit, version, MaxNameLen)
+		return "", fmt.Errorf("%w: key version %q: want 1-%d characters of a-z, 0-9, '_' and '-'", ErrInvalidLimit, version, MaxNameLen)
 	case s.ID == "":
 		return "", fmt.Errorf("%w: empty subject", ErrInvalidRequest)
 	case len(s.ID) > MaxSubjectLen || len(s.Slot) > MaxSubjectLen:

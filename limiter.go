@@ -22,13 +22,39 @@ type Limiter struct {
 }
 
 // NewLimiter returns a Limiter that applies every one of limits to the subjects of store, keyed by
-// keys in version DefaultVersion. Each Limit needs a distinct Name. Invalid limits — none, more than
-// MaxRequests, an invalid or unnamed or repeated one — are reported by every call, as an error
-// matching ErrInvalidLimit.
+// keys in version DefaultVersion. Each Limit needs a distinct Name.
+//
+// NewLimiter checks its arguments at once, and never panics: call [Limiter.Validate] on the
+// Limiter it returns, before serving, to stop on an invalid one — no store or keys, no limits or
+// more than MaxRequests, an invalid, unnamed or repeated Limit — with an error matching
+// ErrInvalidLimit:
+//
+//	limiter := admit.NewLimiter(store, keys, perSecond, perDay)
+//	if err := limiter.Validate(); err != nil {
+//		log.Fatal(err) // a bad Limit: at start, never as a failure of each request
+//	}
+//
+// A Limiter that does not pass Validate decides nothing: every call returns Validate's error, and
+// httplimit's Middleware.Wrap refuses it.
 func NewLimiter(store Store, keys *KeyBuilder, limits ...Limit) *Limiter {
 	l := &Limiter{store: store, keys: keys, limits: append([]Limit(nil), limits...), version: DefaultVersion}
 	l.err = l.check()
 	return l
+}
+
+// Validate reports why l cannot decide anything, as an error matching [ErrInvalidLimit], or nil:
+// the arguments of [NewLimiter] that made it are checked once, there, without any I/O. It never
+// panics; a nil or zero Limiter is invalid.
+func (l *Limiter) Validate() error {
+	switch {
+	case l == nil:
+		return fmt.Errorf("%w: a nil Limiter", ErrInvalidLimit)
+	case l.err != nil:
+		return l.err
+	case l.store == nil || l.keys == nil:
+		return l.check() // a zero Limiter, not made by NewLimiter
+	}
+	return nil
 }
 
 // check reports why l cannot decide anything, or nil.
@@ -37,11 +63,11 @@ func (l *Limiter) check() error {
 	case l.store == nil || l.keys == nil:
 		return fmt.Errorf("%w: a Limiter needs a Store and a KeyBuilder", ErrInvalidLimit)
 	case len(l.limits) == 0 || len(l.limits) > MaxRequests:
-		return fmt.Errorf("%w: %d limits; want 1…%d", ErrInvalidLimit, len(l.limits), MaxRequests)
+		return fmt.Errorf("%w: %d limits; want 1-%d", ErrInvalidLimit, len(l.limits), MaxRequests)
 	}
 	for i, lim := range l.limits {
 		if err := lim.Validate(); err != nil {
-			return err
+			return fmt.Errorf("limit %d %q: %w", i, lim.Name, err)
 		}
 		if lim.Name == "" {
 			return fmt.Errorf("%w: limit %d has no name", ErrInvalidLimit, i)
@@ -71,9 +97,11 @@ func (l *Limiter) AllowN(ctx context.Context, subject string, n int64) (Decision
 }
 
 // Take decides n units for s under every Limit of l, all-or-nothing, with request ID id (empty for
-// none; see [Request]); under a Concurrency Limit any n ≥ 1 takes one lease, which Take leaves held
-// until it expires (use [Limiter.Acquire] to release it). It fills ds, if not nil, with the Decision of each Limit in order — ds must
-// then have len(l.Limits()) elements — and returns the deciding one (see [Deciding]).
+// none; see [Request]). n is the Cost of each Limit's Request: 0 … its Capacity, and under a
+// Concurrency Limit 0 or 1 — an admitted n of 1 takes one lease, which Take leaves held until it
+// expires (use [Limiter.Admit] to release it). Any other n is an error matching ErrInvalidRequest,
+// before any I/O. It fills ds, if not nil, with the Decision of each Limit in order — ds must then
+// have len(l.Limits()) elements — and returns the deciding one (see [Deciding]).
 func (l *Limiter) Take(ctx context.Context, s Subject, n int64, id string, ds []Decision) (Decision, error) {
 	if l.err != nil {
 		return Decision{}, l.err
@@ -133,9 +161,6 @@ func (l *Limiter) request(i int, s Subject, n int64, id string) (Request, error)
 	if err != nil {
 		return Request{}, err
 	}
-	if l.limits[i].Algorithm == Concurrency {
-		n = min(n, 1) // a lease is one request in flight, whatever the request costs elsewhere
-	}
 	r := Request{Key: key, Limit: l.limits[i], Cost: n, ID: id}
 	// Before the Store, so that a decorator in between need not; the Limit passed check already.
 	return r, r.ValidateKnownLimit()
@@ -164,8 +189,10 @@ func (l *Limiter) Admit(ctx context.Context, s Subject, n int64, id string, ds [
 // Store.Settle: a refund goes back only to the window it was counted in; an overrun consumes what is
 // left) and releases the leases of its Concurrency Limits, and returns the deciding Decision of
 // the settled Limits (the zero Decision when l has only Concurrency Limits). A reservation never
-// settled stays consumed. settle is never nil; for a rejected request, or when called again, it
-// settles nothing and returns an error matching ErrInvalidRequest.
+// settled stays consumed. estimate is a cost as Take's n is: under a Concurrency Limit 0 or 1, so
+// a Limiter that reserves more than one unit has no Concurrency Limit. settle is never nil; for a
+// rejected request, or when called again, it settles nothing and returns an error matching
+// ErrInvalidRequest.
 func (l *Limiter) Reserve(ctx context.Context, subject string, estimate int64) (settle func(ctx context.Context, actual int64) (Decision, error), d Decision, err error) {
 	h, d, err := l.hold(ctx, Subject{ID: subject}, estimate, "", nil)
 	return h.settle, d, err

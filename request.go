@@ -28,7 +28,8 @@ type Request struct {
 	// Limit is the policy the Key is decided under.
 	Limit Limit
 	// Cost is the number of units asked for, 0 … Limit.Capacity(): the Rate, or a GCRA Limit's Burst;
-	// under a Concurrency Limit, 0 or 1.
+	// under a Concurrency Limit, 0 (a peek) or 1 (one lease: one request in flight), whatever its
+	// Rate. Any other Cost is an invalid request, at every entry point that takes a cost.
 	Cost int64
 	// ID identifies the request for idempotent retries; empty for none. At most MaxIDLen bytes.
 	ID string
@@ -53,10 +54,10 @@ func (r *Request) ValidateKnownLimit() error {
 		return fmt.Errorf("%w: empty key", ErrInvalidRequest)
 	case len(r.Key) > MaxKeyLen:
 		return fmt.Errorf("%w: key of %d bytes exceeds %d", ErrInvalidRequest, len(r.Key), MaxKeyLen)
+	case r.Limit.Algorithm == Concurrency && (r.Cost < 0 || r.Cost > 1):
+		return fmt.Errorf("%w: cost %d outside 0-1: a concurrency limit counts requests in flight, one lease each", ErrInvalidRequest, r.Cost)
 	case r.Cost < 0 || r.Cost > r.Limit.Capacity():
-		return fmt.Errorf("%w: cost %d outside 0…%d", ErrInvalidRequest, r.Cost, r.Limit.Capacity())
-	case r.Cost > 1 && r.Limit.Algorithm == Concurrency:
-		return fmt.Errorf("%w: cost %d: a concurrency lease is one request in flight, so its cost is 0 or 1", ErrInvalidRequest, r.Cost)
+		return fmt.Errorf("%w: cost %d outside 0-%d", ErrInvalidRequest, r.Cost, r.Limit.Capacity())
 	case len(r.ID) > MaxIDLen:
 		return fmt.Errorf("%w: request ID of %d bytes exceeds %d", ErrInvalidRequest, len(r.ID), MaxIDLen)
 	case r.ID != "" && !hasSlotTag(r.Key) && !canTagWhole(r.Key):
@@ -72,7 +73,7 @@ func (r *Request) ValidateKnownLimit() error {
 func ValidateAll(rs []Request, ds []Decision) error {
 	switch {
 	case len(rs) == 0 || len(rs) > MaxRequests:
-		return fmt.Errorf("%w: %d requests; want 1…%d", ErrInvalidRequest, len(rs), MaxRequests)
+		return fmt.Errorf("%w: %d requests; want 1-%d", ErrInvalidRequest, len(rs), MaxRequests)
 	case len(ds) != len(rs):
 		return fmt.Errorf("%w: %d Decisions for %d Requests", ErrInvalidRequest, len(ds), len(rs))
 	}
@@ -137,9 +138,13 @@ type Decision struct {
 	Token uint64
 }
 
-// RetryAfterSeconds returns RetryAfter as the whole seconds of an HTTP Retry-After field:
-// max(1, ceil(RetryAfter in seconds)). It is meant for a rejected Decision; it never returns less than 1.
+// RetryAfterSeconds returns the whole seconds of an HTTP Retry-After field for d: 0 when d is
+// Allowed (there is nothing to wait for, and no Retry-After to send); otherwise
+// max(1, ceil(RetryAfter in seconds)), so that a rejection never tells a client to retry at once.
 func (d Decision) RetryAfterSeconds() int64 {
+	if d.Allowed {
+		return 0
+	}
 	return CeilSeconds(d.RetryAfter)
 }
 

@@ -99,7 +99,7 @@ func (res *Reservation) Validate(actual int64) error {
 	case r.Cost == 0 || res.Token == 0:
 		return fmt.Errorf("%w: a reservation needs the cost and token of an admitted request", ErrInvalidRequest)
 	case actual < 0 || actual > MaxSettle:
-		return fmt.Errorf("%w: actual cost %d outside 0…%d", ErrInvalidRequest, actual, MaxSettle)
+		return fmt.Errorf("%w: actual cost %d outside 0-%d", ErrInvalidRequest, actual, MaxSettle)
 	}
 	return nil
 }

@@ -383,8 +383,6 @@ func TestRateLimitHeadersOnlyWhenDecided(t *testing.T) {
 			return admit.Subject{}, httplimit.ErrMalformedRequest
 		}}, 400, false},
 		{"invalid", httplimit.Middleware{Limiter: newLimiter(t, newMemstore(t), demoLimit), Subject: httplimit.Constant("")}, 500, false},
-		{"no limits", httplimit.Middleware{Limiter: newLimiter(t, newMemstore(t)), Subject: httplimit.Constant("a")}, 500, false},
-		{"too many limits", httplimit.Middleware{Limiter: newLimiter(t, newMemstore(t), make([]admit.Limit, admit.MaxRequests+1)...), Subject: httplimit.Constant("a")}, 500, false},
 	} {
 		tc.m.Logger = slog.New(slog.DiscardHandler)
 		rec := httptest.NewRecorder()

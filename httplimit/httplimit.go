@@ -11,8 +11,9 @@
 //     request, and nothing was consumed from any of them.
 //   - 400 Bad Request: the subject function found the request malformed ([ErrMalformedRequest]),
 //     such as a bad forwarding header from a trusted proxy. The client must change the request.
-//   - 500 Internal Server Error: a policy or the subject is invalid ([admit.ErrInvalidLimit],
-//     [admit.ErrInvalidRequest]), such as an empty subject, or the subject function found the
+//   - 500 Internal Server Error: the subject is invalid, or the Store refuses a policy or the
+//     request ([admit.ErrInvalidRequest], [admit.ErrInvalidLimit]), such as an empty subject (an
+//     invalid Limiter never gets here: [Middleware.Wrap] refuses it), or the subject function found the
 //     server misconfigured ([ErrMisconfigured]), such as no principal where authentication should
 //     have put one. That is a bug of the server, which no retry can fix.
 //   - 503 Service Unavailable, with a short Retry-After: the limiter could not decide (fail closed):
@@ -163,10 +164,15 @@ type Middleware struct {
 // Every log record carries the attribute limit, the names of the Limiter's policies joined by ","
 // (such as limit=per-second,per-day).
 //
-// Wrap panics if m.Limiter, m.Subject or next is nil.
+// Wrap panics if m.Limiter, m.Subject or next is nil, or if m.Limiter does not pass
+// [admit.Limiter.Validate] (call it first to handle the error): an invalid Limit is a mistake to
+// stop on at start, not a 500 for every request.
 func (m *Middleware) Wrap(next http.Handler) http.Handler {
 	if m.Limiter == nil || m.Subject == nil || next == nil {
 		panic("httplimit: Wrap needs a Limiter, a Subject function and a next handler")
+	}
+	if err := m.Limiter.Validate(); err != nil {
+		panic("httplimit: Wrap: " + err.Error())
 	}
 	logger := m.Logger
 	if logger == nil {

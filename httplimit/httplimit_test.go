@@ -133,6 +133,43 @@ func newMemstore(t testing.TB) *memstore.Store {
 	return s
 }
 
+// TestWrapRefusesInvalidLimiter: a Limiter with an invalid Limit never becomes a handler that
+// answers 500 to every request: Wrap refuses it, saying why, and a valid one passes.
+func TestWrapRefusesInvalidLimiter(t *testing.T) {
+	for name, limits := range map[string][]admit.Limit{
+		"rate 0":          {{Name: "a", Algorithm: admit.FixedWindow, Rate: 0, Period: time.Second}},
+		"no limits":       nil,
+		"too many limits": make([]admit.Limit, admit.MaxRequests+1),
+		"repeated name":   {demoLimit, demoLimit},
+		"unnamed limit":   {{Algorithm: admit.FixedWindow, Rate: 3, Period: time.Second}},
+	} {
+		l := newLimiter(t, newMemstore(t), limits...)
+		if err := l.Validate(); !errors.Is(err, admit.ErrInvalidLimit) {
+			t.Errorf("%s: Validate() = %v; want admit.ErrInvalidLimit", name, err)
+		}
+		func() {
+			defer func() {
+				if v := recover(); v == nil || !strings.Contains(fmt.Sprint(v), "invalid limit") {
+					t.Errorf("%s: Wrap panicked with %v; want a panic saying the limit is invalid", name, v)
+				}
+			}()
+			h := (&httplimit.Middleware{Limiter: l, Subject: httplimit.Constant("a"), Logger: slog.New(slog.DiscardHandler)}).Wrap(http.NotFoundHandler())
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+			t.Errorf("%s: Wrap made a handler, which answered %d", name, rec.Code)
+		}()
+	}
+	l := newLimiter(t, newMemstore(t), demoLimit)
+	if err := l.Validate(); err != nil {
+		t.Fatalf("a valid Limiter: Validate() = %v", err)
+	}
+	rec := httptest.NewRecorder()
+	(&httplimit.Middleware{Limiter: l, Subject: httplimit.Constant("a")}).Wrap(http.NotFoundHandler()).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+	if rec.Code != http.StatusNotFound {
+		t.Errorf("a valid Limiter: %d; want the next handler's 404", rec.Code)
+	}
+}
+
 func TestMiddlewareLimits(t *testing.T) {
 	var ran bool
 	m := &httplimit.Middleware{
@@ -434,33 +471,6 @@ func TestMiddlewareNotAdmitted(t *testing.T) {
 		want:      wantUnavailable,
 		wantLevel: "ERROR",
 		wantMsg:   `"panic in limiter"`,
-	}, {
-		name:      "invalid limit",
-		limits:    []admit.Limit{{Name: "demo", Algorithm: admit.FixedWindow, Rate: 0, Period: time.Second}},
-		want:      wantInternalError,
-		wantLevel: "ERROR",
-		wantMsg:   `"invalid limit or request"`,
-	}, {
-		name:      "unnamed limit",
-		limits:    []admit.Limit{{Algorithm: admit.FixedWindow, Rate: 3, Period: time.Second}},
-		want:      wantInternalError,
-		wantLevel: "ERROR",
-		wantMsg:   `"invalid limit or request"`,
-		wantLimit: `""`,
-	}, {
-		name:      "two limits of one name",
-		limits:    []admit.Limit{demoLimit, demoLimit},
-		want:      wantInternalError,
-		wantLevel: "ERROR",
-		wantMsg:   `"invalid limit or request"`,
-		wantLimit: "demo,demo",
-	}, {
-		name:      "no limits",
-		limits:    []admit.Limit{},
-		want:      wantInternalError,
-		wantLevel: "ERROR",
-		wantMsg:   `"invalid limit or request"`,
-		wantLimit: `""`,
 	}, {
 		name:      "invalid request (empty subject)",
 		subject:   httplimit.Constant(""),

@@ -216,7 +216,7 @@ func TestRoute(t *testing.T) {
 policies:
   - name: p
     algorithm: fixed_window
-    limit: 1
+    limit: 5
     window: 1s
 routes:
   - method: POST

@@ -37,7 +37,7 @@ func (d *decoder) validate(raw rawFile) *Config {
 		}
 	}
 	for i := range raw.routes {
-		if r, ok := d.validateRoute(&raw.routes[i], names); ok {
+		if r, ok := d.validateRoute(&raw.routes[i], names); ok && d.validateRouteCost(&raw.routes[i], r, cfg) {
 			cfg.Routes = append(cfg.Routes, r)
 		}
 	}
@@ -293,6 +293,32 @@ func (d *decoder) validateRoute(r *rawRoute, policies map[string]bool) (Route, b
 	}
 	d.validateSubject(r, path)
 	return out, len(d.errs) == before
+}
+
+// validateRouteCost reports, for a route out that validateRoute made of r, whether its cost is one
+// that each of its policies in cfg can decide: at most the policy's capacity, and 0 or 1 under a
+// concurrency policy, as every check's cost. Any other would make each of the route's requests a
+// 500.
+func (d *decoder) validateRouteCost(r *rawRoute, out Route, cfg *Config) bool {
+	at := r.cost.node
+	if at == nil {
+		at = r.node
+	}
+	for _, name := range out.Policies {
+		p, ok := cfg.Policy(name)
+		if !ok {
+			continue // invalid, reported
+		}
+		switch lim := p.Limit; {
+		case lim.Algorithm == admit.Concurrency && out.Cost > 1:
+			d.errorf(at, "%s.cost: %d: policy %q is a concurrency policy, which counts requests in flight, one lease each: a route with it costs 0 or 1", r.path, out.Cost, name)
+			return false
+		case out.Cost > lim.Capacity():
+			d.errorf(at, "%s.cost: %d is above the capacity of policy %q (%d): no request of the route could be admitted", r.path, out.Cost, name, lim.Capacity())
+			return false
+		}
+	}
+	return true
 }
 
 func (d *decoder) validateSubject(r *rawRoute, path string) {

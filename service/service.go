@@ -67,8 +67,9 @@ type Check struct {
 	Policies []string
 	// Subject is who is limited: digested into one key per policy, never stored.
 	Subject admit.Subject
-	// Cost is the units asked for under each policy, 0 (a peek) … each policy's capacity; under a
-	// concurrency policy any cost of 1 or more takes one lease.
+	// Cost is the units asked for under each policy: 0 (a peek) … each policy's capacity (its limit,
+	// or a gcra policy's burst); under a concurrency policy 0 or 1 (one lease: one request in
+	// flight). Any other cost is an invalid request (admit.Request.Cost).
 	Cost int64
 	// RequestID, if not empty, makes a retry idempotent (admit.Request.ID).
 	RequestID string
@@ -185,11 +186,11 @@ func (s *Service) requests(c Check) ([]admit.Request, error) {
 		if err != nil {
 			return nil, err
 		}
-		cost := c.Cost
-		if p.Limit.Algorithm == admit.Concurrency {
-			cost = min(cost, 1) // a lease is one request in flight, whatever the request costs elsewhere
+		rs[i] = admit.Request{Key: key, Limit: p.Limit, Cost: c.Cost, ID: c.RequestID}
+		// Before the Store, to name the policy; the configuration validated its Limit already.
+		if err := rs[i].ValidateKnownLimit(); err != nil {
+			return nil, fmt.Errorf("%w (policy %q)", err, name)
 		}
-		rs[i] = admit.Request{Key: key, Limit: p.Limit, Cost: cost, ID: c.RequestID}
 	}
 	return rs, nil
 }

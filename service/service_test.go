@@ -128,7 +128,10 @@ func TestReplay(t *testing.T) {
 	}
 }
 
-func TestConcurrencyPolicyTakesOneLease(t *testing.T) {
+// TestConcurrencyPolicyCost: under a concurrency policy a Check costs 0 (a peek) or 1 (one lease);
+// any other cost — above the limit or not, alone or beside a policy it would fit — is an invalid
+// request that consumes nothing from any policy.
+func TestConcurrencyPolicyCost(t *testing.T) {
 	s := newService(t, nil, `
 policies:
   - name: tokens
@@ -140,19 +143,31 @@ policies:
     limit: 2
     lease_ttl: 30s
 `)
-	c := service.Check{Policies: []string{"tokens", "in-flight"}, Subject: admit.Subject{ID: "alice"}, Cost: 100}
+	alice := admit.Subject{ID: "alice"}
+	for _, c := range []service.Check{
+		{Policies: []string{"in-flight"}, Subject: alice, Cost: 3},
+		{Policies: []string{"in-flight"}, Subject: alice, Cost: 2},
+		{Policies: []string{"in-flight"}, Subject: alice, Cost: -1},
+		{Policies: []string{"tokens", "in-flight"}, Subject: alice, Cost: 100},
+	} {
+		if res, err := s.Check(t.Context(), c); !errors.Is(err, admit.ErrInvalidRequest) || !strings.Contains(err.Error(), `cost `) || !strings.Contains(err.Error(), `"in-flight"`) {
+			t.Errorf("%v at cost %d = %+v, %v; want an invalid request naming the cost and the policy", c.Policies, c.Cost, res, err)
+		}
+	}
+	c := service.Check{Policies: []string{"tokens", "in-flight"}, Subject: alice, Cost: 1}
 	for i := range 2 {
 		res, err := s.Check(t.Context(), c)
-		if err != nil || !res.Allowed {
-			t.Fatalf("check %d = %+v, %v; want allowed", i, res, err)
+		if err != nil || !res.Allowed || res.Decisions[0].Remaining != int64(999-i) {
+			t.Fatalf("check %d = %+v, %v; want allowed, %d tokens left (the invalid checks consumed nothing)", i, res, err, 999-i)
 		}
 	}
 	res, err := s.Check(t.Context(), c)
 	if err != nil || res.Allowed || res.Decisions[res.Deciding].Limit.Name != "in-flight" {
-		t.Fatalf("third = %+v, %v; want limited by in-flight: each check holds one lease, whatever its cost", res, err)
+		t.Fatalf("third = %+v, %v; want limited by in-flight: each check holds one lease", res, err)
 	}
-	if res.Decisions[0].Remaining != 800 {
-		t.Errorf("tokens remaining %d; want 800", res.Decisions[0].Remaining)
+	peek := service.Check{Policies: []string{"in-flight"}, Subject: alice, Cost: 0}
+	if res, err := s.Check(t.Context(), peek); err != nil || !res.Allowed || res.Decisions[0].Remaining != 0 || res.Decisions[0].Token != 0 {
+		t.Errorf("a peek = %+v, %v; want allowed, 0 remaining, no lease", res, err)
 	}
 }
 

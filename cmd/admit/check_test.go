@@ -50,7 +50,7 @@ func TestCheckCommand(t *testing.T) {
 		err  string
 	}{
 		{[]string{"--policy", "per-hour", "--key", "alice"}, checkInvalid, `unknown policy "per-hour"`},
-		{[]string{"--policy", "per-second", "--key", "alice", "--cost", "3"}, checkInvalid, "cost 3 outside 0…2"},
+		{[]string{"--policy", "per-second", "--key", "alice", "--cost", "3"}, checkInvalid, "cost 3 outside 0-2"},
 		{[]string{"--policy", "per-second"}, checkInvalid, "--key are required"},
 		{[]string{"--policy", "per-second", "--key", "a", "--redis", "redis://" + redistest.ClosedPort(t)}, checkUnavailable, "unavailable"},
 	} {

@@ -153,7 +153,8 @@ func (c *check) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, ErrorResponse{Error: "limiter unavailable"})
 		return
 	case errors.Is(err, admit.ErrInvalidRequest), errors.Is(err, admit.ErrInvalidLimit):
-		writeJSON(w, http.StatusBadRequest, ErrorResponse{Error: err.Error()})
+		// The field and its bound, for the client; not the packages the error came through.
+		writeJSON(w, http.StatusBadRequest, ErrorResponse{Error: admit.ClientMessage(err)})
 		return
 	case err != nil:
 		c.log.Log(r.Context(), logUnavailable, err, slog.String("path", r.URL.Path))
@@ -197,19 +198,31 @@ func (e *panicError) Error() string { return fmt.Sprintf("httpapi: panic in limi
 func (e *panicError) Unwrap() error { return admit.ErrUnavailable }
 
 // isForwardAuth reports whether r is a check in the forward-auth form: its query names a policy,
-// or its PolicyField does.
+// or a PolicyField is set.
 func isForwardAuth(r *http.Request) bool {
-	return r.URL.Query().Has("policy") || r.Header.Get(PolicyField) != ""
+	return r.URL.Query().Has("policy") || len(r.Header.Values(PolicyField)) > 0
+}
+
+// The parameters of a check in the forward-auth form: each query parameter, and the header field
+// that stands for it.
+var forwardAuthParams = [...]struct{ query, field string }{
+	{"policy", PolicyField},
+	{"key", KeyField},
+	{"subject", SubjectField},
+	{"cost", CostField},
+	{"request_id", RequestIDField},
 }
 
 // fromForwardAuth reads the check of a request in the forward-auth form, whatever its method and
-// path below /v1/check: each of policy, key, cost and request_id from the query, else from its
-// header field. The subject is key; or, with subject=client_ip, the client's address as the
-// server's trusted proxies resolve it. It returns the status of a limited answer too: 429,
+// path below /v1/check (see forwardedCheck). It returns the status of a limited answer too: 429,
 // or the query's limited_status, 401 or 403, for a proxy that passes no other (nginx).
 func (c *check) fromForwardAuth(r *http.Request) (req CheckRequest, limited int, err error) {
 	req, err = c.forwardedCheck(r)
-	switch v := r.URL.Query().Get("limited_status"); v {
+	vs := r.URL.Query()["limited_status"]
+	if len(vs) > 1 {
+		return req, 0, errors.New("limited_status given more than once; want it once")
+	}
+	switch v := strings.Join(vs, ""); v {
 	case "", "429":
 		return req, http.StatusTooManyRequests, err
 	case "401", "403":
@@ -220,21 +233,37 @@ func (c *check) fromForwardAuth(r *http.Request) (req CheckRequest, limited int,
 	}
 }
 
-// forwardedCheck reads the check of a request in the forward-auth form (see fromForwardAuth).
+// forwardedCheck reads the check of a request in the forward-auth form from one source: the query
+// when it names a policy, else the header fields (PolicyField, KeyField, SubjectField, CostField,
+// RequestIDField). A parameter of the check in the other source too is an error, and so is one
+// given twice (but policy, which the query may repeat): a proxy forwards the client's own header
+// fields (nginx, Traefik) or its own query (Envoy), and a check that mixed them, or took the first
+// of two, would let a client choose its own subject or cost. The subject is key; or, with
+// subject=client_ip, the client's address as the server's trusted proxies resolve it.
 func (c *check) forwardedCheck(r *http.Request) (CheckRequest, error) {
-	q := r.URL.Query()
-	param := func(name, field string) string {
-		if q.Has(name) {
-			return q.Get(name)
-		}
-		return r.Header.Get(field)
-	}
 	var req CheckRequest
-	policies := q["policy"]
-	if len(policies) == 0 {
-		policies = []string{r.Header.Get(PolicyField)}
+	q := r.URL.Query()
+	fromQuery := q.Has("policy")
+	values := make(map[string][]string, len(forwardAuthParams))
+	for _, p := range forwardAuthParams {
+		inQuery, inHeader := q[p.query], r.Header.Values(p.field)
+		switch {
+		case fromQuery && len(inHeader) > 0:
+			return req, fmt.Errorf("%s: the check is in the query (policy=), so no %s header field may come with it; name each parameter in one place", p.field, p.field)
+		case !fromQuery && len(inQuery) > 0:
+			return req, fmt.Errorf("%s=: the check is in the %s header field, so the query may not name %s too; name each parameter in one place", p.query, PolicyField, p.query)
+		case fromQuery && len(inQuery) > 1 && p.query != "policy":
+			return req, fmt.Errorf("%s given %d times in the query; want it once", p.query, len(inQuery))
+		case !fromQuery && len(inHeader) > 1:
+			return req, fmt.Errorf("%s given in %d header fields; want one (several policies: separated by commas in one)", p.field, len(inHeader))
+		case fromQuery:
+			values[p.query] = inQuery
+		default:
+			values[p.query] = inHeader
+		}
 	}
-	for _, p := range policies {
+	param := func(name string) string { return strings.Join(values[name], "") } // at most one value
+	for _, p := range values["policy"] {
 		for _, name := range strings.Split(p, ",") {
 			if name = strings.TrimSpace(name); name != "" {
 				req.Policies = append(req.Policies, name)
@@ -244,10 +273,13 @@ func (c *check) forwardedCheck(r *http.Request) (CheckRequest, error) {
 	if len(req.Policies) == 0 {
 		return req, errors.New("want a policy")
 	}
-	switch from := param("subject", SubjectField); from {
+	switch from := param("subject"); from {
 	case "", "key":
-		if req.Key = param("key", KeyField); req.Key == "" {
-			return req, fmt.Errorf("want a key, in the query or in %s", KeyField)
+		if req.Key = param("key"); req.Key == "" {
+			if fromQuery {
+				return req, errors.New("want a key: key= in the query, or subject=client_ip")
+			}
+			return req, fmt.Errorf("want a key: %s, or %s: client_ip", KeyField, SubjectField)
 		}
 	case "client_ip":
 		if c.clientIP == nil {
@@ -255,20 +287,21 @@ func (c *check) forwardedCheck(r *http.Request) (CheckRequest, error) {
 		}
 		s, err := c.clientIP.Subject(r)
 		if err != nil {
-			return req, err
+			// The header and what is wrong with it; not the package that found it.
+			return req, fmt.Errorf("subject=client_ip: %s", strings.ReplaceAll(err.Error(), "httplimit: ", ""))
 		}
 		req.Key = s.ID
 	default:
 		return req, fmt.Errorf("subject=%q: want key or client_ip", from)
 	}
-	if v := param("cost", CostField); v != "" {
+	if v := param("cost"); v != "" {
 		cost, err := strconv.ParseInt(v, 10, 64)
 		if err != nil {
 			return req, fmt.Errorf("cost %q: want a whole number", v)
 		}
 		req.Cost = &cost
 	}
-	req.RequestID = param("request_id", RequestIDField)
+	req.RequestID = param("request_id")
 	return req, nil
 }
 
@@ -287,7 +320,7 @@ func decodeCheck(w http.ResponseWriter, r *http.Request) (CheckRequest, error) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		return req, fmt.Errorf("body is not a check request: %v", err)
+		return req, fmt.Errorf("body is not a check request: %s", strings.TrimPrefix(err.Error(), "json: "))
 	}
 	if dec.More() {
 		return req, errors.New("body holds more than one JSON value")

@@ -167,7 +167,7 @@ func TestCheckInvalidForTheService(t *testing.T) {
 	h := newCheckHandler(t, newMemstore(t), nil)
 	for _, c := range []struct{ name, body, want string }{
 		{"unknown policy", `{"policy":"per-hour","key":"a"}`, `unknown policy "per-hour"`},
-		{"cost above the limit", `{"policy":"per-second","key":"a","cost":4}`, "cost 4 outside 0…3"},
+		{"cost above the limit", `{"policy":"per-second","key":"a","cost":4}`, "cost 4 outside 0-3"},
 		{"a policy twice", `{"policies":["per-day","per-day"],"key":"a"}`, "named twice"},
 		{"ID too long", `{"policy":"per-second","key":"a","request_id":"` + strings.Repeat("i", admit.MaxIDLen+1) + `"}`, "request ID"},
 	} {

@@ -61,16 +61,20 @@ const ReadyTimeout = time.Second
 // With Options.Service:
 //
 //	POST /v1/check    decides a CheckRequest, and answers a CheckResponse: 200 allowed, 429 limited
-//	                  (with Retry-After), 400 invalid (an ErrorResponse: unknown policy, bad JSON,
-//	                  cost above a limit, a key or body too large), 503 undecided (with Retry-After).
+//	                  (with Retry-After), 400 invalid (an ErrorResponse naming the field and its
+//	                  bound, admit.ClientMessage: unknown policy, bad JSON, cost above a limit or
+//	                  a concurrency policy's cost other than 0 or 1, a key or body too large), 503
+//	                  undecided (with Retry-After).
 //	                  200 and 429 carry the RateLimit-Policy and RateLimit fields (SPEC §6).
 //	ANY /v1/check…    the forward-auth form, for nginx auth_request, Traefik ForwardAuth and Envoy
 //	                  ext_authz: any method, on /v1/check or a path below it, with the check in the
 //	                  query (policy=…&key=…&cost=…&request_id=…; subject=client_ip for the client's
 //	                  address through the trusted proxies; limited_status=403 or 401 to answer a
-//	                  limited request so, for nginx) or in the fields PolicyField, KeyField,
-//	                  SubjectField, CostField and RequestIDField; answered as POST is. A request that names no
-//	                  policy is a JSON check, which only POST may send (else 405).
+//	                  limited request so, for nginx) or, when the query names no policy, in the
+//	                  fields PolicyField, KeyField, SubjectField, CostField and RequestIDField —
+//	                  one source, never both: a parameter in the other too, or given twice, is
+//	                  a 400. Answered as POST is. A request that names no policy is a JSON check,
+//	                  which only POST may send (else 405).
 //	GET /v1/policies  the loaded policies.
 type Handler struct {
 	mux *http.ServeMux
