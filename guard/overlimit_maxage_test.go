@@ -89,7 +89,8 @@ func TestOverLimitMaxAgeDefault(t *testing.T) {
 	}
 	calls := backend.calls.Load() // 3
 
-	// Hammer for 10 s in steps of 10 ms: one backend call per second of it, no more.
+	// Hammer for 10 s in steps of 10 ms: one backend call per second of it, when the rejection
+	// learnt is a second old (at 1 s, 2 s, … 9 s), no more.
 	for step := range 1000 {
 		for range 20 {
 			if d := take(t, cache, r); d.Allowed || d.RetryAfter < 23*time.Hour {
@@ -98,7 +99,7 @@ func TestOverLimitMaxAgeDefault(t *testing.T) {
 		}
 		clock.Advance(10 * time.Millisecond)
 	}
-	if got, want := backend.calls.Load()-calls, int64(10); got != want {
+	if got, want := backend.calls.Load()-calls, int64(9); got != want {
 		t.Fatalf("%d backend calls while hammering a full key for 10 s, want %d: one per second", got, want)
 	}
 
@@ -119,47 +120,146 @@ func TestOverLimitMaxAgeDefault(t *testing.T) {
 }
 
 // Callers hammering one full key at once when its remembered rejection has aged out cost one
-// backend call between them: the others wait for its answer instead of asking too.
+// backend call between them: the others wait for its answer instead of asking too. So do TakeAlls.
 func TestOverLimitMaxAgeOneRefresh(t *testing.T) {
+	r := admit.Request{Key: "{bob}:daily", Limit: daily, Cost: 1}
+	for _, call := range []struct {
+		name string
+		take func(admit.Store) (bool, error)
+	}{
+		{"Take", func(s admit.Store) (bool, error) {
+			d, err := s.Take(context.Background(), r)
+			return d.Allowed, err
+		}},
+		{"TakeAll", func(s admit.Store) (bool, error) {
+			rs := []admit.Request{r, {Key: "{bob}:hourly", Limit: admit.Limit{Name: "hourly", Algorithm: admit.FixedWindow, Rate: 2, Period: time.Hour}, Cost: 1}}
+			return s.TakeAll(context.Background(), rs, make([]admit.Decision, 2))
+		}},
+	} {
+		t.Run(call.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				clock := newClock()
+				mem := memstore.New(memstore.Options{Now: clock.Now, SweepInterval: -1})
+				defer mem.Close()
+				backend := &gated{next: mem}
+				cache := guard.NewOverLimitCache(backend, guard.OverLimitOptions{Now: clock.Now})
+				for range 3 {
+					if _, err := call.take(cache); err != nil {
+						t.Fatal(err)
+					}
+				}
+				calls := backend.calls.Load()
+				if _, err := call.take(cache); err != nil || backend.calls.Load() != calls {
+					t.Fatalf("the full key's fourth call went to the backend (%v): it is not remembered", err)
+				}
+				clock.Advance(time.Second) // the rejections are a second old
+				backend.gate = make(chan struct{})
+				var wg sync.WaitGroup
+				var allowed atomic.Int64
+				for range 16 {
+					wg.Go(func() {
+						ok, err := call.take(cache)
+						if err != nil {
+							t.Errorf("%s: %v", call.name, err)
+						}
+						if ok {
+							allowed.Add(1)
+						}
+					})
+				}
+				synctest.Wait() // every caller is blocked: in the backend, or waiting for its answer
+				if got := backend.calls.Load() - calls; got != 1 {
+					t.Errorf("%d backend calls from 16 callers of an aged rejection, want 1", got)
+				}
+				close(backend.gate)
+				wg.Wait()
+				if got := backend.calls.Load() - calls; got != 1 {
+					t.Errorf("%d backend calls from 16 callers of an aged rejection, want 1", got)
+				}
+				if n := allowed.Load(); n != 0 {
+					t.Errorf("%d of 16 admitted, want none", n)
+				}
+			})
+		})
+	}
+}
+
+// A refresh that fails lets the callers waiting for it go on: they ask the backend themselves.
+func TestOverLimitMaxAgeRefreshFails(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		clock := newClock()
 		mem := memstore.New(memstore.Options{Now: clock.Now, SweepInterval: -1})
 		defer mem.Close()
 		backend := &gated{next: mem}
 		cache := guard.NewOverLimitCache(backend, guard.OverLimitOptions{Now: clock.Now})
-		r := admit.Request{Key: "rl:daily:bob", Limit: daily, Cost: 1}
+		r := admit.Request{Key: "rl:daily:carol", Limit: daily, Cost: 1}
 		for range 3 {
 			take(t, cache, r)
 		}
-		clock.Advance(time.Second) // the rejection is a second old
+		clock.Advance(time.Second)
 		backend.gate = make(chan struct{})
+		failed := make(chan error, 1)
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() { // the refresh: its caller gives up
+			_, err := cache.Take(ctx, r)
+			failed <- err
+		}()
+		synctest.Wait()
+		done := make(chan admit.Decision)
+		go func() { // waits for the refresh
+			d, err := cache.Take(context.Background(), r)
+			if err != nil {
+				t.Errorf("Take: %v", err)
+			}
+			done <- d
+		}()
+		synctest.Wait()
 		calls := backend.calls.Load()
-		var wg sync.WaitGroup
-		var allowed atomic.Int64
-		for range 16 {
-			wg.Go(func() {
-				d, err := cache.Take(context.Background(), r)
-				if err != nil {
-					t.Errorf("Take: %v", err)
-				}
-				if d.Allowed {
-					allowed.Add(1)
-				}
-			})
-		}
-		synctest.Wait() // every caller is blocked: in the backend, or waiting for its answer
-		if got := backend.calls.Load() - calls; got != 1 {
-			t.Errorf("%d backend calls from 16 callers of an aged rejection, want 1", got)
-		}
+		cancel()
 		close(backend.gate)
-		wg.Wait()
-		if got := backend.calls.Load() - calls; got != 1 {
-			t.Errorf("%d backend calls from 16 callers of an aged rejection, want 1", got)
+		if err := <-failed; err == nil {
+			t.Error("the cancelled refresh succeeded")
 		}
-		if n := allowed.Load(); n != 0 {
-			t.Errorf("%d of 16 admitted, want none", n)
+		if d := <-done; d.Allowed {
+			t.Errorf("the waiting Take: %+v, want rejected", d)
+		}
+		if got := backend.calls.Load() - calls; got != 1 {
+			t.Errorf("the waiting Take made %d backend calls after the failed refresh, want 1", got)
 		}
 	})
+}
+
+// MaxAge bounds the answers of a remembered rejection; a negative MaxAge turns the cache off.
+func TestOverLimitMaxAgeOption(t *testing.T) {
+	for _, c := range []struct {
+		maxAge time.Duration
+		calls  int64 // of 100 Takes of a full key, 10 ms apart
+	}{
+		{250 * time.Millisecond, 4}, // at 250, 500, 750 ms and at 1 s
+		{time.Hour, 0},
+		{-1, 100},
+	} {
+		clock := newClock()
+		backend := &counting{next: newMem(t, clock)}
+		cache := guard.NewOverLimitCache(backend, guard.OverLimitOptions{MaxAge: c.maxAge, Now: clock.Now})
+		r := admit.Request{Key: "rl:daily:dave", Limit: daily, Cost: 1}
+		for range 3 {
+			take(t, cache, r)
+		}
+		calls := backend.calls.Load()
+		for range 100 {
+			clock.Advance(10 * time.Millisecond)
+			if d := take(t, cache, r); d.Allowed {
+				t.Fatalf("MaxAge %v: %+v, want rejected", c.maxAge, d)
+			}
+		}
+		if got := backend.calls.Load() - calls; got != c.calls {
+			t.Errorf("MaxAge %v: %d backend calls, want %d", c.maxAge, got, c.calls)
+		}
+		if c.maxAge < 0 && (cache.Hits() != 0 || cache.Len() != 0) {
+			t.Errorf("MaxAge %v: %d hits, %d entries; want none", c.maxAge, cache.Hits(), cache.Len())
+		}
+	}
 }
 
 // gated is a counting Store whose Take and TakeAll wait for gate to close, if it is set.
