@@ -165,8 +165,10 @@ func (c *OverLimitCache) Take(ctx context.Context, r admit.Request) (admit.Decis
 	sh := c.shard(r.Key)
 	var refresh chan struct{} // closed once this call's answer is learnt, if it refreshes an entry
 	if c.maxAge >= 0 && cacheable(&r) {
+		// Each turn ends in a local answer, a backend call, or a wait for a refresh of the entry
+		// that ends; the entry a turn sees aged is never one refreshed since.
 	lookup:
-		for range overWaits {
+		for {
 			if ctx.Err() != nil {
 				break
 			}
@@ -212,10 +214,6 @@ func (c *OverLimitCache) Take(ctx context.Context, r admit.Request) (admit.Decis
 	return d, err
 }
 
-// overWaits is the most times a call looks a key up, waiting in between for another call's refresh
-// of it, before it asks the backend itself.
-const overWaits = 3
-
 // TakeAll rejects rs locally if remembered rejections cover every one of them, and otherwise
 // forwards them to the next Store and remembers each rejection.
 func (c *OverLimitCache) TakeAll(ctx context.Context, rs []admit.Request, ds []admit.Decision) (bool, error) {
@@ -224,7 +222,7 @@ func (c *OverLimitCache) TakeAll(ctx context.Context, rs []admit.Request, ds []a
 	}
 	var refresh [admit.MaxRequests]chan struct{} // as in Take, per Request
 	if c.maxAge >= 0 {
-		for range overWaits {
+		for { // as in Take
 			local, wait := c.localAll(ctx, rs, ds, &refresh)
 			if local {
 				c.hits.Add(1)
