@@ -2,7 +2,9 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -128,5 +130,49 @@ func TestE2EOverLimitCacheOff(t *testing.T) {
 	s.Do(t, "DEL", keys[0])
 	if res := postCheck(t, p, `{"policy":"daily","key":"alice"}`); res.status != http.StatusOK {
 		t.Errorf("the check right after DEL: %d %+v, want 200", res.status, res)
+	}
+}
+
+// TestE2EOverLimitCacheProxy checks the same of admit proxy, which stacks the same cache: after an
+// operator's DEL of a full key, the route admits again within the bound.
+func TestE2EOverLimitCacheProxy(t *testing.T) {
+	s := redistest.Start(t)
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "upstream\n")
+	}))
+	defer upstream.Close()
+	config := filepath.Join(t.TempDir(), "proxy.yaml")
+	writeConfig(t, config, fmt.Sprintf(dailyConfig, "  listen: 127.0.0.1:0")+`
+routes:
+  - path_prefix: /
+    policies: [daily]
+    subject: {from: constant}
+`)
+	p := startCommand(t, admitEnv(secretEnv+"="+testSecret), "proxy", "--upstream", upstream.URL, "--redis", s.URL(), "--config", config)
+	for i, want := range []int{200, 200, 429, 429, 429} {
+		if r := get(t, p.base+"/x"); r.status != want {
+			t.Fatalf("request %d: %d %q, want %d", i+1, r.status, r.body, want)
+		}
+	}
+	keys, err := s.Do(t, "KEYS", "rl:daily:*").AsStrSlice()
+	if err != nil || len(keys) != 1 {
+		t.Fatalf("KEYS rl:daily:* = %q, %v; want one key", keys, err)
+	}
+	s.Do(t, "DEL", keys[0])
+	start := time.Now()
+	for {
+		r := get(t, p.base+"/x")
+		took := time.Since(start)
+		if r.status == http.StatusOK {
+			t.Logf("DEL: answered 200 %v after it", took.Round(time.Millisecond))
+			if bound, slack := time.Second, 4*time.Second; took > bound+slack {
+				t.Errorf("answered 200 only %v after the DEL, want within the bound %v (and %v of slack)", took, bound, slack)
+			}
+			return
+		}
+		if took > 10*time.Second {
+			t.Fatalf("still %d %q %v after the DEL, want 200", r.status, r.body, took.Round(time.Millisecond))
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
