@@ -11,10 +11,12 @@
 //
 // [OverLimitCache] remembers rejections. When the backend rejects a Request with a RetryAfter, a
 // later Request of the same key under the same Limit and cost (or a larger cost, under a fixed
-// window) is rejected locally until then, so a client hammering a full key costs no round trip. It
-// never caches what could be admitted earlier than the backend said: not Concurrency Limits (a release frees
-// capacity), not shadow Limits, not peeks, not requests with an ID, and not a key after a refund.
-// Its table has a fixed maximum number of entries.
+// window) is rejected locally until then, but never from a rejection older than MaxAge (a second
+// by default), so a client hammering a full key costs at most one round trip per MaxAge, and a
+// change made in the backend — a key deleted to give a quota back, corrupt state, a flush — is
+// seen within MaxAge. It never caches what could be admitted earlier than the backend said: not
+// Concurrency Limits (a release frees capacity), not shadow Limits, not peeks, not requests with
+// an ID, and not a key after a refund. Its table has a fixed maximum number of entries.
 //
 // [FailOpen] is the bounded fail-open fallback (SPEC §4, G7): while the backend cannot decide, a
 // local in-process limiter decides the Requests whose Limits have a local limit, and its Decisions

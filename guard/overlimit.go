@@ -13,34 +13,48 @@ import (
 // DefaultMaxEntries is the most entries an [OverLimitCache] holds when its options do not say.
 const DefaultMaxEntries = 10_000
 
+// DefaultMaxAge is the longest an [OverLimitCache] answers from a rejection when its options do not
+// say: a change made in the backend (a key deleted to give a quota back, corrupt state, a flush) is
+// seen within it.
+const DefaultMaxAge = time.Second
+
 // OverLimitOptions configures an [OverLimitCache]. The zero value is ready to use.
 type OverLimitOptions struct {
 	// MaxEntries is the most rejections the cache remembers, expired ones not yet reclaimed
 	// included; 0 or less means DefaultMaxEntries. When it is full, expired entries are reclaimed
 	// first, and if none has expired a new rejection is not remembered: the table never grows.
 	MaxEntries int
+	// MaxAge bounds how long a remembered rejection answers: at most MaxAge after the Request
+	// that learnt it was sent, however long its RetryAfter. 0 means DefaultMaxAge; a negative
+	// MaxAge turns the cache off, so that every call goes to the next Store and nothing is
+	// remembered.
+	MaxAge time.Duration
 	// Now is the clock; nil means time.Now. It must be safe for concurrent use.
 	Now func() time.Time
 }
 
 // OverLimitCache is an admit.Store that remembers the rejections of another, so that a client
-// hammering a full key costs no round trip to the backend. It is safe for concurrent use. Make one
-// with [NewOverLimitCache].
+// hammering a full key costs at most one round trip to the backend per MaxAge
+// ([OverLimitOptions.MaxAge], a second by default). It is safe for concurrent use. Make one with
+// [NewOverLimitCache].
 //
 // When the next Store rejects a Request with a RetryAfter t, the cache remembers the key, the
-// Limit, the cost and the Decision until t from the moment the Request was sent. Until then, a
-// Take of that key under the same Limit with the same cost — or, under a FixedWindow Limit, at
-// least that cost — is rejected locally: a Decision with Allowed false, the Limit, the Remaining
-// of the remembered rejection, RetryAfter the time left, and ResetAfter the remembered one less the
-// time passed. RetryAfter is the earliest the backend could admit the same request if no one else
-// consumed, and consuming moves it only later, so the local answer is the one the backend would
-// give — except that Remaining is as of the remembered rejection (for GCRA, computed from the
-// ResetAfter, as its backlog drains): others may have consumed since.
-// (A larger cost is rejected too, but under GCRA and the sliding windows it waits longer than the
-// remembered RetryAfter, so it goes to the backend for its exact RetryAfter.)
+// Limit, the cost and the Decision until t from the moment the Request was sent, or MaxAge from
+// then if that is earlier. Until then, a Take of that key under the same Limit with the same cost
+// — or, under a FixedWindow Limit, at least that cost — is rejected locally: a Decision with
+// Allowed false, the Limit, the Remaining of the remembered rejection, RetryAfter the time left of
+// t, and ResetAfter the remembered one less the time passed. RetryAfter is the earliest the backend
+// could admit the same request if no one else consumed, and consuming moves it only later, so the
+// local answer is the one the backend would give — except that Remaining is as of the remembered
+// rejection (for GCRA, computed from the ResetAfter, as its backlog drains): others may have
+// consumed since. (A larger cost is rejected too, but under GCRA and the sliding windows it waits
+// longer than the remembered RetryAfter, so it goes to the backend for its exact RetryAfter.)
 //
-// Only what cannot be admitted earlier is cached, so the cache is correct by construction; these
-// always go to the next Store:
+// Once a rejection is MaxAge old, the next call that it would answer goes to the backend and
+// learns afresh; the calls that come meanwhile for the same key wait for that answer rather than
+// ask too, so many callers hammering one key still cost one backend call per MaxAge between them.
+//
+// Only what cannot be admitted earlier is cached; these always go to the next Store:
 //   - a Request under a Concurrency Limit (a release frees capacity early), or a shadow Limit
 //     (Limit.Shadow: its rejection rejects nothing);
 //   - a peek (cost 0), a Request with another cost than the remembered one (but a larger one under
@@ -49,10 +63,11 @@ type OverLimitOptions struct {
 //   - a key after a refund: a Settle below the units reserved, or a Release, through this cache
 //     forgets the key, and a rejection that raced with it is not remembered.
 //
-// An admission that consumes forgets the key's entry too. A refund made through another process
-// is not seen: its key stays rejected here until the remembered RetryAfter at the latest. So does
-// a key whose backend state was lost. The cache can therefore reject more than the backend would,
-// never admit more: it makes no admission at all.
+// An admission that consumes forgets the key's entry too. A change the cache does not see — a
+// refund made through another process, a key an operator deleted or corrupted in the backend, a
+// backend that lost its state — is seen within MaxAge: until then its key stays rejected here. The
+// cache can therefore reject more than the backend would for at most MaxAge, never admit more: it
+// makes no admission at all.
 //
 // A TakeAll is rejected locally only when every one of its Requests would be: the Decisions of the
 // others could not be known without the backend. Each rejection the backend reports in a TakeAll
@@ -61,6 +76,7 @@ type OverLimitOptions struct {
 // A key has one entry, for the last Limit it was rejected under.
 type OverLimitCache struct {
 	next   admit.Store
+	maxAge time.Duration // negative: off
 	now    func() time.Time
 	seed   maphash.Seed
 	shards []overShard
@@ -70,7 +86,7 @@ type OverLimitCache struct {
 // An overShard is one independently locked part of an OverLimitCache's table.
 type overShard struct {
 	mu      sync.RWMutex
-	entries map[string]overEntry
+	entries map[string]*overEntry // an entry's fields are immutable but refresh, which mu guards
 	max     int
 	// epoch counts the refunds of the shard's keys. A rejection is remembered only if no refund
 	// happened between the Request being sent and the answer arriving.
@@ -84,6 +100,10 @@ type overEntry struct {
 	remaining int64
 	until     time.Time // the end of the RetryAfter
 	reset     time.Time // the end of the ResetAfter
+	expires   time.Time // the end of its answers: until, or MaxAge after it was learnt if earlier
+	// refresh, while a call asks the backend in place of this aged entry, is closed when the
+	// answer has been learnt; nil otherwise. The shard's mu guards it.
+	refresh chan struct{}
 }
 
 // overShards is the number of shards of a large table.
@@ -104,7 +124,11 @@ func NewOverLimitCache(next admit.Store, opts OverLimitOptions) *OverLimitCache 
 	for n > capacity {
 		n /= 2
 	}
-	c := &OverLimitCache{next: next, now: opts.Now, seed: maphash.MakeSeed(), shards: make([]overShard, n)}
+	maxAge := opts.MaxAge
+	if maxAge == 0 {
+		maxAge = DefaultMaxAge
+	}
+	c := &OverLimitCache{next: next, maxAge: maxAge, now: opts.Now, seed: maphash.MakeSeed(), shards: make([]overShard, n)}
 	if c.now == nil {
 		c.now = time.Now
 	}
@@ -114,7 +138,7 @@ func NewOverLimitCache(next admit.Store, opts OverLimitOptions) *OverLimitCache 
 		if i < capacity%n {
 			sh.max++ // the shards' caps add up to capacity exactly
 		}
-		sh.entries = make(map[string]overEntry)
+		sh.entries = make(map[string]*overEntry)
 	}
 	return c
 }
@@ -139,13 +163,42 @@ func (c *OverLimitCache) Len() int {
 // Store and remembers a rejection.
 func (c *OverLimitCache) Take(ctx context.Context, r admit.Request) (admit.Decision, error) {
 	sh := c.shard(r.Key)
-	if cacheable(&r) && ctx.Err() == nil {
-		if e, ok := c.remembered(sh, &r); ok {
+	var refresh chan struct{} // closed once this call's answer is learnt, if it refreshes an entry
+	if c.maxAge >= 0 && cacheable(&r) {
+		// Each turn ends in a local answer, a backend call, or a wait for a refresh of the entry
+		// that ends; the entry a turn sees aged is never one refreshed since.
+	lookup:
+		for {
+			if ctx.Err() != nil {
+				break
+			}
+			p, e, ok := c.remembered(sh, &r)
+			if !ok {
+				break
+			}
 			// The clock is read after the entry: a rejection learnt since an earlier reading
 			// would otherwise wait beyond its RetryAfter.
-			if d, ok := answer(&e, &r, c.now()); ok && r.Validate() == nil {
+			now := c.now()
+			d, ok := answer(&e, &r, now)
+			if !ok || r.Validate() != nil {
+				break
+			}
+			if now.Before(e.expires) {
 				c.hits.Add(1)
 				return d, nil
+			}
+			// Aged: one call asks the backend, the others wait for its answer.
+			wait, mine := c.claim(sh, r.Key, p)
+			switch {
+			case mine != nil:
+				refresh = mine
+				break lookup
+			case wait == nil:
+				continue // the entry changed meanwhile: look again
+			}
+			select {
+			case <-wait:
+			case <-ctx.Done():
 			}
 		}
 	}
@@ -154,6 +207,9 @@ func (c *OverLimitCache) Take(ctx context.Context, r admit.Request) (admit.Decis
 	d, err := c.next.Take(ctx, r)
 	if err == nil {
 		c.learn(sh, epoch, sent, &r, &d, d.Allowed)
+	}
+	if refresh != nil {
+		c.refreshed(sh, r.Key, refresh)
 	}
 	return d, err
 }
@@ -164,9 +220,22 @@ func (c *OverLimitCache) TakeAll(ctx context.Context, rs []admit.Request, ds []a
 	if len(rs) > admit.MaxRequests || len(ds) != len(rs) {
 		return c.next.TakeAll(ctx, rs, ds) // invalid: the next Store says why
 	}
-	if c.localAll(ctx, rs, ds) {
-		c.hits.Add(1)
-		return false, nil
+	var refresh [admit.MaxRequests]chan struct{} // as in Take, per Request
+	if c.maxAge >= 0 {
+		for { // as in Take
+			local, wait := c.localAll(ctx, rs, ds, &refresh)
+			if local {
+				c.hits.Add(1)
+				return false, nil
+			}
+			if wait == nil {
+				break
+			}
+			select {
+			case <-wait:
+			case <-ctx.Done():
+			}
+		}
 	}
 	var epochs [admit.MaxRequests]uint64
 	for i := range rs {
@@ -179,42 +248,110 @@ func (c *OverLimitCache) TakeAll(ctx context.Context, rs []admit.Request, ds []a
 			c.learn(c.shard(rs[i].Key), epochs[i], sent, &rs[i], &ds[i], allowed)
 		}
 	}
+	for i := range rs {
+		if refresh[i] != nil {
+			c.refreshed(c.shard(rs[i].Key), rs[i].Key, refresh[i])
+		}
+	}
 	return allowed, err
 }
 
 // localAll fills ds with local rejections and reports true if remembered rejections cover every
-// one of rs; otherwise it leaves ds alone.
-func (c *OverLimitCache) localAll(ctx context.Context, rs []admit.Request, ds []admit.Decision) bool {
+// one of rs; otherwise it leaves ds alone. When the rejections cover rs but some are aged, it
+// claims their refresh for this call in refresh and reports false, or, if another call refreshes
+// one of them already, claims nothing and returns the channel to wait on before looking again.
+func (c *OverLimitCache) localAll(ctx context.Context, rs []admit.Request, ds []admit.Decision, refresh *[admit.MaxRequests]chan struct{}) (bool, <-chan struct{}) {
 	if ctx.Err() != nil {
-		return false
+		return false, nil
 	}
 	for i := range rs {
 		if !cacheable(&rs[i]) {
-			return false
+			return false, nil
 		}
 	}
 	var entries [admit.MaxRequests]overEntry
+	var ptrs [admit.MaxRequests]*overEntry
 	for i := range rs {
-		e, ok := c.remembered(c.shard(rs[i].Key), &rs[i])
+		p, e, ok := c.remembered(c.shard(rs[i].Key), &rs[i])
 		if !ok {
-			return false
+			return false, nil
 		}
-		entries[i] = e
+		entries[i], ptrs[i] = e, p
 	}
 	now := c.now() // after the entries, as in Take
 	var local [admit.MaxRequests]admit.Decision
+	aged := false
 	for i := range rs {
 		d, ok := answer(&entries[i], &rs[i], now)
 		if !ok {
-			return false
+			return false, nil
 		}
 		local[i] = d
+		aged = aged || !now.Before(entries[i].expires)
 	}
 	if admit.ValidateAll(rs, ds) != nil {
-		return false
+		return false, nil
 	}
-	copy(ds, local[:len(rs)])
-	return true
+	if !aged {
+		copy(ds, local[:len(rs)])
+		return true, nil
+	}
+	for i := range rs {
+		if now.Before(entries[i].expires) {
+			continue
+		}
+		sh := c.shard(rs[i].Key)
+		wait, mine := c.claim(sh, rs[i].Key, ptrs[i])
+		if mine != nil {
+			refresh[i] = mine
+			continue
+		}
+		// Another call refreshes it, or it changed: give back what was claimed, and look again.
+		for j := range i {
+			if refresh[j] != nil {
+				c.refreshed(c.shard(rs[j].Key), rs[j].Key, refresh[j])
+				refresh[j] = nil
+			}
+		}
+		if wait == nil {
+			wait = closed
+		}
+		return false, wait
+	}
+	return false, nil
+}
+
+// closed is a closed channel: a wait that ends at once.
+var closed = func() chan struct{} {
+	ch := make(chan struct{})
+	close(ch)
+	return ch
+}()
+
+// claim makes the caller the one that refreshes p, key's aged entry, and returns the channel to
+// close once its answer has been learnt (with refreshed); or, if another call refreshes p already,
+// the channel to wait on; or neither if key's entry is no longer p.
+func (c *OverLimitCache) claim(sh *overShard, key string, p *overEntry) (wait <-chan struct{}, mine chan struct{}) {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	switch {
+	case sh.entries[key] != p:
+		return nil, nil
+	case p.refresh != nil:
+		return p.refresh, nil
+	}
+	p.refresh = make(chan struct{})
+	return nil, p.refresh
+}
+
+// refreshed ends the refresh of key that claim gave ch to: the calls waiting for it look again.
+func (c *OverLimitCache) refreshed(sh *overShard, key string, ch chan struct{}) {
+	sh.mu.Lock()
+	if p := sh.entries[key]; p != nil && p.refresh == ch {
+		p.refresh = nil // nothing new was learnt: the next call refreshes it again
+	}
+	sh.mu.Unlock()
+	close(ch)
 }
 
 // Release forwards l to the next Store, and forgets l.Key: a release frees capacity.
@@ -255,13 +392,17 @@ func (c *OverLimitCache) shard(key string) *overShard {
 	return &c.shards[maphash.String(c.seed, key)%uint64(len(c.shards))]
 }
 
-// remembered returns the remembered rejection of r's key, if there is one of r's Limit that covers
-// r's cost.
-func (c *OverLimitCache) remembered(sh *overShard, r *admit.Request) (overEntry, bool) {
+// remembered returns the remembered rejection of r's key and a copy of it, if there is one of r's
+// Limit that covers r's cost.
+func (c *OverLimitCache) remembered(sh *overShard, r *admit.Request) (*overEntry, overEntry, bool) {
 	sh.mu.RLock()
-	e, ok := sh.entries[r.Key]
+	p := sh.entries[r.Key]
+	var e overEntry
+	if p != nil {
+		e = *p
+	}
 	sh.mu.RUnlock()
-	return e, ok && e.limit == r.Limit && covers(e.cost, r)
+	return p, e, p != nil && e.limit == r.Limit && covers(e.cost, r)
 }
 
 // answer returns the local rejection of r at now by the remembered rejection e, if e still covers
@@ -312,10 +453,11 @@ func (c *OverLimitCache) learn(sh *overShard, epoch uint64, sent time.Time, r *a
 			sh.mu.Unlock()
 		}
 		return
-	case !cacheable(&admit.Request{Cost: r.Cost, Limit: r.Limit}) || d.RetryAfter <= 0:
+	case c.maxAge < 0 || !cacheable(&admit.Request{Cost: r.Cost, Limit: r.Limit}) || d.RetryAfter <= 0:
 		return
 	}
-	e := overEntry{limit: r.Limit, cost: r.Cost, remaining: d.Remaining, until: sent.Add(d.RetryAfter), reset: sent.Add(d.ResetAfter)}
+	e := &overEntry{limit: r.Limit, cost: r.Cost, remaining: d.Remaining, until: sent.Add(d.RetryAfter), reset: sent.Add(d.ResetAfter)}
+	e.expires = sent.Add(min(d.RetryAfter, c.maxAge))
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if sh.epoch.Load() != epoch {
@@ -332,7 +474,7 @@ func (c *OverLimitCache) learn(sh *overShard, epoch uint64, sent time.Time, r *a
 func (sh *overShard) evictLocked(now time.Time) bool {
 	n, freed := 0, false
 	for k, e := range sh.entries { // map order is random: a fresh sample each time
-		if !now.Before(e.until) {
+		if !now.Before(e.expires) && e.refresh == nil {
 			delete(sh.entries, k)
 			freed = true
 		}

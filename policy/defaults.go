@@ -9,6 +9,7 @@ func (f *rawFile) setDefaults() {
 	def(&s.listen, DefaultListen)
 	def(&s.ipv6Prefix, DefaultIPv6Prefix)
 	def(&s.rateLimitHeaders, true)
+	def(&s.localCacheMaxAge, DefaultLocalCacheMaxAge)
 	for i := range f.policies {
 		p := &f.policies[i]
 		def(&p.version, admit.DefaultVersion)

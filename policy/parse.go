@@ -97,6 +97,7 @@ type rawServer struct {
 	trustedProxies                                 field[[]field[string]]
 	ipv6Prefix                                     field[int64]
 	rateLimitHeaders                               field[bool]
+	localCacheMaxAge                               field[time.Duration]
 }
 
 type rawPolicy struct {
@@ -195,7 +196,7 @@ func findAlias(n *yaml.Node) *yaml.Node {
 
 func (d *decoder) parseServer(n *yaml.Node) rawServer {
 	var s rawServer
-	f := d.mapping(n, "server", "listen", "redis", "hmac_secret_file", "trusted_proxies", "forwarded_header", "ipv6_prefix", "ratelimit_headers", "redis_tls")
+	f := d.mapping(n, "server", "listen", "redis", "hmac_secret_file", "trusted_proxies", "forwarded_header", "ipv6_prefix", "ratelimit_headers", "redis_tls", "local_cache_max_age")
 	if n := f["redis_tls"]; n != nil {
 		s.redisTLS = n
 		tf := d.mapping(n, "server.redis_tls", "ca_file", "cert_file", "key_file", "server_name")
@@ -211,7 +212,30 @@ func (d *decoder) parseServer(n *yaml.Node) rawServer {
 	s.trustedProxies = d.strings(f["trusted_proxies"], "server.trusted_proxies")
 	s.ipv6Prefix = d.integer(f["ipv6_prefix"], "server.ipv6_prefix")
 	s.rateLimitHeaders = d.boolean(f["ratelimit_headers"], "server.ratelimit_headers")
+	s.localCacheMaxAge = d.cacheMaxAge(f["local_cache_max_age"], "server.local_cache_max_age")
 	return s
+}
+
+// cacheMaxAge reads the age bound of the over-limit cache: 0 (no cache), or a duration from
+// MinLocalCacheMaxAge to MaxLocalCacheMaxAge.
+func (d *decoder) cacheMaxAge(n *yaml.Node, path string) field[time.Duration] {
+	if n == nil {
+		return field[time.Duration]{}
+	}
+	const want = "0 (no local cache) or a duration from 1ms to 1m, such as 1s" // MinLocalCacheMaxAge, MaxLocalCacheMaxAge
+	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!int" && n.Value == "0" {
+		return field[time.Duration]{v: 0, node: n} // a plain 0, as well as "0s"
+	}
+	v, ok := d.scalar(n, path, "!!str", want)
+	if !ok {
+		return refused[time.Duration](n)
+	}
+	t, err := time.ParseDuration(v)
+	if err != nil || t != 0 && (t < MinLocalCacheMaxAge || t > MaxLocalCacheMaxAge) {
+		d.errorf(n, "%s: %q: want %s", path, v, want)
+		return refused[time.Duration](n)
+	}
+	return field[time.Duration]{v: t, node: n}
 }
 
 func (d *decoder) parsePolicy(n *yaml.Node, path string) rawPolicy {

@@ -32,6 +32,7 @@ package policy
 import (
 	"net/netip"
 	"strings"
+	"time"
 
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/httplimit"
@@ -135,6 +136,11 @@ type Server struct {
 	// RateLimitHeaders reports whether responses carry the RateLimit-Policy and RateLimit fields;
 	// default true.
 	RateLimitHeaders bool
+	// LocalCacheMaxAge bounds how long, on Redis, a process answers a full key's requests from the
+	// rejection it remembers (guard.OverLimitOptions.MaxAge) instead of asking Redis: a change made
+	// in Redis is seen within it (server.local_cache_max_age). 0 means no local cache; otherwise
+	// MinLocalCacheMaxAge … MaxLocalCacheMaxAge, default DefaultLocalCacheMaxAge.
+	LocalCacheMaxAge time.Duration
 }
 
 // RedisTLS holds the TLS settings of the Redis connection, the fields of redisstore.Config of the
@@ -168,6 +174,11 @@ const (
 	DefaultListen = "127.0.0.1:8080"
 	// DefaultIPv6Prefix is Server.IPv6Prefix when the file sets none.
 	DefaultIPv6Prefix = 64
+	// DefaultLocalCacheMaxAge is Server.LocalCacheMaxAge when the file sets none.
+	DefaultLocalCacheMaxAge = time.Second
+	// MinLocalCacheMaxAge and MaxLocalCacheMaxAge bound a Server.LocalCacheMaxAge other than 0.
+	MinLocalCacheMaxAge = time.Millisecond
+	MaxLocalCacheMaxAge = time.Minute
 )
 
 // A Route applies policies to the requests it matches (`admit proxy`): every policy at once,

@@ -51,6 +51,7 @@ func (d *decoder) validateServer(s rawServer) Server {
 		HMACSecretFile:   s.hmacSecretFile.v,
 		IPv6Prefix:       int(s.ipv6Prefix.v),
 		RateLimitHeaders: s.rateLimitHeaders.v,
+		LocalCacheMaxAge: s.localCacheMaxAge.v,
 	}
 	if !s.listen.bad && s.listen.v == "" {
 		d.errorf(s.listen.node, "server.listen: want an address such as 127.0.0.1:8080")

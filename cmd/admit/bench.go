@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/internal/loadgen"
+	"github.com/admit-dev/admit/policy"
 	"github.com/admit-dev/admit/redisstore"
 	"github.com/admit-dev/admit/service"
 	"github.com/admit-dev/admit/transport/httpapi"
@@ -80,8 +82,15 @@ Targets (--target):
   grpc://HOST:PORT    admit serve --envoy-config's ShouldRateLimit (Envoy RLS v3), in --domain,
                       one descriptor of --descriptor's entries, where {key} in a value is the key
   redis://… rediss:// a Redis (or unix://), through redisstore, with the policies of --config (else
-                      the demo's)
+                      demo's, and bench: 10^15 an hour, which admits every request)
   memory              an in-memory store in this process (memstore), likewise
+
+Policies: --policy P (repeatable) names them. The default is demo (3 per 10s, the one policy of an
+admit serve without --config) for an http target, and bench for a store target without --config.
+A run whose decisions are mostly rejections measures rejections: on Redis, admit serve answers a
+full key's rejections from its over-limit cache, without Redis, for up to
+server.local_cache_max_age; the report counts them (cache_hits, read from the target's /metrics)
+and says so in a note. Give a policy that admits the load to measure decisions on the backend.
 The store targets use a random HMAC secret: each run's keys are new. --redis URL is --target URL.
 
 Load: --rate N (or N/s) is an open loop: N requests a second on a fixed schedule, whatever the
@@ -143,7 +152,7 @@ func parseBench(args []string, stdout, stderr io.Writer) (cfg benchConfig, code 
 	fs.IntVar(&cfg.keys, "keys", defaultBenchKeys, "spread the requests over `N` keys, in turn")
 	fs.BoolVar(&cfg.hotKey, "hot-key", false, "send every request on one key")
 	fs.StringVar(&cfg.keyPrefix, "key-prefix", "", "the keys' `PREFIX` (default bench-, 6 random hex digits, and -)")
-	fs.Var(&policies, "policy", "the policy's `NAME` (http and store targets); repeat it to check several at once (default demo)")
+	fs.Var(&policies, "policy", "the policy's `NAME` (http and store targets); repeat it to check several at once (default demo for http, bench for a store target without --config)")
 	fs.StringVar(&cfg.configFile, "config", "", "store targets: the configuration `FILE` of the policies (and server.redis_tls); default the demo's policy")
 	fs.StringVar(&cfg.domain, "domain", "", "grpc target: the rate limit `DOMAIN` (required)")
 	fs.StringVar(&descriptor, "descriptor", "", "grpc target: the descriptor's `ENTRIES`, KEY=VALUE,KEY=VALUE…, where {key} in a value is the key (required)")
@@ -245,10 +254,25 @@ func (cfg *benchConfig) check(fs *flag.FlagSet, set map[string]bool, redisURL, r
 		return errors.New("--config is for a store target (redis:// or memory); the service has its own configuration")
 	}
 	if len(cfg.policies) == 0 {
-		cfg.policies = []string{demoLimit().Name}
+		cfg.policies = []string{demoLimit().Name} // the one policy of an admit serve without --config
+		if cfg.kind != "http" && cfg.configFile == "" {
+			cfg.policies = []string{benchPolicy}
+		}
 	}
 	return nil
 }
+
+// benchPolicy is the default policy of a store target without --config: a limit no run reaches,
+// so that every decision admits and writes, rather than the rejections of a full key.
+const benchPolicy = "bench"
+
+// benchStoreConfig is the configuration of a store target without --config: the demo's policy, and
+// benchPolicy.
+const benchStoreConfig = demoConfig + `  - name: ` + benchPolicy + `
+    algorithm: fixed_window
+    limit: 1000000000000000
+    window: 1h
+`
 
 // checkGRPC checks the flags of a grpc target.
 func (cfg *benchConfig) checkGRPC(set map[string]bool, descriptor string) error {
@@ -328,6 +352,25 @@ type benchTarget interface {
 	close()
 }
 
+// A cacheCounter is a target that tells how many decisions its over-limit cache has answered.
+type cacheCounter interface {
+	// cacheHits returns the hits of the target's over-limit caches so far, and whether it has one;
+	// an error if it cannot tell.
+	cacheHits(ctx context.Context) (uint64, bool, error)
+}
+
+// cacheHits returns the hits of target's over-limit caches so far, and whether it has one; an
+// error if it cannot tell.
+func cacheHits(ctx context.Context, target benchTarget) (uint64, bool, error) {
+	c, ok := target.(cacheCounter)
+	if !ok {
+		return 0, false, errors.New("the target does not tell")
+	}
+	ctx, cancel := context.WithTimeout(ctx, defaultBenchTimeout)
+	defer cancel()
+	return c.cacheHits(ctx)
+}
+
 // A usageError is a probe's answer that the command line is wrong, such as an unknown policy.
 type usageError struct{ error }
 
@@ -359,6 +402,7 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return benchUnreachable
 	}
 
+	hitsBefore, cached, hitsErr := cacheHits(ctx, target)
 	var next atomic.Uint64 // the requests so far: request i is on key i mod cfg.keys
 	do := func(ctx context.Context) string {
 		return target.do(ctx, cfg.keyPrefix+strconv.FormatUint((next.Add(1)-1)%uint64(cfg.keys), 10))
@@ -391,6 +435,15 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, "\r\033[K")
 	}
 	report := newBenchReport(cfg, res)
+	hitsAfter, cachedAfter, errAfter := cacheHits(context.WithoutCancel(ctx), target)
+	switch {
+	case hitsErr != nil || errAfter != nil || cached != cachedAfter || hitsAfter < hitsBefore:
+		cached = cfg.kind == "http" || cfg.kind == "grpc" // unknown: a service may have one
+	case cached:
+		hits := hitsAfter - hitsBefore
+		report.CacheHits = &hits
+	}
+	report.Note = report.note(cached)
 	if cfg.json {
 		out, _ := json.MarshalIndent(report, "", "  ")
 		fmt.Fprintf(stdout, "%s\n", out)
@@ -501,6 +554,41 @@ func (t *httpTarget) do(ctx context.Context, key string) string {
 
 func (t *httpTarget) close() { t.client.CloseIdleConnections() }
 
+// cacheHitsRE matches a series of admit_overlimit_cache_hits_total in a /metrics page.
+var cacheHitsRE = regexp.MustCompile(`(?m)^admit_overlimit_cache_hits_total(?:\{[^}]*\})? ([0-9.e+]+)$`)
+
+// cacheHits reads the over-limit cache hits from the service's /metrics: the sum of its series, if
+// it has any (admit serve has none in memory, or with server.local_cache_max_age 0).
+func (t *httpTarget) cacheHits(ctx context.Context) (uint64, bool, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(t.url, "/v1/check")+"/metrics", nil)
+	if err != nil {
+		return 0, false, err
+	}
+	resp, err := t.client.Do(req)
+	if err != nil {
+		return 0, false, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	switch {
+	case err != nil:
+		return 0, false, err
+	case resp.StatusCode != http.StatusOK || !bytes.Contains(body, []byte("admit_decisions_total")):
+		return 0, false, fmt.Errorf("/metrics: %s, not admit serve's", resp.Status)
+	}
+	var sum uint64
+	found := false
+	for _, m := range cacheHitsRE.FindAllSubmatch(body, -1) {
+		v, err := strconv.ParseFloat(string(m[1]), 64)
+		if err != nil || v < 0 {
+			return 0, false, fmt.Errorf("/metrics: %q", m[0])
+		}
+		sum += uint64(v)
+		found = true
+	}
+	return sum, found, nil
+}
+
 // grpcTarget is Envoy's rate limit service, ShouldRateLimit.
 type grpcTarget struct {
 	conn    *grpc.ClientConn
@@ -562,6 +650,9 @@ type storeTarget struct {
 
 func newStoreTarget(cfg benchConfig) (*storeTarget, error) {
 	file, err := loadPolicies(cfg.configFile)
+	if cfg.configFile == "" {
+		file, err = policy.Parse("built-in", []byte(benchStoreConfig))
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -708,6 +799,36 @@ type benchReport struct {
 	ErrorKinds         map[string]int `json:"error_kinds"`
 	DecisionsPerSecond float64        `json:"decisions_per_second"`
 	LatencyUS          benchLatency   `json:"latency_us"`
+	// CacheHits is how many of the Limited the target answered from its over-limit cache, without
+	// its backend (an http target on Redis, read from its /metrics); absent when not known.
+	CacheHits *uint64 `json:"cache_hits,omitempty"`
+	// Note says what the figures measure when that is not what they seem: a run of mostly
+	// rejections.
+	Note string `json:"note,omitempty"`
+}
+
+// note returns the report's Note, cached telling whether the target may have an over-limit cache:
+// empty unless most decisions were rejections.
+func (r *benchReport) note(cached bool) string {
+	decided := r.Allowed + r.Limited
+	if decided == 0 || r.Limited <= r.Allowed {
+		return ""
+	}
+	share := 100 * float64(r.Limited) / float64(decided)
+	switch {
+	case r.CacheHits != nil && *r.CacheHits > 0:
+		much := "partly"
+		if *r.CacheHits*2 > uint64(decided) {
+			much = "mostly"
+		}
+		return fmt.Sprintf("%.0f%% of the decisions were rejections, and %d of them (%.0f%% of the decisions) were answered by the target's over-limit cache, without its backend: "+
+			"these figures are %s the cache's, not the backend's; give --policy one that admits the load to measure the backend",
+			share, *r.CacheHits, 100*float64(*r.CacheHits)/float64(decided), much)
+	case cached && r.CacheHits == nil:
+		return fmt.Sprintf("%.0f%% of the decisions were rejections: admit serve on Redis answers a full key's rejections from its over-limit cache, without Redis, for up to server.local_cache_max_age, "+
+			"so these figures may be mostly the cache's; give a policy that admits the load to measure the backend", share)
+	}
+	return fmt.Sprintf("%.0f%% of the decisions were rejections, which write nothing: give --policy one that admits the load to measure admissions", share)
 }
 
 // benchLatency is the latency quantiles of a report, in microseconds.
@@ -770,6 +891,9 @@ func (r *benchReport) text() string {
 	fmt.Fprintf(&b, "  scheduled    %d\n", r.Scheduled)
 	fmt.Fprintf(&b, "  allowed      %d\n", r.Allowed)
 	fmt.Fprintf(&b, "  limited      %d\n", r.Limited)
+	if r.CacheHits != nil {
+		fmt.Fprintf(&b, "    %-10d answered by the over-limit cache, without the backend\n", *r.CacheHits)
+	}
 	fmt.Fprintf(&b, "  errors       %d\n", r.Errors)
 	for _, k := range slices.Sorted(maps.Keys(r.ErrorKinds)) {
 		fmt.Fprintf(&b, "    %-10d %s\n", r.ErrorKinds[k], k)
@@ -778,5 +902,8 @@ func (r *benchReport) text() string {
 	d := func(us float64) time.Duration { return roundLatency(time.Duration(us * float64(time.Microsecond))) }
 	l := r.LatencyUS
 	fmt.Fprintf(&b, "  latency      p50 %v  p90 %v  p99 %v  p99.9 %v  max %v\n", d(l.P50), d(l.P90), d(l.P99), d(l.P999), d(l.Max))
+	if r.Note != "" {
+		fmt.Fprintf(&b, "\n  note: %s\n", r.Note)
+	}
 	return b.String()
 }

@@ -150,6 +150,16 @@ func TestE2EBenchHTTP(t *testing.T) {
 				if load.scheduled != 0 && r.Scheduled != load.scheduled {
 					t.Errorf("scheduled %d; want %d", r.Scheduled, load.scheduled)
 				}
+				// Mostly rejections: the report says what it measured. On Redis, the service's
+				// over-limit cache answered some of them, and the report counts those.
+				switch {
+				case backend == "redis" && (r.CacheHits == nil || *r.CacheHits == 0 || *r.CacheHits > uint64(r.Limited)):
+					t.Errorf("cache_hits %v of %d limited; want some, read from the service's /metrics", r.CacheHits, r.Limited)
+				case backend == "memory" && r.CacheHits != nil:
+					t.Errorf("cache_hits %d; want none: in memory admit serve has no over-limit cache", *r.CacheHits)
+				case r.Limited > r.Allowed && !strings.Contains(r.Note, "rejections"):
+					t.Errorf("note %q; want one that says most decisions were rejections", r.Note)
+				}
 			})
 		}
 		// A policy the service does not know is a bad command line, found by the probe.
@@ -348,6 +358,49 @@ func TestBenchTargetKind(t *testing.T) {
 	for _, target := range []string{"", "127.0.0.1:8080", "http://", "grpc://127.0.0.1:8081/v1", "mem", "ftp://x"} {
 		if got, err := targetKind(target); err == nil {
 			t.Errorf("targetKind(%q) = %q, nil; want an error", target, got)
+		}
+	}
+}
+
+// TestBenchDefaultPolicyAdmits: a store target's default run, without --config or --policy,
+// measures decisions that admit (the built-in policy bench), not the rejections of a full key.
+func TestBenchDefaultPolicyAdmits(t *testing.T) {
+	srv := redistest.Start(t)
+	for _, target := range []string{"memory", srv.URL()} {
+		code, r, stderr := runBench(t, "--target", target, "--rate", "300", "--duration", "500ms", "--keys", "3")
+		if code != 0 || r == nil {
+			t.Fatalf("%s: exit %d, stderr %q; want 0 and a report", target, code, stderr)
+		}
+		t.Logf("%s", r.text())
+		if r.Scheduled != 150 || r.Allowed != r.Scheduled || r.Limited != 0 {
+			t.Errorf("%s: policies %q, %d scheduled, %d allowed, %d limited; want the 150 scheduled allowed",
+				target, r.Policies, r.Scheduled, r.Allowed, r.Limited)
+		}
+	}
+}
+
+// TestBenchReportNote: a report of mostly rejections says what it measured — the over-limit
+// cache's answers when the target counted them — and a report of mostly admissions says nothing.
+func TestBenchReportNote(t *testing.T) {
+	hits := func(n uint64) *uint64 { return &n }
+	for _, c := range []struct {
+		r      benchReport
+		cached bool
+		want   string // "" for no note
+	}{
+		{benchReport{Allowed: 90, Limited: 10}, true, ""},
+		{benchReport{Allowed: 10, Limited: 90, CacheHits: hits(80)}, true, "80 of them (80% of the decisions) were answered by the target's over-limit cache"},
+		{benchReport{Allowed: 10, Limited: 90, CacheHits: hits(30)}, true, "partly the cache's"},
+		{benchReport{Allowed: 10, Limited: 90}, true, "may be mostly the cache's"},
+		{benchReport{Allowed: 10, Limited: 90}, false, "90% of the decisions were rejections, which write nothing"},
+	} {
+		got := c.r.note(c.cached)
+		if c.want == "" && got != "" || !strings.Contains(got, c.want) {
+			t.Errorf("%+v, cached %v: note %q; want %q", c.r, c.cached, got, c.want)
+		}
+		c.r.Note = got
+		if text := c.r.text(); got != "" && !strings.Contains(text, "note: "+got) {
+			t.Errorf("the text report has no note:\n%s", text)
 		}
 	}
 }

@@ -90,5 +90,5 @@ func (r *reloader) reload(last string, force bool) string {
 func sameServer(a, b policy.Server) bool {
 	return a.Listen == b.Listen && a.Redis == b.Redis && a.HMACSecretFile == b.HMACSecretFile &&
 		slices.Equal(a.TrustedProxies, b.TrustedProxies) && a.ForwardedHeader == b.ForwardedHeader &&
-		a.IPv6Prefix == b.IPv6Prefix && a.RateLimitHeaders == b.RateLimitHeaders
+		a.IPv6Prefix == b.IPv6Prefix && a.RateLimitHeaders == b.RateLimitHeaders && a.LocalCacheMaxAge == b.LocalCacheMaxAge
 }

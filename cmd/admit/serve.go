@@ -311,7 +311,7 @@ func (d *daemon) start(ctx context.Context, cfg serveConfig) (int, error) {
 	}
 
 	d.reg = prometheus.NewRegistry()
-	guarded, err := guardStack(d.reg, backend, cfg.redisURL != "", d.localLimit)
+	guarded, err := guardStack(d.reg, backend, cfg.redisURL != "", policies.Server.LocalCacheMaxAge, d.localLimit)
 	if err != nil {
 		logger.Error("cannot register the metrics", "error", err)
 		return exitError, err
@@ -345,8 +345,10 @@ type guarded struct {
 // guardStack wraps backend in guard's decorators, registering their metrics into reg:
 // OverLimitCache → FailOpen → Breaker → backend for Redis, where the cache saves round trips of a
 // hammered full key and the breaker answers at once during an outage; FailOpen alone in memory,
-// whose own errors (a full table) are not an outage. local gives FailOpen each Limit's local limit.
-func guardStack(reg prometheus.Registerer, backend admit.Store, redis bool, local func(admit.Limit) (int64, bool)) (guarded, error) {
+// whose own errors (a full table) are not an outage. cacheMaxAge is the cache's MaxAge
+// (server.local_cache_max_age): a change made in Redis is seen within it; 0 stacks no cache.
+// local gives FailOpen each Limit's local limit.
+func guardStack(reg prometheus.Registerer, backend admit.Store, redis bool, cacheMaxAge time.Duration, local func(admit.Limit) (int64, bool)) (guarded, error) {
 	next := backend
 	if redis {
 		b := guard.NewBreaker(backend, guard.BreakerOptions{})
@@ -357,8 +359,8 @@ func guardStack(reg prometheus.Registerer, backend admit.Store, redis bool, loca
 	}
 	failOpen := guard.NewFailOpen(next, guard.FailOpenOptions{Local: local})
 	g := guarded{top: failOpen, close: failOpen.Close}
-	if redis {
-		c := guard.NewOverLimitCache(failOpen, guard.OverLimitOptions{})
+	if redis && cacheMaxAge > 0 {
+		c := guard.NewOverLimitCache(failOpen, guard.OverLimitOptions{MaxAge: cacheMaxAge})
 		if err := metrics.RegisterOverLimitCache(reg, "redis", c); err != nil {
 			return guarded{}, err
 		}
