@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/yamlerr"
 	"github.com/admit-dev/admit/policy"
 	"go.yaml.in/yaml/v3"
 )
@@ -36,8 +37,10 @@ func (d *decoder) parse(data []byte) (domain string, root *node, line int, atomi
 	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
 			d.errorf(nil, "empty file: want a domain")
+		} else if e, ok := yamlerr.Locate(data, err); ok {
+			d.errs = append(d.errs, &policy.Error{File: d.file, Line: e.Line, Column: e.Column, Msg: "YAML: " + e.Msg})
 		} else {
-			d.errorf(nil, "YAML: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+			d.errorf(nil, "YAML: %s", e.Msg)
 		}
 		return "", nil, 0, false
 	}
