@@ -49,12 +49,10 @@ func proxy(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	upstream, err := parseUpstream(cfg.upstream)
 	if err != nil {
-		fmt.Fprintf(stderr, "admit proxy: %v\n", err)
-		return exitUsage
+		return badUsage(stderr, "proxy", "%v", err)
 	}
 	if cfg.configFile == "" {
-		fmt.Fprintln(stderr, "admit proxy: --config FILE is required: its routes say which requests to limit")
-		return exitUsage
+		return badUsage(stderr, "proxy", "--config FILE is required: its routes say which requests to limit")
 	}
 	cfg.listenSet = true // the flag or its default: the file's server.listen is admit serve's
 	d, code := startDaemon(ctx, cfg, stderr)
