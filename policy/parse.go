@@ -143,6 +143,13 @@ func (d *decoder) parse(data []byte) (raw rawFile, ok bool) {
 	if err := dec.Decode(&extra); err == nil {
 		d.errorf(&extra, "a second YAML document: want one")
 		return raw, false
+	} else if !errors.Is(err, io.EOF) { // a second document, and not even YAML
+		e := &Error{File: d.file, Line: yamlerr.DocumentStart(data, doc.Line), Column: 1, Msg: "a second YAML document: want one"}
+		if e.Line == 0 {
+			e.Column = 0
+		}
+		d.errs = append(d.errs, e)
+		return raw, false
 	}
 	if bad := findAlias(&doc); bad != nil {
 		d.errorf(bad, "anchors and aliases are not supported")

@@ -247,3 +247,17 @@ func place(data []byte, i int) (line, col int) {
 	lineStart := bytes.LastIndexByte(before, '\n') + 1
 	return line, utf8.RuneCount(before[lineStart:]) + 1
 }
+
+// DocumentStart returns the line, from 1, of the first document start marker ("---" at the start
+// of a line) after line after, or 0 if there is none.
+func DocumentStart(data []byte, after int) int {
+	for i, line := range bytes.Split(data, []byte("\n")) {
+		if i+1 <= after {
+			continue
+		}
+		if rest, ok := bytes.CutPrefix(line, []byte("---")); ok && (len(rest) == 0 || rest[0] == ' ' || rest[0] == '\t' || rest[0] == '\r') {
+			return i + 1
+		}
+	}
+	return 0
+}

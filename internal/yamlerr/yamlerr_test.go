@@ -84,3 +84,19 @@ func TestLocateLargeFile(t *testing.T) {
 		t.Errorf("Locate = %+v, %v; want line %d, column 2", e, ok, lines+1)
 	}
 }
+
+func TestDocumentStart(t *testing.T) {
+	for _, tt := range []struct {
+		data  string
+		after int
+		want  int
+	}{
+		{"---\na: 1\n---\nb: [\n", 1, 3},
+		{"a: 1\n--- # two\nb: [\n", 1, 2},
+		{"a: 1\n----\n  ---\nb: [\n", 1, 0},
+	} {
+		if got := yamlerr.DocumentStart([]byte(tt.data), tt.after); got != tt.want {
+			t.Errorf("DocumentStart(%q, %d) = %d; want %d", tt.data, tt.after, got, tt.want)
+		}
+	}
+}

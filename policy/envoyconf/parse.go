@@ -48,6 +48,13 @@ func (d *decoder) parse(data []byte) (domain string, root *node, line int, atomi
 	if err := dec.Decode(&extra); err == nil {
 		d.errorf(&extra, "a second YAML document: want one")
 		return "", nil, 0, false
+	} else if !errors.Is(err, io.EOF) { // a second document, and not even YAML
+		e := &policy.Error{File: d.file, Line: yamlerr.DocumentStart(data, doc.Line), Column: 1, Msg: "a second YAML document: want one"}
+		if e.Line == 0 {
+			e.Column = 0
+		}
+		d.errs = append(d.errs, e)
+		return "", nil, 0, false
 	}
 	top := d.mapping(doc.Content[0], "", "domain", "descriptors", "atomic")
 	if top == nil {
