@@ -66,11 +66,11 @@ func TestLocateNotSyntax(t *testing.T) {
 	}
 }
 
-// TestLocateLargeFile places an error at the end of a file of 256 KiB, bisecting its lines.
+// TestLocateLargeFile places an error at the end of a file of 64 KiB, bisecting its lines.
 func TestLocateLargeFile(t *testing.T) {
 	var b bytes.Buffer
 	b.WriteString("items:\n")
-	for b.Len() < 256<<10 {
+	for b.Len() < 64<<10 {
 		fmt.Fprintf(&b, "  - name: item%d\n", b.Len())
 	}
 	lines := bytes.Count(b.Bytes(), []byte("\n"))
