@@ -57,7 +57,7 @@ func Locate(data []byte, err error) (Error, bool) {
 	inFlow := strings.HasPrefix(msg, "did not find expected ',' or ")
 	fileEnd := msg == "found unexpected end of stream" || inFlow && atEnd(data, target)
 	same := func(prefix []byte) bool {
-		return decodeError(prefix) == target && (!inFlow || fileEnd || !atEnd(prefix, target))
+		return decodeError(prefix) == target && (!inFlow || fileEnd || decodeError(closed(prefix)) == target)
 	}
 	k := shortestPrefix(data, same)
 	if k == 0 {
@@ -68,7 +68,7 @@ func Locate(data []byte, err error) (Error, bool) {
 		fileEnd = atEnd(data, target) // only a problem at the file's end needs all of it
 	}
 	if parserError && !fileEnd {
-		at = tokenStart(data, at)
+		at = tokenStart(data, at, inFlow)
 	}
 	line, col := place(data, at)
 	e := Error{Line: line, Column: col, Msg: msg}
@@ -132,10 +132,23 @@ func afterKey(data []byte, key int) int {
 	return p
 }
 
-// tokenStart returns the start of the token a parser error at its last byte, end, stopped at:
+// tokenStart returns the start of the token a parser error, in a flow collection if inFlow,
+// stopped at, where the shortest prefix failing the same way ends at end: an indicator there, or
 // the last offset at or before end where a character that starts no token ('@') fails as such.
 // A parser rejects a token, whose first character may not fail alone (a key needs its ':').
-func tokenStart(data []byte, end int) int {
+func tokenStart(data []byte, end int, inFlow bool) int {
+	// An indicator is a token of its own, which '@' in its place would not show when it follows
+	// another token closely ("[a{"): the last one the prefix holds is the token.
+	q := end
+	for q > 0 && bytes.IndexByte([]byte(" \t\r\n"), data[q]) >= 0 {
+		q--
+	}
+	switch c := data[q]; {
+	case strings.IndexByte("[]{},", c) >= 0:
+		return q
+	case c == ':' && inFlow: // in a block, a ':' ends a key, the token
+		return q
+	}
 	lineStart := bytes.LastIndexByte(data[:end], '\n') + 1
 	for p := end; p >= lineStart && end-p < maxCharScans; p-- {
 		if !utf8.RuneStart(data[p]) {
@@ -227,6 +240,43 @@ func shortestPrefix(data []byte, same func([]byte) bool) int {
 		}
 	}
 	return end
+}
+
+// closed returns prefix with the brackets it leaves open closed: what fails the same way then
+// fails before its end. Quotes and comments are skipped roughly, as a guess needs no more.
+func closed(prefix []byte) []byte {
+	var open []byte
+	var quote byte
+	for i := 0; i < len(prefix); i++ {
+		c := prefix[i]
+		switch {
+		case quote != 0:
+			if c == '\\' && quote == '"' {
+				i++
+			} else if c == quote {
+				quote = 0
+			}
+		case c == '"' || c == '\'':
+			if i == 0 || bytes.IndexByte([]byte(" \t\n[{,:"), prefix[i-1]) >= 0 {
+				quote = c
+			}
+		case c == '#' && (i == 0 || prefix[i-1] == ' ' || prefix[i-1] == '\n'):
+			for i < len(prefix) && prefix[i] != '\n' {
+				i++
+			}
+		case c == '[':
+			open = append(open, ']')
+		case c == '{':
+			open = append(open, '}')
+		case (c == ']' || c == '}') && len(open) > 0:
+			open = open[:len(open)-1]
+		}
+	}
+	out := bytes.Clone(prefix)
+	for i := len(open) - 1; i >= 0; i-- {
+		out = append(out, open[i])
+	}
+	return out
 }
 
 // atEnd reports whether the problem of data's error, target, is the end of the file: whether

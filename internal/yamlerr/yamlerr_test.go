@@ -35,6 +35,9 @@ func TestLocate(t *testing.T) {
 		{"k: é\nb: [é, @x]\n", "2:8: found character that cannot start any token"},
 		{"a: 1\nb: 'x\nc: 3\n", "4:1: found unexpected end of stream; the '\\'' at 2:4 is never closed"},
 		{"a: [1, {b: 2}\n", "2:1: did not find expected ',' or ']'; the '[' at 1:4 is never closed"},
+		// in a flow collection, a token right after another
+		{"a: [ap{, b]\nc: 1\n", "1:7: did not find expected ',' or ']'"},
+		{"a: {b: c[d, e: f}\n", "1:9: did not find expected ',' or '}'"},
 		{"a: 1\nb 2\n\nc: 3\n", "4:1: could not find expected ':' after the key at 2:1"},
 	}
 	for _, tt := range tests {
