@@ -129,7 +129,7 @@ Flags:
 func parseCommand(name, listen, usage string, args []string, stdout, stderr io.Writer, more func(*flag.FlagSet, *serveConfig)) (cfg serveConfig, code int, done bool) {
 	fs := flag.NewFlagSet("admit "+name, flag.ContinueOnError)
 	fs.StringVar(&cfg.listen, "listen", listen, "`address` to serve HTTP on (host:port; port 0 picks a free one)")
-	fs.StringVar(&cfg.redisURL, "redis", "", "Redis `URL` (redis:// or rediss://); default $REDIS_URL, else the in-memory backend")
+	fs.StringVar(&cfg.redisURL, "redis", "", "Redis `URL` (redis://, rediss:// or unix://); default $REDIS_URL, else the in-memory backend")
 	fs.StringVar(&cfg.secretFile, secretFileFlag, "", "read the HMAC secret from the file at `PATH` (one trailing newline is dropped); default $"+secretEnv)
 	fs.StringVar(&cfg.configFile, "config", "", "the configuration `FILE`: policies, routes and server settings (docs/configuration.md)")
 	fs.StringVar(&cfg.logFormat, "log-format", "text", "the log's `FORMAT` on stderr: text (logfmt) or json")
