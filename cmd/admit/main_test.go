@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -677,5 +678,17 @@ func TestReloadServerSettingsChanged(t *testing.T) {
 	logs.waitCount(t, `msg="configuration reloaded"`, 2)
 	if n := strings.Count(logs.String(), "server settings changed"); n != 1 {
 		t.Errorf("after a reload back to the running settings, %d warnings; want the first only:\n%s", n, logs)
+	}
+}
+
+// TestDroppedLineFormat: the line that reports log lines dropped is in the log's own format, so
+// a JSON log stays one JSON record per line.
+func TestDroppedLineFormat(t *testing.T) {
+	var record map[string]any
+	if err := json.Unmarshal(droppedLine("json", 7), &record); err != nil || record["msg"] != "log lines dropped" || record["dropped"] != 7.0 {
+		t.Errorf("JSON dropped line %q: %v, %v; want a JSON record of 7 dropped", droppedLine("json", 7), record, err)
+	}
+	if text := string(droppedLine("text", 7)); !strings.Contains(text, `level=WARN msg="log lines dropped" dropped=7`) {
+		t.Errorf("text dropped line %q", text)
 	}
 }

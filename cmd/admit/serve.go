@@ -279,7 +279,7 @@ func (d *daemon) stop() {
 func startDaemon(ctx context.Context, cfg serveConfig, stderr io.Writer) (*daemon, int) {
 	// The log goes to stderr through a queue, so a stalled stderr (a full pipe nobody reads) costs
 	// log lines, counted and reported once it drains, but never holds up a request or the exit.
-	relay := logrelay.New(stderr, logrelay.Options{DroppedLine: droppedLine})
+	relay := logrelay.New(stderr, logrelay.Options{DroppedLine: func(n int64) []byte { return droppedLine(cfg.logFormat, n) }})
 	d := &daemon{closers: []func(){func() {
 		ctx, cancel := context.WithTimeout(context.Background(), logFlushTimeout)
 		defer cancel()
@@ -495,10 +495,15 @@ func ready(ctx context.Context, backend admit.Store) error {
 	return err
 }
 
-// droppedLine is the log line that reports n lines dropped because stderr did not keep up.
-func droppedLine(n int64) []byte {
+// droppedLine is the log line, in the log's format (text or json), that reports n lines dropped
+// because stderr did not keep up.
+func droppedLine(format string, n int64) []byte {
 	var b bytes.Buffer
-	slog.New(slog.NewTextHandler(&b, nil)).Warn("log lines dropped", "dropped", n, "reason", "stderr did not keep up")
+	var h slog.Handler = slog.NewTextHandler(&b, nil)
+	if format == "json" {
+		h = newJSONHandler(&b)
+	}
+	slog.New(h).Warn("log lines dropped", "dropped", n, "reason", "stderr did not keep up")
 	return b.Bytes()
 }
 
