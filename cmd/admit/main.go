@@ -199,6 +199,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if len(rest) > 0 && rest[0] == "bench" {
 			return bench(ctx, []string{"--help"}, stdout, stderr)
 		}
+		if len(rest) > 0 && rest[0] != "help" && rest[0] != "version" {
+			fmt.Fprintf(stderr, "admit help: unknown command %q\n", rest[0])
+			fmt.Fprintln(stderr, "Run 'admit help' for the commands.")
+			return exitUsage
+		}
 		fmt.Fprint(stdout, usage)
 		return exitOK
 	default:

@@ -471,6 +471,7 @@ func TestUsageErrorsAreOneLine(t *testing.T) {
 		{[]string{"bench", "--bogus"}, "admit bench: flag provided but not defined: --bogus"},
 		{[]string{"bench", "--rate", "fast"}, "admit bench: --rate"},
 		{[]string{"bogus"}, `admit: unknown command "bogus"`},
+		{[]string{"help", "bogus"}, `admit help: unknown command "bogus"`},
 	} {
 		useSecret(t)
 		var stdout, stderr bytes.Buffer
@@ -478,7 +479,7 @@ func TestUsageErrorsAreOneLine(t *testing.T) {
 		lines := strings.Split(strings.TrimSuffix(stderr.String(), "\n"), "\n")
 		cmd := tc.args[0]
 		hint := "Run 'admit " + cmd + " --help' for its usage."
-		if cmd == "bogus" {
+		if cmd == "bogus" || cmd == "help" {
 			hint = "Run 'admit help' for the commands."
 		}
 		if code != exitUsage || stdout.Len() > 0 || len(lines) != 2 || !strings.HasPrefix(lines[0], tc.want) || lines[1] != hint {
