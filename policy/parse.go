@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/admit-dev/admit/internal/yamlerr"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -136,12 +137,19 @@ func (d *decoder) parse(data []byte) (raw rawFile, ok bool) {
 			d.errorf(nil, "empty file: want at least one policy")
 			return raw, false
 		}
-		d.syntaxError(err)
+		d.syntaxError(data, err)
 		return raw, false
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); err == nil {
 		d.errorf(&extra, "a second YAML document: want one")
+		return raw, false
+	} else if !errors.Is(err, io.EOF) { // a second document, and not even YAML
+		e := &Error{File: d.file, Line: yamlerr.DocumentStart(data, doc.Line), Column: 1, Msg: "a second YAML document: want one"}
+		if e.Line == 0 {
+			e.Column = 0
+		}
+		d.errs = append(d.errs, e)
 		return raw, false
 	}
 	if bad := findAlias(&doc); bad != nil {
@@ -167,18 +175,14 @@ func (d *decoder) parse(data []byte) (raw rawFile, ok bool) {
 	return raw, true
 }
 
-// syntaxError records a YAML syntax error, at its line when the message gives one.
-func (d *decoder) syntaxError(err error) {
-	msg := strings.TrimPrefix(err.Error(), "yaml: ")
-	if rest, ok := strings.CutPrefix(msg, "line "); ok {
-		if num, after, ok := strings.Cut(rest, ": "); ok {
-			if line, perr := strconv.Atoi(num); perr == nil {
-				d.errs = append(d.errs, &Error{File: d.file, Line: line, Column: 1, Msg: "YAML: " + after})
-				return
-			}
-		}
+// syntaxError records a YAML syntax error of data at its offending token.
+func (d *decoder) syntaxError(data []byte, err error) {
+	e, ok := yamlerr.Locate(data, err)
+	if !ok {
+		d.errorf(nil, "YAML: %s", e.Msg)
+		return
 	}
-	d.errorf(nil, "YAML: %s", msg)
+	d.errs = append(d.errs, &Error{File: d.file, Line: e.Line, Column: e.Column, Msg: "YAML: " + e.Msg})
 }
 
 // findAlias returns the first anchor or alias in n, or nil.

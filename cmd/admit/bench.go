@@ -159,28 +159,20 @@ func parseBench(args []string, stdout, stderr io.Writer) (cfg benchConfig, code 
 	fs.DurationVar(&cfg.timeout, "timeout", defaultBenchTimeout, "give up on one request after this long, and count an error (a Redis target's command timeout too)")
 	fs.BoolVar(&cfg.json, "json", false, "write the report as JSON")
 	usage := strings.NewReplacer("{{concurrency}}", strconv.Itoa(defaultBenchConcurrency), "{{plain}}", progressPlainInterval.String()).Replace(benchUsage)
-	printUsage := func(w io.Writer) {
-		fmt.Fprint(w, usage)
-		fs.SetOutput(w)
-		fs.PrintDefaults()
-	}
 	fs.SetOutput(io.Discard)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			printUsage(stdout)
+			fmt.Fprint(stdout, usage)
+			printFlags(stdout, fs)
 			return cfg, exitOK, true
 		}
-		fmt.Fprintf(stderr, "admit bench: %v\n", err)
-		printUsage(stderr)
-		return cfg, exitUsage, true
+		return cfg, badUsage(stderr, "bench", "%s", flagError(err)), true
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	cfg.policies = policies
 	if err := cfg.check(fs, set, redisURL, rate, descriptor); err != nil {
-		fmt.Fprintf(stderr, "admit bench: %v\n", err)
-		fmt.Fprintln(stderr, `Run "admit bench --help" for the flags.`)
-		return cfg, exitUsage, true
+		return cfg, badUsage(stderr, "bench", "%v", err), true
 	}
 	return cfg, exitOK, false
 }

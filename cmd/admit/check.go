@@ -63,28 +63,19 @@ func check(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.redisURL, "redis", "", "Redis `URL`; default $REDIS_URL, else the file's server.redis, else an empty in-memory store")
 	fs.StringVar(&cfg.secretFile, secretFileFlag, "", "read the HMAC secret from the file at `PATH`; default $"+secretEnv)
 	fs.SetOutput(io.Discard)
-	usage := func(w io.Writer) {
-		fmt.Fprint(w, checkUsage)
-		fs.SetOutput(w)
-		fs.PrintDefaults()
-	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			usage(stdout)
+			fmt.Fprint(stdout, checkUsage)
+			printFlags(stdout, fs)
 			return exitOK
 		}
-		fmt.Fprintf(stderr, "admit check: %v\n", err)
-		usage(stderr)
-		return checkInvalid
+		return badUsage(stderr, "check", "%s", flagError(err)) // exitUsage is checkInvalid
 	}
 	switch {
 	case fs.NArg() > 0:
-		fmt.Fprintf(stderr, "admit check: unexpected argument %q\n", fs.Arg(0))
-		return checkInvalid
+		return badUsage(stderr, "check", "unexpected argument %q", fs.Arg(0))
 	case cfg.configFile == "" || len(policies) == 0 || key == "":
-		fmt.Fprintln(stderr, "admit check: --config, --policy and --key are required")
-		usage(stderr)
-		return checkInvalid
+		return badUsage(stderr, "check", "--config, --policy and --key are required")
 	}
 	fs.Visit(func(f *flag.Flag) {
 		cfg.secretFileSet = cfg.secretFileSet || f.Name == secretFileFlag
@@ -97,6 +88,15 @@ func check(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if cfg.redisURL == "-" {
 		cfg.redisURL = ""
+	}
+	source := "REDIS_URL"
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "redis" {
+			source = "--redis"
+		}
+	})
+	if err := checkRedisURL(source, cfg.redisURL); err != nil {
+		return badUsage(stderr, "check", "%v", err)
 	}
 	file, err := loadPolicies(cfg.configFile)
 	if err != nil {

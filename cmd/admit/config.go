@@ -23,9 +23,15 @@ func config(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stdout, configUsage)
 		return exitOK
 	}
-	if len(args) != 2 || args[0] != "validate" {
-		fmt.Fprintf(stderr, "admit config: want: validate FILE\n\n%s", configUsage)
-		return exitUsage
+	switch {
+	case len(args) == 0:
+		return badUsage(stderr, "config", "want: admit config validate FILE")
+	case args[0] != "validate":
+		return badUsage(stderr, "config", "unknown subcommand %q: want validate FILE", args[0])
+	case len(args) == 1:
+		return badUsage(stderr, "config validate", "want one FILE: admit config validate FILE")
+	case len(args) > 2:
+		return badUsage(stderr, "config validate", "unexpected argument %q: want one FILE: admit config validate FILE", args[2])
 	}
 	file := args[1]
 	cfg, err := policy.Load(file)

@@ -1,8 +1,8 @@
-// Command admit serves the admit rate limiter over HTTP.
+// Command admit serves the admit rate limiter over HTTP and gRPC.
 //
 // Usage:
 //
-//	admit serve [--listen ADDR] [--redis URL] [--hmac-secret-file PATH]
+//	admit serve [--config FILE] [--listen ADDR] [--envoy-config DIR [--grpc-listen ADDR]] [--redis URL] [--hmac-secret-file PATH] [--log-format text|json]
 //	admit proxy --upstream URL --config FILE [--listen ADDR] [--redis URL] [--hmac-secret-file PATH]
 //	admit config validate FILE
 //	admit check --config FILE --policy P [--policy Q] --key K [--cost N] [--request-id ID] [--redis URL]
@@ -15,12 +15,17 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
+	"regexp"
 	"runtime"
 	"runtime/debug"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -67,7 +72,7 @@ func main() {
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
 
-const usage = `admit is a rate limiter on Redis, served over HTTP.
+const usage = `admit is a rate limiter on Redis, served over HTTP and gRPC.
 
 Usage:
 
@@ -75,7 +80,15 @@ Usage:
 
 Commands:
 
-	serve     serve the HTTP API (GET /demo, GET /healthz)
+	serve     serve the limiter over HTTP on --listen (default ` + defaultListen + `):
+	            POST /v1/check    decide a request under one or several policies, as JSON
+	            GET /v1/policies  the policies loaded
+	            GET /demo         the demo policy: 3 requests per 10s
+	            GET /healthz      200 while the process is alive
+	            GET /readyz       200 when the backend answers
+	            GET /metrics      Prometheus metrics
+	          and, with --envoy-config DIR, Envoy's rate limit service (RLS v3) and
+	          grpc.health.v1 over gRPC on --grpc-listen (default ` + defaultGRPCListen + `)
 	proxy     a reverse proxy that limits the routes of a configuration in front of any app
 	check     decide one request under a configuration's policies, and print it as JSON
 	config    check a configuration file: admit config validate FILE
@@ -83,8 +96,71 @@ Commands:
 	version   print the version
 	help      print this help
 
-Run "admit <command> --help" for a command's flags.
+Run "admit <command> --help" (or "admit help <command>") for a command's flags.
 `
+
+// badUsage reports a wrong command line of admit cmd ("serve", "config validate"): one line
+// of what is wrong, and one naming the help. It returns exitUsage.
+func badUsage(stderr io.Writer, cmd, format string, args ...any) int {
+	fmt.Fprintf(stderr, "admit %s: %s\n", cmd, fmt.Sprintf(format, args...))
+	name, _, _ := strings.Cut(cmd, " ")
+	fmt.Fprintf(stderr, "Run 'admit %s --help' for its usage.\n", name)
+	return exitUsage
+}
+
+// flagError returns the message of an error of flag.FlagSet.Parse with its flags spelt --name,
+// as the usage spells them: "flag provided but not defined: --bogus".
+func flagError(err error) string {
+	return flagNameRE.ReplaceAllString(err.Error(), "$1--$2")
+}
+
+// flagNameRE matches a flag's name as package flag spells it in its errors, "-name".
+var flagNameRE = regexp.MustCompile(`(^|[ :])-([A-Za-z0-9][-A-Za-z0-9]*)`)
+
+// printFlags writes the flags of fs to w as flag.PrintDefaults does, but spelt --name, as the
+// usage texts spell them.
+func printFlags(w io.Writer, fs *flag.FlagSet) {
+	fs.VisitAll(func(f *flag.Flag) {
+		var b strings.Builder
+		fmt.Fprintf(&b, "  --%s", f.Name)
+		name, use := flag.UnquoteUsage(f)
+		if name != "" {
+			b.WriteString(" " + name)
+		}
+		b.WriteString("\n    \t")
+		b.WriteString(strings.ReplaceAll(use, "\n", "\n    \t"))
+		if def, ok := flagDefault(f); ok {
+			fmt.Fprintf(&b, " (default %s)", def)
+		}
+		fmt.Fprintln(w, b.String())
+	})
+}
+
+// flagDefault returns f's default as flag.PrintDefaults shows it (a string quoted), and false
+// for a zero default, which it does not show.
+func flagDefault(f *flag.Flag) (string, bool) {
+	switch f.DefValue {
+	case "", "0", "false", "0s", "[]":
+		return "", false
+	}
+	if g, ok := f.Value.(flag.Getter); ok {
+		if _, isString := g.Get().(string); isString {
+			return strconv.Quote(f.DefValue), true
+		}
+	}
+	return f.DefValue, true
+}
+
+// newJSONHandler returns the handler of the JSON log on w: slog's, but with durations as strings
+// ("10s"), as the text log writes them, rather than integers of nanoseconds.
+func newJSONHandler(w io.Writer) slog.Handler {
+	return slog.NewJSONHandler(w, &slog.HandlerOptions{ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+		if a.Value.Kind() == slog.KindDuration {
+			a.Value = slog.StringValue(a.Value.Duration().String())
+		}
+		return a
+	}})
+}
 
 // run runs the admit command line args (without the program name) and returns the exit code.
 // It stops serving when ctx is done.
@@ -123,10 +199,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if len(rest) > 0 && rest[0] == "bench" {
 			return bench(ctx, []string{"--help"}, stdout, stderr)
 		}
+		if len(rest) > 0 && rest[0] != "help" && rest[0] != "version" {
+			fmt.Fprintf(stderr, "admit help: unknown command %q\n", rest[0])
+			fmt.Fprintln(stderr, "Run 'admit help' for the commands.")
+			return exitUsage
+		}
 		fmt.Fprint(stdout, usage)
 		return exitOK
 	default:
-		fmt.Fprintf(stderr, "admit: unknown command %q\n\n%s", cmd, usage)
+		fmt.Fprintf(stderr, "admit: unknown command %q\n", cmd)
+		fmt.Fprintln(stderr, "Run 'admit help' for the commands.")
 		return exitUsage
 	}
 }

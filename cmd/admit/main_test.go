@@ -3,12 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -18,7 +20,12 @@ import (
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/internal/redistest"
 	"github.com/admit-dev/admit/internal/syncbuf"
+	"github.com/admit-dev/admit/memstore"
+	"github.com/admit-dev/admit/metrics"
+	"github.com/admit-dev/admit/policy"
+	"github.com/admit-dev/admit/service"
 	"github.com/admit-dev/admit/transport/httpapi"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // testSecret is the HMAC secret the tests give admit serve. It is the README's, so the demo key the
@@ -96,6 +103,17 @@ func (w *logWatch) waitLine(t *testing.T, s string) {
 	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(w.String(), s); {
 		if time.Now().After(deadline) {
 			t.Fatalf("no log line with %q within 10s; log:\n%s", s, w.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// waitCount waits up to 10s for n log lines containing s.
+func (w *logWatch) waitCount(t *testing.T, s string, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); strings.Count(w.String(), s) < n; {
+		if time.Now().After(deadline) {
+			t.Fatalf("fewer than %d log lines with %q within 10s; log:\n%s", n, s, w.String())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -252,8 +270,9 @@ func TestServeBadRedisURL(t *testing.T) {
 		if strings.Contains(stderr.String(), "hunter2") {
 			t.Errorf("%s: stderr holds the password", url)
 		}
-		if !strings.Contains(stderr.String(), `msg="cannot open the backend"`) {
-			t.Errorf("%s: the URL was not what stopped serve", url)
+		if lines := strings.Split(strings.TrimSuffix(stderr.String(), "\n"), "\n"); len(lines) != 2 || !strings.HasPrefix(lines[0], "admit serve: --redis: ") ||
+			lines[1] != "Run 'admit serve --help' for its usage." {
+			t.Errorf("%s: stderr is not the one line on --redis and the hint", url)
 		}
 	}
 }
@@ -289,11 +308,11 @@ func TestCommandLine(t *testing.T) {
 		{args: []string{"help"}, code: 0, stdout: []string{"Usage:", "serve", "version"}, noErrs: true},
 		{args: []string{"--help"}, code: 0, stdout: []string{"Usage:", "serve", "version"}, noErrs: true},
 		{args: []string{"-h"}, code: 0, stdout: []string{"Usage:", "serve", "version"}, noErrs: true},
-		{args: []string{"help", "serve"}, code: 0, stdout: []string{"admit serve", "-listen", "-redis", "REDIS_URL", "-hmac-secret-file", "ADMIT_HMAC_SECRET"}, noErrs: true},
-		{args: []string{"serve", "--help"}, code: 0, stdout: []string{"admit serve", "-listen", "-redis", "REDIS_URL", "/demo", "-hmac-secret-file PATH", "$ADMIT_HMAC_SECRET", "at least 16"}, noErrs: true},
+		{args: []string{"help", "serve"}, code: 0, stdout: []string{"admit serve", "--listen", "--redis", "REDIS_URL", "--hmac-secret-file", "ADMIT_HMAC_SECRET"}, noErrs: true},
+		{args: []string{"serve", "--help"}, code: 0, stdout: []string{"admit serve", "--listen", "--redis", "REDIS_URL", "/demo", "--hmac-secret-file PATH", "$ADMIT_HMAC_SECRET", "at least 16"}, noErrs: true},
 		{args: []string{"serve", "-h"}, code: 0, stdout: []string{"admit serve"}, noErrs: true},
 		{args: []string{"version"}, code: 0, stdout: []string{"admit ", "go1."}, noErrs: true},
-		{args: []string{"bogus"}, code: 2, stderr: []string{`unknown command "bogus"`, "Usage:", "serve"}, noStdout: true},
+		{args: []string{"bogus"}, code: 2, stderr: []string{`unknown command "bogus"`, "admit help"}, noStdout: true},
 		{args: []string{"serve", "--bogus"}, code: 2, stderr: []string{"bogus", "admit serve"}, noStdout: true},
 		{args: []string{"serve", "extra"}, code: 2, stderr: []string{`unexpected argument "extra"`}, noStdout: true},
 		{args: []string{"serve", "--listen", "256.0.0.1:bad"}, code: 1, stderr: []string{"cannot listen"}, noStdout: true},
@@ -422,5 +441,255 @@ func TestServeHTTPGraceExceeded(t *testing.T) {
 	}
 	if err := <-clientDone; err == nil {
 		t.Error("the stuck request got a response, want its connection closed")
+	}
+}
+
+// TestUsageErrorsAreOneLine: a wrong command line is told in one line, naming what is wrong, and
+// a hint at the command's help — not the whole usage — with exit status 2 and nothing on stdout.
+func TestUsageErrorsAreOneLine(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string // the first line
+	}{
+		{[]string{"serve", "--bogus"}, "admit serve: flag provided but not defined: --bogus"},
+		{[]string{"serve", "--listen"}, "admit serve: flag needs an argument: --listen"},
+		{[]string{"serve", "extra"}, `admit serve: unexpected argument "extra"`},
+		{[]string{"serve", "--log-format", "xml"}, `admit serve: --log-format "xml": want text or json`},
+		{[]string{"serve", "--grpc-listen", "127.0.0.1:0"}, "admit serve: --grpc-listen needs --envoy-config DIR"},
+		{[]string{"serve", "--redis", "127.0.0.1:6379"}, "admit serve: --redis 127.0.0.1:6379: want redis://host:port (or rediss://host:port for TLS, or unix:///path/to/redis.sock)"},
+		{[]string{"serve", "--redis", "redis://127.0.0.1:99999"}, "admit serve: --redis: redisstore: Redis URL redis://127.0.0.1:99999: port \"99999\" outside 1…65535"},
+		{[]string{"proxy", "--config", "x.yaml"}, "admit proxy: --upstream URL is required"},
+		{[]string{"proxy", "--upstream", "http://127.0.0.1:1"}, "admit proxy: --config FILE is required"},
+		{[]string{"proxy", "--redis", "localhost:6379"}, "admit proxy: --redis localhost:6379: want redis://host:port"},
+		{[]string{"check", "--bogus"}, "admit check: flag provided but not defined: --bogus"},
+		{[]string{"check", "--config", "x.yaml"}, "admit check: --config, --policy and --key are required"},
+		{[]string{"check", "--cost", "x"}, `admit check: invalid value "x" for flag --cost: parse error`},
+		{[]string{"config"}, "admit config: want: admit config validate FILE"},
+		{[]string{"config", "check", "x.yaml"}, `admit config: unknown subcommand "check"`},
+		{[]string{"config", "validate"}, "admit config validate: want one FILE: admit config validate FILE"},
+		{[]string{"config", "validate", "a.yaml", "b.yaml"}, `admit config validate: unexpected argument "b.yaml"`},
+		{[]string{"bench", "--bogus"}, "admit bench: flag provided but not defined: --bogus"},
+		{[]string{"bench", "--rate", "fast"}, "admit bench: --rate"},
+		{[]string{"bogus"}, `admit: unknown command "bogus"`},
+		{[]string{"help", "bogus"}, `admit help: unknown command "bogus"`},
+	} {
+		useSecret(t)
+		var stdout, stderr bytes.Buffer
+		code := run(context.Background(), tc.args, &stdout, &stderr)
+		lines := strings.Split(strings.TrimSuffix(stderr.String(), "\n"), "\n")
+		cmd := tc.args[0]
+		hint := "Run 'admit " + cmd + " --help' for its usage."
+		if cmd == "bogus" || cmd == "help" {
+			hint = "Run 'admit help' for the commands."
+		}
+		if code != exitUsage || stdout.Len() > 0 || len(lines) != 2 || !strings.HasPrefix(lines[0], tc.want) || lines[1] != hint {
+			t.Errorf("admit %q: exit %d, stdout %q, stderr:\n%s\nwant exit 2, nothing on stdout, and two lines on stderr:\n%s…\n%s",
+				tc.args, code, stdout.String(), stderr.String(), tc.want, hint)
+		}
+	}
+}
+
+// TestServeRedisURLFromEnvironment: a REDIS_URL without a scheme is refused as --redis is, naming
+// REDIS_URL, and without what may be a password.
+func TestServeRedisURLFromEnvironment(t *testing.T) {
+	useSecret(t)
+	t.Setenv("REDIS_URL", "admin:hunter2@127.0.0.1:6379")
+	var stderr bytes.Buffer
+	code := run(context.Background(), []string{"serve"}, io.Discard, &stderr)
+	want := "admit serve: REDIS_URL …@127.0.0.1:6379: want redis://host:port"
+	if code != exitUsage || !strings.HasPrefix(stderr.String(), want) || strings.Contains(stderr.String(), "hunter2") {
+		t.Errorf("exit %d, stderr:\n%s\nwant exit 2 and %s…, no password", code, stderr.String(), want)
+	}
+}
+
+// TestHelpFlagsHaveTwoDashes: each command's --help lists its flags spelt --flag, as its usage
+// text and errors spell them, never Go's -flag.
+func TestHelpFlagsHaveTwoDashes(t *testing.T) {
+	for cmd, flags := range map[string][]string{
+		"serve": {"--config FILE", "--envoy-config DIR", "--grpc-listen address", "--hmac-secret-file PATH", "--listen address", "--log-format FORMAT", "--redis URL"},
+		"proxy": {"--upstream URL", "--config FILE", "--listen address"},
+		"check": {"--config FILE", "--policy NAME", "--key SUBJECT", "--cost int", "--request-id ID"},
+		"bench": {"--target URL", "--rate N", "--duration duration", "--hot-key", "--json"},
+	} {
+		var stdout bytes.Buffer
+		if code := run(context.Background(), []string{cmd, "--help"}, &stdout, io.Discard); code != exitOK {
+			t.Errorf("admit %s --help: exit %d", cmd, code)
+		}
+		_, list, ok := strings.Cut(stdout.String(), "\nFlags:\n")
+		if !ok {
+			t.Errorf("admit %s --help has no Flags: section:\n%s", cmd, stdout.String())
+			continue
+		}
+		for _, line := range strings.Split(list, "\n") {
+			if strings.HasPrefix(strings.TrimSpace(line), "-") && !strings.HasPrefix(line, "  --") {
+				t.Errorf("admit %s --help: flag line %q; want it spelt --flag", cmd, line)
+			}
+		}
+		for _, f := range flags {
+			if !strings.Contains(list, "\n  "+f+"\n") && !strings.HasPrefix(list, "  "+f+"\n") {
+				t.Errorf("admit %s --help lacks the line %q:\n%s", cmd, "  "+f, list)
+			}
+		}
+	}
+	var stdout bytes.Buffer
+	run(context.Background(), []string{"serve", "--help"}, &stdout, io.Discard)
+	if want := "  --listen address\n    \taddress to serve HTTP on (host:port; port 0 picks a free one) (default \"127.0.0.1:8080\")\n"; !strings.Contains(stdout.String(), want) {
+		t.Errorf("admit serve --help lacks %q (its usage and default)", want)
+	}
+}
+
+// TestHelpDescribesServe: admit help, the first thing a user reads, names all that serve serves.
+func TestHelpDescribesServe(t *testing.T) {
+	for _, args := range [][]string{{"help"}, {"--help"}} {
+		var stdout bytes.Buffer
+		if code := run(context.Background(), args, &stdout, io.Discard); code != exitOK {
+			t.Errorf("admit %q: exit %d", args, code)
+		}
+		for _, s := range []string{"POST /v1/check", "GET /v1/policies", "GET /demo", "GET /healthz", "GET /readyz", "GET /metrics",
+			"--envoy-config DIR", "gRPC", "rate limit service (RLS v3)", "--grpc-listen (default " + defaultGRPCListen + ")", "--listen (default " + defaultListen + ")"} {
+			if !strings.Contains(stdout.String(), s) {
+				t.Errorf("admit %q lacks %q:\n%s", args, s, stdout.String())
+			}
+		}
+	}
+}
+
+// TestJSONLogDurations: the JSON log writes a duration as the text log does, "10s", not as an
+// integer of nanoseconds, in a group too.
+func TestJSONLogDurations(t *testing.T) {
+	var b bytes.Buffer
+	slog.New(newJSONHandler(&b)).Info("m", "grace", 10*time.Second, slog.Group("g", "timeout", 250*time.Millisecond), "n", 3)
+	want := `"msg":"m","grace":"10s","g":{"timeout":"250ms"},"n":3}`
+	if !strings.Contains(b.String(), want) {
+		t.Errorf("JSON log line %s; want it to end %s", b.String(), want)
+	}
+}
+
+// TestServeJSONLogDurations: admit serve --log-format json logs its shutdown grace as "10s".
+func TestServeJSONLogDurations(t *testing.T) {
+	useSecret(t)
+	_, logs, stop := serveInProcess(t, "--log-format", "json")
+	if code := stop(); code != 0 {
+		t.Errorf("exit %d; log:\n%s", code, logs)
+	}
+	if want := `"msg":"shutting down","grace":"` + shutdownGrace.String() + `"`; !strings.Contains(logs.String(), want) {
+		t.Errorf("the log lacks %s:\n%s", want, logs)
+	}
+}
+
+// startReloader runs a reloader of file, loaded with the configuration text, polling every 10ms
+// until the test ends, and returns its log and the registry of its metrics.
+func startReloader(t *testing.T, file, text string) (*logWatch, *prometheus.Registry) {
+	t.Helper()
+	writeFile(t, file, text)
+	cfg, err := policy.Load(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := admit.NewKeyBuilder([]byte(testSecret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := memstore.New(memstore.Options{})
+	t.Cleanup(func() { store.Close() })
+	svc, err := service.New(store, keys, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	m, err := metrics.NewConfig(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &logWatch{}
+	r := &reloader{file: file, svc: svc, metrics: m, logger: slog.New(slog.NewTextHandler(logs, nil)), server: cfg.Server}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); r.run(ctx, 10*time.Millisecond) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return logs, reg
+}
+
+func writeFile(t *testing.T, file, text string) {
+	t.Helper()
+	if err := os.WriteFile(file, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// reloadFailures returns admit_config_reloads_total{result="failure"} of reg.
+func reloadFailures(t *testing.T, reg *prometheus.Registry) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if mf.GetName() == "admit_config_reloads_total" && l.GetName() == "result" && l.GetValue() == "failure" {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
+
+const reloadConfig = "policies:\n  - name: api\n    algorithm: fixed_window\n    limit: %d\n    window: 1s\n"
+
+// TestReloadDeletedFile: a configuration file deleted under a running server is reported at the
+// next look at it, once however many looks follow, and counted as a failed reload; once it is
+// back, a changed file is reloaded.
+func TestReloadDeletedFile(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "admit.yaml")
+	logs, reg := startReloader(t, file, fmt.Sprintf(reloadConfig, 5))
+	if err := os.Remove(file); err != nil {
+		t.Fatal(err)
+	}
+	const deleted = `level=ERROR msg="cannot read the configuration file; the loaded one keeps serving" file=`
+	logs.waitLine(t, deleted)
+	time.Sleep(300 * time.Millisecond) // some 30 more looks, fewer on a loaded machine
+	if n := strings.Count(logs.String(), deleted); n != 1 {
+		t.Errorf("the deleted file is reported %d times; want once:\n%s", n, logs)
+	}
+	if n := reloadFailures(t, reg); n != 1 {
+		t.Errorf("admit_config_reloads_total{result=\"failure\"} = %v; want 1", n)
+	}
+	writeFile(t, file, fmt.Sprintf(reloadConfig, 6))
+	logs.waitLine(t, `msg="configuration reloaded"`)
+	if !strings.Contains(logs.String(), `msg="the configuration file can be read again"`) {
+		t.Errorf("the log does not say the file is back:\n%s", logs)
+	}
+}
+
+// TestReloadServerSettingsChanged: a reload that changes server settings names each that changed,
+// and says they need a restart.
+func TestReloadServerSettingsChanged(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "admit.yaml")
+	logs, _ := startReloader(t, file, "server:\n  listen: 127.0.0.1:8080\n"+fmt.Sprintf(reloadConfig, 5))
+	writeFile(t, file, "server:\n  listen: 127.0.0.1:9090\n  ipv6_prefix: 48\n  redis_tls:\n    server_name: redis.internal\n"+fmt.Sprintf(reloadConfig, 5))
+	logs.waitLine(t, `msg="configuration reloaded"`)
+	want := `level=WARN msg="server settings changed; they take effect at the next start, the running ones stay" file=` + file +
+		" changed=server.listen,server.redis_tls,server.ipv6_prefix\n"
+	if !strings.Contains(logs.String(), want) {
+		t.Errorf("the log lacks %q:\n%s", want, logs)
+	}
+	writeFile(t, file, "server:\n  listen: 127.0.0.1:8080\n"+fmt.Sprintf(reloadConfig, 7)) // the running settings again
+	logs.waitCount(t, `msg="configuration reloaded"`, 2)
+	if n := strings.Count(logs.String(), "server settings changed"); n != 1 {
+		t.Errorf("after a reload back to the running settings, %d warnings; want the first only:\n%s", n, logs)
+	}
+}
+
+// TestDroppedLineFormat: the line that reports log lines dropped is in the log's own format, so
+// a JSON log stays one JSON record per line.
+func TestDroppedLineFormat(t *testing.T) {
+	var record map[string]any
+	if err := json.Unmarshal(droppedLine("json", 7), &record); err != nil || record["msg"] != "log lines dropped" || record["dropped"] != 7.0 {
+		t.Errorf("JSON dropped line %q: %v, %v; want a JSON record of 7 dropped", droppedLine("json", 7), record, err)
+	}
+	if text := string(droppedLine("text", 7)); !strings.Contains(text, `level=WARN msg="log lines dropped" dropped=7`) {
+		t.Errorf("text dropped line %q", text)
 	}
 }

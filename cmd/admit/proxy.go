@@ -69,12 +69,10 @@ func proxy(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	upstream, err := parseUpstream(cfg.upstream)
 	if err != nil {
-		fmt.Fprintf(stderr, "admit proxy: %v\n", err)
-		return exitUsage
+		return badUsage(stderr, "proxy", "%v", err)
 	}
 	if cfg.configFile == "" {
-		fmt.Fprintln(stderr, "admit proxy: --config FILE is required: its routes say which requests to limit")
-		return exitUsage
+		return badUsage(stderr, "proxy", "--config FILE is required: its routes say which requests to limit")
 	}
 	if _, port, err := net.SplitHostPort(metricsListen); err == nil && port != "0" && metricsListen == cfg.listen {
 		fmt.Fprintf(stderr, "admit proxy: --metrics-listen %s is --listen's: the proxied port's paths are the app's; give the endpoints an address of their own\n", metricsListen)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -23,7 +24,7 @@ const reloadPollInterval = time.Second
 // A file with errors is logged and counted, and the loaded configuration keeps serving; a good one
 // replaces it whole (service.Service.Swap), so requests in flight finish on the one they started
 // with. Server settings (listen address, Redis, secret) are read at start only: a reload that
-// changes them logs that a restart is needed, and applies the policies.
+// changes them logs which need a restart, and applies the policies.
 type reloader struct {
 	file    string
 	svc     *service.Service
@@ -33,6 +34,8 @@ type reloader struct {
 }
 
 // run reloads until ctx is done: on SIGHUP, and when the file's bytes change, looked at every poll.
+// A file that cannot be read (deleted, say) is logged at the first poll that finds it so, once,
+// and counted as a failed reload; the loaded configuration keeps serving.
 func (r *reloader) run(ctx context.Context, poll time.Duration) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
@@ -40,6 +43,7 @@ func (r *reloader) run(ctx context.Context, poll time.Duration) {
 	tick := time.NewTicker(poll)
 	defer tick.Stop()
 	last := r.svc.Config().Hash
+	unreadable := false // reported since the file was last read
 	for {
 		select {
 		case <-ctx.Done():
@@ -50,7 +54,16 @@ func (r *reloader) run(ctx context.Context, poll time.Duration) {
 		case <-tick.C:
 			data, err := os.ReadFile(r.file)
 			if err != nil {
-				continue // reported by the next reload that needs it; a file being replaced may be missing briefly
+				if !unreadable {
+					unreadable = true
+					r.metrics.Failed()
+					r.logger.Error("cannot read the configuration file; the loaded one keeps serving", "file", r.file, "error", err)
+				}
+				continue
+			}
+			if unreadable {
+				unreadable = false
+				r.logger.Info("the configuration file can be read again", "file", r.file)
 			}
 			if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != last {
 				r.logger.Info("reloading the configuration", "file", r.file, "cause", "changed")
@@ -77,8 +90,9 @@ func (r *reloader) reload(last string, force bool) string {
 	if cfg.Hash == last && !force {
 		return last
 	}
-	if !sameServer(cfg.Server, r.server) {
-		r.logger.Warn("server settings changed; they take effect at the next start", "file", r.file)
+	if changed := serverChanges(r.server, cfg.Server); len(changed) > 0 {
+		r.logger.Warn("server settings changed; they take effect at the next start, the running ones stay",
+			"file", r.file, "changed", strings.Join(changed, ","))
 	}
 	r.svc.Swap(cfg)
 	r.metrics.Loaded(cfg.Hash, true)
@@ -86,9 +100,27 @@ func (r *reloader) reload(last string, force bool) string {
 	return cfg.Hash
 }
 
-// sameServer reports whether a and b are the same server settings.
-func sameServer(a, b policy.Server) bool {
-	return a.Listen == b.Listen && a.Redis == b.Redis && a.HMACSecretFile == b.HMACSecretFile &&
-		slices.Equal(a.TrustedProxies, b.TrustedProxies) && a.ForwardedHeader == b.ForwardedHeader &&
-		a.IPv6Prefix == b.IPv6Prefix && a.RateLimitHeaders == b.RateLimitHeaders && a.LocalCacheMaxAge == b.LocalCacheMaxAge
+// serverChanges returns the fields of the server settings, as the file names them, that differ
+// between a and b.
+func serverChanges(a, b policy.Server) []string {
+	var changed []string
+	for _, f := range []struct {
+		name string
+		same bool
+	}{
+		{"server.listen", a.Listen == b.Listen},
+		{"server.redis", a.Redis == b.Redis},
+		{"server.redis_tls", a.RedisTLS == b.RedisTLS},
+		{"server.hmac_secret_file", a.HMACSecretFile == b.HMACSecretFile},
+		{"server.trusted_proxies", slices.Equal(a.TrustedProxies, b.TrustedProxies)},
+		{"server.forwarded_header", a.ForwardedHeader == b.ForwardedHeader},
+		{"server.ipv6_prefix", a.IPv6Prefix == b.IPv6Prefix},
+		{"server.ratelimit_headers", a.RateLimitHeaders == b.RateLimitHeaders},
+		{"server.local_cache_max_age", a.LocalCacheMaxAge == b.LocalCacheMaxAge},
+	} {
+		if !f.same {
+			changed = append(changed, f.name)
+		}
+	}
+	return changed
 }

@@ -62,7 +62,7 @@ func (cfg *serveConfig) applyFile(s policy.Server) {
 }
 
 // parseServe parses the flags of admit serve. On --help it writes the usage to stdout and returns
-// done; on a bad command line it writes the error and the usage to stderr and returns exitUsage.
+// done; on a bad command line it writes the error and a hint to stderr and returns exitUsage.
 func parseServe(args []string, stdout, stderr io.Writer) (cfg serveConfig, code int, done bool) {
 	cfg, code, done = parseCommand("serve", defaultListen, serveUsage, args, stdout, stderr, func(fs *flag.FlagSet, cfg *serveConfig) {
 		fs.StringVar(&cfg.grpcListen, "grpc-listen", defaultGRPCListen, "`address` to serve Envoy's rate limit service (gRPC) on, with --envoy-config")
@@ -72,8 +72,7 @@ func parseServe(args []string, stdout, stderr io.Writer) (cfg serveConfig, code 
 		return cfg, code, done
 	}
 	if cfg.grpcListen != defaultGRPCListen && cfg.envoyConfig == "" {
-		fmt.Fprintln(stderr, "admit serve: --grpc-listen needs --envoy-config DIR, the configuration of Envoy's rate limit service")
-		return cfg, exitUsage, true
+		return cfg, badUsage(stderr, "serve", "--grpc-listen needs --envoy-config DIR, the configuration of Envoy's rate limit service"), true
 	}
 	return cfg, exitOK, false
 }
@@ -126,12 +125,11 @@ Flags:
 // parseCommand parses the flags of admit name (serve or proxy), whose default listen address is
 // listen and whose usage, before the flags, is usage; more, if not nil, defines the command's own
 // flags. On --help it writes the usage to stdout and returns done; on a bad command line it writes
-// the error and the usage to stderr and returns exitUsage.
+// the error and a hint to stderr and returns exitUsage.
 func parseCommand(name, listen, usage string, args []string, stdout, stderr io.Writer, more func(*flag.FlagSet, *serveConfig)) (cfg serveConfig, code int, done bool) {
-	cmd := "admit " + name
-	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+	fs := flag.NewFlagSet("admit "+name, flag.ContinueOnError)
 	fs.StringVar(&cfg.listen, "listen", listen, "`address` to serve HTTP on (host:port; port 0 picks a free one)")
-	fs.StringVar(&cfg.redisURL, "redis", "", "Redis `URL` (redis:// or rediss://); default $REDIS_URL, else the in-memory backend")
+	fs.StringVar(&cfg.redisURL, "redis", "", "Redis `URL` (redis://, rediss:// or unix://); default $REDIS_URL, else the in-memory backend")
 	fs.StringVar(&cfg.secretFile, secretFileFlag, "", "read the HMAC secret from the file at `PATH` (one trailing newline is dropped); default $"+secretEnv)
 	fs.StringVar(&cfg.configFile, "config", "", "the configuration `FILE`: policies, routes and server settings (docs/configuration.md)")
 	fs.StringVar(&cfg.logFormat, "log-format", "text", "the log's `FORMAT` on stderr: text (logfmt) or json")
@@ -139,29 +137,20 @@ func parseCommand(name, listen, usage string, args []string, stdout, stderr io.W
 		more(fs, &cfg)
 	}
 	usage = strings.NewReplacer("{{grace}}", shutdownGrace.String(), "{{minsecret}}", fmt.Sprint(admit.MinSecretLen)).Replace(usage)
-	printUsage := func(w io.Writer) {
-		fmt.Fprint(w, usage)
-		fs.SetOutput(w)
-		fs.PrintDefaults()
-	}
 	fs.SetOutput(io.Discard) // errors and usage are printed below, each to its stream
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			printUsage(stdout)
+			fmt.Fprint(stdout, usage)
+			printFlags(stdout, fs)
 			return cfg, exitOK, true
 		}
-		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
-		printUsage(stderr)
-		return cfg, exitUsage, true
+		return cfg, badUsage(stderr, name, "%s", flagError(err)), true
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "%s: unexpected argument %q\n", cmd, fs.Arg(0))
-		printUsage(stderr)
-		return cfg, exitUsage, true
+		return cfg, badUsage(stderr, name, "unexpected argument %q", fs.Arg(0)), true
 	}
 	if cfg.logFormat != "text" && cfg.logFormat != "json" {
-		fmt.Fprintf(stderr, "%s: --log-format %q: want text or json\n", cmd, cfg.logFormat)
-		return cfg, exitUsage, true
+		return cfg, badUsage(stderr, name, "--log-format %q: want text or json", cfg.logFormat), true
 	}
 	redisSet := false
 	fs.Visit(func(f *flag.Flag) {
@@ -169,10 +158,36 @@ func parseCommand(name, listen, usage string, args []string, stdout, stderr io.W
 		cfg.listenSet = cfg.listenSet || f.Name == "listen"
 		cfg.secretFileSet = cfg.secretFileSet || f.Name == secretFileFlag
 	})
+	source := "--redis"
 	if !redisSet {
-		cfg.redisURL = os.Getenv("REDIS_URL")
+		cfg.redisURL, source = os.Getenv("REDIS_URL"), "REDIS_URL"
+	}
+	if err := checkRedisURL(source, cfg.redisURL); err != nil {
+		return cfg, badUsage(stderr, name, "%v", err), true
 	}
 	return cfg, exitOK, false
+}
+
+// checkRedisURL reports what is wrong with the Redis URL raw, given by source (--redis or
+// REDIS_URL), before anything starts: an address without a scheme, such as 127.0.0.1:6379, or
+// a URL redisstore refuses. Its errors never show a password.
+func checkRedisURL(source, raw string) error {
+	if raw == "" {
+		return nil
+	}
+	if !strings.Contains(raw, "://") {
+		shown := raw
+		if i := strings.LastIndexByte(raw, '@'); i >= 0 {
+			shown = "…" + raw[i:] // what precedes an @ may be a password
+		}
+		return fmt.Errorf("%s %s: want redis://host:port (or rediss://host:port for TLS, or unix:///path/to/redis.sock)", source, shown)
+	}
+	s, err := redisstore.New(redisstore.Config{URL: raw}) // parses the URL; connects to nothing
+	if err != nil {
+		return fmt.Errorf("%s: %w", source, err) // redisstore redacts the URL's password
+	}
+	s.Close()
+	return nil
 }
 
 // hmacSecret returns the HMAC secret that cfg and the environment name, and where it came from:
@@ -264,7 +279,7 @@ func (d *daemon) stop() {
 func startDaemon(ctx context.Context, cfg serveConfig, stderr io.Writer) (*daemon, int) {
 	// The log goes to stderr through a queue, so a stalled stderr (a full pipe nobody reads) costs
 	// log lines, counted and reported once it drains, but never holds up a request or the exit.
-	relay := logrelay.New(stderr, logrelay.Options{DroppedLine: droppedLine})
+	relay := logrelay.New(stderr, logrelay.Options{DroppedLine: func(n int64) []byte { return droppedLine(cfg.logFormat, n) }})
 	d := &daemon{closers: []func(){func() {
 		ctx, cancel := context.WithTimeout(context.Background(), logFlushTimeout)
 		defer cancel()
@@ -272,7 +287,7 @@ func startDaemon(ctx context.Context, cfg serveConfig, stderr io.Writer) (*daemo
 	}}}
 	var handler slog.Handler = slog.NewTextHandler(relay, nil)
 	if cfg.logFormat == "json" {
-		handler = slog.NewJSONHandler(relay, nil)
+		handler = newJSONHandler(relay)
 	}
 	d.logger = slog.New(handler)
 	code, err := d.start(ctx, cfg)
@@ -482,10 +497,15 @@ func ready(ctx context.Context, backend admit.Store) error {
 	return err
 }
 
-// droppedLine is the log line that reports n lines dropped because stderr did not keep up.
-func droppedLine(n int64) []byte {
+// droppedLine is the log line, in the log's format (text or json), that reports n lines dropped
+// because stderr did not keep up.
+func droppedLine(format string, n int64) []byte {
 	var b bytes.Buffer
-	slog.New(slog.NewTextHandler(&b, nil)).Warn("log lines dropped", "dropped", n, "reason", "stderr did not keep up")
+	var h slog.Handler = slog.NewTextHandler(&b, nil)
+	if format == "json" {
+		h = newJSONHandler(&b)
+	}
+	slog.New(h).Warn("log lines dropped", "dropped", n, "reason", "stderr did not keep up")
 	return b.Bytes()
 }
 

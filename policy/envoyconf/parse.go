@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/yamlerr"
 	"github.com/admit-dev/admit/policy"
 	"go.yaml.in/yaml/v3"
 )
@@ -36,14 +37,23 @@ func (d *decoder) parse(data []byte) (domain string, root *node, line int, atomi
 	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
 			d.errorf(nil, "empty file: want a domain")
+		} else if e, ok := yamlerr.Locate(data, err); ok {
+			d.errs = append(d.errs, &policy.Error{File: d.file, Line: e.Line, Column: e.Column, Msg: "YAML: " + e.Msg})
 		} else {
-			d.errorf(nil, "YAML: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+			d.errorf(nil, "YAML: %s", e.Msg)
 		}
 		return "", nil, 0, false
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); err == nil {
 		d.errorf(&extra, "a second YAML document: want one")
+		return "", nil, 0, false
+	} else if !errors.Is(err, io.EOF) { // a second document, and not even YAML
+		e := &policy.Error{File: d.file, Line: yamlerr.DocumentStart(data, doc.Line), Column: 1, Msg: "a second YAML document: want one"}
+		if e.Line == 0 {
+			e.Column = 0
+		}
+		d.errs = append(d.errs, e)
 		return "", nil, 0, false
 	}
 	top := d.mapping(doc.Content[0], "", "domain", "descriptors", "atomic")
