@@ -273,3 +273,37 @@ func parsePackage(fset *token.FileSet, dir string) (*sourcePackage, error) {
 	pkg.name = pkg.files[0].Name.Name
 	return pkg, nil
 }
+
+// TestLicense checks that the repository carries the Apache License 2.0 and that the README names
+// it and says how to get the module and the binary.
+func TestLicense(t *testing.T) {
+	license, err := os.ReadFile("LICENSE")
+	if err != nil {
+		t.Fatalf("the repository has no LICENSE: %v", err)
+	}
+	text := strings.Join(strings.Fields(string(license)), " ")
+	for _, want := range []string{
+		"Apache License Version 2.0, January 2004",
+		"TERMS AND CONDITIONS FOR USE, REPRODUCTION, AND DISTRIBUTION",
+		"END OF TERMS AND CONDITIONS",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("LICENSE is not the Apache License 2.0: it lacks %q", want)
+		}
+	}
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"## Licence",
+		"Apache License 2.0",
+		"(LICENSE)",
+		"go get github.com/admit-dev/admit@latest",
+		"go install github.com/admit-dev/admit/cmd/admit@latest",
+	} {
+		if !strings.Contains(string(readme), want) {
+			t.Errorf("README.md lacks %q", want)
+		}
+	}
+}
