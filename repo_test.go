@@ -1,0 +1,383 @@
+package admit_test
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// The test programs: scripts/test-programs.txt lists the programs the tests run, and
+// scripts/test-deps.sh installs the missing ones for `make test` and .ci/run. These tests keep the
+// list, the Makefile, .ci/run and the README in agreement, and run the installer's branches
+// against a fake apt-get, never the real one.
+
+// testProgram is one line of scripts/test-programs.txt.
+type testProgram struct {
+	name   string            // the program, looked up on PATH
+	debian string            // the Debian/Ubuntu package that ships it
+	others map[string]string // another system's package, by system (brew, dnf, …)
+}
+
+// readTestPrograms parses scripts/test-programs.txt.
+func readTestPrograms(t *testing.T) []testProgram {
+	t.Helper()
+	f, err := os.Open("scripts/test-programs.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var ps []testProgram
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		fields := strings.Fields(line)
+		if len(fields) < 2 {
+			t.Fatalf("scripts/test-programs.txt:%d: %q: want a program and its Debian package", n, line)
+		}
+		p := testProgram{name: fields[0], debian: fields[1], others: map[string]string{}}
+		for _, f := range fields[2:] {
+			system, pkg, ok := strings.Cut(f, "=")
+			if !ok || system == "" || pkg == "" {
+				t.Fatalf("scripts/test-programs.txt:%d: %q: want SYSTEM=PACKAGE", n, f)
+			}
+			p.others[system] = pkg
+		}
+		ps = append(ps, p)
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(ps, func(p testProgram) bool { return p.name == "redis-server" }) {
+		t.Fatalf("scripts/test-programs.txt lists no redis-server: %+v", ps)
+	}
+	return ps
+}
+
+// TestTestProgramsAgree checks that the README's test prerequisites name every program of
+// scripts/test-programs.txt and its Debian package, and that `make test` and .ci/run both install
+// them with scripts/test-deps.sh rather than a list of their own.
+func TestTestProgramsAgree(t *testing.T) {
+	programs := readTestPrograms(t)
+
+	readme := readFile(t, "README.md")
+	var prereq string
+	for para := range strings.SplitSeq(readme, "\n\n") {
+		if strings.Contains(para, "scripts/test-programs.txt") && strings.Contains(para, "make test") {
+			prereq = para
+		}
+	}
+	if prereq == "" {
+		t.Fatal("README.md has no paragraph on make test's prerequisites that points at scripts/test-programs.txt")
+	}
+	for _, p := range programs {
+		for _, name := range []string{p.name, p.debian} {
+			if !strings.Contains(prereq, "`"+name+"`") {
+				t.Errorf("README.md's test prerequisites do not name `%s` (%s in scripts/test-programs.txt):\n%s", name, p.name, prereq)
+			}
+		}
+	}
+	if !strings.Contains(prereq, "ADMIT_NO_INSTALL=1") {
+		t.Errorf("README.md's test prerequisites do not say how to refuse the install (ADMIT_NO_INSTALL=1):\n%s", prereq)
+	}
+
+	// make test reaches the installer through its prerequisites.
+	makefile := readFile(t, "Makefile")
+	if !makeReaches(makefile, "test", "sh scripts/test-deps.sh") {
+		t.Error("make test does not run scripts/test-deps.sh before the tests")
+	}
+	ci := readFile(t, ".ci/run")
+	if !strings.Contains(ci, "scripts/test-deps.sh") {
+		t.Error(".ci/run does not install the test programs with scripts/test-deps.sh")
+	}
+	for _, f := range []struct{ name, text string }{{"Makefile", makefile}, {".ci/run", ci}} {
+		if strings.Contains(f.text, "apt-get") {
+			t.Errorf("%s calls apt-get itself: only scripts/test-deps.sh installs, from scripts/test-programs.txt", f.name)
+		}
+		for _, p := range programs {
+			if regexp.MustCompile(`command -v\s+` + regexp.QuoteMeta(p.name)).MatchString(f.text) {
+				t.Errorf("%s looks %s up itself: only scripts/test-deps.sh does, from scripts/test-programs.txt", f.name, p.name)
+			}
+		}
+	}
+}
+
+// makeReaches reports whether running target of makefile runs a recipe line containing cmd, in
+// its own recipe or that of a prerequisite, transitively.
+func makeReaches(makefile, target, cmd string) bool {
+	rules := map[string][]string{} // target → prerequisites
+	recipes := map[string]string{} // target → its recipe lines
+	var current string
+	for line := range strings.Lines(makefile) {
+		line = strings.TrimRight(line, "\n")
+		if strings.HasPrefix(line, "\t") {
+			recipes[current] += line + "\n"
+			continue
+		}
+		if strings.HasPrefix(line, "#") || strings.Contains(line, "=") {
+			continue
+		}
+		name, prereqs, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		current = strings.TrimSpace(name)
+		rules[current] = strings.Fields(prereqs)
+	}
+	seen := map[string]bool{}
+	var reach func(string) bool
+	reach = func(t string) bool {
+		if seen[t] {
+			return false
+		}
+		seen[t] = true
+		if strings.Contains(recipes[t], cmd) {
+			return true
+		}
+		return slices.ContainsFunc(rules[t], reach)
+	}
+	return reach(target)
+}
+
+// readFile returns the content of the file at path, relative to the module root.
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// fakeSystem is a directory to use as the whole of PATH: the few real programs the installer
+// needs, and fakes of the package managers that record each call in a log.
+type fakeSystem struct {
+	bin, log string
+}
+
+// newFakeSystem makes a fakeSystem without any of programs, and with the fake package managers
+// managers (each a shell script that logs its arguments and DEBIAN_FRONTEND). A fake apt-get's
+// install also puts a stub of every program listed into bin, as the real one would.
+func newFakeSystem(t *testing.T, programs []testProgram, managers ...string) *fakeSystem {
+	t.Helper()
+	dir := t.TempDir()
+	fs := &fakeSystem{bin: filepath.Join(dir, "bin"), log: filepath.Join(dir, "calls.log")}
+	if err := os.Mkdir(fs.bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, real := range []string{"sh", "dirname", "id", "env"} {
+		path, err := exec.LookPath(real)
+		if err != nil {
+			t.Fatalf("the installer's test needs %s: %v", real, err)
+		}
+		if err := os.Symlink(path, filepath.Join(fs.bin, real)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	chmod, err := exec.LookPath("chmod")
+	if err != nil {
+		t.Fatalf("the installer's test needs chmod: %v", err)
+	}
+	var stubs strings.Builder
+	for _, p := range programs {
+		stub := filepath.Join(fs.bin, p.name)
+		stubs.WriteString("printf '#!/bin/sh\\n' >'" + stub + "'; " + chmod + " +x '" + stub + "'\n")
+	}
+	for _, m := range managers {
+		script := "#!/bin/sh\necho \"" + m + " $* DEBIAN_FRONTEND=${DEBIAN_FRONTEND:-}\" >>'" + fs.log + "'\n"
+		if m == "apt-get" {
+			script += "if [ \"$1\" = install ]; then\n" + stubs.String() + "fi\n"
+		}
+		fs.write(t, m, script)
+	}
+	return fs
+}
+
+// write puts an executable script of the given name into the fake system's bin.
+func (fs *fakeSystem) write(t *testing.T, name, script string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(fs.bin, name), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// calls returns the lines the fake package managers logged.
+func (fs *fakeSystem) calls(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile(fs.log)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Split(strings.TrimSpace(string(b)), "\n")
+}
+
+// run runs scripts/test-deps.sh with PATH the fake system's bin and the extra environment, and
+// returns its output and exit code.
+func (fs *fakeSystem) run(t *testing.T, extra ...string) (string, int) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(fs.bin, "sh"), "scripts/test-deps.sh")
+	cmd.Env = append([]string{"PATH=" + fs.bin, "HOME=" + t.TempDir()}, extra...)
+	out, err := cmd.CombinedOutput()
+	code := 0
+	if err != nil {
+		ee, ok := err.(*exec.ExitError)
+		if !ok {
+			t.Fatalf("scripts/test-deps.sh: %v\n%s", err, out)
+		}
+		code = ee.ExitCode()
+	}
+	return string(out), code
+}
+
+// TestTestDepsInstaller runs scripts/test-deps.sh on fake systems that lack the test programs.
+func TestTestDepsInstaller(t *testing.T) {
+	programs := readTestPrograms(t)
+	var debs []string
+	for _, p := range programs {
+		if !slices.Contains(debs, p.debian) {
+			debs = append(debs, p.debian)
+		}
+	}
+	pkgs := strings.Join(debs, " ")
+	fakeID := func(fs *fakeSystem, uid string) {
+		os.Remove(filepath.Join(fs.bin, "id"))
+		fs.write(t, "id", "#!/bin/sh\necho "+uid+"\n")
+	}
+
+	t.Run("AllPresent", func(t *testing.T) {
+		fs := newFakeSystem(t, programs, "apt-get")
+		for _, p := range programs {
+			fs.write(t, p.name, "#!/bin/sh\n")
+		}
+		out, code := fs.run(t)
+		if code != 0 || out != "" || fs.calls(t) != nil {
+			t.Errorf("every program present: exit %d, output %q, calls %q; want 0, silent, no call", code, out, fs.calls(t))
+		}
+	})
+
+	t.Run("DebianAsRoot", func(t *testing.T) {
+		fs := newFakeSystem(t, programs, "apt-get")
+		fakeID(fs, "0")
+		out, code := fs.run(t)
+		if code != 0 {
+			t.Fatalf("exit %d, want 0; output:\n%s", code, out)
+		}
+		wantCalls := []string{"apt-get update DEBIAN_FRONTEND=", "apt-get install -y " + pkgs + " DEBIAN_FRONTEND=noninteractive"}
+		if got := fs.calls(t); !slices.Equal(got, wantCalls) {
+			t.Errorf("apt-get was called %q, want %q", got, wantCalls)
+		}
+		for _, printed := range []string{"+ apt-get update\n", "+ env DEBIAN_FRONTEND=noninteractive apt-get install -y " + pkgs + "\n"} {
+			if !strings.Contains(out, printed) {
+				t.Errorf("the output does not print %q before running it:\n%s", printed, out)
+			}
+		}
+		if strings.Index(out, "+ apt-get update") > strings.Index(out, "apt-get install") {
+			t.Errorf("install printed before update:\n%s", out)
+		}
+	})
+
+	t.Run("DebianThroughSudo", func(t *testing.T) {
+		fs := newFakeSystem(t, programs, "apt-get")
+		fakeID(fs, "1000")
+		fs.write(t, "sudo", "#!/bin/sh\necho \"sudo $*\" >>'"+fs.log+"'\nexec \"$@\"\n")
+		out, code := fs.run(t)
+		if code != 0 {
+			t.Fatalf("exit %d, want 0; output:\n%s", code, out)
+		}
+		wantCalls := []string{
+			"sudo apt-get update",
+			"apt-get update DEBIAN_FRONTEND=",
+			"sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y " + pkgs,
+			"apt-get install -y " + pkgs + " DEBIAN_FRONTEND=noninteractive",
+		}
+		if got := fs.calls(t); !slices.Equal(got, wantCalls) {
+			t.Errorf("calls %q, want %q", got, wantCalls)
+		}
+		if !strings.Contains(out, "+ sudo apt-get update\n") || !strings.Contains(out, "+ sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y "+pkgs+"\n") {
+			t.Errorf("the output does not print the sudo commands it runs:\n%s", out)
+		}
+	})
+
+	t.Run("NotRootWithoutSudo", func(t *testing.T) {
+		fs := newFakeSystem(t, programs, "apt-get")
+		fakeID(fs, "1000")
+		out, code := fs.run(t)
+		if code == 0 || fs.calls(t) != nil {
+			t.Errorf("exit %d, calls %q; want a failure and no call", code, fs.calls(t))
+		}
+		if !strings.Contains(out, "apt-get update && apt-get install -y "+pkgs) {
+			t.Errorf("the output lacks the install line to run as root:\n%s", out)
+		}
+	})
+
+	t.Run("NoInstall", func(t *testing.T) {
+		fs := newFakeSystem(t, programs, "apt-get")
+		fakeID(fs, "1000")
+		out, code := fs.run(t, "ADMIT_NO_INSTALL=1")
+		if code == 0 {
+			t.Errorf("ADMIT_NO_INSTALL=1 with programs missing: exit 0; want a failure")
+		}
+		if calls := fs.calls(t); calls != nil {
+			t.Errorf("ADMIT_NO_INSTALL=1 ran %q; want nothing run", calls)
+		}
+		for _, want := range []string{"ADMIT_NO_INSTALL=1", "sudo apt-get update && sudo apt-get install -y " + pkgs} {
+			if !strings.Contains(out, want) {
+				t.Errorf("the output lacks %q:\n%s", want, out)
+			}
+		}
+		for _, p := range programs {
+			if !strings.Contains(out, p.name) {
+				t.Errorf("the output does not name the missing %s:\n%s", p.name, out)
+			}
+		}
+	})
+
+	for _, sys := range []struct{ manager, line string }{
+		{"brew", "brew install"},
+		{"dnf", "sudo dnf install -y"},
+		{"apk", "sudo apk add"},
+	} {
+		t.Run("Other/"+sys.manager, func(t *testing.T) {
+			fs := newFakeSystem(t, programs, sys.manager)
+			fakeID(fs, "1000")
+			out, code := fs.run(t)
+			if code == 0 || fs.calls(t) != nil {
+				t.Errorf("on a %s system: exit %d, calls %q; want a failure and nothing run", sys.manager, code, fs.calls(t))
+			}
+			var want []string
+			for _, p := range programs {
+				pkg := p.debian
+				if o, ok := p.others[sys.manager]; ok {
+					pkg = o
+				}
+				if !slices.Contains(want, pkg) {
+					want = append(want, pkg)
+				}
+			}
+			if line := sys.line + " " + strings.Join(want, " "); !strings.Contains(out, line) {
+				t.Errorf("on a %s system the output lacks the install line %q:\n%s", sys.manager, line, out)
+			}
+		})
+	}
+
+	t.Run("Unknown", func(t *testing.T) {
+		fs := newFakeSystem(t, programs)
+		out, code := fs.run(t)
+		if code == 0 {
+			t.Errorf("without a package manager: exit 0; want a failure")
+		}
+		if !strings.Contains(out, pkgs) {
+			t.Errorf("without a package manager the output does not name the packages %q:\n%s", pkgs, out)
+		}
+	})
+}
