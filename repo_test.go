@@ -2,11 +2,13 @@ package admit_test
 
 import (
 	"bufio"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -168,8 +170,8 @@ type fakeSystem struct {
 func newFakeSystem(t *testing.T, programs []testProgram, managers ...string) *fakeSystem {
 	t.Helper()
 	dir := t.TempDir()
-	fs := &fakeSystem{bin: filepath.Join(dir, "bin"), log: filepath.Join(dir, "calls.log")}
-	if err := os.Mkdir(fs.bin, 0o755); err != nil {
+	sys := &fakeSystem{bin: filepath.Join(dir, "bin"), log: filepath.Join(dir, "calls.log")}
+	if err := os.Mkdir(sys.bin, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	for _, real := range []string{"sh", "dirname", "id", "env"} {
@@ -177,7 +179,7 @@ func newFakeSystem(t *testing.T, programs []testProgram, managers ...string) *fa
 		if err != nil {
 			t.Fatalf("the installer's test needs %s: %v", real, err)
 		}
-		if err := os.Symlink(path, filepath.Join(fs.bin, real)); err != nil {
+		if err := os.Symlink(path, filepath.Join(sys.bin, real)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -187,31 +189,31 @@ func newFakeSystem(t *testing.T, programs []testProgram, managers ...string) *fa
 	}
 	var stubs strings.Builder
 	for _, p := range programs {
-		stub := filepath.Join(fs.bin, p.name)
+		stub := filepath.Join(sys.bin, p.name)
 		stubs.WriteString("printf '#!/bin/sh\\n' >'" + stub + "'; " + chmod + " +x '" + stub + "'\n")
 	}
 	for _, m := range managers {
-		script := "#!/bin/sh\necho \"" + m + " $* DEBIAN_FRONTEND=${DEBIAN_FRONTEND:-}\" >>'" + fs.log + "'\n"
+		script := "#!/bin/sh\necho \"" + m + " $* DEBIAN_FRONTEND=${DEBIAN_FRONTEND:-}\" >>'" + sys.log + "'\n"
 		if m == "apt-get" {
 			script += "if [ \"$1\" = install ]; then\n" + stubs.String() + "fi\n"
 		}
-		fs.write(t, m, script)
+		sys.write(t, m, script)
 	}
-	return fs
+	return sys
 }
 
 // write puts an executable script of the given name into the fake system's bin.
-func (fs *fakeSystem) write(t *testing.T, name, script string) {
+func (sys *fakeSystem) write(t *testing.T, name, script string) {
 	t.Helper()
-	if err := os.WriteFile(filepath.Join(fs.bin, name), []byte(script), 0o755); err != nil {
+	if err := os.WriteFile(filepath.Join(sys.bin, name), []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
 }
 
 // calls returns the lines the fake package managers logged.
-func (fs *fakeSystem) calls(t *testing.T) []string {
+func (sys *fakeSystem) calls(t *testing.T) []string {
 	t.Helper()
-	b, err := os.ReadFile(fs.log)
+	b, err := os.ReadFile(sys.log)
 	if os.IsNotExist(err) {
 		return nil
 	}
@@ -223,10 +225,10 @@ func (fs *fakeSystem) calls(t *testing.T) []string {
 
 // run runs scripts/test-deps.sh with PATH the fake system's bin and the extra environment, and
 // returns its output and exit code.
-func (fs *fakeSystem) run(t *testing.T, extra ...string) (string, int) {
+func (sys *fakeSystem) run(t *testing.T, extra ...string) (string, int) {
 	t.Helper()
-	cmd := exec.Command(filepath.Join(fs.bin, "sh"), "scripts/test-deps.sh")
-	cmd.Env = append([]string{"PATH=" + fs.bin, "HOME=" + t.TempDir()}, extra...)
+	cmd := exec.Command(filepath.Join(sys.bin, "sh"), "scripts/test-deps.sh")
+	cmd.Env = append([]string{"PATH=" + sys.bin, "HOME=" + t.TempDir()}, extra...)
 	out, err := cmd.CombinedOutput()
 	code := 0
 	if err != nil {
@@ -249,31 +251,31 @@ func TestTestDepsInstaller(t *testing.T) {
 		}
 	}
 	pkgs := strings.Join(debs, " ")
-	fakeID := func(fs *fakeSystem, uid string) {
-		os.Remove(filepath.Join(fs.bin, "id"))
-		fs.write(t, "id", "#!/bin/sh\necho "+uid+"\n")
+	fakeID := func(sys *fakeSystem, uid string) {
+		os.Remove(filepath.Join(sys.bin, "id"))
+		sys.write(t, "id", "#!/bin/sh\necho "+uid+"\n")
 	}
 
 	t.Run("AllPresent", func(t *testing.T) {
-		fs := newFakeSystem(t, programs, "apt-get")
+		sys := newFakeSystem(t, programs, "apt-get")
 		for _, p := range programs {
-			fs.write(t, p.name, "#!/bin/sh\n")
+			sys.write(t, p.name, "#!/bin/sh\n")
 		}
-		out, code := fs.run(t)
-		if code != 0 || out != "" || fs.calls(t) != nil {
-			t.Errorf("every program present: exit %d, output %q, calls %q; want 0, silent, no call", code, out, fs.calls(t))
+		out, code := sys.run(t)
+		if code != 0 || out != "" || sys.calls(t) != nil {
+			t.Errorf("every program present: exit %d, output %q, calls %q; want 0, silent, no call", code, out, sys.calls(t))
 		}
 	})
 
 	t.Run("DebianAsRoot", func(t *testing.T) {
-		fs := newFakeSystem(t, programs, "apt-get")
-		fakeID(fs, "0")
-		out, code := fs.run(t)
+		sys := newFakeSystem(t, programs, "apt-get")
+		fakeID(sys, "0")
+		out, code := sys.run(t)
 		if code != 0 {
 			t.Fatalf("exit %d, want 0; output:\n%s", code, out)
 		}
 		wantCalls := []string{"apt-get update DEBIAN_FRONTEND=", "apt-get install -y " + pkgs + " DEBIAN_FRONTEND=noninteractive"}
-		if got := fs.calls(t); !slices.Equal(got, wantCalls) {
+		if got := sys.calls(t); !slices.Equal(got, wantCalls) {
 			t.Errorf("apt-get was called %q, want %q", got, wantCalls)
 		}
 		for _, printed := range []string{"+ apt-get update\n", "+ env DEBIAN_FRONTEND=noninteractive apt-get install -y " + pkgs + "\n"} {
@@ -287,10 +289,10 @@ func TestTestDepsInstaller(t *testing.T) {
 	})
 
 	t.Run("DebianThroughSudo", func(t *testing.T) {
-		fs := newFakeSystem(t, programs, "apt-get")
-		fakeID(fs, "1000")
-		fs.write(t, "sudo", "#!/bin/sh\necho \"sudo $*\" >>'"+fs.log+"'\nexec \"$@\"\n")
-		out, code := fs.run(t)
+		sys := newFakeSystem(t, programs, "apt-get")
+		fakeID(sys, "1000")
+		sys.write(t, "sudo", "#!/bin/sh\necho \"sudo $*\" >>'"+sys.log+"'\nexec \"$@\"\n")
+		out, code := sys.run(t)
 		if code != 0 {
 			t.Fatalf("exit %d, want 0; output:\n%s", code, out)
 		}
@@ -300,7 +302,7 @@ func TestTestDepsInstaller(t *testing.T) {
 			"sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y " + pkgs,
 			"apt-get install -y " + pkgs + " DEBIAN_FRONTEND=noninteractive",
 		}
-		if got := fs.calls(t); !slices.Equal(got, wantCalls) {
+		if got := sys.calls(t); !slices.Equal(got, wantCalls) {
 			t.Errorf("calls %q, want %q", got, wantCalls)
 		}
 		if !strings.Contains(out, "+ sudo apt-get update\n") || !strings.Contains(out, "+ sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y "+pkgs+"\n") {
@@ -309,11 +311,11 @@ func TestTestDepsInstaller(t *testing.T) {
 	})
 
 	t.Run("NotRootWithoutSudo", func(t *testing.T) {
-		fs := newFakeSystem(t, programs, "apt-get")
-		fakeID(fs, "1000")
-		out, code := fs.run(t)
-		if code == 0 || fs.calls(t) != nil {
-			t.Errorf("exit %d, calls %q; want a failure and no call", code, fs.calls(t))
+		sys := newFakeSystem(t, programs, "apt-get")
+		fakeID(sys, "1000")
+		out, code := sys.run(t)
+		if code == 0 || sys.calls(t) != nil {
+			t.Errorf("exit %d, calls %q; want a failure and no call", code, sys.calls(t))
 		}
 		if !strings.Contains(out, "apt-get update && apt-get install -y "+pkgs) {
 			t.Errorf("the output lacks the install line to run as root:\n%s", out)
@@ -321,13 +323,13 @@ func TestTestDepsInstaller(t *testing.T) {
 	})
 
 	t.Run("NoInstall", func(t *testing.T) {
-		fs := newFakeSystem(t, programs, "apt-get")
-		fakeID(fs, "1000")
-		out, code := fs.run(t, "ADMIT_NO_INSTALL=1")
+		sys := newFakeSystem(t, programs, "apt-get")
+		fakeID(sys, "1000")
+		out, code := sys.run(t, "ADMIT_NO_INSTALL=1")
 		if code == 0 {
 			t.Errorf("ADMIT_NO_INSTALL=1 with programs missing: exit 0; want a failure")
 		}
-		if calls := fs.calls(t); calls != nil {
+		if calls := sys.calls(t); calls != nil {
 			t.Errorf("ADMIT_NO_INSTALL=1 ran %q; want nothing run", calls)
 		}
 		for _, want := range []string{"ADMIT_NO_INSTALL=1", "sudo apt-get update && sudo apt-get install -y " + pkgs} {
@@ -342,37 +344,37 @@ func TestTestDepsInstaller(t *testing.T) {
 		}
 	})
 
-	for _, sys := range []struct{ manager, line string }{
+	for _, other := range []struct{ manager, line string }{
 		{"brew", "brew install"},
 		{"dnf", "sudo dnf install -y"},
 		{"apk", "sudo apk add"},
 	} {
-		t.Run("Other/"+sys.manager, func(t *testing.T) {
-			fs := newFakeSystem(t, programs, sys.manager)
-			fakeID(fs, "1000")
-			out, code := fs.run(t)
-			if code == 0 || fs.calls(t) != nil {
-				t.Errorf("on a %s system: exit %d, calls %q; want a failure and nothing run", sys.manager, code, fs.calls(t))
+		t.Run("Other/"+other.manager, func(t *testing.T) {
+			sys := newFakeSystem(t, programs, other.manager)
+			fakeID(sys, "1000")
+			out, code := sys.run(t)
+			if code == 0 || sys.calls(t) != nil {
+				t.Errorf("on a %s system: exit %d, calls %q; want a failure and nothing run", other.manager, code, sys.calls(t))
 			}
 			var want []string
 			for _, p := range programs {
 				pkg := p.debian
-				if o, ok := p.others[sys.manager]; ok {
+				if o, ok := p.others[other.manager]; ok {
 					pkg = o
 				}
 				if !slices.Contains(want, pkg) {
 					want = append(want, pkg)
 				}
 			}
-			if line := sys.line + " " + strings.Join(want, " "); !strings.Contains(out, line) {
-				t.Errorf("on a %s system the output lacks the install line %q:\n%s", sys.manager, line, out)
+			if line := other.line + " " + strings.Join(want, " "); !strings.Contains(out, line) {
+				t.Errorf("on a %s system the output lacks the install line %q:\n%s", other.manager, line, out)
 			}
 		})
 	}
 
 	t.Run("Unknown", func(t *testing.T) {
-		fs := newFakeSystem(t, programs)
-		out, code := fs.run(t)
+		sys := newFakeSystem(t, programs)
+		out, code := sys.run(t)
 		if code == 0 {
 			t.Errorf("without a package manager: exit 0; want a failure")
 		}
@@ -380,4 +382,48 @@ func TestTestDepsInstaller(t *testing.T) {
 			t.Errorf("without a package manager the output does not name the packages %q:\n%s", pkgs, out)
 		}
 	})
+}
+
+// TestGuaranteesCiteRealTests checks that docs/guarantees.md defines G1 … G9, and that every test
+// it names as a proof is a Test or Fuzz function of this repository, so that a renamed or deleted
+// test cannot leave a guarantee proven by nothing.
+func TestGuaranteesCiteRealTests(t *testing.T) {
+	doc := readFile(t, "docs/guarantees.md")
+	for i := 1; i <= 9; i++ {
+		if !regexp.MustCompile(`(?m)^## G` + strconv.Itoa(i) + ` `).MatchString(doc) {
+			t.Errorf("docs/guarantees.md has no heading ## G%d", i)
+		}
+	}
+	defined := map[string]bool{}
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) && path != "." {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range regexp.MustCompile(`(?m)^func ((?:Test|Fuzz)\w*)\(`).FindAllStringSubmatch(string(src), -1) {
+			defined[m[1]] = true
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cited := regexp.MustCompile("`((?:Test|Fuzz)[A-Za-z0-9_]+)`").FindAllStringSubmatch(doc, -1)
+	if len(cited) == 0 {
+		t.Fatal("docs/guarantees.md names no test")
+	}
+	for _, m := range cited {
+		if !defined[m[1]] {
+			t.Errorf("docs/guarantees.md cites %s, which no _test.go file defines", m[1])
+		}
+	}
 }
