@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode"
 )
 
 // The test programs: scripts/test-programs.txt lists the programs the tests run, and
@@ -426,4 +427,99 @@ func TestGuaranteesCiteRealTests(t *testing.T) {
 			t.Errorf("docs/guarantees.md cites %s, which no _test.go file defines", m[1])
 		}
 	}
+}
+
+// TestDocLinksResolve checks every relative link of the README, BENCHMARKS.md and docs/: the file
+// it names exists, and so does the heading its #anchor names (as GitHub derives anchors), so that
+// a reference moved into the repository points at something.
+func TestDocLinksResolve(t *testing.T) {
+	files, err := filepath.Glob("docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, "README.md", "BENCHMARKS.md")
+	link := regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	anchors := map[string]map[string]bool{} // file → its anchors
+	anchorsOf := func(path string) map[string]bool {
+		if a, ok := anchors[path]; ok {
+			return a
+		}
+		a := map[string]bool{}
+		seen := map[string]int{}
+		for _, line := range proseLines(readFile(t, path)) {
+			heading, ok := strings.CutPrefix(strings.TrimLeft(line, "#"), " ")
+			if !ok || !strings.HasPrefix(line, "#") {
+				continue
+			}
+			id := githubAnchor(heading)
+			if n := seen[id]; n > 0 {
+				a[id+"-"+strconv.Itoa(n)] = true
+			} else {
+				a[id] = true
+			}
+			seen[id]++
+		}
+		anchors[path] = a
+		return a
+	}
+	checked := 0
+	for _, file := range files {
+		for i, line := range proseLines(readFile(t, file)) {
+			for _, m := range link.FindAllStringSubmatch(line, -1) {
+				target := m[1]
+				if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+					continue
+				}
+				path, anchor, _ := strings.Cut(target, "#")
+				resolved := file
+				if path != "" {
+					resolved = filepath.Join(filepath.Dir(file), path)
+				}
+				checked++
+				if _, err := os.Stat(resolved); err != nil {
+					t.Errorf("%s:%d: link %s: no such file %s", file, i+1, target, resolved)
+					continue
+				}
+				if anchor != "" && strings.HasSuffix(resolved, ".md") && !anchorsOf(resolved)[anchor] {
+					t.Errorf("%s:%d: link %s: %s has no heading with the anchor #%s", file, i+1, target, resolved, anchor)
+				}
+			}
+		}
+	}
+	if checked == 0 {
+		t.Fatal("found no relative link: the test reads nothing")
+	}
+}
+
+// proseLines returns the lines of a Markdown text, with those of fenced code blocks blanked (so
+// that line numbers stay right): a # there is a comment, not a heading.
+func proseLines(text string) []string {
+	lines := strings.Split(text, "\n")
+	fenced := false
+	for i, line := range lines {
+		if strings.HasPrefix(strings.TrimSpace(line), "```") {
+			fenced = !fenced
+			lines[i] = ""
+			continue
+		}
+		if fenced {
+			lines[i] = ""
+		}
+	}
+	return lines
+}
+
+// githubAnchor returns the anchor GitHub gives a heading: lower case, without the characters other
+// than letters, digits, spaces, hyphens and underscores, spaces made hyphens.
+func githubAnchor(heading string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(strings.TrimSpace(heading)) {
+		switch {
+		case r == ' ':
+			b.WriteByte('-')
+		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }
