@@ -1,6 +1,7 @@
 package admit_test
 
 import (
+	"bytes"
 	"go/ast"
 	"go/doc"
 	"go/parser"
@@ -8,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,7 +17,7 @@ import (
 	"unicode/utf8"
 )
 
-// The house style (DESIGN.md, "House style" 1) asks that every exported name be documented the way
+// The house style asks that every exported name be documented the way
 // golang.org/x/time/rate documents its own, and that every package have an Example. These tests
 // enforce what a parser can check; whether a comment is any good is still a reviewer's call.
 
@@ -305,5 +307,51 @@ func TestLicense(t *testing.T) {
 		if !strings.Contains(string(readme), want) {
 			t.Errorf("README.md lacks %q", want)
 		}
+	}
+}
+
+// outsideReference matches what cites a file outside the repository: the behaviour contract, the
+// house style and the failure list it was built from, and the origin design's note beside it. The
+// repository stands alone: docs/guarantees.md, docs/origin-design.md and the other docs say it all.
+// (Each word is spelt with a character class, so that this file does not match itself.)
+var outsideReference = regexp.MustCompile(`\bSP[E]C\b|\bRELIABILIT[Y]\b|\bDESIG[N]\.md\b|\bDESIG[N]:|shared/see[d]|\.\./share[d]\b`)
+
+// TestNoReferencesOutsideTheRepository reports every line of a file of the repository that cites
+// a file the repository does not contain.
+func TestNoReferencesOutsideTheRepository(t *testing.T) {
+	files := 0
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if path != "." && (d.Name() == ".git" || d.Name() == "bin") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if bytes.IndexByte(data, 0) >= 0 {
+			return nil // a binary, such as a built admit
+		}
+		files++
+		for i, line := range strings.Split(string(data), "\n") {
+			if m := outsideReference.FindString(line); m != "" {
+				t.Errorf("%s:%d: cites %q, which is not in the repository: %s", filepath.ToSlash(path), i+1, m, strings.TrimSpace(line))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files < 100 {
+		t.Fatalf("read only %d files: is the working directory the module root?", files)
 	}
 }
