@@ -5,7 +5,7 @@ LISTEN    ?= 127.0.0.1:8080
 BENCHTIME ?= 2s
 COUNT     ?= 1
 
-.PHONY: run test vet bench build check-redis pictures
+.PHONY: run test vet bench build check-redis test-deps pictures
 
 ## run: start `admit serve` on the embedded in-memory backend (set REDIS_URL to use Redis).
 run:
@@ -26,12 +26,15 @@ vet:
 	cd bench && $(GO) vet ./...
 	cd compat && $(GO) vet ./...
 
-check-redis:
-	@command -v redis-server >/dev/null 2>&1 || { \
-		echo "make test needs redis-server on PATH; install it with:"; \
-		echo "    sudo apt-get update && sudo apt-get install -y redis-server"; \
-		echo "(the tests start their own servers on free ports; none is left running)"; \
-		exit 1; }
+## check-redis: the programs the tests run, installed when missing (test-deps).
+check-redis: test-deps
+
+## test-deps: install the test programs of scripts/test-programs.txt that are missing, from Debian's
+## packages (through sudo when not root) on Debian or Ubuntu, printing each command first;
+## ADMIT_NO_INSTALL=1 refuses instead, printing the install line, as on any other system
+## (scripts/test-deps.sh).
+test-deps:
+	@sh scripts/test-deps.sh
 
 ## bench: run the benchmarks against harness-started redis-servers and write BENCHMARKS.md and
 ## docs/bench-throughput.svg (scripts/bench.sh; BENCHTIME=5s COUNT=3 make bench runs longer).

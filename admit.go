@@ -114,7 +114,7 @@ type Limit struct {
 	// clock), as envoyproxy/ratelimit counts, instead of at a key's first admitted request. It must
 	// be false for any other algorithm.
 	Aligned bool
-	// Shadow puts the policy in shadow mode (SPEC §2.8): it is decided and counted as usual, but its
+	// Shadow puts the policy in shadow mode (docs/http.md, "Shadow mode"): it is decided and counted as usual, but its
 	// rejection rejects nothing. In a TakeAll, a shadow Request that does not fit writes nothing and
 	// its Decision reports "would have limited" (Allowed false); one that fits is consumed when the
 	// others are admitted. Keys and counts do not depend on it, so a policy moves from shadow to

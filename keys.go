@@ -22,7 +22,7 @@ const (
 )
 
 // A Subject is who a request is limited as: a principal the server authenticated, or a client IP
-// resolved through trusted proxies — never a value the client chose (SPEC §5).
+// resolved through trusted proxies — never a value the client chose (docs/keys.md).
 type Subject struct {
 	// ID is the subject: any bytes, 1 … MaxSubjectLen. It is digested, never stored.
 	ID string
@@ -33,7 +33,7 @@ type Subject struct {
 }
 
 // A KeyBuilder makes the keys of policies' subjects: the one way the middleware, the service and
-// Envoy make keys (SPEC §5). It is safe for concurrent use. Make one with [NewKeyBuilder]; the zero
+// Envoy make keys (docs/keys.md). It is safe for concurrent use. Make one with [NewKeyBuilder]; the zero
 // value is not usable.
 //
 // A key is

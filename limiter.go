@@ -184,7 +184,7 @@ func (l *Limiter) Admit(ctx context.Context, s Subject, n int64, id string, ds [
 }
 
 // Reserve takes estimate units for subject under every Limit of l, all-or-nothing, as AllowN does,
-// for a request whose actual cost is known only once it is done (SPEC §2.9), and returns the deciding
+// for a request whose actual cost is known only once it is done (docs/reserve-settle.md), and returns the deciding
 // Decision and settle. settle(ctx, actual) settles the reservation of each Limit at actual (see
 // Store.Settle: a refund goes back only to the window it was counted in; an overrun consumes what is
 // left) and releases the leases of its Concurrency Limits, and returns the deciding Decision of

@@ -18,7 +18,7 @@ const (
 // A Request asks for Cost units of Key under Limit.
 //
 // Cost 0 is a peek: it reports the state and consumes nothing. ID, if not empty, makes a retry
-// idempotent (SPEC §2.7): a repeat of an admitted request with the same ID, keys, Limits and costs,
+// idempotent (docs/keys.md, "Idempotency records"): a repeat of an admitted request with the same ID, keys, Limits and costs,
 // within the longest Period of the request, returns the first Decisions marked Replayed and consumes
 // nothing. The ID is scoped to the keys' hash slot — the slot subject of a [KeyBuilder] key, by
 // default the subject itself — and reusing it there for a different request is an invalid request.
@@ -107,7 +107,7 @@ func ValidateAll(rs []Request, ds []Decision) error {
 
 // A Decision is the outcome of one Request. Being over the limit is a Decision with Allowed false,
 // never an error. A Decision marked Degraded was made by a process's local limiter while the Store
-// could not decide (a policy that fails open, SPEC §4): it is not a global guarantee.
+// could not decide (a policy that fails open, docs/failure-modes.md): it is not a global guarantee.
 type Decision struct {
 	// Allowed reports whether the request was admitted. A peek (cost 0) is allowed unless the key
 	// is already over its limit.
@@ -125,7 +125,7 @@ type Decision struct {
 	// nothing was consumed this time.
 	Replayed bool
 	// Degraded reports that a local limiter decided this Request because the Store could not: the
-	// decision is per process, not global (SPEC §4). Limit is then the local Limit that decided —
+	// decision is per process, not global (docs/failure-modes.md). Limit is then the local Limit that decided —
 	// its Rate the policy's local limit — and Remaining, RetryAfter and ResetAfter are the local
 	// limiter's (package guard's FailOpen, docs/failure-modes.md).
 	Degraded bool

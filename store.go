@@ -19,7 +19,7 @@ type Store interface {
 	// reports the Decision. A rejected Take writes nothing. Take(ctx, r) decides exactly as
 	// TakeAll(ctx, []Request{r}, ds) does.
 	Take(ctx context.Context, r Request) (Decision, error)
-	// TakeAll decides rs together, all-or-nothing (SPEC §2.6): each Request is decided on the state
+	// TakeAll decides rs together, all-or-nothing (G2 of docs/guarantees.md): each Request is decided on the state
 	// before any of them, and only if every one is allowed is every one consumed; a rejection by any
 	// writes nothing to any key. A Request whose Limit is in shadow mode (Limit.Shadow) takes no part
 	// in all-or-nothing: its rejection rejects nothing and writes nothing, and, when the others are
@@ -30,11 +30,11 @@ type Store interface {
 	// may reuse them ([Limiter.Take] does). A replay reports a shadow Request that would have limited as
 	// allowed: its record keeps Remaining and ResetAfter only.
 	TakeAll(ctx context.Context, rs []Request, ds []Decision) (allowed bool, err error)
-	// Release ends the lease l of a Concurrency Limit (SPEC §2.5) by compare-and-delete: it removes
+	// Release ends the lease l of a Concurrency Limit (docs/concurrency.md) by compare-and-delete: it removes
 	// l.Token from l.Key's leases, and nothing else. Releasing a lease that has expired, or was
 	// released already, does nothing and returns nil. l must pass [Lease.Validate].
 	Release(ctx context.Context, l Lease) error
-	// Settle settles res at its actual cost (SPEC §2.9): when actual is below the units reserved
+	// Settle settles res at its actual cost (docs/reserve-settle.md): when actual is below the units reserved
 	// (res.Request.Cost) it gives the difference back to the window res was counted in, if that
 	// window is still the key's — never to a later one; when above, it consumes as much of the
 	// difference as the key has left now. It reports the key's state after, Allowed false when an
@@ -47,7 +47,7 @@ type Store interface {
 }
 
 // A Lease is one unit of a Concurrency Limit, held by an admitted request until it is released or
-// its Limit's Period, the lease TTL, has passed (SPEC §2.5).
+// its Limit's Period, the lease TTL, has passed (docs/concurrency.md).
 type Lease struct {
 	// Key and Limit are those of the Request that acquired the lease.
 	Key   string
@@ -72,7 +72,7 @@ func (l *Lease) Validate() error {
 	return nil
 }
 
-// A Reservation is an admitted Request whose actual cost is known only later (SPEC §2.9): reserve
+// A Reservation is an admitted Request whose actual cost is known only later (docs/reserve-settle.md): reserve
 // an estimate with Take, then Settle the actual cost.
 type Reservation struct {
 	// Request is the Request as taken; its Cost is the estimate reserved.

@@ -1,6 +1,7 @@
 package admit_test
 
 import (
+	"bytes"
 	"go/ast"
 	"go/doc"
 	"go/parser"
@@ -8,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,7 +17,7 @@ import (
 	"unicode/utf8"
 )
 
-// The house style (DESIGN.md, "House style" 1) asks that every exported name be documented the way
+// The house style asks that every exported name be documented the way
 // golang.org/x/time/rate documents its own, and that every package have an Example. These tests
 // enforce what a parser can check; whether a comment is any good is still a reviewer's call.
 
@@ -272,4 +274,84 @@ func parsePackage(fset *token.FileSet, dir string) (*sourcePackage, error) {
 	}
 	pkg.name = pkg.files[0].Name.Name
 	return pkg, nil
+}
+
+// TestLicense checks that the repository carries the Apache License 2.0 and that the README names
+// it and says how to get the module and the binary.
+func TestLicense(t *testing.T) {
+	license, err := os.ReadFile("LICENSE")
+	if err != nil {
+		t.Fatalf("the repository has no LICENSE: %v", err)
+	}
+	text := strings.Join(strings.Fields(string(license)), " ")
+	for _, want := range []string{
+		"Apache License Version 2.0, January 2004",
+		"TERMS AND CONDITIONS FOR USE, REPRODUCTION, AND DISTRIBUTION",
+		"END OF TERMS AND CONDITIONS",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("LICENSE is not the Apache License 2.0: it lacks %q", want)
+		}
+	}
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"## Licence",
+		"Apache License 2.0",
+		"(LICENSE)",
+		"go get github.com/admit-dev/admit@latest",
+		"go install github.com/admit-dev/admit/cmd/admit@latest",
+	} {
+		if !strings.Contains(string(readme), want) {
+			t.Errorf("README.md lacks %q", want)
+		}
+	}
+}
+
+// outsideReference matches what cites a file outside the repository: the behaviour contract, the
+// house style and the failure list it was built from, and the origin design's note beside it. The
+// repository stands alone: docs/guarantees.md, docs/origin-design.md and the other docs say it all.
+// (Each word is spelt with a character class, so that this file does not match itself.)
+var outsideReference = regexp.MustCompile(`\bSP[E]C\b|\bRELIABILIT[Y]\b|\bDESIG[N]\.md\b|\bDESIG[N]:|shared/see[d]|\.\./share[d]\b`)
+
+// TestNoReferencesOutsideTheRepository reports every line of a file of the repository that cites
+// a file the repository does not contain.
+func TestNoReferencesOutsideTheRepository(t *testing.T) {
+	files := 0
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if path != "." && (d.Name() == ".git" || d.Name() == "bin") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if bytes.IndexByte(data, 0) >= 0 {
+			return nil // a binary, such as a built admit
+		}
+		files++
+		for i, line := range strings.Split(string(data), "\n") {
+			if m := outsideReference.FindString(line); m != "" {
+				t.Errorf("%s:%d: cites %q, which is not in the repository: %s", filepath.ToSlash(path), i+1, m, strings.TrimSpace(line))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files < 100 {
+		t.Fatalf("read only %d files: is the working directory the module root?", files)
+	}
 }

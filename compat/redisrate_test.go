@@ -17,8 +17,8 @@ import (
 	"github.com/admit-dev/admit/redisstore"
 )
 
-// admit's GCRA must decide as go-redis/redis_rate (v10) does, on the same request sequences (SPEC
-// §2.4). Both run on one harness-started Redis, each through its own public API and its own script:
+// admit's GCRA must decide as go-redis/redis_rate (v10) does, on the same request sequences
+// (docs/gcra.md). Both run on one harness-started Redis, each through its own public API and its own script:
 // admit's redisstore.Store.Take, redis_rate's Limiter.AllowN. Neither can be given a clock — both
 // scripts read Redis's TIME — so the two calls of a step run at instants a few hundred microseconds
 // apart. The test makes that harmless instead of hoping: GCRA's decisions change only when now

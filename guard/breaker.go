@@ -67,7 +67,7 @@ type BreakerOptions struct {
 }
 
 // Breaker is a circuit breaker: an admit.Store that forwards every operation to another, and stops
-// forwarding while that one keeps failing (SPEC §4). It is safe for concurrent use. Make one with
+// forwarding while that one keeps failing (docs/failure-modes.md). It is safe for concurrent use. Make one with
 // [NewBreaker].
 //
 // Closed, it forwards everything and counts consecutive failures. After Failures of them it opens:

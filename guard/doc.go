@@ -18,7 +18,7 @@
 // Concurrency Limits (a release frees capacity), not shadow Limits, not peeks, not requests with
 // an ID, and not a key after a refund. Its table has a fixed maximum number of entries.
 //
-// [FailOpen] is the bounded fail-open fallback (SPEC §4, G7): while the backend cannot decide, a
+// [FailOpen] is the bounded fail-open fallback (docs/failure-modes.md; G7 of docs/guarantees.md): while the backend cannot decide, a
 // local in-process limiter decides the Requests whose Limits have a local limit, and its Decisions
 // are marked Degraded. Each process then admits at most its local limit per window per key, so P
 // processes admit at most P × local limit × (windows of the outage + 1); the local table has a fixed

@@ -35,7 +35,7 @@ type FailOpenOptions struct {
 }
 
 // FailOpen is an admit.Store that decides on another, next, and lets a local in-process limiter
-// decide instead when next cannot (SPEC §4, failure mode open). It is safe for concurrent use. Make
+// decide instead when next cannot (failure: open; docs/failure-modes.md). It is safe for concurrent use. Make
 // one with [NewFailOpen]; the zero value is not usable.
 //
 // # When the local limiter decides
@@ -45,10 +45,10 @@ type FailOpenOptions struct {
 // Request of the call has a local limit (FailOpenOptions.Local). It fails closed, returning next's
 // error unchanged, when:
 //   - the error matches admit.ErrCorruptState: one key holds state no algorithm writes, which is a
-//     bug or tampering to look at, not an outage (SPEC §3, G3), so it stays an error;
+//     bug or tampering to look at, not an outage (G3 of docs/guarantees.md), so it stays an error;
 //   - the caller's ctx is done: the caller gave up, and nothing is decided for it;
 //   - the error is a caller's mistake (admit.ErrInvalidLimit, admit.ErrInvalidRequest);
-//   - any Request of the call has no local limit: all-or-nothing (SPEC §2.6) holds for failing
+//   - any Request of the call has no local limit: all-or-nothing (G2 of docs/guarantees.md) holds for failing
 //     open too, so one policy that fails closed makes the whole call fail closed;
 //   - the local limiter cannot decide: its table is full (see below), a Request's cost exceeds its
 //     local capacity, or the local Limit is invalid.
@@ -60,7 +60,7 @@ type FailOpenOptions struct {
 // least 1; a Burst of 0 stays 0, the local limit), so the local bucket drains over the same time as
 // the global one. Its Decisions are marked admit.Decision.Degraded and carry the local Limit.
 //
-// # The bound (SPEC G7)
+// # The bound (G7 of docs/guarantees.md)
 //
 // While next cannot decide, each process admits per key at most its local limit per window of the
 // Limit's Period (in flight, for Concurrency), so P processes admit at most

@@ -161,7 +161,7 @@ func TestFailOpenFailsClosed(t *testing.T) {
 	}
 }
 
-// TestFailOpenCorruptStateStaysClosed: corrupt state is one key's error, not an outage (SPEC G3): it is
+// TestFailOpenCorruptStateStaysClosed: corrupt state is one key's error, not an outage (G3 of docs/guarantees.md): it is
 // returned as it is, and the local limiter decides nothing.
 func TestFailOpenCorruptStateStaysClosed(t *testing.T) {
 	srv := redistest.Start(t)
@@ -363,7 +363,7 @@ const (
 	boundPeriod    = time.Second
 )
 
-// TestFailOpenBoundAcrossProcesses proves the fail-open bound (SPEC G7, RELIABILITY B13) with several OS
+// TestFailOpenBoundAcrossProcesses proves the fail-open bound (G7 of docs/guarantees.md) with several OS
 // processes: the test binary, run again as children, each with a FailOpen over a Redis that cannot
 // be reached, hammer one key. Each admits at least its local limit (its first window) and at most the
 // local limit per window its run spanned; all of them together at most processes × local limit ×

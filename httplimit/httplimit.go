@@ -71,7 +71,7 @@ var ErrMalformedRequest = errors.New("httplimit: malformed request")
 
 // A SubjectFunc returns the subject that r is limited as. The subject must be something the server
 // verified, such as an authenticated principal or a client address resolved through trusted
-// proxies, never a raw client-supplied header, or a client could choose its own allowance.
+// proxies, never a raw client-supplied header, or a client could choose its own allowance (docs/keys.md).
 // The Limiter's KeyBuilder digests it into one key per policy; admit never stores or logs it.
 //
 // An error means the request's subject cannot be found, and the next handler is not called. An
@@ -156,7 +156,7 @@ type Middleware struct {
 // [UnavailableBody]; each with Cache-Control: no-store, and only the 503 with Retry-After. Panics
 // raised by next are not recovered.
 //
-// With Concurrency policies, an admitted request holds a lease of each while next
+// With Concurrency policies (docs/concurrency.md), an admitted request holds a lease of each while next
 // runs: the leases are released when next returns — also when it panics (the panic goes on), and
 // when the client has gone away (the release does not depend on the request's context). So a
 // concurrency limit of N never has more than N handlers of one subject running at once.

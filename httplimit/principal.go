@@ -36,7 +36,7 @@ func PrincipalFrom(ctx context.Context) (id string, ok bool) {
 // Principal is the recommended [SubjectFunc]: it limits each request as the authenticated
 // principal that the application's authentication middleware recorded in the request's context
 // with [WithPrincipal], so that every client is limited by who it proved to be, which it cannot
-// choose (SPEC §5).
+// choose (docs/keys.md).
 //
 // A request without a principal is answered 500: its route is limited by principal, so reaching
 // the limiter unauthenticated means the handler chain is wrong — authentication missing, or

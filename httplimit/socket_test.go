@@ -111,7 +111,7 @@ func spoofedHeader(rng *rand.Rand) http.Header {
 	return h
 }
 
-// TestSpoofedHeadersFromUntrustedPeerNeverChooseABucket is RELIABILITY C1: requests from one
+// TestSpoofedHeadersFromUntrustedPeerNeverChooseABucket proves G8 (docs/guarantees.md): requests from one
 // untrusted peer with random forged X-Forwarded-For, X-Real-IP and Forwarded fields share the
 // peer's one bucket, are never answered 400, and leave another peer's bucket alone.
 func TestSpoofedHeadersFromUntrustedPeerNeverChooseABucket(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	"github.com/admit-dev/admit"
 )
 
-// concurrency returns the concurrency algorithm of SPEC §2.5 (leases) and the cases only it passes.
+// concurrency returns the concurrency algorithm, leases (docs/concurrency.md), and the cases only it passes.
 // A Request costs 0 or 1 (unitCost); a lease not released expires one Period, the lease TTL, after it
 // was acquired, so a key filled by one admission is full again exactly one TTL later (exactWindow),
 // and its ResetAfter runs from its last admission, not its first.

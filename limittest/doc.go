@@ -1,7 +1,7 @@
 // Package limittest implements a conformance suite for implementations of admit.Store.
 //
 // Every Store — the in-process memstore, the Redis store, a decorator that wraps either — must make the
-// same decisions (SPEC §2). [TestStore] proves it: call it from a Test function in the store's own
+// same decisions (docs/guarantees.md). [TestStore] proves it: call it from a Test function in the store's own
 // package, with a function that returns a fresh [Backend] for each subtest:
 //
 //	func TestConformance(t *testing.T) {

@@ -7,7 +7,7 @@ import (
 	"github.com/admit-dev/admit"
 )
 
-// fixedWindow returns the fixed_window algorithm of SPEC §2.1 and the cases only it passes.
+// fixedWindow returns the fixed_window algorithm (docs/fixed-window.md) and the cases only it passes.
 func fixedWindow() *algorithm {
 	return &algorithm{alg: admit.FixedWindow, maxRate: admit.MaxRate, refill: exactWindow, windowFromFirst: true, largest: fw(admit.MaxRate, time.Minute), settles: true, cases: []algorithmCase{
 		{"Sequence", testSequence},

@@ -7,7 +7,7 @@ import (
 	"github.com/admit-dev/admit"
 )
 
-// gcra returns the gcra algorithm of SPEC §2.4 (a token bucket) and the cases only it passes. Its
+// gcra returns the gcra algorithm, a token bucket (docs/gcra.md), and the cases only it passes. Its
 // numbers differ from a fixed window's where its state does: a key holds a time, so a Limit that
 // reads the same state with room for more units keeps the emission interval and raises the burst,
 // and its largest bucket that refills nothing for a minute — units come back one emission interval

@@ -96,7 +96,7 @@ type algorithm struct {
 	// largest is the Limit of the algorithm with the largest Capacity whose keys' state does not
 	// change for a minute after their first admission, however time passes.
 	largest admit.Limit
-	// settles reports whether a Store settles reservations of the algorithm (SPEC §2.9): the
+	// settles reports whether a Store settles reservations of the algorithm (docs/reserve-settle.md): the
 	// Settle/… cases run for it.
 	settles bool
 	// unitCost reports whether a Request costs at most 1 under the algorithm's Limits, as a

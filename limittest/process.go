@@ -238,7 +238,7 @@ func runHolder(t *testing.T, newBackend func(t *testing.T) Backend, hold string)
 }
 
 // testKilledHolder checks that a holder that dies without releasing gives its capacity back within
-// the lease TTL (RELIABILITY A4): a child process acquires every lease of a key and is killed; the
+// the lease TTL: a child process acquires every lease of a key and is killed; the
 // key is full, and one TTL later free again.
 func testKilledHolder(t *testing.T, b Backend) {
 	sb, ok := b.(SharedBackend)

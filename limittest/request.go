@@ -12,7 +12,7 @@ import (
 )
 
 // The cases of the request model that do not depend on one algorithm: several policies decided
-// together (SPEC §2.6), idempotent retries (§2.7), and the operations no algorithm supports yet.
+// together (G2 of docs/guarantees.md), idempotent retries (docs/keys.md, "Idempotency records"), and the operations no algorithm supports yet.
 
 // requestCases are run once, after every algorithm's.
 var requestCases = []algorithmCase{

@@ -9,7 +9,7 @@ import (
 	"github.com/admit-dev/admit"
 )
 
-// The cases of reserve, then settle (SPEC §2.9), run for every algorithm that settles: a Take
+// The cases of reserve, then settle (docs/reserve-settle.md), run for every algorithm that settles: a Take
 // reserves an estimate and reports a token naming the window its units were counted in; Settle at
 // the actual cost gives the difference back to that window only, never to a later one, or consumes
 // what is left of an overrun; a reservation never settled stays consumed.

@@ -6,7 +6,7 @@ import (
 	"github.com/admit-dev/admit"
 )
 
-// The cases of shadow mode (SPEC §2.8): a policy in shadow mode is decided and counted as usual,
+// The cases of shadow mode (docs/http.md, "Shadow mode"): a policy in shadow mode is decided and counted as usual,
 // but its rejection rejects nothing, and writes nothing.
 
 // testShadowRejectsNothing decides an enforced policy with room, a shadow policy that fills at once,

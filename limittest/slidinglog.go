@@ -7,7 +7,7 @@ import (
 	"github.com/admit-dev/admit"
 )
 
-// slidingLog returns the sliding_log algorithm of SPEC §2.3 and the cases only it passes.
+// slidingLog returns the sliding_log algorithm (docs/sliding-log.md) and the cases only it passes.
 func slidingLog() *algorithm {
 	return &algorithm{alg: admit.SlidingLog, maxRate: admit.MaxSlidingLogRate, refill: exactWindow, largest: sl(admit.MaxSlidingLogRate, time.Minute), settles: true, cases: []algorithmCase{
 		{"Sequence", testSlidingLogSequence},

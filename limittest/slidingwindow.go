@@ -7,7 +7,7 @@ import (
 	"github.com/admit-dev/admit"
 )
 
-// slidingWindow returns the sliding_window algorithm of SPEC §2.2 and the cases only it passes.
+// slidingWindow returns the sliding_window algorithm (docs/sliding-window.md) and the cases only it passes.
 //
 // Its windows are aligned to the backend's Unix time, which the suite does not know; so its cases
 // read where in its window a key is from the Decisions themselves (ResetAfter is the time until the

@@ -9,7 +9,7 @@ import (
 )
 
 // The kernel of admit.Concurrency: e.sliding.leases holds the key's leases, ordered by expiry, Unix
-// µs; the entry is live until its last lease expires (SPEC §2.5, algo.Concurrency). An admission
+// µs; the entry is live until its last lease expires (docs/concurrency.md, algo.Concurrency). An admission
 // removes the leases that have expired and adds its own, in place, as the Redis module does; a
 // rejection touches nothing. Release removes one lease. A key holds at most admit.MaxConcurrency
 // leases, 16 bytes each.
@@ -48,7 +48,7 @@ func concurrencyApply(e *entry, x **sliding, w write, lim *admit.Limit, cost int
 	e.deadline = now.monoAt(leases[len(leases)-1].Expiry)
 }
 
-// Release ends the lease l (SPEC §2.5): it removes l.Token from the leases of l.Key, if the key
+// Release ends the lease l (docs/concurrency.md): it removes l.Token from the leases of l.Key, if the key
 // holds it, under the lock of the key's shard. Releasing a lease that has expired, or was released,
 // does nothing and returns nil. An invalid l (see admit.Lease.Validate) is reported as an error
 // matching admit.ErrInvalidLimit or admit.ErrInvalidRequest; a key that holds another algorithm's

@@ -9,8 +9,9 @@ import (
 	"github.com/admit-dev/admit/memstore"
 )
 
-// The seed's demo: 3 requests per 10 seconds. The fourth is rejected, with the Retry-After of an HTTP
-// 429 response. A fixed clock keeps the output the same on every run.
+// The origin design's demo (docs/origin-design.md): 3 requests per 10 seconds. The fourth is
+// rejected, with the Retry-After of an HTTP 429 response. A fixed clock keeps the output the same
+// on every run.
 func Example() {
 	start := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 	store := memstore.New(memstore.Options{Now: func() time.Time { return start }})

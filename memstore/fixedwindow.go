@@ -9,7 +9,7 @@ import (
 )
 
 // The kernel of admit.FixedWindow: e.count units admitted in a window that ends at e.deadline
-// (SPEC §2.1, algo.FixedWindow). With Limit.Aligned the windows are aligned to Unix time
+// (docs/fixed-window.md, algo.FixedWindow). With Limit.Aligned the windows are aligned to Unix time
 // (algo.AlignedWindow): a new entry's deadline is the end of the aligned window that holds
 // now.unixMicro, measured from the start of that microsecond, so the entry ends exactly at the
 // boundary, as a Redis key written with PXAT ends at its millisecond.

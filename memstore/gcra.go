@@ -8,7 +8,7 @@ import (
 	"github.com/admit-dev/admit/internal/algo"
 )
 
-// The kernel of admit.GCRA (SPEC §2.4, algo.GCRA): the theoretical arrival time, in whole microseconds
+// The kernel of admit.GCRA (docs/gcra.md, algo.GCRA): the theoretical arrival time, in whole microseconds
 // since the table's base, is e.deadline itself. The entry is live while the TAT is ahead of now; from
 // the TAT on the bucket is full, the same as a missing key, and reclaim may drop the entry. e.count is
 // unused.

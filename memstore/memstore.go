@@ -1,6 +1,6 @@
 // Package memstore is the in-process admit.Store: limit state in sharded tables of this process.
 //
-// A [Store] makes exactly the decisions of the Redis store (SPEC §2), so one process — `admit serve`
+// A [Store] makes exactly the decisions of the Redis store (docs/guarantees.md), so one process — `admit serve`
 // without Redis, a test, a single-instance service — can use it in place of Redis. Its limits are
 // per process: several processes each with a memstore do not share them.
 //
@@ -8,7 +8,7 @@
 // own read-write lock, so the keys of one all-or-nothing request share one lock. Each shard keeps a
 // table of its own: 32-byte entries free of pointers, the keys' bytes one after another in an
 // arena, and an open-addressing index of 4-byte slots. An entry holds a count and the absolute end
-// of its window, or an idempotency record (SPEC §2.7). A single Take under a fixed window or GCRA
+// of its window, or an idempotency record (docs/keys.md, "Idempotency records"). A single Take under a fixed window or GCRA
 // Limit, on a key that holds live state, holds the lock only for reading, and writes its admission
 // with a compare-and-swap of the entry's one changing word: callers of a hot key do not queue
 // behind one another, and one preempted on the way holds up none of them unless a writer of the
@@ -180,7 +180,7 @@ func (s *Store) Take(ctx context.Context, r admit.Request) (d admit.Decision, er
 	return ds[0], err
 }
 
-// TakeAll decides rs together, all-or-nothing, exactly as the Redis store does (SPEC §2): each
+// TakeAll decides rs together, all-or-nothing, exactly as the Redis store does (docs/guarantees.md): each
 // Request is decided on the state before any of them, and only if every one is allowed is every one
 // consumed. With an ID it keeps the same idempotency record (see admit.Request). See admit.Store.
 //
@@ -227,7 +227,7 @@ func (s *Store) TakeAll(ctx context.Context, rs []admit.Request, ds []admit.Deci
 }
 
 // Settle settles res at its actual cost under the key's shard lock, exactly as the Redis store does
-// (SPEC §2.9, internal/algo's settle transitions): a refund goes back only to the window res.Token
+// (docs/reserve-settle.md, internal/algo's settle transitions): a refund goes back only to the window res.Token
 // names while the key still holds it, an overrun consumes what the key has left now. It reports the
 // key's Decision after; it writes nothing when nothing changes. See admit.Store.
 //

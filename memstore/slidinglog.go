@@ -9,7 +9,7 @@ import (
 )
 
 // The kernel of admit.SlidingLog: e.sliding.log holds the time of every admitted unit, Unix µs, oldest
-// first; the entry is live until its newest entry leaves the window (SPEC §2.3, algo.SlidingLog). An
+// first; the entry is live until its newest entry leaves the window (docs/sliding-log.md, algo.SlidingLog). An
 // admission trims the entries that have left the window, as the Redis module does; a rejection
 // touches nothing. A log holds at most admit.MaxSlidingLogRate entries, 8 bytes each.
 

@@ -11,7 +11,7 @@ import (
 // The kernel of admit.SlidingWindow: e.count units admitted in the window that starts at
 // e.sliding.start (Unix µs, aligned to the window), e.sliding.prev in the window before it; the
 // entry is live until two windows after the start, when the state is equivalent to a missing key
-// (SPEC §2.2, algo.SlidingWindow).
+// (docs/sliding-window.md, algo.SlidingWindow).
 
 // A sliding is the state of a sliding window or log, or of a concurrency key, beyond an entry's count
 // and deadline, kept out of line so that the entries of other algorithms stay small.

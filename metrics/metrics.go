@@ -3,7 +3,7 @@
 //
 // Labels name policies (admit.Limit.Name), results and kinds of error — never a key or a subject,
 // so the number of series is bounded by the number of policies, however many clients arrive
-// (SPEC §10).
+// (docs/operations.md, "Metrics").
 package metrics
 
 import (
@@ -33,7 +33,7 @@ const (
 	// ResultInvalid counts a Request the Store refused as invalid, a caller's mistake.
 	ResultInvalid = "invalid"
 	// ResultDegraded counts a Request that a local limiter decided, admitted or not, because the
-	// backend could not (admit.Decision.Degraded: a policy failing open, SPEC §4): a decision of this
+	// backend could not (admit.Decision.Degraded: a policy failing open, docs/failure-modes.md): a decision of this
 	// process alone, not a global one. It is counted under no other result, so allowed and limited
 	// stay the backend's decisions. The metrics Store sees it only when it sits above the
 	// guard.FailOpen (metrics → guard.FailOpen → backend).

@@ -80,13 +80,13 @@ func (c *Config) Route(method, path string) (Route, bool) {
 // A Policy is a named Limit and how to apply it.
 type Policy struct {
 	// Limit is the policy's algorithm and numbers; its Name is the policy's name, and its Shadow
-	// the policy's mode: shadow (SPEC §2.8) or enforce.
+	// the policy's mode: shadow (docs/http.md, "Shadow mode") or enforce.
 	Limit admit.Limit
 	// Version is the policy's key version (admit.KeyBuilder): change it to start every subject
 	// afresh. The default is admit.DefaultVersion.
 	Version string
 	// Failure says what happens when the backend cannot decide: Closed answers unavailable; Open
-	// lets a local limiter of LocalLimit decide (SPEC §4).
+	// lets a local limiter of LocalLimit decide (docs/failure-modes.md).
 	Failure Failure
 	// LocalLimit is the limit of the local limiter that decides under Failure Open, per process,
 	// per Limit.Period: 1 … Limit.Rate. It is 0 under Failure Closed.

@@ -13,7 +13,7 @@ import (
 	"github.com/admit-dev/admit/internal/redistest"
 )
 
-// C5: admit works as a user who may only EVALSHA, SCRIPT LOAD, MULTI and EXEC, PING and the scripts'
+// Least privilege (docs/redis.md): admit works as a user who may only EVALSHA, SCRIPT LOAD, MULTI and EXEC, PING and the scripts'
 // own commands on rl:* keys. Every Redis test runs as that user, the conformance suite included (TestConformance): the
 // harness creates it on every server, with redistest.ACLRules, and its URLs log in as it. This test
 // checks that it is so, and what the suite does not: a SCRIPT FLUSH, a key outside rl:*, EVAL.

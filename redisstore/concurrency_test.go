@@ -130,7 +130,7 @@ func TestConcurrencyStateInRedis(t *testing.T) {
 	}
 }
 
-// G3 / A6 for concurrency: state no script writes is an error, and left byte for byte, by Take and
+// G3 for concurrency: state no script writes is an error, and left byte for byte, by Take and
 // by Release.
 func TestConcurrencyCorruptStateIsAnErrorAndLeftAlone(t *testing.T) {
 	srv := redistest.Start(t)
@@ -181,7 +181,7 @@ func TestConcurrencyCorruptStateIsAnErrorAndLeftAlone(t *testing.T) {
 	}
 }
 
-// A8 for the concurrency module and the release script: arguments that slip past Go's validation
+// Defence in depth, for the concurrency module and the release script: arguments that slip past Go's validation
 // are refused before any write.
 func TestConcurrencyScriptsRefuseInvalidArguments(t *testing.T) {
 	srv := redistest.Start(t)
@@ -254,7 +254,7 @@ func TestReleaseUnavailable(t *testing.T) {
 // TestConcurrencyMemoryUsage logs the MEMORY USAGE of a concurrency key at a few lease counts, for
 // docs/concurrency.md: the leases are written as the script writes them (a random token, an expiry in
 // Unix µs), in batches, and one Take under the largest limit checks the key is a valid one. It
-// asserts nothing about the sizes (SPEC §11).
+// asserts nothing about the sizes (docs/development.md).
 func TestConcurrencyMemoryUsage(t *testing.T) {
 	srv := redistest.Start(t)
 	s := open(t, srv.URL())

@@ -13,8 +13,8 @@ import (
 	"github.com/admit-dev/admit/internal/redistest"
 )
 
-// B5, B7, B8 (issue 11, item 5): decisions under load while Redis loses a process or a role. The
-// tests fail on behaviour only (more admissions than G6 allows, READONLY or CROSSSLOT, an error that
+// Decisions under load while Redis loses a process or a role. The
+// tests fail on behaviour only (more admissions than G6 of docs/guarantees.md allows, READONLY or CROSSSLOT, an error that
 // is not admit.ErrUnavailable, decisions that do not come back by themselves within a generous
 // guard), and log what they measured: the error window and the extra admissions, which
 // docs/redis.md records.
@@ -241,7 +241,7 @@ func (l *loadRun) checkLost(t *testing.T, srv *redistest.Server) {
 	}
 }
 
-// B5 under load: kill -9 and restart without persistence. Decisions fail (admit.ErrUnavailable)
+// Under load: kill -9 and restart without persistence. Decisions fail (admit.ErrUnavailable)
 // only while the server is down, come back by themselves after the restart, and no key admits more
 // than its limit plus one extra window's limit, the counter the restart lost (G6).
 func TestKillRestartUnderLoad(t *testing.T) {
@@ -285,7 +285,7 @@ func TestKillRestartUnderLoad(t *testing.T) {
 	}
 }
 
-// B7: the Sentinel primary killed under load (kill -9, not SENTINEL FAILOVER). Decisions fail only
+// The Sentinel primary killed under load (kill -9, not SENTINEL FAILOVER). Decisions fail only
 // during the switch, with admit.ErrUnavailable, never READONLY, and then go on on the new primary by
 // themselves. Two sets of keys measure the cost: exhausted keys, whose small limit is spent before
 // the kill, may admit at most one extra window's limit (G6; in practice none, their counters having
@@ -359,7 +359,7 @@ func awaitMaster(t *testing.T, node *redistest.Server, since time.Time) time.Tim
 	}
 }
 
-// B8: CLUSTER FAILOVER on the replica of the master that serves a key, under load. A manual
+// CLUSTER FAILOVER on the replica of the master that serves a key, under load. A manual
 // failover pauses the master's clients until its replica has every write, so counts are kept
 // exactly: a quiet key's counter is the same before and after, and a loaded key's counter on the new
 // master is its admitted decisions (plus at most one unit per failed one). Decisions fail only during
@@ -411,7 +411,7 @@ func TestClusterManualFailoverKeepsCounts(t *testing.T) {
 	}
 }
 
-// B8: a cluster master killed under load (kill -9). Decisions on its slots fail with
+// A cluster master killed under load (kill -9). Decisions on its slots fail with
 // admit.ErrUnavailable until its replica takes over (after the cluster node timeout), then go on by
 // themselves; decisions on keys of the other masters never fail, the cluster being configured not
 // to refuse every slot while some are uncovered (cluster-require-full-coverage no, which

@@ -13,7 +13,7 @@ import (
 	"github.com/admit-dev/admit/internal/redistest"
 )
 
-// B12 / G5: network faults injected by a TCP proxy between the Store and a real redis-server. A
+// G5 (docs/guarantees.md): network faults injected by a TCP proxy between the Store and a real redis-server. A
 // script call is never sent twice, so a failure after the request was sent consumes at most one
 // unit, and a failed decision never admits.
 
@@ -275,7 +275,7 @@ var proxyFaults = []proxyFault{
 	},
 }
 
-// TestFaultSuite (B12, G4, G5) runs decisions on one key through each fault of the proxy, against a
+// TestFaultSuite (G4, G5) runs decisions on one key through each fault of the proxy, against a
 // real redis-server, and checks: each decision is exact (allowed, its remaining matching the counter
 // read in Redis) or fails with ErrUnavailable, never admitting; none hangs; the counter holds every
 // admission and at most one unit per failed decision (exactly the script runs of a one-shot fault);

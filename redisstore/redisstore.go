@@ -303,7 +303,7 @@ func (s *Store) take(ctx context.Context, rs []admit.Request, ds []admit.Decisio
 	return allowed, nil
 }
 
-// Release ends the lease l in one script call (SPEC §2.5): it removes l.Token from the sorted set
+// Release ends the lease l in one script call (docs/concurrency.md): it removes l.Token from the sorted set
 // of l.Key, and nothing else. Releasing a lease that has expired, or was released already, does
 // nothing and returns nil. Errors are those of Take: an invalid l, before any I/O; a key that is not
 // a concurrency key's, matching admit.ErrCorruptState; anything else, admit.ErrUnavailable. Like a
@@ -326,7 +326,7 @@ func (s *Store) Release(ctx context.Context, l admit.Lease) error {
 	return nil
 }
 
-// Settle settles res at its actual cost in one script call, scripts/settle.lua (SPEC §2.9): a refund
+// Settle settles res at its actual cost in one script call, scripts/settle.lua (docs/reserve-settle.md): a refund
 // goes back only to the window res.Token names while the key still holds it, an overrun consumes what
 // the key has left now, by Redis's clock. It reports the key's Decision after, and writes nothing when
 // nothing changes. res is validated before any I/O; corrupt state is an error matching

@@ -146,7 +146,7 @@ func TestCounterInRedis(t *testing.T) {
 	}
 }
 
-// G2 / A5: a rejection issues no write: no keyspace event, an identical DUMP, an unextended TTL.
+// G2 (docs/guarantees.md): a rejection issues no write: no keyspace event, an identical DUMP, an unextended TTL.
 func TestRejectionsAreReadOnly(t *testing.T) {
 	srv := redistest.Start(t, "--notify-keyspace-events", "KA")
 	s := open(t, srv.URL())
@@ -254,7 +254,7 @@ func (w *keyspaceWatch) until(t *testing.T, marker string) []string {
 	return append([]string(nil), w.events...)
 }
 
-// G3 / A6: state no script writes is an error, and it is left byte-for-byte unchanged.
+// G3 (docs/guarantees.md): state no script writes is an error, and it is left byte-for-byte unchanged.
 func TestCorruptStateIsAnErrorAndLeftAlone(t *testing.T) {
 	srv := redistest.Start(t)
 	s := open(t, srv.URL())
@@ -325,7 +325,7 @@ func fixedWindowArgv(args ...string) []string {
 	return append([]string{"1", "", "", "fixed_window"}, args...)
 }
 
-// A8: arguments that slip past Go's validation are refused by the script before any write.
+// Defence in depth: arguments that slip past Go's validation are refused by the script before any write.
 func TestScriptRefusesInvalidArguments(t *testing.T) {
 	srv := redistest.Start(t, "--notify-keyspace-events", "KA")
 	s := open(t, srv.URL())
@@ -404,7 +404,7 @@ func TestInvalidRequestNeedsNoRedis(t *testing.T) {
 	}
 }
 
-// A9: after SCRIPT FLUSH the next decision loads the script again and counts once.
+// After SCRIPT FLUSH the next decision loads the script again and counts once.
 func TestScriptFlushIsRecovered(t *testing.T) {
 	srv := redistest.Start(t)
 	s := open(t, srv.URL())
@@ -445,7 +445,7 @@ func requireUnavailable(t *testing.T, s *Store, key string) {
 	t.Logf("unavailable after %v: %v", elapsed, err)
 }
 
-// B1: nothing listens.
+// G4, a closed port: nothing listens.
 func TestClosedPortIsUnavailable(t *testing.T) {
 	s := open(t, "redis://"+redistest.ClosedPort(t))
 	for range 3 {
@@ -453,7 +453,7 @@ func TestClosedPortIsUnavailable(t *testing.T) {
 	}
 }
 
-// B2: a listener that accepts and never answers.
+// G4, a black hole: a listener that accepts and never answers.
 func TestBlackHoleIsUnavailable(t *testing.T) {
 	s := open(t, "redis://"+redistest.BlackHole(t))
 	for range 3 {
@@ -461,7 +461,7 @@ func TestBlackHoleIsUnavailable(t *testing.T) {
 	}
 }
 
-// B4: a frozen server answers nothing; after it resumes, decisions come back by themselves and the
+// G4 and G5: a frozen server answers nothing; after it resumes, decisions come back by themselves and the
 // counter never shows more admissions than were answered allowed plus those that timed out.
 func TestFrozenServer(t *testing.T) {
 	srv := redistest.Start(t)
@@ -497,7 +497,7 @@ func TestFrozenServer(t *testing.T) {
 	}
 }
 
-// B5: kill -9 and restart without persistence: unavailable during the outage, then decisions
+// G4 and G6: kill -9 and restart without persistence: unavailable during the outage, then decisions
 // resume by themselves, scripts reloaded on NOSCRIPT.
 func TestKilledAndRestartedServer(t *testing.T) {
 	srv := redistest.Start(t)
@@ -633,7 +633,7 @@ func TestRedactURL(t *testing.T) {
 	}
 }
 
-// B9: out of memory with noeviction: a decision that must write fails as unavailable and changes
+// G4: out of memory with noeviction: a decision that must write fails as unavailable and changes
 // nothing; decisions that only read still work; once memory is available, admissions resume.
 func TestOutOfMemory(t *testing.T) {
 	srv := redistest.Start(t, "--maxmemory-policy", "noeviction")
@@ -675,7 +675,7 @@ func TestOutOfMemory(t *testing.T) {
 	}
 }
 
-// B11: a script busy on the server (BUSY) makes decisions fail as unavailable within the command
+// G4: a script busy on the server (BUSY) makes decisions fail as unavailable within the command
 // timeout; they succeed again once it is killed.
 func TestBusyServer(t *testing.T) {
 	srv := redistest.Start(t, "--busy-reply-threshold", "50")
@@ -711,7 +711,7 @@ func TestBusyServer(t *testing.T) {
 	}
 }
 
-// B2 / G4: decisions against a black hole leave no goroutine behind once the Store is closed, and
+// G4: decisions against a black hole leave no goroutine behind once the Store is closed, and
 // none of them waits past its timeout.
 func TestNoGoroutineOutlivesTheStore(t *testing.T) {
 	for name, url := range map[string]string{

@@ -33,7 +33,7 @@ func newScript(name, src string) *script {
 }
 
 // The Lua sources: a prelude, one module per algorithm, and the entry points, each assembled into
-// one script (DESIGN: scripts are files, assembled from modules, one SHA per entry point).
+// one script (scripts are files, assembled from modules, one SHA per entry point: docs/redis.md, "Scripts").
 var (
 	//go:embed scripts/prelude.lua
 	preludeSrc string
@@ -212,7 +212,7 @@ const (
 // SCRIPT LOAD has no key to be redirected by; the transaction has, its EVALSHA's, and the client
 // moves a whole MULTI … EXEC to the node a MOVED or ASK names, so the script is loaded where the
 // call runs, within the call, and later EVALSHAs find it there. The least-privilege user may run
-// MULTI and EXEC (ACLRules), never EVAL (SPEC §8: EVALSHA and SCRIPT LOAD only).
+// MULTI and EXEC (ACLRules), never EVAL (docs/redis.md, "Least privilege": EVALSHA and SCRIPT LOAD only).
 func (s *Store) run(ctx context.Context, sc *script, keys, args []string) (rueidis.RedisMessage, error) {
 	c, err := s.conn(ctx)
 	if err != nil {

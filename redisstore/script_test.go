@@ -13,7 +13,7 @@ import (
 )
 
 // A key in its expiry millisecond — GET still returns it while PTTL answers 0 — is a window that
-// ends now: the decision starts a new window, as memstore decides the same instant (SPEC §2.1). It is
+// ends now: the decision starts a new window, as memstore decides the same instant (docs/fixed-window.md). It is
 // never corrupt state. Each probe pipelines PTTL and the script, so that the script runs in the
 // millisecond the PTTL saw; the test goes on until it has seen that millisecond many times.
 func TestExpiryMillisecondStartsANewWindow(t *testing.T) {

@@ -370,7 +370,7 @@ func TestSlidingCorruptStateIsAnErrorAndLeftAlone(t *testing.T) {
 	}
 }
 
-// A8 for the sliding modules: arguments that slip past Go's validation are refused before any write.
+// Defence in depth, for the sliding modules: arguments that slip past Go's validation are refused before any write.
 func TestSlidingScriptsRefuseInvalidArguments(t *testing.T) {
 	srv := redistest.Start(t)
 	s := open(t, srv.URL())

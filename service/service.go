@@ -93,7 +93,7 @@ type Result struct {
 	// RequestID: nothing was consumed this time.
 	Replayed bool
 	// Degraded reports whether a local limiter decided the Check because the Store could not (any
-	// Decision is admit.Decision.Degraded): the decision is this process's, not global (SPEC §4).
+	// Decision is admit.Decision.Degraded): the decision is this process's, not global (docs/failure-modes.md).
 	Degraded bool
 }
 

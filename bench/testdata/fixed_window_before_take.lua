@@ -3,7 +3,7 @@
 local MAX = 1000000000000000
 local MAX_WINDOW = 31622400000
 local MAX_DIGITS = 16
--- fixed_window.lua: one fixed-window decision (admit SPEC §2.1), the origin design's algorithm.
+-- fixed_window.lua: one fixed-window decision (docs/fixed-window.md), the origin design's algorithm.
 --
 -- KEYS[1]  the counter key
 -- ARGV[1]  limit: units per window, 1 … MAX

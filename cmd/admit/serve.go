@@ -77,7 +77,7 @@ func parseServe(args []string, stdout, stderr io.Writer) (cfg serveConfig, code 
 	return cfg, exitOK, false
 }
 
-// defaultGRPCListen is the default address of Envoy's rate limit service (SPEC §7).
+// defaultGRPCListen is the default address of Envoy's rate limit service (docs/envoy.md).
 const defaultGRPCListen = "127.0.0.1:8081"
 
 // serveUsage is the usage of admit serve, before its flags.

@@ -145,7 +145,7 @@ func pause(done <-chan struct{}, d time.Duration) bool {
 	}
 }
 
-// TestSoak (RELIABILITY F1, F2) drives the real admit serve, on a real Redis behind the fault
+// TestSoak (docs/failure-modes.md, "Soak") drives the real admit serve, on a real Redis behind the fault
 // proxy, with loadgen at a constant arrival rate, and injects a fault every period: it checks that
 // no request is admitted while Redis surely cannot answer (fail-closed), that every answer is 200,
 // 429 or 503, that the process stays up and serves again by itself, and that its goroutines come
@@ -265,7 +265,7 @@ func TestSoak(t *testing.T) {
 	t.Logf("after the load: RSS %s, %d goroutines (%d before)", vmRSS(pid), goroutines(t, p), baseline)
 }
 
-// TestE2ESIGTERMUnderLoad (RELIABILITY B16) sends SIGTERM to admit serve on Redis while loadgen
+// TestE2ESIGTERMUnderLoad sends SIGTERM to admit serve on Redis while loadgen
 // drives /v1/check with a new connection per request: every request is answered 200, 429 or 503,
 // or, once SIGTERM was sent, refused — or reset or closed (EOF) before any answer, for a connection
 // still in the kernel's accept queue, or accepted but not yet read, when the server stopped: admit

@@ -8,7 +8,7 @@ import (
 	"github.com/admit-dev/admit"
 )
 
-// The concurrency limit (SPEC §2.5): a key holds the leases in flight, each named by a token and
+// The concurrency limit (docs/concurrency.md): a key holds the leases in flight, each named by a token and
 // expiring at a time in Unix microseconds. A lease is live while its expiry is after now. A request
 // for n leases (0 = peek, or 1) is admitted when the live leases plus n fit the limit; an admission
 // removes the leases that have expired and adds its own, expiring one lease TTL (the Limit's Period)

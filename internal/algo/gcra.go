@@ -7,7 +7,7 @@ import (
 	"github.com/admit-dev/admit"
 )
 
-// The generic cell rate algorithm (SPEC §2.4), a token bucket kept as one time: the theoretical
+// The generic cell rate algorithm (docs/gcra.md), a token bucket kept as one time: the theoretical
 // arrival time (TAT), when the bucket is full again. Times are integer microseconds on the store's
 // clock (Unix time for Redis, whose TIME has that resolution). With T the emission interval
 // (admit.Limit.EmissionInterval) and τ = capacity × T the tolerance, a request for n units at now

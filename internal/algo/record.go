@@ -10,7 +10,7 @@ import (
 	"github.com/admit-dev/admit"
 )
 
-// The idempotency record (SPEC §2.7). An admitted request that carries an ID leaves a record, written
+// The idempotency record (docs/keys.md, "Idempotency records"). An admitted request that carries an ID leaves a record, written
 // with the admission itself, that holds the request's fingerprint and its Decisions; a repeat of the
 // ID within the record's life returns those Decisions, marked replayed, and consumes nothing. The
 // same ID with another fingerprint is an invalid request. A rejection leaves no record.

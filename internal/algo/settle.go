@@ -7,7 +7,7 @@ import (
 	"github.com/admit-dev/admit"
 )
 
-// Settling a reservation (SPEC §2.9): a request admitted for an estimate of units, whose actual cost
+// Settling a reservation (docs/reserve-settle.md): a request admitted for an estimate of units, whose actual cost
 // is known later, is settled at delta = actual − estimate on the key's state now.
 //
 //   - A refund (delta < 0) gives back at most −delta units, and only to the window the reservation

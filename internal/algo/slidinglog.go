@@ -8,7 +8,7 @@ import (
 	"github.com/admit-dev/admit"
 )
 
-// The sliding log (SPEC §2.3): the time of every admitted unit, in Unix microseconds. A request is
+// The sliding log (docs/sliding-log.md): the time of every admitted unit, in Unix microseconds. A request is
 // admitted when the units in (now − window, now] plus its own fit the limit; its n units are then
 // logged at now. Entries that have left the window are trimmed only by an admission's write: a
 // rejection writes nothing.

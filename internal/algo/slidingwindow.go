@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// The sliding window (SPEC §2.2): the counts of two consecutive windows aligned to Unix time, the
+// The sliding window (docs/sliding-window.md): the counts of two consecutive windows aligned to Unix time, the
 // previous one weighted by how much of it a window-long interval ending now still covers. Time is in
 // Unix microseconds, as Redis's TIME gives it, and every quantity is an integer: the weighted count
 // is rounded up, ⌈prev × (window − elapsed) / window⌉, so that the estimate never rounds an admission

@@ -1,6 +1,6 @@
 // Package ratelimitfield writes the RateLimit-Policy and RateLimit header fields of
-// draft-ietf-httpapi-ratelimit-headers-11 for Limits and their Decisions: the one serializer of
-// httplimit's middleware and the service's JSON API. [Set] and [AppendRateLimit]
+// draft-ietf-httpapi-ratelimit-headers-11 (docs/http.md) for Limits and their Decisions: the one
+// serializer of httplimit's middleware and the service's JSON API. [Set] and [AppendRateLimit]
 // serve any Decisions; a [Fields], for the fixed Limits of a middleware, computes what does not
 // change once and writes the same bytes faster (tested against AppendRateLimit).
 package ratelimitfield

@@ -1,4 +1,4 @@
--- concurrency.lua: the in-flight limit (admit SPEC §2.5), a module of the take script.
+-- concurrency.lua: the in-flight limit (docs/concurrency.md), a module of the take script.
 --
 -- A key is a sorted set with one member per lease: the lease's token, a decimal uint64 that the store
 -- makes and passes in, scored with its expiry in Unix microseconds (Redis's TIME, through now(), plus

@@ -1,4 +1,4 @@
--- fixed_window.lua: the origin design's algorithm (admit SPEC §2.1), a module of the take script.
+-- fixed_window.lua: the origin design's algorithm (docs/fixed-window.md), a module of the take script.
 --
 -- A key holds one decimal counter with an expiry. The window starts at the first admitted request: a
 -- missing key is created with SET ... PX, value and expiry in one command; an admission adds with

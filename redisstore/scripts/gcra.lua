@@ -1,4 +1,4 @@
--- gcra.lua: the generic cell rate algorithm, a token bucket (admit SPEC §2.4), a module of the take
+-- gcra.lua: the generic cell rate algorithm, a token bucket (docs/gcra.md), a module of the take
 -- script; internal/algo/gcra.go is its executable spec.
 --
 -- A key holds one decimal integer, the theoretical arrival time (TAT) in Unix microseconds: when the

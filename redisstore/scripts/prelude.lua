@@ -1,4 +1,4 @@
--- prelude.lua: what every admit script shares (admit SPEC §2–3).
+-- prelude.lua: what every admit script shares (docs/redis.md, "Scripts").
 --
 -- redisstore renders these constants from the Go ones above this file, so that Lua and Go check the
 -- same bounds:

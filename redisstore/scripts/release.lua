@@ -1,4 +1,4 @@
--- release.lua: the entry point that ends one lease of a concurrency key (admit SPEC §2.5) by
+-- release.lua: the entry point that ends one lease of a concurrency key (docs/concurrency.md) by
 -- compare-and-delete: it removes the lease's token from the key's sorted set, and nothing else.
 --
 -- KEYS[1]  the concurrency key

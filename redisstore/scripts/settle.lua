@@ -1,4 +1,4 @@
--- settle.lua: the entry point that settles one reservation at its actual cost (admit SPEC §2.9).
+-- settle.lua: the entry point that settles one reservation at its actual cost (docs/reserve-settle.md).
 --
 -- KEYS[1]   the reservation's key
 -- ARGV[1]   the algorithm's name: fixed_window, sliding_window, sliding_log or gcra

@@ -1,4 +1,4 @@
--- sliding_log.lua: the exact moving window (admit SPEC §2.3), a module of the take script.
+-- sliding_log.lua: the exact moving window (docs/sliding-log.md), a module of the take script.
 --
 -- A key is a sorted set with one member per admitted unit, '<t>:<seq>' scored t: the time of its
 -- admission in Unix microseconds (Redis's TIME, through now()), and its number among the units

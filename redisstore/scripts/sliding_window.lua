@@ -1,4 +1,4 @@
--- sliding_window.lua: an approximate moving window over two consecutive windows (admit SPEC §2.2), a
+-- sliding_window.lua: an approximate moving window over two consecutive windows (docs/sliding-window.md), a
 -- module of the take script.
 --
 -- A key is a hash of exactly three decimal fields: start, the start of a window in Unix milliseconds

@@ -1,5 +1,5 @@
 -- take.lua: the entry point that decides 1 … MAX_REQUESTS policies together, all-or-nothing, with an
--- optional idempotency record (admit SPEC §2.6–2.7).
+-- optional idempotency record (G2 of docs/guarantees.md; docs/keys.md, "Idempotency records").
 --
 -- KEYS[1..N]  the policies' keys, all in one hash slot
 -- KEYS[N+1]   the idempotency record's key, when ARGV[2] is not empty
@@ -22,7 +22,7 @@
 -- window; a repeat with the same fingerprint returns those, consuming nothing, and a repeat with
 -- another fingerprint is refused.
 --
--- A policy in shadow mode (admit SPEC §2.8) takes no part in all-or-nothing: its rejection rejects
+-- A policy in shadow mode (docs/http.md, "Shadow mode") takes no part in all-or-nothing: its rejection rejects
 -- nothing and writes nothing; when the others admit, it is written if it admits too. A replay reports
 -- it as admitted: the record keeps remaining and reset_after only.
 

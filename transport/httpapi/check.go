@@ -172,7 +172,7 @@ func (c *check) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // decide runs the service's check, turning a panic in it (a bug in a Store, say) into a
-// *panicError, so that the caller is answered 503 and the process keeps serving (RELIABILITY B14).
+// *panicError, so that the caller is answered 503 and the process keeps serving.
 // http.ErrAbortHandler goes on: it is how a handler aborts a response on purpose.
 func (c *check) decide(ctx context.Context, chk service.Check) (res service.Result, err error) {
 	defer func() {

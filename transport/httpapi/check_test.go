@@ -333,7 +333,7 @@ func (panickingStore) TakeAll(context.Context, []admit.Request, []admit.Decision
 	panic("store bug")
 }
 
-// TestCheckPanic (RELIABILITY B14) checks that a panic in the limiter answers /v1/check, in both of
+// TestCheckPanic checks that a panic in the limiter answers /v1/check, in both of
 // its forms, and /demo 503, never letting the request through nor the panic out, and that the
 // handler goes on serving.
 func TestCheckPanic(t *testing.T) {

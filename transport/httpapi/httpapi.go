@@ -65,7 +65,7 @@ const ReadyTimeout = time.Second
 //	                  bound, admit.ClientMessage: unknown policy, bad JSON, cost above a limit or
 //	                  a concurrency policy's cost other than 0 or 1, a key or body too large), 503
 //	                  undecided (with Retry-After).
-//	                  200 and 429 carry the RateLimit-Policy and RateLimit fields (SPEC §6).
+//	                  200 and 429 carry the RateLimit-Policy and RateLimit fields (docs/http.md).
 //	ANY /v1/check…    the forward-auth form, for nginx auth_request, Traefik ForwardAuth and Envoy
 //	                  ext_authz: any method, on /v1/check or a path below it, with the check in the
 //	                  query (policy=…&key=…&cost=…&request_id=…; subject=client_ip for the client's

@@ -27,7 +27,7 @@
 //     ipv6_prefix ([httplimit.ClientIP]);
 //   - header: the value of a header that only a trusted proxy may set. It is read only when the TCP
 //     peer is one of trusted_proxies; a request from any other peer is answered 400, never
-//     limited by a subject the client chose;
+//     limited by a subject the client chose (docs/keys.md);
 //   - constant: one subject for every request of the route.
 //
 // A request that is not admitted is answered by the Proxy and never forwarded: 429 with
