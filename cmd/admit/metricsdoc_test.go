@@ -1,7 +1,10 @@
 package main
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
@@ -20,7 +23,7 @@ type metricDoc struct {
 }
 
 // enumeratedLabels are the labels whose values are a fixed set, each of which the docs must name.
-var enumeratedLabels = []string{"result", "kind", "operation", "state"}
+var enumeratedLabels = []string{"result", "kind", "operation", "state", "answer"}
 
 // readMetricsTable parses the metrics table of docs/operations.md.
 func readMetricsTable(t *testing.T) []metricDoc {
@@ -124,9 +127,9 @@ func parseExposition(t *testing.T, page string) map[string]*exposedFamily {
 }
 
 // TestMetricsDocumented compares the metrics table of docs/operations.md with what /metrics of
-// admit serve on Redis exports (the breaker's and the over-limit cache's series included), both
-// ways: every exported family is documented, with its type and labels, and every value of an
-// enumerated label (result, kind, operation, state) is named in its row; every documented name is
+// admit serve on Redis exports (the breaker's and the over-limit cache's series included), with
+// admit proxy's /metrics beside it, both ways: every exported family is documented, with its type and labels, and every value of an
+// enumerated label (result, kind, operation, state, answer) is named in its row; every documented name is
 // exported.
 func TestMetricsDocumented(t *testing.T) {
 	useSecret(t)
@@ -138,6 +141,21 @@ func TestMetricsDocumented(t *testing.T) {
 		t.Fatalf("GET /metrics: %d\n%s", r.status, r.body)
 	}
 	exposed := parseExposition(t, r.body)
+	// admit proxy's /metrics, on its --metrics-listen, adds the proxy's own series.
+	for name, f := range parseExposition(t, proxyMetrics(t, redis)) {
+		if exposed[name] == nil {
+			exposed[name] = f
+			continue
+		}
+		for l, values := range f.labels {
+			if exposed[name].labels[l] == nil {
+				exposed[name].labels[l] = map[string]bool{}
+			}
+			for v := range values {
+				exposed[name].labels[l][v] = true
+			}
+		}
+	}
 	docs := readMetricsTable(t)
 
 	documented := map[string]metricDoc{}
@@ -196,4 +214,28 @@ func TestMetricsDocumented(t *testing.T) {
 			t.Errorf("docs/operations.md lists %s*, and /metrics exports no such metric", p)
 		}
 	}
+}
+
+// proxyMetrics starts admit proxy on redis with --metrics-listen, sends it one request of a route
+// and one of none (so that its answer series exist), and returns the page of its /metrics.
+func proxyMetrics(t *testing.T, redis *redistest.Server) string {
+	t.Helper()
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	defer upstream.Close()
+	config := filepath.Join(t.TempDir(), "proxy.yaml")
+	writeConfig(t, config, proxyConfig)
+	p := startCommand(t, admitEnv(secretEnv+"="+testSecret), "proxy", "--upstream", upstream.URL, "--config", config,
+		"--redis", redis.URL(), "--metrics-listen", "127.0.0.1:0")
+	p.logs.waitLine(t, "listening for metrics")
+	m := metricsListeningRE.FindStringSubmatch(p.logs.String())
+	if m == nil {
+		t.Fatalf("no metrics address in admit proxy's log:\n%s", p.logs)
+	}
+	get(t, p.base+"/api/items")
+	get(t, p.base+"/unrouted")
+	r := get(t, "http://"+m[1]+"/metrics")
+	if r.status != 200 {
+		t.Fatalf("admit proxy's GET /metrics: %d\n%s", r.status, r.body)
+	}
+	return r.body
 }
