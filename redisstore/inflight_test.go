@@ -205,3 +205,25 @@ func TestInflightHonoursItsContext(t *testing.T) {
 		t.Fatal("DoMulti of nothing returned results")
 	}
 }
+
+// instantClient answers every command at once, with nothing.
+type instantClient struct{ rueidis.Client }
+
+func (instantClient) Do(context.Context, rueidis.Completed) rueidis.RedisResult {
+	return rueidis.RedisResult{}
+}
+
+// BenchmarkInflight measures what the bound adds to a call on a healthy Redis (the inline path),
+// on a client that answers at once.
+func BenchmarkInflight(b *testing.B) {
+	in := newInflight(time.Second)
+	defer in.stop()
+	c := &bounded{Client: instantClient{}, in: in}
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			c.Do(ctx, rueidis.Completed{})
+		}
+	})
+}
