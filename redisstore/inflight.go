@@ -101,15 +101,21 @@ func newInflight(hold time.Duration) *inflight {
 }
 
 // abandonedHold returns how long the token of a command given up on by its caller is kept, for a
-// client with opt: longer than rueidis takes to drop a connection that answers nothing (it sends a
-// PING after a keep-alive interval with no reply, and drops the connection when that PING has no
-// answer within the write timeout), with a second to spare.
+// client with opt: twice what rueidis takes at most to drop a connection that answers nothing, so
+// that timers late on a loaded machine still leave a margin. rueidis looks at a connection once per
+// keep-alive interval; the first time it has had no reply since the previous look, it sends a PING,
+// and drops the connection if the PING has no answer within the write timeout: at most two
+// keep-alive intervals and a write timeout after the command was sent (3s by default, so 6s).
+//
+// A server that goes on answering, but more than that far behind, is not dropped, and keeps such a
+// command in the ring after its token is back: there the bound is exact only for the commands
+// handed to workers.
 func abandonedHold(opt rueidis.ClientOption) time.Duration {
 	keepAlive := opt.Dialer.KeepAlive
 	if keepAlive <= 0 {
 		keepAlive = rueidis.DefaultTCPKeepAlive
 	}
-	return 2*keepAlive + opt.ConnWriteTimeout + time.Second
+	return 2 * (2*keepAlive + opt.ConnWriteTimeout)
 }
 
 // A command is one call handed to a worker.

@@ -227,3 +227,24 @@ func BenchmarkInflight(b *testing.B) {
 		}
 	})
 }
+
+// The token of a command given up on is kept for twice the longest rueidis takes to drop a silent
+// connection: two keep-alive intervals (1s each) and a write timeout (1s, or the URL's).
+func TestAbandonedHold(t *testing.T) {
+	for url, want := range map[string]time.Duration{
+		"redis://127.0.0.1:6379":                  6 * time.Second,
+		"redis://127.0.0.1:6379?write_timeout=3s": 10 * time.Second,
+	} {
+		s, err := New(Config{URL: url})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.inflight.hold != want {
+			t.Errorf("New(%q): abandoned commands hold their tokens for %v, want %v", url, s.inflight.hold, want)
+		}
+		if s.opt.RingScaleEachConn != ringScale {
+			t.Errorf("New(%q): RingScaleEachConn %d, want %d", url, s.opt.RingScaleEachConn, ringScale)
+		}
+		s.Close()
+	}
+}
