@@ -73,8 +73,8 @@ func (b *bounded) DoMulti(ctx context.Context, multi ...rueidis.Completed) []rue
 //
 // Beyond inlineMax (many callers at once, or commands given up on during an outage) a caller waits
 // for a token no longer than its context allows, then hands its command to a worker goroutine, which
-// runs it with a context that never ends, so that the client never gives it up, and returns the
-// token as soon as the client answers or fails it. The caller waits for that answer no longer than
+// runs it with a deadlineCtx, so that the client never gives it up, and returns the token as soon as
+// the client answers or fails it. The caller waits for that answer no longer than
 // its context allows; a command it gave up on goes on holding its worker and its token. Workers are
 // started as needed and stay, idle, until the Store is closed: at most as many as the most commands
 // handed to workers at once.
@@ -121,6 +121,7 @@ func abandonedHold(opt rueidis.ClientOption) time.Duration {
 // A command is one call handed to a worker.
 type command struct {
 	in    *inflight
+	ctx   deadlineCtx // the caller's deadline
 	c     rueidis.Client
 	one   rueidis.Completed
 	multi []rueidis.Completed
@@ -165,6 +166,7 @@ func (in *inflight) do(ctx context.Context, c rueidis.Client, one rueidis.Comple
 	}
 	cmd := in.calls.Get().(*command)
 	cmd.c, cmd.one, cmd.multi, cmd.state = c, one, multi, pending
+	cmd.ctx.deadline, cmd.ctx.ok = ctx.Deadline()
 	select {
 	case in.work <- cmd:
 	default:
@@ -228,13 +230,13 @@ func (in *inflight) worker(cmd *command) {
 // stops its workers when it is closed, after which the client fails every command at once.
 func (in *inflight) stop() { close(in.quit) }
 
-// run runs cmd on its client with a context that never ends, returns its token, and hands the
-// result to its caller, or recycles cmd if the caller gave up on it.
+// run runs cmd on its client with its deadlineCtx, returns its token, and hands the result to its
+// caller, or recycles cmd if the caller gave up on it.
 func (cmd *command) run() {
 	if cmd.multi != nil {
-		cmd.resps = cmd.c.DoMulti(context.Background(), cmd.multi...)
+		cmd.resps = cmd.c.DoMulti(&cmd.ctx, cmd.multi...)
 	} else {
-		cmd.res = cmd.c.Do(context.Background(), cmd.one)
+		cmd.res = cmd.c.Do(&cmd.ctx, cmd.one)
 	}
 	cmd.in.release()
 	cmd.mu.Lock()
@@ -250,7 +252,37 @@ func (cmd *command) run() {
 
 // recycle clears cmd and puts it back in its pool.
 func (cmd *command) recycle() {
-	cmd.c, cmd.one, cmd.multi = nil, rueidis.Completed{}, nil
+	cmd.c, cmd.one, cmd.multi, cmd.ctx = nil, rueidis.Completed{}, nil, deadlineCtx{}
 	cmd.res, cmd.resps = rueidis.RedisResult{}, nil
 	cmd.in.calls.Put(cmd)
 }
+
+// A deadlineCtx is the context a worker runs a command with: its caller's deadline, but a nil Done
+// channel. rueidis gives a queued command up only when Done is closed, so with a deadlineCtx it
+// waits for the answer, or for the connection to fail, and the worker knows when the command has
+// left the queue. The deadline still bounds what rueidis bounds by it alone: dialling and the
+// handshake of a new connection (which callers that join the dial wait for without looking at
+// their own contexts), and a call on a connection not yet pipelining, which rueidis fails at the
+// deadline by closing the connection. Err reports the deadline once it has passed, so that a
+// command whose deadline passed before the worker took it up is not sent.
+type deadlineCtx struct {
+	deadline time.Time
+	ok       bool // a deadline is set
+}
+
+// Deadline returns the caller's deadline. See context.Context.
+func (c *deadlineCtx) Deadline() (time.Time, bool) { return c.deadline, c.ok }
+
+// Done returns nil: a deadlineCtx is never done. See context.Context.
+func (c *deadlineCtx) Done() <-chan struct{} { return nil }
+
+// Err returns context.DeadlineExceeded once the deadline has passed, else nil. See context.Context.
+func (c *deadlineCtx) Err() error {
+	if c.ok && !time.Now().Before(c.deadline) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+// Value returns nil: a deadlineCtx carries no values. See context.Context.
+func (c *deadlineCtx) Value(any) any { return nil }
