@@ -100,6 +100,7 @@ type Store struct {
 	opt            rueidis.ClientOption
 	commandTimeout time.Duration
 	tokens         *algo.TokenSource // names the leases of Concurrency Limits
+	inflight       *inflight         // bounds the commands in the client, see maxInFlight
 	calls          sync.Pool         // of *callCtx, each bounding one call by commandTimeout
 	epoch          time.Time         // with a monotonic reading: callCtx deadlines count from it
 
@@ -131,7 +132,7 @@ func New(cfg Config) (*Store, error) {
 	if timeout < 0 {
 		return nil, fmt.Errorf("redisstore: negative command timeout %v", timeout)
 	}
-	s := &Store{opt: opt, commandTimeout: timeout, tokens: algo.NewTokenSource()}
+	s := &Store{opt: opt, commandTimeout: timeout, tokens: algo.NewTokenSource(), inflight: newInflight(abandonedHold(opt))}
 	s.epoch = time.Now()
 	s.calls.New = func() any { return newCallCtx(&s.calls, s.epoch) }
 	return s, nil
@@ -165,6 +166,8 @@ func clientOption(cfg Config) (rueidis.ClientOption, error) {
 	case cfg.MaxFlushDelay > 0:
 		opt.MaxFlushDelay = cfg.MaxFlushDelay
 	}
+	// Each connection's queue of commands: maxInFlight is derived from its size.
+	opt.RingScaleEachConn = ringScale
 	if opt.ConnWriteTimeout == 0 { // the URL's write_timeout, if any, wins
 		opt.ConnWriteTimeout = connIdleTimeout
 	}
@@ -376,6 +379,7 @@ func (s *Store) Close() error {
 	s.closed = true
 	c := s.client.Swap(nil)
 	s.mu.Unlock()
+	s.inflight.stop()
 	if c != nil {
 		(*c).Close()
 	}
@@ -428,8 +432,9 @@ func (s *Store) dial(a *dialAttempt) {
 	case s.closed:
 		discard, a.err = c, errClosed
 	default:
-		a.client = c
-		s.client.Store(&c)
+		var b rueidis.Client = &bounded{Client: c, in: s.inflight}
+		a.client = b
+		s.client.Store(&b)
 	}
 	s.dialing = nil
 	s.mu.Unlock()
