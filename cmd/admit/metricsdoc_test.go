@@ -4,7 +4,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
@@ -222,18 +221,10 @@ func proxyMetrics(t *testing.T, redis *redistest.Server) string {
 	t.Helper()
 	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	defer upstream.Close()
-	config := filepath.Join(t.TempDir(), "proxy.yaml")
-	writeConfig(t, config, proxyConfig)
-	p := startCommand(t, admitEnv(secretEnv+"="+testSecret), "proxy", "--upstream", upstream.URL, "--config", config,
-		"--redis", redis.URL(), "--metrics-listen", "127.0.0.1:0")
-	p.logs.waitLine(t, "listening for metrics")
-	m := metricsListeningRE.FindStringSubmatch(p.logs.String())
-	if m == nil {
-		t.Fatalf("no metrics address in admit proxy's log:\n%s", p.logs)
-	}
+	p, ops := startProxyWithMetrics(t, upstream.URL, redis)
 	get(t, p.base+"/api/items")
 	get(t, p.base+"/unrouted")
-	r := get(t, "http://"+m[1]+"/metrics")
+	r := get(t, ops+"/metrics")
 	if r.status != 200 {
 		t.Fatalf("admit proxy's GET /metrics: %d\n%s", r.status, r.body)
 	}

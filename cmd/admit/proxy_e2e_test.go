@@ -157,6 +157,22 @@ func TestProxyCommandLine(t *testing.T) {
 // metricsListeningRE finds the address of admit proxy's --metrics-listen in its log.
 var metricsListeningRE = regexp.MustCompile(`msg="listening for metrics" addr=(\S+)`)
 
+// startProxyWithMetrics starts admit proxy of proxyConfig in front of upstream, on redis, with
+// --metrics-listen on a free port, and returns it and the base URL of its metrics listener.
+func startProxyWithMetrics(t *testing.T, upstream string, redis *redistest.Server) (p *proc, ops string) {
+	t.Helper()
+	config := filepath.Join(t.TempDir(), "proxy.yaml")
+	writeConfig(t, config, proxyConfig)
+	p = startCommand(t, admitEnv(secretEnv+"="+testSecret), "proxy", "--upstream", upstream, "--config", config,
+		"--redis", redis.URL(), "--metrics-listen", "127.0.0.1:0")
+	p.logs.waitLine(t, "listening for metrics")
+	m := metricsListeningRE.FindStringSubmatch(p.logs.String())
+	if m == nil {
+		t.Fatalf("no metrics address in admit proxy's log:\n%s", p.logs)
+	}
+	return p, "http://" + m[1]
+}
+
 // TestE2EProxyMetricsListen starts admit proxy on Redis with --metrics-listen and checks that
 // /healthz, /readyz and /metrics are served there, with the proxy's answers and decisions, the
 // breaker and the cache in the metrics; that /readyz answers 503 while Redis is down, and
@@ -170,16 +186,7 @@ func TestE2EProxyMetricsListen(t *testing.T) {
 	}))
 	defer upstream.Close()
 	redis := redistest.Start(t)
-	config := filepath.Join(t.TempDir(), "proxy.yaml")
-	writeConfig(t, config, proxyConfig)
-	p := startCommand(t, admitEnv(secretEnv+"="+testSecret), "proxy", "--upstream", upstream.URL, "--config", config,
-		"--redis", redis.URL(), "--metrics-listen", "127.0.0.1:0")
-	p.logs.waitLine(t, "listening for metrics")
-	m := metricsListeningRE.FindStringSubmatch(p.logs.String())
-	if m == nil {
-		t.Fatalf("no metrics address in the log:\n%s", p.logs)
-	}
-	ops := "http://" + m[1]
+	p, ops := startProxyWithMetrics(t, upstream.URL, redis)
 	if ops == p.base {
 		t.Fatalf("the metrics listener is the proxied one, %s", ops)
 	}
