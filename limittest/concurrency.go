@@ -30,6 +30,7 @@ func concurrency() *algorithm {
 			{"Idempotency", testConcurrencyReplay},
 			{"KilledHolder", testKilledHolder},
 			{"NewLimitKeepsLeases", testNewLimitKeepsLeases},
+			{"ShortLeaseKeepsLongerLeases", testShortLeaseKeepsLongerLeases},
 		}}
 }
 
@@ -419,4 +420,36 @@ func testNewLimitKeepsLeases(t *testing.T, b Backend) {
 	release(t, s, key, short, ds[0].Token) // a lease is released under either Limit
 	run(t, b, s, key, long, []step{{n: 0, allowed: true, remaining: 0}, {n: 0, allowed: true, remaining: 0}})
 	run(t, b, s, key, short, []step{{n: 0, allowed: true, remaining: 1}})
+}
+
+// testShortLeaseKeepsLongerLeases checks that a lease acquired under a shorter lease TTL never
+// shortens the life of a key whose longer leases are still in flight: a key holding a lease of a
+// minute, then one of a fifth of a second, still holds the first once the second has expired. It
+// acquires the short lease both alone and with a request ID (in Redis, two paths of the script).
+//
+// On a real clock Backend.Sleep lets at least the time asked pass, so the short lease has expired
+// after it however loaded the machine; the long one outlives it by most of a minute.
+func testShortLeaseKeepsLongerLeases(t *testing.T, b Backend) {
+	const shortTTL = 200 * time.Millisecond
+	long, short := cc(2, time.Minute), cc(3, shortTTL)
+	s := b.Open(t)
+	var keys [2]string
+	for i, id := range []string{"", newID()} {
+		keys[i] = "rl:limittest:" + newSlot() + ":inflight"
+		run(t, b, s, keys[i], long, []step{{n: 1, allowed: true, remaining: 1, fresh: true}})
+		if _, ds := takeAll(t, s, requests([]admit.Limit{short}, keys[i:i+1], 1, id)); !ds[0].Allowed || ds[0].Remaining != 1 {
+			t.Fatalf("a lease under a TTL of %v (ID %q) of a key holding one of %v: %+v; want admitted, 1 left", short.Period, id, long.Period, ds[0])
+		}
+	}
+	b.Sleep(t, 2*shortTTL)
+	for i, key := range keys {
+		if p := take(t, s, key, long, 0); p.Remaining != 1 {
+			t.Fatalf("key %d, %v after a lease of %v joined one of %v: a peek under %v reports %d left; want 1, the longer lease still in flight",
+				i, 2*shortTTL, short.Period, long.Period, long, p.Remaining)
+		}
+		run(t, b, s, key, long, []step{
+			{n: 1, allowed: true, remaining: 0},
+			{n: 1, allowed: false, remaining: 0},
+		})
+	}
 }
