@@ -450,3 +450,50 @@ func childLine(out []byte) string {
 	}
 	return ""
 }
+
+// TestFailOpenTokenTableCap: while the backend is down, the tokens FailOpen remembers of degraded
+// leases and reservations stay within MaxEntries however many one key gets — a bound the local
+// limiter's own entry cap cannot give, as one key is one entry. Calls that find the token table
+// full fail closed with the backend's error, and once the tokens' time is up the table takes new
+// ones again.
+func TestFailOpenTokenTableCap(t *testing.T) {
+	const maxEntries, calls = 64, 1000
+	for _, lim := range []admit.Limit{
+		{Name: "leases", Algorithm: admit.Concurrency, Rate: 100_000, Period: time.Minute}, // never released
+		{Name: "bucket", Algorithm: admit.GCRA, Rate: 1_000_000, Period: time.Minute, Burst: 1_000_000},
+	} {
+		t.Run(lim.Algorithm.String(), func(t *testing.T) {
+			clock := newFailOpenClock()
+			down := &switchable{}
+			down.down.Store(true)
+			f := newFailOpen(t, down, guard.FailOpenOptions{
+				Local:      func(lim admit.Limit) (int64, bool) { return lim.Rate, true },
+				MaxEntries: maxEntries,
+				Now:        clock.Now,
+			})
+			r := admit.Request{Key: "rl:" + lim.Name + ":v1:{one}", Limit: lim, Cost: 1}
+			admitted, refused := 0, 0
+			for i := range calls {
+				d, err := f.Take(t.Context(), r)
+				switch {
+				case err == nil && d.Allowed && d.Degraded:
+					admitted++
+				case errors.Is(err, errDown):
+					refused++ // the backend's own error: failed closed
+				default:
+					t.Fatalf("call %d: %+v, %v; want a degraded admission or the backend's error", i, d, err)
+				}
+				if n := f.TrackedTokens(); n > maxEntries {
+					t.Fatalf("after %d degraded admissions of one key: %d tokens remembered; want at most MaxEntries, %d", admitted, n, maxEntries)
+				}
+			}
+			if admitted == 0 || refused == 0 {
+				t.Errorf("%d calls on one key: %d admitted locally, %d refused; want some admitted, and the rest refused once the token table is full", calls, admitted, refused)
+			}
+			clock.Advance(lim.MaxWait() + time.Millisecond)
+			if d := mustTake(t, f, r); !d.Allowed || !d.Degraded {
+				t.Errorf("once the remembered tokens' time is up: %+v; want a degraded admission", d)
+			}
+		})
+	}
+}
