@@ -171,21 +171,24 @@ func testReleaseUnknownOrExpired(t *testing.T, b Backend) {
 	missing := newKey()
 	release(t, s, missing, lim, 12345)
 	run(t, b, s, missing, lim, []step{{n: 0, allowed: true, remaining: 2}})
-	// A token the key never held: the key is unchanged.
-	key := newKey()
-	ds := run(t, b, s, key, lim, []step{
-		{n: 1, allowed: true, remaining: 1, fresh: true},
-		{n: 1, allowed: true, remaining: 0},
-	})
-	release(t, s, key, lim, ds[0].Token^ds[1].Token|1<<63)
-	run(t, b, s, key, lim, []step{{n: 1, allowed: false, remaining: 0}})
-	// An expired lease: releasing it frees nothing more than its expiry did.
-	b.Sleep(t, ttl)
-	release(t, s, key, lim, ds[0].Token)
-	run(t, b, s, key, lim, []step{
-		{n: 1, allowed: true, remaining: 1, fresh: true},
-		{n: 1, allowed: true, remaining: 0},
-		{n: 1, allowed: false, remaining: 0},
+	// The leases are still live at the rejection, and so are the new ones at the last.
+	timed(t, b, ttl/5, func(tm *timing) {
+		// A token the key never held: the key is unchanged.
+		key := newKey()
+		ds := tm.run(s, key, lim, []step{
+			{n: 1, allowed: true, remaining: 1, fresh: true},
+			{n: 1, allowed: true, remaining: 0},
+		})
+		release(t, s, key, lim, ds[0].Token^ds[1].Token|1<<63)
+		tm.run(s, key, lim, []step{{n: 1, allowed: false, remaining: 0}})
+		// An expired lease: releasing it frees nothing more than its expiry did.
+		tm.sleep(ttl)
+		release(t, s, key, lim, ds[0].Token)
+		tm.run(s, key, lim, []step{
+			{n: 1, allowed: true, remaining: 1, fresh: true},
+			{n: 1, allowed: true, remaining: 0},
+			{n: 1, allowed: false, remaining: 0},
+		})
 	})
 }
 
@@ -199,24 +202,27 @@ func testExpiryReturnsCapacity(t *testing.T, b Backend) {
 	const ttl = time.Second
 	lim := cc(2, ttl)
 	s := b.Open(t)
-	key := newKey()
-	run(t, b, s, key, lim, []step{
-		{n: 1, allowed: true, remaining: 1, fresh: true},
-		{sleep: ttl / 2, n: 1, allowed: true, remaining: 0},
+	// The second lease is still live when the first has expired and the two Takes after it are made.
+	timed(t, b, ttl/5, func(tm *timing) {
+		key := newKey()
+		tm.run(s, key, lim, []step{
+			{n: 1, allowed: true, remaining: 1, fresh: true},
+			{sleep: ttl / 2, n: 1, allowed: true, remaining: 0},
+		})
+		d := tm.take(s, key, lim, 1)
+		if d.Allowed || d.RetryAfter > ttl/2+time.Millisecond {
+			t.Fatalf("a full key whose first lease is half a TTL old: %+v; want rejected until it expires, at most %v from now", d, ttl/2)
+		}
+		tm.sleep(d.RetryAfter)
+		tm.run(s, key, lim, []step{
+			{n: 1, allowed: true, remaining: 0}, // only the first has expired
+			{n: 1, allowed: false, remaining: 0},
+		})
+		tm.sleep(ttl)
+		if p := tm.take(s, key, lim, 0); p.Remaining != 2 || p.ResetAfter != 0 {
+			t.Fatalf("a peek one TTL after the last lease: %+v; want every unit back, ResetAfter 0", p)
+		}
 	})
-	d := take(t, s, key, lim, 1)
-	if d.Allowed || d.RetryAfter > ttl/2+time.Millisecond {
-		t.Fatalf("a full key whose first lease is half a TTL old: %+v; want rejected until it expires, at most %v from now", d, ttl/2)
-	}
-	b.Sleep(t, d.RetryAfter)
-	run(t, b, s, key, lim, []step{
-		{n: 1, allowed: true, remaining: 0}, // only the first has expired
-		{n: 1, allowed: false, remaining: 0},
-	})
-	b.Sleep(t, ttl)
-	if p := take(t, s, key, lim, 0); p.Remaining != 2 || p.ResetAfter != 0 {
-		t.Fatalf("a peek one TTL after the last lease: %+v; want every unit back, ResetAfter 0", p)
-	}
 }
 
 // testPeekAcquiresNothing checks that peeks of a key with leases, full or not, take no lease.

@@ -472,12 +472,19 @@ func testRetryAfterSeconds(t *testing.T, b Backend, a *algorithm) {
 		{1500 * time.Millisecond, 2},
 	} {
 		lim := a.limit(1, tt.window)
-		if a.aligned {
-			settle(t, b, lim, tt.window/10) // the two Takes in one window
-		}
-		ds := run(t, b, s, newKey(), lim, []step{
-			{n: 1, allowed: true, remaining: 0, fresh: true},
-			{n: 1, allowed: false, remaining: 0},
+		var ds []admit.Decision
+		// The rejection comes within an eighth of a window of the admission: for an aligned window,
+		// in the same window, which has half of itself left at the admission.
+		timed(t, b, tt.window/8, func(tm *timing) {
+			if a.aligned {
+				if left := tm.windowLeft(lim); left < tt.window/2+tt.window/8 {
+					tm.sleep(left)
+				}
+			}
+			ds = tm.run(s, newKey(), lim, []step{
+				{n: 1, allowed: true, remaining: 0, fresh: true},
+				{n: 1, allowed: false, remaining: 0},
+			})
 		})
 		if a.aligned {
 			// An aligned window ends at the next multiple of its period, which the admission reported:

@@ -94,6 +94,14 @@ func (tm *timing) take(s admit.Store, key string, lim admit.Limit, n int64) admi
 	return d
 }
 
+// do makes the call f as one of tm's Takes: timed, and checked likewise.
+func (tm *timing) do(f func()) {
+	tm.t.Helper()
+	before := time.Now()
+	f()
+	tm.check(before)
+}
+
 // check records a call made from before to now, abandoning the attempt if it came too late.
 func (tm *timing) check(before time.Time) {
 	if tm.started && tm.tolerance >= 0 {
