@@ -170,14 +170,14 @@ func TestTopologyACLRules(t *testing.T) {
 				t.Fatalf("ACL SETUSER on %s: %v", n.Addr(), err)
 			}
 		}
-		_, err := open(t, strings.Replace(url, redistest.User+":"+redistest.Password+"@", name+":pw@", 1)).Preflight(ctx)
+		_, err := openPatient(t, strings.Replace(url, redistest.User+":"+redistest.Password+"@", name+":pw@", 1)).Preflight(ctx)
 		if !errors.Is(err, ErrPermission) || !strings.Contains(err.Error(), "'"+missing+"'") || !strings.Contains(err.Error(), rules) {
 			t.Errorf("Preflight as a user with ACLRules %s: %v, want ErrPermission naming %q and the rules %s", extra, err, missing, rules)
 		}
 	}
 	accepted := func(t *testing.T, url string) {
 		t.Helper()
-		if _, err := open(t, url).Preflight(ctx); err != nil {
+		if _, err := openPatient(t, url).Preflight(ctx); err != nil {
 			t.Errorf("Preflight as the harness's user: %v", err)
 		}
 	}

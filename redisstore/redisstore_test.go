@@ -55,11 +55,12 @@ func open(t testing.TB, url string) *Store {
 // goroutines — a call can take longer than DefaultCommandTimeout for want of CPU, not of correctness.
 const patientCommandTimeout = 2 * time.Second
 
-// openPatient returns a Store on url (one server or a cluster) with patientCommandTimeout, closed at
-// cleanup.
+// openPatient returns a Store on url (one server or a cluster) with patientCommandTimeout as its
+// command and dial timeouts, closed at cleanup: for tests of decisions and of what a preflight finds,
+// never of deadlines.
 func openPatient(t testing.TB, url string) *Store {
 	t.Helper()
-	s, err := New(Config{URL: url, CommandTimeout: patientCommandTimeout})
+	s, err := New(Config{URL: url, CommandTimeout: patientCommandTimeout, DialTimeout: patientCommandTimeout})
 	if err != nil {
 		t.Fatalf("New(%q): %v", url, err)
 	}
