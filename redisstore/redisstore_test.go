@@ -433,7 +433,12 @@ func requireUnavailable(t *testing.T, s *Store, key string) {
 	t.Helper()
 	start := time.Now()
 	d, err := s.Take(context.Background(), admit.Request{Key: key, Limit: threePerMinute, Cost: 1})
-	elapsed := time.Since(start)
+	checkUnavailable(t, d, err, time.Since(start))
+}
+
+// checkUnavailable is requireUnavailable's check of a Take that returned d and err after elapsed.
+func checkUnavailable(t *testing.T, d admit.Decision, err error, elapsed time.Duration) {
+	t.Helper()
 	if !errors.Is(err, admit.ErrUnavailable) || d.Allowed {
 		t.Fatalf("Take = %+v, %v; want an error matching ErrUnavailable", d, err)
 	}
