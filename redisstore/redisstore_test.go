@@ -226,7 +226,7 @@ func watchKeys(t *testing.T, srv *redistest.Server, marker string, keys ...strin
 			})
 	}()
 	// Write the marker until the subscription reports it.
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(15 * time.Second)
 	for {
 		srv.Do(t, "SET", marker, "1", "PX", "60000")
 		select {
@@ -483,7 +483,7 @@ func TestFrozenServer(t *testing.T) {
 	}
 	srv.Thaw(t)
 	allowed := 1
-	deadline := time.Now().Add(3 * time.Second)
+	deadline := time.Now().Add(15 * time.Second)
 	for {
 		d, err := s.Take(context.Background(), admit.Request{Key: key, Limit: lim, Cost: 1})
 		if err == nil {
@@ -493,7 +493,7 @@ func TestFrozenServer(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("still failing 3s after the server resumed: %v", err)
+			t.Fatalf("still failing 15s after the server resumed: %v", err)
 		}
 		timedOut++
 		time.Sleep(10 * time.Millisecond)
@@ -513,7 +513,7 @@ func TestKilledAndRestartedServer(t *testing.T) {
 	srv.Kill(t)
 	requireUnavailable(t, s, key)
 	srv.Restart(t)
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(15 * time.Second)
 	for {
 		d, err := s.Take(context.Background(), admit.Request{Key: key, Limit: threePerMinute, Cost: 1})
 		if err == nil {
@@ -527,7 +527,7 @@ func TestKilledAndRestartedServer(t *testing.T) {
 			t.Fatalf("during recovery: %v", err)
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("still failing 5s after restart: %v", err)
+			t.Fatalf("still failing 15s after restart: %v", err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -696,7 +696,7 @@ func TestBusyServer(t *testing.T) {
 		running <- busy.Do(context.Background(), busy.B().Eval().Script("while true do end").Numkeys(0).Build()).Error()
 	}()
 	// Wait until the server reports BUSY.
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(15 * time.Second)
 	for {
 		err := srv.Do(t, "PING").Error()
 		if err != nil && strings.HasPrefix(err.Error(), "BUSY") {
