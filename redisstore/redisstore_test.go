@@ -108,7 +108,7 @@ func pttl(t testing.TB, srv *redistest.Server, key string) int64 {
 // The origin design's table, checked on the raw Redis state rather than through the API.
 func TestCounterInRedis(t *testing.T) {
 	srv := redistest.Start(t)
-	s, peer := open(t, srv.URL()), open(t, srv.URL())
+	s, peer := openPatient(t, srv.URL()), openPatient(t, srv.URL())
 	key := newKey(t)
 
 	var wg sync.WaitGroup
@@ -150,7 +150,7 @@ func TestCounterInRedis(t *testing.T) {
 // G2 / A5: a rejection issues no write: no keyspace event, an identical DUMP, an unextended TTL.
 func TestRejectionsAreReadOnly(t *testing.T) {
 	srv := redistest.Start(t, "--notify-keyspace-events", "KA")
-	s := open(t, srv.URL())
+	s := openPatient(t, srv.URL())
 	key := newKey(t)
 	marker := key + ":marker"
 	for range 3 {
@@ -258,7 +258,7 @@ func (w *keyspaceWatch) until(t *testing.T, marker string) []string {
 // G3 / A6: state no script writes is an error, and it is left byte-for-byte unchanged.
 func TestCorruptStateIsAnErrorAndLeftAlone(t *testing.T) {
 	srv := redistest.Start(t)
-	s := open(t, srv.URL())
+	s := openPatient(t, srv.URL())
 	cases := []struct {
 		name  string
 		setup [][]string // commands that build the state; KEY stands for the key
@@ -329,7 +329,7 @@ func fixedWindowArgv(args ...string) []string {
 // A8: arguments that slip past Go's validation are refused by the script before any write.
 func TestScriptRefusesInvalidArguments(t *testing.T) {
 	srv := redistest.Start(t, "--notify-keyspace-events", "KA")
-	s := open(t, srv.URL())
+	s := openPatient(t, srv.URL())
 	key := newKey(t)
 	marker := key + ":marker"
 	events := watchKeyspace(t, srv, key, marker)
@@ -408,7 +408,7 @@ func TestInvalidRequestNeedsNoRedis(t *testing.T) {
 // A9: after SCRIPT FLUSH the next decision loads the script again and counts once.
 func TestScriptFlushIsRecovered(t *testing.T) {
 	srv := redistest.Start(t)
-	s := open(t, srv.URL())
+	s := openPatient(t, srv.URL())
 	key := newKey(t)
 	take(t, s, key, threePerMinute, 1)
 	if err := srv.Do(t, "SCRIPT", "FLUSH").Error(); err != nil {
@@ -548,7 +548,7 @@ func TestConnectsLazily(t *testing.T) {
 
 func TestClosedStoreIsUnavailable(t *testing.T) {
 	srv := redistest.Start(t)
-	s := open(t, srv.URL())
+	s := openPatient(t, srv.URL())
 	take(t, s, newKey(t), threePerMinute, 1)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
@@ -643,7 +643,7 @@ func TestRedactURL(t *testing.T) {
 // nothing; decisions that only read still work; once memory is available, admissions resume.
 func TestOutOfMemory(t *testing.T) {
 	srv := redistest.Start(t, "--maxmemory-policy", "noeviction")
-	s := open(t, srv.URL())
+	s := openPatient(t, srv.URL())
 	full := newKey(t)
 	for range 3 {
 		take(t, s, full, threePerMinute, 1)
