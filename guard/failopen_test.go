@@ -44,10 +44,12 @@ func deadRedis(t *testing.T) *redisstore.Store {
 	return openRedis(t, "redis://"+redistest.ClosedPort(t))
 }
 
-// openRedis returns a redisstore.Store on url, closed at t's cleanup.
+// openRedis returns a redisstore.Store on url, closed at t's cleanup. Its timeouts are patient (2 s):
+// the tests fail Redis by killing it or by a closed port, which refuse at once, and a loaded
+// machine's slow reply must not pass for an outage.
 func openRedis(t *testing.T, url string) *redisstore.Store {
 	t.Helper()
-	s, err := redisstore.New(redisstore.Config{URL: url})
+	s, err := redisstore.New(redisstore.Config{URL: url, CommandTimeout: 2 * time.Second, DialTimeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
