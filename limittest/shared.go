@@ -473,11 +473,12 @@ func testRetryAfterSeconds(t *testing.T, b Backend, a *algorithm) {
 	} {
 		lim := a.limit(1, tt.window)
 		var ds []admit.Decision
-		// The rejection comes within an eighth of a window of the admission: for an aligned window,
-		// in the same window, which has half of itself left at the admission.
-		timed(t, b, tt.window/8, func(tm *timing) {
+		// The rejection comes within tol of the admission: for an aligned window, in the same
+		// window, which has more than twice that left at the admission.
+		tol := min(tt.window/8, 200*time.Millisecond)
+		timed(t, b, tol, func(tm *timing) {
 			if a.aligned {
-				if left := tm.windowLeft(lim); left < tt.window/2+tt.window/8 {
+				if left := tm.windowLeft(lim); left < 3*tol {
 					tm.sleep(left)
 				}
 			}
