@@ -16,10 +16,12 @@ build:
 	$(GO) build -o bin/admit ./cmd/admit
 
 ## test: go vet, then every test with the race detector, Redis tests against real redis-server; then
-## the compatibility tests (compat/, a module of its own: admit against go-redis/redis_rate).
+## the compatibility tests (compat/, a module of its own: admit against go-redis/redis_rate), even when
+## the first failed; it fails if either did.
 test: check-redis vet
-	ADMIT_REQUIRE_REDIS=1 $(GO) test -race -count=1 ./...
-	cd compat && ADMIT_REQUIRE_REDIS=1 $(GO) test -race -count=1 ./...
+	status=0; ADMIT_REQUIRE_REDIS=1 $(GO) test -race -count=1 ./... || status=1; \
+	(cd compat && ADMIT_REQUIRE_REDIS=1 $(GO) test -race -count=1 ./...) || status=1; \
+	exit $$status
 
 vet:
 	$(GO) vet ./...

@@ -3,6 +3,7 @@ package guard_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -391,6 +392,77 @@ func TestBreakerConcurrentCallers(t *testing.T) {
 	if got := backend.calls.Load(); got > failures+workers-1 {
 		t.Fatalf("%d backend calls, want at most %d", got, failures+workers-1)
 	}
+	if got := b.Opened(); got != 1 {
+		t.Fatalf("Opened() = %d, want 1", got)
+	}
+}
+
+// switchable is an admit.Store that forwards to next while up, and fails every operation with an
+// error matching admit.ErrUnavailable while down.
+type switchable struct {
+	next admit.Store
+	down atomic.Bool
+}
+
+var errDown = fmt.Errorf("switchable: %w", admit.ErrUnavailable)
+
+func (s *switchable) Take(ctx context.Context, r admit.Request) (admit.Decision, error) {
+	if s.down.Load() {
+		return admit.Decision{}, errDown
+	}
+	return s.next.Take(ctx, r)
+}
+
+func (s *switchable) TakeAll(ctx context.Context, rs []admit.Request, ds []admit.Decision) (bool, error) {
+	if s.down.Load() {
+		return false, errDown
+	}
+	return s.next.TakeAll(ctx, rs, ds)
+}
+
+func (s *switchable) Release(ctx context.Context, l admit.Lease) error {
+	if s.down.Load() {
+		return errDown
+	}
+	return s.next.Release(ctx, l)
+}
+
+func (s *switchable) Settle(ctx context.Context, res admit.Reservation, actual int64) (admit.Decision, error) {
+	if s.down.Load() {
+		return admit.Decision{}, errDown
+	}
+	return s.next.Settle(ctx, res, actual)
+}
+
+// Only consecutive failures open the Breaker: a success between them starts the count again, so
+// fail, fail, succeed, then four more failures — six in all, never five in a row — leave it
+// closed, and the fifth in a row opens it.
+func TestBreakerCountsOnlyConsecutiveFailures(t *testing.T) {
+	mem := memstore.New(memstore.Options{})
+	t.Cleanup(func() { mem.Close() })
+	backend := &switchable{next: mem}
+	var tr transitions
+	b := guard.NewBreaker(backend, guard.BreakerOptions{Now: newClock().Now, OnStateChange: tr.record})
+	take := func(up bool) {
+		t.Helper()
+		backend.down.Store(!up)
+		_, err := b.Take(t.Context(), req("k"))
+		if up && err != nil {
+			t.Fatalf("Take with the backend up: %v", err)
+		}
+		if !up {
+			wantUnavailable(t, err, false)
+		}
+	}
+	for i, up := range []bool{false, false, true, false, false, false, false} {
+		take(up)
+		if b.State() != guard.BreakerClosed {
+			t.Fatalf("after operation %d of fail, fail, succeed, fail, fail, fail, fail: State() = %v, want closed (transitions: %s); a success resets the count of consecutive failures",
+				i+1, b.State(), &tr)
+		}
+	}
+	take(false) // the fifth failure in a row
+	wantState(t, b, guard.BreakerOpen)
 	if got := b.Opened(); got != 1 {
 		t.Fatalf("Opened() = %d, want 1", got)
 	}

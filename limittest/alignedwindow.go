@@ -45,6 +45,15 @@ func windowLeft(t *testing.T, b Backend, lim admit.Limit) time.Duration {
 	return take(t, b.Open(t), newKey(), lim, 1).ResetAfter
 }
 
+// windowLeft is [windowLeft], as a call of tm: the time from then to the end of the window.
+func (tm *timing) windowLeft(lim admit.Limit) time.Duration {
+	tm.t.Helper()
+	before := time.Now()
+	left := windowLeft(tm.t, tm.b, lim)
+	tm.check(before)
+	return left
+}
+
 // settle lets Backend time pass, if need be, so that the next need of it lies in one aligned window
 // of lim: if less than need is left of the window that holds now, it sleeps until that window has
 // ended.
@@ -106,20 +115,24 @@ func testAdmissionsShareTheWindowEnd(t *testing.T, b Backend) {
 	const window = 800 * time.Millisecond
 	lim := aw(3, window)
 	s := b.Open(t)
-	settle(t, b, lim, window/2)
-	k1, k2 := newKey(), newKey()
-	first := run(t, b, s, k1, lim, []step{{n: 1, allowed: true, remaining: 2, fresh: true}})[0]
-	b.Sleep(t, window/4)
-	later := run(t, b, s, k1, lim, []step{{n: 1, allowed: true, remaining: 1}})[0]
-	other := run(t, b, s, k2, lim, []step{{n: 1, allowed: true, remaining: 2, fresh: true}})[0]
-	if want := first.ResetAfter - window/4; later.ResetAfter > want || later.ResetAfter < want-slack(window) {
-		t.Errorf("an admission %v after one that reported ResetAfter = %v: ResetAfter = %v; want about %v (at most that): the window's end does not move",
-			window/4, first.ResetAfter, later.ResetAfter, want)
-	}
-	if other.ResetAfter > later.ResetAfter || other.ResetAfter < later.ResetAfter-slack(window) {
-		t.Errorf("the first admission of a key %v into an aligned window: ResetAfter = %v; want the end the window's other keys report, %v: aligned windows start at multiples of the period, not at a key's first admission",
-			window/4, other.ResetAfter, later.ResetAfter)
-	}
+	timed(t, b, tolerance(window), func(tm *timing) {
+		// From the start of a window, the three Takes, a quarter of a window and two tolerances
+		// apart at most, all fall in it.
+		tm.sleep(tm.windowLeft(lim))
+		k1, k2 := newKey(), newKey()
+		first := tm.run(s, k1, lim, []step{{n: 1, allowed: true, remaining: 2, fresh: true}})[0]
+		tm.sleep(window / 4)
+		later := tm.run(s, k1, lim, []step{{n: 1, allowed: true, remaining: 1}})[0]
+		other := tm.run(s, k2, lim, []step{{n: 1, allowed: true, remaining: 2, fresh: true}})[0]
+		if want := first.ResetAfter - window/4; later.ResetAfter > want || later.ResetAfter < want-slack(window) {
+			t.Errorf("an admission %v after one that reported ResetAfter = %v: ResetAfter = %v; want about %v (at most that): the window's end does not move",
+				window/4, first.ResetAfter, later.ResetAfter, want)
+		}
+		if other.ResetAfter > later.ResetAfter || other.ResetAfter < later.ResetAfter-slack(window) {
+			t.Errorf("the first admission of a key %v into an aligned window: ResetAfter = %v; want the end the window's other keys report, %v: aligned windows start at multiples of the period, not at a key's first admission",
+				window/4, other.ResetAfter, later.ResetAfter)
+		}
+	})
 }
 
 // testNextWindowStartsAtTheBoundary: a window begins where the last one ended, so one entered a
@@ -128,50 +141,49 @@ func testNextWindowStartsAtTheBoundary(t *testing.T, b Backend) {
 	const window = 400 * time.Millisecond
 	lim := aw(2, window)
 	s := b.Open(t)
-	key := newKey()
-	fill := run(t, b, s, key, lim, []step{
-		{n: 2, allowed: true, remaining: 0, fresh: true},
-		{n: 1, allowed: false, remaining: 0},
-	})[0]
-	b.Sleep(t, fill.ResetAfter+window/4)
-	d := run(t, b, s, key, lim, []step{
-		{n: 1, allowed: true, remaining: 1, fresh: true},
-		{n: 2, allowed: false, remaining: 1},
-	})[0]
-	if want := window - window/4; d.ResetAfter > want || d.ResetAfter < want-slack(window) {
-		t.Errorf("the first admission %v after an aligned window ended: ResetAfter = %v; want about %v (at most that): the next window starts at the last one's end, not at the admission",
-			window/4, d.ResetAfter, want)
-	}
+	timed(t, b, tolerance(window), func(tm *timing) {
+		key := newKey()
+		full := tm.run(s, key, lim, []step{
+			{n: 2, allowed: true, remaining: 0, fresh: true},
+			{n: 1, allowed: false, remaining: 0},
+		})[1]
+		tm.sleep(full.RetryAfter + window/4) // the rejection waits for the window's end
+		d := tm.run(s, key, lim, []step{
+			{n: 1, allowed: true, remaining: 1, fresh: true},
+			{n: 2, allowed: false, remaining: 1},
+		})[0]
+		if want := window - window/4; d.ResetAfter > want || d.ResetAfter < want-slack(window) {
+			t.Errorf("the first admission %v after an aligned window ended: ResetAfter = %v; want about %v (at most that): the next window starts at the last one's end, not at the admission",
+				window/4, d.ResetAfter, want)
+		}
+	})
 }
 
 // testBoundaryBurst: the fixed window's boundary burst, which aligned windows show for every key at
 // once: a key filled in the last fifth of a window has its whole limit again at the boundary, so
 // twice the limit is admitted within a fifth of a window.
 func testBoundaryBurst(t *testing.T, b Backend) {
-	const window, attempts = 400 * time.Millisecond, 5
+	const window = 400 * time.Millisecond
 	lim := aw(3, window)
 	s := b.Open(t)
-	for attempt := 1; ; attempt++ {
+	// Less than the fifth: the fill, at most this late, is made before the window ends.
+	const late = window / 8
+	timed(t, b, late, func(tm *timing) {
 		key := newKey()
-		if left := windowLeft(t, b, lim); left > window/5 {
-			b.Sleep(t, left-window/5)
+		if left := tm.windowLeft(lim); left > window/5 {
+			tm.sleep(left - window/5)
 		}
-		fill := run(t, b, s, key, lim, []step{{n: 3, allowed: true, remaining: 0, fresh: true}})[0]
-		if fill.ResetAfter > window/2 {
-			// On a real clock the sleep may overshoot into the next window; try again.
-			if attempt < attempts {
-				continue
-			}
-			t.Fatalf("in %d attempts, a key filled in the last fifth of an aligned window reported ResetAfter = %v; want at most %v: its window ends at the next multiple of %v, not a window after the fill",
-				attempts, fill.ResetAfter, window/5, window)
+		fill := tm.run(s, key, lim, []step{{n: 3, allowed: true, remaining: 0, fresh: true}})[0]
+		if fill.ResetAfter > window/5+2*time.Millisecond {
+			t.Fatalf("a key filled in the last fifth of an aligned window reported ResetAfter = %v; want at most %v: its window ends at the next multiple of %v, not a window after the fill",
+				fill.ResetAfter, window/5, window)
 		}
-		b.Sleep(t, fill.ResetAfter)
-		d := run(t, b, s, key, lim, []step{{n: 3, allowed: true, remaining: 0, fresh: true}})[0]
+		tm.sleep(fill.ResetAfter)
+		d := tm.run(s, key, lim, []step{{n: 3, allowed: true, remaining: 0, fresh: true}})[0]
 		if d.ResetAfter < window-slack(window) {
 			t.Errorf("the first admission at an aligned window's start: ResetAfter = %v; want about the whole window, %v", d.ResetAfter, window)
 		}
-		return
-	}
+	})
 }
 
 // testOnTheUnixGrid: with a clock to check against, every window ends at a multiple of its period in

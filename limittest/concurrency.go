@@ -30,6 +30,7 @@ func concurrency() *algorithm {
 			{"Idempotency", testConcurrencyReplay},
 			{"KilledHolder", testKilledHolder},
 			{"NewLimitKeepsLeases", testNewLimitKeepsLeases},
+			{"ShortLeaseKeepsLongerLeases", testShortLeaseKeepsLongerLeases},
 		}}
 }
 
@@ -170,21 +171,24 @@ func testReleaseUnknownOrExpired(t *testing.T, b Backend) {
 	missing := newKey()
 	release(t, s, missing, lim, 12345)
 	run(t, b, s, missing, lim, []step{{n: 0, allowed: true, remaining: 2}})
-	// A token the key never held: the key is unchanged.
-	key := newKey()
-	ds := run(t, b, s, key, lim, []step{
-		{n: 1, allowed: true, remaining: 1, fresh: true},
-		{n: 1, allowed: true, remaining: 0},
-	})
-	release(t, s, key, lim, ds[0].Token^ds[1].Token|1<<63)
-	run(t, b, s, key, lim, []step{{n: 1, allowed: false, remaining: 0}})
-	// An expired lease: releasing it frees nothing more than its expiry did.
-	b.Sleep(t, ttl)
-	release(t, s, key, lim, ds[0].Token)
-	run(t, b, s, key, lim, []step{
-		{n: 1, allowed: true, remaining: 1, fresh: true},
-		{n: 1, allowed: true, remaining: 0},
-		{n: 1, allowed: false, remaining: 0},
+	// The leases are still live at the rejection, and so are the new ones at the last.
+	timed(t, b, ttl/5, func(tm *timing) {
+		// A token the key never held: the key is unchanged.
+		key := newKey()
+		ds := tm.run(s, key, lim, []step{
+			{n: 1, allowed: true, remaining: 1, fresh: true},
+			{n: 1, allowed: true, remaining: 0},
+		})
+		release(t, s, key, lim, ds[0].Token^ds[1].Token|1<<63)
+		tm.run(s, key, lim, []step{{n: 1, allowed: false, remaining: 0}})
+		// An expired lease: releasing it frees nothing more than its expiry did.
+		tm.sleep(ttl)
+		release(t, s, key, lim, ds[0].Token)
+		tm.run(s, key, lim, []step{
+			{n: 1, allowed: true, remaining: 1, fresh: true},
+			{n: 1, allowed: true, remaining: 0},
+			{n: 1, allowed: false, remaining: 0},
+		})
 	})
 }
 
@@ -198,24 +202,27 @@ func testExpiryReturnsCapacity(t *testing.T, b Backend) {
 	const ttl = time.Second
 	lim := cc(2, ttl)
 	s := b.Open(t)
-	key := newKey()
-	run(t, b, s, key, lim, []step{
-		{n: 1, allowed: true, remaining: 1, fresh: true},
-		{sleep: ttl / 2, n: 1, allowed: true, remaining: 0},
+	// The second lease is still live when the first has expired and the two Takes after it are made.
+	timed(t, b, ttl/5, func(tm *timing) {
+		key := newKey()
+		tm.run(s, key, lim, []step{
+			{n: 1, allowed: true, remaining: 1, fresh: true},
+			{sleep: ttl / 2, n: 1, allowed: true, remaining: 0},
+		})
+		d := tm.take(s, key, lim, 1)
+		if d.Allowed || d.RetryAfter > ttl/2+time.Millisecond {
+			t.Fatalf("a full key whose first lease is half a TTL old: %+v; want rejected until it expires, at most %v from now", d, ttl/2)
+		}
+		tm.sleep(d.RetryAfter)
+		tm.run(s, key, lim, []step{
+			{n: 1, allowed: true, remaining: 0}, // only the first has expired
+			{n: 1, allowed: false, remaining: 0},
+		})
+		tm.sleep(ttl)
+		if p := tm.take(s, key, lim, 0); p.Remaining != 2 || p.ResetAfter != 0 {
+			t.Fatalf("a peek one TTL after the last lease: %+v; want every unit back, ResetAfter 0", p)
+		}
 	})
-	d := take(t, s, key, lim, 1)
-	if d.Allowed || d.RetryAfter > ttl/2+time.Millisecond {
-		t.Fatalf("a full key whose first lease is half a TTL old: %+v; want rejected until it expires, at most %v from now", d, ttl/2)
-	}
-	b.Sleep(t, d.RetryAfter)
-	run(t, b, s, key, lim, []step{
-		{n: 1, allowed: true, remaining: 0}, // only the first has expired
-		{n: 1, allowed: false, remaining: 0},
-	})
-	b.Sleep(t, ttl)
-	if p := take(t, s, key, lim, 0); p.Remaining != 2 || p.ResetAfter != 0 {
-		t.Fatalf("a peek one TTL after the last lease: %+v; want every unit back, ResetAfter 0", p)
-	}
 }
 
 // testPeekAcquiresNothing checks that peeks of a key with leases, full or not, take no lease.
@@ -419,4 +426,36 @@ func testNewLimitKeepsLeases(t *testing.T, b Backend) {
 	release(t, s, key, short, ds[0].Token) // a lease is released under either Limit
 	run(t, b, s, key, long, []step{{n: 0, allowed: true, remaining: 0}, {n: 0, allowed: true, remaining: 0}})
 	run(t, b, s, key, short, []step{{n: 0, allowed: true, remaining: 1}})
+}
+
+// testShortLeaseKeepsLongerLeases checks that a lease acquired under a shorter lease TTL never
+// shortens the life of a key whose longer leases are still in flight: a key holding a lease of a
+// minute, then one of a fifth of a second, still holds the first once the second has expired. It
+// acquires the short lease both alone and with a request ID (in Redis, two paths of the script).
+//
+// On a real clock Backend.Sleep lets at least the time asked pass, so the short lease has expired
+// after it however loaded the machine; the long one outlives it by most of a minute.
+func testShortLeaseKeepsLongerLeases(t *testing.T, b Backend) {
+	const shortTTL = 200 * time.Millisecond
+	long, short := cc(2, time.Minute), cc(3, shortTTL)
+	s := b.Open(t)
+	var keys [2]string
+	for i, id := range []string{"", newID()} {
+		keys[i] = "rl:limittest:" + newSlot() + ":inflight"
+		run(t, b, s, keys[i], long, []step{{n: 1, allowed: true, remaining: 1, fresh: true}})
+		if _, ds := takeAll(t, s, requests([]admit.Limit{short}, keys[i:i+1], 1, id)); !ds[0].Allowed || ds[0].Remaining != 1 {
+			t.Fatalf("a lease under a TTL of %v (ID %q) of a key holding one of %v: %+v; want admitted, 1 left", short.Period, id, long.Period, ds[0])
+		}
+	}
+	b.Sleep(t, 2*shortTTL)
+	for i, key := range keys {
+		if p := take(t, s, key, long, 0); p.Remaining != 1 {
+			t.Fatalf("key %d, %v after a lease of %v joined one of %v: a peek under %v reports %d left; want 1, the longer lease still in flight",
+				i, 2*shortTTL, short.Period, long.Period, long, p.Remaining)
+		}
+		run(t, b, s, key, long, []step{
+			{n: 1, allowed: true, remaining: 0},
+			{n: 1, allowed: false, remaining: 0},
+		})
+	}
 }

@@ -25,7 +25,9 @@
 //
 // The suite asserts decisions, never how long a call takes. Where a real-time backend lets time
 // pass between calls, durations are checked within a slack of a quarter of the window; on a fake
-// clock the results are exact. Windows aligned to the clock (admit.Limit.Aligned, and every sliding
+// clock the results are exact. A case whose expectations need its calls to come little later than
+// it asks measures, by the real clock, the time that may have passed between them, and starts
+// again on new keys when the machine was too slow (a few times at most, then it fails). Windows aligned to the clock (admit.Limit.Aligned, and every sliding
 // window's) end at instants the suite does not choose: their cases learn where they are in a window
 // from a Decision's ResetAfter, and check the Decision exactly there; an aligned fixed window's cases
 // also check the windows' ends against the Backend's clock when the Backend is a

@@ -52,7 +52,14 @@ func testSequence(t *testing.T, b Backend) {
 func testWindowExpires(t *testing.T, b Backend) {
 	const window = 300 * time.Millisecond
 	lim := fw(3, window)
-	run(t, b, b.Open(t), newKey(), lim, []step{
+	s := b.Open(t)
+	// Three Takes in a row fall in one window.
+	timed(t, b, window/3, func(tm *timing) { testWindowExpiresOnce(tm, s, lim) })
+}
+
+func testWindowExpiresOnce(tm *timing, s admit.Store, lim admit.Limit) {
+	window := lim.Period
+	tm.run(s, newKey(), lim, []step{
 		{n: 1, allowed: true, remaining: 2, fresh: true},
 		{n: 2, allowed: true, remaining: 0},
 		{n: 1, allowed: false, remaining: 0},
@@ -82,12 +89,17 @@ func testWindowStartsAtFirstAdmission(t *testing.T, b Backend) {
 	const window = time.Second
 	lim := fw(3, window)
 	s := b.Open(t)
-	key := newKey()
-	// A window aligned to clock boundaries would not report the whole window here.
-	run(t, b, s, key, lim, []step{{n: 1, allowed: true, remaining: 2, fresh: true}})
+	// The second Take comes less than half a window after the first.
+	timed(t, b, 2*window/5, func(tm *timing) { testWindowStartsAtFirstAdmissionOnce(tm, s, newKey(), lim) })
+}
 
-	b.Sleep(t, window/2)
-	d := take(t, s, key, lim, 1)
+func testWindowStartsAtFirstAdmissionOnce(tm *timing, s admit.Store, key string, lim admit.Limit) {
+	t, window := tm.t, lim.Period
+	// A window aligned to clock boundaries would not report the whole window here.
+	tm.run(s, key, lim, []step{{n: 1, allowed: true, remaining: 2, fresh: true}})
+
+	tm.sleep(window / 2)
+	d := tm.take(s, key, lim, 1)
 	if d.Allowed && d.Remaining == 2 {
 		t.Fatalf("Take %v after the first admission started a new window (remaining 2); want the first window, which lasts %v", window/2, window)
 	}
@@ -100,7 +112,7 @@ func testWindowStartsAtFirstAdmission(t *testing.T, b Backend) {
 	}
 
 	// The first window ends one window after the first admission, not after the last.
-	run(t, b, s, key, lim, []step{
+	tm.run(s, key, lim, []step{
 		{sleep: window/2 + window/4, n: 1, allowed: true, remaining: 2, fresh: true},
 	})
 }

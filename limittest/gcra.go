@@ -92,67 +92,85 @@ func checkDuration(t *testing.T, what string, got, want, slack time.Duration) {
 func testGCRASequence(t *testing.T, b Backend) {
 	lim := gc(4, 2*time.Second, 0) // T = 500 ms, τ = 2 s
 	T := lim.EmissionInterval()
-	s, key := b.Open(t), newKey()
-	ds := run(t, b, s, key, lim, []step{
-		{n: 1, allowed: true, remaining: 3, fresh: true},
-		{n: 3, allowed: true, remaining: 0},
-		{n: 1, allowed: false, remaining: 0},
-	})
-	checkDuration(t, "ResetAfter of a full bucket", ds[1].ResetAfter, 4*T, slack(T))
-	checkDuration(t, "RetryAfter of one unit on a full bucket", ds[2].RetryAfter, T, slack(T))
-	// One and a half intervals later one unit has come back, and only one.
-	run(t, b, s, key, lim, []step{
-		{sleep: T + T/2, n: 0, allowed: true, remaining: 1},
-		{n: 1, allowed: true, remaining: 0},
-		{n: 1, allowed: false, remaining: 0},
+	s := b.Open(t)
+	// The six Takes, five gaps of a twelfth of an interval more than asked at most, span less than
+	// two intervals: one unit comes back, and only one.
+	timed(t, b, T/12, func(tm *timing) {
+		key := newKey()
+		ds := tm.run(s, key, lim, []step{
+			{n: 1, allowed: true, remaining: 3, fresh: true},
+			{n: 3, allowed: true, remaining: 0},
+			{n: 1, allowed: false, remaining: 0},
+		})
+		checkDuration(t, "ResetAfter of a full bucket", ds[1].ResetAfter, 4*T, slack(T))
+		checkDuration(t, "RetryAfter of one unit on a full bucket", ds[2].RetryAfter, T, slack(T))
+		// One and a half intervals later one unit has come back, and only one.
+		tm.run(s, key, lim, []step{
+			{sleep: T + T/2, n: 0, allowed: true, remaining: 1},
+			{n: 1, allowed: true, remaining: 0},
+			{n: 1, allowed: false, remaining: 0},
+		})
 	})
 }
 
 func testBurstAboveRate(t *testing.T, b Backend) {
 	lim := gc(5, 2*time.Second, 20) // T = 400 ms, τ = 8 s
 	T := lim.EmissionInterval()
-	s, key := b.Open(t), newKey()
-	ds := run(t, b, s, key, lim, []step{
-		{n: 10, allowed: true, remaining: 10, fresh: true}, // more than the rate at once
-		{n: 10, allowed: true, remaining: 0},
-		{n: 1, allowed: false, remaining: 0},
-		// The burst spent, units come back at the rate.
-		{sleep: T + T/2, n: 1, allowed: true, remaining: 0},
-		{n: 1, allowed: false, remaining: 0},
+	s := b.Open(t)
+	// The five Takes, four gaps of a tenth of an interval more than asked at most, span less than
+	// two intervals.
+	timed(t, b, T/10, func(tm *timing) {
+		key := newKey()
+		ds := tm.run(s, key, lim, []step{
+			{n: 10, allowed: true, remaining: 10, fresh: true}, // more than the rate at once
+			{n: 10, allowed: true, remaining: 0},
+			{n: 1, allowed: false, remaining: 0},
+			// The burst spent, units come back at the rate.
+			{sleep: T + T/2, n: 1, allowed: true, remaining: 0},
+			{n: 1, allowed: false, remaining: 0},
+		})
+		checkDuration(t, "ResetAfter of the whole burst", ds[1].ResetAfter, 20*T, slack(T))
 	})
-	checkDuration(t, "ResetAfter of the whole burst", ds[1].ResetAfter, 20*T, slack(T))
 }
 
 func testBurstBelowRate(t *testing.T, b Backend) {
 	lim := gc(4, time.Second, 1) // T = 250 ms: requests spaced, never two at once
 	T := lim.EmissionInterval()
-	s, key := b.Open(t), newKey()
-	ds := run(t, b, s, key, lim, []step{
-		{n: 1, allowed: true, remaining: 0, fresh: true},
-		{n: 1, allowed: false, remaining: 0},
-		{sleep: T + T/2, n: 1, allowed: true, remaining: 0},
-		{n: 0, allowed: true, remaining: 0},
+	s := b.Open(t)
+	// The rejection comes within a fifth of an interval, and so does the peek.
+	timed(t, b, T/5, func(tm *timing) {
+		key := newKey()
+		ds := tm.run(s, key, lim, []step{
+			{n: 1, allowed: true, remaining: 0, fresh: true},
+			{n: 1, allowed: false, remaining: 0},
+			{sleep: T + T/2, n: 1, allowed: true, remaining: 0},
+			{n: 0, allowed: true, remaining: 0},
+		})
+		checkDuration(t, "RetryAfter of the second request", ds[1].RetryAfter, T, slack(T))
 	})
-	checkDuration(t, "RetryAfter of the second request", ds[1].RetryAfter, T, slack(T))
 }
 
 func testRetryAfterIsWhenItFits(t *testing.T, b Backend) {
 	lim := gc(2, time.Second, 0) // T = 500 ms
-	s, key := b.Open(t), newKey()
-	run(t, b, s, key, lim, []step{{n: 2, allowed: true, remaining: 0, fresh: true}})
-	d := take(t, s, key, lim, 1)
-	if d.Allowed {
-		t.Fatal("a unit of a full bucket: allowed")
-	}
-	// Half the wait is not enough, and rejections change nothing;
-	b.Sleep(t, d.RetryAfter/2)
-	d = take(t, s, key, lim, 1)
-	if d.Allowed {
-		t.Fatalf("a unit of a full bucket, half its RetryAfter later: allowed")
-	}
-	// the whole wait is, to the millisecond: exactly RetryAfter later the same request fits.
-	b.Sleep(t, d.RetryAfter)
-	run(t, b, s, key, lim, []step{{n: 1, allowed: true, remaining: 0}})
+	s := b.Open(t)
+	// Half the wait, and a fifth of an interval more at most, is less than the wait.
+	timed(t, b, lim.EmissionInterval()/5, func(tm *timing) {
+		key := newKey()
+		tm.run(s, key, lim, []step{{n: 2, allowed: true, remaining: 0, fresh: true}})
+		d := tm.take(s, key, lim, 1)
+		if d.Allowed {
+			t.Fatal("a unit of a full bucket: allowed")
+		}
+		// Half the wait is not enough, and rejections change nothing;
+		tm.sleep(d.RetryAfter / 2)
+		d = tm.take(s, key, lim, 1)
+		if d.Allowed {
+			t.Fatalf("a unit of a full bucket, half its RetryAfter later: allowed")
+		}
+		// the whole wait is, to the millisecond: exactly RetryAfter later the same request fits.
+		tm.sleep(d.RetryAfter)
+		tm.run(s, key, lim, []step{{n: 1, allowed: true, remaining: 0}})
+	})
 }
 
 func testResetAfterIsWhenFull(t *testing.T, b Backend) {
@@ -190,10 +208,14 @@ func testGCRAPeekExistingKey(t *testing.T, b Backend) {
 
 func testRoundedInterval(t *testing.T, b Backend) {
 	lim := gc(3, 10*time.Second, 0) // 3,333,333.3 µs rounds up to 3,333,334: τ = 10.000002 s
-	s, key := b.Open(t), newKey()
-	ds := run(t, b, s, key, lim, []step{
-		{n: 3, allowed: true, remaining: 0, fresh: true}, // ResetAfter 10.001 s: τ rounded up to the millisecond
-		{n: 1, allowed: false, remaining: 0},
+	s := b.Open(t)
+	// The rejection comes within half the slack of the admission.
+	timed(t, b, slack(lim.EmissionInterval())/2, func(tm *timing) {
+		key := newKey()
+		ds := tm.run(s, key, lim, []step{
+			{n: 3, allowed: true, remaining: 0, fresh: true}, // ResetAfter 10.001 s: τ rounded up to the millisecond
+			{n: 1, allowed: false, remaining: 0},
+		})
+		checkDuration(t, "RetryAfter of one unit on a full bucket", ds[1].RetryAfter, 3334*time.Millisecond, slack(lim.EmissionInterval()))
 	})
-	checkDuration(t, "RetryAfter of one unit on a full bucket", ds[1].RetryAfter, 3334*time.Millisecond, slack(lim.EmissionInterval()))
 }

@@ -215,6 +215,10 @@ func checkAlgorithm(t *testing.T, d admit.Decision, lim admit.Limit, n int64) {
 // a quarter of the window.
 func slack(window time.Duration) time.Duration { return window / 4 }
 
+// tolerance is how much more time than a timed case asks may pass between two of its Takes (see
+// [timed]): four fifths of the slack, the rest left for durations rounded to the millisecond.
+func tolerance(window time.Duration) time.Duration { return slack(window) * 4 / 5 }
+
 // newKey returns a key that no other subtest, test run or process uses.
 func newKey() string {
 	var b [12]byte
@@ -332,23 +336,9 @@ type step struct {
 	fresh     bool // the Take finds the key missing: for a fixed window, ResetAfter is the whole window
 }
 
-// run performs steps on key of s under lim, in order, and returns their Decisions.
+// run performs steps on key of s under lim, in order, and returns their Decisions. A case whose steps
+// hold only while no more time passes than they ask runs them with [timing.run] instead.
 func run(t *testing.T, b Backend, s admit.Store, key string, lim admit.Limit, steps []step) []admit.Decision {
 	t.Helper()
-	ds := make([]admit.Decision, len(steps))
-	for i, st := range steps {
-		if st.sleep > 0 {
-			b.Sleep(t, st.sleep)
-		}
-		d := takeTimed(t, b, s, key, lim, st.n)
-		if d.Allowed != st.allowed || d.Remaining != st.remaining {
-			t.Fatalf("step %d: Take(n=%d) under %v = allowed %v, remaining %d; want allowed %v, remaining %d",
-				i, st.n, lim, d.Allowed, d.Remaining, st.allowed, st.remaining)
-		}
-		if st.fresh {
-			checkFresh(t, d, lim, st.n)
-		}
-		ds[i] = d
-	}
-	return ds
+	return untimed(t, b).run(s, key, lim, steps)
 }

@@ -108,6 +108,7 @@ var mutants = []struct {
 	{"concurrency-rejection-leases", []string{"concurrency/MultiPolicy"}},
 	{"concurrency-replay-new-token", []string{"concurrency/Idempotency"}},
 	{"concurrency-no-token", []string{"concurrency/AcquireUpToTheLimit", "concurrency/ReleaseFreesASlot"}},
+	{"concurrency-key-expires-with-new-lease", []string{"concurrency/ShortLeaseKeepsLongerLeases"}},
 }
 
 // mutantEnv names the bug that TestMutant builds into the reference Store.
@@ -940,7 +941,14 @@ func (s *refStore) writeSliding(sl *refSliding, key string, lim admit.Limit, n i
 		if token == 0 { // a peek the "concurrency-peek-acquires" bug admitted
 			token = s.tokens.Next()
 		}
-		s.leases[key] = algo.AddLease(sl.leases, trim, algo.Lease{Token: token, Expiry: sl.expiry}) // in place
+		leases := algo.AddLease(sl.leases, trim, algo.Lease{Token: token, Expiry: sl.expiry}) // in place
+		if s.bug == "concurrency-key-expires-with-new-lease" {
+			// The key expires when the lease just added does, taking longer leases with it.
+			for i := range leases {
+				leases[i].Expiry = min(leases[i].Expiry, sl.expiry)
+			}
+		}
+		s.leases[key] = leases
 	}
 }
 

@@ -334,45 +334,55 @@ func testIDReuse(t *testing.T, b Backend) {
 func testRejectionNotRecorded(t *testing.T, b Backend) {
 	const short = 200 * time.Millisecond
 	s := b.Open(t)
-	slot := newSlot()
 	lims := []admit.Limit{
 		{Name: "short", Algorithm: admit.FixedWindow, Rate: 1, Period: short},
 		{Name: "long", Algorithm: admit.FixedWindow, Rate: 5, Period: time.Minute},
 	}
-	keys := []string{"rl:limittest:" + slot + ":short", "rl:limittest:" + slot + ":long"}
-	run(t, b, s, keys[0], lims[0], []step{{n: 1, allowed: true, remaining: 0, fresh: true}})
-	rs := requests(lims, keys, 1, newID())
-	if allowed, ds := takeAll(t, s, rs); allowed || ds[0].Allowed || ds[0].Replayed {
-		t.Fatalf("a request with an ID that the full short window rejects: %+v; want rejected", ds)
-	}
-	b.Sleep(t, short+short/4)
-	// Its retry after Retry-After, within the long window, is decided afresh: admitted, not a
-	// replayed 429.
-	if allowed, ds := takeAll(t, s, rs); !allowed || ds[0].Replayed || ds[1].Replayed || ds[1].Remaining != 4 {
-		t.Fatalf("the retry of a rejected request once the short window ended: %+v; want admitted afresh", ds)
-	}
+	// The rejection comes within the short window of the admission.
+	timed(t, b, short/2, func(tm *timing) {
+		slot := newSlot()
+		keys := []string{"rl:limittest:" + slot + ":short", "rl:limittest:" + slot + ":long"}
+		tm.run(s, keys[0], lims[0], []step{{n: 1, allowed: true, remaining: 0, fresh: true}})
+		rs := requests(lims, keys, 1, newID())
+		var allowed bool
+		var ds []admit.Decision
+		tm.do(func() { allowed, ds = takeAll(t, s, rs) })
+		if allowed || ds[0].Allowed || ds[0].Replayed {
+			t.Fatalf("a request with an ID that the full short window rejects: %+v; want rejected", ds)
+		}
+		tm.sleep(short + short/4)
+		// Its retry after Retry-After, within the long window, is decided afresh: admitted, not a
+		// replayed 429.
+		if allowed, ds := takeAll(t, s, rs); !allowed || ds[0].Replayed || ds[1].Replayed || ds[1].Remaining != 4 {
+			t.Fatalf("the retry of a rejected request once the short window ended: %+v; want admitted afresh", ds)
+		}
+	})
 }
 
 func testRecordExpires(t *testing.T, b Backend) {
 	const short, long = 100 * time.Millisecond, 400 * time.Millisecond
 	s := b.Open(t)
-	slot := newSlot()
 	lims := []admit.Limit{
 		{Name: "short", Algorithm: admit.FixedWindow, Rate: 5, Period: short},
 		{Name: "long", Algorithm: admit.FixedWindow, Rate: 5, Period: long},
 	}
-	keys := []string{"rl:limittest:" + slot + ":short", "rl:limittest:" + slot + ":long"}
-	rs := requests(lims, keys, 1, newID())
-	_, first := takeAll(t, s, rs)
-	b.Sleep(t, short+short/4)
-	// Past the short window, within the long one: still a replay.
-	_, ds := takeAll(t, s, rs)
-	checkReplay(t, first, ds)
-	b.Sleep(t, long)
-	// Past the longest window: the record is gone, and the request is decided afresh.
-	if allowed, ds := takeAll(t, s, rs); !allowed || ds[0].Replayed || ds[1].Replayed || ds[1].Remaining != 4 {
-		t.Fatalf("the same ID after the longest window: %+v; want decided afresh", ds)
-	}
+	// The retry comes within the long window of the first request.
+	timed(t, b, long/2, func(tm *timing) {
+		slot := newSlot()
+		keys := []string{"rl:limittest:" + slot + ":short", "rl:limittest:" + slot + ":long"}
+		rs := requests(lims, keys, 1, newID())
+		var first, ds []admit.Decision
+		tm.do(func() { _, first = takeAll(t, s, rs) })
+		tm.sleep(short + short/4)
+		// Past the short window, within the long one: still a replay.
+		tm.do(func() { _, ds = takeAll(t, s, rs) })
+		checkReplay(t, first, ds)
+		tm.sleep(long)
+		// Past the longest window: the record is gone, and the request is decided afresh.
+		if allowed, ds := takeAll(t, s, rs); !allowed || ds[0].Replayed || ds[1].Replayed || ds[1].Remaining != 4 {
+			t.Fatalf("the same ID after the longest window: %+v; want decided afresh", ds)
+		}
+	})
 }
 
 func testIDScopedToSlot(t *testing.T, b Backend) {

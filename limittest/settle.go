@@ -131,17 +131,27 @@ func testSettleWindowReplaced(t *testing.T, b Backend, a *algorithm) {
 	const window = 600 * time.Millisecond
 	s := b.Open(t)
 	lim := a.limit(3, window)
-	refunded, overrun := newKey(), newKey()
-	resRefund := reserve(t, b, s, refunded, lim, 3, 0)
-	resOverrun := reserve(t, b, s, overrun, lim, 1, 2)
-	// Once the key has returned to its full allowance the reservation weighs nothing: the sliding
-	// window's two windows, GCRA's bucket drained.
-	b.Sleep(t, lim.MaxWait()+window/4)
-	settle(t, b, aw(1, window), window/2) // what follows in one window of the clock's
-	run(t, b, s, refunded, lim, []step{{n: 1, allowed: true, remaining: 2, fresh: true}})
-	settleAt(t, s, resRefund, 0, true, 2, "a refund of a window that has ended lands nowhere, never in a later window")
-	run(t, b, s, overrun, lim, []step{{n: 1, allowed: true, remaining: 2, fresh: true}})
-	settleAt(t, s, resOverrun, 3, true, 0, "an overrun of an ended window counts in the window of now")
+	// The four calls at the end, a tenth of a window apart at most, fall in one window of the
+	// clock's, from a reading that leaves half of it.
+	timed(t, b, window/10, func(tm *timing) {
+		refunded, overrun := newKey(), newKey()
+		resRefund := reserve(t, b, s, refunded, lim, 3, 0)
+		resOverrun := reserve(t, b, s, overrun, lim, 1, 2)
+		// Once the key has returned to its full allowance the reservation weighs nothing: the sliding
+		// window's two windows, GCRA's bucket drained. Any longer does as well.
+		b.Sleep(t, lim.MaxWait()+window/4)
+		if left := tm.windowLeft(aw(1, window)); left < window/2 {
+			tm.sleep(left)
+		}
+		tm.run(s, refunded, lim, []step{{n: 1, allowed: true, remaining: 2, fresh: true}})
+		tm.do(func() {
+			settleAt(t, s, resRefund, 0, true, 2, "a refund of a window that has ended lands nowhere, never in a later window")
+		})
+		tm.run(s, overrun, lim, []step{{n: 1, allowed: true, remaining: 2, fresh: true}})
+		tm.do(func() {
+			settleAt(t, s, resOverrun, 3, true, 0, "an overrun of an ended window counts in the window of now")
+		})
+	})
 }
 
 func testSettleInvalid(t *testing.T, b Backend, a *algorithm) {

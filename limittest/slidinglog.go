@@ -66,27 +66,30 @@ func testEntriesLeaveOneByOne(t *testing.T, b Backend) {
 	const window = 600 * time.Millisecond
 	lim := sl(3, window)
 	s := b.Open(t)
-	key := newKey()
-	run(t, b, s, key, lim, []step{
-		{n: 1, allowed: true, remaining: 2, fresh: true},
-		{sleep: window / 3, n: 1, allowed: true, remaining: 1},
-		{sleep: window / 3, n: 1, allowed: true, remaining: 0},
+	// The three entries fall within one window, and each round admits before the next entry leaves.
+	timed(t, b, window/8, func(tm *timing) {
+		key := newKey()
+		tm.run(s, key, lim, []step{
+			{n: 1, allowed: true, remaining: 2, fresh: true},
+			{sleep: window / 3, n: 1, allowed: true, remaining: 1},
+			{sleep: window / 3, n: 1, allowed: true, remaining: 0},
+		})
+		for i := range 2 {
+			// The oldest entry is at least two thirds of a window old in the first round, a little less in
+			// the second on a real-time backend (its admission came a third of a window after the first,
+			// or a little later).
+			most := window/3 + time.Millisecond
+			if i > 0 {
+				most += slack(window)
+			}
+			d := tm.take(s, key, lim, 1)
+			if d.Allowed || d.RetryAfter > most {
+				t.Fatalf("round %d: Take with 3 entries logged a third of a window apart: %+v; want rejected until the oldest leaves, at most %v from now", i, d, most)
+			}
+			tm.sleep(d.RetryAfter)
+			tm.run(s, key, lim, []step{{n: 1, allowed: true, remaining: 0}}) // only the oldest has left
+		}
 	})
-	for i := range 2 {
-		// The oldest entry is at least two thirds of a window old in the first round, a little less in
-		// the second on a real-time backend (its admission came a third of a window after the first,
-		// or a little later).
-		most := window/3 + time.Millisecond
-		if i > 0 {
-			most += slack(window)
-		}
-		d := take(t, s, key, lim, 1)
-		if d.Allowed || d.RetryAfter > most {
-			t.Fatalf("round %d: Take with 3 entries logged a third of a window apart: %+v; want rejected until the oldest leaves, at most %v from now", i, d, most)
-		}
-		b.Sleep(t, d.RetryAfter)
-		run(t, b, s, key, lim, []step{{n: 1, allowed: true, remaining: 0}}) // only the oldest has left
-	}
 }
 
 // testEveryUnitIsLogged checks that each unit of a cost is logged, however many admissions share an
@@ -116,21 +119,24 @@ func testEmptiesAfterLastAdmission(t *testing.T, b Backend) {
 	const window = 300 * time.Millisecond
 	lim := sl(2, window)
 	s := b.Open(t)
-	key := newKey()
-	run(t, b, s, key, lim, []step{
-		{n: 1, allowed: true, remaining: 1, fresh: true},
-		{sleep: window / 2, n: 1, allowed: true, remaining: 0},
-		// The first entry has left; the second has a third of the window to go.
-		{sleep: window/2 + window/6, n: 0, allowed: true, remaining: 1},
+	// From the second admission to the second peek, less than a window passes.
+	timed(t, b, window/7, func(tm *timing) {
+		key := newKey()
+		tm.run(s, key, lim, []step{
+			{n: 1, allowed: true, remaining: 1, fresh: true},
+			{sleep: window / 2, n: 1, allowed: true, remaining: 0},
+			// The first entry has left; the second has a third of the window to go.
+			{sleep: window/2 + window/6, n: 0, allowed: true, remaining: 1},
+		})
+		d := tm.take(s, key, lim, 0)
+		if d.ResetAfter == 0 || d.ResetAfter > window/3 {
+			t.Fatalf("a peek with the last entry %v old: ResetAfter %v; want its exit, at most %v from now", window/2+window/6, d.ResetAfter, window/3)
+		}
+		tm.sleep(d.ResetAfter)
+		if d := tm.take(s, key, lim, 0); d.Remaining != 2 || d.ResetAfter != 0 {
+			t.Fatalf("a peek when the last entry has left: %+v; want remaining 2, ResetAfter 0", d)
+		}
 	})
-	d := take(t, s, key, lim, 0)
-	if d.ResetAfter == 0 || d.ResetAfter > window/3 {
-		t.Fatalf("a peek with the last entry %v old: ResetAfter %v; want its exit, at most %v from now", window/2+window/6, d.ResetAfter, window/3)
-	}
-	b.Sleep(t, d.ResetAfter)
-	if d := take(t, s, key, lim, 0); d.Remaining != 2 || d.ResetAfter != 0 {
-		t.Fatalf("a peek when the last entry has left: %+v; want remaining 2, ResetAfter 0", d)
-	}
 }
 
 // backendNow returns the time by b's clock when b is a ClockBackend (a fake clock stands still

@@ -120,42 +120,45 @@ func testPreviousWindowWeighs(t *testing.T, b Backend) {
 	const window = 400 * time.Millisecond
 	lim := sw(4, window)
 	s := b.Open(t)
-	key := newKey()
-	d := run(t, b, s, key, lim, []step{{n: 4, allowed: true, remaining: 0, fresh: true}})[0]
-	e := estimate(t, d, lim, 0, 0, 4)
+	// The peek comes at most 3w/8 plus a fifth into the next window, the two Takes after it within it.
+	timed(t, b, window/5, func(tm *timing) {
+		key := newKey()
+		d := tm.run(s, key, lim, []step{{n: 4, allowed: true, remaining: 0, fresh: true}})[0]
+		e := estimate(t, d, lim, 0, 0, 4)
 
-	// 3/8 into the next window, where the 4 weigh 3.
-	b.Sleep(t, window-e+3*window/8)
-	d = take(t, s, key, lim, 0)
-	if d.ResetAfter > window || d.ResetAfter == 0 {
-		t.Fatalf("a peek in the window after the one filled: ResetAfter %v; want at most the window %v, more than 0: the previous window's units still weigh", d.ResetAfter, window)
-	}
-	estimate(t, d, lim, 4, 0, 0)
-
-	d = take(t, s, key, lim, 1)
-	estimate(t, d, lim, 4, 0, 1)
-	c := int64(0)
-	if d.Allowed {
-		c = 1
-	}
-	// A cost of 2 must wait until the 4 weigh no more than 1 (or 2 without the unit above): e ≥ 3w/4.
-	d = take(t, s, key, lim, 2)
-	e = estimate(t, d, lim, 4, c, 2)
-	if !d.Allowed && c == 1 {
-		// The wait ends at w − ⌊1 × w/4⌋ into the window; the key empties at 2w: 5w/4 apart.
-		if got := d.ResetAfter - d.RetryAfter; got != 5*window/4 {
-			t.Fatalf("Take(n=2) %v into the window: RetryAfter %v, ResetAfter %v, %v apart; want 5w/4 = %v apart (the 4 weigh 1 at 3w/4)",
-				e, d.RetryAfter, d.ResetAfter, got, 5*window/4)
+		// 3/8 into the next window, where the 4 weigh 3.
+		tm.sleep(window - e + 3*window/8)
+		d = tm.take(s, key, lim, 0)
+		if d.ResetAfter > window || d.ResetAfter == 0 {
+			t.Fatalf("a peek in the window after the one filled: ResetAfter %v; want at most the window %v, more than 0: the previous window's units still weigh", d.ResetAfter, window)
 		}
-	}
-	if !d.Allowed {
-		// RetryAfter is the exact wait: the same request then fits.
-		b.Sleep(t, d.RetryAfter)
-		d = take(t, s, key, lim, 2)
+		estimate(t, d, lim, 4, 0, 0)
+
+		d = tm.take(s, key, lim, 1)
+		estimate(t, d, lim, 4, 0, 1)
+		c := int64(0)
+		if d.Allowed {
+			c = 1
+		}
+		// A cost of 2 must wait until the 4 weigh no more than 1 (or 2 without the unit above): e ≥ 3w/4.
+		d = tm.take(s, key, lim, 2)
+		e = estimate(t, d, lim, 4, c, 2)
+		if !d.Allowed && c == 1 {
+			// The wait ends at w − ⌊1 × w/4⌋ into the window; the key empties at 2w: 5w/4 apart.
+			if got := d.ResetAfter - d.RetryAfter; got != 5*window/4 {
+				t.Fatalf("Take(n=2) %v into the window: RetryAfter %v, ResetAfter %v, %v apart; want 5w/4 = %v apart (the 4 weigh 1 at 3w/4)",
+					e, d.RetryAfter, d.ResetAfter, got, 5*window/4)
+			}
+		}
 		if !d.Allowed {
-			t.Fatalf("Take(n=2) after waiting the RetryAfter of its rejection: %+v; want it admitted", d)
+			// RetryAfter is the exact wait: the same request then fits.
+			tm.sleep(d.RetryAfter)
+			d = tm.take(s, key, lim, 2)
+			if !d.Allowed {
+				t.Fatalf("Take(n=2) after waiting the RetryAfter of its rejection: %+v; want it admitted", d)
+			}
 		}
-	}
+	})
 }
 
 // testWindowsAreAligned checks that windows are aligned to the clock, not started by a key's first
@@ -165,16 +168,19 @@ func testWindowsAreAligned(t *testing.T, b Backend) {
 	const window = time.Second
 	lim := sw(2, window)
 	s := b.Open(t)
-	d1 := run(t, b, s, newKey(), lim, []step{{n: 1, allowed: true, remaining: 1, fresh: true}})[0]
-	b.Sleep(t, window/4)
-	d2 := run(t, b, s, newKey(), lim, []step{{n: 1, allowed: true, remaining: 1, fresh: true}})[0]
-	// Each ResetAfter is rounded up to a millisecond; time passes between the two beyond the sleep.
-	sameWindow := d1.ResetAfter-d2.ResetAfter >= window/4-time.Millisecond && d1.ResetAfter-d2.ResetAfter < window/4+slack(window)
-	nextWindow := d2.ResetAfter-d1.ResetAfter <= 3*window/4+time.Millisecond && d2.ResetAfter-d1.ResetAfter > 3*window/4-slack(window)
-	if !sameWindow && !nextWindow {
-		t.Fatalf("keys filled %v apart: ResetAfter %v and %v; want them %v apart (or %v the other way): windows aligned to the clock",
-			window/4, d1.ResetAfter, d2.ResetAfter, window/4, 3*window/4)
-	}
+	// The second key is filled at most a fifth of a window later than asked: less than the slack.
+	timed(t, b, window/5, func(tm *timing) {
+		d1 := tm.run(s, newKey(), lim, []step{{n: 1, allowed: true, remaining: 1, fresh: true}})[0]
+		tm.sleep(window / 4)
+		d2 := tm.run(s, newKey(), lim, []step{{n: 1, allowed: true, remaining: 1, fresh: true}})[0]
+		// Each ResetAfter is rounded up to a millisecond; time passes between the two beyond the sleep.
+		sameWindow := d1.ResetAfter-d2.ResetAfter >= window/4-time.Millisecond && d1.ResetAfter-d2.ResetAfter < window/4+slack(window)
+		nextWindow := d2.ResetAfter-d1.ResetAfter <= 3*window/4+time.Millisecond && d2.ResetAfter-d1.ResetAfter > 3*window/4-slack(window)
+		if !sameWindow && !nextWindow {
+			t.Fatalf("keys filled %v apart: ResetAfter %v and %v; want them %v apart (or %v the other way): windows aligned to the clock",
+				window/4, d1.ResetAfter, d2.ResetAfter, window/4, 3*window/4)
+		}
+	})
 }
 
 // testForgetsAfterTwoWindows checks that a key's units weigh less as the next window passes, and
@@ -183,19 +189,22 @@ func testForgetsAfterTwoWindows(t *testing.T, b Backend) {
 	const window = 200 * time.Millisecond
 	lim := sw(2, window)
 	s := b.Open(t)
-	key := newKey()
-	d := run(t, b, s, key, lim, []step{{n: 2, allowed: true, remaining: 0, fresh: true}})[0]
-	// Halfway through the next window, the 2 weigh ⌈2 × 1/2⌉ = 1.
-	b.Sleep(t, d.ResetAfter-window/2)
-	d = take(t, s, key, lim, 0)
-	estimate(t, d, lim, 2, 0, 0)
-	if d.ResetAfter == 0 || d.ResetAfter > window {
-		t.Fatalf("a peek in the next window: ResetAfter %v; want the rest of the window, more than 0", d.ResetAfter)
-	}
-	b.Sleep(t, d.ResetAfter)
-	run(t, b, s, key, lim, []step{{n: 0, allowed: true, remaining: 2}})
-	if d = take(t, s, key, lim, 0); d.ResetAfter != 0 {
-		t.Fatalf("a peek two windows after the key's admissions: ResetAfter %v; want 0, the key as missing", d.ResetAfter)
-	}
-	run(t, b, s, key, lim, []step{{n: 2, allowed: true, remaining: 0, fresh: true}})
+	// The first peek comes within the next window, at most a quarter past its half.
+	timed(t, b, window/4, func(tm *timing) {
+		key := newKey()
+		d := tm.run(s, key, lim, []step{{n: 2, allowed: true, remaining: 0, fresh: true}})[0]
+		// Halfway through the next window, the 2 weigh ⌈2 × 1/2⌉ = 1.
+		tm.sleep(d.ResetAfter - window/2)
+		d = tm.take(s, key, lim, 0)
+		estimate(t, d, lim, 2, 0, 0)
+		if d.ResetAfter == 0 || d.ResetAfter > window {
+			t.Fatalf("a peek in the next window: ResetAfter %v; want the rest of the window, more than 0", d.ResetAfter)
+		}
+		tm.sleep(d.ResetAfter)
+		tm.run(s, key, lim, []step{{n: 0, allowed: true, remaining: 2}})
+		if d = tm.take(s, key, lim, 0); d.ResetAfter != 0 {
+			t.Fatalf("a peek two windows after the key's admissions: ResetAfter %v; want 0, the key as missing", d.ResetAfter)
+		}
+		tm.run(s, key, lim, []step{{n: 2, allowed: true, remaining: 0, fresh: true}})
+	})
 }

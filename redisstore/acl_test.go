@@ -39,7 +39,7 @@ func TestLeastPrivilegeUser(t *testing.T) {
 		}
 	}
 	t.Run("NoScriptReload", func(t *testing.T) {
-		s := open(t, url)
+		s := openPatient(t, url)
 		key := newKey(t)
 		take(t, s, key, threePerMinute, 1)
 		if err := srv.Do(t, "SCRIPT", "FLUSH").Error(); err != nil {
@@ -50,7 +50,7 @@ func TestLeastPrivilegeUser(t *testing.T) {
 		}
 	})
 	t.Run("KeyOutsideItsPattern", func(t *testing.T) {
-		s := open(t, url)
+		s := openPatient(t, url)
 		_, err := s.Take(context.Background(), admit.Request{Key: "other:key", Limit: threePerMinute, Cost: 1})
 		if !errors.Is(err, admit.ErrUnavailable) || !strings.Contains(err.Error(), "NOPERM") {
 			t.Fatalf("Take of a key outside ~rl:*: %v, want unavailable with NOPERM", err)
@@ -63,7 +63,7 @@ func TestLeastPrivilegeUser(t *testing.T) {
 		// The NOSCRIPT fallback's MULTI, SCRIPT LOAD, EVALSHA, EXEC, as the restricted user: it loads
 		// the script and answers with the EVALSHA's reply out of EXEC's array, a script's error reply
 		// classified as a lone EVALSHA's is.
-		s := open(t, url)
+		s := openPatient(t, url)
 		c, err := s.conn(context.Background())
 		if err != nil {
 			t.Fatal(err)
@@ -91,7 +91,7 @@ func TestLeastPrivilegeUser(t *testing.T) {
 	})
 	t.Run("NoEval", func(t *testing.T) {
 		// The rules really are restrictive: the user cannot EVAL.
-		c := open(t, url)
+		c := openPatient(t, url)
 		client, err := c.conn(context.Background())
 		if err != nil {
 			t.Fatal(err)
@@ -170,14 +170,14 @@ func TestTopologyACLRules(t *testing.T) {
 				t.Fatalf("ACL SETUSER on %s: %v", n.Addr(), err)
 			}
 		}
-		_, err := open(t, strings.Replace(url, redistest.User+":"+redistest.Password+"@", name+":pw@", 1)).Preflight(ctx)
+		_, err := openPatient(t, strings.Replace(url, redistest.User+":"+redistest.Password+"@", name+":pw@", 1)).Preflight(ctx)
 		if !errors.Is(err, ErrPermission) || !strings.Contains(err.Error(), "'"+missing+"'") || !strings.Contains(err.Error(), rules) {
 			t.Errorf("Preflight as a user with ACLRules %s: %v, want ErrPermission naming %q and the rules %s", extra, err, missing, rules)
 		}
 	}
 	accepted := func(t *testing.T, url string) {
 		t.Helper()
-		if _, err := open(t, url).Preflight(ctx); err != nil {
+		if _, err := openPatient(t, url).Preflight(ctx); err != nil {
 			t.Errorf("Preflight as the harness's user: %v", err)
 		}
 	}

@@ -47,7 +47,7 @@ var alignedSecond = admit.Limit{Algorithm: admit.FixedWindow, Rate: 3, Period: t
 
 func TestAlignedWindowAt(t *testing.T) {
 	srv := redistest.Start(t)
-	s := open(t, srv.URL())
+	s := openPatient(t, srv.URL())
 	base := nextDay()
 	a, b := newKey(t), newKey(t)
 	ms, us := time.Millisecond, time.Microsecond
@@ -97,7 +97,7 @@ func TestAlignedWindowAt(t *testing.T) {
 // window in Unix milliseconds, within one window of now, and ResetAfter is the time to that end.
 func TestAlignedWindowOnRedisTime(t *testing.T) {
 	srv := redistest.Start(t)
-	s := open(t, srv.URL())
+	s := openPatient(t, srv.URL())
 	for _, w := range []time.Duration{time.Millisecond, 7 * time.Millisecond, 1500 * time.Millisecond, time.Minute, time.Hour} {
 		lim := admit.Limit{Algorithm: admit.FixedWindow, Rate: 3, Period: w, Aligned: true}
 		key := newKey(t)
@@ -139,7 +139,7 @@ func redisNow(t *testing.T, srv *redistest.Server) time.Time {
 // hold at a fixed time: expiries before, at and after now, at and after the window's end, none.
 func TestAlignedScriptAgreesWithAlgo(t *testing.T) {
 	srv := redistest.Start(t)
-	s := open(t, srv.URL())
+	s := openPatient(t, srv.URL())
 	const w = 10 * time.Second
 	lim := admit.Limit{Algorithm: admit.FixedWindow, Rate: 10, Period: w, Aligned: true}
 	now := nextDay().Add(4 * time.Second) // 6 s before the window ends
@@ -206,7 +206,7 @@ func TestAlignedScriptAgreesWithAlgo(t *testing.T) {
 // unchanged, expiry included.
 func TestAlignedCorruptStateIsLeftAlone(t *testing.T) {
 	srv := redistest.Start(t)
-	s := open(t, srv.URL())
+	s := openPatient(t, srv.URL())
 	now := nextDay().Add(400 * time.Millisecond)
 	end := nextDay().Add(time.Second).UnixMilli()
 	pxat := func(d time.Duration) string { return strconv.FormatInt(end+d.Milliseconds(), 10) }
@@ -256,7 +256,7 @@ func TestAlignedCorruptStateIsLeftAlone(t *testing.T) {
 // times — whole milliseconds, which both count exactly — identically, ResetAfter included.
 func TestAlignedMemstoreAgreesWithRedis(t *testing.T) {
 	srv := redistest.Start(t)
-	rs := open(t, srv.URL())
+	rs := openPatient(t, srv.URL())
 	base := nextDay()
 	clock := limittest.NewClock(base.Add(-time.Hour))
 	ms := memstore.New(memstore.Options{Now: clock.Now, SweepInterval: -1})

@@ -40,7 +40,7 @@ func testArgs(rs []admit.Request) (keys, args []string) {
 // argument more, and the test assembly decides as the production one does.
 func TestClockOnlyFromATestAssembly(t *testing.T) {
 	srv := redistest.Start(t)
-	s := open(t, srv.URL())
+	s := openPatient(t, srv.URL())
 	lim := admit.Limit{Algorithm: admit.FixedWindow, Rate: 3, Period: time.Minute}
 	rs := []admit.Request{{Key: newKey(t), Limit: lim, Cost: 1}}
 	keys, args := testArgs(rs)

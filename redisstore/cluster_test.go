@@ -54,7 +54,7 @@ func TestConformanceCluster(t *testing.T) {
 // master has them once a key of its slots was decided, and again after SCRIPT FLUSH on one master.
 func TestClusterLoadsScriptsOnEveryNode(t *testing.T) {
 	c := redistest.StartCluster(t)
-	s := open(t, c.URL())
+	s := openPatient(t, c.URL())
 	masters := c.Masters(t)
 	// One key per master, found by slot.
 	keys := map[*redistest.Server]string{}
@@ -74,7 +74,7 @@ func TestClusterLoadsScriptsOnEveryNode(t *testing.T) {
 		}
 	}
 	// A URL of one node finds the cluster by itself.
-	one := open(t, c.Nodes()[5].URL())
+	one := openPatient(t, c.Nodes()[5].URL())
 	for m, k := range keys {
 		if d := take(t, one, k, threePerMinute, 0); !d.Allowed || d.Remaining != 2 {
 			t.Fatalf("Take of 0 on %s's key through one node's URL: %+v; want 2 left", m.Addr(), d)

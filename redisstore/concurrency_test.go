@@ -53,7 +53,7 @@ func sorted(leases []algo.Lease) []algo.Lease {
 // at random times, and stores exactly the leases the transition keeps.
 func TestConcurrencyScriptAgreesWithAlgo(t *testing.T) {
 	srv := redistest.Start(t)
-	s := open(t, srv.URL())
+	s := openPatient(t, srv.URL())
 	rng := rand.New(rand.NewPCG(1, 2))
 	for round := range 20 {
 		lim := admit.Limit{Algorithm: admit.Concurrency, Rate: 1 + rng.Int64N(4), Period: time.Duration(1+rng.IntN(500)) * time.Millisecond}
@@ -95,7 +95,7 @@ func TestConcurrencyScriptAgreesWithAlgo(t *testing.T) {
 // rejection removes nothing, not even expired leases, and leaves the key byte for byte.
 func TestConcurrencyStateInRedis(t *testing.T) {
 	srv := redistest.Start(t)
-	s := open(t, srv.URL())
+	s := openPatient(t, srv.URL())
 	lim := admit.Limit{Algorithm: admit.Concurrency, Rate: 2, Period: 10 * time.Second}
 	key := newKey(t)
 	at := time.Now().Add(time.Hour).UnixMicro()
@@ -134,7 +134,7 @@ func TestConcurrencyStateInRedis(t *testing.T) {
 // by Release.
 func TestConcurrencyCorruptStateIsAnErrorAndLeftAlone(t *testing.T) {
 	srv := redistest.Start(t)
-	s := open(t, srv.URL())
+	s := openPatient(t, srv.URL())
 	lim := admit.Limit{Algorithm: admit.Concurrency, Rate: 3, Period: time.Minute}
 	now := time.Now()
 	soon := strconv.FormatInt(now.Add(30*time.Second).UnixMicro(), 10)
@@ -185,7 +185,7 @@ func TestConcurrencyCorruptStateIsAnErrorAndLeftAlone(t *testing.T) {
 // are refused before any write.
 func TestConcurrencyScriptsRefuseInvalidArguments(t *testing.T) {
 	srv := redistest.Start(t)
-	s := open(t, srv.URL())
+	s := openPatient(t, srv.URL())
 	key := newKey(t)
 	for name, args := range map[string][]string{
 		"cost 2":            {"1", "", "", "concurrency", "3", "60000", "2", "7"},
@@ -223,7 +223,7 @@ func TestConcurrencyScriptsRefuseInvalidArguments(t *testing.T) {
 // Release loads its script on NOSCRIPT, and releases exactly once.
 func TestReleaseAfterScriptFlush(t *testing.T) {
 	srv := redistest.Start(t)
-	s := open(t, srv.URL())
+	s := openPatient(t, srv.URL())
 	lim := admit.Limit{Algorithm: admit.Concurrency, Rate: 1, Period: time.Minute}
 	key := newKey(t)
 	d := take(t, s, key, lim, 1)
@@ -257,7 +257,7 @@ func TestReleaseUnavailable(t *testing.T) {
 // asserts nothing about the sizes (docs/development.md).
 func TestConcurrencyMemoryUsage(t *testing.T) {
 	srv := redistest.Start(t)
-	s := open(t, srv.URL())
+	s := openPatient(t, srv.URL())
 	lim := admit.Limit{Algorithm: admit.Concurrency, Rate: admit.MaxConcurrency, Period: time.Minute}
 	key := newKey(t)
 	expiry := time.Now().Add(30 * time.Second).UnixMicro()

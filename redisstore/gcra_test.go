@@ -41,7 +41,7 @@ var gcraLimits = []admit.Limit{
 // gives, and anything else must leave the key byte for byte as it was.
 func TestGCRAScriptAgreesWithAlgo(t *testing.T) {
 	srv := redistest.Start(t)
-	s := open(t, srv.URL())
+	s := openPatient(t, srv.URL())
 	c := srv.Client(t)
 	ctx := context.Background()
 	const margin = 50 // ms
@@ -197,7 +197,7 @@ func TestGCRAScriptAgreesWithAlgo(t *testing.T) {
 // rounding under 1%, burst × interval ≤ 2^52 µs, cost ≤ burst) are Go's, rendered.
 func TestGCRAScriptBoundsAreGos(t *testing.T) {
 	srv := redistest.Start(t)
-	s := open(t, srv.URL())
+	s := openPatient(t, srv.URL())
 	r := rand.New(rand.NewPCG(9, 10))
 	lims := append([]admit.Limit(nil), gcraLimits...)
 	for _, l := range []admit.Limit{
@@ -248,7 +248,7 @@ func TestGCRAScriptBoundsAreGos(t *testing.T) {
 // so that no key's real expiry in Redis passes during the test.
 func TestGCRAMemstoreAgreesWithRedis(t *testing.T) {
 	srv := redistest.Start(t)
-	rs := open(t, srv.URL())
+	rs := openPatient(t, srv.URL())
 	start := time.Unix(1_800_000_000, 0)
 	clock := limittest.NewClock(start)
 	ms := memstore.New(memstore.Options{Now: clock.Now})
@@ -302,7 +302,7 @@ func TestGCRAMemstoreAgreesWithRedis(t *testing.T) {
 // unextended TTL.
 func TestGCRARejectionsAreReadOnly(t *testing.T) {
 	srv := redistest.Start(t, "--notify-keyspace-events", "KA")
-	s := open(t, srv.URL())
+	s := openPatient(t, srv.URL())
 	key := newKey(t)
 	marker := key + ":marker"
 	lim := gcraLimit(3, time.Minute, 0)
@@ -334,7 +334,7 @@ func TestGCRARejectionsAreReadOnly(t *testing.T) {
 // after it — what docs/gcra.md shows.
 func TestGCRAStateInRedis(t *testing.T) {
 	srv := redistest.Start(t)
-	s := open(t, srv.URL())
+	s := openPatient(t, srv.URL())
 	key := newKey(t)
 	lim := gcraLimit(10, time.Second, 20) // T = 100 ms
 	before := time.Now().UnixMicro()
@@ -356,7 +356,7 @@ func TestGCRAStateInRedis(t *testing.T) {
 // years to empty is recorded and replayed, not called corrupt.
 func TestGCRAReplayOfALongReset(t *testing.T) {
 	srv := redistest.Start(t)
-	s := open(t, srv.URL())
+	s := openPatient(t, srv.URL())
 	lim := gcraLimit(1, admit.MaxPeriod, 2) // τ = 732 days
 	rs := []admit.Request{{Key: newKey(t), Limit: lim, Cost: 2, ID: "long"}}
 	first, again := make([]admit.Decision, 1), make([]admit.Decision, 1)

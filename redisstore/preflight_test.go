@@ -39,7 +39,7 @@ func TestPreflight(t *testing.T) {
 	ctx := context.Background()
 
 	t.Run("DefaultUser", func(t *testing.T) {
-		rep, err := open(t, srv.AdminURL()).Preflight(ctx)
+		rep, err := openPatient(t, srv.AdminURL()).Preflight(ctx)
 		if err != nil {
 			t.Fatalf("Preflight: %v", err)
 		}
@@ -56,7 +56,7 @@ func TestPreflight(t *testing.T) {
 	})
 	t.Run("LeastPrivilegeUser", func(t *testing.T) {
 		srv.Do(t, "SCRIPT", "FLUSH")
-		rep, err := open(t, srv.URL()).Preflight(ctx)
+		rep, err := openPatient(t, srv.URL()).Preflight(ctx)
 		if err != nil {
 			t.Fatalf("Preflight as a user with exactly ACLRules: %v", err)
 		}
@@ -77,7 +77,7 @@ func TestPreflight(t *testing.T) {
 		t.Run("No"+cmd, func(t *testing.T) {
 			srv.Do(t, "SCRIPT", "FLUSH")
 			rules := strings.Replace(ACLRules(), " "+rule, "", 1)
-			_, err := open(t, setUser(t, srv, fmt.Sprintf("u%d", i), rules)).Preflight(ctx)
+			_, err := openPatient(t, setUser(t, srv, fmt.Sprintf("u%d", i), rules)).Preflight(ctx)
 			want := "'" + cmd + "'" // as the probe, or the 7.0 message of a refused call in a script, names it
 			if cmd == "evalsha" || cmd == "script|load" || cmd == "ping" {
 				want = "'" + cmd + "' command" // Redis's NOPERM of a command called directly
@@ -96,7 +96,7 @@ func TestPreflight(t *testing.T) {
 	}
 	t.Run("KeyPattern", func(t *testing.T) {
 		srv.Do(t, "SCRIPT", "FLUSH")
-		_, err := open(t, setUser(t, srv, "other-keys", strings.Replace(ACLRules(), "~rl:*", "~admit:*", 1))).Preflight(ctx)
+		_, err := openPatient(t, setUser(t, srv, "other-keys", strings.Replace(ACLRules(), "~rl:*", "~admit:*", 1))).Preflight(ctx)
 		if !errors.Is(err, ErrPermission) || !strings.Contains(err.Error(), "~rl:*") {
 			t.Fatalf("Preflight with keys ~admit:*: %v, want ErrPermission naming ~rl:*", err)
 		}
@@ -116,7 +116,7 @@ func TestPreflight(t *testing.T) {
 	t.Run("Eviction", func(t *testing.T) {
 		srv.Do(t, "CONFIG", "SET", "maxmemory-policy", "allkeys-lru")
 		defer srv.Do(t, "CONFIG", "SET", "maxmemory-policy", "noeviction")
-		rep, err := open(t, srv.AdminURL()).Preflight(ctx)
+		rep, err := openPatient(t, srv.AdminURL()).Preflight(ctx)
 		if err != nil {
 			t.Fatalf("Preflight: %v", err)
 		}
@@ -130,7 +130,7 @@ func TestPreflight(t *testing.T) {
 		down.Stop(t)
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
-		_, err := open(t, url).Preflight(ctx)
+		_, err := openPatient(t, url).Preflight(ctx)
 		if !errors.Is(err, admit.ErrUnavailable) || errors.Is(err, ErrPermission) {
 			t.Fatalf("Preflight of a stopped Redis: %v, want ErrUnavailable only", err)
 		}

@@ -69,7 +69,7 @@ func TestExpiryMillisecondStartsANewWindow(t *testing.T) {
 // The script's bounds are rendered from the Go constants: it accepts exactly what Go accepts.
 func TestScriptBoundsAreGos(t *testing.T) {
 	srv := redistest.Start(t)
-	s := open(t, srv.URL())
+	s := openPatient(t, srv.URL())
 	maxRate := strconv.FormatInt(admit.MaxRate, 10)
 	maxWindow := strconv.FormatInt(admit.MaxPeriod.Milliseconds(), 10)
 	for _, tc := range []struct {

@@ -39,7 +39,7 @@ func (s *Store) settleAt(ctx context.Context, res admit.Reservation, actual int6
 // through its TTL, so its time cannot be fixed: the conformance suite covers it.)
 func TestSettleMemstoreAgreesWithRedis(t *testing.T) {
 	srv := redistest.Start(t)
-	rs := open(t, srv.URL())
+	rs := openPatient(t, srv.URL())
 	ms := time.Millisecond
 	for _, lim := range []admit.Limit{
 		{Algorithm: admit.FixedWindow, Rate: 10, Period: 300 * ms, Aligned: true},
@@ -117,7 +117,7 @@ func TestSettleMemstoreAgreesWithRedis(t *testing.T) {
 // unchanged, whatever the settlement.
 func TestSettleCorruptStateIsLeftAlone(t *testing.T) {
 	srv := redistest.Start(t)
-	s := open(t, srv.URL())
+	s := openPatient(t, srv.URL())
 	fw := admit.Limit{Algorithm: admit.FixedWindow, Rate: 10, Period: time.Minute}
 	gc := admit.Limit{Algorithm: admit.GCRA, Rate: 10, Period: time.Minute}
 	for _, tc := range []struct {
@@ -162,7 +162,7 @@ func TestSettleCorruptStateIsLeftAlone(t *testing.T) {
 // more (a slow machine) says nothing and is made again on a fresh key.
 func TestFixedWindowTokenIsTheWindowEnd(t *testing.T) {
 	srv := redistest.Start(t)
-	s := open(t, srv.URL())
+	s := openPatient(t, srv.URL())
 	lim := admit.Limit{Algorithm: admit.FixedWindow, Rate: 10, Period: 200 * time.Millisecond}
 	var key string
 	var first admit.Decision
@@ -199,7 +199,7 @@ func TestFixedWindowTokenIsTheWindowEnd(t *testing.T) {
 // and every unit counts.
 func TestSlidingLogRefundKeepsMembersUnique(t *testing.T) {
 	srv := redistest.Start(t)
-	s := open(t, srv.URL())
+	s := openPatient(t, srv.URL())
 	lim := admit.Limit{Algorithm: admit.SlidingLog, Rate: 10, Period: time.Minute}
 	key := newKey(t)
 	at := time.UnixMicro(aheadStart(time.Minute) + 1234)
@@ -234,7 +234,7 @@ func TestSlidingLogRefundKeepsMembersUnique(t *testing.T) {
 // meanwhile), a refund whose window (of 50 ms) the key no longer holds.
 func TestSettleWritesNothingWhenNothingChanges(t *testing.T) {
 	srv := redistest.Start(t, "--notify-keyspace-events", "KA")
-	s := open(t, srv.URL())
+	s := openPatient(t, srv.URL())
 	for _, lim := range []admit.Limit{
 		{Algorithm: admit.FixedWindow, Rate: 3, Period: 50 * time.Millisecond},
 		{Algorithm: admit.FixedWindow, Rate: 3, Period: 50 * time.Millisecond, Aligned: true},

@@ -166,7 +166,7 @@ func logSet(t *testing.T, srv *redistest.Server, key string) ([]int64, int64) {
 // rejection or a peek; every Decision exactly algo's.
 func TestSlidingWindowInRedis(t *testing.T) {
 	srv := redistest.Start(t)
-	s := open(t, srv.URL())
+	s := openPatient(t, srv.URL())
 	const window = 10 * time.Second
 	W := window.Microseconds()
 	lim := admit.Limit{Algorithm: admit.SlidingWindow, Rate: 4, Period: window}
@@ -221,7 +221,7 @@ func TestSlidingWindowInRedis(t *testing.T) {
 // byte for byte and writes nothing.
 func TestSlidingLogInRedis(t *testing.T) {
 	srv := redistest.Start(t, "--notify-keyspace-events", "KA")
-	s := open(t, srv.URL())
+	s := openPatient(t, srv.URL())
 	const window = 10 * time.Second
 	W := window.Microseconds()
 	lim := admit.Limit{Algorithm: admit.SlidingLog, Rate: 4, Period: window}
@@ -279,7 +279,7 @@ func TestSlidingLogInRedis(t *testing.T) {
 // batches the script's unpack can take, and the next admission finds them all.
 func TestSlidingLogAtMaxRate(t *testing.T) {
 	srv := redistest.Start(t)
-	s := open(t, srv.URL())
+	s := openPatient(t, srv.URL())
 	lim := admit.Limit{Algorithm: admit.SlidingLog, Rate: admit.MaxSlidingLogRate, Period: time.Minute}
 	key := newKey(t)
 	now := aheadStart(time.Minute)
@@ -301,7 +301,7 @@ func TestSlidingLogAtMaxRate(t *testing.T) {
 // G3 for the sliding algorithms: state no script writes is an error, and left byte for byte.
 func TestSlidingCorruptStateIsAnErrorAndLeftAlone(t *testing.T) {
 	srv := redistest.Start(t)
-	s := open(t, srv.URL())
+	s := openPatient(t, srv.URL())
 	const window = time.Minute
 	now := time.Now()
 	start := strconv.FormatInt(now.UnixMilli()/window.Milliseconds()*window.Milliseconds(), 10) // this window's
@@ -373,7 +373,7 @@ func TestSlidingCorruptStateIsAnErrorAndLeftAlone(t *testing.T) {
 // Defence in depth, for the sliding modules: arguments that slip past Go's validation are refused before any write.
 func TestSlidingScriptsRefuseInvalidArguments(t *testing.T) {
 	srv := redistest.Start(t)
-	s := open(t, srv.URL())
+	s := openPatient(t, srv.URL())
 	key := newKey(t)
 	for _, argv := range [][]string{
 		{"sliding_window", "0", "60000", "1"},
@@ -405,7 +405,7 @@ func TestSlidingScriptsRefuseInvalidArguments(t *testing.T) {
 // double arithmetic must still be exact; and it writes algo's state.
 func TestSlidingWindowScriptAgreesWithAlgo(t *testing.T) {
 	srv := redistest.Start(t)
-	s := open(t, srv.URL())
+	s := openPatient(t, srv.URL())
 	r := rand.New(rand.NewPCG(11, 12))
 	seen := map[string]int{}
 	for i := range 1500 {
@@ -458,7 +458,7 @@ func TestSlidingWindowScriptAgreesWithAlgo(t *testing.T) {
 // included, and writes algo's log.
 func TestSlidingLogScriptAgreesWithAlgo(t *testing.T) {
 	srv := redistest.Start(t)
-	s := open(t, srv.URL())
+	s := openPatient(t, srv.URL())
 	r := rand.New(rand.NewPCG(13, 14))
 	seen := map[string]int{}
 	for range 800 {
@@ -515,7 +515,7 @@ func TestSlidingLogScriptAgreesWithAlgo(t *testing.T) {
 // interval, and the log's never more than limit.
 func TestSlidingWindowBoundAgainstLogInRedis(t *testing.T) {
 	srv := redistest.Start(t)
-	s := open(t, srv.URL())
+	s := openPatient(t, srv.URL())
 	const limit, window = 10, time.Second
 	W := window.Microseconds()
 	swLim := admit.Limit{Algorithm: admit.SlidingWindow, Rate: limit, Period: window}
@@ -584,7 +584,7 @@ func TestSlidingWindowBoundAgainstLogInRedis(t *testing.T) {
 // three policies, any cost, peeks, keys of two slots — identically, at the same fixed times.
 func TestSlidingMemstoreAgreesWithRedis(t *testing.T) {
 	srv := redistest.Start(t)
-	rs := open(t, srv.URL())
+	rs := openPatient(t, srv.URL())
 	clock := limittest.NewClock(time.UnixMicro(aheadStart(time.Hour) + 123_456))
 	ms := memstore.New(memstore.Options{Now: clock.Now})
 	t.Cleanup(func() { ms.Close() })
@@ -654,7 +654,7 @@ func TestSlidingMemstoreAgreesWithRedis(t *testing.T) {
 // sliding window decided with it, which would have admitted — no keyspace event, identical DUMPs.
 func TestRejectionByOneAlgorithmWritesNothingToTheOthers(t *testing.T) {
 	srv := redistest.Start(t, "--notify-keyspace-events", "KA")
-	s := open(t, srv.URL())
+	s := openPatient(t, srv.URL())
 	slot := newKey(t)
 	lims := []admit.Limit{
 		{Name: "fw", Algorithm: admit.FixedWindow, Rate: 10, Period: time.Minute},
@@ -695,7 +695,7 @@ func TestRejectionByOneAlgorithmWritesNothingToTheOthers(t *testing.T) {
 // window, more than MaxPeriod, which the record must still hold.
 func TestSlidingWindowReplayOfTheLongestWindow(t *testing.T) {
 	srv := redistest.Start(t)
-	s := open(t, srv.URL())
+	s := openPatient(t, srv.URL())
 	lim := admit.Limit{Algorithm: admit.SlidingWindow, Rate: 3, Period: admit.MaxPeriod}
 	rs := []admit.Request{{Key: newKey(t), Limit: lim, Cost: 1, ID: "req-1"}}
 	at := time.UnixMicro(aheadStart(time.Minute))

@@ -55,7 +55,7 @@ func runInts(t *testing.T, s *Store, sc *script, keys, args []string) ([]int64, 
 // keys to outlast the test.)
 func TestSinglePolicyPathAgreesWithGeneralPath(t *testing.T) {
 	srv := redistest.Start(t)
-	s := open(t, srv.URL())
+	s := openPatient(t, srv.URL())
 	start := time.UnixMilli(1_800_000_000_000 + 59_000) // one second before an aligned minute ends
 	for _, lim := range []admit.Limit{
 		{Algorithm: admit.FixedWindow, Rate: 5, Period: time.Minute},
@@ -137,7 +137,7 @@ func testSinglePolicyPath(t *testing.T, srv *redistest.Server, s *Store, start t
 // nothing — and leaves the keys alike.
 func TestSeveralPoliciesPathAgreesWithGeneralPath(t *testing.T) {
 	srv := redistest.Start(t)
-	s := open(t, srv.URL())
+	s := openPatient(t, srv.URL())
 	start := time.UnixMilli(1_800_000_000_000 + 59_000)
 	for _, lims := range [][]admit.Limit{
 		{{Algorithm: admit.FixedWindow, Rate: 4, Period: time.Second, Aligned: true}, {Algorithm: admit.FixedWindow, Rate: 7, Period: time.Minute, Aligned: true}},
@@ -243,7 +243,7 @@ func checkExpiryToken(t *testing.T, srv *redistest.Server, key string, reply []i
 // the general path too.
 func TestSinglePolicyPathFallsThrough(t *testing.T) {
 	srv := redistest.Start(t)
-	s := open(t, srv.URL())
+	s := openPatient(t, srv.URL())
 	now := time.Now()
 	clock := strconv.FormatInt(now.UnixMicro(), 10)
 	hourStart := strconv.FormatInt(now.Truncate(time.Hour).UnixMilli(), 10) // the sliding window's, at clock
@@ -377,7 +377,7 @@ var (
 // TTL: its retry and reset may differ by the milliseconds between the two calls.
 func TestSettleStraightPathAgreesWithGeneralPath(t *testing.T) {
 	srv := redistest.Start(t)
-	s := open(t, srv.URL())
+	s := openPatient(t, srv.URL())
 	start := time.UnixMilli(1_800_000_000_000 + 59_000)
 	for _, lim := range []admit.Limit{
 		{Algorithm: admit.FixedWindow, Rate: 6, Period: time.Minute},
@@ -466,7 +466,7 @@ func TestSettleStraightPathAgreesWithGeneralPath(t *testing.T) {
 // stored state it would refuse, and on the algorithms it leaves to the general path.
 func TestSettleStraightPathFallsThrough(t *testing.T) {
 	srv := redistest.Start(t)
-	s := open(t, srv.URL())
+	s := openPatient(t, srv.URL())
 	now := time.Now()
 	clock := strconv.FormatInt(now.UnixMicro(), 10)
 	hourStart := strconv.FormatInt(now.Truncate(time.Hour).UnixMilli(), 10) // the sliding window's, at clock

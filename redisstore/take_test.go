@@ -55,7 +55,7 @@ func dumps(t *testing.T, srv *redistest.Server, keys []string) []string {
 // — no keyspace event, identical DUMPs — and leaves no idempotency record.
 func TestRejectionByOnePolicyWritesNothing(t *testing.T) {
 	srv := redistest.Start(t, "--notify-keyspace-events", "KA")
-	s := open(t, srv.URL())
+	s := openPatient(t, srv.URL())
 	keys, lims := slotKeys(t, 2, 5, 10)
 	for range 2 {
 		if allowed, err := s.TakeAll(context.Background(), requestsOf(keys, lims, 1, ""), make([]admit.Decision, 3)); err != nil || !allowed {
@@ -103,7 +103,7 @@ func TestRejectionByOnePolicyWritesNothing(t *testing.T) {
 // corrupt record fails a request with its ID.
 func TestCorruptStateInOnePolicy(t *testing.T) {
 	srv := redistest.Start(t)
-	s := open(t, srv.URL())
+	s := openPatient(t, srv.URL())
 	keys, lims := slotKeys(t, 3, 3, 3)
 	srv.Do(t, "SET", keys[1], "abc", "PX", "60000")
 	for _, id := range []string{"", "with-id"} {
@@ -161,7 +161,7 @@ func TestSlotMatchesRedis(t *testing.T) {
 // between them).
 func TestScriptAgreesWithAlgo(t *testing.T) {
 	srv := redistest.Start(t)
-	s := open(t, srv.URL())
+	s := openPatient(t, srv.URL())
 	c := srv.Client(t)
 	const window = 60_000
 	lim := admit.Limit{Algorithm: admit.FixedWindow, Rate: 10, Period: window * time.Millisecond}
@@ -234,7 +234,7 @@ func TestScriptAgreesWithAlgo(t *testing.T) {
 // same Decisions (ResetAfter within the real time the sequence took, for Redis's clock runs).
 func TestMemstoreAgreesWithRedis(t *testing.T) {
 	srv := redistest.Start(t)
-	rs := open(t, srv.URL())
+	rs := openPatient(t, srv.URL())
 	clock := limittest.NewClock(time.Unix(1_700_000_000, 0))
 	ms := memstore.New(memstore.Options{Now: clock.Now})
 	t.Cleanup(func() { ms.Close() })

@@ -206,18 +206,27 @@ func viewOf(n *Server) ([]clusterNode, error) {
 	return nodes, nil
 }
 
-// running returns a node of the cluster that is running and answers, to ask about the cluster.
+// running returns a node of the cluster that is running and answers, to ask about the cluster. A
+// loaded machine may keep every node from answering for a while: it asks until topologyTimeout.
 func (c *Cluster) running(t testing.TB) *Server {
 	t.Helper()
-	for _, n := range c.nodes {
-		if n.running() {
-			if _, err := ping(n.Addr(), nil, time.Second); err == nil {
-				return n
+	for deadline := time.Now().Add(topologyTimeout); ; time.Sleep(pollPause) {
+		alive := false
+		for _, n := range c.nodes {
+			if n.running() {
+				alive = true
+				if _, err := ping(n.Addr(), nil, time.Second); err == nil {
+					return n
+				}
 			}
 		}
+		if !alive {
+			t.Fatal("redistest: no node of the cluster is running")
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redistest: no running node of the cluster answered PING in %v", topologyTimeout)
+		}
 	}
-	t.Fatal("redistest: no node of the cluster is running")
-	return nil
 }
 
 // Masters returns the nodes that serve slots now, as a running node sees the cluster: three, unless

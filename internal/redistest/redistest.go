@@ -54,8 +54,9 @@ const (
 	requireEnv = "ADMIT_REQUIRE_REDIS"
 	// startAttempts bounds how many free ports Start tries when another process takes the one it chose.
 	startAttempts = 5
-	// readyTimeout bounds how long a start waits for the server to answer PING.
-	readyTimeout = 10 * time.Second
+	// readyTimeout bounds how long a start waits for the server to answer PING: patient, as a loaded
+	// machine may take seconds to start one.
+	readyTimeout = 30 * time.Second
 	// exitTimeout bounds how long Stop waits for a graceful exit, and Kill for the process to be reaped.
 	exitTimeout = 10 * time.Second
 	// doTimeout bounds one command sent by Do.

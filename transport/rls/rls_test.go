@@ -128,10 +128,11 @@ func stores(t *testing.T, f func(t *testing.T, store admit.Store)) {
 	})
 }
 
-// redisStore returns a redisstore on srv.
+// redisStore returns a redisstore on srv, with patient timeouts (2 s): the tests check answers, not
+// deadlines.
 func redisStore(t *testing.T, srv *redistest.Server) *redisstore.Store {
 	t.Helper()
-	s, err := redisstore.New(redisstore.Config{URL: srv.URL()})
+	s, err := redisstore.New(redisstore.Config{URL: srv.URL(), CommandTimeout: 2 * time.Second, DialTimeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
