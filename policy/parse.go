@@ -63,7 +63,6 @@ func (d *decoder) errors() ErrorList {
 	for _, e := range d.yf.Errors() {
 		list = append(list, &Error{File: d.file, Line: e.Line, Column: e.Column, Msg: e.Msg})
 	}
-	list.sort()
 	return list
 }
 

@@ -12,6 +12,7 @@ package yamlfield
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -66,8 +67,15 @@ func (d *Decoder) Errorf(n *yaml.Node, format string, args ...any) {
 	d.errs = append(d.errs, e)
 }
 
-// Errors returns the errors recorded, in the order they were.
-func (d *Decoder) Errors() []Error { return d.errs }
+// Errors returns the errors recorded, in the order of their places in the file (those of the
+// whole file first), and in the order recorded at one place.
+func (d *Decoder) Errors() []Error {
+	errs := slices.Clone(d.errs)
+	slices.SortStableFunc(errs, func(a, b Error) int {
+		return cmp.Or(cmp.Compare(a.Line, b.Line), cmp.Compare(a.Column, b.Column))
+	})
+	return errs
+}
 
 // Len returns the number of errors recorded.
 func (d *Decoder) Len() int { return len(d.errs) }
