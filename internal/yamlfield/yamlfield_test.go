@@ -1,6 +1,7 @@
 package yamlfield_test
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"strings"
@@ -269,4 +270,61 @@ func TestErrorsInPlaceOrder(t *testing.T) {
 	if want := "file|1:2: a|1:5: b1|1:5: b2|3:1: c"; strings.Join(got, "|") != want {
 		t.Errorf("Errors = %s; want %s", strings.Join(got, "|"), want)
 	}
+}
+
+// FuzzDecoder reads every node of any data with every reader, strict and Loose: none panics, a
+// reader that reports false has recorded an error (or had no node), and every error is placed
+// within the file or is of the whole file.
+func FuzzDecoder(f *testing.F) {
+	for _, s := range []string{
+		"a: 1\nb: [x, 'y', {c: true}]\n",
+		"policies:\n  - name: api\n    limit: 10\n  window: 1s\n",
+		"a: &x 1\nb: *x\n",
+		"a: 1\n---\nb: 2\n",
+		"k: é\nb: [é, @x]\n",
+		"a: \"x\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		lines := bytes.Count(data, []byte("\n")) + 1
+		for _, loose := range []bool{false, true} {
+			d := yamlfield.Decoder{Loose: loose}
+			root, ok := d.Document(data, "empty")
+			if ok != (d.Len() == 0) {
+				t.Fatalf("Document reports %v with %d errors", ok, d.Len())
+			}
+			if ok {
+				d.NoAliases(root)
+				var walk func(n *yaml.Node, depth int)
+				walk = func(n *yaml.Node, depth int) {
+					if depth > 50 {
+						return
+					}
+					for _, read := range []func() bool{
+						func() bool { _, ok := d.String(n, "v"); return ok },
+						func() bool { _, ok := d.Bool(n, "v"); return ok },
+						func() bool { _, ok := d.Int(n, "v", -10, 10); return ok },
+						func() bool { _, ok := d.Duration(n, "v", 0, time.Hour); return ok },
+						func() bool { _, ok := d.Sequence(n, "v"); return ok },
+						func() bool { _, ok := d.Mapping(n, "v", "a", "b"); return ok },
+					} {
+						before := d.Len()
+						if !read() && d.Len() == before {
+							t.Fatalf("a reader of %v reports false and records nothing", n)
+						}
+					}
+					for _, c := range n.Content {
+						walk(c, depth+1)
+					}
+				}
+				walk(root, 0)
+			}
+			for _, e := range d.Errors() {
+				if e.Line < 0 || e.Line > lines || e.Line == 0 && e.Column != 0 || e.Line > 0 && e.Column < 1 {
+					t.Fatalf("error %q placed outside the file of %d lines", e.Error(), lines)
+				}
+			}
+		}
+	})
 }

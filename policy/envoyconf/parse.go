@@ -34,18 +34,19 @@ func (d *decoder) parse(data []byte) (domain string, root *node, line int, atomi
 	return domain, root, line, atomic
 }
 
+// parseFile is parse, recording its errors in d.yf.
 func (d *decoder) parseFile(data []byte) (domain string, root *node, line int, atomic bool) {
-	top, ok := d.yf.Document(data, "empty file: want a domain")
+	doc, ok := d.yf.Document(data, "empty file: want a domain")
 	if !ok {
 		return "", nil, 0, false
 	}
-	f, ok := d.yf.Mapping(top, "", "domain", "descriptors", "atomic")
+	f, ok := d.yf.Mapping(doc, "", "domain", "descriptors", "atomic")
 	if !ok {
 		return "", nil, 0, false
 	}
 	switch n := f["domain"]; {
 	case n == nil:
-		d.errorf(top, "domain: missing")
+		d.errorf(doc, "domain: missing")
 	default:
 		domain, _ = d.yf.String(n, "domain")
 		line = n.Line
