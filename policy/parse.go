@@ -140,17 +140,13 @@ func (d *decoder) parse(data []byte) (raw rawFile, ok bool) {
 	if n := top["server"]; n != nil {
 		raw.server = d.parseServer(n)
 	}
-	if n := top["policies"]; n != nil {
-		items, _ := d.yf.Sequence(n, "policies")
-		for i, item := range items {
-			raw.policies = append(raw.policies, d.parsePolicy(item, fmt.Sprintf("policies[%d]", i)))
-		}
+	items, _ := d.yf.Sequence(top["policies"], "policies")
+	for i, item := range items {
+		raw.policies = append(raw.policies, d.parsePolicy(item, fmt.Sprintf("policies[%d]", i)))
 	}
-	if n := top["routes"]; n != nil {
-		items, _ := d.yf.Sequence(n, "routes")
-		for i, item := range items {
-			raw.routes = append(raw.routes, d.parseRoute(item, fmt.Sprintf("routes[%d]", i)))
-		}
+	items, _ = d.yf.Sequence(top["routes"], "routes")
+	for i, item := range items {
+		raw.routes = append(raw.routes, d.parseRoute(item, fmt.Sprintf("routes[%d]", i)))
 	}
 	return raw, true
 }

@@ -45,7 +45,8 @@ func (e Error) Error() string {
 
 // A Decoder reads the fields of one file and collects the errors it finds. A path names a field
 // in errors: "" is the top of the file, "a.b" the field b of the mapping a, "a[0]" the first item
-// of the list a.
+// of the list a. Every reader takes a nil node, a field the file leaves out, for nothing: it
+// reports false and records no error.
 //
 // The zero Decoder is strict and ready to use. A Decoder is not safe for concurrent use.
 type Decoder struct {
@@ -144,6 +145,9 @@ func (d *Decoder) Mapping(n *yaml.Node, path string, known ...string) (map[strin
 	if where == "" {
 		where = "the file"
 	}
+	if n == nil {
+		return nil, false
+	}
 	if n.Kind != yaml.MappingNode {
 		d.Errorf(n, "%s: want a mapping of the fields %s", where, strings.Join(known, ", "))
 		return nil, false
@@ -177,6 +181,9 @@ func (d *Decoder) Mapping(n *yaml.Node, path string, known ...string) (map[strin
 // Sequence returns the items of the list n at path, and reports whether n is a list, recording
 // an error otherwise.
 func (d *Decoder) Sequence(n *yaml.Node, path string) ([]*yaml.Node, bool) {
+	if n == nil {
+		return nil, false
+	}
 	if n.Kind != yaml.SequenceNode {
 		d.Errorf(n, "%s: want a list", path)
 		return nil, false
@@ -186,9 +193,8 @@ func (d *Decoder) Sequence(n *yaml.Node, path string) ([]*yaml.Node, bool) {
 
 // Scalar returns the value of n at path, and reports whether n is a scalar of the tag tag
 // ("!!str", "!!int", "!!bool"), recording "path: want <want>, found <what n is>" otherwise: so 10
-// is not a string, nor "10" in quotes an integer. Scalar is the ground of the typed readers, for
-// a type of the caller's own. Like them, it reports false for a nil n, a field the file leaves
-// out, and records nothing.
+// is not a string, nor "10" in quotes an integer. The typed readers start with it; a caller
+// starts a reader of its own type with it.
 func (d *Decoder) Scalar(n *yaml.Node, path, tag, want string) (string, bool) {
 	if n == nil {
 		return "", false

@@ -176,6 +176,12 @@ func TestMapping(t *testing.T) {
 	if got, ok := d.Sequence(f["limit"], "top.limit"); ok || got != nil {
 		t.Errorf("Sequence of a number = %v, %v", got, ok)
 	}
+	if m, ok := d.Mapping(nil, "absent"); ok || m != nil {
+		t.Errorf("Mapping of no node = %v, %v", m, ok)
+	}
+	if items, ok := d.Sequence(nil, "absent"); ok || items != nil {
+		t.Errorf("Sequence of no node = %v, %v", items, ok)
+	}
 	if items, ok := d.Sequence(f["inner"], "top.inner"); !ok || len(items) != 1 {
 		t.Errorf("Sequence of [1] = %v, %v", items, ok)
 	}

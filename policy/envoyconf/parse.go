@@ -150,23 +150,21 @@ func (d *decoder) rateLimit(n *yaml.Node, path string, shadow bool) *Rule {
 	r := &Rule{}
 	r.Name, _ = d.yf.String(f["name"], path+".name")
 	r.Unlimited, _ = d.yf.Bool(f["unlimited"], path+".unlimited")
-	if rn := f["replaces"]; rn != nil {
-		items, _ := d.yf.Sequence(rn, path+".replaces")
-		for i, item := range items {
-			p := fmt.Sprintf("%s.replaces[%d]", path, i)
-			rf, ok := d.yf.Mapping(item, p, "name")
-			if !ok {
-				continue
-			}
-			name, ok := d.yf.String(rf["name"], p+".name")
-			switch {
-			case rf["name"] == nil:
-				d.errorf(item, "%s.name: missing", p)
-			case ok && name == "":
-				d.errorf(rf["name"], "%s.name: empty", p)
-			case ok:
-				r.Replaces = append(r.Replaces, name)
-			}
+	items, _ := d.yf.Sequence(f["replaces"], path+".replaces")
+	for i, item := range items {
+		p := fmt.Sprintf("%s.replaces[%d]", path, i)
+		rf, ok := d.yf.Mapping(item, p, "name")
+		if !ok {
+			continue
+		}
+		name, ok := d.yf.String(rf["name"], p+".name")
+		switch {
+		case rf["name"] == nil:
+			d.errorf(item, "%s.name: missing", p)
+		case ok && name == "":
+			d.errorf(rf["name"], "%s.name: empty", p)
+		case ok:
+			r.Replaces = append(r.Replaces, name)
 		}
 	}
 	unitName, _ := d.yf.String(f["unit"], path+".unit")
