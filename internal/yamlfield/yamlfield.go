@@ -92,7 +92,7 @@ func (d *Decoder) Document(data []byte, empty string) (*yaml.Node, bool) {
 			d.Errorf(nil, "%s", empty)
 			return nil, false
 		}
-		e, _ := locate(data, err) // unplaced, an error of the whole file
+		e, _ := locate(data, err) // one locate cannot place has no place: the whole file's
 		e.Msg = "YAML: " + e.Msg
 		d.errs = append(d.errs, e)
 		return nil, false
