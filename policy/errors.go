@@ -1,9 +1,7 @@
 package policy
 
 import (
-	"cmp"
 	"fmt"
-	"slices"
 	"strings"
 )
 
@@ -37,11 +35,4 @@ func (l ErrorList) Error() string {
 		lines[i] = e.Error()
 	}
 	return strings.Join(lines, "\n")
-}
-
-// sort orders l by place, keeping the order of errors at one place.
-func (l ErrorList) sort() {
-	slices.SortStableFunc(l, func(a, b *Error) int {
-		return cmp.Or(cmp.Compare(a.Line, b.Line), cmp.Compare(a.Column, b.Column))
-	})
 }

@@ -124,7 +124,7 @@ func (d *decoder) validatePolicy(p *rawPolicy) (Policy, bool) {
 	if p.bad {
 		return Policy{}, false
 	}
-	before := len(d.errs)
+	before := d.yf.Len()
 	path := p.path
 	out := Policy{Version: p.version.v}
 	lim := &out.Limit
@@ -177,7 +177,7 @@ func (d *decoder) validatePolicy(p *rawPolicy) (Policy, bool) {
 	default:
 		d.errorf(p.failure.node, "%s.failure: %q: want closed or open", path, p.failure.v)
 	}
-	if len(d.errs) > before || p.anyBad() {
+	if d.yf.Len() > before || p.anyBad() {
 		return Policy{}, false
 	}
 	if err := lim.Validate(); err != nil { // what the checks above leave: GCRA's rounding, for one
@@ -258,7 +258,7 @@ func (d *decoder) validateRoute(r *rawRoute, policies map[string]bool) (Route, b
 	if r.bad {
 		return Route{}, false
 	}
-	before := len(d.errs)
+	before := d.yf.Len()
 	path := r.path
 	out := Route{Method: r.method.v, PathPrefix: r.pathPrefix.v, Cost: r.cost.v, Subject: Subject{From: r.subjectFrom.v, Header: r.subjectHeader.v}}
 	if r.method.set() && !validMethod(r.method.v) {
@@ -293,7 +293,7 @@ func (d *decoder) validateRoute(r *rawRoute, policies map[string]bool) (Route, b
 		d.errorf(r.cost.node, "%s.cost: %d is outside 0…%d", path, r.cost.v, admit.MaxRate)
 	}
 	d.validateSubject(r, path)
-	return out, len(d.errs) == before
+	return out, d.yf.Len() == before
 }
 
 // validateRouteCost reports, for a route out that validateRoute made of r, whether its cost is one

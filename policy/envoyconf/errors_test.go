@@ -51,3 +51,31 @@ func TestErrorFixtures(t *testing.T) {
 		})
 	}
 }
+
+// FuzzParse checks that Parse never panics, and reports an error as a non-empty ErrorList, each
+// error naming the file.
+func FuzzParse(f *testing.F) {
+	seeds, _ := filepath.Glob("testdata/*/*.yaml")
+	for _, s := range seeds {
+		data, err := os.ReadFile(s)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		_, err := envoyconf.Parse(envoyconf.File{Name: "fuzz.yaml", Data: data})
+		if err == nil {
+			return
+		}
+		var list policy.ErrorList
+		if !errors.As(err, &list) || len(list) == 0 {
+			t.Fatalf("error %v is not a non-empty ErrorList", err)
+		}
+		for _, e := range list {
+			if e.File != "fuzz.yaml" {
+				t.Fatalf("error %v names file %q", e, e.File)
+			}
+		}
+	})
+}

@@ -1,19 +1,18 @@
-// Package yamlerr places a YAML syntax error of go.yaml.in/yaml/v3 at the token that caused it.
-//
-// yaml.v3 reports a syntax error as a string, "yaml: line N: message", whose line is that of the
-// construct being read when the error struck (libyaml's context mark, counted from 0 for a parser
-// error and from 1 for a scanner error), not that of the offending token (its problem mark), and
-// never a column: a bad indent on line 5 of a list that starts on line 2 reads "line 1". The
-// problem mark is not exported, so [Locate] finds it by asking yaml.v3 itself. A parser fails at
-// the first token it cannot accept and reads no further, so the shortest prefix of the file that
-// fails with the very same error ends in that token: a scanner error (a tab, a stray ':') is at
-// the prefix's last character, a parser error at the start of the token that character is in. A
-// file that ends inside a quote or a bracket fails at its end, and the message names where that
-// opens; a key without its ':' fails at the token after it, as libyaml reports it.
-//
-// Against a build of yaml.v3 that prints libyaml's problem mark, Locate agrees on every error of
-// the tests and fixtures, and on 98% of the files made by one or two random edits of a valid one.
-package yamlerr
+package yamlfield
+
+// How a syntax error is placed. yaml.v3 reports a syntax error as a string, "yaml: line N:
+// message", whose line is that of the construct being read when the error struck (libyaml's
+// context mark, counted from 0 for a parser error and from 1 for a scanner error), not that of the
+// offending token (its problem mark), and never a column: a bad indent on line 5 of a list that
+// starts on line 2 reads "line 1". The problem mark is not exported, so locate finds it by asking
+// yaml.v3 itself. A parser fails at the first token it cannot accept and reads no further, so the
+// shortest prefix of the file that fails with the very same error ends in that token: a scanner
+// error (a tab, a stray ':') is at the prefix's last character, a parser error at the start of the
+// token that character is in. A file that ends inside a quote or a bracket fails at its end, and
+// the message names where that opens; a key without its ':' fails at the token after it, as
+// libyaml reports it. Against a build of yaml.v3 that prints libyaml's problem mark, locate agrees
+// on every error of the tests and fixtures, and on 98% of the files made by one or two random
+// edits of a valid one.
 
 import (
 	"bytes"
@@ -26,22 +25,15 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// maxCharScans bounds the prefixes of one line Locate decodes byte by byte; past it, it bisects.
+// maxCharScans bounds the prefixes of one line locate decodes byte by byte; past it, it bisects.
 const maxCharScans = 512
 
-// An Error is a YAML syntax error placed at its offending token.
-type Error struct {
-	// Line and Column are the offending token's place, counted from 1, Column in characters.
-	Line, Column int
-	// Msg is yaml.v3's message without its "yaml: line N: " prefix; for a quote or bracket the
-	// file never closes, it also names where that opens.
-	Msg string
-}
-
-// Locate places err, the error of decoding data's first YAML document into a yaml.Node, at the
-// token that caused it. It reports false when err is not a syntax error it can place (an error
-// of a later document, an unknown alias), and then only the message is meaningful.
-func Locate(data []byte, err error) (Error, bool) {
+// locate places err, the error of decoding data's first YAML document into a yaml.Node, at the
+// token that caused it: Line and Column are the token's, counted from 1, Column in characters, and
+// Msg is yaml.v3's message without its "yaml: line N: " prefix; for a quote or bracket the file
+// never closes, it also names where that opens. It reports false when err is not a syntax error it
+// can place (an error of a later document, an unknown alias), and then only Msg is meaningful.
+func locate(data []byte, err error) (Error, bool) {
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
 	if rest, ok := strings.CutPrefix(msg, "line "); ok { // none on the first line
 		if _, after, ok := strings.Cut(rest, ": "); ok {
@@ -303,9 +295,9 @@ func place(data []byte, i int) (line, col int) {
 	return line, utf8.RuneCount(before[lineStart:]) + 1
 }
 
-// DocumentStart returns the line, from 1, of the first document start marker ("---" at the start
+// documentStart returns the line, from 1, of the first document start marker ("---" at the start
 // of a line) after line after, or 0 if there is none.
-func DocumentStart(data []byte, after int) int {
+func documentStart(data []byte, after int) int {
 	for i, line := range bytes.Split(data, []byte("\n")) {
 		if i+1 <= after {
 			continue

@@ -1,4 +1,4 @@
-package yamlerr_test
+package yamlfield
 
 import (
 	"bytes"
@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/admit-dev/admit/internal/yamlerr"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -45,9 +44,9 @@ func TestLocate(t *testing.T) {
 		if err == nil {
 			t.Fatalf("%q decodes", tt.yaml)
 		}
-		e, ok := yamlerr.Locate([]byte(tt.yaml), err)
+		e, ok := locate([]byte(tt.yaml), err)
 		if got := fmt.Sprintf("%d:%d: %s", e.Line, e.Column, e.Msg); !ok || got != tt.want {
-			t.Errorf("Locate(%q, %q) = %s, %v; want %s", tt.yaml, err, got, ok, tt.want)
+			t.Errorf("locate(%q, %q) = %s, %v; want %s", tt.yaml, err, got, ok, tt.want)
 		}
 	}
 }
@@ -60,12 +59,12 @@ func TestLocateNotSyntax(t *testing.T) {
 	if err == nil {
 		t.Fatal("an unknown alias decodes")
 	}
-	if e, ok := yamlerr.Locate([]byte(data), err); ok || e.Msg != "unknown anchor 'nowhere' referenced" {
-		t.Errorf("Locate(%q) = %+v, %v; want unplaced", err, e, ok)
+	if e, ok := locate([]byte(data), err); ok || e.Msg != "unknown anchor 'nowhere' referenced" {
+		t.Errorf("locate(%q) = %+v, %v; want unplaced", err, e, ok)
 	}
 	other := decode("a: [\n")
-	if _, ok := yamlerr.Locate([]byte("a: 1\n"), other); ok {
-		t.Errorf("Locate placed %q in data it is not the error of", other)
+	if _, ok := locate([]byte("a: 1\n"), other); ok {
+		t.Errorf("locate placed %q in data it is not the error of", other)
 	}
 }
 
@@ -82,9 +81,9 @@ func TestLocateLargeFile(t *testing.T) {
 	if err == nil {
 		t.Fatal("decodes")
 	}
-	e, ok := yamlerr.Locate(b.Bytes(), err)
+	e, ok := locate(b.Bytes(), err)
 	if !ok || e.Line != lines+1 || e.Column != 2 {
-		t.Errorf("Locate = %+v, %v; want line %d, column 2", e, ok, lines+1)
+		t.Errorf("locate = %+v, %v; want line %d, column 2", e, ok, lines+1)
 	}
 }
 
@@ -98,8 +97,8 @@ func TestDocumentStart(t *testing.T) {
 		{"a: 1\n--- # two\nb: [\n", 1, 2},
 		{"a: 1\n----\n  ---\nb: [\n", 1, 0},
 	} {
-		if got := yamlerr.DocumentStart([]byte(tt.data), tt.after); got != tt.want {
-			t.Errorf("DocumentStart(%q, %d) = %d; want %d", tt.data, tt.after, got, tt.want)
+		if got := documentStart([]byte(tt.data), tt.after); got != tt.want {
+			t.Errorf("documentStart(%q, %d) = %d; want %d", tt.data, tt.after, got, tt.want)
 		}
 	}
 }
