@@ -227,7 +227,7 @@ func (cfg *benchConfig) checkGRPC(set map[string]bool, descriptor string) error 
 	case set["policy"] || set["config"]:
 		return errors.New("--policy and --config are for the http and store targets; a grpc:// target takes --domain and --descriptor")
 	case cfg.Domain == "" || descriptor == "":
-		return errors.New("a grpc:// target needs --domain D and --descriptor KEY=VALUE[,KEY=VALUE…]")
+		return errors.New("a grpc:// target needs --domain D and --descriptor KEY=VALUE[,KEY=VALUE...]")
 	}
 	hasKey := false
 	for part := range strings.SplitSeq(descriptor, ",") {
@@ -249,7 +249,7 @@ func targetKind(t string) (string, error) {
 	if t == "memory" {
 		return "memory", nil
 	}
-	want := fmt.Errorf("--target %q: want http://HOST:PORT, grpc://HOST:PORT, redis://…, rediss://…, unix://… or memory", showTarget(t))
+	want := fmt.Errorf("--target %q: want http://HOST:PORT, grpc://HOST:PORT, redis://..., rediss://..., unix://... or memory", showTarget(t))
 	if !strings.Contains(t, "://") {
 		return "", want
 	}
