@@ -429,3 +429,41 @@ func importName(f *ast.File, path string) string {
 	}
 	return ""
 }
+
+// maxFileLines is the most lines a hand-written production Go file has: a file that grows past it
+// does more than one job, and is split by job.
+const maxFileLines = 600
+
+// generatedRE matches the line that marks a generated Go file (go help generate).
+var generatedRE = regexp.MustCompile(`(?m)^// Code generated .* DO NOT EDIT\.$`)
+
+// TestNoBigProductionFiles reports every hand-written production Go file of the module (not a
+// _test.go file, not a generated one) of more than maxFileLines lines.
+func TestNoBigProductionFiles(t *testing.T) {
+	files := 0
+	for _, pkg := range modulePackages(t) {
+		for _, f := range pkg.files {
+			name := filepath.ToSlash(pkg.fset.Position(f.Package).Filename)
+			data, err := os.ReadFile(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			files++
+			if generatedRE.Match(data) {
+				continue
+			}
+			if n := bytes.Count(data, []byte("\n")); n > maxFileLines && !bigFilePending[name] {
+				t.Errorf("%s: %d lines, more than %d: split it by job", name, n, maxFileLines)
+			}
+		}
+	}
+	if files < 100 {
+		t.Fatalf("read only %d files: is the working directory the module root?", files)
+	}
+}
+
+// bigFilePending lists the files over maxFileLines that are being split on another branch of the
+// same change; each entry goes when its file is split.
+var bigFilePending = map[string]bool{
+	"redisstore/script.go": true,
+}
