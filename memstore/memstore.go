@@ -4,59 +4,12 @@
 // without Redis, a test, a single-instance service — can use it in place of Redis. Its limits are
 // per process: several processes each with a memstore do not share them.
 //
-// Keys live in shards chosen by their Redis Cluster hash slot (admit.Slot), each shard behind its
-// own read-write lock, so the keys of one all-or-nothing request share one lock. Each shard keeps a
-// table of its own: 32-byte entries free of pointers, the keys' bytes one after another in an
-// arena, and an open-addressing index of 4-byte slots. An entry holds a count and the absolute end
-// of its window, or an idempotency record (docs/keys.md, "Idempotency records"). A single Take under a fixed window or GCRA
-// Limit, on a key that holds live state, holds the lock only for reading, and writes its admission
-// with a compare-and-swap of the entry's one changing word: callers of a hot key do not queue
-// behind one another, and one preempted on the way holds up none of them unless a writer of the
-// shard comes to wait for it. Everything else — a new or ended key, the other algorithms, TakeAll,
-// Settle, reclaim — holds the lock for writing, for a few hundred instructions. Validating, hashing
-// the key, reading the clock and making the Decision happen outside the lock. [Store.Settle]
-// settles a reservation under the same shard lock, with internal/algo's settle transitions, as the
-// Redis store's settle script does. A sliding window's entry also names its window's start and the
-// previous window's count (about 90 bytes more), a sliding log's the times of its admitted units (8
-// bytes each, at most admit.MaxSlidingLogRate), a concurrency key's its leases in flight (16 bytes
-// each, at most admit.MaxConcurrency).
-//
-// # Reclaim
-//
-// An entry whose window has ended is treated as missing, and reclaimed so that memory follows the
-// keys in use, however fast new keys arrive:
-//
-//   - Each insert pays for reclaim. Before a shard takes a new entry, it examines entries from its
-//     cursor, which walks the shard in turn, and removes those whose window has ended until it has
-//     stepped past 2 live ones (or removed SweepBudget). A turn of the cursor that leaves N entries
-//     so takes about N/2 inserts, and leaves only entries that were live when the turn began or
-//     were inserted during it: each turn ends with at most twice (k/(k−1), for k = 2 live entries
-//     per insert) the entries live when it began, whatever the rate of new keys. Under a steady
-//     flood a shard holds about 1.5 times its live entries (BENCHMARKS.md).
-//   - When nothing is inserted, the background sweeper examines every entry of every shard once per
-//     SweepInterval (holding a shard's lock for at most SweepBudget entries at a time), so an idle
-//     Store is back to its live entries within one SweepInterval after their windows end.
-//   - A key's own expired entry is reused or removed when the key is next used.
-//
-// A shard that has shrunk to a quarter of its peak rebuilds its entries, index and key arena at
-// their present size, so the memory returns to the runtime; the arena is also compacted whenever the
-// bytes of removed keys are half of it.
-//
-// # The entry cap
-//
-// A Store holds about Options.MaxEntries entries at most, by default 1<<20 (1,048,576): for fixed
-// windows or GCRA about 64 MiB with keys of 20 bytes, 75 MiB with keys of 30, 97 MiB with keys of 50,
-// 592 MiB with keys of 512 bytes, the longest allowed. The cap is enforced per shard: each shard holds at most MaxEntries/shards
-// entries, rounded up (so the Store exceeds MaxEntries only by that rounding), and a new key is
-// refused when its own shard is full, which may be somewhat before the Store holds MaxEntries in
-// all. There is no unlimited setting; set a larger MaxEntries.
-//
-// When a Take needs a new entry and the key's shard is full, the shard first reclaims expired
-// entries (examining at most SweepBudget more). If it is still full, Take returns an error matching
-// [ErrFull] and [admit.ErrUnavailable] at once: it never waits, and it never evicts a live entry,
-// because forgetting a count would admit more than the limit. Keys that hold an entry keep being
-// decided exactly as before, a peek (n = 0) of a missing key needs no entry and still answers, and
-// new keys are admitted again as soon as entries expire.
+// Keys live in shards chosen by their Redis Cluster hash slot, each behind its own lock; a busy fixed-window or
+// GCRA key is decided under the shard's read lock, with a compare-and-swap. Entries whose window has ended are
+// reclaimed by every insert and by a background sweeper, so memory follows the keys in use at any rate of new keys.
+// A Store holds at most about Options.MaxEntries entries: a new key beyond them gets an error matching [ErrFull]
+// and [admit.ErrUnavailable], never a live count forgotten. The tables, the fast path, reclaim and the entry cap
+// are described in docs/memstore.md.
 package memstore
 
 import (
@@ -188,13 +141,9 @@ func (s *Store) Take(ctx context.Context, r admit.Request) (d admit.Decision, er
 // TakeAll decides nothing and returns an error matching [ErrFull] and [admit.ErrUnavailable]; it
 // never evicts a live entry.
 //
-// The state of a key does not depend on the Limit that wrote it: a later request under another Limit
-// uses the stored count and window as they are, as Redis does. If the window left on a key is longer
-// than its Limit's Period — the key was started under a longer Period —
-// TakeAll returns an error matching [admit.ErrCorruptState] (and so ErrUnavailable) and changes
-// nothing, exactly as the Redis store does; the key is usable again when its window ends. So is a
-// key that holds live state of another algorithm; once that state has ended, the key is missing, as
-// an expired Redis key is, and any algorithm starts it afresh.
+// A key's state does not depend on the Limit that wrote it. State that cannot be the Limit's — a window left longer
+// than its Period, live state of another algorithm — is an error matching [admit.ErrCorruptState], with nothing
+// changed, as in Redis (docs/memstore.md#state-under-another-limit).
 func (s *Store) TakeAll(ctx context.Context, rs []admit.Request, ds []admit.Decision) (bool, error) {
 	if err := admit.ValidateAll(rs, ds); err != nil {
 		return false, fmt.Errorf("memstore: %w", err)

@@ -11,14 +11,10 @@
 //		s.Restart(t) // Same address, empty data.
 //	}
 //
-// Every data server the harness starts (by [Start], [StartTLS], [StartCluster] and [StartSentinel], and
-// again at every [Server.Restart]) has a least-privilege ACL user, [User] with [Password], allowed only
-// [ACLRules] (plus [ClusterACLRules] on a cluster node, [SentinelACLRules] on a server Sentinel
-// watches). The URLs the harness hands out ([Server.URL], [Cluster.URL], [Sentinel.URL], [Proxy.URL])
-// log in as that user, so whatever the code under test runs through them runs with the permissions
-// a production deployment gives it. The harness's own clients ([Server.Do], [Server.Client]) and
-// [Server.AdminURL] are the unrestricted default user, for the commands a test needs to inspect or
-// break a server (DEBUG, FLUSHALL, CONFIG, MEMORY USAGE, CLUSTER, SCRIPT FLUSH).
+// Every data server the harness starts has the least-privilege ACL user [User] with [Password],
+// allowed only [ACLRules] (plus [ClusterACLRules] or [SentinelACLRules] where they apply), and the
+// URLs it hands out log in as that user; its own clients ([Server.Do], [Server.Client]) and
+// [Server.AdminURL] are the unrestricted default user, to inspect or break a server. Which rules, and why: docs/development.md#tests.
 //
 // Every function needs the testing.TB of a running test, so the package has no runnable Example;
 // its own tests show each use.
