@@ -67,11 +67,11 @@ func (l Limit) validateGCRA() error {
 	}
 	t := l.EmissionInterval().Microseconds()
 	if slower := t*l.Rate - p; slower*MaxIntervalRounding >= p { // t*Rate < p + Rate ≤ 2p: no overflow
-		return fmt.Errorf("%w: gcra: the emission interval %v/%d rounds up to %v, a rate %.2f%% lower; at most 1%% is allowed: use a rate that divides %d µs, or a lower rate",
+		return fmt.Errorf("%w: gcra: the emission interval %v/%d rounds up to %v, a rate %.2f%% lower; at most 1%% is allowed: use a rate that divides %d us, or a lower rate",
 			ErrInvalidLimit, l.Period, l.Rate, l.EmissionInterval(), 100*float64(slower)/float64(t*l.Rate), p)
 	}
 	if c, most := l.Capacity(), MaxTolerance.Microseconds()/t; c > most {
-		return fmt.Errorf("%w: gcra: burst %d × emission interval %v exceeds %v (2^52 µs); at most %d units at this rate",
+		return fmt.Errorf("%w: gcra: burst %d x emission interval %v exceeds %v (2^52 us); at most %d units at this rate",
 			ErrInvalidLimit, c, l.EmissionInterval(), MaxTolerance, most)
 	}
 	return nil

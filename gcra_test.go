@@ -53,7 +53,7 @@ func TestValidateGCRA(t *testing.T) {
 		}
 	}
 	// Both bounds are stated where they are checked.
-	if err := gcra(1, time.Second, 4_503_599_628).Validate(); !strings.Contains(err.Error(), "2^52 µs") {
+	if err := gcra(1, time.Second, 4_503_599_628).Validate(); !strings.Contains(err.Error(), "2^52 us") {
 		t.Errorf("the tolerance bound is not named: %v", err)
 	}
 	if err := gcra(2000, time.Millisecond, 0).Validate(); !strings.Contains(err.Error(), "at least 1µs") {

@@ -355,3 +355,195 @@ func TestNoReferencesOutsideTheRepository(t *testing.T) {
 		t.Fatalf("read only %d files: is the working directory the module root?", files)
 	}
 }
+
+// TestErrorStringsArePlainASCII reports every string literal passed to errors.New or fmt.Errorf
+// in the module's production code (its non-test files) that holds a character outside ASCII:
+// error strings end up in logs, terminals and HTTP bodies of every encoding, so they spell
+// "...", "x", "us", "-" and "<=" rather than their typographic forms.
+func TestErrorStringsArePlainASCII(t *testing.T) {
+	calls := 0
+	for _, pkg := range modulePackages(t) {
+		for _, f := range pkg.files {
+			errorsName, fmtName := importName(f, "errors"), importName(f, "fmt")
+			ast.Inspect(f, func(n ast.Node) bool {
+				call, ok := n.(*ast.CallExpr)
+				if !ok {
+					return true
+				}
+				sel, ok := call.Fun.(*ast.SelectorExpr)
+				if !ok {
+					return true
+				}
+				x, ok := sel.X.(*ast.Ident)
+				if !ok || !(x.Name == errorsName && sel.Sel.Name == "New" || x.Name == fmtName && sel.Sel.Name == "Errorf") {
+					return true
+				}
+				calls++
+				for _, arg := range call.Args {
+					ast.Inspect(arg, func(n ast.Node) bool {
+						lit, ok := n.(*ast.BasicLit)
+						if !ok || lit.Kind != token.STRING {
+							return true
+						}
+						s, err := strconv.Unquote(lit.Value)
+						if err != nil {
+							t.Fatalf("%s: %v", pkg.position(lit.Pos()), err)
+						}
+						pos := pkg.fset.Position(lit.Pos())
+						if i := strings.IndexFunc(s, func(r rune) bool { return r > unicode.MaxASCII }); i >= 0 && !nonASCIIErrorPending[filepath.ToSlash(pos.Filename)+": "+s] {
+							r, _ := utf8.DecodeRuneInString(s[i:])
+							t.Errorf("%s: %s.%s string has %q (U+%04X), not plain ASCII: %s", pkg.position(lit.Pos()), x.Name, sel.Sel.Name, r, r, lit.Value)
+						}
+						return true
+					})
+				}
+				return true
+			})
+		}
+	}
+	if calls < 100 {
+		t.Fatalf("found only %d calls of errors.New and fmt.Errorf: is the working directory the module root?", calls)
+	}
+}
+
+// nonASCIIErrorPending lists, as "file: string", the error strings still to be spelt in ASCII in
+// files that are being restructured on other branches of the same change; each entry goes when its
+// file is rewritten.
+var nonASCIIErrorPending = map[string]bool{
+	"guard/failopen.go: %w: local limit %d outside 1\u2026%d":                                                true,
+	"httplimit/clientip.go: IPv6 prefix /%d outside /1\u2026/128 (or 0 for /%d)":                             true,
+	"service/service.go: %w: %d policies; want 1\u2026%d":                                                    true,
+	"transport/rls/rls.go: descriptor %d, entry %d: want a key of 1\u2026%d bytes and a value of at most %d": true,
+}
+
+// importName returns the name by which f refers to the package of the import path path, or "" if
+// f does not import it.
+func importName(f *ast.File, path string) string {
+	for _, imp := range f.Imports {
+		if p, err := strconv.Unquote(imp.Path.Value); err == nil && p == path {
+			if imp.Name != nil {
+				return imp.Name.Name
+			}
+			return filepath.Base(path)
+		}
+	}
+	return ""
+}
+
+// maxFileLines is the most lines a hand-written production Go file has: a file that grows past it
+// does more than one job, and is split by job.
+const maxFileLines = 600
+
+// generatedRE matches the line that marks a generated Go file (go help generate).
+var generatedRE = regexp.MustCompile(`(?m)^// Code generated .* DO NOT EDIT\.$`)
+
+// TestNoBigProductionFiles reports every hand-written production Go file of the module (not a
+// _test.go file, not a generated one) of more than maxFileLines lines.
+func TestNoBigProductionFiles(t *testing.T) {
+	files := 0
+	for _, pkg := range modulePackages(t) {
+		for _, f := range pkg.files {
+			name := filepath.ToSlash(pkg.fset.Position(f.Package).Filename)
+			data, err := os.ReadFile(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			files++
+			if generatedRE.Match(data) {
+				continue
+			}
+			if n := bytes.Count(data, []byte("\n")); n > maxFileLines && !bigFilePending[name] {
+				t.Errorf("%s: %d lines, more than %d: split it by job", name, n, maxFileLines)
+			}
+		}
+	}
+	if files < 100 {
+		t.Fatalf("read only %d files: is the working directory the module root?", files)
+	}
+}
+
+// bigFilePending lists the files over maxFileLines that are being split on another branch of the
+// same change; each entry goes when its file is split.
+var bigFilePending = map[string]bool{
+	"redisstore/script.go": true,
+}
+
+// docReference matches a comment's reference to a page of docs/ and, optionally, a heading of it:
+// "docs/memstore.md#the-fast-path".
+var docReference = regexp.MustCompile(`docs/([a-z0-9-]+\.md)(#[a-z0-9-]+)?`)
+
+// TestCommentDocReferencesResolve reports every reference of a comment in the module's Go files to
+// a page of docs/ that does not exist, or to a heading the page does not have, so that a comment
+// that sends its reader to docs/ for the long story sends them somewhere.
+func TestCommentDocReferencesResolve(t *testing.T) {
+	anchors := map[string]map[string]bool{} // page → its headings' anchors
+	checked := 0
+	for _, pkg := range modulePackages(t) {
+		for _, f := range append(pkg.files, pkg.testFiles...) {
+			for _, g := range f.Comments {
+				for _, m := range docReference.FindAllStringSubmatch(g.Text(), -1) {
+					page, anchor := filepath.Join("docs", m[1]), strings.TrimPrefix(m[2], "#")
+					checked++
+					if _, err := os.Stat(page); err != nil {
+						t.Errorf("%s: %s: no such page", pkg.position(g.Pos()), m[0])
+						continue
+					}
+					if anchor == "" {
+						continue
+					}
+					if anchors[page] == nil {
+						anchors[page] = map[string]bool{}
+						for _, line := range proseLines(readFile(t, page)) {
+							if heading, ok := strings.CutPrefix(strings.TrimLeft(line, "#"), " "); ok && strings.HasPrefix(line, "#") {
+								anchors[page][githubAnchor(heading)] = true
+							}
+						}
+					}
+					if !anchors[page][anchor] {
+						t.Errorf("%s: %s: %s has no heading with that anchor", pkg.position(g.Pos()), m[0], page)
+					}
+				}
+			}
+		}
+	}
+	if checked < 10 {
+		t.Fatalf("found only %d references to docs/ in comments: is the working directory the module root?", checked)
+	}
+}
+
+// maxCommentLines is the most lines of one comment block in production code. A doc comment says
+// what a name is, how to use it and its key guarantee; the reasoning behind it goes to docs/, with
+// a reference ("docs/memstore.md#reclaim") in the comment.
+const maxCommentLines = 21
+
+// TestNoCommentEssays reports every comment block of more than maxCommentLines lines in the
+// module's production Go files.
+func TestNoCommentEssays(t *testing.T) {
+	blocks := 0
+	for _, pkg := range modulePackages(t) {
+		for _, f := range pkg.files {
+			for _, g := range f.Comments {
+				blocks++
+				start, end := pkg.fset.Position(g.Pos()), pkg.fset.Position(g.End())
+				if n := end.Line - start.Line + 1; n > maxCommentLines && !commentEssayPending[filepath.ToSlash(start.Filename)+":"+strconv.Itoa(start.Line)] {
+					t.Errorf("%s: a comment of %d lines, more than %d: keep what, how to use and the key guarantee, and move the reasoning to docs/", pkg.position(g.Pos()), n, maxCommentLines)
+				}
+			}
+		}
+	}
+	if blocks < 1000 {
+		t.Fatalf("found only %d comment blocks: is the working directory the module root?", blocks)
+	}
+}
+
+// commentEssayPending lists, as "file:line", the long comments of files that are being restructured
+// on other branches of the same change; each entry goes when its file is rewritten.
+var commentEssayPending = map[string]bool{
+	"guard/failopen.go:37":               true,
+	"httplimit/httplimit.go:1":           true,
+	"httplimit/httplimit.go:133":         true,
+	"policy/envoyconf/envoyconf.go:1":    true,
+	"policy/policy.go:1":                 true,
+	"transport/httpapi/httpapi.go:48":    true,
+	"transport/httpproxy/httpproxy.go:1": true,
+}

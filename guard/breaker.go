@@ -67,29 +67,15 @@ type BreakerOptions struct {
 }
 
 // Breaker is a circuit breaker: an admit.Store that forwards every operation to another, and stops
-// forwarding while that one keeps failing (docs/failure-modes.md). It is safe for concurrent use. Make one with
-// [NewBreaker].
+// forwarding while that one keeps failing. It is safe for concurrent use. Make one with [NewBreaker].
 //
-// Closed, it forwards everything and counts consecutive failures. After Failures of them it opens:
-// every operation fails at once with [ErrOpen] — except an invalid request, which gets its own
-// error — without touching the next Store. Once CoolOff has passed, the next operation becomes the
-// probe (half-open): it is forwarded, while every other caller still gets ErrOpen. A probe that
-// succeeds closes the Breaker; one that fails opens it for another CoolOff; one that tells nothing
-// (its caller gave up, say) leaves the Breaker half-open for the next operation to probe.
-//
-// A failure is an error matching admit.ErrUnavailable, other than:
-//   - admit.ErrCorruptState: the backend answered; one key's state is bad, which is no outage (it
-//     counts as a success);
-//   - context.Canceled, or context.DeadlineExceeded when the caller's ctx is done: the caller gave
-//     up, which tells nothing about the backend. The Store's own timeout (DeadlineExceeded while the
-//     caller's ctx is not done) is a failure. A caller whose deadline is shorter than the Store's
-//     timeout therefore never trips the Breaker: give callers the longer deadline.
-//
-// A Decision, allowed or not, is a success. Invalid requests and errors.ErrUnsupported count as
-// neither.
-//
-// The state changes only during operations: an open Breaker that receives no calls reports
-// BreakerOpen after its cool-off until the next call makes it the probe.
+// After Failures consecutive failures it opens: every operation but an invalid request fails at
+// once with [ErrOpen], without touching the next Store. Once CoolOff has passed, the next operation
+// is forwarded as the probe; its success closes the Breaker, its failure opens it for another
+// CoolOff. A failure is an error matching admit.ErrUnavailable, but not corrupt state (the backend
+// answered) nor the caller's own cancellation or deadline: a caller whose deadline is shorter than
+// the Store's timeout never trips it. The states and what counts as a failure, in full:
+// docs/failure-modes.md#guardbreaker-in-the-library.
 type Breaker struct {
 	next     admit.Store
 	failures int

@@ -38,42 +38,13 @@ type OverLimitOptions struct {
 // ([OverLimitOptions.MaxAge], a second by default). It is safe for concurrent use. Make one with
 // [NewOverLimitCache].
 //
-// When the next Store rejects a Request with a RetryAfter t, the cache remembers the key, the
-// Limit, the cost and the Decision until t from the moment the Request was sent, or MaxAge from
-// then if that is earlier. Until then, a Take of that key under the same Limit with the same cost
-// — or, under a FixedWindow Limit, at least that cost — is rejected locally: a Decision with
-// Allowed false, the Limit, the Remaining of the remembered rejection, RetryAfter the time left of
-// t, and ResetAfter the remembered one less the time passed. RetryAfter is the earliest the backend
-// could admit the same request if no one else consumed, and consuming moves it only later, so the
-// local answer is the one the backend would give — except that Remaining is as of the remembered
-// rejection (for GCRA, computed from the ResetAfter, as its backlog drains): others may have
-// consumed since. (A larger cost is rejected too, but under GCRA and the sliding windows it waits
-// longer than the remembered RetryAfter, so it goes to the backend for its exact RetryAfter.)
-//
-// Once a rejection is MaxAge old, the next call that it would answer goes to the backend and
-// learns afresh; the calls that come meanwhile for the same key wait for that answer rather than
-// ask too, so many callers hammering one key still cost one backend call per MaxAge between them.
-//
-// Only what cannot be admitted earlier is cached; these always go to the next Store:
-//   - a Request under a Concurrency Limit (a release frees capacity early), or a shadow Limit
-//     (Limit.Shadow: its rejection rejects nothing);
-//   - a peek (cost 0), a Request with another cost than the remembered one (but a larger one under
-//     a FixedWindow Limit), a Request with an ID (a replay must return the recorded Decision), a
-//     Request whose ctx is done;
-//   - a key after a refund: a Settle below the units reserved, or a Release, through this cache
-//     forgets the key, and a rejection that raced with it is not remembered.
-//
-// An admission that consumes forgets the key's entry too. A change the cache does not see — a
-// refund made through another process, a key an operator deleted or corrupted in the backend, a
-// backend that lost its state — is seen within MaxAge: until then its key stays rejected here. The
-// cache can therefore reject more than the backend would for at most MaxAge, never admit more: it
-// makes no admission at all.
-//
-// A TakeAll is rejected locally only when every one of its Requests would be: the Decisions of the
-// others could not be known without the backend. Each rejection the backend reports in a TakeAll
-// is remembered.
-//
-// A key has one entry, for the last Limit it was rejected under.
+// A rejection with a RetryAfter t is remembered until t, or for MaxAge if that is sooner; until
+// then a Take of the key under the same Limit and cost (or, under a FixedWindow Limit, at least
+// that cost) is rejected locally, as the backend would reject it. Only what cannot be admitted
+// earlier is cached: not Concurrency or shadow Limits, peeks, Requests with an ID, nor a key after
+// a refund. The cache can reject more than the backend would for at most MaxAge, and never admits.
+// What it remembers, what it answers and what always goes to the backend, in full:
+// docs/failure-modes.md#guardoverlimitcache-in-the-library.
 type OverLimitCache struct {
 	next   admit.Store
 	maxAge time.Duration // negative: off

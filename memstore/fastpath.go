@@ -10,32 +10,11 @@ import (
 
 // Take's fast path: a single Request under a fixed window (aligned or not) or GCRA Limit, on a key
 // that holds live state of that algorithm, the common case of a busy key. It holds the shard's lock
-// for reading only, so that callers of one key do not queue behind one another, and a caller
-// preempted on the path holds up no other caller of the path — only a writer of the shard (a new
-// key in it, a sweep, a TakeAll or Settle), which waits for every reader to leave, and the readers
-// that come after that writer (sync.RWMutex lets no new reader in while a writer waits). It finds
-// the entry, reads its one changing word (a fixed window's count, a GCRA key's deadline, which is
-// its TAT) atomically, checks and decides on that, and writes an admission with a compare-and-swap
-// of the word, deciding again on the new value if another caller changed it in between. Nothing
-// else of an entry changes under the read lock, and every other change (a new, ended, removed or
-// moved entry, a window's start) holds the lock for writing. The Decision (a copy of the whole
-// Limit among its fields) and the token are made after the lock is released, from what the path
-// saw.
-//
-// The decision and the write are exactly the general path's (shard.takeOne), which decides every
-// other case — a missing or ended key, state of another algorithm, corrupt state (reported there) —
-// and which the tests compare it with. One difference in time alone: callers that overlap may commit
-// in an order other than that of their times (shard.at), by at most how long they overlap. Each
-// still decides at a time within its call, on the state left by every decision committed before it;
-// an earlier time only makes a GCRA decision stricter (the bucket has refilled less), and a fixed
-// window's decision depends on its window, which cannot start anew under the read lock.
-//
-// The path still advances the shard's latest time (shard.at), though its own commits would not need
-// it: a caller that read the clock before waiting for the write lock (TakeAll, or this path falling
-// back) decides at the latest time instead of its own read, and so never at a time before a decision
-// committed meanwhile, which would make that decision's state look ahead of it, corrupt. Deciding at
-// the time read on the monotonic clock, without advancing the latest time, was tried: the conformance
-// suite's short windows on the real clock then met such false corrupt-state errors.
+// for reading only, reads the entry's one changing word atomically, and writes an admission with a
+// compare-and-swap of it, deciding again if another caller changed it in between. Its decisions and
+// writes are exactly the general path's (shard.takeOne), which decides every other case and which
+// the tests compare it with. Why that holds, the one difference in time, and why the path still
+// advances the shard's latest time: docs/memstore.md#the-fast-path.
 
 // A fastOutcome is what the fast path decided under the lock, for fill to make the Decision of.
 type fastOutcome struct {

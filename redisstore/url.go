@@ -67,7 +67,7 @@ func checkURL(u *url.URL) error {
 		return fmt.Errorf("scheme %q: want redis, rediss or unix", u.Scheme)
 	}
 	if u.Fragment != "" {
-		return errors.New("a URL fragment (#…) means nothing here")
+		return errors.New("a URL fragment (#...) means nothing here")
 	}
 	q, err := url.ParseQuery(u.RawQuery)
 	if err != nil {
@@ -180,7 +180,7 @@ func checkPort(port string, optional bool) error {
 	}
 	p, err := strconv.Atoi(port)
 	if err != nil || p < 1 || p > 65535 {
-		return fmt.Errorf("port %q outside 1…65535", port)
+		return fmt.Errorf("port %q outside 1...65535", port)
 	}
 	return nil
 }

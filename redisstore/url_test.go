@@ -11,8 +11,8 @@ import (
 func TestBadURLsAreRefused(t *testing.T) {
 	const pw = "hunter2-secret"
 	for _, tc := range []struct{ url, want string }{
-		{"redis://u:" + pw + "@127.0.0.1:99999", "outside 1…65535"},
-		{"redis://u:" + pw + "@127.0.0.1:0", "outside 1…65535"},
+		{"redis://u:" + pw + "@127.0.0.1:99999", "outside 1...65535"},
+		{"redis://u:" + pw + "@127.0.0.1:0", "outside 1...65535"},
 		{"redis://u:" + pw + "@:6379", "no host"},
 		{"redis://u:" + pw + "@h:1/-1", "database number"},
 		{"redis://u:" + pw + "@h:1/1/2", "database number"},
@@ -22,7 +22,7 @@ func TestBadURLsAreRefused(t *testing.T) {
 		{"redis://u:" + pw + "@h:1?dial_timeout=-1s", "option dial_timeout"},
 		{"redis://u:" + pw + "@h:1?write_timeout=0s", "option write_timeout"},
 		{"redis://u:" + pw + "@h:1?addr=h2", "want host:port"},
-		{"redis://u:" + pw + "@h:1?addr=h2:70000", "outside 1…65535"},
+		{"redis://u:" + pw + "@h:1?addr=h2:70000", "outside 1...65535"},
 		{"redis://u:" + pw + "@h:1?protocol=4", "option protocol"},
 		{"redis://u:" + pw + "@h:1?client_cache=1", "client_cache"},
 		{"redis://u:" + pw + "@h:1?max_retries=3", "never retries"},

@@ -9,12 +9,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/admit-dev/admit/internal/loadgen"
+	"github.com/admit-dev/admit/internal/benchrun"
 	"github.com/admit-dev/admit/internal/redistest"
 )
 
@@ -30,14 +29,14 @@ policies:
 
 // runBench runs admit bench in this process with args and --json, and returns its exit code, its
 // report (if any) and its stderr.
-func runBench(t *testing.T, args ...string) (int, *benchReport, string) {
+func runBench(t *testing.T, args ...string) (int, *benchrun.Report, string) {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
 	code := run(t.Context(), append([]string{"bench", "--json"}, args...), &stdout, &stderr)
 	if stdout.Len() == 0 {
 		return code, nil, stderr.String()
 	}
-	var r benchReport
+	var r benchrun.Report
 	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
 		t.Fatalf("admit bench %q: the report is not JSON: %v\n%s", args, err, stdout.String())
 	}
@@ -45,7 +44,7 @@ func runBench(t *testing.T, args ...string) (int, *benchReport, string) {
 }
 
 // runBenchBinary runs the admit binary's bench with args and --json, and returns the same.
-func runBenchBinary(t *testing.T, args ...string) (int, *benchReport, string) {
+func runBenchBinary(t *testing.T, args ...string) (int, *benchrun.Report, string) {
 	t.Helper()
 	cmd := exec.Command(admitBinary(t), append([]string{"bench", "--json"}, args...)...)
 	cmd.Env = admitEnv()
@@ -63,7 +62,7 @@ func runBenchBinary(t *testing.T, args ...string) (int, *benchReport, string) {
 	if stdout.Len() == 0 {
 		return code, nil, stderr.String()
 	}
-	var r benchReport
+	var r benchrun.Report
 	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
 		t.Fatalf("admit bench %q: the report is not JSON: %v\n%s", args, err, stdout.String())
 	}
@@ -73,9 +72,9 @@ func runBenchBinary(t *testing.T, args ...string) (int, *benchReport, string) {
 // checkCounts checks that the report of a run of admit bench adds up, with no errors, and, on a hot
 // key under a limit that does not refill during the run, that exactly the limit was allowed — or
 // every request, if fewer were made — and every other request limited.
-func checkCounts(t *testing.T, r *benchReport, limit int) {
+func checkCounts(t *testing.T, r *benchrun.Report, limit int) {
 	t.Helper()
-	t.Logf("%s", r.text())
+	t.Logf("%s", r.Text())
 	if r.Allowed+r.Limited+r.Errors+r.Dropped != r.Scheduled {
 		t.Errorf("allowed %d + limited %d + errors %d + dropped %d != scheduled %d", r.Allowed, r.Limited, r.Errors, r.Dropped, r.Scheduled)
 	}
@@ -216,7 +215,7 @@ func TestBenchInterrupted(t *testing.T) {
 	defer cancel()
 	var stdout, stderr bytes.Buffer
 	code := run(ctx, []string{"bench", "--json", "--target", "memory", "--rate", "200", "--duration", "1h"}, &stdout, &stderr)
-	var r benchReport
+	var r benchrun.Report
 	if err := json.Unmarshal(stdout.Bytes(), &r); err != nil {
 		t.Fatalf("exit %d, stderr %q: the report is not JSON: %v", code, stderr.String(), err)
 	}
@@ -294,56 +293,6 @@ func TestBenchBadFlags(t *testing.T) {
 	}
 }
 
-// TestBenchProgressLine checks the progress line's formatter: requests a second since the last
-// line, the counts so far and the p99 so far.
-func TestBenchProgressLine(t *testing.T) {
-	stats := func(allowed, limited, errs, dropped int, latency time.Duration) *loadgen.Stats {
-		s := &loadgen.Stats{Outcomes: map[string]int{outcomeAllowed: allowed, outcomeLimited: limited, "error: timeout": errs}, Dropped: dropped}
-		for range allowed + limited + errs {
-			s.Latency.Record(latency)
-		}
-		s.Scheduled = allowed + limited + errs + dropped
-		return s
-	}
-	var p progressLine
-	first := p.format(time.Second, stats(100, 900, 0, 0, 250*time.Microsecond))
-	want := regexp.MustCompile(`^ +1\.0s +1000 req/s  allowed 100  limited 900  errors 0  dropped 0  p99 250µs$`)
-	if !want.MatchString(first) {
-		t.Errorf("first line %q; want %v", first, want)
-	}
-	// 3000 more in the next half second: 6000 a second.
-	second := p.format(1500*time.Millisecond, stats(100, 3890, 10, 7, 3*time.Millisecond))
-	want = regexp.MustCompile(`^ +1\.5s +6000 req/s  allowed 100  limited 3890  errors 10  dropped 7  p99 3ms$`)
-	if !want.MatchString(second) {
-		t.Errorf("second line %q; want %v", second, want)
-	}
-	if strings.ContainsAny(first+second, "\r\n\033") {
-		t.Error("the formatter writes control characters; the terminal handling is the caller's")
-	}
-}
-
-// TestBenchReportText checks the text report: every count and quantile, and the error kinds.
-func TestBenchReportText(t *testing.T) {
-	res := &loadgen.Result{Elapsed: 2 * time.Second, Total: loadgen.Stats{Scheduled: 1010, Dropped: 5,
-		Outcomes: map[string]int{outcomeAllowed: 50, outcomeLimited: 950, "error: unavailable": 5}}}
-	for range 1005 {
-		res.Total.Latency.Record(100 * time.Microsecond)
-	}
-	cfg := benchConfig{target: "redis://:hunter2@10.0.0.1:6379", kind: "redis", concurrency: 4, keys: 1, hotKey: true, keyPrefix: "p-", policies: []string{"fifty"}, duration: 2 * time.Second}
-	text := newBenchReport(cfg, res).text()
-	t.Log(text)
-	for _, want := range []string{"redis://xxxxx@10.0.0.1:6379", "policy fifty", "one hot key", "closed loop, 4 workers", "decisions/s  500.0",
-		"scheduled    1010", "allowed      50", "limited      950", "errors       5", "5          error: unavailable", "dropped      5",
-		"p50 100µs  p90 100µs  p99 100µs  p99.9 100µs  max 100µs"} {
-		if !strings.Contains(text, want) {
-			t.Errorf("the report has no %q", want)
-		}
-	}
-	if strings.Contains(text, "hunter2") {
-		t.Error("the report shows the password")
-	}
-}
-
 // TestBenchTargetKind checks which kind of target each --target names.
 func TestBenchTargetKind(t *testing.T) {
 	for target, want := range map[string]string{
@@ -371,36 +320,10 @@ func TestBenchDefaultPolicyAdmits(t *testing.T) {
 		if code != 0 || r == nil {
 			t.Fatalf("%s: exit %d, stderr %q; want 0 and a report", target, code, stderr)
 		}
-		t.Logf("%s", r.text())
+		t.Logf("%s", r.Text())
 		if r.Scheduled != 150 || r.Allowed != r.Scheduled || r.Limited != 0 {
 			t.Errorf("%s: policies %q, %d scheduled, %d allowed, %d limited; want the 150 scheduled allowed",
 				target, r.Policies, r.Scheduled, r.Allowed, r.Limited)
-		}
-	}
-}
-
-// TestBenchReportNote: a report of mostly rejections says what it measured — the over-limit
-// cache's answers when the target counted them — and a report of mostly admissions says nothing.
-func TestBenchReportNote(t *testing.T) {
-	hits := func(n uint64) *uint64 { return &n }
-	for _, c := range []struct {
-		r      benchReport
-		cached bool
-		want   string // "" for no note
-	}{
-		{benchReport{Allowed: 90, Limited: 10}, true, ""},
-		{benchReport{Allowed: 10, Limited: 90, CacheHits: hits(80)}, true, "80 of them (80% of the decisions) were answered by the target's over-limit cache"},
-		{benchReport{Allowed: 10, Limited: 90, CacheHits: hits(30)}, true, "partly the cache's"},
-		{benchReport{Allowed: 10, Limited: 90}, true, "may be mostly the cache's"},
-		{benchReport{Allowed: 10, Limited: 90}, false, "90% of the decisions were rejections, which write nothing"},
-	} {
-		got := c.r.note(c.cached)
-		if c.want == "" && got != "" || !strings.Contains(got, c.want) {
-			t.Errorf("%+v, cached %v: note %q; want %q", c.r, c.cached, got, c.want)
-		}
-		c.r.Note = got
-		if text := c.r.text(); got != "" && !strings.Contains(text, "note: "+got) {
-			t.Errorf("the text report has no note:\n%s", text)
 		}
 	}
 }

@@ -457,7 +457,7 @@ func TestUsageErrorsAreOneLine(t *testing.T) {
 		{[]string{"serve", "--log-format", "xml"}, `admit serve: --log-format "xml": want text or json`},
 		{[]string{"serve", "--grpc-listen", "127.0.0.1:0"}, "admit serve: --grpc-listen needs --envoy-config DIR"},
 		{[]string{"serve", "--redis", "127.0.0.1:6379"}, "admit serve: --redis 127.0.0.1:6379: want redis://host:port (or rediss://host:port for TLS, or unix:///path/to/redis.sock)"},
-		{[]string{"serve", "--redis", "redis://127.0.0.1:99999"}, "admit serve: --redis: redisstore: Redis URL redis://127.0.0.1:99999: port \"99999\" outside 1…65535"},
+		{[]string{"serve", "--redis", "redis://127.0.0.1:99999"}, "admit serve: --redis: redisstore: Redis URL redis://127.0.0.1:99999: port \"99999\" outside 1...65535"},
 		{[]string{"proxy", "--config", "x.yaml"}, "admit proxy: --upstream URL is required"},
 		{[]string{"proxy", "--upstream", "http://127.0.0.1:1"}, "admit proxy: --config FILE is required"},
 		{[]string{"proxy", "--redis", "localhost:6379"}, "admit proxy: --redis localhost:6379: want redis://host:port"},

@@ -44,7 +44,7 @@ const MaxCount = admit.MaxRate
 
 // Reasons a stored fixed-window state is corrupt, returned by [CheckFixedWindow].
 var (
-	ErrCountOutOfRange = errors.New("counter is not an integer in 1…10^15")
+	ErrCountOutOfRange = errors.New("counter is not an integer in 1...10^15")
 	ErrNoExpiry        = errors.New("counter has no expiry")
 	ErrExpiryTooLong   = errors.New("counter expires after more than one window")
 )

@@ -28,7 +28,7 @@ type GCRAState struct {
 
 // Reasons a stored GCRA state is corrupt, returned by [CheckGCRA].
 var (
-	ErrTATOutOfRange    = errors.New("theoretical arrival time is not an integer in 1…2^53−1")
+	ErrTATOutOfRange    = errors.New("theoretical arrival time is not an integer in 1...2^53-1")
 	ErrTATNoExpiry      = errors.New("theoretical arrival time has no expiry")
 	ErrTATExpiryTooLong = errors.New("theoretical arrival time expires later than a full bucket empties")
 	ErrTATTooFar        = errors.New("theoretical arrival time is further ahead than a full bucket")

@@ -32,7 +32,7 @@ type SlidingWindowState struct {
 // Reasons a stored sliding-window state is corrupt, returned by [CheckSlidingWindow] (besides
 // ErrCountOutOfRange for Curr).
 var (
-	ErrPrevOutOfRange   = errors.New("previous window's count is not an integer in 0…10^15")
+	ErrPrevOutOfRange   = errors.New("previous window's count is not an integer in 0...10^15")
 	ErrStartMisaligned  = errors.New("window start is not a multiple of the window")
 	ErrStartInTheFuture = errors.New("window start is in the future")
 )
