@@ -108,7 +108,7 @@ func (s *Service) Check(ctx context.Context, c Check) (Result, error) {
 		return Result{}, err
 	}
 	res := Result{Decisions: make([]admit.Decision, len(rs))}
-	allowed, err := s.store.TakeAll(ctx, rs, res.Decisions)
+	allowed, err := admit.Decide(ctx, s.store, rs, res.Decisions)
 	if err != nil {
 		return Result{}, err
 	}
@@ -182,14 +182,13 @@ func (s *Service) requests(c Check) ([]admit.Request, error) {
 				return nil, fmt.Errorf("%w: policy %q named twice", admit.ErrInvalidRequest, name)
 			}
 		}
-		key, err := s.keys.Key(p.Limit, p.Version, c.Subject)
-		if err != nil {
+		rs[i].Limit = p.Limit
+		version := [1]string{p.Version}
+		if err := admit.Requests(rs[i:i+1], s.keys, version[:], c.Subject, c.Cost, c.RequestID); err != nil {
+			if rs[i].Key != "" { // the key was made, and the request failed its check: name the policy
+				return nil, fmt.Errorf("%w (policy %q)", err, name)
+			}
 			return nil, err
-		}
-		rs[i] = admit.Request{Key: key, Limit: p.Limit, Cost: c.Cost, ID: c.RequestID}
-		// Before the Store, to name the policy; the configuration validated its Limit already.
-		if err := rs[i].ValidateKnownLimit(); err != nil {
-			return nil, fmt.Errorf("%w (policy %q)", err, name)
 		}
 	}
 	return rs, nil

@@ -58,6 +58,9 @@ const (
 // KeyVersion is the policy version of every key the Server makes (admit.KeyBuilder.Key).
 const KeyVersion = "1"
 
+// keyVersions is KeyVersion for admit.Requests.
+var keyVersions = [1]string{KeyVersion}
+
 // Options configure a [Server].
 type Options struct {
 	// Store decides; required. admit serve passes its stack: metrics → guard → backend.
@@ -212,11 +215,11 @@ func (s *Server) plan(cfg *envoyconf.Config, req *rlsv3.RateLimitRequest) ([]che
 			if atomicDomain {
 				sub.Slot = subject(domain, entries[:1])
 			}
-			key, err := s.keys.Key(rule.Limit, KeyVersion, sub)
-			if err != nil {
+			r := [1]admit.Request{{Limit: rule.Limit}} // its cost is summed by decide
+			if err := admit.Requests(r[:], s.keys, keyVersions[:], sub, 0, ""); err != nil {
 				return nil, fmt.Errorf("descriptor %d: %w", i, err)
 			}
-			checks[i].key = key
+			checks[i].key = r[0].Key
 		}
 		for _, r := range rule.Replaces {
 			replaced[r] = true
@@ -333,7 +336,7 @@ func (s *Server) decide(ctx context.Context, checks []check, atomic bool) error 
 			}
 		}
 		ds := make([]admit.Decision, len(g.rs))
-		if _, err := s.store.TakeAll(ctx, g.rs, ds); err != nil {
+		if _, err := admit.Decide(ctx, s.store, g.rs, ds); err != nil {
 			return err
 		}
 		for n, i := range g.idx {
