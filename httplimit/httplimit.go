@@ -30,7 +30,6 @@ package httplimit
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -182,18 +181,14 @@ func (m *Middleware) Wrap(next http.Handler) http.Handler {
 	if interval == 0 {
 		interval = DefaultLogInterval
 	}
-	retry := m.UnavailableRetryAfter
-	if retry <= 0 {
-		retry = DefaultUnavailableRetryAfter
-	}
 	h := &handler{
-		limiter:               m.Limiter,
-		limits:                m.Limiter.Limits(),
-		subject:               m.Subject,
-		log:                   lograte.New(logger.With(slog.String("limit", policyNames(m.Limiter))), interval, failureKinds()...),
-		next:                  next,
-		unavailableRetryAfter: strconv.FormatInt(admit.CeilSeconds(retry), 10),
-		problem:               m.ProblemDetails,
+		limiter: m.Limiter,
+		limits:  m.Limiter.Limits(),
+		subject: m.Subject,
+		log:     lograte.New(logger.With(slog.String("limit", policyNames(m.Limiter))), interval, failureKinds()...),
+		next:    next,
+		answers: NewAnswers(m.UnavailableRetryAfter, m.OmitRateLimitHeaders),
+		problem: m.ProblemDetails,
 	}
 	for _, l := range h.limits {
 		h.leases = h.leases || l.Algorithm == admit.Concurrency
@@ -219,19 +214,19 @@ func policyNames(l *admit.Limiter) string {
 
 // handler is the http.Handler that Wrap returns.
 type handler struct {
-	limiter               *admit.Limiter
-	limits                []admit.Limit // the Limiter's, in its order
-	subject               SubjectFunc
-	log                   *lograte.Limiter // one kind per failure
-	next                  http.Handler
-	unavailableRetryAfter string                 // whole seconds
-	headers               bool                   // whether to send the RateLimit fields
-	fields                *ratelimitfield.Fields // the RateLimit fields' writer, if headers
-	problem               bool                   // whether a 429's body is problem details
-	leases                bool                   // whether a Concurrency policy leases: admitted requests are released
-	shadow                bool                   // whether shadow rejections are reported, by onShadowLimit or shadowHeader
-	onShadowLimit         func(*http.Request, admit.Decision)
-	shadowHeader          string
+	limiter       *admit.Limiter
+	limits        []admit.Limit // the Limiter's, in its order
+	subject       SubjectFunc
+	log           *lograte.Limiter // one kind per failure
+	next          http.Handler
+	answers       *Answers               // the answers to requests not admitted
+	headers       bool                   // whether to send the RateLimit fields
+	fields        *ratelimitfield.Fields // the RateLimit fields' writer, if headers
+	problem       bool                   // whether a 429's body is problem details
+	leases        bool                   // whether a Concurrency policy leases: admitted requests are released
+	shadow        bool                   // whether shadow rejections are reported, by onShadowLimit or shadowHeader
+	onShadowLimit func(*http.Request, admit.Decision)
+	shadowHeader  string
 }
 
 // reportShadow reports the policies in shadow mode that would have limited r, admitted with the
@@ -305,14 +300,7 @@ func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	k := classify(r.Context(), err)
 	h.logFailure(r, k, err)
 	a := fieldArenas.Get().(*fieldArena)
-	switch k.status() {
-	case http.StatusBadRequest:
-		writeText(w, a, http.StatusBadRequest, "", BadRequestBody)
-	case http.StatusInternalServerError:
-		writeText(w, a, http.StatusInternalServerError, "", InternalErrorBody)
-	default:
-		writeText(w, a, http.StatusServiceUnavailable, h.unavailableRetryAfter, UnavailableBody)
-	}
+	h.answers.fail(w, a, k)
 	fieldArenas.Put(a)
 }
 
@@ -343,17 +331,6 @@ func (h *handler) setRateLimit(hdr http.Header, a *fieldArena, ds []admit.Decisi
 	hdr[ratelimitfield.Name] = a.value(a.take(b))
 }
 
-// panicError is a recovered panic, with the stack where it happened.
-type panicError struct {
-	where string
-	value any
-	stack []byte
-}
-
-func (e *panicError) Error() string {
-	return fmt.Sprintf("httplimit: panic in %s: %v", e.where, e.value)
-}
-
 // subjectError is an error returned by the subject function.
 type subjectError struct{ err error }
 
@@ -371,7 +348,7 @@ func (h *handler) decide(r *http.Request, ds []admit.Decision) (release func(), 
 			if inLimiter {
 				where = "limiter"
 			}
-			release, err = nil, &panicError{where: where, value: v, stack: debug.Stack()}
+			release, err = nil, &PanicError{Where: where, Value: v, Stack: debug.Stack()}
 		}
 	}()
 	s, err := h.subject(r)
@@ -408,7 +385,7 @@ const (
 
 // classify returns the kind of failure err is, for a request whose context is ctx.
 func classify(ctx context.Context, err error) failure {
-	var pe *panicError
+	var pe *PanicError
 	var se *subjectError
 	switch {
 	case errors.As(err, &pe):
@@ -488,8 +465,8 @@ func (h *handler) logFailure(r *http.Request, f failure, err error) {
 		slog.String("path", r.URL.Path),
 		slog.Any("error", err),
 	}
-	if pe := (*panicError)(nil); errors.As(err, &pe) {
-		attrs = append(attrs, slog.String("stack", string(pe.stack)))
+	if pe := (*PanicError)(nil); errors.As(err, &pe) {
+		attrs = append(attrs, slog.String("stack", string(pe.Stack)))
 	}
 	h.log.Logger().LogAttrs(ctx, f.level(), f.message(), attrs...)
 }

@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/admit-dev/admit"
@@ -98,8 +97,8 @@ func New(opts Options) (*Handler, error) {
 		mux.Handle("GET /metrics", opts.Metrics)
 	}
 	if opts.Service != nil {
-		retry := strconv.FormatInt(admit.CeilSeconds(httplimit.DefaultUnavailableRetryAfter), 10)
-		chk := &check{svc: opts.Service, clientIP: opts.ClientIP, log: lograte.New(logger(opts.Logger), httplimit.DefaultLogInterval, checkLogKinds...), unavailable: retry}
+		chk := &check{svc: opts.Service, clientIP: opts.ClientIP, log: lograte.New(logger(opts.Logger), httplimit.DefaultLogInterval, checkLogKinds...),
+			answers: httplimit.NewAnswers(httplimit.DefaultUnavailableRetryAfter, false)}
 		mux.Handle("/v1/check", chk)
 		mux.Handle("/v1/check/", chk) // the forward-auth form, below a prefix that appends the original path
 		mux.HandleFunc("GET /v1/policies", policies(opts.Service))

@@ -1,0 +1,133 @@
+package httplimit
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"time"
+
+	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/ratelimitfield"
+)
+
+// Answers writes the answers to requests that a limiter did not admit, as the package doc lists
+// them: 429 with Retry-After, 400, 500, or 503 with a short Retry-After, each in plain text that no
+// cache may store. It is the one answering layer of [Middleware], of admit proxy (package
+// httpproxy) and of admit serve's /demo; the JSON API of admit serve answers in JSON, with the
+// same Retry-After and RateLimit fields ([Answers.SetLimited]). Make one with [NewAnswers]; it is
+// safe for concurrent use.
+type Answers struct {
+	unavailable string // the Retry-After of a 503, whole seconds
+	headers     bool   // whether a 429 carries the RateLimit fields
+}
+
+// NewAnswers returns the Answers whose 503 has a Retry-After of unavailableRetryAfter, rounded up
+// to whole seconds and at least 1s (zero or less means DefaultUnavailableRetryAfter), and whose
+// 429 carries the RateLimit fields unless omitRateLimitHeaders.
+func NewAnswers(unavailableRetryAfter time.Duration, omitRateLimitHeaders bool) *Answers {
+	if unavailableRetryAfter <= 0 {
+		unavailableRetryAfter = DefaultUnavailableRetryAfter
+	}
+	return &Answers{unavailable: strconv.FormatInt(admit.CeilSeconds(unavailableRetryAfter), 10), headers: !omitRateLimitHeaders}
+}
+
+// UnavailableRetryAfter returns the Retry-After of a 503, in whole seconds.
+func (a *Answers) UnavailableRetryAfter() string { return a.unavailable }
+
+// SetLimited sets the fields of an answer to a decided request whose Decisions are ds: the
+// RateLimit fields, unless the Answers omit them, and for a limited request, retry being its
+// Retry-After in whole seconds (admit.Decision.RetryAfterSeconds of the deciding Decision), the
+// Retry-After field; retry is 0 for an admitted request.
+func (a *Answers) SetLimited(hdr http.Header, ds []admit.Decision, retry int64) {
+	if retry > 0 {
+		hdr["Retry-After"] = []string{strconv.FormatInt(retry, 10)}
+	}
+	if a.headers {
+		ratelimitfield.Set(hdr, ds, retry)
+	}
+}
+
+// Limited answers 429 to a request whose Decisions are ds, with Retry-After retry: the fields of
+// SetLimited and the body [LimitedBody].
+func (a *Answers) Limited(w http.ResponseWriter, ds []admit.Decision, retry int64) {
+	if a.headers {
+		ratelimitfield.Set(w.Header(), ds, retry)
+	}
+	ar := fieldArenas.Get().(*fieldArena)
+	var buf [20]byte
+	writeText(w, ar, http.StatusTooManyRequests, ar.string(strconv.AppendInt(buf[:0], retry, 10)), LimitedBody)
+	fieldArenas.Put(ar)
+}
+
+// Write answers status with the plain-text body, which no cache may store, and no Retry-After:
+// for the answers of a proxy in front of the limiter, such as a 502 or a refused path.
+func (a *Answers) Write(w http.ResponseWriter, status int, body string) {
+	ar := fieldArenas.Get().(*fieldArena)
+	writeText(w, ar, status, "", body)
+	fieldArenas.Put(ar)
+}
+
+// Failed answers a request that was neither admitted nor limited because of err, found while
+// finding its subject when subject is set, and returns the status it answered: 400 Bad Request
+// with [BadRequestBody] for a subject error matching [ErrMalformedRequest]; 500 Internal Server
+// Error with [InternalErrorBody] for a subject error matching [ErrMisconfigured], or an error
+// matching admit.ErrInvalidRequest or admit.ErrInvalidLimit; else 503 Service Unavailable with
+// Retry-After and [UnavailableBody].
+func (a *Answers) Failed(w http.ResponseWriter, r *http.Request, err error, subject bool) int {
+	if subject {
+		err = &subjectError{err: err}
+	}
+	k := classify(r.Context(), err)
+	ar := fieldArenas.Get().(*fieldArena)
+	a.fail(w, ar, k)
+	fieldArenas.Put(ar)
+	return k.status()
+}
+
+// fail answers a failure of kind k, with header values from ar.
+func (a *Answers) fail(w http.ResponseWriter, ar *fieldArena, k failure) {
+	switch k.status() {
+	case http.StatusBadRequest:
+		writeText(w, ar, http.StatusBadRequest, "", BadRequestBody)
+	case http.StatusInternalServerError:
+		writeText(w, ar, http.StatusInternalServerError, "", InternalErrorBody)
+	default:
+		writeText(w, ar, http.StatusServiceUnavailable, a.unavailable, UnavailableBody)
+	}
+}
+
+// PanicError is a panic recovered from a subject function or a limiter, with the stack where it
+// happened. It matches admit.ErrUnavailable: the limiter could not decide.
+type PanicError struct {
+	// Where names what panicked: "subject function" or "limiter".
+	Where string
+	// Value is what the panic raised.
+	Value any
+	// Stack is the stack of the goroutine where it happened.
+	Stack []byte
+}
+
+func (e *PanicError) Error() string {
+	return fmt.Sprintf("httplimit: panic in %s: %v", e.Where, e.Value)
+}
+
+// Unwrap returns admit.ErrUnavailable.
+func (e *PanicError) Unwrap() error { return admit.ErrUnavailable }
+
+// Recover returns decide(ctx), with a panic in decide (a bug in a Store, say) turned into a
+// *PanicError of the limiter, so that the request is answered 503 and the process keeps serving.
+// http.ErrAbortHandler goes on: it is how a handler aborts a response on purpose.
+func Recover[T any](ctx context.Context, decide func(context.Context) (T, error)) (res T, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			var zero T
+			res, err = zero, &PanicError{Where: "limiter", Value: v, Stack: debug.Stack()}
+		}
+	}()
+	return decide(ctx)
+}
