@@ -109,6 +109,7 @@ type PanicError struct {
 	Stack []byte
 }
 
+// Error returns "httplimit: panic in " Where, and Value.
 func (e *PanicError) Error() string {
 	return fmt.Sprintf("httplimit: panic in %s: %v", e.Where, e.Value)
 }
