@@ -60,7 +60,7 @@ const (
 const DefaultUnavailableRetryAfter = time.Second
 
 // DefaultLogInterval is the log interval when [Middleware.LogInterval] is 0.
-const DefaultLogInterval = 10 * time.Second
+const DefaultLogInterval = lograte.DefaultInterval
 
 // ErrMalformedRequest is the error a [SubjectFunc] wraps to say that the request itself is malformed,
 // such as a bad forwarding header from a trusted proxy: the middleware answers 400 Bad Request.

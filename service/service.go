@@ -7,9 +7,10 @@
 //
 // # Failing open
 //
-// A policy with `failure: open` fails open when the Service's Store is a guard.FailOpen whose Local
-// is the Service's [Service.LocalLimit] — the stack `admit serve` builds: metrics → guard.FailOpen →
-// backend. When the backend cannot decide, a local limiter of the policy's local_limit decides, and
+// A policy with `failure: open` fails open when the Service's Store is a guard.FailOpen that holds
+// the [LocalLimits] of the loaded configuration — the stack `admit serve` builds: metrics →
+// guard.FailOpen → backend, whose reload path hands each configuration's LocalLimits down to the
+// FailOpen as it swaps the configuration in. When the backend cannot decide, a local limiter of the policy's local_limit decides, and
 // the Result is Degraded; a Check that names any policy with `failure: closed` fails closed whole
 // (all-or-nothing). Over any other Store every policy fails closed.
 package service
@@ -146,8 +147,8 @@ func (res Result) decided(allowed bool) Result {
 
 // LocalLimit returns the local limit of lim under the configuration the Service holds now, and
 // whether lim fails open: whether the configuration has a policy named lim.Name whose Limit is lim
-// and whose failure mode is policy.Open. It is the Local of a guard.FailOpen under the Service's
-// Store (see the package doc), and is safe for concurrent use.
+// and whose failure mode is policy.Open: a lookup in the [LocalLimits] of that configuration. It
+// is safe for concurrent use.
 //
 // It is looked up on every call, so a reload applies at once: a policy whose failure mode or local
 // limit changes fails open (or closed) from its next decision on. A Limit that no policy of the
@@ -159,6 +160,21 @@ func (s *Service) LocalLimit(lim admit.Limit) (local int64, ok bool) {
 		return 0, false
 	}
 	return p.LocalLimit, true
+}
+
+// LocalLimits returns the local limits of cfg's policies that fail open (policy.Open), by their
+// Limit: what a guard.FailOpen under a Service's Store fails open with (guard.FailOpen.SetLocalLimits),
+// handed to it by whoever loads cfg (see the package doc). A Limit that no policy of cfg has
+// exactly — a Check racing a reload that changed its policy's numbers, the built-in demo under
+// another configuration — is not a key: it fails closed.
+func LocalLimits(cfg *policy.Config) map[admit.Limit]int64 {
+	limits := make(map[admit.Limit]int64)
+	for _, p := range cfg.Policies {
+		if p.Failure == policy.Open {
+			limits[p.Limit] = p.LocalLimit
+		}
+	}
+	return limits
 }
 
 // requests returns the Requests of c under the loaded configuration, one per policy, in order.

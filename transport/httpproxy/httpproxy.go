@@ -126,7 +126,7 @@ func New(o Options) (*Proxy, error) {
 		return nil, fmt.Errorf("httpproxy: upstream %q: want http:// or https:// and a host", o.Upstream.Redacted())
 	}
 	srv := o.Service.Config().Server
-	ci, err := srv.ClientIP()
+	ci, err := httplimit.ConfigureClientIP(srv.TrustedProxies, srv.ForwardedHeader, srv.IPv6Prefix)
 	if err != nil {
 		return nil, fmt.Errorf("httpproxy: %w", err)
 	}

@@ -27,7 +27,6 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit"
-	"github.com/admit-dev/admit/httplimit"
 	"github.com/admit-dev/admit/internal/lograte"
 	"github.com/admit-dev/admit/policy/envoyconf"
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
@@ -70,7 +69,7 @@ type Options struct {
 	// Config is the configuration of the domains; required. Swap replaces it.
 	Config *envoyconf.Config
 	// Logger logs the requests the Store could not decide, at a bounded rate: the first at once,
-	// then one summary per httplimit.DefaultLogInterval with the number of the others. Nil discards.
+	// then one summary per 10 seconds (the DefaultLogInterval of package httplimit) with the number of the others. Nil discards.
 	Logger *slog.Logger
 }
 
@@ -96,7 +95,7 @@ func New(opts Options) (*Server, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{store: opts.Store, keys: opts.Keys,
-		log: lograte.New(logger, httplimit.DefaultLogInterval, lograte.Kind{Level: slog.LevelWarn, Msg: "rls: cannot decide"})}
+		log: lograte.New(logger, lograte.DefaultInterval, lograte.Kind{Level: slog.LevelWarn, Msg: "rls: cannot decide"})}
 	s.cfg.Store(opts.Config)
 	return s, nil
 }
