@@ -3,12 +3,14 @@ package httplimit
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"runtime/debug"
 	"strconv"
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/lograte"
 	"github.com/admit-dev/admit/internal/ratelimitfield"
 )
 
@@ -19,8 +21,9 @@ import (
 // same Retry-After and RateLimit fields ([Answers.SetLimited]). Make one with [NewAnswers]; it is
 // safe for concurrent use.
 type Answers struct {
-	unavailable string // the Retry-After of a 503, whole seconds
-	headers     bool   // whether a 429 carries the RateLimit fields
+	unavailable string           // the Retry-After of a 503, whole seconds
+	headers     bool             // whether a 429 carries the RateLimit fields
+	log         *lograte.Limiter // of the failures, one kind each; nil logs nothing
 }
 
 // NewAnswers returns the Answers whose 503 has a Retry-After of unavailableRetryAfter, rounded up
@@ -31,6 +34,20 @@ func NewAnswers(unavailableRetryAfter time.Duration, omitRateLimitHeaders bool) 
 		unavailableRetryAfter = DefaultUnavailableRetryAfter
 	}
 	return &Answers{unavailable: strconv.FormatInt(admit.CeilSeconds(unavailableRetryAfter), 10), headers: !omitRateLimitHeaders}
+}
+
+// Logged returns Answers that answer as a does, and log each request that Failed answers to
+// logger, as [Middleware] logs them: the first record of a kind (a level and a message, such as
+// "limiter unavailable" at WARN) at once, then one summary per interval with the number of the
+// others (see Middleware.LogInterval: zero means DefaultLogInterval, less than zero logs every
+// record).
+func (a *Answers) Logged(logger *slog.Logger, interval time.Duration) *Answers {
+	if interval == 0 {
+		interval = DefaultLogInterval
+	}
+	b := *a
+	b.log = lograte.New(logger, interval, failureKinds()...)
+	return &b
 }
 
 // UnavailableRetryAfter returns the Retry-After of a 503, in whole seconds.
@@ -79,15 +96,18 @@ func (a *Answers) Failed(w http.ResponseWriter, r *http.Request, err error, subj
 	if subject {
 		err = &subjectError{err: err}
 	}
-	k := classify(r.Context(), err)
-	ar := fieldArenas.Get().(*fieldArena)
-	a.fail(w, ar, k)
-	fieldArenas.Put(ar)
-	return k.status()
+	return a.failed(w, r, err)
 }
 
-// fail answers a failure of kind k, with header values from ar.
-func (a *Answers) fail(w http.ResponseWriter, ar *fieldArena, k failure) {
+// failed answers r, which was not decided because of err (a *subjectError for the subject
+// function's), logs it if a logs, and returns the status it answered.
+func (a *Answers) failed(w http.ResponseWriter, r *http.Request, err error) int {
+	k := classify(r.Context(), err)
+	if a.log != nil {
+		a.logFailure(r, k, err)
+	}
+	ar := fieldArenas.Get().(*fieldArena)
+	defer fieldArenas.Put(ar)
 	switch k.status() {
 	case http.StatusBadRequest:
 		writeText(w, ar, http.StatusBadRequest, "", BadRequestBody)
@@ -96,6 +116,7 @@ func (a *Answers) fail(w http.ResponseWriter, ar *fieldArena, k failure) {
 	default:
 		writeText(w, ar, http.StatusServiceUnavailable, a.unavailable, UnavailableBody)
 	}
+	return k.status()
 }
 
 // PanicError is a panic recovered from a subject function or a limiter, with the stack where it

@@ -185,9 +185,8 @@ func (m *Middleware) Wrap(next http.Handler) http.Handler {
 		limiter: m.Limiter,
 		limits:  m.Limiter.Limits(),
 		subject: m.Subject,
-		log:     lograte.New(logger.With(slog.String("limit", policyNames(m.Limiter))), interval, failureKinds()...),
 		next:    next,
-		answers: NewAnswers(m.UnavailableRetryAfter, m.OmitRateLimitHeaders),
+		answers: NewAnswers(m.UnavailableRetryAfter, m.OmitRateLimitHeaders).Logged(logger.With(slog.String("limit", policyNames(m.Limiter))), interval),
 		problem: m.ProblemDetails,
 	}
 	for _, l := range h.limits {
@@ -217,7 +216,6 @@ type handler struct {
 	limiter       *admit.Limiter
 	limits        []admit.Limit // the Limiter's, in its order
 	subject       SubjectFunc
-	log           *lograte.Limiter // one kind per failure
 	next          http.Handler
 	answers       *Answers               // the answers to requests not admitted
 	headers       bool                   // whether to send the RateLimit fields
@@ -297,11 +295,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // fail answers r, which the middleware could not decide because of err, and logs why.
 func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error) {
-	k := classify(r.Context(), err)
-	h.logFailure(r, k, err)
-	a := fieldArenas.Get().(*fieldArena)
-	h.answers.fail(w, a, k)
-	fieldArenas.Put(a)
+	h.answers.failed(w, r, err)
 }
 
 // limited answers 429 to a request whose Decisions are ds, with Retry-After retry.
@@ -454,12 +448,12 @@ func (f failure) message() string {
 }
 
 // logFailure logs why r was not admitted, unless the log rate calls for counting it instead.
-func (h *handler) logFailure(r *http.Request, f failure, err error) {
+func (a *Answers) logFailure(r *http.Request, f failure, err error) {
 	ctx := r.Context()
-	if !h.log.Start(ctx, int(f), err) {
+	if !a.log.Start(ctx, int(f), err) {
 		return
 	}
-	defer h.log.Done(int(f))
+	defer a.log.Done(int(f))
 	attrs := []slog.Attr{
 		slog.String("method", r.Method),
 		slog.String("path", r.URL.Path),
@@ -468,7 +462,7 @@ func (h *handler) logFailure(r *http.Request, f failure, err error) {
 	if pe := (*PanicError)(nil); errors.As(err, &pe) {
 		attrs = append(attrs, slog.String("stack", string(pe.Stack)))
 	}
-	h.log.Logger().LogAttrs(ctx, f.level(), f.message(), attrs...)
+	a.log.Logger().LogAttrs(ctx, f.level(), f.message(), attrs...)
 }
 
 // failureKinds returns the log kinds of the failures, indexed by failure.

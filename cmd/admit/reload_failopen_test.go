@@ -86,3 +86,16 @@ func TestReloadGivesFailOpenItsLocalLimits(t *testing.T) {
 		}
 	}
 }
+
+// TestDemoConfigIsDemoLimit: the built-in configuration that GET /demo is decided under has the one
+// policy demoLimit, in version admit.DefaultVersion, so that its key is the README's
+// (TestDemoKeyIsREADMEs).
+func TestDemoConfigIsDemoLimit(t *testing.T) {
+	cfg, err := policy.Parse("built-in", []byte(demoConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Policies) != 1 || cfg.Policies[0].Limit != demoLimit() || cfg.Policies[0].Version != admit.DefaultVersion {
+		t.Errorf("built-in configuration %+v; want the one policy %v in version %s", cfg.Policies, demoLimit(), admit.DefaultVersion)
+	}
+}

@@ -406,8 +406,13 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		logger.Error("cannot resolve client addresses", "error", err)
 		return exitUsage
 	}
+	demo, err := policy.Parse("built-in", []byte(demoConfig)) // the policy of GET /demo, whatever the loaded configuration
+	if err != nil {
+		logger.Error("cannot build the demo", "error", err)
+		return exitError
+	}
 	api, err := httpapi.New(httpapi.Options{
-		Demo:     admit.NewLimiter(d.store, d.keys, demoLimit()),
+		Demo:     demo,
 		Logger:   logger,
 		Service:  d.svc,
 		ClientIP: clientIP,
