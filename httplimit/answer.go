@@ -1,7 +1,6 @@
 package httplimit
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -138,18 +137,21 @@ func (e *PanicError) Error() string {
 // Unwrap returns admit.ErrUnavailable.
 func (e *PanicError) Unwrap() error { return admit.ErrUnavailable }
 
-// Recover returns decide(ctx), with a panic in decide (a bug in a Store, say) turned into a
-// *PanicError of the limiter, so that the request is answered 503 and the process keeps serving.
+// Recover, deferred by a function that calls a limiter, turns a panic in it (a bug in a Store,
+// say) into a *PanicError of the limiter in *err, so that the request is answered 503 and the
+// process keeps serving:
+//
+//	func decide(ctx context.Context) (res service.Result, err error) {
+//		defer httplimit.Recover(&err)
+//		return svc.Check(ctx, c)
+//	}
+//
 // http.ErrAbortHandler goes on: it is how a handler aborts a response on purpose.
-func Recover[T any](ctx context.Context, decide func(context.Context) (T, error)) (res T, err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			if v == http.ErrAbortHandler {
-				panic(v)
-			}
-			var zero T
-			res, err = zero, &PanicError{Where: "limiter", Value: v, Stack: debug.Stack()}
+func Recover(err *error) {
+	if v := recover(); v != nil {
+		if v == http.ErrAbortHandler {
+			panic(v)
 		}
-	}()
-	return decide(ctx)
+		*err = &PanicError{Where: "limiter", Value: v, Stack: debug.Stack()}
+	}
 }

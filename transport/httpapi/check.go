@@ -142,7 +142,7 @@ func (c *check) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if req.Cost != nil {
 		chk.Cost = *req.Cost
 	}
-	res, err := httplimit.Recover(r.Context(), func(ctx context.Context) (service.Result, error) { return c.svc.Check(ctx, chk) })
+	res, err := c.decide(r.Context(), chk)
 	var pe *httplimit.PanicError
 	switch {
 	case errors.As(err, &pe):
@@ -166,6 +166,12 @@ func (c *check) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	c.answers.SetLimited(w.Header(), res.Decisions, retry)
 	writeJSON(w, status, NewCheckResponse(res))
+}
+
+// decide runs the service's check, a panic in it turned into a *httplimit.PanicError.
+func (c *check) decide(ctx context.Context, chk service.Check) (res service.Result, err error) {
+	defer httplimit.Recover(&err)
+	return c.svc.Check(ctx, chk)
 }
 
 // isForwardAuth reports whether r is a check in the forward-auth form: its query names a policy,

@@ -38,7 +38,7 @@ type admission struct {
 }
 
 func (d *demo) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	a, err := httplimit.Recover(r.Context(), d.decide)
+	a, err := d.decide(r.Context())
 	if a.release != nil {
 		defer a.release() // after the answer is written, or on a panic
 	}
@@ -55,8 +55,9 @@ func (d *demo) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ok(w, r)
 }
 
-// decide decides one demo request.
-func (d *demo) decide(ctx context.Context) (admission, error) {
+// decide decides one demo request, a panic in it turned into a *httplimit.PanicError.
+func (d *demo) decide(ctx context.Context) (a admission, err error) {
+	defer httplimit.Recover(&err)
 	c := service.Check{Policies: d.policies, Subject: admit.Subject{ID: DemoSubject}, Cost: 1, Config: d.cfg}
 	if !d.leases {
 		res, err := d.svc.Check(ctx, c)
