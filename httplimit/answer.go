@@ -17,7 +17,7 @@ import (
 // them: 429 with Retry-After, 400, 500, or 503 with a short Retry-After, each in plain text that no
 // cache may store. It is the one answering layer of [Middleware], of admit proxy (package
 // httpproxy) and of admit serve's /demo; the JSON API of admit serve answers in JSON, with the
-// same Retry-After and RateLimit fields ([Answers.SetLimited]). Make one with [NewAnswers]; it is
+// same Retry-After and RateLimit fields ([Answers.SetFields]). Make one with [NewAnswers]; it is
 // safe for concurrent use.
 type Answers struct {
 	unavailable string           // the Retry-After of a 503, whole seconds
@@ -52,11 +52,11 @@ func (a *Answers) Logged(logger *slog.Logger, interval time.Duration) *Answers {
 // UnavailableRetryAfter returns the Retry-After of a 503, in whole seconds.
 func (a *Answers) UnavailableRetryAfter() string { return a.unavailable }
 
-// SetLimited sets the fields of an answer to a decided request whose Decisions are ds: the
-// RateLimit fields, unless the Answers omit them, and for a limited request, retry being its
-// Retry-After in whole seconds (admit.Decision.RetryAfterSeconds of the deciding Decision), the
-// Retry-After field; retry is 0 for an admitted request.
-func (a *Answers) SetLimited(hdr http.Header, ds []admit.Decision, retry int64) {
+// SetFields sets the fields of an answer to a decided request whose Decisions are ds: the
+// RateLimit fields, unless the Answers omit them, and, when retry is not 0, the Retry-After of a
+// limited request, retry whole seconds (admit.Decision.RetryAfterSeconds of the deciding
+// Decision); retry is 0 for an admitted request.
+func (a *Answers) SetFields(hdr http.Header, ds []admit.Decision, retry int64) {
 	if retry > 0 {
 		hdr["Retry-After"] = []string{strconv.FormatInt(retry, 10)}
 	}
@@ -66,7 +66,7 @@ func (a *Answers) SetLimited(hdr http.Header, ds []admit.Decision, retry int64) 
 }
 
 // Limited answers 429 to a request whose Decisions are ds, with Retry-After retry: the fields of
-// SetLimited and the body [LimitedBody].
+// SetFields and the body [LimitedBody].
 func (a *Answers) Limited(w http.ResponseWriter, ds []admit.Decision, retry int64) {
 	if a.headers {
 		ratelimitfield.Set(w.Header(), ds, retry)

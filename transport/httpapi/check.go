@@ -164,7 +164,7 @@ func (c *check) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !res.Allowed {
 		status, retry = limited, res.Decisions[res.Deciding].RetryAfterSeconds()
 	}
-	c.answers.SetLimited(w.Header(), res.Decisions, retry)
+	c.answers.SetFields(w.Header(), res.Decisions, retry)
 	writeJSON(w, status, NewCheckResponse(res))
 }
 

@@ -51,7 +51,7 @@ func (d *demo) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		d.answers.Limited(w, ds, dec.RetryAfterSeconds())
 		return
 	}
-	d.answers.SetLimited(w.Header(), ds, 0)
+	d.answers.SetFields(w.Header(), ds, 0)
 	ok(w, r)
 }
 
