@@ -23,7 +23,8 @@ type FailOpenOptions struct {
 	// lim.Period on its own while the backend cannot decide (for a Concurrency Limit, the most
 	// leases of a key in flight), 1 … lim.Rate; ok false makes lim fail closed. It is called on
 	// every call that the backend failed, never while the backend decides, and must be safe for
-	// concurrent use. nil fails every Limit closed.
+	// concurrent use. nil fails every Limit closed, until [FailOpen.SetLocalLimits] gives the
+	// local limits of a configuration, as admit serve's reload path does.
 	Local func(lim admit.Limit) (local int64, ok bool)
 	// MaxEntries caps the local table: the keys the local limiter holds state for, and, apart from
 	// them, the leases and reservations it has handed out and not yet seen end. 0 or less means
@@ -42,7 +43,7 @@ type FailOpenOptions struct {
 //
 // A TakeAll (or Take) fails open when next answers an error matching admit.ErrUnavailable — a
 // refused connection, a timeout of next's own, a Redis error, an open circuit breaker — and every
-// Request of the call has a local limit (FailOpenOptions.Local). It fails closed, returning next's
+// Request of the call has a local limit (FailOpenOptions.Local, or SetLocalLimits). It fails closed, returning next's
 // error unchanged, when:
 //   - the error matches admit.ErrCorruptState: one key holds state no algorithm writes, which is a
 //     bug or tampering to look at, not an outage (G3 of docs/guarantees.md), so it stays an error;
