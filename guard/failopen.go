@@ -43,8 +43,8 @@ type FailOpenOptions struct {
 //
 // A TakeAll (or Take) fails open when next answers an error matching admit.ErrUnavailable — a
 // refused connection, a timeout of next's own, a Redis error, an open circuit breaker — and every
-// Request of the call has a local limit (FailOpenOptions.Local, or SetLocalLimits). It fails closed, returning next's
-// error unchanged, when:
+// Request of the call has a local limit (FailOpenOptions.Local, or SetLocalLimits). It fails
+// closed, returning next's error unchanged, when:
 //   - the error matches admit.ErrCorruptState: one key holds state no algorithm writes, which is a
 //     bug or tampering to look at, not an outage (G3 of docs/guarantees.md), so it stays an error;
 //   - the caller's ctx is done: the caller gave up, and nothing is decided for it;
