@@ -1,5 +1,8 @@
 // Package service decides checks against the policies of a configuration: the transport-neutral
-// core of `admit serve`, which its JSON API (and Envoy's rate limit service, and the proxy) call.
+// core of `admit serve`, which its JSON API, forward-auth, the built-in demo and the proxy call. A
+// check's Requests are made by admit.Requests and decided by admit.Decide, the two steps of the
+// root package by which Envoy's rate limit service (package transport/rls, whose rules are
+// envoyproxy/ratelimit's) and an admit.Limiter reach the Store too.
 //
 // A [Service] holds one loaded [policy.Config] at a time and swaps it atomically on reload: a check
 // runs entirely on the configuration it started with, and a check that starts after a swap sees only
