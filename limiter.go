@@ -14,11 +14,11 @@ const DefaultVersion = "1"
 // a KeyBuilder. It is safe for concurrent use. Make one with [NewLimiter]; the zero value is not
 // usable.
 type Limiter struct {
-	store   Store
-	keys    *KeyBuilder
-	limits  []Limit
-	version string
-	err     error // why the Limiter cannot decide anything, found by NewLimiter
+	store    Store
+	keys     *KeyBuilder
+	limits   []Limit
+	versions []string // the key version of every Limit: DefaultVersion
+	err      error    // why the Limiter cannot decide anything, found by NewLimiter
 }
 
 // NewLimiter returns a Limiter that applies every one of limits to the subjects of store, keyed by
@@ -37,7 +37,7 @@ type Limiter struct {
 // A Limiter that does not pass Validate decides nothing: every call returns Validate's error, and
 // httplimit's Middleware.Wrap refuses it.
 func NewLimiter(store Store, keys *KeyBuilder, limits ...Limit) *Limiter {
-	l := &Limiter{store: store, keys: keys, limits: append([]Limit(nil), limits...), version: DefaultVersion}
+	l := &Limiter{store: store, keys: keys, limits: append([]Limit(nil), limits...), versions: []string{DefaultVersion}}
 	l.err = l.check()
 	return l
 }
@@ -110,11 +110,11 @@ func (l *Limiter) Take(ctx context.Context, s Subject, n int64, id string, ds []
 		return Decision{}, fmt.Errorf("%w: %d Decisions for %d limits", ErrInvalidRequest, len(ds), len(l.limits))
 	}
 	if len(l.limits) == 1 {
-		r, err := l.request(0, s, n, id)
-		if err != nil {
+		r := [1]Request{{Limit: l.limits[0]}}
+		if err := Requests(r[:], l.keys, l.versions, s, n, id); err != nil {
 			return Decision{}, err
 		}
-		d, err := l.store.Take(ctx, r)
+		d, err := l.store.Take(ctx, r[0]) // decides as Decide does, without its slices
 		if err == nil && ds != nil {
 			ds[0] = d
 		}
@@ -123,14 +123,10 @@ func (l *Limiter) Take(ctx context.Context, s Subject, n int64, id string, ds []
 	sc := takeScratches.Get().(*takeScratch)
 	defer sc.put(len(l.limits))
 	rs, out := sc.rs[:len(l.limits)], sc.ds[:len(l.limits)]
-	for i := range rs {
-		r, err := l.request(i, s, n, id)
-		if err != nil {
-			return Decision{}, err
-		}
-		rs[i] = r
+	if err := l.requests(rs, s, n, id); err != nil {
+		return Decision{}, err
 	}
-	if _, err := l.store.TakeAll(ctx, rs, out); err != nil {
+	if _, err := Decide(ctx, l.store, rs, out); err != nil {
 		return Decision{}, err
 	}
 	copy(ds, out)
@@ -155,15 +151,12 @@ func (sc *takeScratch) put(n int) {
 	takeScratches.Put(sc)
 }
 
-// request returns the Request of s under the i-th Limit.
-func (l *Limiter) request(i int, s Subject, n int64, id string) (Request, error) {
-	key, err := l.keys.Key(l.limits[i], l.version, s)
-	if err != nil {
-		return Request{}, err
+// requests fills rs, len(l.limits) of them, with the Requests of s under l's Limits.
+func (l *Limiter) requests(rs []Request, s Subject, n int64, id string) error {
+	for i := range rs {
+		rs[i] = Request{Limit: l.limits[i]}
 	}
-	r := Request{Key: key, Limit: l.limits[i], Cost: n, ID: id}
-	// Before the Store, so that a decorator in between need not; the Limit passed check already.
-	return r, r.ValidateKnownLimit()
+	return Requests(rs, l.keys, l.versions, s, n, id)
 }
 
 // Acquire is shorthand for Admit(ctx, Subject{ID: subject}, 1, "", nil).
@@ -208,12 +201,8 @@ func (l *Limiter) hold(ctx context.Context, s Subject, n int64, id string, ds []
 		return noHolding(), Decision{}, fmt.Errorf("%w: %d Decisions for %d limits", ErrInvalidRequest, len(ds), len(l.limits))
 	}
 	rs := make([]Request, len(l.limits))
-	for i := range rs {
-		r, err := l.request(i, s, n, id)
-		if err != nil {
-			return noHolding(), Decision{}, err
-		}
-		rs[i] = r
+	if err := l.requests(rs, s, n, id); err != nil {
+		return noHolding(), Decision{}, err
 	}
 	h, _, err := takeHolding(ctx, l.store, rs)
 	if err != nil {
@@ -244,7 +233,7 @@ func Hold(ctx context.Context, store Store, rs []Request, ds []Decision) (releas
 func takeHolding(ctx context.Context, store Store, rs []Request) (*holding, bool, error) {
 	h := &holding{store: store, ctx: context.WithoutCancel(ctx), rs: rs, ds: make([]Decision, len(rs))}
 	h.done.Store(true) // until the request is admitted: nothing to release or settle
-	allowed, err := store.TakeAll(ctx, h.rs, h.ds)
+	allowed, err := Decide(ctx, store, h.rs, h.ds)
 	if err != nil {
 		return h, false, err
 	}

@@ -23,7 +23,8 @@ type FailOpenOptions struct {
 	// lim.Period on its own while the backend cannot decide (for a Concurrency Limit, the most
 	// leases of a key in flight), 1 … lim.Rate; ok false makes lim fail closed. It is called on
 	// every call that the backend failed, never while the backend decides, and must be safe for
-	// concurrent use. nil fails every Limit closed.
+	// concurrent use. nil fails every Limit closed, until [FailOpen.SetLocalLimits] gives the
+	// local limits of a configuration, as admit serve's reload path does.
 	Local func(lim admit.Limit) (local int64, ok bool)
 	// MaxEntries caps the local table: the keys the local limiter holds state for, and, apart from
 	// them, the leases and reservations it has handed out and not yet seen end. 0 or less means
@@ -42,8 +43,8 @@ type FailOpenOptions struct {
 //
 // A TakeAll (or Take) fails open when next answers an error matching admit.ErrUnavailable — a
 // refused connection, a timeout of next's own, a Redis error, an open circuit breaker — and every
-// Request of the call has a local limit (FailOpenOptions.Local). It fails closed, returning next's
-// error unchanged, when:
+// Request of the call has a local limit (FailOpenOptions.Local, or SetLocalLimits). It fails
+// closed, returning next's error unchanged, when:
 //   - the error matches admit.ErrCorruptState: one key holds state no algorithm writes, which is a
 //     bug or tampering to look at, not an outage (G3 of docs/guarantees.md), so it stays an error;
 //   - the caller's ctx is done: the caller gave up, and nothing is decided for it;
@@ -97,7 +98,7 @@ type FailOpenOptions struct {
 // (a readiness probe, the circuit breaker's state).
 type FailOpen struct {
 	next       admit.Store
-	localLimit func(admit.Limit) (int64, bool)
+	localLimit atomic.Pointer[func(admit.Limit) (int64, bool)] // nil, or a nil func: every Limit fails closed
 	maxEntries int
 	now        func() time.Time
 
@@ -120,7 +121,10 @@ var _ admit.Store = (*FailOpen)(nil)
 // NewFailOpen returns a FailOpen that decides on next, and on a local limiter configured by opts when
 // next cannot.
 func NewFailOpen(next admit.Store, opts FailOpenOptions) *FailOpen {
-	f := &FailOpen{next: next, localLimit: opts.Local, maxEntries: opts.MaxEntries, now: opts.Now}
+	f := &FailOpen{next: next, maxEntries: opts.MaxEntries, now: opts.Now}
+	if opts.Local != nil {
+		f.localLimit.Store(&opts.Local)
+	}
 	if f.maxEntries <= 0 {
 		f.maxEntries = DefaultFailOpenEntries
 	}
@@ -128,6 +132,20 @@ func NewFailOpen(next admit.Store, opts FailOpenOptions) *FailOpen {
 		f.now = time.Now
 	}
 	return f
+}
+
+// SetLocalLimits makes limits the local limits from now on, in place of FailOpenOptions.Local:
+// a Limit that is a key of limits, exactly, fails open with its value as local limit (1 …
+// its Rate); any other Limit fails closed, and so does every one for a nil or empty limits. The
+// configuration's reload path calls it with the limits of each configuration it loads, so that a
+// policy whose failure mode or local limit changes fails open (or closed) from its next decision
+// on. f keeps limits: the caller must not change it after.
+func (f *FailOpen) SetLocalLimits(limits map[admit.Limit]int64) {
+	local := func(lim admit.Limit) (int64, bool) {
+		n, ok := limits[lim]
+		return n, ok
+	}
+	f.localLimit.Store(&local)
 }
 
 // Close stops the local limiter's background sweeper, if the local limiter was ever made. The
@@ -219,16 +237,17 @@ func (f *FailOpen) Settle(ctx context.Context, res admit.Reservation, actual int
 // failsOpen reports whether err, next's error for a call with ctx, lets the local limiter decide:
 // next was unavailable, the state is not corrupt, and the caller has not given up.
 func (f *FailOpen) failsOpen(ctx context.Context, err error) bool {
-	return f.localLimit != nil && ctx.Err() == nil &&
+	return f.localLimit.Load() != nil && ctx.Err() == nil &&
 		errors.Is(err, admit.ErrUnavailable) && !errors.Is(err, admit.ErrCorruptState)
 }
 
 // localFor returns the Limit the local limiter decides lim under, and whether lim fails open.
 func (f *FailOpen) localFor(lim admit.Limit) (admit.Limit, bool) {
-	if f.localLimit == nil {
+	localLimit := f.localLimit.Load()
+	if localLimit == nil {
 		return admit.Limit{}, false
 	}
-	n, ok := f.localLimit(lim)
+	n, ok := (*localLimit)(lim)
 	if !ok {
 		return admit.Limit{}, false
 	}

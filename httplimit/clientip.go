@@ -95,6 +95,24 @@ type ClientIP struct {
 	v6bits  int
 }
 
+// ConfigureClientIP returns the ClientIP of a configuration's settings: its trusted proxies, its
+// forwarding header named as admit's configuration names it ("x-forwarded-for", "forwarded", or
+// "" for none) and its IPv6 prefix; or an error that says what is wrong with them. admit serve and
+// admit proxy resolve client addresses with it.
+func ConfigureClientIP(trustedProxies []netip.Prefix, forwardedHeader string, ipv6Prefix int) (*ClientIP, error) {
+	c := ClientIPConfig{TrustedProxies: trustedProxies, IPv6Prefix: ipv6Prefix}
+	switch forwardedHeader {
+	case "":
+	case "x-forwarded-for":
+		c.Header = XForwardedFor
+	case "forwarded":
+		c.Header = Forwarded
+	default:
+		return nil, fmt.Errorf("httplimit: client IP: unknown forwarding header %q: want x-forwarded-for or forwarded", forwardedHeader)
+	}
+	return NewClientIP(c)
+}
+
 // NewClientIP returns the ClientIP that c configures, or an error that says what is wrong with c.
 func NewClientIP(c ClientIPConfig) (*ClientIP, error) {
 	var errs []error

@@ -331,3 +331,29 @@ func TestClientIPTrustsPeer(t *testing.T) {
 		t.Error("with no trusted proxies, TrustsPeer = true")
 	}
 }
+
+// TestConfigureClientIP checks that a configuration's names of the forwarding headers make the
+// ClientIP that reads them, and that any other name is an error.
+func TestConfigureClientIP(t *testing.T) {
+	for _, tc := range []struct{ name, want string }{
+		{"x-forwarded-for", "X-Forwarded-For"},
+		{"forwarded", "Forwarded"},
+	} {
+		ci, err := httplimit.ConfigureClientIP(proxies, tc.name, 0)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if got := ci.Header().String(); got != tc.want {
+			t.Errorf("%s: reads %s; want %s", tc.name, got, tc.want)
+		}
+	}
+	if ci, err := httplimit.ConfigureClientIP(nil, "", 56); err != nil || ci.Header() != httplimit.NoForwardedHeader {
+		t.Errorf(`"" without trusted proxies: %v, %v; want the TCP peer`, ci, err)
+	}
+	if _, err := httplimit.ConfigureClientIP(proxies, "x-real-ip", 0); err == nil || !strings.Contains(err.Error(), `"x-real-ip"`) {
+		t.Errorf("x-real-ip: %v; want an error naming it", err)
+	}
+	if _, err := httplimit.ConfigureClientIP(proxies, "", 0); err == nil {
+		t.Error("trusted proxies without a forwarding header: no error")
+	}
+}

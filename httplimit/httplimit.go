@@ -30,7 +30,6 @@ package httplimit
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -61,7 +60,7 @@ const (
 const DefaultUnavailableRetryAfter = time.Second
 
 // DefaultLogInterval is the log interval when [Middleware.LogInterval] is 0.
-const DefaultLogInterval = 10 * time.Second
+const DefaultLogInterval = lograte.DefaultInterval
 
 // ErrMalformedRequest is the error a [SubjectFunc] wraps to say that the request itself is malformed,
 // such as a bad forwarding header from a trusted proxy: the middleware answers 400 Bad Request.
@@ -182,18 +181,13 @@ func (m *Middleware) Wrap(next http.Handler) http.Handler {
 	if interval == 0 {
 		interval = DefaultLogInterval
 	}
-	retry := m.UnavailableRetryAfter
-	if retry <= 0 {
-		retry = DefaultUnavailableRetryAfter
-	}
 	h := &handler{
-		limiter:               m.Limiter,
-		limits:                m.Limiter.Limits(),
-		subject:               m.Subject,
-		log:                   lograte.New(logger.With(slog.String("limit", policyNames(m.Limiter))), interval, failureKinds()...),
-		next:                  next,
-		unavailableRetryAfter: strconv.FormatInt(admit.CeilSeconds(retry), 10),
-		problem:               m.ProblemDetails,
+		limiter: m.Limiter,
+		limits:  m.Limiter.Limits(),
+		subject: m.Subject,
+		next:    next,
+		answers: NewAnswers(m.UnavailableRetryAfter, m.OmitRateLimitHeaders).Logged(logger.With(slog.String("limit", policyNames(m.Limiter))), interval),
+		problem: m.ProblemDetails,
 	}
 	for _, l := range h.limits {
 		h.leases = h.leases || l.Algorithm == admit.Concurrency
@@ -219,19 +213,18 @@ func policyNames(l *admit.Limiter) string {
 
 // handler is the http.Handler that Wrap returns.
 type handler struct {
-	limiter               *admit.Limiter
-	limits                []admit.Limit // the Limiter's, in its order
-	subject               SubjectFunc
-	log                   *lograte.Limiter // one kind per failure
-	next                  http.Handler
-	unavailableRetryAfter string                 // whole seconds
-	headers               bool                   // whether to send the RateLimit fields
-	fields                *ratelimitfield.Fields // the RateLimit fields' writer, if headers
-	problem               bool                   // whether a 429's body is problem details
-	leases                bool                   // whether a Concurrency policy leases: admitted requests are released
-	shadow                bool                   // whether shadow rejections are reported, by onShadowLimit or shadowHeader
-	onShadowLimit         func(*http.Request, admit.Decision)
-	shadowHeader          string
+	limiter       *admit.Limiter
+	limits        []admit.Limit // the Limiter's, in its order
+	subject       SubjectFunc
+	next          http.Handler
+	answers       *Answers               // the answers to requests not admitted
+	headers       bool                   // whether to send the RateLimit fields
+	fields        *ratelimitfield.Fields // the RateLimit fields' writer, if headers
+	problem       bool                   // whether a 429's body is problem details
+	leases        bool                   // whether a Concurrency policy leases: admitted requests are released
+	shadow        bool                   // whether shadow rejections are reported, by onShadowLimit or shadowHeader
+	onShadowLimit func(*http.Request, admit.Decision)
+	shadowHeader  string
 }
 
 // reportShadow reports the policies in shadow mode that would have limited r, admitted with the
@@ -302,18 +295,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // fail answers r, which the middleware could not decide because of err, and logs why.
 func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error) {
-	k := classify(r.Context(), err)
-	h.logFailure(r, k, err)
-	a := fieldArenas.Get().(*fieldArena)
-	switch k.status() {
-	case http.StatusBadRequest:
-		writeText(w, a, http.StatusBadRequest, "", BadRequestBody)
-	case http.StatusInternalServerError:
-		writeText(w, a, http.StatusInternalServerError, "", InternalErrorBody)
-	default:
-		writeText(w, a, http.StatusServiceUnavailable, h.unavailableRetryAfter, UnavailableBody)
-	}
-	fieldArenas.Put(a)
+	h.answers.failed(w, r, err)
 }
 
 // limited answers 429 to a request whose Decisions are ds, with Retry-After retry.
@@ -343,17 +325,6 @@ func (h *handler) setRateLimit(hdr http.Header, a *fieldArena, ds []admit.Decisi
 	hdr[ratelimitfield.Name] = a.value(a.take(b))
 }
 
-// panicError is a recovered panic, with the stack where it happened.
-type panicError struct {
-	where string
-	value any
-	stack []byte
-}
-
-func (e *panicError) Error() string {
-	return fmt.Sprintf("httplimit: panic in %s: %v", e.where, e.value)
-}
-
 // subjectError is an error returned by the subject function.
 type subjectError struct{ err error }
 
@@ -371,7 +342,7 @@ func (h *handler) decide(r *http.Request, ds []admit.Decision) (release func(), 
 			if inLimiter {
 				where = "limiter"
 			}
-			release, err = nil, &panicError{where: where, value: v, stack: debug.Stack()}
+			release, err = nil, &PanicError{Where: where, Value: v, Stack: debug.Stack()}
 		}
 	}()
 	s, err := h.subject(r)
@@ -408,7 +379,7 @@ const (
 
 // classify returns the kind of failure err is, for a request whose context is ctx.
 func classify(ctx context.Context, err error) failure {
-	var pe *panicError
+	var pe *PanicError
 	var se *subjectError
 	switch {
 	case errors.As(err, &pe):
@@ -477,21 +448,21 @@ func (f failure) message() string {
 }
 
 // logFailure logs why r was not admitted, unless the log rate calls for counting it instead.
-func (h *handler) logFailure(r *http.Request, f failure, err error) {
+func (a *Answers) logFailure(r *http.Request, f failure, err error) {
 	ctx := r.Context()
-	if !h.log.Start(ctx, int(f), err) {
+	if !a.log.Start(ctx, int(f), err) {
 		return
 	}
-	defer h.log.Done(int(f))
+	defer a.log.Done(int(f))
 	attrs := []slog.Attr{
 		slog.String("method", r.Method),
 		slog.String("path", r.URL.Path),
 		slog.Any("error", err),
 	}
-	if pe := (*panicError)(nil); errors.As(err, &pe) {
-		attrs = append(attrs, slog.String("stack", string(pe.stack)))
+	if pe := (*PanicError)(nil); errors.As(err, &pe) {
+		attrs = append(attrs, slog.String("stack", string(pe.Stack)))
 	}
-	h.log.Logger().LogAttrs(ctx, f.level(), f.message(), attrs...)
+	a.log.Logger().LogAttrs(ctx, f.level(), f.message(), attrs...)
 }
 
 // failureKinds returns the log kinds of the failures, indexed by failure.

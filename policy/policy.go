@@ -35,7 +35,6 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit"
-	"github.com/admit-dev/admit/httplimit"
 )
 
 // A Config is one configuration file, validated. It is immutable once Parse returns it: share it
@@ -153,19 +152,6 @@ type RedisTLS struct {
 	CertFile, KeyFile string
 	// ServerName is the name Redis's certificate must carry when not the URL's host (server_name).
 	ServerName string
-}
-
-// ClientIP returns the httplimit.ClientIP of the settings: their trusted proxies, forwarding header
-// and IPv6 prefix, which admit serve and admit proxy resolve client addresses with.
-func (s *Server) ClientIP() (*httplimit.ClientIP, error) {
-	c := httplimit.ClientIPConfig{TrustedProxies: s.TrustedProxies, IPv6Prefix: s.IPv6Prefix}
-	switch s.ForwardedHeader {
-	case "x-forwarded-for":
-		c.Header = httplimit.XForwardedFor
-	case "forwarded":
-		c.Header = httplimit.Forwarded
-	}
-	return httplimit.NewClientIP(c)
 }
 
 // Defaults of the Server settings.

@@ -1,5 +1,8 @@
 // Package service decides checks against the policies of a configuration: the transport-neutral
-// core of `admit serve`, which its JSON API (and Envoy's rate limit service, and the proxy) call.
+// core of `admit serve`, which its JSON API, forward-auth, the built-in demo and the proxy call. A
+// check's Requests are made by admit.Requests and decided by admit.Decide, the two steps of the
+// root package by which Envoy's rate limit service (package transport/rls, whose rules are
+// envoyproxy/ratelimit's) and an admit.Limiter reach the Store too.
 //
 // A [Service] holds one loaded [policy.Config] at a time and swaps it atomically on reload: a check
 // runs entirely on the configuration it started with, and a check that starts after a swap sees only
@@ -7,9 +10,10 @@
 //
 // # Failing open
 //
-// A policy with `failure: open` fails open when the Service's Store is a guard.FailOpen whose Local
-// is the Service's [Service.LocalLimit] — the stack `admit serve` builds: metrics → guard.FailOpen →
-// backend. When the backend cannot decide, a local limiter of the policy's local_limit decides, and
+// A policy with `failure: open` fails open when the Service's Store is a guard.FailOpen that holds
+// the [LocalLimits] of the loaded configuration — the stack `admit serve` builds: metrics →
+// guard.FailOpen → backend, whose reload path hands each configuration's LocalLimits down to the
+// FailOpen as it swaps the configuration in. When the backend cannot decide, a local limiter of the policy's local_limit decides, and
 // the Result is Degraded; a Check that names any policy with `failure: closed` fails closed whole
 // (all-or-nothing). Over any other Store every policy fails closed.
 package service
@@ -108,7 +112,7 @@ func (s *Service) Check(ctx context.Context, c Check) (Result, error) {
 		return Result{}, err
 	}
 	res := Result{Decisions: make([]admit.Decision, len(rs))}
-	allowed, err := s.store.TakeAll(ctx, rs, res.Decisions)
+	allowed, err := admit.Decide(ctx, s.store, rs, res.Decisions)
 	if err != nil {
 		return Result{}, err
 	}
@@ -146,8 +150,8 @@ func (res Result) decided(allowed bool) Result {
 
 // LocalLimit returns the local limit of lim under the configuration the Service holds now, and
 // whether lim fails open: whether the configuration has a policy named lim.Name whose Limit is lim
-// and whose failure mode is policy.Open. It is the Local of a guard.FailOpen under the Service's
-// Store (see the package doc), and is safe for concurrent use.
+// and whose failure mode is policy.Open: a lookup in the [LocalLimits] of that configuration. It
+// is safe for concurrent use.
 //
 // It is looked up on every call, so a reload applies at once: a policy whose failure mode or local
 // limit changes fails open (or closed) from its next decision on. A Limit that no policy of the
@@ -159,6 +163,21 @@ func (s *Service) LocalLimit(lim admit.Limit) (local int64, ok bool) {
 		return 0, false
 	}
 	return p.LocalLimit, true
+}
+
+// LocalLimits returns the local limits of cfg's policies that fail open (policy.Open), by their
+// Limit: what a guard.FailOpen under a Service's Store fails open with (guard.FailOpen.SetLocalLimits),
+// handed to it by whoever loads cfg (see the package doc). A Limit that no policy of cfg has
+// exactly — a Check racing a reload that changed its policy's numbers, the built-in demo under
+// another configuration — is not a key: it fails closed.
+func LocalLimits(cfg *policy.Config) map[admit.Limit]int64 {
+	limits := make(map[admit.Limit]int64)
+	for _, p := range cfg.Policies {
+		if p.Failure == policy.Open {
+			limits[p.Limit] = p.LocalLimit
+		}
+	}
+	return limits
 }
 
 // requests returns the Requests of c under the loaded configuration, one per policy, in order.
@@ -182,14 +201,13 @@ func (s *Service) requests(c Check) ([]admit.Request, error) {
 				return nil, fmt.Errorf("%w: policy %q named twice", admit.ErrInvalidRequest, name)
 			}
 		}
-		key, err := s.keys.Key(p.Limit, p.Version, c.Subject)
-		if err != nil {
+		rs[i].Limit = p.Limit
+		version := [1]string{p.Version}
+		if err := admit.Requests(rs[i:i+1], s.keys, version[:], c.Subject, c.Cost, c.RequestID); err != nil {
+			if rs[i].Key != "" { // the key was made, and the request failed its check: name the policy
+				return nil, fmt.Errorf("%w (policy %q)", err, name)
+			}
 			return nil, err
-		}
-		rs[i] = admit.Request{Key: key, Limit: p.Limit, Cost: c.Cost, ID: c.RequestID}
-		// Before the Store, to name the policy; the configuration validated its Limit already.
-		if err := rs[i].ValidateKnownLimit(); err != nil {
-			return nil, fmt.Errorf("%w (policy %q)", err, name)
 		}
 	}
 	return rs, nil

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/admit-dev/admit/guard"
 	"github.com/admit-dev/admit/metrics"
 	"github.com/admit-dev/admit/policy"
 	"github.com/admit-dev/admit/service"
@@ -23,14 +24,15 @@ const reloadPollInterval = time.Second
 // A reloader reloads the configuration file into a Service on SIGHUP and when the file changes.
 // A file with errors is logged and counted, and the loaded configuration keeps serving; a good one
 // replaces it whole (service.Service.Swap), so requests in flight finish on the one they started
-// with. Server settings (listen address, Redis, secret) are read at start only: a reload that
+// with, and gives its policies' local limits to the FailOpen (guard.FailOpen.SetLocalLimits). Server settings (listen address, Redis, secret) are read at start only: a reload that
 // changes them logs which need a restart, and applies the policies.
 type reloader struct {
-	file    string
-	svc     *service.Service
-	metrics *metrics.Config
-	logger  *slog.Logger
-	server  policy.Server // the settings in effect
+	file     string
+	svc      *service.Service
+	failOpen *guard.FailOpen // given each configuration's local limits; nil for none
+	metrics  *metrics.Config
+	logger   *slog.Logger
+	server   policy.Server // the settings in effect
 }
 
 // run reloads until ctx is done: on SIGHUP, and when the file's bytes change, looked at every poll.
@@ -95,6 +97,9 @@ func (r *reloader) reload(last string, force bool) string {
 			"file", r.file, "changed", strings.Join(changed, ","))
 	}
 	r.svc.Swap(cfg)
+	if r.failOpen != nil {
+		r.failOpen.SetLocalLimits(service.LocalLimits(cfg))
+	}
 	r.metrics.Loaded(cfg.Hash, true)
 	r.logger.Info("configuration reloaded", "file", r.file, "policies", len(cfg.Policies), "hash", cfg.Hash)
 	return cfg.Hash

@@ -17,6 +17,7 @@ import (
 
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/guard"
+	"github.com/admit-dev/admit/httplimit"
 	"github.com/admit-dev/admit/internal/logrelay"
 	"github.com/admit-dev/admit/memstore"
 	"github.com/admit-dev/admit/metrics"
@@ -326,12 +327,13 @@ func (d *daemon) start(ctx context.Context, cfg serveConfig) (int, error) {
 	}
 
 	d.reg = prometheus.NewRegistry()
-	guarded, err := guardStack(d.reg, backend, cfg.redisURL != "", policies.Server.LocalCacheMaxAge, d.localLimit)
+	guarded, err := guardStack(d.reg, backend, cfg.redisURL != "", policies.Server.LocalCacheMaxAge)
 	if err != nil {
 		logger.Error("cannot register the metrics", "error", err)
 		return exitError, err
 	}
 	d.closers = append(d.closers, guarded.close)
+	guarded.failOpen.SetLocalLimits(service.LocalLimits(policies)) // and the reloader each reloaded configuration's
 	store, configMetrics, err := registerMetrics(d.reg, guarded.top)
 	if err != nil {
 		logger.Error("cannot register the metrics", "error", err)
@@ -345,7 +347,7 @@ func (d *daemon) start(ctx context.Context, cfg serveConfig) (int, error) {
 	configMetrics.Loaded(policies.Hash, false)
 	logger.Info("configuration", "file", cfg.configFile, "policies", len(policies.Policies), "routes", len(policies.Routes), "hash", policies.Hash)
 	if cfg.configFile != "" {
-		r := &reloader{file: cfg.configFile, svc: d.svc, metrics: configMetrics, logger: logger, server: policies.Server}
+		r := &reloader{file: cfg.configFile, svc: d.svc, failOpen: guarded.failOpen, metrics: configMetrics, logger: logger, server: policies.Server}
 		go r.run(ctx, reloadPollInterval)
 	}
 	return exitOK, nil
@@ -353,8 +355,9 @@ func (d *daemon) start(ctx context.Context, cfg serveConfig) (int, error) {
 
 // A guarded is the backend within the bad-day decorators of package guard.
 type guarded struct {
-	top   admit.Store // what the metrics Store wraps
-	close func()
+	top      admit.Store // what the metrics Store wraps
+	failOpen *guard.FailOpen
+	close    func()
 }
 
 // guardStack wraps backend in guard's decorators, registering their metrics into reg:
@@ -362,8 +365,9 @@ type guarded struct {
 // hammered full key and the breaker answers at once during an outage; FailOpen alone in memory,
 // whose own errors (a full table) are not an outage. cacheMaxAge is the cache's MaxAge
 // (server.local_cache_max_age): a change made in Redis is seen within it; 0 stacks no cache.
-// local gives FailOpen each Limit's local limit.
-func guardStack(reg prometheus.Registerer, backend admit.Store, redis bool, cacheMaxAge time.Duration, local func(admit.Limit) (int64, bool)) (guarded, error) {
+// FailOpen fails every Limit closed until it is given the local limits of a configuration
+// (guard.FailOpen.SetLocalLimits).
+func guardStack(reg prometheus.Registerer, backend admit.Store, redis bool, cacheMaxAge time.Duration) (guarded, error) {
 	next := backend
 	if redis {
 		b := guard.NewBreaker(backend, guard.BreakerOptions{})
@@ -372,8 +376,8 @@ func guardStack(reg prometheus.Registerer, backend admit.Store, redis bool, cach
 		}
 		next = b
 	}
-	failOpen := guard.NewFailOpen(next, guard.FailOpenOptions{Local: local})
-	g := guarded{top: failOpen, close: failOpen.Close}
+	failOpen := guard.NewFailOpen(next, guard.FailOpenOptions{})
+	g := guarded{top: failOpen, failOpen: failOpen, close: failOpen.Close}
 	if redis && cacheMaxAge > 0 {
 		c := guard.NewOverLimitCache(failOpen, guard.OverLimitOptions{MaxAge: cacheMaxAge})
 		if err := metrics.RegisterOverLimitCache(reg, "redis", c); err != nil {
@@ -382,16 +386,6 @@ func guardStack(reg prometheus.Registerer, backend admit.Store, redis bool, cach
 		g.top = c
 	}
 	return g, nil
-}
-
-// localLimit is the Local of the daemon's guard.FailOpen: the local limit of lim under the
-// configuration the Service holds now (service.Service.LocalLimit), so a reload applies at once.
-// Nothing fails open before the Service exists.
-func (d *daemon) localLimit(lim admit.Limit) (int64, bool) {
-	if d.svc == nil {
-		return 0, false
-	}
-	return d.svc.LocalLimit(lim)
 }
 
 // serve runs admit serve until ctx is done.
@@ -406,13 +400,19 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	defer d.stop()
 	logger := d.logger
-	clientIP, err := d.svc.Config().Server.ClientIP()
+	srv := d.svc.Config().Server
+	clientIP, err := httplimit.ConfigureClientIP(srv.TrustedProxies, srv.ForwardedHeader, srv.IPv6Prefix)
 	if err != nil {
 		logger.Error("cannot resolve client addresses", "error", err)
 		return exitUsage
 	}
+	demo, err := policy.Parse("built-in", []byte(demoConfig)) // the policy of GET /demo, whatever the loaded configuration
+	if err != nil {
+		logger.Error("cannot build the demo", "error", err)
+		return exitError
+	}
 	api, err := httpapi.New(httpapi.Options{
-		Demo:     admit.NewLimiter(d.store, d.keys, demoLimit()),
+		Demo:     demo,
 		Logger:   logger,
 		Service:  d.svc,
 		ClientIP: clientIP,

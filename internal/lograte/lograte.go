@@ -38,6 +38,10 @@ type slot struct {
 	busy       bool      // a record of this kind is being written
 }
 
+// DefaultInterval is the log interval of admit's HTTP middleware, API and proxy, and of Envoy's
+// rate limit service, unless configured otherwise: one summary of a kind per 10 seconds.
+const DefaultInterval = 10 * time.Second
+
 // New returns a Limiter that writes to logger at most one record of each of kinds per interval,
 // the kinds named by their index; an interval of 0 or less writes every record.
 func New(logger *slog.Logger, interval time.Duration, kinds ...Kind) *Limiter {

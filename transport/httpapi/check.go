@@ -9,14 +9,12 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"runtime/debug"
 	"strconv"
 	"strings"
 
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/httplimit"
 	"github.com/admit-dev/admit/internal/lograte"
-	"github.com/admit-dev/admit/internal/ratelimitfield"
 	"github.com/admit-dev/admit/service"
 )
 
@@ -113,10 +111,10 @@ var checkLogKinds = []lograte.Kind{
 
 // check serves /v1/check: POST with a JSON body, or the forward-auth form.
 type check struct {
-	svc         *service.Service
-	clientIP    *httplimit.ClientIP // for the subject client_ip of the forward-auth form; nil for none
-	log         *lograte.Limiter    // of checkLogKinds
-	unavailable string              // the Retry-After of a 503, whole seconds
+	svc      *service.Service
+	clientIP *httplimit.ClientIP // for the subject client_ip of the forward-auth form; nil for none
+	log      *lograte.Limiter    // of checkLogKinds
+	answers  *httplimit.Answers  // the fields of its answers: Retry-After, RateLimit
 }
 
 func (c *check) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -145,11 +143,11 @@ func (c *check) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		chk.Cost = *req.Cost
 	}
 	res, err := c.decide(r.Context(), chk)
-	var pe *panicError
+	var pe *httplimit.PanicError
 	switch {
 	case errors.As(err, &pe):
-		c.log.Log(r.Context(), logPanic, err, slog.String("path", r.URL.Path), slog.String("stack", string(pe.stack)))
-		w.Header().Set("Retry-After", c.unavailable)
+		c.log.Log(r.Context(), logPanic, err, slog.String("path", r.URL.Path), slog.String("stack", string(pe.Stack)))
+		w.Header().Set("Retry-After", c.answers.UnavailableRetryAfter())
 		writeJSON(w, http.StatusServiceUnavailable, ErrorResponse{Error: "limiter unavailable"})
 		return
 	case errors.Is(err, admit.ErrInvalidRequest), errors.Is(err, admit.ErrInvalidLimit):
@@ -158,44 +156,23 @@ func (c *check) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	case err != nil:
 		c.log.Log(r.Context(), logUnavailable, err, slog.String("path", r.URL.Path))
-		w.Header().Set("Retry-After", c.unavailable)
+		w.Header().Set("Retry-After", c.answers.UnavailableRetryAfter())
 		writeJSON(w, http.StatusServiceUnavailable, ErrorResponse{Error: "limiter unavailable"})
 		return
 	}
 	status, retry := http.StatusOK, int64(0)
 	if !res.Allowed {
 		status, retry = limited, res.Decisions[res.Deciding].RetryAfterSeconds()
-		w.Header().Set("Retry-After", strconv.FormatInt(retry, 10))
 	}
-	ratelimitfield.Set(w.Header(), res.Decisions, retry)
+	c.answers.SetFields(w.Header(), res.Decisions, retry)
 	writeJSON(w, status, NewCheckResponse(res))
 }
 
-// decide runs the service's check, turning a panic in it (a bug in a Store, say) into a
-// *panicError, so that the caller is answered 503 and the process keeps serving.
-// http.ErrAbortHandler goes on: it is how a handler aborts a response on purpose.
+// decide runs the service's check, a panic in it turned into a *httplimit.PanicError.
 func (c *check) decide(ctx context.Context, chk service.Check) (res service.Result, err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			if v == http.ErrAbortHandler {
-				panic(v)
-			}
-			res, err = service.Result{}, &panicError{value: v, stack: debug.Stack()}
-		}
-	}()
+	defer httplimit.Recover(&err)
 	return c.svc.Check(ctx, chk)
 }
-
-// panicError is a panic recovered from the limiter, with the stack where it happened. It matches
-// admit.ErrUnavailable: the limiter could not decide.
-type panicError struct {
-	value any
-	stack []byte
-}
-
-func (e *panicError) Error() string { return fmt.Sprintf("httpapi: panic in limiter: %v", e.value) }
-
-func (e *panicError) Unwrap() error { return admit.ErrUnavailable }
 
 // isForwardAuth reports whether r is a check in the forward-auth form: its query names a policy,
 // or a PolicyField is set.

@@ -57,7 +57,7 @@ func newCheckHandlerOpts(t *testing.T, store admit.Store, opts httpapi.Options) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts.Demo, opts.Service = newLimiter(t, store, demoLimit), svc
+	opts.Demo, opts.Service = demoConfig(t), svc
 	h, err := httpapi.New(opts)
 	if err != nil {
 		t.Fatal(err)

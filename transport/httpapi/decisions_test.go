@@ -32,7 +32,7 @@ func newHandlerOf(t *testing.T, store admit.Store, src string, opts httpapi.Opti
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts.Demo, opts.Service = newLimiter(t, store, demoLimit), svc
+	opts.Demo, opts.Service = demoConfig(t), svc
 	h, err := httpapi.New(opts)
 	if err != nil {
 		t.Fatal(err)

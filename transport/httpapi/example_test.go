@@ -4,10 +4,11 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"time"
 
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/memstore"
+	"github.com/admit-dev/admit/policy"
+	"github.com/admit-dev/admit/service"
 	"github.com/admit-dev/admit/transport/httpapi"
 )
 
@@ -19,8 +20,15 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	demo := admit.NewLimiter(store, keys, admit.Limit{Name: "demo", Algorithm: admit.FixedWindow, Rate: 3, Period: 10 * time.Second})
-	h, err := httpapi.New(httpapi.Options{Demo: demo})
+	demo, err := policy.Parse("built-in", []byte("policies:\n  - name: demo\n    algorithm: fixed_window\n    limit: 3\n    window: 10s\n"))
+	if err != nil {
+		panic(err)
+	}
+	svc, err := service.New(store, keys, demo)
+	if err != nil {
+		panic(err)
+	}
+	h, err := httpapi.New(httpapi.Options{Demo: demo, Service: svc})
 	if err != nil {
 		panic(err)
 	}

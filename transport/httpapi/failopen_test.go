@@ -51,7 +51,7 @@ func TestCheckFailOpen(t *testing.T) {
 	if svc, err = service.New(store, keys, cfg); err != nil {
 		t.Fatal(err)
 	}
-	h, err := httpapi.New(httpapi.Options{Service: svc, Demo: newLimiter(t, store, demoLimit)})
+	h, err := httpapi.New(httpapi.Options{Service: svc, Demo: demoConfig(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

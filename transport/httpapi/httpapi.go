@@ -1,20 +1,22 @@
 // Package httpapi is the HTTP face of the admit service: the JSON check API over a
-// service.Service, the origin design's /demo endpoint (built on package httplimit), health and
-// readiness checks, and the metrics endpoint.
+// service.Service, the origin design's /demo endpoint (a built-in configuration decided by the same
+// Service, answered by package httplimit's answering layer), health and readiness checks, and the
+// metrics endpoint.
 package httpapi
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/httplimit"
 	"github.com/admit-dev/admit/internal/lograte"
+	"github.com/admit-dev/admit/policy"
 	"github.com/admit-dev/admit/service"
 )
 
@@ -22,16 +24,19 @@ import (
 // request to /demo is this subject.
 const DemoSubject = "demo-account"
 
-// Options configures a Handler. Only Demo is required.
+// Options configures a Handler. Demo and Service are required.
 type Options struct {
-	// Demo decides each GET /demo as DemoSubject, under its policies; required. The policies are
-	// the caller's: cmd/admit's is the origin design's 3 requests per 10 seconds.
-	Demo *admit.Limiter
+	// Demo is the built-in configuration of GET /demo: each request is one unit of DemoSubject
+	// under every one of its policies, decided by Service in place of its loaded configuration
+	// (service.Check.Config); required. The policies are the caller's: cmd/admit's is the origin
+	// design's 3 requests per 10 seconds, which serves as the loaded configuration too when no
+	// file is given.
+	Demo *policy.Config
 	// Logger receives a record for requests the limiter could not decide, at the bounded rate of
 	// httplimit.DefaultLogInterval: the first of a kind at once, then one summary per interval
 	// with the count of the others. Nil means slog.Default().
 	Logger *slog.Logger
-	// Service, if not nil, serves POST /v1/check and GET /v1/policies.
+	// Service decides GET /demo, and serves POST /v1/check and GET /v1/policies; required.
 	Service *service.Service
 	// ClientIP, if not nil, resolves the subject client_ip of the forward-auth form of /v1/check.
 	ClientIP *httplimit.ClientIP
@@ -51,15 +56,13 @@ const ReadyTimeout = time.Second
 // Routes (GET also answers HEAD; any other method is answered 405 with an Allow field):
 //
 //	GET /demo     the origin design's demo: one fixed account (DemoSubject) under the policies of
-//	              Options.Demo. 200 "ok\n" when admitted, 429 with Retry-After when over the limit,
+//	              Options.Demo, decided by Options.Service and answered as httplimit's middleware
+//	              answers. 200 "ok\n" when admitted, 429 with Retry-After when over the limit,
 //	              503 when the limiter cannot decide. A HEAD request counts like a GET.
 //	GET /healthz  200 "ok\n" while the process is alive; it never calls the backend.
 //	GET /readyz   200 "ok\n" when Options.Ready reports the backend can decide, within
 //	              ReadyTimeout; else 503 "not ready\n".
 //	GET /metrics  Options.Metrics, when set.
-//
-// With Options.Service:
-//
 //	POST /v1/check    decides a CheckRequest, and answers a CheckResponse: 200 allowed, 429 limited
 //	                  (with Retry-After), 400 invalid (an ErrorResponse naming the field and its
 //	                  bound, admit.ClientMessage: unknown policy, bad JSON, cost above a limit or
@@ -80,30 +83,28 @@ type Handler struct {
 	mux *http.ServeMux
 }
 
-// New returns a Handler for opts. It reports an error if opts.Demo is nil.
+// New returns a Handler for opts. It reports an error if opts.Demo or opts.Service is nil, or
+// opts.Demo has no policy.
 func New(opts Options) (*Handler, error) {
-	if opts.Demo == nil {
-		return nil, errors.New("httpapi: no Demo limiter")
+	switch {
+	case opts.Demo == nil || opts.Service == nil:
+		return nil, errors.New("httpapi: New needs a Demo configuration and a Service")
+	case len(opts.Demo.Policies) == 0 || len(opts.Demo.Policies) > admit.MaxRequests:
+		return nil, fmt.Errorf("httpapi: the Demo configuration has %d policies; want 1-%d", len(opts.Demo.Policies), admit.MaxRequests)
 	}
-	demo := &httplimit.Middleware{
-		Limiter: opts.Demo,
-		Subject: httplimit.Constant(DemoSubject),
-		Logger:  opts.Logger,
-	}
+	answers := httplimit.NewAnswers(httplimit.DefaultUnavailableRetryAfter, false)
+	demoLog := logger(opts.Logger).With(slog.String("limit", policyNames(opts.Demo)))
 	mux := http.NewServeMux()
-	mux.Handle("GET /demo", demo.Wrap(http.HandlerFunc(ok)))
+	mux.Handle("GET /demo", newDemo(opts.Service, opts.Demo, answers.Logged(demoLog, httplimit.DefaultLogInterval)))
 	mux.HandleFunc("GET /healthz", ok)
 	mux.HandleFunc("GET /readyz", ready(opts.Ready, logger(opts.Logger)))
 	if opts.Metrics != nil {
 		mux.Handle("GET /metrics", opts.Metrics)
 	}
-	if opts.Service != nil {
-		retry := strconv.FormatInt(admit.CeilSeconds(httplimit.DefaultUnavailableRetryAfter), 10)
-		chk := &check{svc: opts.Service, clientIP: opts.ClientIP, log: lograte.New(logger(opts.Logger), httplimit.DefaultLogInterval, checkLogKinds...), unavailable: retry}
-		mux.Handle("/v1/check", chk)
-		mux.Handle("/v1/check/", chk) // the forward-auth form, below a prefix that appends the original path
-		mux.HandleFunc("GET /v1/policies", policies(opts.Service))
-	}
+	chk := &check{svc: opts.Service, clientIP: opts.ClientIP, log: lograte.New(logger(opts.Logger), httplimit.DefaultLogInterval, checkLogKinds...), answers: answers}
+	mux.Handle("/v1/check", chk)
+	mux.Handle("/v1/check/", chk) // the forward-auth form, below a prefix that appends the original path
+	mux.HandleFunc("GET /v1/policies", policies(opts.Service))
 	return &Handler{mux: mux}, nil
 }
 

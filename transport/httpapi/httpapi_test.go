@@ -7,28 +7,46 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
-	"time"
 
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/internal/syncbuf"
 	"github.com/admit-dev/admit/memstore"
+	"github.com/admit-dev/admit/policy"
+	"github.com/admit-dev/admit/service"
 	"github.com/admit-dev/admit/transport/httpapi"
 )
 
-// demoLimit is the policy the tests give /demo: cmd/admit's.
-var demoLimit = admit.Limit{Name: "demo", Algorithm: admit.FixedWindow, Rate: 3, Period: 10 * time.Second}
+// demoYAML is the configuration the tests give /demo: cmd/admit's built-in one.
+const demoYAML = "policies:\n  - name: demo\n    algorithm: fixed_window\n    limit: 3\n    window: 10s\n"
+
+// demoConfig returns the configuration of demoYAML.
+func demoConfig(t *testing.T) *policy.Config { return parseConfig(t, demoYAML) }
+
+// parseConfig returns the configuration of yaml.
+func parseConfig(t *testing.T, yaml string) *policy.Config {
+	t.Helper()
+	cfg, err := policy.Parse("demo.yaml", []byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
 
 // testSecret is the HMAC secret of every test's KeyBuilder.
 var testSecret = []byte("httpapi test secret of 32 bytes!")
 
-// newLimiter returns a Limiter over limits on store, with a KeyBuilder on testSecret.
-func newLimiter(t *testing.T, store admit.Store, limits ...admit.Limit) *admit.Limiter {
+// newService returns a Service on store under cfg, with a KeyBuilder on testSecret.
+func newService(t *testing.T, store admit.Store, cfg *policy.Config) *service.Service {
 	t.Helper()
 	keys, err := admit.NewKeyBuilder(testSecret)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return admit.NewLimiter(store, keys, limits...)
+	svc, err := service.New(store, keys, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc
 }
 
 // failingStore is a Store whose decisions all fail with err. Its Release and Settle are never
@@ -62,24 +80,25 @@ func (s untouchable) TakeAll(context.Context, []admit.Request, []admit.Decision)
 	return false, admit.ErrUnavailable
 }
 
-// newHandler returns a Handler whose /demo is limited by demo. It logs into a buffer rather than
-// into t.Output(), which panics if written after the test: the middleware's log summaries are
-// written by a timer, up to an interval after the last request.
-func newHandler(t *testing.T, demo *admit.Limiter) *httpapi.Handler {
+// newHandler returns a Handler whose /demo is limited by the policies of demo, decided by svc. It
+// logs into a buffer rather than into t.Output(), which panics if written after the test: the
+// log summaries are written by a timer, up to an interval after the last request.
+func newHandler(t *testing.T, svc *service.Service, demo *policy.Config) *httpapi.Handler {
 	t.Helper()
 	logs := &syncbuf.Buffer{}
 	t.Cleanup(func() { t.Logf("log:\n%s", logs) })
-	h, err := httpapi.New(httpapi.Options{Demo: demo, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	h, err := httpapi.New(httpapi.Options{Demo: demo, Service: svc, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return h
 }
 
-// newDemoHandler returns a Handler whose /demo is limited by demoLimit on store.
+// newDemoHandler returns a Handler whose /demo is limited by demoYAML's policy on store.
 func newDemoHandler(t *testing.T, store admit.Store) *httpapi.Handler {
 	t.Helper()
-	return newHandler(t, newLimiter(t, store, demoLimit))
+	cfg := demoConfig(t)
+	return newHandler(t, newService(t, store, cfg), cfg)
 }
 
 func newMemstore(t *testing.T) *memstore.Store {
@@ -132,28 +151,29 @@ func TestDemo(t *testing.T) {
 }
 
 // TestDemoLimitsDemoSubject checks that /demo takes one unit of DemoSubject under the Demo
-// limiter's policy, and nothing else.
+// configuration's policy, and nothing else.
 func TestDemoLimitsDemoSubject(t *testing.T) {
-	store := newMemstore(t)
-	limiter := newLimiter(t, store, demoLimit)
-	run(t, newHandler(t, limiter), []step{okStep})
+	cfg := demoConfig(t)
+	svc := newService(t, newMemstore(t), cfg)
+	run(t, newHandler(t, svc, cfg), []step{okStep})
 	for subject, want := range map[string]int64{httpapi.DemoSubject: 2, "other": 3} {
-		d, err := limiter.AllowN(context.Background(), subject, 0) // a peek
+		res, err := svc.Check(context.Background(), service.Check{Policies: []string{"demo"}, Subject: admit.Subject{ID: subject}, Cost: 0}) // a peek
 		if err != nil {
 			t.Fatal(err)
 		}
-		if d.Remaining != want {
+		if d := res.Decisions[0]; d.Remaining != want {
 			t.Errorf("subject %q has %d left after one GET /demo, want %d", subject, d.Remaining, want)
 		}
 	}
 }
 
-// TestDemoUsesTheGivenLimiter checks that /demo applies the policies of Options.Demo, not its own.
-func TestDemoUsesTheGivenLimiter(t *testing.T) {
-	once := admit.Limit{Name: "once", Algorithm: admit.FixedWindow, Rate: 1, Period: time.Minute}
+// TestDemoUsesTheGivenPolicies checks that /demo applies the policies of Options.Demo, not its own
+// nor those of the Service's loaded configuration.
+func TestDemoUsesTheGivenPolicies(t *testing.T) {
+	once := parseConfig(t, "policies:\n  - name: once\n    algorithm: fixed_window\n    limit: 1\n    window: 1m\n")
 	limited := limitedStep
 	limited.header = map[string]string{"Retry-After": "60"}
-	run(t, newHandler(t, newLimiter(t, newMemstore(t), once)), []step{okStep, limited})
+	run(t, newHandler(t, newService(t, newMemstore(t), demoConfig(t)), once), []step{okStep, limited})
 }
 
 func TestDemoHeadCounts(t *testing.T) {
@@ -198,6 +218,9 @@ func TestNotFound(t *testing.T) {
 
 func TestNewWithoutDemo(t *testing.T) {
 	if _, err := httpapi.New(httpapi.Options{}); err == nil {
-		t.Error("New without a Demo limiter succeeded")
+		t.Error("New without a Demo configuration and a Service succeeded")
+	}
+	if _, err := httpapi.New(httpapi.Options{Demo: demoConfig(t)}); err == nil {
+		t.Error("New without a Service succeeded")
 	}
 }

@@ -72,7 +72,7 @@ func TestCheckLimitIsTheHeadersQuota(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := httpapi.New(httpapi.Options{Service: svc, Demo: newLimiter(t, newMemstore(t), demoLimit)})
+	h, err := httpapi.New(httpapi.Options{Service: svc, Demo: demoConfig(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

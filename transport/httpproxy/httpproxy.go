@@ -50,13 +50,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httputil"
 	"net/netip"
 	"net/url"
-	"strconv"
 	"time"
 
 	"github.com/admit-dev/admit"
@@ -107,14 +105,14 @@ type Options struct {
 // ratelimit_headers — are read once, by New, from the configuration loaded then; routes and
 // policies are read per request, so a reload applies to the requests that start after it.
 type Proxy struct {
-	svc         *service.Service
-	clientIP    *httplimit.ClientIP
-	forwarded   httplimit.ForwardedHeader
-	headers     bool   // whether responses carry the RateLimit fields
-	unavailable string // the Retry-After of a 503, whole seconds
-	rp          *httputil.ReverseProxy
-	log         *lograte.Limiter
-	count       *counters
+	svc       *service.Service
+	clientIP  *httplimit.ClientIP
+	forwarded httplimit.ForwardedHeader
+	headers   bool               // whether responses carry the RateLimit fields
+	answers   *httplimit.Answers // the answers to requests not forwarded
+	rp        *httputil.ReverseProxy
+	log       *lograte.Limiter
+	count     *counters
 }
 
 // New returns a Proxy to o.Upstream that applies the routes of o.Service's configuration, or an
@@ -128,7 +126,7 @@ func New(o Options) (*Proxy, error) {
 		return nil, fmt.Errorf("httpproxy: upstream %q: want http:// or https:// and a host", o.Upstream.Redacted())
 	}
 	srv := o.Service.Config().Server
-	ci, err := srv.ClientIP()
+	ci, err := httplimit.ConfigureClientIP(srv.TrustedProxies, srv.ForwardedHeader, srv.IPv6Prefix)
 	if err != nil {
 		return nil, fmt.Errorf("httpproxy: %w", err)
 	}
@@ -140,22 +138,18 @@ func New(o Options) (*Proxy, error) {
 	if interval == 0 {
 		interval = httplimit.DefaultLogInterval
 	}
-	retry := o.UnavailableRetryAfter
-	if retry <= 0 {
-		retry = httplimit.DefaultUnavailableRetryAfter
-	}
 	count, err := newCounters(o.Registerer)
 	if err != nil {
 		return nil, fmt.Errorf("httpproxy: metrics: %w", err)
 	}
 	p := &Proxy{
-		svc:         o.Service,
-		clientIP:    ci,
-		forwarded:   ci.Header(),
-		headers:     srv.RateLimitHeaders,
-		unavailable: strconv.FormatInt(admit.CeilSeconds(retry), 10),
-		log:         lograte.New(logger, interval, logKinds...),
-		count:       count,
+		svc:       o.Service,
+		clientIP:  ci,
+		forwarded: ci.Header(),
+		headers:   srv.RateLimitHeaders,
+		answers:   httplimit.NewAnswers(o.UnavailableRetryAfter, !srv.RateLimitHeaders),
+		log:       lograte.New(logger, interval, logKinds...),
+		count:     count,
 	}
 	upstream := *o.Upstream
 	p.rp = &httputil.ReverseProxy{
@@ -195,21 +189,17 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	subject, err := p.subject(r, route.Subject)
 	if err != nil {
-		p.fail(w, r, err)
+		p.fail(w, r, err, true)
 		return
 	}
 	res, release, err := p.svc.Admit(r.Context(), service.Check{Policies: route.Policies, Subject: subject, Cost: route.Cost, Config: cfg})
 	defer release() // once the response is written, or the client has gone, or on a panic
 	switch {
 	case err != nil:
-		p.fail(w, r, err)
+		p.fail(w, r, err, false)
 	case !res.Allowed:
 		p.count.answers[ansLimited].Inc()
-		retry := res.Decisions[res.Deciding].RetryAfterSeconds()
-		if p.headers {
-			ratelimitfield.Set(w.Header(), res.Decisions, retry)
-		}
-		answer(w, http.StatusTooManyRequests, strconv.FormatInt(retry, 10), httplimit.LimitedBody)
+		p.answers.Limited(w, res.Decisions, res.Decisions[res.Deciding].RetryAfterSeconds())
 	default:
 		p.count.answers[ansForwarded].Inc()
 		if p.headers {
@@ -224,7 +214,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (p *Proxy) refusePath(w http.ResponseWriter, r *http.Request, err error) {
 	p.count.answers[ansNonCanonical].Inc()
 	p.logRequest(r, kindMalformed, err)
-	answer(w, http.StatusBadRequest, "", NonCanonicalPathBody)
+	p.answers.Write(w, http.StatusBadRequest, NonCanonicalPathBody)
 }
 
 // errUntrustedPeer is the error of a request whose route reads its subject from a header that the
@@ -250,23 +240,21 @@ func (p *Proxy) subject(r *http.Request, s policy.Subject) (admit.Subject, error
 	return p.clientIP.Subject(r)
 }
 
-// fail answers a request that was neither admitted nor limited, because of err, and logs it.
-func (p *Proxy) fail(w http.ResponseWriter, r *http.Request, err error) {
-	switch {
-	case errors.Is(err, httplimit.ErrMalformedRequest):
+// fail answers a request that was neither admitted nor limited, because of err, found while
+// finding its subject when subject is set, and logs it.
+func (p *Proxy) fail(w http.ResponseWriter, r *http.Request, err error, subject bool) {
+	switch p.answers.Failed(w, r, err, subject) {
+	case http.StatusBadRequest:
 		p.count.answers[ansMalformed].Inc()
 		p.logRequest(r, kindMalformed, err)
-		answer(w, http.StatusBadRequest, "", httplimit.BadRequestBody)
-	case errors.Is(err, admit.ErrInvalidRequest), errors.Is(err, admit.ErrInvalidLimit), errors.Is(err, httplimit.ErrMisconfigured):
+	case http.StatusInternalServerError:
 		p.count.answers[ansInvalid].Inc()
 		p.logRequest(r, kindInvalid, err)
-		answer(w, http.StatusInternalServerError, "", httplimit.InternalErrorBody)
 	default:
 		p.count.answers[ansUnavailable].Inc()
 		if r.Context().Err() == nil { // else the client went away first: nothing to report
 			p.logRequest(r, kindUnavailable, err)
 		}
-		answer(w, http.StatusServiceUnavailable, p.unavailable, httplimit.UnavailableBody)
 	}
 }
 
@@ -323,22 +311,7 @@ func (p *Proxy) badGateway(w http.ResponseWriter, r *http.Request, err error) {
 		p.count.upstream.Inc()
 		p.logRequest(r, kindBadGateway, err)
 	}
-	answer(w, http.StatusBadGateway, "", BadGatewayBody)
-}
-
-// answer answers with status and a plain-text body that no cache may store, with a Retry-After
-// field if retryAfter is not empty.
-func answer(w http.ResponseWriter, status int, retryAfter, body string) {
-	hdr := w.Header()
-	if retryAfter != "" {
-		hdr["Retry-After"] = []string{retryAfter}
-	}
-	hdr["Cache-Control"] = []string{"no-store"}
-	hdr["Content-Type"] = []string{"text/plain; charset=utf-8"}
-	hdr["X-Content-Type-Options"] = []string{"nosniff"}
-	hdr["Content-Length"] = []string{strconv.Itoa(len(body))}
-	w.WriteHeader(status)
-	io.WriteString(w, body)
+	p.answers.Write(w, http.StatusBadGateway, BadGatewayBody)
 }
 
 // The kinds of log records, each rate-bounded on its own: indexes of logKinds.

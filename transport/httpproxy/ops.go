@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"net/http"
 	"time"
+
+	"github.com/admit-dev/admit/httplimit"
 )
 
 // ReadyTimeout bounds how long GET /readyz of the handler of [NewOps] waits for OpsOptions.Ready.
@@ -43,7 +45,7 @@ func NewOps(o OpsOptions) http.Handler {
 			defer cancel()
 			if err := o.Ready(ctx); err != nil {
 				logger.Warn("not ready", "error", err)
-				answer(w, http.StatusServiceUnavailable, "", "not ready\n")
+				plain.Write(w, http.StatusServiceUnavailable, "not ready\n")
 				return
 			}
 		}
@@ -55,7 +57,10 @@ func NewOps(o OpsOptions) http.Handler {
 	return mux
 }
 
+// plain writes the plain-text answers of the proxy's own endpoints.
+var plain = httplimit.NewAnswers(0, true)
+
 // okText answers 200 "ok\n", not to be cached.
 func okText(w http.ResponseWriter, _ *http.Request) {
-	answer(w, http.StatusOK, "", "ok\n")
+	plain.Write(w, http.StatusOK, "ok\n")
 }

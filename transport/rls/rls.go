@@ -27,7 +27,6 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit"
-	"github.com/admit-dev/admit/httplimit"
 	"github.com/admit-dev/admit/internal/lograte"
 	"github.com/admit-dev/admit/policy/envoyconf"
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
@@ -58,6 +57,9 @@ const (
 // KeyVersion is the policy version of every key the Server makes (admit.KeyBuilder.Key).
 const KeyVersion = "1"
 
+// keyVersions is KeyVersion for admit.Requests.
+var keyVersions = [1]string{KeyVersion}
+
 // Options configure a [Server].
 type Options struct {
 	// Store decides; required. admit serve passes its stack: metrics → guard → backend.
@@ -67,7 +69,7 @@ type Options struct {
 	// Config is the configuration of the domains; required. Swap replaces it.
 	Config *envoyconf.Config
 	// Logger logs the requests the Store could not decide, at a bounded rate: the first at once,
-	// then one summary per httplimit.DefaultLogInterval with the number of the others. Nil discards.
+	// then one summary per 10 seconds (the DefaultLogInterval of package httplimit) with the number of the others. Nil discards.
 	Logger *slog.Logger
 }
 
@@ -93,7 +95,7 @@ func New(opts Options) (*Server, error) {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{store: opts.Store, keys: opts.Keys,
-		log: lograte.New(logger, httplimit.DefaultLogInterval, lograte.Kind{Level: slog.LevelWarn, Msg: "rls: cannot decide"})}
+		log: lograte.New(logger, lograte.DefaultInterval, lograte.Kind{Level: slog.LevelWarn, Msg: "rls: cannot decide"})}
 	s.cfg.Store(opts.Config)
 	return s, nil
 }
@@ -212,11 +214,11 @@ func (s *Server) plan(cfg *envoyconf.Config, req *rlsv3.RateLimitRequest) ([]che
 			if atomicDomain {
 				sub.Slot = subject(domain, entries[:1])
 			}
-			key, err := s.keys.Key(rule.Limit, KeyVersion, sub)
-			if err != nil {
+			r := [1]admit.Request{{Limit: rule.Limit}} // its cost is summed by decide
+			if err := admit.Requests(r[:], s.keys, keyVersions[:], sub, 0, ""); err != nil {
 				return nil, fmt.Errorf("descriptor %d: %w", i, err)
 			}
-			checks[i].key = key
+			checks[i].key = r[0].Key
 		}
 		for _, r := range rule.Replaces {
 			replaced[r] = true
@@ -333,7 +335,7 @@ func (s *Server) decide(ctx context.Context, checks []check, atomic bool) error 
 			}
 		}
 		ds := make([]admit.Decision, len(g.rs))
-		if _, err := s.store.TakeAll(ctx, g.rs, ds); err != nil {
+		if _, err := admit.Decide(ctx, s.store, g.rs, ds); err != nil {
 			return err
 		}
 		for n, i := range g.idx {
