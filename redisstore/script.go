@@ -2,10 +2,9 @@ package redisstore
 
 import (
 	"crypto/sha1"
-	"embed"
+	_ "embed"
 	"encoding/hex"
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 
@@ -27,6 +26,11 @@ func newScript(name, src string) *script {
 
 // The Lua sources: a prelude, one module per algorithm, and the entry points, each assembled into
 // one script (scripts are files, assembled from modules, one SHA per entry point: docs/redis.md, "Scripts").
+// The straight paths, take_single.lua and settle_single.lua, are generated from their templates in
+// scripts/straight/ and the fragments they ask for (internal/tools/luagen); a test of luagen fails
+// while a checked-in one is stale.
+//
+//go:generate go run ../internal/tools/luagen -dir scripts
 var (
 	//go:embed scripts/prelude.lua
 	preludeSrc string
@@ -35,7 +39,7 @@ var (
 	//go:embed scripts/sliding_window.lua
 	slidingWindowSrc string
 	//go:embed scripts/sliding_log.lua
-	slidingLogRaw string
+	slidingLogSrc string
 	//go:embed scripts/gcra.lua
 	gcraSrc string
 	//go:embed scripts/concurrency.lua
@@ -43,90 +47,14 @@ var (
 	//go:embed scripts/take.lua
 	takeSrc string
 	//go:embed scripts/take_single.lua
-	takeSingleRaw string
+	takeSingleSrc string // generated
 	//go:embed scripts/settle_single.lua
-	settleSingleRaw string
+	settleSingleSrc string // generated
 	//go:embed scripts/release.lua
 	releaseSrc string
 	//go:embed scripts/settle.lua
 	settleSrc string
 )
-
-// The sources that ask for inline fragments, spliced in (expandInline): the straight paths, and the
-// sliding log's module, whose writes they repeat.
-var (
-	takeSingleSrc   = expandInline("take_single.lua", takeSingleRaw)
-	settleSingleSrc = expandInline("settle_single.lua", settleSingleRaw)
-	slidingLogSrc   = expandInline("sliding_log.lua", slidingLogRaw)
-)
-
-// inlineFS holds the inline fragments, scripts/inline/<name>.lua: a piece of Lua that the straight
-// paths repeat (among themselves, or from a module), written once. They cannot share it as a
-// function: in Redis's Lua every function is a closure made anew on every call, which costs more
-// than the piece itself (BENCHMARKS.md, "What keeps the straight paths honest"). So a line
-//
-//	--@inline <name>
-//
-// asks for the fragment <name> where it stands, and expandInline splices in its text, each line
-// indented as the marker is: the assembled script runs the same statements as if they were written
-// there. A fragment has no parameters; its header comment (the comment lines it starts with, left
-// out of the splice) names the locals it reads and sets, which every site declares under those names.
-//
-//go:embed scripts/inline/*.lua
-var inlineFS embed.FS
-
-// inlineMarker matches a line that asks for an inline fragment: its indentation and the name.
-var inlineMarker = regexp.MustCompile(`(?m)^([ \t]*)--@inline ([a-z_]+)[ \t]*$`)
-
-// inlineFragment returns the Lua of the fragment name, its header comment left out, and whether
-// there is such a fragment.
-func inlineFragment(name string) (string, bool) {
-	b, err := inlineFS.ReadFile("scripts/inline/" + name + ".lua")
-	if err != nil {
-		return "", false
-	}
-	lines := strings.SplitAfter(string(b), "\n")
-	for len(lines) > 0 && strings.HasPrefix(lines[0], "--") {
-		lines = lines[1:]
-	}
-	return strings.Join(lines, ""), true
-}
-
-// expandInline returns src, a script file (a straight path, or a module), with every --@inline marker replaced by its
-// fragment, indented as the marker; a fragment's own markers too (gcra_read asks for clock_us). A
-// marker naming no fragment, and fragments asking for each other in a circle, are bugs in the
-// scripts: they panic, when the package is initialised (a test holds every marker and fragment to
-// each other).
-func expandInline(file, src string) string {
-	return expandInlineDepth(file, src, 0)
-}
-
-// maxInlineDepth is how deep fragments may ask for fragments.
-const maxInlineDepth = 4
-
-// expandInlineDepth is expandInline of src at depth, how many fragments deep src stands.
-func expandInlineDepth(file, src string, depth int) string {
-	if depth > maxInlineDepth {
-		panic(fmt.Sprintf("redisstore: inline fragments nested deeper than %d at %s: do they ask for each other?", maxInlineDepth, file))
-	}
-	return inlineMarker.ReplaceAllStringFunc(src, func(line string) string {
-		m := inlineMarker.FindStringSubmatch(line)
-		frag, ok := inlineFragment(m[2])
-		if !ok {
-			panic(fmt.Sprintf("redisstore: %s asks for the inline fragment %q, which scripts/inline does not hold", file, m[2]))
-		}
-		frag = expandInlineDepth(m[2]+".lua", frag, depth+1)
-		var b strings.Builder
-		for l := range strings.SplitAfterSeq(strings.TrimSuffix(frag, "\n"), "\n") {
-			if strings.TrimSpace(l) != "" {
-				b.WriteString(m[1])
-			}
-			b.WriteString(strings.TrimSuffix(l, "\n"))
-			b.WriteString("\n")
-		}
-		return strings.TrimSuffix(b.String(), "\n")
-	})
-}
 
 // modules are the algorithm modules, in the order the scripts define them.
 var modules = []string{fixedWindowSrc, gcraSrc, slidingWindowSrc, slidingLogSrc, concurrencySrc}
@@ -146,8 +74,8 @@ var entryPoints = []string{takeSingleSrc, takeSrc, releaseSrc, settleSingleSrc, 
 // straightPaths are the parts of the entry points that run before the prelude: the take script's
 // single-policy path, the settle script's straight path (take_single.lua, settle_single.lua). Each
 // decides the common calls itself and returns before the rest of the script runs, or falls through
-// to it, having written nothing. Their source repeats no piece: each is written once, as an inline
-// fragment (inlineFS) spliced in where a --@inline marker asks for it, before the SHA is taken.
+// to it, having written nothing. Their source repeats no piece: each is written once, as a fragment
+// that luagen splices in where their template asks for it.
 var straightPaths = map[string]string{takeSrc: takeSingleSrc, settleSrc: settleSingleSrc}
 
 // assemble returns the script of an entry point: the rendered constants, its straight path if it has

@@ -95,7 +95,19 @@ if named_sliding_log then
     if p.newest == t then
       seq = redis.call('ZCOUNT', key, at, at)
     end
-    --@inline sliding_log_zadd
+    --@fragment sliding_log_zadd
+    -- Appends units entries '<at>:<seq + j>' scored at, j = 1 … units, 1000 to a ZADD (the straight
+    -- paths run it too). Reads key, at, seq, units.
+    local args = {}
+    for j = 1, units do
+      args[#args + 1] = at
+      args[#args + 1] = at .. ':' .. (seq + j)
+      if #args == 2000 or j == units then
+        redis.call('ZADD', key, unpack(args))
+        args = {}
+      end
+    end
+    --@end
     redis.call('PEXPIREAT', key, string.format('%.0f', math.ceil((t + p.w) / 1000)))
     return t
   end
@@ -115,7 +127,19 @@ if named_sliding_log then
           local at = string.format('%.0f', token)
           local c = redis.call('ZCOUNT', key, at, at)
           local r = math.min(-delta, c)
-          --@inline sliding_log_zrem
+          --@fragment sliding_log_zrem
+          -- Removes the r members logged at at with the highest sequence numbers, '<at>:<c>' down to
+          -- '<at>:<c − r + 1>', 1000 to a ZREM (the straight paths run it too). Reads key, at, c (how
+          -- many were logged at at), r.
+          local members = {}
+          for j = c, c - r + 1, -1 do
+            members[#members + 1] = at .. ':' .. j
+            if #members == 1000 or j == c - r + 1 then
+              redis.call('ZREM', key, unpack(members))
+              members = {}
+            end
+          end
+          --@end
         end
         return true
       end

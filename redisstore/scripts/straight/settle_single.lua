@@ -1,0 +1,332 @@
+-- settle_single.lua: the settle script's straight path, the first part of settle.lua's assembly,
+-- before the prelude, as take_single.lua is take.lua's: a settlement of a fixed_window, gcra or
+-- sliding_window reservation is made here with no closure, no table but the reply and no loop, and returns before
+-- the prelude and the modules define anything (BENCHMARKS.md, "Redis CPU per decision").
+--
+-- It settles exactly as settle.lua and the module's settle do (fixed_window.lua, gcra.lua), with the
+-- same strict checks of the arguments and the stored state, and never errs: an argument it would
+-- refuse, and a key it finds corrupt, make it fall through, before any write, to the general path,
+-- which refuses the call with the module's error. The reply is the decision of the key's state after
+-- the write, as settle.lua's is, but not read back: the state is what was read, changed by the one
+-- write this script made (the script runs alone, and admit's writes never make a key corrupt), at the
+-- same now.
+--
+-- This file is a template: a piece of Lua the straight paths would repeat is written once, as a
+-- fragment (a --@fragment region of a module, or inline/<name>.lua), and a line --@inline <name> asks
+-- for it; internal/tools/luagen (go generate) writes ../settle_single.lua with each fragment's text
+-- spliced in, indented as the line, so the script runs the same statements as if each were written
+-- out, with no function. A fragment's header comment names the locals it reads and sets.
+local settle_token_at = (ARGV[1] == 'sliding_window' or ARGV[1] == 'sliding_log') and 5 or 6 -- after 3 arguments, or 4
+if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_token_at + 1) then
+  local name, match, tonumber, key = ARGV[1], string.match, tonumber, KEYS[1]
+  local ts, as = ARGV[settle_token_at], ARGV[settle_token_at + 1]
+  local token = ts == '0' and 0 or #ts <= MAX_DIGITS and match(ts, '^[1-9]%d*$') and tonumber(ts)
+  local actual = as == '0' and 0 or as == '1' and 1 or #as <= MAX_DIGITS and match(as, '^[1-9]%d*$') and tonumber(as)
+  if token and token <= MAX_TAT and actual and actual <= MAX then
+    if name == 'fixed_window' then
+      local ls, ws, cs, aligned = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+      --@inline parse_limit_window_reserved
+      if limit and limit <= MAX and window and window <= MAX_WINDOW and reserved and reserved <= limit and
+        (aligned == '0' or aligned == '1') then
+        local count, ttl, t, ends, expires = 0, 0, nil, nil, nil -- count 0: missing, or its window has ended
+        --@inline fixed_window_end
+        local raw, ok = redis.pcall('GET', key), true
+        --@inline fixed_window_read
+        if ok then
+          local delta, probe = actual - reserved, 0
+          if delta < 0 then
+            -- A refund lands only while the key is live with the window end token.
+            if count > 0 and (expires or redis.call('PEXPIRETIME', key)) == token then
+              if -delta >= count then
+                redis.call('DEL', key)
+                count = 0
+              else
+                redis.call('DECRBY', key, string.format('%d', -delta))
+                count = count + delta
+              end
+            end
+          else
+            -- An overrun consumes what is left now, as an admission of that many units.
+            local n = limit
+            if count > 0 then
+              n = limit - count
+              if n < 0 then
+                n = 0
+              end
+            end
+            if n > delta then
+              n = delta
+            end
+            if n > 0 then
+              if count > 0 then
+                redis.call('INCRBY', key, string.format('%d', n))
+              elseif t then
+                redis.call('SET', key, string.format('%d', n), 'PXAT', string.format('%d', ends))
+                ttl = ends - t
+              else
+                redis.call('SET', key, string.format('%d', n), 'PX', ws)
+                ttl = window
+              end
+              count = count + n
+            end
+            if n < delta then
+              probe = 1 -- an overrun that did not fit whole: the key is full
+            end
+          end
+          if count == 0 then -- a missing key (probe is 0: an overrun on it fits, or takes the limit)
+            return {1, limit, 0, 0}
+          end
+          if count + probe > limit then
+            local remaining = limit - count
+            if remaining < 0 then
+              remaining = 0
+            end
+            return {0, remaining, ttl, ttl}
+          end
+          return {1, limit - count - probe, 0, ttl}
+        end
+      end
+    elseif name == 'gcra' then
+      local rs, ws, cs, bs = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+      local rate = #rs <= MAX_DIGITS and match(rs, '^[1-9]%d*$') and tonumber(rs)
+      local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
+      local burst = #bs <= MAX_DIGITS and match(bs, '^[1-9]%d*$') and tonumber(bs)
+      local reserved = cs == '1' and 1 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
+      if rate and rate <= MAX and window and window <= MAX_WINDOW and burst and burst <= MAX and reserved and
+        reserved <= burst and rate <= window * 1000 then
+        local period = window * 1000
+        local interval = math.ceil(period / rate)
+        local tolerance = burst * interval
+        if (interval * rate - period) * INTERVAL_ROUNDING < period and tolerance <= MAX_TOLERANCE then
+          --@inline gcra_read
+          if now then -- nil: the key is corrupt
+            -- floor(a / b) is (a - a % b) / b and ceil(a / 1000) is floor((a + 999) / 1000), exact on
+            -- these integers (below 2^53).
+            local delta, probe, wait = actual - reserved, 0, nil
+            if delta < 0 then
+              -- A refund moves the TAT back by what the bucket has not drained of the reservation yet.
+              if backlog > 0 and token > now then
+                local back = -delta * interval
+                if back > token - now then
+                  back = token - now
+                end
+                backlog = backlog - back
+                if backlog <= 0 then
+                  redis.call('DEL', key)
+                  backlog = 0
+                else
+                  wait = backlog + 999
+                  wait = (wait - wait % 1000) / 1000
+                  redis.call('SET', key, string.format('%d', now + backlog), 'PX', string.format('%d', wait + 1))
+                end
+              end
+            else
+              -- An overrun consumes what fits now, as an admission of that many units.
+              local room = tolerance - backlog
+              local n = (room - room % interval) / interval
+              if n > delta then
+                n = delta
+              end
+              if n > 0 then
+                backlog = backlog + n * interval
+                wait = backlog + 999
+                wait = (wait - wait % 1000) / 1000
+                redis.call('SET', key, string.format('%d', now + backlog), 'PX', string.format('%d', wait + 1))
+              end
+              if n < delta then
+                probe = 1
+              end
+            end
+            local room, need = tolerance - backlog, probe * interval
+            wait = backlog + 999
+            wait = (wait - wait % 1000) / 1000
+            if need > room then
+              local retry = need - room + 999
+              return {0, (room - room % interval) / interval, (retry - retry % 1000) / 1000, wait}
+            end
+            room = room - need
+            local reset = backlog + need + 999
+            return {1, (room - room % interval) / interval, 0, (reset - reset % 1000) / 1000}
+          end
+        end
+      end
+    elseif name == 'sliding_window' then
+      local ls, ws, cs = ARGV[2], ARGV[3], ARGV[4]
+      --@inline parse_limit_window_reserved
+      if limit and limit <= MAX and window and window <= MAX_WINDOW and reserved and reserved <= limit then
+        local now
+        --@inline clock_us
+        local w = window * 1000
+        local cur = now - now % w
+        local e, prev, curr, same, ok = now - cur, 0, 0, false, true
+        --@inline sliding_window_read
+        -- Every product below is exact below 2^52; a larger one leaves the settlement to the module's
+        -- muldiv, through the general path, before anything is written here (ok false).
+        if ok and prev * w < 4503599627370496 then
+          -- The plan: the write (op), and the key's state after it (prev, curr at the same now).
+          -- cost: what the decision after the write looks for room for (0, or the probe of one unit).
+          local delta, cost, op, arg = actual - reserved, 0, nil, nil
+          if delta < 0 then
+            local r = -delta
+            if same and token == cur then
+              if r < curr then
+                op, arg, curr = 'less_curr', r, curr - r
+              elseif prev == 0 then
+                op, curr = 'del', 0
+              else
+                op, curr = 'to_prev', 0 -- the current count is gone: the previous one is the key's only window
+              end
+            elseif same and token == cur - w and prev > 0 then
+              if r > prev then
+                r = prev
+              end
+              op, arg, prev = 'less_prev', r, prev - r
+            elseif not same and token == cur - w and prev > 0 then
+              if r >= prev then
+                op, prev = 'del', 0
+              else
+                op, arg, prev = 'stored_less', prev - r, prev - r
+              end
+            end
+          else
+            -- An overrun consumes what a peek leaves, as an admission of that many units.
+            local used, ab = curr, prev * (w - e)
+            --@inline sliding_window_used
+            local n = limit - used
+            if n < 0 then
+              n = 0
+            end
+            if n > delta then
+              n = delta
+            end
+            if n > 0 then
+              if same then
+                op, arg = 'more_curr', n
+              else
+                op, arg, same = 'new_window', n, true
+              end
+              curr = curr + n
+            end
+            if n < delta then
+              cost = 1
+            end
+          end
+          -- The decision of the state after, for cost units (take_single.lua's sliding window).
+          local used, ab = curr, prev * (w - e)
+          if prev > 0 then
+            --@inline sliding_window_used
+          end
+          local reply
+          if used + cost <= limit then
+            --@inline sliding_window_reset
+            reply = {1, limit - used - cost, 0, (reset - reset % 1000) / 1000}
+          else
+            --@inline sliding_window_rejection
+            ok = not c or ab2 < 4503599627370496
+            if ok then
+              --@inline sliding_window_wait
+              reply = {0, remaining, (wait - wait % 1000) / 1000, (reset - reset % 1000) / 1000}
+            end
+          end
+          -- The write, as the module's settle and apply make it.
+          if ok then
+            if op == 'less_curr' then
+              redis.call('HINCRBY', key, 'curr', string.format('%d', -arg))
+            elseif op == 'del' then
+              redis.call('DEL', key)
+            elseif op == 'to_prev' then
+              redis.call('HSET', key, 'start', string.format('%d', (cur - w) / 1000), 'prev', '0', 'curr',
+                string.format('%d', prev))
+              redis.call('PEXPIREAT', key, string.format('%d', (cur + w) / 1000))
+            elseif op == 'less_prev' then
+              redis.call('HINCRBY', key, 'prev', string.format('%d', -arg))
+            elseif op == 'stored_less' then
+              redis.call('HSET', key, 'prev', '0', 'curr', string.format('%d', arg))
+            elseif op == 'more_curr' then
+              redis.call('HINCRBY', key, 'curr', string.format('%d', arg))
+            elseif op == 'new_window' then
+              redis.call('HSET', key, 'start', string.format('%d', cur / 1000), 'prev', string.format('%d', prev), 'curr',
+                string.format('%d', arg))
+              redis.call('PEXPIREAT', key, string.format('%d', (cur + 2 * w) / 1000))
+            end
+            return reply
+          end
+        end
+      end
+    elseif name == 'sliding_log' then
+      -- The key is read as take_single.lua reads it, twice: before the write, and after it for the reply
+      -- (the log's newest entry and the one whose exit lets a request fit are not known otherwise). A
+      -- key found corrupt before the write falls through to the general path; after it, it cannot be
+      -- (admit's writes keep a log well formed), but would be refused as settle.lua refuses it.
+      local ls, ws, cs = ARGV[2], ARGV[3], ARGV[4]
+      --@inline parse_limit_window_reserved
+      if limit and limit <= MAX_LOG and window and window <= MAX_WINDOW and reserved and reserved <= limit then
+        local now
+        --@inline clock_us
+        local w, cost = window * 1000, reserved -- cost: what the read looks for room for
+        for pass = 1, 2 do
+          local ok, card, count, newest, kth = true, redis.pcall('ZCARD', key), 0, 0, nil
+          --@inline sliding_log_read
+          if pass == 1 then
+            if not ok then
+              break -- to the general path, nothing written
+            end
+            local delta = actual - reserved
+            cost = 0
+            if delta < 0 then
+              -- A refund, while the token is in the window, removes up to −delta of the members logged
+              -- then, those of the highest sequence numbers first.
+              if token > now - w and token <= now then
+                local at = string.format('%d', token)
+                local c = redis.call('ZCOUNT', key, at, at)
+                local r = -delta
+                if r > c then
+                  r = c
+                end
+                --@inline sliding_log_zrem
+              end
+            else
+              -- An overrun consumes what is left now, as an admission of that many units.
+              local units = limit - count
+              if units < 0 then
+                units = 0
+              end
+              if units > delta then
+                units = delta
+              end
+              if units > 0 then
+                --@inline sliding_log_trim
+                --@inline sliding_log_zadd
+                local ends = now + w + 999
+                redis.call('PEXPIREAT', key, string.format('%d', (ends - ends % 1000) / 1000))
+              end
+              if units < delta then
+                cost = 1 -- an overrun that did not fit whole: the reply is the rejection of one unit more
+              end
+            end
+          else
+            if not ok then
+              return redis.error_reply('ADMIT_CORRUPT after settling: the log is not as admit writes it')
+            end
+            -- The decision of the state after, for cost units (0, or the probe of one).
+            if count + cost <= limit then
+              local reset = 0
+              if cost > 0 then
+                reset = window
+              elseif count > 0 then
+                reset = newest + w - now + 999
+                reset = (reset - reset % 1000) / 1000
+              end
+              return {1, limit - count - cost, 0, reset}
+            end
+            local remaining, retry, reset = limit - count, kth + w - now + 999, newest + w - now + 999
+            if remaining < 0 then
+              remaining = 0
+            end
+            return {0, remaining, (retry - retry % 1000) / 1000, (reset - reset % 1000) / 1000}
+          end
+        end
+      end
+    end
+  end
+end

@@ -1,0 +1,530 @@
+-- take_single.lua: the take script's straight paths, the first part of take.lua's assembly, before
+-- the prelude. A take without a request ID — by far the most common call — of one policy of any
+-- algorithm, or of several fixed windows, gcra buckets and sliding windows, in shadow mode or not, is
+-- decided here, straight: read, decide, write, with no closure, no table but the reply, and no loop
+-- but over the policies. Redis runs the whole chunk on every call, and each closure, table and Lua
+-- instruction costs it (BENCHMARKS.md, "Redis CPU per decision"), so this part comes first and returns before the
+-- prelude and the modules define anything.
+--
+-- It decides exactly as take.lua and the modules do (fixed_window.lua, gcra.lua, sliding_window.lua,
+-- sliding_log.lua, concurrency.lua: their comments are the algorithms' own), with the same strict
+-- checks of the arguments and of the stored state, and it never errs: an argument it would refuse,
+-- and a key it finds corrupt, make it fall through, before any write, to the general path, which
+-- reads the keys again and refuses the call with the error of the module. So does a sliding window
+-- whose exact integer arithmetic would need the module's muldiv (products of 2^52 or more). Anything
+-- else (a request ID, several policies of which one is a sliding log or a concurrency limit) falls
+-- through too, after comparing a few arguments. redisstore's tests hold each path to the
+-- general one, step by step (take_single_test.go).
+--
+-- Strict parsing, inline (a function would be a closure made on every call): a decimal integer is
+-- at most MAX_DIGITS digits matching ^[1-9]%d*$, then tonumber, then its range; '0' and '1', the
+-- usual costs, are compared, not parsed. Integer division is (a - a % b) / b, exact below 2^53 and
+-- cheaper than math.floor; ceil(a / 1000) is that of a + 999. Writes pass decimal strings made by
+-- string.format('%d'), cheaper for Redis than a Lua number (which it formats with %.17g). The reply is
+-- take.lua's: {allowed, 0, then per policy allowed, remaining, retry_after_ms, reset_after_ms, token}.
+--
+-- This file is a template: a piece of Lua the straight paths would repeat is written once, as a
+-- fragment (a --@fragment region of a module, or inline/<name>.lua), and a line --@inline <name> asks
+-- for it; internal/tools/luagen (go generate) writes ../take_single.lua with each fragment's text
+-- spliced in, indented as the line, so the script runs the same statements as if each were written
+-- out, with no function. A fragment's header comment names the locals it reads and sets.
+local mask = ARGV[3] -- the policies in shadow mode: '' for none, else a '0' or '1' per policy
+if ARGV[1] == '1' and ARGV[2] == '' and #KEYS == 1 and (mask == '' or mask == '0' or mask == '1') then
+  local name, match, tonumber = ARGV[4], string.match, tonumber
+  local refused = mask == '1' and 1 or 0 -- a rejection's first element: a shadow rejection rejects nothing
+  if name == 'fixed_window' and #ARGV == (CLOCK_FROM_ARGV and 9 or 8) then
+    local ls, ws, cs, key = ARGV[5], ARGV[6], ARGV[7], KEYS[1]
+    --@inline parse_limit_window_cost
+    local aligned = ARGV[8]
+    if limit and limit <= MAX and window and window <= MAX_WINDOW and cost and cost <= limit and
+      (aligned == '0' or aligned == '1') then
+      local count, ttl, t, ends, expires = 0, 0, nil, nil, nil -- count 0: missing, or its window has ended
+      --@inline fixed_window_end
+      local raw, ok = redis.pcall('GET', key), true
+      --@inline fixed_window_read
+      if ok then
+        if count == 0 then
+          if cost == 0 then
+            return {1, 0, 1, limit, 0, 0, 0}
+          end
+          if t then
+            redis.call('SET', key, cs, 'PXAT', string.format('%d', ends))
+            return {1, 0, 1, limit - cost, 0, ends - t, ends}
+          end
+          redis.call('SET', key, cs, 'PX', ws)
+          return {1, 0, 1, limit - cost, 0, window, redis.call('PEXPIRETIME', key)}
+        end
+        if count + cost > limit then
+          local remaining = limit - count
+          if remaining < 0 then
+            remaining = 0
+          end
+          return {refused, 0, 0, remaining, ttl, ttl, 0}
+        end
+        if cost == 0 then
+          return {1, 0, 1, limit - count, 0, ttl, 0}
+        end
+        redis.call('INCRBY', key, cs)
+        if t then
+          return {1, 0, 1, limit - count - cost, 0, ttl, t + ttl}
+        end
+        return {1, 0, 1, limit - count - cost, 0, ttl, redis.call('PEXPIRETIME', key)}
+      end
+    end
+  elseif name == 'gcra' and #ARGV == (CLOCK_FROM_ARGV and 9 or 8) then
+    local rs, ws, cs, bs, key = ARGV[5], ARGV[6], ARGV[7], ARGV[8], KEYS[1]
+    local rate = #rs <= MAX_DIGITS and match(rs, '^[1-9]%d*$') and tonumber(rs)
+    local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
+    local burst = #bs <= MAX_DIGITS and match(bs, '^[1-9]%d*$') and tonumber(bs)
+    local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
+    if rate and rate <= MAX and window and window <= MAX_WINDOW and burst and burst <= MAX and cost and cost <= burst and
+      rate <= window * 1000 then
+      local period = window * 1000
+      local interval = math.ceil(period / rate)
+      local tolerance = burst * interval
+      if (interval * rate - period) * INTERVAL_ROUNDING < period and tolerance <= MAX_TOLERANCE then
+        --@inline gcra_read
+        if now then -- nil: the key is corrupt
+          -- floor(a / b) is (a - a % b) / b and ceil(a / 1000) is floor((a + 999) / 1000), exact on these
+          -- integers (below 2^53) and cheaper than calling math.floor and math.ceil.
+          local room, need, wait = tolerance - backlog, cost * interval, backlog + 999
+          wait = (wait - wait % 1000) / 1000
+          if need > room then
+            local retry = need - room + 999
+            return {refused, 0, 0, (room - room % interval) / interval, (retry - retry % 1000) / 1000, wait, 0}
+          end
+          room = room - need
+          if cost == 0 then
+            return {1, 0, 1, (room - room % interval) / interval, 0, wait, 0}
+          end
+          backlog = backlog + need
+          wait = backlog + 999
+          wait = (wait - wait % 1000) / 1000
+          redis.call('SET', key, string.format('%d', now + backlog), 'PX', string.format('%d', wait + 1))
+          return {1, 0, 1, (room - room % interval) / interval, 0, wait, now + backlog}
+        end
+      end
+    end
+  elseif name == 'sliding_window' and #ARGV == (CLOCK_FROM_ARGV and 8 or 7) then
+    local ls, ws, cs, key = ARGV[5], ARGV[6], ARGV[7], KEYS[1]
+    --@inline parse_limit_window_cost
+    if limit and limit <= MAX and window and window <= MAX_WINDOW and cost and cost <= limit then
+      local now
+      --@inline clock_us
+      local w = window * 1000
+      local cur = now - now % w
+      local e, prev, curr, same, ok = now - cur, 0, 0, false, true
+      --@inline sliding_window_read
+      -- ⌈prev × (w − e) / w⌉, exactly while prev × (w − e) is below 2^52 (else the module's muldiv,
+      -- through the general path), and, for a rejection, the wait's quotients likewise.
+      local used, ab = curr, prev * (w - e)
+      if prev > 0 and ok then
+        if ab < 4503599627370496 then
+          --@inline sliding_window_used
+        else
+          ok = false
+        end
+      end
+      if ok then
+        if used + cost <= limit then
+          --@inline sliding_window_reset
+          reset = (reset - reset % 1000) / 1000
+          if cost == 0 then
+            return {1, 0, 1, limit - used, 0, reset, 0}
+          end
+          if same then
+            redis.call('HINCRBY', key, 'curr', cs)
+          else
+            redis.call('HSET', key, 'start', string.format('%d', cur / 1000), 'prev', string.format('%d', prev), 'curr', cs)
+            redis.call('PEXPIREAT', key, string.format('%d', (cur + 2 * w) / 1000))
+          end
+          return {1, 0, 1, limit - used - cost, 0, reset, cur}
+        end
+        --@inline sliding_window_rejection
+        if not c or ab2 < 4503599627370496 then
+          --@inline sliding_window_wait
+          return {refused, 0, 0, remaining, (wait - wait % 1000) / 1000, (reset - reset % 1000) / 1000, 0}
+        end
+      end
+    end
+  elseif name == 'concurrency' and #ARGV == (CLOCK_FROM_ARGV and 9 or 8) then
+    local ls, ws, cs, tok, key = ARGV[5], ARGV[6], ARGV[7], ARGV[8], KEYS[1]
+    local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
+    local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
+    local cost = cs == '1' and 1 or cs == '0' and 0
+    if limit and limit <= MAX_LEASES and window and window <= MAX_WINDOW and cost and
+      (cost == 0 and tok == '0' or cost == 1 and #tok <= 20 and match(tok, '^[1-9]%d*$') and
+        (#tok < 20 or tok <= '18446744073709551615')) then
+      local now
+      --@inline clock_us
+      local w, ok, live, last, kth = window * 1000, true, 0, 0, nil
+      local card = redis.pcall('ZCARD', key)
+      if type(card) == 'table' or card > MAX_LEASES then
+        ok = false
+      elseif card > 0 then
+        -- The first and last leases, and the one whose end lets a request fit, are checked as the
+        -- module's lease does: a decimal token scored with an integer expiry in 0 … t + MAX_WINDOW ms.
+        local hi = now + MAX_WINDOW * 1000
+        local r1, r2 = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES'), redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+        local m1, s1, m2, s2 = r1[1], r1[2], r2[1], r2[2]
+        local first = #m1 <= 20 and match(m1, '^[1-9]%d*$') and (#m1 < 20 or m1 <= '18446744073709551615') and
+          (s1 == '0' and 0 or #s1 <= MAX_DIGITS and match(s1, '^[1-9]%d*$') and tonumber(s1))
+        last = #m2 <= 20 and match(m2, '^[1-9]%d*$') and (#m2 < 20 or m2 <= '18446744073709551615') and
+          (s2 == '0' and 0 or #s2 <= MAX_DIGITS and match(s2, '^[1-9]%d*$') and tonumber(s2))
+        if first and first <= hi and last and last <= hi and redis.call('PTTL', key) ~= -1 then
+          live = redis.call('ZCOUNT', key, '(' .. string.format('%d', now), '+inf')
+          local k = live + cost - limit
+          if k > 0 then
+            local rank = card - live + k - 1
+            local r = redis.call('ZRANGE', key, rank, rank, 'WITHSCORES')
+            local m, sc = r[1], r[2]
+            kth = #m <= 20 and match(m, '^[1-9]%d*$') and (#m < 20 or m <= '18446744073709551615') and
+              (sc == '0' and 0 or #sc <= MAX_DIGITS and match(sc, '^[1-9]%d*$') and tonumber(sc))
+            ok = kth and kth <= hi
+          end
+        else
+          ok = false
+        end
+      end
+      if ok then
+        -- The milliseconds until an expiry, rounded up, and at most the policy's TTL.
+        local reset = 0
+        if live + cost <= limit then
+          if cost == 0 then
+            if live > 0 then
+              reset = last - now
+              if reset > w then
+                reset = w
+              end
+              reset = reset + 999
+              reset = (reset - reset % 1000) / 1000
+            end
+            return {1, 0, 1, limit - live, 0, reset, 0}
+          end
+          if card > live then
+            redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now))
+          end
+          local expiry = now + w
+          redis.call('ZADD', key, string.format('%d', expiry), tok)
+          if last > expiry then
+            expiry = last
+          end
+          expiry = expiry + 999
+          redis.call('PEXPIREAT', key, string.format('%d', (expiry - expiry % 1000) / 1000))
+          return {1, 0, 1, limit - live - 1, 0, window, 0}
+        end
+        local retry, remaining = kth - now, limit - live
+        reset = last - now
+        if retry > w then
+          retry = w
+        end
+        if reset > w then
+          reset = w
+        end
+        if remaining < 0 then
+          remaining = 0
+        end
+        retry, reset = retry + 999, reset + 999
+        return {refused, 0, 0, remaining, (retry - retry % 1000) / 1000, (reset - reset % 1000) / 1000, 0}
+      end
+    end
+  elseif name == 'sliding_log' and #ARGV == (CLOCK_FROM_ARGV and 8 or 7) then
+    local ls, ws, cs, key = ARGV[5], ARGV[6], ARGV[7], KEYS[1]
+    --@inline parse_limit_window_cost
+    if limit and limit <= MAX_LOG and window and window <= MAX_WINDOW and cost and cost <= limit then
+      local now
+      --@inline clock_us
+      local w, ok, count, newest, kth = window * 1000, true, 0, 0, nil
+      local card = redis.pcall('ZCARD', key)
+      --@inline sliding_log_read
+      if ok then
+        if count + cost <= limit then
+          if cost == 0 then
+            local reset = 0
+            if count > 0 then
+              reset = newest + w - now + 999
+              reset = (reset - reset % 1000) / 1000
+            end
+            return {1, 0, 1, limit - count, 0, reset, 0}
+          end
+          --@inline sliding_log_trim
+          if cost == 1 then
+            redis.call('ZADD', key, at, at .. ':' .. (seq + 1))
+          else
+            local units = cost
+            --@inline sliding_log_zadd
+          end
+          local ends = now + w + 999
+          redis.call('PEXPIREAT', key, string.format('%d', (ends - ends % 1000) / 1000))
+          return {1, 0, 1, limit - count - cost, 0, window, now}
+        end
+        local remaining, retry, reset = limit - count, kth + w - now + 999, newest + w - now + 999
+        if remaining < 0 then
+          remaining = 0
+        end
+        return {refused, 0, 0, remaining, (retry - retry % 1000) / 1000, (reset - reset % 1000) / 1000, 0}
+      end
+    end
+  end
+elseif ARGV[2] == '' then
+  -- Several policies, each a fixed window, a gcra bucket or a sliding window, without an ID:
+  -- all-or-nothing as take.lua decides it (a policy in shadow mode, '1' in the mask, takes no part
+  -- in it), in passes over the arguments, with no table but the reply (and one of sliding windows'
+  -- previous counts, when one starts a window). The first pass reads each key and decides, filling
+  -- in the reply, and keeps in it, until the last pass, what an admission of a cost above 0 would
+  -- write and what a peek would report:
+  --   the token's slot: 0 for nothing to write (a peek, or a rejection); for a fixed window -1
+  --     INCRBY and -2 SET ... PX (then PEXPIRETIME), -ends SET ... PXAT ends (aligned, missing), or the
+  --     token itself (aligned, live: INCRBY); for gcra the new TAT, the token; for a sliding window
+  --     the window's start, the token, negated when the write starts the window (HSET, PEXPIREAT);
+  --   the retry slot (0 in an admission's reply): the reset_after a peek reports.
+  -- On a rejection, the policies that would have admitted report their keys as peeks; else the last
+  -- pass makes the writes. The clock (TIME) is read once, when a policy first needs it.
+  local ns, match, tonumber = ARGV[1], string.match, tonumber
+  local n = #ns <= 2 and match(ns, '^[1-9]%d?$') and tonumber(ns)
+  local ok, i = n and n >= 2 and n <= MAX_REQUESTS and #KEYS == n and
+    (mask == '' or #mask == n and match(mask, '^[01]+$')), 4
+  for _ = 1, ok and n or 0 do -- every algorithm one this path decides, before any key is read
+    local name = ARGV[i]
+    if name == 'fixed_window' or name == 'gcra' then
+      i = i + 5
+    elseif name == 'sliding_window' then
+      i = i + 4
+    else
+      ok = false
+      break
+    end
+  end
+  if ok and #ARGV == (CLOCK_FROM_ARGV and i or i - 1) then
+    local reply, now, prevs, k = {1, 0}, nil, nil, 1
+    if n == 2 then -- made whole: growing it rehashes
+      reply = {1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+    elseif n == 3 then
+      reply = {1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+    end
+    i = 4
+    while ok and k <= n do
+      local name, at, key = ARGV[i], 5 * k - 2, KEYS[k]
+      if name == 'fixed_window' then
+        local ls, ws, cs, aligned = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
+        --@inline parse_limit_window_cost
+        ok = limit and limit <= MAX and window and window <= MAX_WINDOW and cost and cost <= limit and
+          (aligned == '0' or aligned == '1')
+        if ok then
+          local count, ttl, t, ends, expires = 0, 0, nil, nil, nil
+          if aligned == '1' then
+            if not now then
+              --@inline clock_us
+            end
+            t = (now - now % 1000) / 1000
+            ends = t - t % window + window
+          end
+          local raw = redis.pcall('GET', key)
+          --@inline fixed_window_read
+          if count == 0 then
+            reply[at], reply[at + 1], reply[at + 2] = 1, limit - cost, 0
+            if cost == 0 then
+              reply[at + 3], reply[at + 4] = 0, 0
+            elseif ends then
+              reply[at + 3], reply[at + 4] = ends - t, -ends
+            else
+              reply[at + 3], reply[at + 4] = window, -2
+            end
+          elseif count + cost > limit then
+            local remaining = limit - count
+            if remaining < 0 then
+              remaining = 0
+            end
+            reply[at], reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4] = 0, remaining, ttl, ttl, 0
+          else
+            reply[at], reply[at + 1], reply[at + 2], reply[at + 3] = 1, limit - count - cost, ttl, ttl
+            if cost == 0 then
+              reply[at + 2], reply[at + 4] = 0, 0
+            elseif ends then
+              reply[at + 4] = t + ttl
+            else
+              reply[at + 4] = -1
+            end
+          end
+        end
+        i = i + 5
+      elseif name == 'gcra' then
+        local rs, ws, cs, bs = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
+        local rate = #rs <= MAX_DIGITS and match(rs, '^[1-9]%d*$') and tonumber(rs)
+        local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
+        local burst = #bs <= MAX_DIGITS and match(bs, '^[1-9]%d*$') and tonumber(bs)
+        local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
+        ok = rate and rate <= MAX and window and window <= MAX_WINDOW and burst and burst <= MAX and cost and
+          cost <= burst and rate <= window * 1000
+        local interval, tolerance
+        if ok then
+          local period = window * 1000
+          interval = math.ceil(period / rate)
+          tolerance = burst * interval
+          ok = (interval * rate - period) * INTERVAL_ROUNDING < period and tolerance <= MAX_TOLERANCE
+        end
+        local backlog = 0
+        if ok then
+          local raw = redis.pcall('GET', key)
+          if raw then
+            ok = false
+            if type(raw) == 'string' and #raw <= MAX_DIGITS and match(raw, '^[1-9]%d*$') then
+              local tat = tonumber(raw)
+              if tat <= MAX_TAT then
+                local ttl = redis.call('PTTL', key)
+                if ttl >= 0 and ttl <= math.ceil(tolerance / 1000) + 1 then
+                  if not now then
+                    --@inline clock_us
+                  end
+                  backlog = tat - now
+                  ok = backlog <= tolerance
+                  if backlog < 0 then
+                    backlog = 0
+                  end
+                end
+              end
+            end
+          elseif not now then
+            --@inline clock_us
+          end
+        end
+        if ok then
+          local room, need, wait = tolerance - backlog, cost * interval, backlog + 999
+          wait = (wait - wait % 1000) / 1000
+          if need > room then
+            local retry = need - room + 999
+            reply[at], reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4] = 0,
+              (room - room % interval) / interval, (retry - retry % 1000) / 1000, wait, 0
+          elseif cost == 0 then
+            reply[at], reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4] = 1,
+              (room - room % interval) / interval, 0, wait, 0
+          else
+            room = room - need
+            local reset = backlog + need + 999
+            reply[at], reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4] = 1,
+              (room - room % interval) / interval, wait, (reset - reset % 1000) / 1000, now + backlog + need
+          end
+        end
+        i = i + 5
+      else -- sliding_window
+        local ls, ws, cs = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+        --@inline parse_limit_window_cost
+        ok = limit and limit <= MAX and window and window <= MAX_WINDOW and cost and cost <= limit
+        if ok then
+          if not now then
+            --@inline clock_us
+          end
+          local w = window * 1000
+          local cur = now - now % w
+          local e, prev, curr, same = now - cur, 0, 0, false
+          --@inline sliding_window_read
+          local used, ab = curr, prev * (w - e)
+          if ok and prev > 0 then
+            ok = ab < 4503599627370496
+            if ok then
+              --@inline sliding_window_used
+            end
+          end
+          if ok then
+            -- reset_after of a peek: two windows on from the current one's start with a current count,
+            -- one with a previous count, else none.
+            local peek = 0
+            if curr > 0 then
+              peek = 2 * w - e + 999
+            elseif prev > 0 then
+              peek = w - e + 999
+            end
+            peek = (peek - peek % 1000) / 1000
+            if used + cost <= limit then
+              if cost == 0 then
+                reply[at], reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4] = 1, limit - used, 0, peek, 0
+              else
+                local reset = 2 * w - e + 999
+                reply[at], reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4] = 1, limit - used - cost, peek,
+                  (reset - reset % 1000) / 1000, cur
+                if not same then
+                  reply[at + 4] = -cur
+                  prevs = prevs or {}
+                  prevs[k] = prev
+                end
+              end
+            else
+              --@inline sliding_window_rejection
+              ok = not c or ab2 < 4503599627370496
+              if ok then
+                --@inline sliding_window_wait
+                reply[at], reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4] = 0, remaining,
+                  (wait - wait % 1000) / 1000, (reset - reset % 1000) / 1000, 0
+              end
+            end
+          end
+        end
+        i = i + 4
+      end
+      if reply[at] == 0 and (mask == '' or string.byte(mask, k) ~= 49) then -- '1': a shadow rejection rejects nothing
+        reply[1] = 0
+      end
+      k = k + 1
+    end
+    if ok and reply[1] == 0 then
+      -- A rejection writes nothing: a policy that would have admitted reports its key as it is, as a
+      -- peek: its cost back in remaining, and a peek's reset_after.
+      i = 4
+      for k = 1, n do
+        local at = 5 * k - 2
+        if reply[at + 4] ~= 0 then
+          local cs = ARGV[i + 3]
+          reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4] = reply[at + 1] + (cs == '1' and 1 or tonumber(cs)),
+            0, reply[at + 2], 0
+        end
+        if ARGV[i] == 'sliding_window' then
+          i = i + 4
+        else
+          i = i + 5
+        end
+      end
+      return reply
+    end
+    if ok then
+      i = 4
+      for k = 1, n do
+        local at, key, name = 5 * k + 2, KEYS[k], ARGV[i]
+        local slot = reply[at]
+        if slot ~= 0 then
+          reply[at - 2] = 0 -- retry_after of an admission
+          if name == 'fixed_window' then
+            if slot == -1 then
+              redis.call('INCRBY', key, ARGV[i + 3])
+              reply[at] = redis.call('PEXPIRETIME', key)
+            elseif slot == -2 then
+              redis.call('SET', key, ARGV[i + 3], 'PX', ARGV[i + 2])
+              reply[at] = redis.call('PEXPIRETIME', key)
+            elseif slot < -2 then
+              redis.call('SET', key, ARGV[i + 3], 'PXAT', string.format('%d', -slot))
+              reply[at] = -slot
+            else
+              redis.call('INCRBY', key, ARGV[i + 3])
+            end
+          elseif name == 'gcra' then
+            local wait = slot - now + 999
+            redis.call('SET', key, string.format('%d', slot), 'PX', string.format('%d', (wait - wait % 1000) / 1000 + 1))
+          elseif slot > 0 then
+            redis.call('HINCRBY', key, 'curr', ARGV[i + 3])
+          else
+            local cur = -slot
+            redis.call('HSET', key, 'start', string.format('%d', cur / 1000), 'prev', string.format('%d', prevs[k]),
+              'curr', ARGV[i + 3])
+            redis.call('PEXPIREAT', key, string.format('%d', (cur + 2000 * tonumber(ARGV[i + 2])) / 1000))
+            reply[at] = cur
+          end
+        end
+        if name == 'sliding_window' then
+          i = i + 4
+        else
+          i = i + 5
+        end
+      end
+      return reply
+    end
+  end
+end
