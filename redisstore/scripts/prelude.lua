@@ -100,10 +100,10 @@ local settling = first == 'fixed_window' or first == 'gcra' or first == 'sliding
 
 -- members returns the number of members of the sorted set at key (0 for a missing key), or nil and
 -- why the key is corrupt: it holds a value of another type, or more than max members (too_many says
--- so in the module's words). Only the sliding log and concurrency modules use it:
--- it is defined only when the call names one.
+-- so in the module's words). Only the concurrency module uses it: it is defined only when the call
+-- names it.
 local members = nil
-if named_sliding_log or named_concurrency then
+if named_concurrency then
   members = function(key, max, too_many)
     local card = redis.pcall('ZCARD', key)
     if type(card) == 'table' then

@@ -419,36 +419,42 @@ if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_to
         end
         local w, cost = window * 1000, reserved -- cost: what the read looks for room for
         for pass = 1, 2 do
-          local ok, card, count, newest, kth = true, redis.pcall('ZCARD', key), 0, 0, nil
-          if type(card) == 'table' or card > MAX_LOG then
-            ok = false
+          local why, card, count, newest, kth = nil, redis.pcall('ZCARD', key), 0, 0, nil
+          if type(card) == 'table' then
+            why = 'key holds a value that is not a sorted set'
+          elseif card > MAX_LOG then
+            why = 'log holds more than ' .. MAX_LOG .. ' entries'
           elseif card > 0 then
-            -- The newest entry is '<t>:<seq>' scored t, an integer time not after now (the module's read).
+            -- The newest entry is '<t>:<seq>' scored t, an integer time not after now.
             local r = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
             local sc = r[2]
             newest = sc == '0' and 0 or #sc <= MAX_DIGITS and match(sc, '^[1-9]%d*$') and tonumber(sc)
-            if newest and newest <= now and match(r[1], '^(%d+):[1-9]%d*$') == sc and redis.call('PTTL', key) ~= -1 then
+            if not (newest and newest <= now and match(r[1], '^(%d+):[1-9]%d*$') == sc) then
+              why = "newest entry is not '<t>:<seq>' scored t, an integer time not after now"
+            elseif redis.call('PTTL', key) == -1 then
+              why = 'log has no expiry'
+            else
               count = redis.call('ZCOUNT', key, '(' .. string.format('%d', now - w), '+inf')
               local k = count + cost - limit
               if k > 0 then
+                -- The entries in the window are the newest count (none is after now): the k-th oldest of
+                -- them has rank card − count + k − 1, found in logarithmic time.
                 local rank = card - count + k - 1
                 sc = redis.call('ZRANGE', key, rank, rank, 'WITHSCORES')[2]
                 kth = sc == '0' and 0 or #sc <= MAX_DIGITS and match(sc, '^[1-9]%d*$') and tonumber(sc)
-                ok = kth and kth <= now
+                if not (kth and kth <= now) then
+                  why = 'log holds an entry whose time is not an integer'
+                end
               end
-            else
-              ok = false
             end
           end
           if pass == 1 then
-            if not ok then
+            if why then
               break -- to the general path, nothing written
             end
             local delta = actual - reserved
             cost = 0
             if delta < 0 then
-              -- A refund, while the token is in the window, removes up to −delta of the members logged
-              -- then, those of the highest sequence numbers first.
               if token > now - w and token <= now then
                 local at = string.format('%d', token)
                 local c = redis.call('ZCOUNT', key, at, at)
@@ -466,7 +472,6 @@ if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_to
                 end
               end
             else
-              -- An overrun consumes what is left now, as an admission of that many units.
               local units = limit - count
               if units < 0 then
                 units = 0
@@ -483,13 +488,17 @@ if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_to
                 if newest == now then
                   seq = redis.call('ZCOUNT', key, at, at)
                 end
-                local args = {}
-                for j = 1, units do
-                  args[#args + 1] = at
-                  args[#args + 1] = at .. ':' .. (seq + j)
-                  if #args == 2000 or j == units then
-                    redis.call('ZADD', key, unpack(args))
-                    args = {}
+                if units == 1 then
+                  redis.call('ZADD', key, at, at .. ':' .. (seq + 1))
+                else
+                  local args = {}
+                  for j = 1, units do
+                    args[#args + 1] = at
+                    args[#args + 1] = at .. ':' .. (seq + j)
+                    if #args == 2000 or j == units then
+                      redis.call('ZADD', key, unpack(args))
+                      args = {}
+                    end
                   end
                 end
                 local ends = now + w + 999
@@ -500,25 +509,26 @@ if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_to
               end
             end
           else
-            if not ok then
+            if why then
               return redis.error_reply('ADMIT_CORRUPT after settling: the log is not as admit writes it')
             end
             -- The decision of the state after, for cost units (0, or the probe of one).
+            local allowed, remaining, retry, reset = 1, limit - count - cost, 0, 0
             if count + cost <= limit then
-              local reset = 0
               if cost > 0 then
                 reset = window
               elseif count > 0 then
                 reset = newest + w - now + 999
                 reset = (reset - reset % 1000) / 1000
               end
-              return {1, limit - count - cost, 0, reset}
+            else
+              allowed, remaining, retry, reset = 0, limit - count, kth + w - now + 999, newest + w - now + 999
+              if remaining < 0 then
+                remaining = 0
+              end
+              retry, reset = (retry - retry % 1000) / 1000, (reset - reset % 1000) / 1000
             end
-            local remaining, retry, reset = limit - count, kth + w - now + 999, newest + w - now + 999
-            if remaining < 0 then
-              remaining = 0
-            end
-            return {0, remaining, (retry - retry % 1000) / 1000, (reset - reset % 1000) / 1000}
+            return {allowed, remaining, retry, reset}
           end
         end
       end

@@ -383,69 +383,83 @@ if ARGV[1] == '1' and ARGV[2] == '' and #KEYS == 1 and (mask == '' or mask == '0
         local tm = redis.call('TIME')
         now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
       end
-      local w, ok, count, newest, kth = window * 1000, true, 0, 0, nil
+      local w, why, count, newest, kth = window * 1000, nil, 0, 0, nil
       local card = redis.pcall('ZCARD', key)
-      if type(card) == 'table' or card > MAX_LOG then
-        ok = false
+      if type(card) == 'table' then
+        why = 'key holds a value that is not a sorted set'
+      elseif card > MAX_LOG then
+        why = 'log holds more than ' .. MAX_LOG .. ' entries'
       elseif card > 0 then
-        -- The newest entry is '<t>:<seq>' scored t, an integer time not after now (the module's read).
+        -- The newest entry is '<t>:<seq>' scored t, an integer time not after now.
         local r = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
         local sc = r[2]
         newest = sc == '0' and 0 or #sc <= MAX_DIGITS and match(sc, '^[1-9]%d*$') and tonumber(sc)
-        if newest and newest <= now and match(r[1], '^(%d+):[1-9]%d*$') == sc and redis.call('PTTL', key) ~= -1 then
+        if not (newest and newest <= now and match(r[1], '^(%d+):[1-9]%d*$') == sc) then
+          why = "newest entry is not '<t>:<seq>' scored t, an integer time not after now"
+        elseif redis.call('PTTL', key) == -1 then
+          why = 'log has no expiry'
+        else
           count = redis.call('ZCOUNT', key, '(' .. string.format('%d', now - w), '+inf')
           local k = count + cost - limit
           if k > 0 then
+            -- The entries in the window are the newest count (none is after now): the k-th oldest of
+            -- them has rank card − count + k − 1, found in logarithmic time.
             local rank = card - count + k - 1
             sc = redis.call('ZRANGE', key, rank, rank, 'WITHSCORES')[2]
             kth = sc == '0' and 0 or #sc <= MAX_DIGITS and match(sc, '^[1-9]%d*$') and tonumber(sc)
-            ok = kth and kth <= now
+            if not (kth and kth <= now) then
+              why = 'log holds an entry whose time is not an integer'
+            end
           end
-        else
-          ok = false
         end
       end
-      if ok then
+      if not why then
+        local allowed, remaining, retry, reset = 1, limit - count - cost, 0, 0
         if count + cost <= limit then
-          if cost == 0 then
-            local reset = 0
-            if count > 0 then
-              reset = newest + w - now + 999
-              reset = (reset - reset % 1000) / 1000
-            end
-            return {1, 0, 1, limit - count, 0, reset, 0}
+          if cost > 0 then
+            reset = window
+          elseif count > 0 then
+            reset = newest + w - now + 999
+            reset = (reset - reset % 1000) / 1000
           end
-          local at = string.format('%d', now)
-          if card > count then
-            redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now - w))
+        else
+          allowed, remaining, retry, reset = 0, limit - count, kth + w - now + 999, newest + w - now + 999
+          if remaining < 0 then
+            remaining = 0
           end
-          local seq = 0
-          if newest == now then
-            seq = redis.call('ZCOUNT', key, at, at)
-          end
-          if cost == 1 then
-            redis.call('ZADD', key, at, at .. ':' .. (seq + 1))
-          else
-            local units = cost
-            local args = {}
-            for j = 1, units do
-              args[#args + 1] = at
-              args[#args + 1] = at .. ':' .. (seq + j)
-              if #args == 2000 or j == units then
-                redis.call('ZADD', key, unpack(args))
-                args = {}
-              end
-            end
-          end
-          local ends = now + w + 999
-          redis.call('PEXPIREAT', key, string.format('%d', (ends - ends % 1000) / 1000))
-          return {1, 0, 1, limit - count - cost, 0, window, now}
+          retry, reset = (retry - retry % 1000) / 1000, (reset - reset % 1000) / 1000
         end
-        local remaining, retry, reset = limit - count, kth + w - now + 999, newest + w - now + 999
-        if remaining < 0 then
-          remaining = 0
+        if allowed == 0 then
+          return {refused, 0, 0, remaining, retry, reset, 0}
         end
-        return {refused, 0, 0, remaining, (retry - retry % 1000) / 1000, (reset - reset % 1000) / 1000, 0}
+        if cost == 0 then
+          return {1, 0, 1, remaining, 0, reset, 0}
+        end
+        local units = cost
+        local at = string.format('%d', now)
+        if card > count then
+          redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now - w))
+        end
+        local seq = 0
+        if newest == now then
+          seq = redis.call('ZCOUNT', key, at, at)
+        end
+        if units == 1 then
+          redis.call('ZADD', key, at, at .. ':' .. (seq + 1))
+        else
+          local args = {}
+          for j = 1, units do
+            args[#args + 1] = at
+            args[#args + 1] = at .. ':' .. (seq + j)
+            if #args == 2000 or j == units then
+              redis.call('ZADD', key, unpack(args))
+              args = {}
+            end
+          end
+        end
+        local ends = now + w + 999
+        redis.call('PEXPIREAT', key, string.format('%d', (ends - ends % 1000) / 1000))
+        return {1, 0, 1, remaining, 0, reset, now}
       end
     end
   end

@@ -265,65 +265,32 @@ if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_to
         --@inline clock_us
         local w, cost = window * 1000, reserved -- cost: what the read looks for room for
         for pass = 1, 2 do
-          local ok, card, count, newest, kth = true, redis.pcall('ZCARD', key), 0, 0, nil
+          local why, card, count, newest, kth = nil, redis.pcall('ZCARD', key), 0, 0, nil
           --@inline sliding_log_read
           if pass == 1 then
-            if not ok then
+            if why then
               break -- to the general path, nothing written
             end
             local delta = actual - reserved
             cost = 0
             if delta < 0 then
-              -- A refund, while the token is in the window, removes up to −delta of the members logged
-              -- then, those of the highest sequence numbers first.
-              if token > now - w and token <= now then
-                local at = string.format('%d', token)
-                local c = redis.call('ZCOUNT', key, at, at)
-                local r = -delta
-                if r > c then
-                  r = c
-                end
-                --@inline sliding_log_zrem
-              end
+              --@inline sliding_log_refund
             else
-              -- An overrun consumes what is left now, as an admission of that many units.
-              local units = limit - count
-              if units < 0 then
-                units = 0
-              end
-              if units > delta then
-                units = delta
-              end
+              --@inline sliding_log_overrun
               if units > 0 then
-                --@inline sliding_log_trim
-                --@inline sliding_log_zadd
-                local ends = now + w + 999
-                redis.call('PEXPIREAT', key, string.format('%d', (ends - ends % 1000) / 1000))
+                --@inline sliding_log_append
               end
               if units < delta then
                 cost = 1 -- an overrun that did not fit whole: the reply is the rejection of one unit more
               end
             end
           else
-            if not ok then
+            if why then
               return redis.error_reply('ADMIT_CORRUPT after settling: the log is not as admit writes it')
             end
             -- The decision of the state after, for cost units (0, or the probe of one).
-            if count + cost <= limit then
-              local reset = 0
-              if cost > 0 then
-                reset = window
-              elseif count > 0 then
-                reset = newest + w - now + 999
-                reset = (reset - reset % 1000) / 1000
-              end
-              return {1, limit - count - cost, 0, reset}
-            end
-            local remaining, retry, reset = limit - count, kth + w - now + 999, newest + w - now + 999
-            if remaining < 0 then
-              remaining = 0
-            end
-            return {0, remaining, (retry - retry % 1000) / 1000, (reset - reset % 1000) / 1000}
+            --@inline sliding_log_decide
+            return {allowed, remaining, retry, reset}
           end
         end
       end

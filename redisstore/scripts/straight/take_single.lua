@@ -234,35 +234,20 @@ if ARGV[1] == '1' and ARGV[2] == '' and #KEYS == 1 and (mask == '' or mask == '0
     if limit and limit <= MAX_LOG and window and window <= MAX_WINDOW and cost and cost <= limit then
       local now
       --@inline clock_us
-      local w, ok, count, newest, kth = window * 1000, true, 0, 0, nil
+      local w, why, count, newest, kth = window * 1000, nil, 0, 0, nil
       local card = redis.pcall('ZCARD', key)
       --@inline sliding_log_read
-      if ok then
-        if count + cost <= limit then
-          if cost == 0 then
-            local reset = 0
-            if count > 0 then
-              reset = newest + w - now + 999
-              reset = (reset - reset % 1000) / 1000
-            end
-            return {1, 0, 1, limit - count, 0, reset, 0}
-          end
-          --@inline sliding_log_trim
-          if cost == 1 then
-            redis.call('ZADD', key, at, at .. ':' .. (seq + 1))
-          else
-            local units = cost
-            --@inline sliding_log_zadd
-          end
-          local ends = now + w + 999
-          redis.call('PEXPIREAT', key, string.format('%d', (ends - ends % 1000) / 1000))
-          return {1, 0, 1, limit - count - cost, 0, window, now}
+      if not why then
+        --@inline sliding_log_decide
+        if allowed == 0 then
+          return {refused, 0, 0, remaining, retry, reset, 0}
         end
-        local remaining, retry, reset = limit - count, kth + w - now + 999, newest + w - now + 999
-        if remaining < 0 then
-          remaining = 0
+        if cost == 0 then
+          return {1, 0, 1, remaining, 0, reset, 0}
         end
-        return {refused, 0, 0, remaining, (retry - retry % 1000) / 1000, (reset - reset % 1000) / 1000, 0}
+        local units = cost
+        --@inline sliding_log_append
+        return {1, 0, 1, remaining, 0, reset, now}
       end
     end
   end
