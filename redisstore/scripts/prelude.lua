@@ -17,7 +17,7 @@
 --
 -- Every function a script defines is a new closure on every call (Redis runs the whole chunk each
 -- time), and every table a new allocation, which Redis's CPU pays for twice, making it and collecting
--- it (bench/scriptcost.md measures both). So the prelude defines only integer, now and members, a
+-- it (bench/scriptcost.md measures both). So the prelude defines only integer and now, a
 -- module defines its functions only when the call names its algorithm (named_*, below), and error
 -- replies and formats are written where they are needed. Replies hold integers only, and writes pass
 -- decimal strings, never a Lua number (Redis would format a large one as a double).
@@ -97,21 +97,3 @@ while true do
 end
 local first = ARGV[1]
 local settling = first == 'fixed_window' or first == 'gcra' or first == 'sliding_window' or first == 'sliding_log'
-
--- members returns the number of members of the sorted set at key (0 for a missing key), or nil and
--- why the key is corrupt: it holds a value of another type, or more than max members (too_many says
--- so in the module's words). Only the concurrency module uses it: it is defined only when the call
--- names it.
-local members = nil
-if named_concurrency then
-  members = function(key, max, too_many)
-    local card = redis.pcall('ZCARD', key)
-    if type(card) == 'table' then
-      return nil, 'key holds a value that is not a sorted set'
-    end
-    if card > max then
-      return nil, too_many
-    end
-    return card
-  end
-end

@@ -23,7 +23,6 @@ if named_sliding_log then
   function sliding_log.read(key, p)
     local now, limit, cost, w = now(), p.limit, p.cost, p.w
     local card, why, count, newest, kth = redis.pcall('ZCARD', key), nil, 0, 0, nil
-    local match, tonumber = string.match, tonumber
     --@fragment sliding_log_read
     -- A sliding log's key read as admit writes it, after card = pcall ZCARD key. Reads key, card,
     -- limit, cost, now (µs), w (the window in µs), match, tonumber. Sets why (declared nil) to why the

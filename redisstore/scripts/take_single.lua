@@ -299,13 +299,13 @@ if ARGV[1] == '1' and ARGV[2] == '' and #KEYS == 1 and (mask == '' or mask == '0
         local tm = redis.call('TIME')
         now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
       end
-      local w, ok, live, last, kth = window * 1000, true, 0, 0, nil
+      local w, why, live, last, kth = window * 1000, nil, 0, 0, nil
       local card = redis.pcall('ZCARD', key)
-      if type(card) == 'table' or card > MAX_LEASES then
-        ok = false
+      if type(card) == 'table' then
+        why = 'key holds a value that is not a sorted set'
+      elseif card > MAX_LEASES then
+        why = 'key holds more than ' .. MAX_LEASES .. ' leases'
       elseif card > 0 then
-        -- The first and last leases, and the one whose end lets a request fit, are checked as the
-        -- module's lease does: a decimal token scored with an integer expiry in 0 … t + MAX_WINDOW ms.
         local hi = now + MAX_WINDOW * 1000
         local r1, r2 = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES'), redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
         local m1, s1, m2, s2 = r1[1], r1[2], r2[1], r2[2]
@@ -313,7 +313,11 @@ if ARGV[1] == '1' and ARGV[2] == '' and #KEYS == 1 and (mask == '' or mask == '0
           (s1 == '0' and 0 or #s1 <= MAX_DIGITS and match(s1, '^[1-9]%d*$') and tonumber(s1))
         last = #m2 <= 20 and match(m2, '^[1-9]%d*$') and (#m2 < 20 or m2 <= '18446744073709551615') and
           (s2 == '0' and 0 or #s2 <= MAX_DIGITS and match(s2, '^[1-9]%d*$') and tonumber(s2))
-        if first and first <= hi and last and last <= hi and redis.call('PTTL', key) ~= -1 then
+        if not (first and first <= hi and last and last <= hi) then
+          why = 'a lease is not a decimal token scored with an integer expiry at most MAX_WINDOW from now'
+        elseif redis.call('PTTL', key) == -1 then
+          why = 'leases have no expiry'
+        else
           live = redis.call('ZCOUNT', key, '(' .. string.format('%d', now), '+inf')
           local k = live + cost - limit
           if k > 0 then
@@ -322,27 +326,43 @@ if ARGV[1] == '1' and ARGV[2] == '' and #KEYS == 1 and (mask == '' or mask == '0
             local m, sc = r[1], r[2]
             kth = #m <= 20 and match(m, '^[1-9]%d*$') and (#m < 20 or m <= '18446744073709551615') and
               (sc == '0' and 0 or #sc <= MAX_DIGITS and match(sc, '^[1-9]%d*$') and tonumber(sc))
-            ok = kth and kth <= hi
+            if not (kth and kth <= hi) then
+              why = 'a lease is not a decimal token scored with an integer expiry'
+            end
           end
-        else
-          ok = false
         end
       end
-      if ok then
-        -- The milliseconds until an expiry, rounded up, and at most the policy's TTL.
-        local reset = 0
+      if not why then
+        local allowed, remaining, retry, reset = 1, limit - live - cost, 0, 0
         if live + cost <= limit then
-          if cost == 0 then
-            if live > 0 then
-              reset = last - now
-              if reset > w then
-                reset = w
-              end
-              reset = reset + 999
-              reset = (reset - reset % 1000) / 1000
+          if cost > 0 then
+            reset = window
+          elseif live > 0 then
+            reset = last - now
+            if reset > w then
+              reset = w
             end
-            return {1, 0, 1, limit - live, 0, reset, 0}
+            reset = reset + 999
+            reset = (reset - reset % 1000) / 1000
           end
+        else
+          allowed, remaining, retry, reset = 0, limit - live, kth - now, last - now
+          if retry > w then
+            retry = w
+          end
+          if reset > w then
+            reset = w
+          end
+          if remaining < 0 then
+            remaining = 0
+          end
+          retry, reset = retry + 999, reset + 999
+          retry, reset = (retry - retry % 1000) / 1000, (reset - reset % 1000) / 1000
+        end
+        if allowed == 0 then
+          return {refused, 0, 0, remaining, retry, reset, 0}
+        end
+        if cost == 1 then
           if card > live then
             redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now))
           end
@@ -353,21 +373,8 @@ if ARGV[1] == '1' and ARGV[2] == '' and #KEYS == 1 and (mask == '' or mask == '0
           end
           expiry = expiry + 999
           redis.call('PEXPIREAT', key, string.format('%d', (expiry - expiry % 1000) / 1000))
-          return {1, 0, 1, limit - live - 1, 0, window, 0}
         end
-        local retry, remaining = kth - now, limit - live
-        reset = last - now
-        if retry > w then
-          retry = w
-        end
-        if reset > w then
-          reset = w
-        end
-        if remaining < 0 then
-          remaining = 0
-        end
-        retry, reset = retry + 999, reset + 999
-        return {refused, 0, 0, remaining, (retry - retry % 1000) / 1000, (reset - reset % 1000) / 1000, 0}
+        return {1, 0, 1, remaining, 0, reset, 0}
       end
     end
   elseif name == 'sliding_log' and #ARGV == (CLOCK_FROM_ARGV and 8 or 7) then

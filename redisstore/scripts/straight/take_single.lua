@@ -157,75 +157,18 @@ if ARGV[1] == '1' and ARGV[2] == '' and #KEYS == 1 and (mask == '' or mask == '0
         (#tok < 20 or tok <= '18446744073709551615')) then
       local now
       --@inline clock_us
-      local w, ok, live, last, kth = window * 1000, true, 0, 0, nil
+      local w, why, live, last, kth = window * 1000, nil, 0, 0, nil
       local card = redis.pcall('ZCARD', key)
-      if type(card) == 'table' or card > MAX_LEASES then
-        ok = false
-      elseif card > 0 then
-        -- The first and last leases, and the one whose end lets a request fit, are checked as the
-        -- module's lease does: a decimal token scored with an integer expiry in 0 … t + MAX_WINDOW ms.
-        local hi = now + MAX_WINDOW * 1000
-        local r1, r2 = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES'), redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-        local m1, s1, m2, s2 = r1[1], r1[2], r2[1], r2[2]
-        local first = #m1 <= 20 and match(m1, '^[1-9]%d*$') and (#m1 < 20 or m1 <= '18446744073709551615') and
-          (s1 == '0' and 0 or #s1 <= MAX_DIGITS and match(s1, '^[1-9]%d*$') and tonumber(s1))
-        last = #m2 <= 20 and match(m2, '^[1-9]%d*$') and (#m2 < 20 or m2 <= '18446744073709551615') and
-          (s2 == '0' and 0 or #s2 <= MAX_DIGITS and match(s2, '^[1-9]%d*$') and tonumber(s2))
-        if first and first <= hi and last and last <= hi and redis.call('PTTL', key) ~= -1 then
-          live = redis.call('ZCOUNT', key, '(' .. string.format('%d', now), '+inf')
-          local k = live + cost - limit
-          if k > 0 then
-            local rank = card - live + k - 1
-            local r = redis.call('ZRANGE', key, rank, rank, 'WITHSCORES')
-            local m, sc = r[1], r[2]
-            kth = #m <= 20 and match(m, '^[1-9]%d*$') and (#m < 20 or m <= '18446744073709551615') and
-              (sc == '0' and 0 or #sc <= MAX_DIGITS and match(sc, '^[1-9]%d*$') and tonumber(sc))
-            ok = kth and kth <= hi
-          end
-        else
-          ok = false
+      --@inline concurrency_read
+      if not why then
+        --@inline concurrency_decide
+        if allowed == 0 then
+          return {refused, 0, 0, remaining, retry, reset, 0}
         end
-      end
-      if ok then
-        -- The milliseconds until an expiry, rounded up, and at most the policy's TTL.
-        local reset = 0
-        if live + cost <= limit then
-          if cost == 0 then
-            if live > 0 then
-              reset = last - now
-              if reset > w then
-                reset = w
-              end
-              reset = reset + 999
-              reset = (reset - reset % 1000) / 1000
-            end
-            return {1, 0, 1, limit - live, 0, reset, 0}
-          end
-          if card > live then
-            redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now))
-          end
-          local expiry = now + w
-          redis.call('ZADD', key, string.format('%d', expiry), tok)
-          if last > expiry then
-            expiry = last
-          end
-          expiry = expiry + 999
-          redis.call('PEXPIREAT', key, string.format('%d', (expiry - expiry % 1000) / 1000))
-          return {1, 0, 1, limit - live - 1, 0, window, 0}
+        if cost == 1 then
+          --@inline concurrency_apply
         end
-        local retry, remaining = kth - now, limit - live
-        reset = last - now
-        if retry > w then
-          retry = w
-        end
-        if reset > w then
-          reset = w
-        end
-        if remaining < 0 then
-          remaining = 0
-        end
-        retry, reset = retry + 999, reset + 999
-        return {refused, 0, 0, remaining, (retry - retry % 1000) / 1000, (reset - reset % 1000) / 1000, 0}
+        return {1, 0, 1, remaining, 0, reset, 0}
       end
     end
   elseif name == 'sliding_log' and #ARGV == (CLOCK_FROM_ARGV and 8 or 7) then
