@@ -133,42 +133,42 @@ if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_to
         local interval = math.ceil(period / rate)
         local tolerance = burst * interval
         if (interval * rate - period) * INTERVAL_ROUNDING < period and tolerance <= MAX_TOLERANCE then
-          local raw, now, backlog = redis.pcall('GET', key), nil, 0
+          local now
+          if CLOCK_FROM_ARGV then
+            now = tonumber(ARGV[#ARGV])
+          else
+            local tm = redis.call('TIME')
+            now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+          end
+          local why, backlog = nil, 0
+          local raw = redis.pcall('GET', key)
           if raw then
-            if type(raw) == 'string' and #raw <= MAX_DIGITS and match(raw, '^[1-9]%d*$') then
-              local tat = tonumber(raw)
-              if tat <= MAX_TAT then
+            if type(raw) == 'table' then
+              why = 'key holds a value that is not a string'
+            else
+              local tat = #raw <= MAX_DIGITS and match(raw, '^[1-9]%d*$') and tonumber(raw)
+              if not tat or tat > MAX_TAT then
+                why = 'theoretical arrival time is not an integer in 1..' .. MAX_TAT
+              else
                 local ttl = redis.call('PTTL', key)
-                if ttl >= 0 and ttl <= math.ceil(tolerance / 1000) + 1 then
-                  if CLOCK_FROM_ARGV then
-                    now = tonumber(ARGV[#ARGV])
-                  else
-                    local tm = redis.call('TIME')
-                    now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
-                  end
+                if ttl < 0 then
+                  why = 'theoretical arrival time has no expiry'
+                elseif ttl > math.ceil(tolerance / 1000) + 1 then
+                  why = 'theoretical arrival time expires later than a full bucket empties'
+                else
                   backlog = tat - now
                   if backlog > tolerance then
-                    now = nil -- corrupt
+                    why = 'theoretical arrival time is further ahead than a full bucket'
                   elseif backlog < 0 then
                     backlog = 0
                   end
                 end
               end
             end
-          else
-            if CLOCK_FROM_ARGV then
-              now = tonumber(ARGV[#ARGV])
-            else
-              local tm = redis.call('TIME')
-              now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
-            end
           end
-          if now then -- nil: the key is corrupt
-            -- floor(a / b) is (a - a % b) / b and ceil(a / 1000) is floor((a + 999) / 1000), exact on
-            -- these integers (below 2^53).
-            local delta, probe, wait = actual - reserved, 0, nil
+          if not why then
+            local delta, cost = actual - reserved, 0 -- cost: what the decision after the write looks for room for
             if delta < 0 then
-              -- A refund moves the TAT back by what the bucket has not drained of the reservation yet.
               if backlog > 0 and token > now then
                 local back = -delta * interval
                 if back > token - now then
@@ -179,9 +179,8 @@ if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_to
                   redis.call('DEL', key)
                   backlog = 0
                 else
-                  wait = backlog + 999
-                  wait = (wait - wait % 1000) / 1000
-                  redis.call('SET', key, string.format('%d', now + backlog), 'PX', string.format('%d', wait + 1))
+                  local expires = backlog + 999
+                  redis.call('SET', key, string.format('%d', now + backlog), 'PX', string.format('%d', (expires - expires % 1000) / 1000 + 1))
                 end
               end
             else
@@ -193,24 +192,24 @@ if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_to
               end
               if n > 0 then
                 backlog = backlog + n * interval
-                wait = backlog + 999
-                wait = (wait - wait % 1000) / 1000
-                redis.call('SET', key, string.format('%d', now + backlog), 'PX', string.format('%d', wait + 1))
+                local expires = backlog + 999
+                redis.call('SET', key, string.format('%d', now + backlog), 'PX', string.format('%d', (expires - expires % 1000) / 1000 + 1))
               end
               if n < delta then
-                probe = 1
+                cost = 1 -- an overrun that did not fit whole: the reply is the rejection of one unit more
               end
             end
-            local room, need = tolerance - backlog, probe * interval
-            wait = backlog + 999
-            wait = (wait - wait % 1000) / 1000
+            local room, need = tolerance - backlog, cost * interval
+            local allowed, retry, reset = 1, 0, backlog + need + 999
             if need > room then
-              local retry = need - room + 999
-              return {0, (room - room % interval) / interval, (retry - retry % 1000) / 1000, wait}
+              allowed, retry, reset = 0, need - room + 999, backlog + 999
+              retry = (retry - retry % 1000) / 1000
+            else
+              room = room - need
             end
-            room = room - need
-            local reset = backlog + need + 999
-            return {1, (room - room % interval) / interval, 0, (reset - reset % 1000) / 1000}
+            local remaining = (room - room % interval) / interval
+            reset = (reset - reset % 1000) / 1000
+            return {allowed, remaining, retry, reset}
           end
         end
       end

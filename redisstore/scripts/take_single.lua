@@ -118,54 +118,60 @@ if ARGV[1] == '1' and ARGV[2] == '' and #KEYS == 1 and (mask == '' or mask == '0
       local interval = math.ceil(period / rate)
       local tolerance = burst * interval
       if (interval * rate - period) * INTERVAL_ROUNDING < period and tolerance <= MAX_TOLERANCE then
-        local raw, now, backlog = redis.pcall('GET', key), nil, 0
+        local now
+        if CLOCK_FROM_ARGV then
+          now = tonumber(ARGV[#ARGV])
+        else
+          local tm = redis.call('TIME')
+          now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+        end
+        local why, backlog = nil, 0
+        local raw = redis.pcall('GET', key)
         if raw then
-          if type(raw) == 'string' and #raw <= MAX_DIGITS and match(raw, '^[1-9]%d*$') then
-            local tat = tonumber(raw)
-            if tat <= MAX_TAT then
+          if type(raw) == 'table' then
+            why = 'key holds a value that is not a string'
+          else
+            local tat = #raw <= MAX_DIGITS and match(raw, '^[1-9]%d*$') and tonumber(raw)
+            if not tat or tat > MAX_TAT then
+              why = 'theoretical arrival time is not an integer in 1..' .. MAX_TAT
+            else
               local ttl = redis.call('PTTL', key)
-              if ttl >= 0 and ttl <= math.ceil(tolerance / 1000) + 1 then
-                if CLOCK_FROM_ARGV then
-                  now = tonumber(ARGV[#ARGV])
-                else
-                  local tm = redis.call('TIME')
-                  now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
-                end
+              if ttl < 0 then
+                why = 'theoretical arrival time has no expiry'
+              elseif ttl > math.ceil(tolerance / 1000) + 1 then
+                why = 'theoretical arrival time expires later than a full bucket empties'
+              else
                 backlog = tat - now
                 if backlog > tolerance then
-                  now = nil -- corrupt
+                  why = 'theoretical arrival time is further ahead than a full bucket'
                 elseif backlog < 0 then
                   backlog = 0
                 end
               end
             end
           end
-        else
-          if CLOCK_FROM_ARGV then
-            now = tonumber(ARGV[#ARGV])
-          else
-            local tm = redis.call('TIME')
-            now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
-          end
         end
-        if now then -- nil: the key is corrupt
-          -- floor(a / b) is (a - a % b) / b and ceil(a / 1000) is floor((a + 999) / 1000), exact on these
-          -- integers (below 2^53) and cheaper than calling math.floor and math.ceil.
-          local room, need, wait = tolerance - backlog, cost * interval, backlog + 999
-          wait = (wait - wait % 1000) / 1000
+        if not why then
+          local room, need = tolerance - backlog, cost * interval
+          local allowed, retry, reset = 1, 0, backlog + need + 999
           if need > room then
-            local retry = need - room + 999
-            return {refused, 0, 0, (room - room % interval) / interval, (retry - retry % 1000) / 1000, wait, 0}
+            allowed, retry, reset = 0, need - room + 999, backlog + 999
+            retry = (retry - retry % 1000) / 1000
+          else
+            room = room - need
           end
-          room = room - need
+          local remaining = (room - room % interval) / interval
+          reset = (reset - reset % 1000) / 1000
+          if allowed == 0 then
+            return {refused, 0, 0, remaining, retry, reset, 0}
+          end
           if cost == 0 then
-            return {1, 0, 1, (room - room % interval) / interval, 0, wait, 0}
+            return {1, 0, 1, remaining, 0, reset, 0}
           end
           backlog = backlog + need
-          wait = backlog + 999
-          wait = (wait - wait % 1000) / 1000
-          redis.call('SET', key, string.format('%d', now + backlog), 'PX', string.format('%d', wait + 1))
-          return {1, 0, 1, (room - room % interval) / interval, 0, wait, now + backlog}
+          local expires = backlog + 999
+          redis.call('SET', key, string.format('%d', now + backlog), 'PX', string.format('%d', (expires - expires % 1000) / 1000 + 1))
+          return {1, 0, 1, remaining, 0, reset, now + backlog}
         end
       end
     end
@@ -598,33 +604,9 @@ elseif ARGV[2] == '' then
           tolerance = burst * interval
           ok = (interval * rate - period) * INTERVAL_ROUNDING < period and tolerance <= MAX_TOLERANCE
         end
-        local backlog = 0
+        local why, backlog = nil, 0
         if ok then
-          local raw = redis.pcall('GET', key)
-          if raw then
-            ok = false
-            if type(raw) == 'string' and #raw <= MAX_DIGITS and match(raw, '^[1-9]%d*$') then
-              local tat = tonumber(raw)
-              if tat <= MAX_TAT then
-                local ttl = redis.call('PTTL', key)
-                if ttl >= 0 and ttl <= math.ceil(tolerance / 1000) + 1 then
-                  if not now then
-                    if CLOCK_FROM_ARGV then
-                      now = tonumber(ARGV[#ARGV])
-                    else
-                      local tm = redis.call('TIME')
-                      now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
-                    end
-                  end
-                  backlog = tat - now
-                  ok = backlog <= tolerance
-                  if backlog < 0 then
-                    backlog = 0
-                  end
-                end
-              end
-            end
-          elseif not now then
+          if not now then
             if CLOCK_FROM_ARGV then
               now = tonumber(ARGV[#ARGV])
             else
@@ -632,22 +614,49 @@ elseif ARGV[2] == '' then
               now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
             end
           end
+          local raw = redis.pcall('GET', key)
+          if raw then
+            if type(raw) == 'table' then
+              why = 'key holds a value that is not a string'
+            else
+              local tat = #raw <= MAX_DIGITS and match(raw, '^[1-9]%d*$') and tonumber(raw)
+              if not tat or tat > MAX_TAT then
+                why = 'theoretical arrival time is not an integer in 1..' .. MAX_TAT
+              else
+                local ttl = redis.call('PTTL', key)
+                if ttl < 0 then
+                  why = 'theoretical arrival time has no expiry'
+                elseif ttl > math.ceil(tolerance / 1000) + 1 then
+                  why = 'theoretical arrival time expires later than a full bucket empties'
+                else
+                  backlog = tat - now
+                  if backlog > tolerance then
+                    why = 'theoretical arrival time is further ahead than a full bucket'
+                  elseif backlog < 0 then
+                    backlog = 0
+                  end
+                end
+              end
+            end
+          end
+          ok = not why
         end
         if ok then
-          local room, need, wait = tolerance - backlog, cost * interval, backlog + 999
-          wait = (wait - wait % 1000) / 1000
+          local peek = backlog + 999 -- the reset_after a peek reports
+          peek = (peek - peek % 1000) / 1000
+          local room, need = tolerance - backlog, cost * interval
+          local allowed, retry, reset = 1, 0, backlog + need + 999
           if need > room then
-            local retry = need - room + 999
-            reply[at], reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4] = 0,
-              (room - room % interval) / interval, (retry - retry % 1000) / 1000, wait, 0
-          elseif cost == 0 then
-            reply[at], reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4] = 1,
-              (room - room % interval) / interval, 0, wait, 0
+            allowed, retry, reset = 0, need - room + 999, backlog + 999
+            retry = (retry - retry % 1000) / 1000
           else
             room = room - need
-            local reset = backlog + need + 999
-            reply[at], reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4] = 1,
-              (room - room % interval) / interval, wait, (reset - reset % 1000) / 1000, now + backlog + need
+          end
+          local remaining = (room - room % interval) / interval
+          reset = (reset - reset % 1000) / 1000
+          reply[at], reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4] = allowed, remaining, retry, reset, 0
+          if allowed == 1 and cost > 0 then
+            reply[at + 2], reply[at + 4] = peek, now + backlog + need
           end
         end
         i = i + 5
@@ -819,8 +828,9 @@ elseif ARGV[2] == '' then
               redis.call('INCRBY', key, ARGV[i + 3])
             end
           elseif name == 'gcra' then
-            local wait = slot - now + 999
-            redis.call('SET', key, string.format('%d', slot), 'PX', string.format('%d', (wait - wait % 1000) / 1000 + 1))
+            local backlog = slot - now
+            local expires = backlog + 999
+            redis.call('SET', key, string.format('%d', now + backlog), 'PX', string.format('%d', (expires - expires % 1000) / 1000 + 1))
           elseif slot > 0 then
             redis.call('HINCRBY', key, 'curr', ARGV[i + 3])
           else

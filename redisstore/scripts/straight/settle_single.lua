@@ -98,55 +98,27 @@ if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_to
         local interval = math.ceil(period / rate)
         local tolerance = burst * interval
         if (interval * rate - period) * INTERVAL_ROUNDING < period and tolerance <= MAX_TOLERANCE then
+          local now
+          --@inline clock_us
+          local why, backlog = nil, 0
           --@inline gcra_read
-          if now then -- nil: the key is corrupt
-            -- floor(a / b) is (a - a % b) / b and ceil(a / 1000) is floor((a + 999) / 1000), exact on
-            -- these integers (below 2^53).
-            local delta, probe, wait = actual - reserved, 0, nil
+          if not why then
+            local delta, cost = actual - reserved, 0 -- cost: what the decision after the write looks for room for
             if delta < 0 then
-              -- A refund moves the TAT back by what the bucket has not drained of the reservation yet.
-              if backlog > 0 and token > now then
-                local back = -delta * interval
-                if back > token - now then
-                  back = token - now
-                end
-                backlog = backlog - back
-                if backlog <= 0 then
-                  redis.call('DEL', key)
-                  backlog = 0
-                else
-                  wait = backlog + 999
-                  wait = (wait - wait % 1000) / 1000
-                  redis.call('SET', key, string.format('%d', now + backlog), 'PX', string.format('%d', wait + 1))
-                end
-              end
+              --@inline gcra_refund
             else
               -- An overrun consumes what fits now, as an admission of that many units.
-              local room = tolerance - backlog
-              local n = (room - room % interval) / interval
-              if n > delta then
-                n = delta
-              end
+              --@inline gcra_overrun
               if n > 0 then
                 backlog = backlog + n * interval
-                wait = backlog + 999
-                wait = (wait - wait % 1000) / 1000
-                redis.call('SET', key, string.format('%d', now + backlog), 'PX', string.format('%d', wait + 1))
+                --@inline gcra_set
               end
               if n < delta then
-                probe = 1
+                cost = 1 -- an overrun that did not fit whole: the reply is the rejection of one unit more
               end
             end
-            local room, need = tolerance - backlog, probe * interval
-            wait = backlog + 999
-            wait = (wait - wait % 1000) / 1000
-            if need > room then
-              local retry = need - room + 999
-              return {0, (room - room % interval) / interval, (retry - retry % 1000) / 1000, wait}
-            end
-            room = room - need
-            local reset = backlog + need + 999
-            return {1, (room - room % interval) / interval, 0, (reset - reset % 1000) / 1000}
+            --@inline gcra_decide
+            return {allowed, remaining, retry, reset}
           end
         end
       end
