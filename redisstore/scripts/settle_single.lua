@@ -31,46 +31,50 @@ if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_to
       local reserved = cs == '1' and 1 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
       if limit and limit <= MAX and window and window <= MAX_WINDOW and reserved and reserved <= limit and
         (aligned == '0' or aligned == '1') then
-        local count, ttl, t, ends, expires = 0, 0, nil, nil, nil -- count 0: missing, or its window has ended
+        local count, ttl, t, ends, expires, why = 0, 0, nil, nil, nil, nil -- count 0: missing, or its window has ended
         if aligned == '1' then
+          local now
           if CLOCK_FROM_ARGV then
-            t = math.floor(tonumber(ARGV[#ARGV]) / 1000)
+            now = tonumber(ARGV[#ARGV])
           else
             local tm = redis.call('TIME')
-            t = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
+            now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
           end
+          t = (now - now % 1000) / 1000
           ends = t - t % window + window
         end
-        local raw, ok = redis.pcall('GET', key), true
+        local raw = redis.pcall('GET', key)
         if raw then
-          ok = false -- until the key is read as admit writes it
-          if type(raw) == 'string' and #raw <= MAX_DIGITS and match(raw, '^[1-9]%d*$') then
-            local stored = tonumber(raw)
-            if stored <= MAX then
-              if t then
-                expires = redis.call('PEXPIRETIME', key)
-                if expires ~= -1 and expires <= ends then
-                  ok = true
-                  if expires > t then
-                    count, ttl = stored, expires - t
-                  end
-                end
-              else
-                local left = redis.call('PTTL', key)
-                if left ~= -1 and left <= window then
-                  ok = true
-                  if left > 0 then
-                    count, ttl = stored, left
-                  end
-                end
+          if type(raw) == 'table' then
+            why = 'key holds a value that is not a string'
+          else
+            local stored = #raw <= MAX_DIGITS and match(raw, '^[1-9]%d*$') and tonumber(raw)
+            if not stored or stored > MAX then
+              why = 'counter is not an integer in 1..' .. MAX
+            elseif t then
+              expires = redis.call('PEXPIRETIME', key)
+              if expires == -1 then
+                why = 'counter has no expiry'
+              elseif expires > ends then
+                why = 'counter expires after its aligned window ends'
+              elseif expires > t then
+                count, ttl = stored, expires - t
+              end
+            else
+              local left = redis.call('PTTL', key)
+              if left == -1 then
+                why = 'counter has no expiry'
+              elseif left > window then
+                why = 'counter expires after more than one window'
+              elseif left > 0 then
+                count, ttl = stored, left
               end
             end
           end
         end
-        if ok then
-          local delta, probe = actual - reserved, 0
+        if not why then
+          local delta, cost = actual - reserved, 0 -- cost: what the decision after the write looks for room for
           if delta < 0 then
-            -- A refund lands only while the key is live with the window end token.
             if count > 0 and (expires or redis.call('PEXPIRETIME', key)) == token then
               if -delta >= count then
                 redis.call('DEL', key)
@@ -93,32 +97,39 @@ if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_to
               n = delta
             end
             if n > 0 then
+              local cs = string.format('%d', n)
               if count > 0 then
-                redis.call('INCRBY', key, string.format('%d', n))
+                redis.call('INCRBY', key, cs)
               elseif t then
-                redis.call('SET', key, string.format('%d', n), 'PXAT', string.format('%d', ends))
-                ttl = ends - t
+                redis.call('SET', key, cs, 'PXAT', string.format('%d', ends))
               else
-                redis.call('SET', key, string.format('%d', n), 'PX', ws)
-                ttl = window
+                redis.call('SET', key, cs, 'PX', ws)
+              end
+              if count == 0 then
+                ttl = t and ends - t or window
               end
               count = count + n
             end
             if n < delta then
-              probe = 1 -- an overrun that did not fit whole: the key is full
+              cost = 1 -- an overrun that did not fit whole: the reply is the rejection of one unit more
             end
           end
-          if count == 0 then -- a missing key (probe is 0: an overrun on it fits, or takes the limit)
-            return {1, limit, 0, 0}
-          end
-          if count + probe > limit then
-            local remaining = limit - count
+          local allowed, remaining, retry, reset = 1, limit - count - cost, 0, ttl
+          if count == 0 then
+            if cost == 0 then
+              reset = 0
+            elseif t then
+              reset = ends - t
+            else
+              reset = window
+            end
+          elseif count + cost > limit then
+            allowed, remaining, retry = 0, limit - count, ttl
             if remaining < 0 then
               remaining = 0
             end
-            return {0, remaining, ttl, ttl}
           end
-          return {1, limit - count - probe, 0, ttl}
+          return {allowed, remaining, retry, reset}
         end
       end
     elseif name == 'gcra' then

@@ -41,69 +41,80 @@ if ARGV[1] == '1' and ARGV[2] == '' and #KEYS == 1 and (mask == '' or mask == '0
     local aligned = ARGV[8]
     if limit and limit <= MAX and window and window <= MAX_WINDOW and cost and cost <= limit and
       (aligned == '0' or aligned == '1') then
-      local count, ttl, t, ends, expires = 0, 0, nil, nil, nil -- count 0: missing, or its window has ended
+      local count, ttl, t, ends, expires, why = 0, 0, nil, nil, nil, nil -- count 0: missing, or its window has ended
       if aligned == '1' then
+        local now
         if CLOCK_FROM_ARGV then
-          t = math.floor(tonumber(ARGV[#ARGV]) / 1000)
+          now = tonumber(ARGV[#ARGV])
         else
           local tm = redis.call('TIME')
-          t = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
+          now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
         end
+        t = (now - now % 1000) / 1000
         ends = t - t % window + window
       end
-      local raw, ok = redis.pcall('GET', key), true
+      local raw = redis.pcall('GET', key)
       if raw then
-        ok = false -- until the key is read as admit writes it
-        if type(raw) == 'string' and #raw <= MAX_DIGITS and match(raw, '^[1-9]%d*$') then
-          local stored = tonumber(raw)
-          if stored <= MAX then
-            if t then
-              expires = redis.call('PEXPIRETIME', key)
-              if expires ~= -1 and expires <= ends then
-                ok = true
-                if expires > t then
-                  count, ttl = stored, expires - t
-                end
-              end
-            else
-              local left = redis.call('PTTL', key)
-              if left ~= -1 and left <= window then
-                ok = true
-                if left > 0 then
-                  count, ttl = stored, left
-                end
-              end
+        if type(raw) == 'table' then
+          why = 'key holds a value that is not a string'
+        else
+          local stored = #raw <= MAX_DIGITS and match(raw, '^[1-9]%d*$') and tonumber(raw)
+          if not stored or stored > MAX then
+            why = 'counter is not an integer in 1..' .. MAX
+          elseif t then
+            expires = redis.call('PEXPIRETIME', key)
+            if expires == -1 then
+              why = 'counter has no expiry'
+            elseif expires > ends then
+              why = 'counter expires after its aligned window ends'
+            elseif expires > t then
+              count, ttl = stored, expires - t
+            end
+          else
+            local left = redis.call('PTTL', key)
+            if left == -1 then
+              why = 'counter has no expiry'
+            elseif left > window then
+              why = 'counter expires after more than one window'
+            elseif left > 0 then
+              count, ttl = stored, left
             end
           end
         end
       end
-      if ok then
+      if not why then
+        local allowed, remaining, retry, reset = 1, limit - count - cost, 0, ttl
         if count == 0 then
           if cost == 0 then
-            return {1, 0, 1, limit, 0, 0, 0}
+            reset = 0
+          elseif t then
+            reset = ends - t
+          else
+            reset = window
           end
-          if t then
-            redis.call('SET', key, cs, 'PXAT', string.format('%d', ends))
-            return {1, 0, 1, limit - cost, 0, ends - t, ends}
-          end
-          redis.call('SET', key, cs, 'PX', ws)
-          return {1, 0, 1, limit - cost, 0, window, redis.call('PEXPIRETIME', key)}
-        end
-        if count + cost > limit then
-          local remaining = limit - count
+        elseif count + cost > limit then
+          allowed, remaining, retry = 0, limit - count, ttl
           if remaining < 0 then
             remaining = 0
           end
-          return {refused, 0, 0, remaining, ttl, ttl, 0}
+        end
+        if allowed == 0 then
+          return {refused, 0, 0, remaining, retry, reset, 0}
         end
         if cost == 0 then
-          return {1, 0, 1, limit - count, 0, ttl, 0}
+          return {1, 0, 1, remaining, 0, reset, 0}
         end
-        redis.call('INCRBY', key, cs)
-        if t then
-          return {1, 0, 1, limit - count - cost, 0, ttl, t + ttl}
+        if count > 0 then
+          redis.call('INCRBY', key, cs)
+        elseif t then
+          redis.call('SET', key, cs, 'PXAT', string.format('%d', ends))
+        else
+          redis.call('SET', key, cs, 'PX', ws)
         end
-        return {1, 0, 1, limit - count - cost, 0, ttl, redis.call('PEXPIRETIME', key)}
+        if not t then
+          return {1, 0, 1, remaining, 0, reset, redis.call('PEXPIRETIME', key)}
+        end
+        return {1, 0, 1, remaining, 0, reset, count > 0 and t + ttl or ends}
       end
     end
   elseif name == 'gcra' and #ARGV == (CLOCK_FROM_ARGV and 9 or 8) then
@@ -523,7 +534,7 @@ elseif ARGV[2] == '' then
         ok = limit and limit <= MAX and window and window <= MAX_WINDOW and cost and cost <= limit and
           (aligned == '0' or aligned == '1')
         if ok then
-          local count, ttl, t, ends, expires = 0, 0, nil, nil, nil
+          local count, ttl, t, ends, expires, why = 0, 0, nil, nil, nil, nil
           if aligned == '1' then
             if not now then
               if CLOCK_FROM_ARGV then
@@ -538,53 +549,57 @@ elseif ARGV[2] == '' then
           end
           local raw = redis.pcall('GET', key)
           if raw then
-            ok = false -- until the key is read as admit writes it
-            if type(raw) == 'string' and #raw <= MAX_DIGITS and match(raw, '^[1-9]%d*$') then
-              local stored = tonumber(raw)
-              if stored <= MAX then
-                if t then
-                  expires = redis.call('PEXPIRETIME', key)
-                  if expires ~= -1 and expires <= ends then
-                    ok = true
-                    if expires > t then
-                      count, ttl = stored, expires - t
-                    end
-                  end
-                else
-                  local left = redis.call('PTTL', key)
-                  if left ~= -1 and left <= window then
-                    ok = true
-                    if left > 0 then
-                      count, ttl = stored, left
-                    end
-                  end
+            if type(raw) == 'table' then
+              why = 'key holds a value that is not a string'
+            else
+              local stored = #raw <= MAX_DIGITS and match(raw, '^[1-9]%d*$') and tonumber(raw)
+              if not stored or stored > MAX then
+                why = 'counter is not an integer in 1..' .. MAX
+              elseif t then
+                expires = redis.call('PEXPIRETIME', key)
+                if expires == -1 then
+                  why = 'counter has no expiry'
+                elseif expires > ends then
+                  why = 'counter expires after its aligned window ends'
+                elseif expires > t then
+                  count, ttl = stored, expires - t
+                end
+              else
+                local left = redis.call('PTTL', key)
+                if left == -1 then
+                  why = 'counter has no expiry'
+                elseif left > window then
+                  why = 'counter expires after more than one window'
+                elseif left > 0 then
+                  count, ttl = stored, left
                 end
               end
             end
           end
-          if count == 0 then
-            reply[at], reply[at + 1], reply[at + 2] = 1, limit - cost, 0
-            if cost == 0 then
-              reply[at + 3], reply[at + 4] = 0, 0
-            elseif ends then
-              reply[at + 3], reply[at + 4] = ends - t, -ends
-            else
-              reply[at + 3], reply[at + 4] = window, -2
+          ok = not why
+          if ok then
+            local allowed, remaining, retry, reset = 1, limit - count - cost, 0, ttl
+            if count == 0 then
+              if cost == 0 then
+                reset = 0
+              elseif t then
+                reset = ends - t
+              else
+                reset = window
+              end
+            elseif count + cost > limit then
+              allowed, remaining, retry = 0, limit - count, ttl
+              if remaining < 0 then
+                remaining = 0
+              end
             end
-          elseif count + cost > limit then
-            local remaining = limit - count
-            if remaining < 0 then
-              remaining = 0
-            end
-            reply[at], reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4] = 0, remaining, ttl, ttl, 0
-          else
-            reply[at], reply[at + 1], reply[at + 2], reply[at + 3] = 1, limit - count - cost, ttl, ttl
-            if cost == 0 then
-              reply[at + 2], reply[at + 4] = 0, 0
-            elseif ends then
-              reply[at + 4] = t + ttl
-            else
-              reply[at + 4] = -1
+            reply[at], reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4] = allowed, remaining, retry, reset, 0
+            if allowed == 1 and cost > 0 then
+              if count == 0 then
+                reply[at + 4] = t and -ends or -2
+              else
+                reply[at + 2], reply[at + 4] = ttl, t and t + ttl or -1 -- a peek's reset_after, and what to write
+              end
             end
           end
         end

@@ -28,62 +28,35 @@ if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_to
       --@inline parse_limit_window_reserved
       if limit and limit <= MAX and window and window <= MAX_WINDOW and reserved and reserved <= limit and
         (aligned == '0' or aligned == '1') then
-        local count, ttl, t, ends, expires = 0, 0, nil, nil, nil -- count 0: missing, or its window has ended
-        --@inline fixed_window_end
-        local raw, ok = redis.pcall('GET', key), true
+        local count, ttl, t, ends, expires, why = 0, 0, nil, nil, nil, nil -- count 0: missing, or its window has ended
+        if aligned == '1' then
+          local now
+          --@inline clock_us
+          --@inline fixed_window_aligned
+        end
+        local raw = redis.pcall('GET', key)
         --@inline fixed_window_read
-        if ok then
-          local delta, probe = actual - reserved, 0
+        if not why then
+          local delta, cost = actual - reserved, 0 -- cost: what the decision after the write looks for room for
           if delta < 0 then
-            -- A refund lands only while the key is live with the window end token.
-            if count > 0 and (expires or redis.call('PEXPIRETIME', key)) == token then
-              if -delta >= count then
-                redis.call('DEL', key)
-                count = 0
-              else
-                redis.call('DECRBY', key, string.format('%d', -delta))
-                count = count + delta
-              end
-            end
+            --@inline fixed_window_refund
           else
             -- An overrun consumes what is left now, as an admission of that many units.
-            local n = limit
-            if count > 0 then
-              n = limit - count
-              if n < 0 then
-                n = 0
-              end
-            end
-            if n > delta then
-              n = delta
-            end
+            --@inline fixed_window_overrun
             if n > 0 then
-              if count > 0 then
-                redis.call('INCRBY', key, string.format('%d', n))
-              elseif t then
-                redis.call('SET', key, string.format('%d', n), 'PXAT', string.format('%d', ends))
-                ttl = ends - t
-              else
-                redis.call('SET', key, string.format('%d', n), 'PX', ws)
-                ttl = window
+              local cs = string.format('%d', n)
+              --@inline fixed_window_write
+              if count == 0 then
+                ttl = t and ends - t or window
               end
               count = count + n
             end
             if n < delta then
-              probe = 1 -- an overrun that did not fit whole: the key is full
+              cost = 1 -- an overrun that did not fit whole: the reply is the rejection of one unit more
             end
           end
-          if count == 0 then -- a missing key (probe is 0: an overrun on it fits, or takes the limit)
-            return {1, limit, 0, 0}
-          end
-          if count + probe > limit then
-            local remaining = limit - count
-            if remaining < 0 then
-              remaining = 0
-            end
-            return {0, remaining, ttl, ttl}
-          end
-          return {1, limit - count - probe, 0, ttl}
+          --@inline fixed_window_decide
+          return {allowed, remaining, retry, reset}
         end
       end
     elseif name == 'gcra' then

@@ -38,37 +38,27 @@ if ARGV[1] == '1' and ARGV[2] == '' and #KEYS == 1 and (mask == '' or mask == '0
     local aligned = ARGV[8]
     if limit and limit <= MAX and window and window <= MAX_WINDOW and cost and cost <= limit and
       (aligned == '0' or aligned == '1') then
-      local count, ttl, t, ends, expires = 0, 0, nil, nil, nil -- count 0: missing, or its window has ended
-      --@inline fixed_window_end
-      local raw, ok = redis.pcall('GET', key), true
+      local count, ttl, t, ends, expires, why = 0, 0, nil, nil, nil, nil -- count 0: missing, or its window has ended
+      if aligned == '1' then
+        local now
+        --@inline clock_us
+        --@inline fixed_window_aligned
+      end
+      local raw = redis.pcall('GET', key)
       --@inline fixed_window_read
-      if ok then
-        if count == 0 then
-          if cost == 0 then
-            return {1, 0, 1, limit, 0, 0, 0}
-          end
-          if t then
-            redis.call('SET', key, cs, 'PXAT', string.format('%d', ends))
-            return {1, 0, 1, limit - cost, 0, ends - t, ends}
-          end
-          redis.call('SET', key, cs, 'PX', ws)
-          return {1, 0, 1, limit - cost, 0, window, redis.call('PEXPIRETIME', key)}
-        end
-        if count + cost > limit then
-          local remaining = limit - count
-          if remaining < 0 then
-            remaining = 0
-          end
-          return {refused, 0, 0, remaining, ttl, ttl, 0}
+      if not why then
+        --@inline fixed_window_decide
+        if allowed == 0 then
+          return {refused, 0, 0, remaining, retry, reset, 0}
         end
         if cost == 0 then
-          return {1, 0, 1, limit - count, 0, ttl, 0}
+          return {1, 0, 1, remaining, 0, reset, 0}
         end
-        redis.call('INCRBY', key, cs)
-        if t then
-          return {1, 0, 1, limit - count - cost, 0, ttl, t + ttl}
+        --@inline fixed_window_write
+        if not t then
+          return {1, 0, 1, remaining, 0, reset, redis.call('PEXPIRETIME', key)}
         end
-        return {1, 0, 1, limit - count - cost, 0, ttl, redis.call('PEXPIRETIME', key)}
+        return {1, 0, 1, remaining, 0, reset, count > 0 and t + ttl or ends}
       end
     end
   elseif name == 'gcra' and #ARGV == (CLOCK_FROM_ARGV and 9 or 8) then
@@ -235,39 +225,25 @@ elseif ARGV[2] == '' then
         ok = limit and limit <= MAX and window and window <= MAX_WINDOW and cost and cost <= limit and
           (aligned == '0' or aligned == '1')
         if ok then
-          local count, ttl, t, ends, expires = 0, 0, nil, nil, nil
+          local count, ttl, t, ends, expires, why = 0, 0, nil, nil, nil, nil
           if aligned == '1' then
             if not now then
               --@inline clock_us
             end
-            t = (now - now % 1000) / 1000
-            ends = t - t % window + window
+            --@inline fixed_window_aligned
           end
           local raw = redis.pcall('GET', key)
           --@inline fixed_window_read
-          if count == 0 then
-            reply[at], reply[at + 1], reply[at + 2] = 1, limit - cost, 0
-            if cost == 0 then
-              reply[at + 3], reply[at + 4] = 0, 0
-            elseif ends then
-              reply[at + 3], reply[at + 4] = ends - t, -ends
-            else
-              reply[at + 3], reply[at + 4] = window, -2
-            end
-          elseif count + cost > limit then
-            local remaining = limit - count
-            if remaining < 0 then
-              remaining = 0
-            end
-            reply[at], reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4] = 0, remaining, ttl, ttl, 0
-          else
-            reply[at], reply[at + 1], reply[at + 2], reply[at + 3] = 1, limit - count - cost, ttl, ttl
-            if cost == 0 then
-              reply[at + 2], reply[at + 4] = 0, 0
-            elseif ends then
-              reply[at + 4] = t + ttl
-            else
-              reply[at + 4] = -1
+          ok = not why
+          if ok then
+            --@inline fixed_window_decide
+            reply[at], reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4] = allowed, remaining, retry, reset, 0
+            if allowed == 1 and cost > 0 then
+              if count == 0 then
+                reply[at + 4] = t and -ends or -2
+              else
+                reply[at + 2], reply[at + 4] = ttl, t and t + ttl or -1 -- a peek's reset_after, and what to write
+              end
             end
           end
         end
