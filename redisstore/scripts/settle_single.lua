@@ -239,43 +239,53 @@ if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_to
         end
         local w = window * 1000
         local cur = now - now % w
-        local e, prev, curr, same, ok = now - cur, 0, 0, false, true
+        local e, prev, curr, same, why = now - cur, 0, 0, false, nil
         local h = redis.pcall('HGETALL', key)
         if h.err then
-          ok = false
+          why = 'key holds a value that is not a hash'
         elseif #h > 0 then
-          local start, p, c
-          if #h == 6 then -- start, prev and curr, in any order; anything else is corrupt
-            for j = 1, 5, 2 do
-              local f, v = h[j], h[j + 1]
-              local x = v == '0' and 0 or #v <= MAX_DIGITS and match(v, '^[1-9]%d*$') and tonumber(v)
-              if x and x <= MAX then
-                if f == 'start' then
-                  start = x
-                elseif f == 'prev' then
-                  p = x
-                elseif f == 'curr' and x > 0 then
-                  c = x
-                end
-              end
+          local start, sp, sc -- the stored start, prev and curr
+          for j = 1, #h, 2 do
+            local f, v = h[j], h[j + 1]
+            local x = v == '0' and 0 or #v <= MAX_DIGITS and match(v, '^[1-9]%d*$') and tonumber(v)
+            x = x and x <= MAX and x
+            if f == 'start' then
+              start = x
+            elseif f == 'prev' then
+              sp = x
+            elseif f == 'curr' then
+              sc = x ~= 0 and x
+            else
+              why = 'hash holds a field other than start, prev and curr'
+              break
             end
           end
-          ok = start and p and c and start % window == 0 and start * 1000 <= now and redis.call('PTTL', key) ~= -1
-          if ok then
+          if why then
+            start = nil -- a field of another name: why says so
+          elseif not (start and sp and sc) then
+            why = 'hash does not hold start (ms), prev (0..' .. MAX .. ') and curr (1..' .. MAX .. ') as integers'
+          elseif start % window ~= 0 then
+            why = 'window start is not a multiple of the window'
+          elseif start * 1000 > now then
+            why = 'window start is in the future'
+          elseif redis.call('PTTL', key) == -1 then
+            why = 'hash has no expiry'
+          else
             start = start * 1000
             if start == cur then
-              prev, curr, same = p, c, true
+              prev, curr, same = sp, sc, true
             elseif start == cur - w then
-              prev = c
+              prev = sc
             end
           end
         end
+        local ok = not why
         -- Every product below is exact below 2^52; a larger one leaves the settlement to the module's
         -- muldiv, through the general path, before anything is written here (ok false).
         if ok and prev * w < 4503599627370496 then
           -- The plan: the write (op), and the key's state after it (prev, curr at the same now).
           -- cost: what the decision after the write looks for room for (0, or the probe of one unit).
-          local delta, cost, op, arg = actual - reserved, 0, nil, nil
+          local delta, cost, op, arg, n, fresh = actual - reserved, 0, nil, nil, 0, false
           if delta < 0 then
             local r = -delta
             if same and token == cur then
@@ -312,7 +322,7 @@ if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_to
               q = q + 1
             end
             used = used + q
-            local n = limit - used
+            n = limit - used
             if n < 0 then
               n = 0
             end
@@ -320,12 +330,7 @@ if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_to
               n = delta
             end
             if n > 0 then
-              if same then
-                op, arg = 'more_curr', n
-              else
-                op, arg, same = 'new_window', n, true
-              end
-              curr = curr + n
+              fresh, same, curr = not same, true, curr + n -- fresh: the write starts the window
             end
             if n < delta then
               cost = 1
@@ -387,24 +392,28 @@ if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_to
           end
           -- The write, as the module's settle and apply make it.
           if ok then
-            if op == 'less_curr' then
-              redis.call('HINCRBY', key, 'curr', string.format('%d', -arg))
-            elseif op == 'del' then
-              redis.call('DEL', key)
-            elseif op == 'to_prev' then
-              redis.call('HSET', key, 'start', string.format('%d', (cur - w) / 1000), 'prev', '0', 'curr',
-                string.format('%d', prev))
-              redis.call('PEXPIREAT', key, string.format('%d', (cur + w) / 1000))
-            elseif op == 'less_prev' then
-              redis.call('HINCRBY', key, 'prev', string.format('%d', -arg))
-            elseif op == 'stored_less' then
-              redis.call('HSET', key, 'prev', '0', 'curr', string.format('%d', arg))
-            elseif op == 'more_curr' then
-              redis.call('HINCRBY', key, 'curr', string.format('%d', arg))
-            elseif op == 'new_window' then
-              redis.call('HSET', key, 'start', string.format('%d', cur / 1000), 'prev', string.format('%d', prev), 'curr',
-                string.format('%d', arg))
-              redis.call('PEXPIREAT', key, string.format('%d', (cur + 2 * w) / 1000))
+            if op then
+              if op == 'less_curr' then
+                redis.call('HINCRBY', key, 'curr', string.format('%d', -arg))
+              elseif op == 'del' then
+                redis.call('DEL', key)
+              elseif op == 'to_prev' then
+                redis.call('HSET', key, 'start', string.format('%d', (cur - w) / 1000), 'prev', '0', 'curr',
+                  string.format('%d', prev))
+                redis.call('PEXPIREAT', key, string.format('%d', (cur + w) / 1000))
+              elseif op == 'less_prev' then
+                redis.call('HINCRBY', key, 'prev', string.format('%d', -arg))
+              elseif op == 'stored_less' then
+                redis.call('HSET', key, 'prev', '0', 'curr', string.format('%d', arg))
+              end
+            elseif n > 0 then
+              local same, cs = not fresh, string.format('%d', n)
+              if same then
+                redis.call('HINCRBY', key, 'curr', cs)
+              else
+                redis.call('HSET', key, 'start', string.format('%d', cur / 1000), 'prev', string.format('%d', prev), 'curr', cs)
+                redis.call('PEXPIREAT', key, string.format('%d', (cur + 2 * w) / 1000))
+              end
             end
             return reply
           end

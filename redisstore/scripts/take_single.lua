@@ -201,37 +201,47 @@ if ARGV[1] == '1' and ARGV[2] == '' and #KEYS == 1 and (mask == '' or mask == '0
       end
       local w = window * 1000
       local cur = now - now % w
-      local e, prev, curr, same, ok = now - cur, 0, 0, false, true
+      local e, prev, curr, same, why = now - cur, 0, 0, false, nil
       local h = redis.pcall('HGETALL', key)
       if h.err then
-        ok = false
+        why = 'key holds a value that is not a hash'
       elseif #h > 0 then
-        local start, p, c
-        if #h == 6 then -- start, prev and curr, in any order; anything else is corrupt
-          for j = 1, 5, 2 do
-            local f, v = h[j], h[j + 1]
-            local x = v == '0' and 0 or #v <= MAX_DIGITS and match(v, '^[1-9]%d*$') and tonumber(v)
-            if x and x <= MAX then
-              if f == 'start' then
-                start = x
-              elseif f == 'prev' then
-                p = x
-              elseif f == 'curr' and x > 0 then
-                c = x
-              end
-            end
+        local start, sp, sc -- the stored start, prev and curr
+        for j = 1, #h, 2 do
+          local f, v = h[j], h[j + 1]
+          local x = v == '0' and 0 or #v <= MAX_DIGITS and match(v, '^[1-9]%d*$') and tonumber(v)
+          x = x and x <= MAX and x
+          if f == 'start' then
+            start = x
+          elseif f == 'prev' then
+            sp = x
+          elseif f == 'curr' then
+            sc = x ~= 0 and x
+          else
+            why = 'hash holds a field other than start, prev and curr'
+            break
           end
         end
-        ok = start and p and c and start % window == 0 and start * 1000 <= now and redis.call('PTTL', key) ~= -1
-        if ok then
+        if why then
+          start = nil -- a field of another name: why says so
+        elseif not (start and sp and sc) then
+          why = 'hash does not hold start (ms), prev (0..' .. MAX .. ') and curr (1..' .. MAX .. ') as integers'
+        elseif start % window ~= 0 then
+          why = 'window start is not a multiple of the window'
+        elseif start * 1000 > now then
+          why = 'window start is in the future'
+        elseif redis.call('PTTL', key) == -1 then
+          why = 'hash has no expiry'
+        else
           start = start * 1000
           if start == cur then
-            prev, curr, same = p, c, true
+            prev, curr, same = sp, sc, true
           elseif start == cur - w then
-            prev = c
+            prev = sc
           end
         end
       end
+      local ok = not why
       -- ⌈prev × (w − e) / w⌉, exactly while prev × (w − e) is below 2^52 (else the module's muldiv,
       -- through the general path), and, for a rejection, the wait's quotients likewise.
       local used, ab = curr, prev * (w - e)
@@ -692,37 +702,47 @@ elseif ARGV[2] == '' then
           end
           local w = window * 1000
           local cur = now - now % w
-          local e, prev, curr, same = now - cur, 0, 0, false
+          local e, prev, curr, same, why = now - cur, 0, 0, false, nil
           local h = redis.pcall('HGETALL', key)
           if h.err then
-            ok = false
+            why = 'key holds a value that is not a hash'
           elseif #h > 0 then
-            local start, p, c
-            if #h == 6 then -- start, prev and curr, in any order; anything else is corrupt
-              for j = 1, 5, 2 do
-                local f, v = h[j], h[j + 1]
-                local x = v == '0' and 0 or #v <= MAX_DIGITS and match(v, '^[1-9]%d*$') and tonumber(v)
-                if x and x <= MAX then
-                  if f == 'start' then
-                    start = x
-                  elseif f == 'prev' then
-                    p = x
-                  elseif f == 'curr' and x > 0 then
-                    c = x
-                  end
-                end
+            local start, sp, sc -- the stored start, prev and curr
+            for j = 1, #h, 2 do
+              local f, v = h[j], h[j + 1]
+              local x = v == '0' and 0 or #v <= MAX_DIGITS and match(v, '^[1-9]%d*$') and tonumber(v)
+              x = x and x <= MAX and x
+              if f == 'start' then
+                start = x
+              elseif f == 'prev' then
+                sp = x
+              elseif f == 'curr' then
+                sc = x ~= 0 and x
+              else
+                why = 'hash holds a field other than start, prev and curr'
+                break
               end
             end
-            ok = start and p and c and start % window == 0 and start * 1000 <= now and redis.call('PTTL', key) ~= -1
-            if ok then
+            if why then
+              start = nil -- a field of another name: why says so
+            elseif not (start and sp and sc) then
+              why = 'hash does not hold start (ms), prev (0..' .. MAX .. ') and curr (1..' .. MAX .. ') as integers'
+            elseif start % window ~= 0 then
+              why = 'window start is not a multiple of the window'
+            elseif start * 1000 > now then
+              why = 'window start is in the future'
+            elseif redis.call('PTTL', key) == -1 then
+              why = 'hash has no expiry'
+            else
               start = start * 1000
               if start == cur then
-                prev, curr, same = p, c, true
+                prev, curr, same = sp, sc, true
               elseif start == cur - w then
-                prev = c
+                prev = sc
               end
             end
           end
+          ok = not why
           local used, ab = curr, prev * (w - e)
           if ok and prev > 0 then
             ok = ab < 4503599627370496
@@ -830,29 +850,36 @@ elseif ARGV[2] == '' then
         if slot ~= 0 then
           reply[at - 2] = 0 -- retry_after of an admission
           if name == 'fixed_window' then
-            if slot == -1 then
-              redis.call('INCRBY', key, ARGV[i + 3])
-              reply[at] = redis.call('PEXPIRETIME', key)
-            elseif slot == -2 then
-              redis.call('SET', key, ARGV[i + 3], 'PX', ARGV[i + 2])
-              reply[at] = redis.call('PEXPIRETIME', key)
-            elseif slot < -2 then
-              redis.call('SET', key, ARGV[i + 3], 'PXAT', string.format('%d', -slot))
-              reply[at] = -slot
+            -- What the first pass read, from the slot: a live counter (-1, or aligned its token) or a
+            -- new window (-2, or aligned -ends); t stands for the aligned window's now, which the
+            -- write only tests.
+            local count, t, ends, cs, ws = (slot == -1 or slot > 0) and 1 or 0, (slot > 0 or slot < -2) and slot, -slot,
+              ARGV[i + 3], ARGV[i + 2]
+            if count > 0 then
+              redis.call('INCRBY', key, cs)
+            elseif t then
+              redis.call('SET', key, cs, 'PXAT', string.format('%d', ends))
             else
-              redis.call('INCRBY', key, ARGV[i + 3])
+              redis.call('SET', key, cs, 'PX', ws)
+            end
+            if not t then
+              reply[at] = redis.call('PEXPIRETIME', key)
+            elseif count == 0 then
+              reply[at] = ends
             end
           elseif name == 'gcra' then
             local backlog = slot - now
             local expires = backlog + 999
             redis.call('SET', key, string.format('%d', now + backlog), 'PX', string.format('%d', (expires - expires % 1000) / 1000 + 1))
-          elseif slot > 0 then
-            redis.call('HINCRBY', key, 'curr', ARGV[i + 3])
-          else
-            local cur = -slot
-            redis.call('HSET', key, 'start', string.format('%d', cur / 1000), 'prev', string.format('%d', prevs[k]),
-              'curr', ARGV[i + 3])
-            redis.call('PEXPIREAT', key, string.format('%d', (cur + 2000 * tonumber(ARGV[i + 2])) / 1000))
+          else -- a sliding window: the slot is the window's start, negated when the write starts it
+            local same, cs = slot > 0, ARGV[i + 3]
+            local cur, prev, w = same and slot or -slot, not same and prevs[k], not same and 1000 * tonumber(ARGV[i + 2])
+            if same then
+              redis.call('HINCRBY', key, 'curr', cs)
+            else
+              redis.call('HSET', key, 'start', string.format('%d', cur / 1000), 'prev', string.format('%d', prev), 'curr', cs)
+              redis.call('PEXPIREAT', key, string.format('%d', (cur + 2 * w) / 1000))
+            end
             reply[at] = cur
           end
         end

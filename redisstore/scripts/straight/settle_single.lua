@@ -103,41 +103,22 @@ if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_to
         --@inline clock_us
         local w = window * 1000
         local cur = now - now % w
-        local e, prev, curr, same, ok = now - cur, 0, 0, false, true
+        local e, prev, curr, same, why = now - cur, 0, 0, false, nil
         --@inline sliding_window_read
+        local ok = not why
         -- Every product below is exact below 2^52; a larger one leaves the settlement to the module's
         -- muldiv, through the general path, before anything is written here (ok false).
         if ok and prev * w < 4503599627370496 then
           -- The plan: the write (op), and the key's state after it (prev, curr at the same now).
           -- cost: what the decision after the write looks for room for (0, or the probe of one unit).
-          local delta, cost, op, arg = actual - reserved, 0, nil, nil
+          local delta, cost, op, arg, n, fresh = actual - reserved, 0, nil, nil, 0, false
           if delta < 0 then
-            local r = -delta
-            if same and token == cur then
-              if r < curr then
-                op, arg, curr = 'less_curr', r, curr - r
-              elseif prev == 0 then
-                op, curr = 'del', 0
-              else
-                op, curr = 'to_prev', 0 -- the current count is gone: the previous one is the key's only window
-              end
-            elseif same and token == cur - w and prev > 0 then
-              if r > prev then
-                r = prev
-              end
-              op, arg, prev = 'less_prev', r, prev - r
-            elseif not same and token == cur - w and prev > 0 then
-              if r >= prev then
-                op, prev = 'del', 0
-              else
-                op, arg, prev = 'stored_less', prev - r, prev - r
-              end
-            end
+            --@inline sliding_window_refund
           else
             -- An overrun consumes what a peek leaves, as an admission of that many units.
             local used, ab = curr, prev * (w - e)
             --@inline sliding_window_used
-            local n = limit - used
+            n = limit - used
             if n < 0 then
               n = 0
             end
@@ -145,12 +126,7 @@ if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_to
               n = delta
             end
             if n > 0 then
-              if same then
-                op, arg = 'more_curr', n
-              else
-                op, arg, same = 'new_window', n, true
-              end
-              curr = curr + n
+              fresh, same, curr = not same, true, curr + n -- fresh: the write starts the window
             end
             if n < delta then
               cost = 1
@@ -175,24 +151,11 @@ if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_to
           end
           -- The write, as the module's settle and apply make it.
           if ok then
-            if op == 'less_curr' then
-              redis.call('HINCRBY', key, 'curr', string.format('%d', -arg))
-            elseif op == 'del' then
-              redis.call('DEL', key)
-            elseif op == 'to_prev' then
-              redis.call('HSET', key, 'start', string.format('%d', (cur - w) / 1000), 'prev', '0', 'curr',
-                string.format('%d', prev))
-              redis.call('PEXPIREAT', key, string.format('%d', (cur + w) / 1000))
-            elseif op == 'less_prev' then
-              redis.call('HINCRBY', key, 'prev', string.format('%d', -arg))
-            elseif op == 'stored_less' then
-              redis.call('HSET', key, 'prev', '0', 'curr', string.format('%d', arg))
-            elseif op == 'more_curr' then
-              redis.call('HINCRBY', key, 'curr', string.format('%d', arg))
-            elseif op == 'new_window' then
-              redis.call('HSET', key, 'start', string.format('%d', cur / 1000), 'prev', string.format('%d', prev), 'curr',
-                string.format('%d', arg))
-              redis.call('PEXPIREAT', key, string.format('%d', (cur + 2 * w) / 1000))
+            if op then
+              --@inline sliding_window_refund_write
+            elseif n > 0 then
+              local same, cs = not fresh, string.format('%d', n)
+              --@inline sliding_window_write
             end
             return reply
           end

@@ -99,8 +99,9 @@ if ARGV[1] == '1' and ARGV[2] == '' and #KEYS == 1 and (mask == '' or mask == '0
       --@inline clock_us
       local w = window * 1000
       local cur = now - now % w
-      local e, prev, curr, same, ok = now - cur, 0, 0, false, true
+      local e, prev, curr, same, why = now - cur, 0, 0, false, nil
       --@inline sliding_window_read
+      local ok = not why
       -- ⌈prev × (w − e) / w⌉, exactly while prev × (w − e) is below 2^52 (else the module's muldiv,
       -- through the general path), and, for a rejection, the wait's quotients likewise.
       local used, ab = curr, prev * (w - e)
@@ -118,12 +119,7 @@ if ARGV[1] == '1' and ARGV[2] == '' and #KEYS == 1 and (mask == '' or mask == '0
           if cost == 0 then
             return {1, 0, 1, limit - used, 0, reset, 0}
           end
-          if same then
-            redis.call('HINCRBY', key, 'curr', cs)
-          else
-            redis.call('HSET', key, 'start', string.format('%d', cur / 1000), 'prev', string.format('%d', prev), 'curr', cs)
-            redis.call('PEXPIREAT', key, string.format('%d', (cur + 2 * w) / 1000))
-          end
+          --@inline sliding_window_write
           return {1, 0, 1, limit - used - cost, 0, reset, cur}
         end
         --@inline sliding_window_rejection
@@ -291,8 +287,9 @@ elseif ARGV[2] == '' then
           end
           local w = window * 1000
           local cur = now - now % w
-          local e, prev, curr, same = now - cur, 0, 0, false
+          local e, prev, curr, same, why = now - cur, 0, 0, false, nil
           --@inline sliding_window_read
+          ok = not why
           local used, ab = curr, prev * (w - e)
           if ok and prev > 0 then
             ok = ab < 4503599627370496
@@ -368,28 +365,24 @@ elseif ARGV[2] == '' then
         if slot ~= 0 then
           reply[at - 2] = 0 -- retry_after of an admission
           if name == 'fixed_window' then
-            if slot == -1 then
-              redis.call('INCRBY', key, ARGV[i + 3])
+            -- What the first pass read, from the slot: a live counter (-1, or aligned its token) or a
+            -- new window (-2, or aligned -ends); t stands for the aligned window's now, which the
+            -- write only tests.
+            local count, t, ends, cs, ws = (slot == -1 or slot > 0) and 1 or 0, (slot > 0 or slot < -2) and slot, -slot,
+              ARGV[i + 3], ARGV[i + 2]
+            --@inline fixed_window_write
+            if not t then
               reply[at] = redis.call('PEXPIRETIME', key)
-            elseif slot == -2 then
-              redis.call('SET', key, ARGV[i + 3], 'PX', ARGV[i + 2])
-              reply[at] = redis.call('PEXPIRETIME', key)
-            elseif slot < -2 then
-              redis.call('SET', key, ARGV[i + 3], 'PXAT', string.format('%d', -slot))
-              reply[at] = -slot
-            else
-              redis.call('INCRBY', key, ARGV[i + 3])
+            elseif count == 0 then
+              reply[at] = ends
             end
           elseif name == 'gcra' then
             local backlog = slot - now
             --@inline gcra_set
-          elseif slot > 0 then
-            redis.call('HINCRBY', key, 'curr', ARGV[i + 3])
-          else
-            local cur = -slot
-            redis.call('HSET', key, 'start', string.format('%d', cur / 1000), 'prev', string.format('%d', prevs[k]),
-              'curr', ARGV[i + 3])
-            redis.call('PEXPIREAT', key, string.format('%d', (cur + 2000 * tonumber(ARGV[i + 2])) / 1000))
+          else -- a sliding window: the slot is the window's start, negated when the write starts it
+            local same, cs = slot > 0, ARGV[i + 3]
+            local cur, prev, w = same and slot or -slot, not same and prevs[k], not same and 1000 * tonumber(ARGV[i + 2])
+            --@inline sliding_window_write
             reply[at] = cur
           end
         end
