@@ -56,12 +56,18 @@ end
 local clock = nil
 local function now()
   if not clock then
+    local now
+    --@fragment clock_us
+    -- Now, Unix µs: Redis's TIME, or a test assembly's last argument (CLOCK_FROM_ARGV). Sets now,
+    -- which the site declares.
     if CLOCK_FROM_ARGV then
-      clock = tonumber(ARGV[#ARGV])
+      now = tonumber(ARGV[#ARGV])
     else
-      local t = redis.call('TIME')
-      clock = tonumber(t[1]) * 1000000 + tonumber(t[2])
+      local tm = redis.call('TIME')
+      now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
     end
+    --@end
+    clock = now
   end
   return clock
 end

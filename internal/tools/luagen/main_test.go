@@ -64,7 +64,7 @@ func TestCheckFailsOnAStaleCopy(t *testing.T) {
 	}{
 		{"take_single.lua", "local mask = ARGV[3]", "local mask = ARGV[3] "},  // the output edited
 		{"sliding_log.lua", "if #args == 2000 or", "if #args == 1000 or"},     // a module's fragment
-		{"inline/clock_us.lua", "tonumber(tm[2])", "tonumber(tm[2]) + 0"},     // an inline fragment
+		{"prelude.lua", "tonumber(tm[2])", "tonumber(tm[2]) + 0"},             // the prelude's fragment
 		{"straight/settle_single.lua", "local ts, as =", "local ts, as, x ="}, // a template
 		{"sliding_window.lua", "used = used + q\n", "used = used + q + 0\n"},  // a fragment settle uses too
 	} {
