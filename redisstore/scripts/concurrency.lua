@@ -16,15 +16,6 @@ if named_concurrency then
   -- The table is made with its fields, so that filling them in does not grow it.
   concurrency = {parse = false, read = false, decide = false, apply = false}
 
-  -- token reports whether s is a lease token: a decimal integer in 1 … 2^64 − 1, kept as a string (a
-  -- Lua number cannot hold every one).
-  local function token(s)
-    if type(s) ~= 'string' or #s > 20 or not string.match(s, '^[1-9]%d*$') then
-      return false
-    end
-    return #s < 20 or s <= '18446744073709551615'
-  end
-
   -- read reads the key's state at now into p: p.card, its leases; p.live, those live; p.last, the
   -- last expiry; and p.kth, for a request that does not fit, the expiry of the lease whose end lets
   -- it fit. It returns true, or nil and why the key is corrupt.
@@ -143,13 +134,24 @@ if named_concurrency then
   -- parse reads the arguments from ARGV[i] on and returns the policy's table and the index after them,
   -- or nil and why they are invalid.
   function concurrency.parse(i)
-    local limit, window = integer(ARGV[i], 1, MAX_LEASES), integer(ARGV[i + 1], 1, MAX_WINDOW)
-    if not limit or not window then
-      return nil, 'concurrency needs a limit in 1..' .. MAX_LEASES .. ' and a lease TTL in 1..' .. MAX_WINDOW .. ' ms'
+    local ls, ws, cs, tok, why = ARGV[i] or '', ARGV[i + 1] or '', ARGV[i + 2], ARGV[i + 3] or '', nil
+    --@fragment concurrency_parse
+    -- A concurrency limit's arguments, parsed strictly from their decimal strings ls, ws (as
+    -- fixed_window_parse parses them), cs ('0' or '1') and tok, the lease's token: a decimal integer
+    -- in 1 … 2^64 − 1, kept as a string (a Lua number cannot hold every one), or '0' for a peek.
+    -- Declares limit, window and cost; sets why (declared nil) to why they are invalid.
+    local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
+    local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
+    local cost = cs == '1' and 1 or cs == '0' and 0
+    if not (limit and limit <= MAX_LEASES and window and window <= MAX_WINDOW) then
+      why = 'concurrency needs a limit in 1..' .. MAX_LEASES .. ' and a lease TTL in 1..' .. MAX_WINDOW .. ' ms'
+    elseif not (cost == 0 and tok == '0' or cost == 1 and #tok <= 20 and match(tok, '^[1-9]%d*$') and
+      (#tok < 20 or tok <= '18446744073709551615')) then
+      why = "concurrency needs a cost of 0 or 1, and a lease token for a cost of 1 ('0' for 0)"
     end
-    local cost, tok = integer(ARGV[i + 2], 0, 1), ARGV[i + 3]
-    if not cost or (cost == 1 and not token(tok)) or (cost == 0 and tok ~= '0') then
-      return nil, "concurrency needs a cost of 0 or 1, and a lease token for a cost of 1 ('0' for 0)"
+    --@end
+    if why then
+      return nil, why
     end
     return {alg = concurrency, limit = limit, window = window, cost = cost, token = tok, w = window * 1000,
       now = 0, card = 0, live = 0, last = 0, kth = 0}, i + 4

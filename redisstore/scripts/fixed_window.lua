@@ -27,17 +27,25 @@ if named_fixed_window then
   -- strings are read from for the writes; count stays 0 while the key is missing or its window has
   -- ended. Aligned, read adds t, now in ms, ends, the window's end, and expires, the key's.
   function fixed_window.parse(i)
-    local limit, window = integer(ARGV[i], 1, MAX), integer(ARGV[i + 1], 1, MAX_WINDOW)
-    if not limit or not window then
-      return nil, 'fixed_window needs a limit in 1..' .. MAX .. ' and a window in 1..' .. MAX_WINDOW .. ' ms'
+    local ls, ws, cs, aligned, why = ARGV[i] or '', ARGV[i + 1] or '', ARGV[i + 2] or '', ARGV[i + 3], nil
+    --@fragment fixed_window_parse
+    -- A fixed window's arguments, parsed strictly from their decimal strings ls, ws, cs (at most
+    -- MAX_DIGITS digits matching ^[1-9]%d*$, then tonumber, then the range; a cost of '0' or '1'
+    -- compared, not parsed) and aligned. Declares limit, window and cost; sets why (declared nil) to
+    -- why they are invalid.
+    local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
+    local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
+    local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
+    if not (limit and limit <= MAX and window and window <= MAX_WINDOW) then
+      why = 'fixed_window needs a limit in 1..' .. MAX .. ' and a window in 1..' .. MAX_WINDOW .. ' ms'
+    elseif not (cost and cost <= limit) then
+      why = 'cost must be an integer in 0..limit'
+    elseif aligned ~= '0' and aligned ~= '1' then
+      why = 'fixed_window needs aligned 0 or 1'
     end
-    local cost = integer(ARGV[i + 2], 0, limit)
-    if not cost then
-      return nil, 'cost must be an integer in 0..limit'
-    end
-    local aligned = ARGV[i + 3]
-    if aligned ~= '0' and aligned ~= '1' then
-      return nil, 'fixed_window needs aligned 0 or 1'
+    --@end
+    if why then
+      return nil, why
     end
     return {alg = fixed_window, limit = limit, window = window, cost = cost, arg = i, aligned = aligned == '1',
       count = 0, ttl = 0}, i + 4

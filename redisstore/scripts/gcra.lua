@@ -23,25 +23,37 @@ if named_gcra then
   -- parse reads the arguments from ARGV[i] on and returns the policy's table and the index after them,
   -- or nil and why they are invalid. limit is the burst, the most remaining can be.
   function gcra.parse(i)
-    local rate, window, burst = integer(ARGV[i], 1, MAX), integer(ARGV[i + 1], 1, MAX_WINDOW), integer(ARGV[i + 3], 1, MAX)
-    if not rate or not window or not burst then
-      return nil, 'gcra needs a rate and a burst in 1..' .. MAX .. ' and a window in 1..' .. MAX_WINDOW .. ' ms'
+    local rs, ws, cs, bs, why = ARGV[i] or '', ARGV[i + 1] or '', ARGV[i + 2] or '', ARGV[i + 3] or '', nil
+    --@fragment gcra_parse
+    -- A gcra bucket's arguments, parsed strictly from their decimal strings rs, ws, cs, bs, as
+    -- fixed_window_parse parses them, and checked as admit.Limit.Validate checks them. Declares rate,
+    -- window, burst, cost, and interval (the emission interval, µs, rounded up: exact, the period is
+    -- below 2^53) and tolerance (burst × interval, exact when at most MAX_TOLERANCE); sets why
+    -- (declared nil) to why they are invalid.
+    local rate = #rs <= MAX_DIGITS and match(rs, '^[1-9]%d*$') and tonumber(rs)
+    local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
+    local burst = #bs <= MAX_DIGITS and match(bs, '^[1-9]%d*$') and tonumber(bs)
+    local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
+    local interval, tolerance
+    if not (rate and rate <= MAX and window and window <= MAX_WINDOW and burst and burst <= MAX) then
+      why = 'gcra needs a rate and a burst in 1..' .. MAX .. ' and a window in 1..' .. MAX_WINDOW .. ' ms'
+    elseif rate > window * 1000 then
+      why = 'gcra needs an emission interval (window / rate) of at least 1 us'
+    else
+      local period = window * 1000
+      interval = math.ceil(period / rate)
+      tolerance = burst * interval
+      if (interval * rate - period) * INTERVAL_ROUNDING >= period then
+        why = 'gcra needs an interval that rounding up to the us slows by less than 1/' .. INTERVAL_ROUNDING
+      elseif tolerance > MAX_TOLERANCE then
+        why = 'gcra needs burst * interval at most ' .. MAX_TOLERANCE .. ' us'
+      elseif not (cost and cost <= burst) then
+        why = 'cost must be an integer in 0..burst'
+      end
     end
-    local period = window * 1000
-    if rate > period then
-      return nil, 'gcra needs an emission interval (window / rate) of at least 1 us'
-    end
-    local interval = math.ceil(period / rate) -- exact: period < 2^53
-    if (interval * rate - period) * INTERVAL_ROUNDING >= period then
-      return nil, 'gcra needs an interval that rounding up to the us slows by less than 1/' .. INTERVAL_ROUNDING
-    end
-    local tolerance = burst * interval -- exact when at most MAX_TOLERANCE
-    if tolerance > MAX_TOLERANCE then
-      return nil, 'gcra needs burst * interval at most ' .. MAX_TOLERANCE .. ' us'
-    end
-    local cost = integer(ARGV[i + 2], 0, burst)
-    if not cost then
-      return nil, 'cost must be an integer in 0..burst'
+    --@end
+    if why then
+      return nil, why
     end
     return {alg = gcra, limit = burst, window = window, cost = cost, interval = interval,
       tolerance = tolerance, max_wait = math.ceil(tolerance / 1000), backlog = 0}, i + 4

@@ -25,12 +25,19 @@ if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_to
   local actual = as == '0' and 0 or as == '1' and 1 or #as <= MAX_DIGITS and match(as, '^[1-9]%d*$') and tonumber(as)
   if token and token <= MAX_TAT and actual and actual <= MAX then
     if name == 'fixed_window' then
-      local ls, ws, cs, aligned = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+      local ls, ws, cs, aligned, why = ARGV[2], ARGV[3], ARGV[4], ARGV[5], nil
       local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
       local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
-      local reserved = cs == '1' and 1 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
-      if limit and limit <= MAX and window and window <= MAX_WINDOW and reserved and reserved <= limit and
-        (aligned == '0' or aligned == '1') then
+      local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
+      if not (limit and limit <= MAX and window and window <= MAX_WINDOW) then
+        why = 'fixed_window needs a limit in 1..' .. MAX .. ' and a window in 1..' .. MAX_WINDOW .. ' ms'
+      elseif not (cost and cost <= limit) then
+        why = 'cost must be an integer in 0..limit'
+      elseif aligned ~= '0' and aligned ~= '1' then
+        why = 'fixed_window needs aligned 0 or 1'
+      end
+      local reserved = cost
+      if not why and reserved > 0 then -- a reservation's cost is never 0
         local count, ttl, t, ends, expires, why = 0, 0, nil, nil, nil, nil -- count 0: missing, or its window has ended
         if aligned == '1' then
           local now
@@ -133,103 +140,121 @@ if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_to
         end
       end
     elseif name == 'gcra' then
-      local rs, ws, cs, bs = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+      local rs, ws, cs, bs, why = ARGV[2], ARGV[3], ARGV[4], ARGV[5], nil
       local rate = #rs <= MAX_DIGITS and match(rs, '^[1-9]%d*$') and tonumber(rs)
       local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
       local burst = #bs <= MAX_DIGITS and match(bs, '^[1-9]%d*$') and tonumber(bs)
-      local reserved = cs == '1' and 1 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
-      if rate and rate <= MAX and window and window <= MAX_WINDOW and burst and burst <= MAX and reserved and
-        reserved <= burst and rate <= window * 1000 then
+      local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
+      local interval, tolerance
+      if not (rate and rate <= MAX and window and window <= MAX_WINDOW and burst and burst <= MAX) then
+        why = 'gcra needs a rate and a burst in 1..' .. MAX .. ' and a window in 1..' .. MAX_WINDOW .. ' ms'
+      elseif rate > window * 1000 then
+        why = 'gcra needs an emission interval (window / rate) of at least 1 us'
+      else
         local period = window * 1000
-        local interval = math.ceil(period / rate)
-        local tolerance = burst * interval
-        if (interval * rate - period) * INTERVAL_ROUNDING < period and tolerance <= MAX_TOLERANCE then
-          local now
-          if CLOCK_FROM_ARGV then
-            now = tonumber(ARGV[#ARGV])
+        interval = math.ceil(period / rate)
+        tolerance = burst * interval
+        if (interval * rate - period) * INTERVAL_ROUNDING >= period then
+          why = 'gcra needs an interval that rounding up to the us slows by less than 1/' .. INTERVAL_ROUNDING
+        elseif tolerance > MAX_TOLERANCE then
+          why = 'gcra needs burst * interval at most ' .. MAX_TOLERANCE .. ' us'
+        elseif not (cost and cost <= burst) then
+          why = 'cost must be an integer in 0..burst'
+        end
+      end
+      local reserved = cost
+      if not why and reserved > 0 then -- a reservation's cost is never 0
+        local now
+        if CLOCK_FROM_ARGV then
+          now = tonumber(ARGV[#ARGV])
+        else
+          local tm = redis.call('TIME')
+          now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+        end
+        local why, backlog = nil, 0
+        local raw = redis.pcall('GET', key)
+        if raw then
+          if type(raw) == 'table' then
+            why = 'key holds a value that is not a string'
           else
-            local tm = redis.call('TIME')
-            now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
-          end
-          local why, backlog = nil, 0
-          local raw = redis.pcall('GET', key)
-          if raw then
-            if type(raw) == 'table' then
-              why = 'key holds a value that is not a string'
+            local tat = #raw <= MAX_DIGITS and match(raw, '^[1-9]%d*$') and tonumber(raw)
+            if not tat or tat > MAX_TAT then
+              why = 'theoretical arrival time is not an integer in 1..' .. MAX_TAT
             else
-              local tat = #raw <= MAX_DIGITS and match(raw, '^[1-9]%d*$') and tonumber(raw)
-              if not tat or tat > MAX_TAT then
-                why = 'theoretical arrival time is not an integer in 1..' .. MAX_TAT
+              local ttl = redis.call('PTTL', key)
+              if ttl < 0 then
+                why = 'theoretical arrival time has no expiry'
+              elseif ttl > math.ceil(tolerance / 1000) + 1 then
+                why = 'theoretical arrival time expires later than a full bucket empties'
               else
-                local ttl = redis.call('PTTL', key)
-                if ttl < 0 then
-                  why = 'theoretical arrival time has no expiry'
-                elseif ttl > math.ceil(tolerance / 1000) + 1 then
-                  why = 'theoretical arrival time expires later than a full bucket empties'
-                else
-                  backlog = tat - now
-                  if backlog > tolerance then
-                    why = 'theoretical arrival time is further ahead than a full bucket'
-                  elseif backlog < 0 then
-                    backlog = 0
-                  end
+                backlog = tat - now
+                if backlog > tolerance then
+                  why = 'theoretical arrival time is further ahead than a full bucket'
+                elseif backlog < 0 then
+                  backlog = 0
                 end
               end
             end
           end
-          if not why then
-            local delta, cost = actual - reserved, 0 -- cost: what the decision after the write looks for room for
-            if delta < 0 then
-              if backlog > 0 and token > now then
-                local back = -delta * interval
-                if back > token - now then
-                  back = token - now
-                end
-                backlog = backlog - back
-                if backlog <= 0 then
-                  redis.call('DEL', key)
-                  backlog = 0
-                else
-                  local expires = backlog + 999
-                  redis.call('SET', key, string.format('%d', now + backlog), 'PX', string.format('%d', (expires - expires % 1000) / 1000 + 1))
-                end
+        end
+        if not why then
+          local delta, cost = actual - reserved, 0 -- cost: what the decision after the write looks for room for
+          if delta < 0 then
+            if backlog > 0 and token > now then
+              local back = -delta * interval
+              if back > token - now then
+                back = token - now
               end
-            else
-              -- An overrun consumes what fits now, as an admission of that many units.
-              local room = tolerance - backlog
-              local n = (room - room % interval) / interval
-              if n > delta then
-                n = delta
-              end
-              if n > 0 then
-                backlog = backlog + n * interval
+              backlog = backlog - back
+              if backlog <= 0 then
+                redis.call('DEL', key)
+                backlog = 0
+              else
                 local expires = backlog + 999
                 redis.call('SET', key, string.format('%d', now + backlog), 'PX', string.format('%d', (expires - expires % 1000) / 1000 + 1))
               end
-              if n < delta then
-                cost = 1 -- an overrun that did not fit whole: the reply is the rejection of one unit more
-              end
             end
-            local room, need = tolerance - backlog, cost * interval
-            local allowed, retry, reset = 1, 0, backlog + need + 999
-            if need > room then
-              allowed, retry, reset = 0, need - room + 999, backlog + 999
-              retry = (retry - retry % 1000) / 1000
-            else
-              room = room - need
+          else
+            -- An overrun consumes what fits now, as an admission of that many units.
+            local room = tolerance - backlog
+            local n = (room - room % interval) / interval
+            if n > delta then
+              n = delta
             end
-            local remaining = (room - room % interval) / interval
-            reset = (reset - reset % 1000) / 1000
-            return {allowed, remaining, retry, reset}
+            if n > 0 then
+              backlog = backlog + n * interval
+              local expires = backlog + 999
+              redis.call('SET', key, string.format('%d', now + backlog), 'PX', string.format('%d', (expires - expires % 1000) / 1000 + 1))
+            end
+            if n < delta then
+              cost = 1 -- an overrun that did not fit whole: the reply is the rejection of one unit more
+            end
           end
+          local room, need = tolerance - backlog, cost * interval
+          local allowed, retry, reset = 1, 0, backlog + need + 999
+          if need > room then
+            allowed, retry, reset = 0, need - room + 999, backlog + 999
+            retry = (retry - retry % 1000) / 1000
+          else
+            room = room - need
+          end
+          local remaining = (room - room % interval) / interval
+          reset = (reset - reset % 1000) / 1000
+          return {allowed, remaining, retry, reset}
         end
       end
     elseif name == 'sliding_window' then
-      local ls, ws, cs = ARGV[2], ARGV[3], ARGV[4]
+      local ls, ws, cs, why = ARGV[2], ARGV[3], ARGV[4], nil
       local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
       local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
-      local reserved = cs == '1' and 1 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
-      if limit and limit <= MAX and window and window <= MAX_WINDOW and reserved and reserved <= limit then
+      local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
+      if not (limit and limit <= MAX and window and window <= MAX_WINDOW) then
+        why = 'sliding_window needs a limit in 1..' .. MAX .. ' and a window in 1..' .. MAX_WINDOW .. ' ms'
+      elseif not (cost and cost <= limit) then
+        why = 'cost must be an integer in 0..limit'
+      end
+      local reserved = cost
+      if not why and reserved > 0 then -- a reservation's cost is never 0
         local now
         if CLOCK_FROM_ARGV then
           now = tonumber(ARGV[#ARGV])
@@ -424,11 +449,17 @@ if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_to
       -- (the log's newest entry and the one whose exit lets a request fit are not known otherwise). A
       -- key found corrupt before the write falls through to the general path; after it, it cannot be
       -- (admit's writes keep a log well formed), but would be refused as settle.lua refuses it.
-      local ls, ws, cs = ARGV[2], ARGV[3], ARGV[4]
+      local ls, ws, cs, why = ARGV[2], ARGV[3], ARGV[4], nil
       local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
       local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
-      local reserved = cs == '1' and 1 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
-      if limit and limit <= MAX_LOG and window and window <= MAX_WINDOW and reserved and reserved <= limit then
+      local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
+      if not (limit and limit <= MAX_LOG and window and window <= MAX_WINDOW) then
+        why = 'sliding_log needs a limit in 1..' .. MAX_LOG .. ' and a window in 1..' .. MAX_WINDOW .. ' ms'
+      elseif not (cost and cost <= limit) then
+        why = 'cost must be an integer in 0..limit'
+      end
+      local reserved = cost
+      if not why and reserved > 0 then -- a reservation's cost is never 0
         local now
         if CLOCK_FROM_ARGV then
           now = tonumber(ARGV[#ARGV])

@@ -191,13 +191,22 @@ if named_sliding_log then
   -- parse reads the arguments from ARGV[i] on and returns the policy's table and the index after them,
   -- or nil and why they are invalid.
   function sliding_log.parse(i)
-    local limit, window = integer(ARGV[i], 1, MAX_LOG), integer(ARGV[i + 1], 1, MAX_WINDOW)
-    if not limit or not window then
-      return nil, 'sliding_log needs a limit in 1..' .. MAX_LOG .. ' and a window in 1..' .. MAX_WINDOW .. ' ms'
+    local ls, ws, cs, why = ARGV[i] or '', ARGV[i + 1] or '', ARGV[i + 2] or '', nil
+    --@fragment sliding_log_parse
+    -- A sliding log's arguments, parsed strictly from their decimal strings ls, ws, cs, as
+    -- fixed_window_parse parses them; the limit at most MAX_LOG. Declares limit, window and cost;
+    -- sets why (declared nil) to why they are invalid.
+    local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
+    local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
+    local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
+    if not (limit and limit <= MAX_LOG and window and window <= MAX_WINDOW) then
+      why = 'sliding_log needs a limit in 1..' .. MAX_LOG .. ' and a window in 1..' .. MAX_WINDOW .. ' ms'
+    elseif not (cost and cost <= limit) then
+      why = 'cost must be an integer in 0..limit'
     end
-    local cost = integer(ARGV[i + 2], 0, limit)
-    if not cost then
-      return nil, 'cost must be an integer in 0..limit'
+    --@end
+    if why then
+      return nil, why
     end
     return {alg = sliding_log, limit = limit, window = window, cost = cost, w = window * 1000,
       now = 0, card = 0, count = 0, newest = 0, kth = 0}, i + 3

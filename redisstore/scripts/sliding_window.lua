@@ -295,15 +295,24 @@ local function sliding_window_define()
   -- parse reads the arguments from ARGV[i] on and returns the policy's table and the index after them,
   -- or nil and why they are invalid.
   function sliding_window.parse(i)
-    local limit, window = integer(ARGV[i], 1, MAX), integer(ARGV[i + 1], 1, MAX_WINDOW)
-    if not limit or not window then
-      return nil, 'sliding_window needs a limit in 1..' .. MAX .. ' and a window in 1..' .. MAX_WINDOW .. ' ms'
+    local ls, ws, cs, why = ARGV[i] or '', ARGV[i + 1] or '', ARGV[i + 2] or '', nil
+    --@fragment sliding_window_parse
+    -- A sliding window's arguments, parsed strictly from their decimal strings ls, ws, cs, as
+    -- fixed_window_parse parses them. Declares limit, window and cost; sets why (declared nil) to why
+    -- they are invalid.
+    local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
+    local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
+    local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
+    if not (limit and limit <= MAX and window and window <= MAX_WINDOW) then
+      why = 'sliding_window needs a limit in 1..' .. MAX .. ' and a window in 1..' .. MAX_WINDOW .. ' ms'
+    elseif not (cost and cost <= limit) then
+      why = 'cost must be an integer in 0..limit'
     end
-    local cost = integer(ARGV[i + 2], 0, limit)
-    if not cost then
-      return nil, 'cost must be an integer in 0..limit'
+    --@end
+    if why then
+      return nil, why
     end
-    return {alg = sliding_window, limit = limit, window = window, cost = cost, cost_arg = ARGV[i + 2],
+    return {alg = sliding_window, limit = limit, window = window, cost = cost, cost_arg = cs,
       max_wait = 2 * window, w = window * 1000, cur = 0, e = 0, prev = 0, curr = 0, same = false}, i + 3
   end
 

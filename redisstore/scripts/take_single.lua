@@ -34,13 +34,18 @@ if ARGV[1] == '1' and ARGV[2] == '' and #KEYS == 1 and (mask == '' or mask == '0
   local name, match, tonumber = ARGV[4], string.match, tonumber
   local refused = mask == '1' and 1 or 0 -- a rejection's first element: a shadow rejection rejects nothing
   if name == 'fixed_window' and #ARGV == (CLOCK_FROM_ARGV and 9 or 8) then
-    local ls, ws, cs, key = ARGV[5], ARGV[6], ARGV[7], KEYS[1]
+    local ls, ws, cs, aligned, key, why = ARGV[5], ARGV[6], ARGV[7], ARGV[8], KEYS[1], nil
     local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
     local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
     local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
-    local aligned = ARGV[8]
-    if limit and limit <= MAX and window and window <= MAX_WINDOW and cost and cost <= limit and
-      (aligned == '0' or aligned == '1') then
+    if not (limit and limit <= MAX and window and window <= MAX_WINDOW) then
+      why = 'fixed_window needs a limit in 1..' .. MAX .. ' and a window in 1..' .. MAX_WINDOW .. ' ms'
+    elseif not (cost and cost <= limit) then
+      why = 'cost must be an integer in 0..limit'
+    elseif aligned ~= '0' and aligned ~= '1' then
+      why = 'fixed_window needs aligned 0 or 1'
+    end
+    if not why then
       local count, ttl, t, ends, expires, why = 0, 0, nil, nil, nil, nil -- count 0: missing, or its window has ended
       if aligned == '1' then
         local now
@@ -118,80 +123,96 @@ if ARGV[1] == '1' and ARGV[2] == '' and #KEYS == 1 and (mask == '' or mask == '0
       end
     end
   elseif name == 'gcra' and #ARGV == (CLOCK_FROM_ARGV and 9 or 8) then
-    local rs, ws, cs, bs, key = ARGV[5], ARGV[6], ARGV[7], ARGV[8], KEYS[1]
+    local rs, ws, cs, bs, key, why = ARGV[5], ARGV[6], ARGV[7], ARGV[8], KEYS[1], nil
     local rate = #rs <= MAX_DIGITS and match(rs, '^[1-9]%d*$') and tonumber(rs)
     local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
     local burst = #bs <= MAX_DIGITS and match(bs, '^[1-9]%d*$') and tonumber(bs)
     local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
-    if rate and rate <= MAX and window and window <= MAX_WINDOW and burst and burst <= MAX and cost and cost <= burst and
-      rate <= window * 1000 then
+    local interval, tolerance
+    if not (rate and rate <= MAX and window and window <= MAX_WINDOW and burst and burst <= MAX) then
+      why = 'gcra needs a rate and a burst in 1..' .. MAX .. ' and a window in 1..' .. MAX_WINDOW .. ' ms'
+    elseif rate > window * 1000 then
+      why = 'gcra needs an emission interval (window / rate) of at least 1 us'
+    else
       local period = window * 1000
-      local interval = math.ceil(period / rate)
-      local tolerance = burst * interval
-      if (interval * rate - period) * INTERVAL_ROUNDING < period and tolerance <= MAX_TOLERANCE then
-        local now
-        if CLOCK_FROM_ARGV then
-          now = tonumber(ARGV[#ARGV])
+      interval = math.ceil(period / rate)
+      tolerance = burst * interval
+      if (interval * rate - period) * INTERVAL_ROUNDING >= period then
+        why = 'gcra needs an interval that rounding up to the us slows by less than 1/' .. INTERVAL_ROUNDING
+      elseif tolerance > MAX_TOLERANCE then
+        why = 'gcra needs burst * interval at most ' .. MAX_TOLERANCE .. ' us'
+      elseif not (cost and cost <= burst) then
+        why = 'cost must be an integer in 0..burst'
+      end
+    end
+    if not why then
+      local now
+      if CLOCK_FROM_ARGV then
+        now = tonumber(ARGV[#ARGV])
+      else
+        local tm = redis.call('TIME')
+        now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+      end
+      local why, backlog = nil, 0
+      local raw = redis.pcall('GET', key)
+      if raw then
+        if type(raw) == 'table' then
+          why = 'key holds a value that is not a string'
         else
-          local tm = redis.call('TIME')
-          now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
-        end
-        local why, backlog = nil, 0
-        local raw = redis.pcall('GET', key)
-        if raw then
-          if type(raw) == 'table' then
-            why = 'key holds a value that is not a string'
+          local tat = #raw <= MAX_DIGITS and match(raw, '^[1-9]%d*$') and tonumber(raw)
+          if not tat or tat > MAX_TAT then
+            why = 'theoretical arrival time is not an integer in 1..' .. MAX_TAT
           else
-            local tat = #raw <= MAX_DIGITS and match(raw, '^[1-9]%d*$') and tonumber(raw)
-            if not tat or tat > MAX_TAT then
-              why = 'theoretical arrival time is not an integer in 1..' .. MAX_TAT
+            local ttl = redis.call('PTTL', key)
+            if ttl < 0 then
+              why = 'theoretical arrival time has no expiry'
+            elseif ttl > math.ceil(tolerance / 1000) + 1 then
+              why = 'theoretical arrival time expires later than a full bucket empties'
             else
-              local ttl = redis.call('PTTL', key)
-              if ttl < 0 then
-                why = 'theoretical arrival time has no expiry'
-              elseif ttl > math.ceil(tolerance / 1000) + 1 then
-                why = 'theoretical arrival time expires later than a full bucket empties'
-              else
-                backlog = tat - now
-                if backlog > tolerance then
-                  why = 'theoretical arrival time is further ahead than a full bucket'
-                elseif backlog < 0 then
-                  backlog = 0
-                end
+              backlog = tat - now
+              if backlog > tolerance then
+                why = 'theoretical arrival time is further ahead than a full bucket'
+              elseif backlog < 0 then
+                backlog = 0
               end
             end
           end
         end
-        if not why then
-          local room, need = tolerance - backlog, cost * interval
-          local allowed, retry, reset = 1, 0, backlog + need + 999
-          if need > room then
-            allowed, retry, reset = 0, need - room + 999, backlog + 999
-            retry = (retry - retry % 1000) / 1000
-          else
-            room = room - need
-          end
-          local remaining = (room - room % interval) / interval
-          reset = (reset - reset % 1000) / 1000
-          if allowed == 0 then
-            return {refused, 0, 0, remaining, retry, reset, 0}
-          end
-          if cost == 0 then
-            return {1, 0, 1, remaining, 0, reset, 0}
-          end
-          backlog = backlog + need
-          local expires = backlog + 999
-          redis.call('SET', key, string.format('%d', now + backlog), 'PX', string.format('%d', (expires - expires % 1000) / 1000 + 1))
-          return {1, 0, 1, remaining, 0, reset, now + backlog}
+      end
+      if not why then
+        local room, need = tolerance - backlog, cost * interval
+        local allowed, retry, reset = 1, 0, backlog + need + 999
+        if need > room then
+          allowed, retry, reset = 0, need - room + 999, backlog + 999
+          retry = (retry - retry % 1000) / 1000
+        else
+          room = room - need
         end
+        local remaining = (room - room % interval) / interval
+        reset = (reset - reset % 1000) / 1000
+        if allowed == 0 then
+          return {refused, 0, 0, remaining, retry, reset, 0}
+        end
+        if cost == 0 then
+          return {1, 0, 1, remaining, 0, reset, 0}
+        end
+        backlog = backlog + need
+        local expires = backlog + 999
+        redis.call('SET', key, string.format('%d', now + backlog), 'PX', string.format('%d', (expires - expires % 1000) / 1000 + 1))
+        return {1, 0, 1, remaining, 0, reset, now + backlog}
       end
     end
   elseif name == 'sliding_window' and #ARGV == (CLOCK_FROM_ARGV and 8 or 7) then
-    local ls, ws, cs, key = ARGV[5], ARGV[6], ARGV[7], KEYS[1]
+    local ls, ws, cs, key, why = ARGV[5], ARGV[6], ARGV[7], KEYS[1], nil
     local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
     local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
     local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
-    if limit and limit <= MAX and window and window <= MAX_WINDOW and cost and cost <= limit then
+    if not (limit and limit <= MAX and window and window <= MAX_WINDOW) then
+      why = 'sliding_window needs a limit in 1..' .. MAX .. ' and a window in 1..' .. MAX_WINDOW .. ' ms'
+    elseif not (cost and cost <= limit) then
+      why = 'cost must be an integer in 0..limit'
+    end
+    if not why then
       local now
       if CLOCK_FROM_ARGV then
         now = tonumber(ARGV[#ARGV])
@@ -312,13 +333,17 @@ if ARGV[1] == '1' and ARGV[2] == '' and #KEYS == 1 and (mask == '' or mask == '0
       end
     end
   elseif name == 'concurrency' and #ARGV == (CLOCK_FROM_ARGV and 9 or 8) then
-    local ls, ws, cs, tok, key = ARGV[5], ARGV[6], ARGV[7], ARGV[8], KEYS[1]
+    local ls, ws, cs, tok, key, why = ARGV[5], ARGV[6], ARGV[7], ARGV[8], KEYS[1], nil
     local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
     local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
     local cost = cs == '1' and 1 or cs == '0' and 0
-    if limit and limit <= MAX_LEASES and window and window <= MAX_WINDOW and cost and
-      (cost == 0 and tok == '0' or cost == 1 and #tok <= 20 and match(tok, '^[1-9]%d*$') and
-        (#tok < 20 or tok <= '18446744073709551615')) then
+    if not (limit and limit <= MAX_LEASES and window and window <= MAX_WINDOW) then
+      why = 'concurrency needs a limit in 1..' .. MAX_LEASES .. ' and a lease TTL in 1..' .. MAX_WINDOW .. ' ms'
+    elseif not (cost == 0 and tok == '0' or cost == 1 and #tok <= 20 and match(tok, '^[1-9]%d*$') and
+      (#tok < 20 or tok <= '18446744073709551615')) then
+      why = "concurrency needs a cost of 0 or 1, and a lease token for a cost of 1 ('0' for 0)"
+    end
+    if not why then
       local now
       if CLOCK_FROM_ARGV then
         now = tonumber(ARGV[#ARGV])
@@ -405,11 +430,16 @@ if ARGV[1] == '1' and ARGV[2] == '' and #KEYS == 1 and (mask == '' or mask == '0
       end
     end
   elseif name == 'sliding_log' and #ARGV == (CLOCK_FROM_ARGV and 8 or 7) then
-    local ls, ws, cs, key = ARGV[5], ARGV[6], ARGV[7], KEYS[1]
+    local ls, ws, cs, key, why = ARGV[5], ARGV[6], ARGV[7], KEYS[1], nil
     local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
     local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
     local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
-    if limit and limit <= MAX_LOG and window and window <= MAX_WINDOW and cost and cost <= limit then
+    if not (limit and limit <= MAX_LOG and window and window <= MAX_WINDOW) then
+      why = 'sliding_log needs a limit in 1..' .. MAX_LOG .. ' and a window in 1..' .. MAX_WINDOW .. ' ms'
+    elseif not (cost and cost <= limit) then
+      why = 'cost must be an integer in 0..limit'
+    end
+    if not why then
       local now
       if CLOCK_FROM_ARGV then
         now = tonumber(ARGV[#ARGV])
@@ -537,12 +567,18 @@ elseif ARGV[2] == '' then
     while ok and k <= n do
       local name, at, key = ARGV[i], 5 * k - 2, KEYS[k]
       if name == 'fixed_window' then
-        local ls, ws, cs, aligned = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
+        local ls, ws, cs, aligned, why = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], nil
         local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
         local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
         local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
-        ok = limit and limit <= MAX and window and window <= MAX_WINDOW and cost and cost <= limit and
-          (aligned == '0' or aligned == '1')
+        if not (limit and limit <= MAX and window and window <= MAX_WINDOW) then
+          why = 'fixed_window needs a limit in 1..' .. MAX .. ' and a window in 1..' .. MAX_WINDOW .. ' ms'
+        elseif not (cost and cost <= limit) then
+          why = 'cost must be an integer in 0..limit'
+        elseif aligned ~= '0' and aligned ~= '1' then
+          why = 'fixed_window needs aligned 0 or 1'
+        end
+        ok = not why
         if ok then
           local count, ttl, t, ends, expires, why = 0, 0, nil, nil, nil, nil
           if aligned == '1' then
@@ -615,21 +651,30 @@ elseif ARGV[2] == '' then
         end
         i = i + 5
       elseif name == 'gcra' then
-        local rs, ws, cs, bs = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
+        local rs, ws, cs, bs, why = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], nil
         local rate = #rs <= MAX_DIGITS and match(rs, '^[1-9]%d*$') and tonumber(rs)
         local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
         local burst = #bs <= MAX_DIGITS and match(bs, '^[1-9]%d*$') and tonumber(bs)
         local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
-        ok = rate and rate <= MAX and window and window <= MAX_WINDOW and burst and burst <= MAX and cost and
-          cost <= burst and rate <= window * 1000
         local interval, tolerance
-        if ok then
+        if not (rate and rate <= MAX and window and window <= MAX_WINDOW and burst and burst <= MAX) then
+          why = 'gcra needs a rate and a burst in 1..' .. MAX .. ' and a window in 1..' .. MAX_WINDOW .. ' ms'
+        elseif rate > window * 1000 then
+          why = 'gcra needs an emission interval (window / rate) of at least 1 us'
+        else
           local period = window * 1000
           interval = math.ceil(period / rate)
           tolerance = burst * interval
-          ok = (interval * rate - period) * INTERVAL_ROUNDING < period and tolerance <= MAX_TOLERANCE
+          if (interval * rate - period) * INTERVAL_ROUNDING >= period then
+            why = 'gcra needs an interval that rounding up to the us slows by less than 1/' .. INTERVAL_ROUNDING
+          elseif tolerance > MAX_TOLERANCE then
+            why = 'gcra needs burst * interval at most ' .. MAX_TOLERANCE .. ' us'
+          elseif not (cost and cost <= burst) then
+            why = 'cost must be an integer in 0..burst'
+          end
         end
-        local why, backlog = nil, 0
+        ok = not why
+        local backlog = 0
         if ok then
           if not now then
             if CLOCK_FROM_ARGV then
@@ -686,11 +731,16 @@ elseif ARGV[2] == '' then
         end
         i = i + 5
       else -- sliding_window
-        local ls, ws, cs = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+        local ls, ws, cs, why = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], nil
         local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
         local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
         local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
-        ok = limit and limit <= MAX and window and window <= MAX_WINDOW and cost and cost <= limit
+        if not (limit and limit <= MAX and window and window <= MAX_WINDOW) then
+          why = 'sliding_window needs a limit in 1..' .. MAX .. ' and a window in 1..' .. MAX_WINDOW .. ' ms'
+        elseif not (cost and cost <= limit) then
+          why = 'cost must be an integer in 0..limit'
+        end
+        ok = not why
         if ok then
           if not now then
             if CLOCK_FROM_ARGV then

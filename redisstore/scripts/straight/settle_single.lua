@@ -20,14 +20,13 @@ local settle_token_at = (ARGV[1] == 'sliding_window' or ARGV[1] == 'sliding_log'
 if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_token_at + 1) then
   local name, match, tonumber, key = ARGV[1], string.match, tonumber, KEYS[1]
   local ts, as = ARGV[settle_token_at], ARGV[settle_token_at + 1]
-  local token = ts == '0' and 0 or #ts <= MAX_DIGITS and match(ts, '^[1-9]%d*$') and tonumber(ts)
-  local actual = as == '0' and 0 or as == '1' and 1 or #as <= MAX_DIGITS and match(as, '^[1-9]%d*$') and tonumber(as)
+  --@inline settle_token_actual
   if token and token <= MAX_TAT and actual and actual <= MAX then
     if name == 'fixed_window' then
-      local ls, ws, cs, aligned = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
-      --@inline parse_limit_window_reserved
-      if limit and limit <= MAX and window and window <= MAX_WINDOW and reserved and reserved <= limit and
-        (aligned == '0' or aligned == '1') then
+      local ls, ws, cs, aligned, why = ARGV[2], ARGV[3], ARGV[4], ARGV[5], nil
+      --@inline fixed_window_parse
+      local reserved = cost
+      if not why and reserved > 0 then -- a reservation's cost is never 0
         local count, ttl, t, ends, expires, why = 0, 0, nil, nil, nil, nil -- count 0: missing, or its window has ended
         if aligned == '1' then
           local now
@@ -60,45 +59,38 @@ if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_to
         end
       end
     elseif name == 'gcra' then
-      local rs, ws, cs, bs = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
-      local rate = #rs <= MAX_DIGITS and match(rs, '^[1-9]%d*$') and tonumber(rs)
-      local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
-      local burst = #bs <= MAX_DIGITS and match(bs, '^[1-9]%d*$') and tonumber(bs)
-      local reserved = cs == '1' and 1 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
-      if rate and rate <= MAX and window and window <= MAX_WINDOW and burst and burst <= MAX and reserved and
-        reserved <= burst and rate <= window * 1000 then
-        local period = window * 1000
-        local interval = math.ceil(period / rate)
-        local tolerance = burst * interval
-        if (interval * rate - period) * INTERVAL_ROUNDING < period and tolerance <= MAX_TOLERANCE then
-          local now
-          --@inline clock_us
-          local why, backlog = nil, 0
-          --@inline gcra_read
-          if not why then
-            local delta, cost = actual - reserved, 0 -- cost: what the decision after the write looks for room for
-            if delta < 0 then
-              --@inline gcra_refund
-            else
-              -- An overrun consumes what fits now, as an admission of that many units.
-              --@inline gcra_overrun
-              if n > 0 then
-                backlog = backlog + n * interval
-                --@inline gcra_set
-              end
-              if n < delta then
-                cost = 1 -- an overrun that did not fit whole: the reply is the rejection of one unit more
-              end
+      local rs, ws, cs, bs, why = ARGV[2], ARGV[3], ARGV[4], ARGV[5], nil
+      --@inline gcra_parse
+      local reserved = cost
+      if not why and reserved > 0 then -- a reservation's cost is never 0
+        local now
+        --@inline clock_us
+        local why, backlog = nil, 0
+        --@inline gcra_read
+        if not why then
+          local delta, cost = actual - reserved, 0 -- cost: what the decision after the write looks for room for
+          if delta < 0 then
+            --@inline gcra_refund
+          else
+            -- An overrun consumes what fits now, as an admission of that many units.
+            --@inline gcra_overrun
+            if n > 0 then
+              backlog = backlog + n * interval
+              --@inline gcra_set
             end
-            --@inline gcra_decide
-            return {allowed, remaining, retry, reset}
+            if n < delta then
+              cost = 1 -- an overrun that did not fit whole: the reply is the rejection of one unit more
+            end
           end
+          --@inline gcra_decide
+          return {allowed, remaining, retry, reset}
         end
       end
     elseif name == 'sliding_window' then
-      local ls, ws, cs = ARGV[2], ARGV[3], ARGV[4]
-      --@inline parse_limit_window_reserved
-      if limit and limit <= MAX and window and window <= MAX_WINDOW and reserved and reserved <= limit then
+      local ls, ws, cs, why = ARGV[2], ARGV[3], ARGV[4], nil
+      --@inline sliding_window_parse
+      local reserved = cost
+      if not why and reserved > 0 then -- a reservation's cost is never 0
         local now
         --@inline clock_us
         local w = window * 1000
@@ -166,9 +158,10 @@ if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_to
       -- (the log's newest entry and the one whose exit lets a request fit are not known otherwise). A
       -- key found corrupt before the write falls through to the general path; after it, it cannot be
       -- (admit's writes keep a log well formed), but would be refused as settle.lua refuses it.
-      local ls, ws, cs = ARGV[2], ARGV[3], ARGV[4]
-      --@inline parse_limit_window_reserved
-      if limit and limit <= MAX_LOG and window and window <= MAX_WINDOW and reserved and reserved <= limit then
+      local ls, ws, cs, why = ARGV[2], ARGV[3], ARGV[4], nil
+      --@inline sliding_log_parse
+      local reserved = cost
+      if not why and reserved > 0 then -- a reservation's cost is never 0
         local now
         --@inline clock_us
         local w, cost = window * 1000, reserved -- cost: what the read looks for room for

@@ -33,11 +33,9 @@ if ARGV[1] == '1' and ARGV[2] == '' and #KEYS == 1 and (mask == '' or mask == '0
   local name, match, tonumber = ARGV[4], string.match, tonumber
   local refused = mask == '1' and 1 or 0 -- a rejection's first element: a shadow rejection rejects nothing
   if name == 'fixed_window' and #ARGV == (CLOCK_FROM_ARGV and 9 or 8) then
-    local ls, ws, cs, key = ARGV[5], ARGV[6], ARGV[7], KEYS[1]
-    --@inline parse_limit_window_cost
-    local aligned = ARGV[8]
-    if limit and limit <= MAX and window and window <= MAX_WINDOW and cost and cost <= limit and
-      (aligned == '0' or aligned == '1') then
+    local ls, ws, cs, aligned, key, why = ARGV[5], ARGV[6], ARGV[7], ARGV[8], KEYS[1], nil
+    --@inline fixed_window_parse
+    if not why then
       local count, ttl, t, ends, expires, why = 0, 0, nil, nil, nil, nil -- count 0: missing, or its window has ended
       if aligned == '1' then
         local now
@@ -62,39 +60,30 @@ if ARGV[1] == '1' and ARGV[2] == '' and #KEYS == 1 and (mask == '' or mask == '0
       end
     end
   elseif name == 'gcra' and #ARGV == (CLOCK_FROM_ARGV and 9 or 8) then
-    local rs, ws, cs, bs, key = ARGV[5], ARGV[6], ARGV[7], ARGV[8], KEYS[1]
-    local rate = #rs <= MAX_DIGITS and match(rs, '^[1-9]%d*$') and tonumber(rs)
-    local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
-    local burst = #bs <= MAX_DIGITS and match(bs, '^[1-9]%d*$') and tonumber(bs)
-    local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
-    if rate and rate <= MAX and window and window <= MAX_WINDOW and burst and burst <= MAX and cost and cost <= burst and
-      rate <= window * 1000 then
-      local period = window * 1000
-      local interval = math.ceil(period / rate)
-      local tolerance = burst * interval
-      if (interval * rate - period) * INTERVAL_ROUNDING < period and tolerance <= MAX_TOLERANCE then
-        local now
-        --@inline clock_us
-        local why, backlog = nil, 0
-        --@inline gcra_read
-        if not why then
-          --@inline gcra_decide
-          if allowed == 0 then
-            return {refused, 0, 0, remaining, retry, reset, 0}
-          end
-          if cost == 0 then
-            return {1, 0, 1, remaining, 0, reset, 0}
-          end
-          backlog = backlog + need
-          --@inline gcra_set
-          return {1, 0, 1, remaining, 0, reset, now + backlog}
+    local rs, ws, cs, bs, key, why = ARGV[5], ARGV[6], ARGV[7], ARGV[8], KEYS[1], nil
+    --@inline gcra_parse
+    if not why then
+      local now
+      --@inline clock_us
+      local why, backlog = nil, 0
+      --@inline gcra_read
+      if not why then
+        --@inline gcra_decide
+        if allowed == 0 then
+          return {refused, 0, 0, remaining, retry, reset, 0}
         end
+        if cost == 0 then
+          return {1, 0, 1, remaining, 0, reset, 0}
+        end
+        backlog = backlog + need
+        --@inline gcra_set
+        return {1, 0, 1, remaining, 0, reset, now + backlog}
       end
     end
   elseif name == 'sliding_window' and #ARGV == (CLOCK_FROM_ARGV and 8 or 7) then
-    local ls, ws, cs, key = ARGV[5], ARGV[6], ARGV[7], KEYS[1]
-    --@inline parse_limit_window_cost
-    if limit and limit <= MAX and window and window <= MAX_WINDOW and cost and cost <= limit then
+    local ls, ws, cs, key, why = ARGV[5], ARGV[6], ARGV[7], KEYS[1], nil
+    --@inline sliding_window_parse
+    if not why then
       local now
       --@inline clock_us
       local w = window * 1000
@@ -130,13 +119,9 @@ if ARGV[1] == '1' and ARGV[2] == '' and #KEYS == 1 and (mask == '' or mask == '0
       end
     end
   elseif name == 'concurrency' and #ARGV == (CLOCK_FROM_ARGV and 9 or 8) then
-    local ls, ws, cs, tok, key = ARGV[5], ARGV[6], ARGV[7], ARGV[8], KEYS[1]
-    local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
-    local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
-    local cost = cs == '1' and 1 or cs == '0' and 0
-    if limit and limit <= MAX_LEASES and window and window <= MAX_WINDOW and cost and
-      (cost == 0 and tok == '0' or cost == 1 and #tok <= 20 and match(tok, '^[1-9]%d*$') and
-        (#tok < 20 or tok <= '18446744073709551615')) then
+    local ls, ws, cs, tok, key, why = ARGV[5], ARGV[6], ARGV[7], ARGV[8], KEYS[1], nil
+    --@inline concurrency_parse
+    if not why then
       local now
       --@inline clock_us
       local w, why, live, last, kth = window * 1000, nil, 0, 0, nil
@@ -154,9 +139,9 @@ if ARGV[1] == '1' and ARGV[2] == '' and #KEYS == 1 and (mask == '' or mask == '0
       end
     end
   elseif name == 'sliding_log' and #ARGV == (CLOCK_FROM_ARGV and 8 or 7) then
-    local ls, ws, cs, key = ARGV[5], ARGV[6], ARGV[7], KEYS[1]
-    --@inline parse_limit_window_cost
-    if limit and limit <= MAX_LOG and window and window <= MAX_WINDOW and cost and cost <= limit then
+    local ls, ws, cs, key, why = ARGV[5], ARGV[6], ARGV[7], KEYS[1], nil
+    --@inline sliding_log_parse
+    if not why then
       local now
       --@inline clock_us
       local w, why, count, newest, kth = window * 1000, nil, 0, 0, nil
@@ -216,10 +201,9 @@ elseif ARGV[2] == '' then
     while ok and k <= n do
       local name, at, key = ARGV[i], 5 * k - 2, KEYS[k]
       if name == 'fixed_window' then
-        local ls, ws, cs, aligned = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
-        --@inline parse_limit_window_cost
-        ok = limit and limit <= MAX and window and window <= MAX_WINDOW and cost and cost <= limit and
-          (aligned == '0' or aligned == '1')
+        local ls, ws, cs, aligned, why = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], nil
+        --@inline fixed_window_parse
+        ok = not why
         if ok then
           local count, ttl, t, ends, expires, why = 0, 0, nil, nil, nil, nil
           if aligned == '1' then
@@ -245,21 +229,10 @@ elseif ARGV[2] == '' then
         end
         i = i + 5
       elseif name == 'gcra' then
-        local rs, ws, cs, bs = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
-        local rate = #rs <= MAX_DIGITS and match(rs, '^[1-9]%d*$') and tonumber(rs)
-        local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
-        local burst = #bs <= MAX_DIGITS and match(bs, '^[1-9]%d*$') and tonumber(bs)
-        local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
-        ok = rate and rate <= MAX and window and window <= MAX_WINDOW and burst and burst <= MAX and cost and
-          cost <= burst and rate <= window * 1000
-        local interval, tolerance
-        if ok then
-          local period = window * 1000
-          interval = math.ceil(period / rate)
-          tolerance = burst * interval
-          ok = (interval * rate - period) * INTERVAL_ROUNDING < period and tolerance <= MAX_TOLERANCE
-        end
-        local why, backlog = nil, 0
+        local rs, ws, cs, bs, why = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], nil
+        --@inline gcra_parse
+        ok = not why
+        local backlog = 0
         if ok then
           if not now then
             --@inline clock_us
@@ -278,9 +251,9 @@ elseif ARGV[2] == '' then
         end
         i = i + 5
       else -- sliding_window
-        local ls, ws, cs = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
-        --@inline parse_limit_window_cost
-        ok = limit and limit <= MAX and window and window <= MAX_WINDOW and cost and cost <= limit
+        local ls, ws, cs, why = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], nil
+        --@inline sliding_window_parse
+        ok = not why
         if ok then
           if not now then
             --@inline clock_us
