@@ -4,19 +4,18 @@
 -- sliding_window reservation is made here with no closure, no table but the reply and no loop, and returns before
 -- the prelude and the modules define anything (BENCHMARKS.md, "Redis CPU per decision").
 --
--- It settles exactly as settle.lua and the module's settle do (fixed_window.lua, gcra.lua), with the
--- same strict checks of the arguments and the stored state, and never errs: an argument it would
+-- It settles as settle.lua and the module's settle do, with the modules' own code (their --@fragment
+-- regions: parse, read, refund, overrun, write, decide), and never errs: an argument it would
 -- refuse, and a key it finds corrupt, make it fall through, before any write, to the general path,
 -- which refuses the call with the module's error. The reply is the decision of the key's state after
 -- the write, as settle.lua's is, but not read back: the state is what was read, changed by the one
 -- write this script made (the script runs alone, and admit's writes never make a key corrupt), at the
 -- same now.
 --
--- This file is a template: a piece of Lua the straight paths would repeat is written once, as a
--- fragment (a --@fragment region of a module, or inline/<name>.lua), and a line --@inline <name> asks
--- for it; internal/tools/luagen (go generate) writes ../settle_single.lua with each fragment's text
--- spliced in, indented as the line, so the script runs the same statements as if each were written
--- out, with no function. A fragment's header comment names the locals it reads and sets.
+-- This file is a template: a line --@inline <name> asks for the fragment <name>, and
+-- internal/tools/luagen (go generate) writes ../settle_single.lua with each fragment's text spliced in,
+-- indented as the line, so the script runs the same statements as if each were written out, with
+-- no function. A fragment's header comment names the locals it reads and sets.
 local settle_token_at = (ARGV[1] == 'sliding_window' or ARGV[1] == 'sliding_log') and 5 or 6 -- after 3 arguments, or 4
 if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_token_at + 1) then
   local name, match, tonumber, key = ARGV[1], string.match, tonumber, KEYS[1]

@@ -7,9 +7,11 @@
 -- instruction costs it (BENCHMARKS.md, "Redis CPU per decision"), so this part comes first and returns before the
 -- prelude and the modules define anything.
 --
--- It decides exactly as take.lua and the modules do (fixed_window.lua, gcra.lua, sliding_window.lua,
--- sliding_log.lua, concurrency.lua: their comments are the algorithms' own), with the same strict
--- checks of the arguments and of the stored state, and it never errs: an argument it would refuse,
+-- It decides as take.lua and the modules do, with the modules' own code: each algorithm's parse,
+-- read, decision and writes are --@fragment regions of its module (fixed_window.lua, gcra.lua,
+-- sliding_window.lua, sliding_log.lua, concurrency.lua: their comments are the algorithms' own),
+-- spliced in here. What this file writes itself is how a take composes them: the reply, shadow mode,
+-- all-or-nothing over several policies. It never errs: an argument it would refuse,
 -- and a key it finds corrupt, make it fall through, before any write, to the general path, which
 -- reads the keys again and refuses the call with the error of the module. So does a sliding window
 -- whose exact integer arithmetic would need the module's muldiv (products of 2^52 or more). Anything
@@ -17,18 +19,18 @@
 -- through too, after comparing a few arguments. redisstore's tests hold each path to the
 -- general one, step by step (take_single_test.go).
 --
--- Strict parsing, inline (a function would be a closure made on every call): a decimal integer is
--- at most MAX_DIGITS digits matching ^[1-9]%d*$, then tonumber, then its range; '0' and '1', the
--- usual costs, are compared, not parsed. Integer division is (a - a % b) / b, exact below 2^53 and
--- cheaper than math.floor; ceil(a / 1000) is that of a + 999. Writes pass decimal strings made by
--- string.format('%d'), cheaper for Redis than a Lua number (which it formats with %.17g). The reply is
+-- The fragments parse strictly, inline (a function would be a closure made on every call): a decimal
+-- integer is at most MAX_DIGITS digits matching ^[1-9]%d*$, then tonumber, then its range; '0' and
+-- '1', the usual costs, are compared, not parsed. Integer division is (a - a % b) / b, exact below
+-- 2^53 and cheaper than math.floor; ceil(a / 1000) is that of a + 999. Writes pass decimal strings
+-- made by string.format('%d'), cheaper for Redis than a Lua number (which it formats with %.17g). A
+-- fragment sets why where the module returns an error: here, a why falls through. The reply is
 -- take.lua's: {allowed, 0, then per policy allowed, remaining, retry_after_ms, reset_after_ms, token}.
 --
--- This file is a template: a piece of Lua the straight paths would repeat is written once, as a
--- fragment (a --@fragment region of a module, or inline/<name>.lua), and a line --@inline <name> asks
--- for it; internal/tools/luagen (go generate) writes ../take_single.lua with each fragment's text
--- spliced in, indented as the line, so the script runs the same statements as if each were written
--- out, with no function. A fragment's header comment names the locals it reads and sets.
+-- This file is a template: a line --@inline <name> asks for the fragment <name>, and
+-- internal/tools/luagen (go generate) writes ../take_single.lua with each fragment's text spliced in,
+-- indented as the line, so the script runs the same statements as if each were written out, with
+-- no function. A fragment's header comment names the locals it reads and sets.
 local mask = ARGV[3] -- the policies in shadow mode: '' for none, else a '0' or '1' per policy
 if ARGV[1] == '1' and ARGV[2] == '' and #KEYS == 1 and (mask == '' or mask == '0' or mask == '1') then
   local name, match, tonumber = ARGV[4], string.match, tonumber
