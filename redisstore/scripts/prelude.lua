@@ -21,6 +21,12 @@
 -- module defines its functions only when the call names its algorithm (named_*, below), and error
 -- replies and formats are written where they are needed. Replies hold integers only, and writes pass
 -- decimal strings, never a Lua number (Redis would format a large one as a double).
+--
+-- The straight paths (take_single.lua, settle_single.lua) run before all this, with no function of
+-- their own: each module's parse, read, decision and writes are --@fragment regions, code the module
+-- runs itself, which internal/tools/luagen splices into them as text (go generate), so that every
+-- algorithm is written once. A region reads and sets locals its header names, and sets why where the
+-- module would return an error.
 
 -- integer returns s as a strict decimal integer in lo … hi, or nil. It refuses "1.5", "1e3", "0x10",
 -- " 5", "+5" and "007", and nil (an argument missing). s is a string or nil: ARGV and replies hold
