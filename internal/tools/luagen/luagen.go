@@ -306,7 +306,7 @@ func (s *source) expand(b *bytes.Buffer, lines []line, indent string, stack []st
 			return fmt.Errorf("%v: asks for the fragment %s, which no module (%s) and no %s/%s.lua defines", l, d.arg, directiveFragment, inlineDir, d.arg)
 		}
 		if slices.Contains(stack, d.arg) {
-			return fmt.Errorf("%v: the fragment %s asks for itself: %s", l, d.arg, strings.Join(append(stack, d.arg), " -> "))
+			return fmt.Errorf("%v: fragments ask for each other in a circle: %s", l, strings.Join(append(stack, d.arg), " -> "))
 		}
 		if uses[d.arg] == nil {
 			uses[d.arg] = map[string]bool{}

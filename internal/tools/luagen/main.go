@@ -11,8 +11,8 @@
 //	--@inline <name>
 //
 // stands, alone on its line, where the fragment <name> goes; each line of the fragment is written
-// there indented as the directive. A fragment is either a region of an algorithm module, the code
-// the module runs itself, between
+// there indented as the directive. A fragment is either a region of a script loaded as written (an
+// algorithm module, the prelude or an entry point), code that script runs itself, between
 //
 //	--@fragment <name>
 //	--@end

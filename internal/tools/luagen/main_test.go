@@ -122,7 +122,7 @@ func TestGenerateRefusesBrokenSources(t *testing.T) {
 		want  string
 	}{
 		{"unknown fragment", map[string]string{"straight/t.lua": "--@inline nope\n--@inline nope\n"}, "straight/t.lua:1: asks for the fragment nope"},
-		{"circle", map[string]string{"straight/t.lua": "--@inline a\n--@inline a\n", "inline/a.lua": "--@inline b\n", "inline/b.lua": "x = 1\n--@inline a\n"}, "asks for itself: a -> b -> a"},
+		{"circle", map[string]string{"straight/t.lua": "--@inline a\n--@inline a\n", "inline/a.lua": "--@inline b\n", "inline/b.lua": "x = 1\n--@inline a\n"}, "in a circle: a -> b -> a"},
 		{"inline fragment used once", map[string]string{"straight/t.lua": "--@inline a\n", "inline/a.lua": "x = 1\n"}, "inline/a.lua:1: the fragment a is asked for 1 times, want 2"},
 		{"module fragment never used", map[string]string{"straight/t.lua": "x = 1\n", "m.lua": "--@fragment a\nx = 1\n--@end\n"}, "m.lua:1: the fragment a is asked for 0 times, want 1"},
 		{"unknown directive", map[string]string{"straight/t.lua": "  --@inlined a\n"}, `straight/t.lua:1: unknown directive "--@inlined"`},
