@@ -25,138 +25,189 @@ if named_fixed_window then
   -- field would rehash it three times), with room for the state read reads into it, and no more than
   -- 8 fields (its hash part would double): arg is i, where the window's and the cost's own decimal
   -- strings are read from for the writes; count stays 0 while the key is missing or its window has
-  -- ended. Aligned, read adds span, how long a window started now lasts, and ends, its end.
+  -- ended. Aligned, read adds t, now in ms, ends, the window's end, and expires, the key's.
   function fixed_window.parse(i)
-    local limit, window = integer(ARGV[i], 1, MAX), integer(ARGV[i + 1], 1, MAX_WINDOW)
-    if not limit or not window then
-      return nil, 'fixed_window needs a limit in 1..' .. MAX .. ' and a window in 1..' .. MAX_WINDOW .. ' ms'
+    local ls, ws, cs, aligned, why = ARGV[i] or '', ARGV[i + 1] or '', ARGV[i + 2] or '', ARGV[i + 3], nil
+    --@fragment fixed_window_parse
+    -- A fixed window's arguments, parsed strictly from their decimal strings ls, ws, cs (at most
+    -- MAX_DIGITS digits matching ^[1-9]%d*$, then tonumber, then the range; a cost of '0' or '1'
+    -- compared, not parsed) and aligned. Declares limit, window and cost; sets why (declared nil) to
+    -- why they are invalid.
+    local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
+    local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
+    local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
+    if not (limit and limit <= MAX and window and window <= MAX_WINDOW) then
+      why = 'fixed_window needs a limit in 1..' .. MAX .. ' and a window in 1..' .. MAX_WINDOW .. ' ms'
+    elseif not (cost and cost <= limit) then
+      why = 'cost must be an integer in 0..limit'
+    elseif aligned ~= '0' and aligned ~= '1' then
+      why = 'fixed_window needs aligned 0 or 1'
     end
-    local cost = integer(ARGV[i + 2], 0, limit)
-    if not cost then
-      return nil, 'cost must be an integer in 0..limit'
-    end
-    local aligned = ARGV[i + 3]
-    if aligned ~= '0' and aligned ~= '1' then
-      return nil, 'fixed_window needs aligned 0 or 1'
+    --@end
+    if why then
+      return nil, why
     end
     return {alg = fixed_window, limit = limit, window = window, cost = cost, arg = i, aligned = aligned == '1',
       count = 0, ttl = 0}, i + 4
   end
 
   -- read reads the key's state into p: p.count stays 0 when the key is missing or its window has
-  -- ended, else p.count and p.ttl hold it. It returns true, or nil and why the key is corrupt. PTTL 0
-  -- is the key's expiry millisecond: Redis still returns the key from GET, but its window ends now, so
-  -- it is read as missing, exactly as memstore reads the same instant. (-2, gone, cannot follow a GET
-  -- in one script; it would mean missing too.) Aligned, it first sets p.ends and p.span from now().
+  -- ended, else p.count and p.ttl hold it. It returns true, or nil and why the key is corrupt.
+  -- Aligned, it first sets p.t and p.ends from now(), and p.expires to the key's PEXPIRETIME.
   function fixed_window.read(key, p)
-    local t -- aligned: now, in Unix milliseconds
+    local window, count, ttl, t, ends, expires, why = p.window, 0, 0, nil, nil, nil, nil
     if p.aligned then
-      t = math.floor(now() / 1000)
-      p.ends = t - t % p.window + p.window
-      p.span = p.ends - t
+      local now = now()
+      --@fragment fixed_window_aligned
+      -- An aligned fixed window's now and end, in Unix ms, from now (µs). Reads now, window; sets t
+      -- and ends, which the site declares nil.
+      t = (now - now % 1000) / 1000
+      ends = t - t % window + window
+      --@end
     end
     local raw = redis.pcall('GET', key)
-    if not raw then
-      return true
-    end
-    if type(raw) == 'table' then
-      return nil, 'key holds a value that is not a string'
-    end
-    local count = integer(raw, 1, MAX)
-    if not count then
-      return nil, 'counter is not an integer in 1..' .. MAX
-    end
-    if p.aligned then
-      local at = redis.call('PEXPIRETIME', key)
-      if at == -1 then
-        return nil, 'counter has no expiry'
+    --@fragment fixed_window_read
+    -- A fixed window's key read as admit writes it, after raw = pcall GET key. PTTL 0 is the key's
+    -- expiry millisecond: Redis still returns the key from GET, but its window ends now, so it is read
+    -- as missing, exactly as memstore reads the same instant. (-2, gone, cannot follow a GET in one
+    -- script; it would mean missing too.) Aligned, the key is read with PEXPIRETIME, the absolute
+    -- expiry, which does not depend on when the script runs: a counter whose expiry is at or before
+    -- now has ended; one whose expiry lies after the end of the window of now is corrupt. Reads key,
+    -- raw, window, match, tonumber, and t and ends (fixed_window_aligned; nil unless the window is
+    -- aligned). Sets why (declared nil) to why the key is corrupt, else count and ttl (declared 0) to
+    -- the key's count and ms to live while its window lasts, and expires (declared nil) to the key's
+    -- PEXPIRETIME, aligned windows only.
+    if raw then
+      if type(raw) == 'table' then
+        why = 'key holds a value that is not a string'
+      else
+        local stored = #raw <= MAX_DIGITS and match(raw, '^[1-9]%d*$') and tonumber(raw)
+        if not stored or stored > MAX then
+          why = 'counter is not an integer in 1..' .. MAX
+        elseif t then
+          expires = redis.call('PEXPIRETIME', key)
+          if expires == -1 then
+            why = 'counter has no expiry'
+          elseif expires > ends then
+            why = 'counter expires after its aligned window ends'
+          elseif expires > t then
+            count, ttl = stored, expires - t
+          end
+        else
+          local left = redis.call('PTTL', key)
+          if left == -1 then
+            why = 'counter has no expiry'
+          elseif left > window then
+            why = 'counter expires after more than one window'
+          elseif left > 0 then
+            count, ttl = stored, left
+          end
+        end
       end
-      if at > p.ends then
-        return nil, 'counter expires after its aligned window ends'
-      end
-      if at > t then
-        p.count, p.ttl = count, at - t
-      end
-      return true
     end
-    local ttl = redis.call('PTTL', key)
-    if ttl == -1 then
-      return nil, 'counter has no expiry'
+    --@end
+    if why then
+      return nil, why
     end
-    if ttl > p.window then
-      return nil, 'counter expires after more than one window'
-    end
-    if ttl > 0 then
-      p.count, p.ttl = count, ttl
-    end
+    p.count, p.ttl, p.t, p.ends, p.expires = count, ttl, t, ends, expires
     return true
   end
 
   -- decide returns allowed (0 or 1), remaining, retry_after and reset_after in milliseconds for a
   -- request of cost units (the policy's own, or 0 for a peek) on the state read into p.
   function fixed_window.decide(p, cost)
-    if p.count == 0 then
+    local count, ttl, limit, window, t, ends = p.count, p.ttl, p.limit, p.window, p.t, p.ends
+    --@fragment fixed_window_decide
+    -- A fixed window's decision for cost units on the state fixed_window_read read. Reads count, ttl,
+    -- limit, cost, window, t, ends. Declares allowed (0 or 1), remaining, retry and reset (ms): a
+    -- window an admission starts lasts window, or aligned until ends.
+    local allowed, remaining, retry, reset = 1, limit - count - cost, 0, ttl
+    if count == 0 then
       if cost == 0 then
-        return 1, p.limit, 0, 0
+        reset = 0
+      elseif t then
+        reset = ends - t
+      else
+        reset = window
       end
-      return 1, p.limit - cost, 0, p.span or p.window
-    end
-    local count, ttl = p.count, p.ttl
-    if count + cost > p.limit then
-      local remaining = p.limit - count
+    elseif count + cost > limit then
+      allowed, remaining, retry = 0, limit - count, ttl
       if remaining < 0 then
         remaining = 0
       end
-      return 0, remaining, ttl, ttl
     end
-    return 1, p.limit - count - cost, 0, ttl
+    --@end
+    return allowed, remaining, retry, reset
   end
 
   -- apply makes the one write of an admission, and returns its token: the window's end, the key's
   -- absolute expiry in Unix milliseconds (PEXPIRETIME), which INCRBY never changes, so that settle can
-  -- tell the window apart from any later one. Aligned, read knows it already: now + ttl, where now is
-  -- ends − span. The cost is written as its argument's own string (settle's overrun sets cost_arg).
+  -- tell the window apart from any later one. Aligned, read knows it already: t + ttl, or ends for a
+  -- new window. The cost is written as its argument's own string (settle's overrun sets cost_arg).
   function fixed_window.apply(key, p)
     if p.cost == 0 then
       return
     end
-    local cost_arg = p.cost_arg or ARGV[p.arg + 2]
-    if p.count > 0 then
-      redis.call('INCRBY', key, cost_arg)
-      if p.aligned then
-        return p.ends - p.span + p.ttl
-      end
-    elseif p.aligned then
-      redis.call('SET', key, cost_arg, 'PXAT', string.format('%.0f', p.ends))
-      return p.ends
+    local count, t, ends, cs, ws = p.count, p.t, p.ends, p.cost_arg or ARGV[p.arg + 2], ARGV[p.arg + 1]
+    --@fragment fixed_window_write
+    -- A fixed window's write of an admission of cs units (a decimal string) on the state
+    -- fixed_window_read read: INCRBY of a live counter, which leaves its expiry alone, else a new
+    -- counter with SET, value and expiry in one command: PXAT ends aligned, PX ws (the window's own
+    -- decimal string) otherwise. Reads key, count, cs, ws, t, ends.
+    if count > 0 then
+      redis.call('INCRBY', key, cs)
+    elseif t then
+      redis.call('SET', key, cs, 'PXAT', string.format('%d', ends))
     else
-      redis.call('SET', key, cost_arg, 'PX', ARGV[p.arg + 1])
+      redis.call('SET', key, cs, 'PX', ws)
     end
-    return redis.call('PEXPIRETIME', key)
+    --@end
+    if not t then
+      return redis.call('PEXPIRETIME', key)
+    end
+    if count > 0 then
+      return t + p.ttl
+    end
+    return ends
   end
 
   if settling then -- only the settle script settles: a take makes no closure for it
     -- settle makes the write of settling a reservation whose token is token at delta = actual − reserved
     -- units, on the state read into p, and returns whether an overrun fit whole (algo.FixedWindowSettle).
-    -- A refund lands only while the key is live with the window end token: it decrements, never below 0,
-    -- and deletes a counter it takes to 0 (a stored 0 is corrupt state). An overrun consumes what is left
-    -- now, as an admission of that many units.
     function fixed_window.settle(key, p, token, delta)
+      local count, expires, limit = p.count, p.expires, p.limit
       if delta < 0 then
-        if p.count > 0 and redis.call('PEXPIRETIME', key) == token then
-          if -delta >= p.count then
+        --@fragment fixed_window_refund
+        -- A fixed window's refund of −delta units (delta below 0): it lands only while the key is live
+        -- with the window end token; it decrements, never below 0, and deletes a counter it takes to 0
+        -- (a stored 0 is corrupt state). Reads key, delta, token, expires (fixed_window_read); sets
+        -- count to the key's after it.
+        if count > 0 and (expires or redis.call('PEXPIRETIME', key)) == token then
+          if -delta >= count then
             redis.call('DEL', key)
+            count = 0
           else
             redis.call('DECRBY', key, string.format('%d', -delta))
+            count = count + delta
           end
         end
+        --@end
         return true
       end
-      local left = p.limit
-      if p.count > 0 then
-        left = math.max(0, p.limit - p.count)
+      --@fragment fixed_window_overrun
+      -- How many units of an overrun of delta (0 or more) a fixed window admits now, as an admission
+      -- of that many units: what is left of limit, at most delta. Reads limit, count, delta; declares n.
+      local n = limit
+      if count > 0 then
+        n = limit - count
+        if n < 0 then
+          n = 0
+        end
       end
-      local n = math.min(delta, left)
+      if n > delta then
+        n = delta
+      end
+      --@end
       if n > 0 then
         p.cost, p.cost_arg = n, string.format('%d', n)
         fixed_window.apply(key, p)

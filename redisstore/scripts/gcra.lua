@@ -23,25 +23,37 @@ if named_gcra then
   -- parse reads the arguments from ARGV[i] on and returns the policy's table and the index after them,
   -- or nil and why they are invalid. limit is the burst, the most remaining can be.
   function gcra.parse(i)
-    local rate, window, burst = integer(ARGV[i], 1, MAX), integer(ARGV[i + 1], 1, MAX_WINDOW), integer(ARGV[i + 3], 1, MAX)
-    if not rate or not window or not burst then
-      return nil, 'gcra needs a rate and a burst in 1..' .. MAX .. ' and a window in 1..' .. MAX_WINDOW .. ' ms'
+    local rs, ws, cs, bs, why = ARGV[i] or '', ARGV[i + 1] or '', ARGV[i + 2] or '', ARGV[i + 3] or '', nil
+    --@fragment gcra_parse
+    -- A gcra bucket's arguments, parsed strictly from their decimal strings rs, ws, cs, bs, as
+    -- fixed_window_parse parses them, and checked as admit.Limit.Validate checks them. Declares rate,
+    -- window, burst, cost, and interval (the emission interval, µs, rounded up: exact, the period is
+    -- below 2^53) and tolerance (burst × interval, exact when at most MAX_TOLERANCE); sets why
+    -- (declared nil) to why they are invalid.
+    local rate = #rs <= MAX_DIGITS and match(rs, '^[1-9]%d*$') and tonumber(rs)
+    local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
+    local burst = #bs <= MAX_DIGITS and match(bs, '^[1-9]%d*$') and tonumber(bs)
+    local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
+    local interval, tolerance
+    if not (rate and rate <= MAX and window and window <= MAX_WINDOW and burst and burst <= MAX) then
+      why = 'gcra needs a rate and a burst in 1..' .. MAX .. ' and a window in 1..' .. MAX_WINDOW .. ' ms'
+    elseif rate > window * 1000 then
+      why = 'gcra needs an emission interval (window / rate) of at least 1 us'
+    else
+      local period = window * 1000
+      interval = math.ceil(period / rate)
+      tolerance = burst * interval
+      if (interval * rate - period) * INTERVAL_ROUNDING >= period then
+        why = 'gcra needs an interval that rounding up to the us slows by less than 1/' .. INTERVAL_ROUNDING
+      elseif tolerance > MAX_TOLERANCE then
+        why = 'gcra needs burst * interval at most ' .. MAX_TOLERANCE .. ' us'
+      elseif not (cost and cost <= burst) then
+        why = 'cost must be an integer in 0..burst'
+      end
     end
-    local period = window * 1000
-    if rate > period then
-      return nil, 'gcra needs an emission interval (window / rate) of at least 1 us'
-    end
-    local interval = math.ceil(period / rate) -- exact: period < 2^53
-    if (interval * rate - period) * INTERVAL_ROUNDING >= period then
-      return nil, 'gcra needs an interval that rounding up to the us slows by less than 1/' .. INTERVAL_ROUNDING
-    end
-    local tolerance = burst * interval -- exact when at most MAX_TOLERANCE
-    if tolerance > MAX_TOLERANCE then
-      return nil, 'gcra needs burst * interval at most ' .. MAX_TOLERANCE .. ' us'
-    end
-    local cost = integer(ARGV[i + 2], 0, burst)
-    if not cost then
-      return nil, 'cost must be an integer in 0..burst'
+    --@end
+    if why then
+      return nil, why
     end
     return {alg = gcra, limit = burst, window = window, cost = cost, interval = interval,
       tolerance = tolerance, max_wait = math.ceil(tolerance / 1000), backlog = 0}, i + 4
@@ -51,79 +63,124 @@ if named_gcra then
   -- is missing or its bucket has emptied (TAT at or before now). It returns true, or nil and why the key
   -- is corrupt.
   function gcra.read(key, p)
+    local now, tolerance, why, backlog = now(), p.tolerance, nil, 0
+    --@fragment gcra_read
+    -- A gcra bucket's key read as admit writes it. Reads key, tolerance, now (µs), match, tonumber.
+    -- Sets why (declared nil) to why the key is corrupt, else backlog (declared 0) to the stored TAT's
+    -- lead over now, 0 to tolerance.
     local raw = redis.pcall('GET', key)
-    if not raw then
-      return true
+    if raw then
+      if type(raw) == 'table' then
+        why = 'key holds a value that is not a string'
+      else
+        local tat = #raw <= MAX_DIGITS and match(raw, '^[1-9]%d*$') and tonumber(raw)
+        if not tat or tat > MAX_TAT then
+          why = 'theoretical arrival time is not an integer in 1..' .. MAX_TAT
+        else
+          local ttl = redis.call('PTTL', key)
+          if ttl < 0 then
+            why = 'theoretical arrival time has no expiry'
+          elseif ttl > math.ceil(tolerance / 1000) + 1 then
+            why = 'theoretical arrival time expires later than a full bucket empties'
+          else
+            backlog = tat - now
+            if backlog > tolerance then
+              why = 'theoretical arrival time is further ahead than a full bucket'
+            elseif backlog < 0 then
+              backlog = 0
+            end
+          end
+        end
+      end
     end
-    if type(raw) == 'table' then
-      return nil, 'key holds a value that is not a string'
+    --@end
+    if why then
+      return nil, why
     end
-    local tat = integer(raw, 1, MAX_TAT)
-    if not tat then
-      return nil, 'theoretical arrival time is not an integer in 1..' .. MAX_TAT
-    end
-    local ttl = redis.call('PTTL', key)
-    if ttl < 0 then
-      return nil, 'theoretical arrival time has no expiry'
-    end
-    if ttl > p.max_wait + 1 then
-      return nil, 'theoretical arrival time expires later than a full bucket empties'
-    end
-    local backlog = tat - now()
-    if backlog > p.tolerance then
-      return nil, 'theoretical arrival time is further ahead than a full bucket'
-    end
-    if backlog > 0 then
-      p.backlog = backlog
-    end
+    p.backlog = backlog
     return true
   end
 
   -- decide returns allowed (0 or 1), remaining, retry_after and reset_after in milliseconds (rounded up)
   -- for a request of cost units (the policy's own, or 0 for a peek) on the state read into p.
   function gcra.decide(p, cost)
-    local interval, backlog = p.interval, p.backlog
-    local room, need = p.tolerance - backlog, cost * interval
+    local tolerance, backlog, interval = p.tolerance, p.backlog, p.interval
+    --@fragment gcra_decide
+    -- A gcra bucket's decision for cost units on the state gcra_read read. Reads tolerance, backlog,
+    -- cost, interval. Declares need (cost × interval), room, allowed (0 or 1), remaining, retry and
+    -- reset (ms, rounded up). floor(a / b) is (a - a % b) / b and ceil(a / 1000) is
+    -- floor((a + 999) / 1000), exact on these integers (below 2^53) and cheaper than calling
+    -- math.floor and math.ceil.
+    local room, need = tolerance - backlog, cost * interval
+    local allowed, retry, reset = 1, 0, backlog + need + 999
     if need > room then
-      return 0, math.floor(room / interval), math.ceil((need - room) / 1000), math.ceil(backlog / 1000)
+      allowed, retry, reset = 0, need - room + 999, backlog + 999
+      retry = (retry - retry % 1000) / 1000
+    else
+      room = room - need
     end
-    return 1, math.floor((room - need) / interval), 0, math.ceil((backlog + need) / 1000)
+    local remaining = (room - room % interval) / interval
+    reset = (reset - reset % 1000) / 1000
+    --@end
+    return allowed, remaining, retry, reset
   end
 
-  -- apply makes the one write of an admission: the new TAT, expiring 1 ms after it (rounded up to the
-  -- millisecond): Redis counts PX from the millisecond its command started, up to 1 ms before now().
-  -- Both are written as decimal strings with '%d' (Lua 5.1 formats it from a C long: exact for integers
-  -- below 2^53, and twice as fast as '%.0f', ~0.3 µs each).
+  -- apply makes the one write of an admission, and returns its token: the TAT just after it.
   function gcra.apply(key, p)
     if p.cost == 0 then
       return
     end
-    local backlog = p.backlog + p.cost * p.interval
-    redis.call('SET', key, string.format('%d', now() + backlog), 'PX', string.format('%d', math.ceil(backlog / 1000) + 1))
-    return now() + backlog -- the token: the TAT just after the admission
+    local now, backlog = now(), p.backlog + p.cost * p.interval
+    --@fragment gcra_set
+    -- Writes a gcra bucket's new TAT, now + backlog (µs), expiring 1 ms after it (rounded up to the
+    -- millisecond): Redis counts PX from the millisecond its command started, up to 1 ms before now.
+    -- Both are written as decimal strings with '%d' (Lua 5.1 formats it from a C long: exact for
+    -- integers below 2^53, and twice as fast as '%.0f'). Reads key, now, backlog (above 0).
+    local expires = backlog + 999
+    redis.call('SET', key, string.format('%d', now + backlog), 'PX', string.format('%d', (expires - expires % 1000) / 1000 + 1))
+    --@end
+    return now + backlog
   end
 
   if settling then -- only the settle script settles: a take makes no closure for it
     -- settle makes the write of settling a reservation whose token is the TAT its admission left (Unix
     -- µs) at delta = actual − reserved units, on the state read into p, and returns whether an overrun fit
-    -- whole (algo.GCRASettle). A refund of r units moves the TAT back by min(r × interval, token − now),
-    -- the part of the reservation the bucket has not drained yet, and never before now: a TAT taken back
-    -- to now is a full bucket, and the key is deleted. An overrun consumes what fits now, as an admission
-    -- of that many units.
+    -- whole (algo.GCRASettle).
     function gcra.settle(key, p, token, delta)
-      local t = now()
+      local now, backlog, interval, tolerance = now(), p.backlog, p.interval, p.tolerance
       if delta < 0 then
-        if p.backlog > 0 and token > t then
-          local backlog = p.backlog - math.min(-delta * p.interval, token - t)
+        --@fragment gcra_refund
+        -- A gcra bucket's refund of −delta units (delta below 0) of the reservation whose TAT was
+        -- token: the TAT moves back by min(−delta × interval, token − now), the part of the
+        -- reservation the bucket has not drained yet, and never before now: a TAT taken back to now
+        -- is a full bucket, and the key is deleted. Reads key, delta, token, now, interval; sets
+        -- backlog to the key's after it.
+        if backlog > 0 and token > now then
+          local back = -delta * interval
+          if back > token - now then
+            back = token - now
+          end
+          backlog = backlog - back
           if backlog <= 0 then
             redis.call('DEL', key)
+            backlog = 0
           else
-            redis.call('SET', key, string.format('%d', t + backlog), 'PX', string.format('%d', math.ceil(backlog / 1000) + 1))
+            local expires = backlog + 999
+            redis.call('SET', key, string.format('%d', now + backlog), 'PX', string.format('%d', (expires - expires % 1000) / 1000 + 1))
           end
         end
+        --@end
         return true
       end
-      local n = math.min(delta, math.floor((p.tolerance - p.backlog) / p.interval))
+      --@fragment gcra_overrun
+      -- How many units of an overrun of delta (0 or more) a gcra bucket admits now: what fits, at
+      -- most delta. Reads tolerance, backlog, interval, delta; declares n.
+      local room = tolerance - backlog
+      local n = (room - room % interval) / interval
+      if n > delta then
+        n = delta
+      end
+      --@end
       if n > 0 then
         p.cost = n
         gcra.apply(key, p)

@@ -17,10 +17,16 @@
 --
 -- Every function a script defines is a new closure on every call (Redis runs the whole chunk each
 -- time), and every table a new allocation, which Redis's CPU pays for twice, making it and collecting
--- it (bench/scriptcost.md measures both). So the prelude defines only integer, now and members, a
+-- it (bench/scriptcost.md measures both). So the prelude defines only integer and now, a
 -- module defines its functions only when the call names its algorithm (named_*, below), and error
 -- replies and formats are written where they are needed. Replies hold integers only, and writes pass
 -- decimal strings, never a Lua number (Redis would format a large one as a double).
+--
+-- The straight paths (take_single.lua, settle_single.lua) run before all this, with no function of
+-- their own: each module's parse, read, decision and writes are --@fragment regions, code the module
+-- runs itself, which internal/tools/luagen splices into them as text (go generate), so that every
+-- algorithm is written once. A region reads and sets locals its header names, and sets why where the
+-- module would return an error.
 
 -- integer returns s as a strict decimal integer in lo … hi, or nil. It refuses "1.5", "1e3", "0x10",
 -- " 5", "+5" and "007", and nil (an argument missing). s is a string or nil: ARGV and replies hold
@@ -56,12 +62,18 @@ end
 local clock = nil
 local function now()
   if not clock then
+    local now
+    --@fragment clock_us
+    -- Now, Unix µs: Redis's TIME, or a test assembly's last argument (CLOCK_FROM_ARGV). Sets now,
+    -- which the site declares.
     if CLOCK_FROM_ARGV then
-      clock = tonumber(ARGV[#ARGV])
+      now = tonumber(ARGV[#ARGV])
     else
-      local t = redis.call('TIME')
-      clock = tonumber(t[1]) * 1000000 + tonumber(t[2])
+      local tm = redis.call('TIME')
+      now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
     end
+    --@end
+    clock = now
   end
   return clock
 end
@@ -97,21 +109,3 @@ while true do
 end
 local first = ARGV[1]
 local settling = first == 'fixed_window' or first == 'gcra' or first == 'sliding_window' or first == 'sliding_log'
-
--- members returns the number of members of the sorted set at key (0 for a missing key), or nil and
--- why the key is corrupt: it holds a value of another type, or more than max members (too_many says
--- so in the module's words). Only the sliding log and concurrency modules use it:
--- it is defined only when the call names one.
-local members = nil
-if named_sliding_log or named_concurrency then
-  members = function(key, max, too_many)
-    local card = redis.pcall('ZCARD', key)
-    if type(card) == 'table' then
-      return nil, 'key holds a value that is not a sorted set'
-    end
-    if card > max then
-      return nil, too_many
-    end
-    return card
-  end
-end

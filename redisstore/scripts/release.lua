@@ -7,7 +7,8 @@
 -- Reply: 1 when the key held the lease, 0 when it did not (released already, expired, or a missing
 -- key). A key that is not a sorted set is corrupt: nothing is written.
 
--- The token is checked as concurrency.lua's token checks it, here, as the call names no module.
+-- The token is checked as concurrency.lua's concurrency_parse checks it, here, as the call names no
+-- module.
 local token = ARGV[1]
 if #KEYS ~= 1 or ARGS ~= 1 or not token or #token > 20 or not string.match(token, '^[1-9]%d*$') or
   #token == 20 and token > '18446744073709551615' then

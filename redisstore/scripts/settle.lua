@@ -27,8 +27,14 @@ end
 if i + 1 ~= ARGS then
   return redis.error_reply('ADMIT_INVALID settle got ' .. ARGS .. ' arguments, want ' .. (i + 1))
 end
-local token, actual = integer(ARGV[i], 0, MAX_TAT), integer(ARGV[i + 1], 0, MAX)
-if not token or not actual or p.cost == 0 then
+local ts, as = ARGV[i], ARGV[i + 1]
+--@fragment settle_token_actual
+-- The settle script's token and actual cost, parsed strictly from their decimal strings ts and as,
+-- as fixed_window_parse parses a cost. Declares token and actual; the site checks their ranges.
+local token = ts == '0' and 0 or #ts <= MAX_DIGITS and match(ts, '^[1-9]%d*$') and tonumber(ts)
+local actual = as == '0' and 0 or as == '1' and 1 or #as <= MAX_DIGITS and match(as, '^[1-9]%d*$') and tonumber(as)
+--@end
+if not token or token > MAX_TAT or not actual or actual > MAX or p.cost == 0 then
   return redis.error_reply('ADMIT_INVALID settle needs a reserved cost of at least 1, a token and an actual cost')
 end
 

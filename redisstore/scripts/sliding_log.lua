@@ -21,38 +21,47 @@ if named_sliding_log then
   -- p.newest, the newest entry's time; and p.kth, for a request of p.cost that does not fit, the time
   -- of the entry whose exit lets it fit. It returns true, or nil and why the key is corrupt.
   function sliding_log.read(key, p)
-    local t = now()
-    p.now = t
-    local card, why = members(key, MAX_LOG, 'log holds more than ' .. MAX_LOG .. ' entries')
-    if not card then
-      return nil, why
-    end
-    if card == 0 then
-      return true
-    end
-    local newest = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
-    local score = integer(newest[2], 0, t)
-    local at = string.match(newest[1], '^(%d+):[1-9]%d*$')
-    if not score or at ~= newest[2] then
-      return nil, "newest entry is not '<t>:<seq>' scored t, an integer time not after now"
-    end
-    if redis.call('PTTL', key) == -1 then
-      return nil, 'log has no expiry'
-    end
-    local from = '(' .. string.format('%.0f', t - p.w)
-    p.card, p.newest = card, score
-    p.count = redis.call('ZCOUNT', key, from, '+inf')
-    local k = p.count + p.cost - p.limit
-    if k > 0 then
-      -- The entries in the window are the newest count (none is after now): the k-th oldest of them
-      -- has rank card − count + k − 1, found in logarithmic time.
-      local rank = card - p.count + k - 1
-      local kth = redis.call('ZRANGE', key, rank, rank, 'WITHSCORES')
-      p.kth = integer(kth[2], 0, t)
-      if not p.kth then
-        return nil, 'log holds an entry whose time is not an integer'
+    local now, limit, cost, w = now(), p.limit, p.cost, p.w
+    local card, why, count, newest, kth = redis.pcall('ZCARD', key), nil, 0, 0, nil
+    --@fragment sliding_log_read
+    -- A sliding log's key read as admit writes it, after card = pcall ZCARD key. Reads key, card,
+    -- limit, cost, now (µs), w (the window in µs), match, tonumber. Sets why (declared nil) to why the
+    -- key is corrupt, else count (declared 0) to the entries in the window, newest (declared 0) to the
+    -- newest entry's time, and kth (declared nil), when count + cost is above limit, to the time of
+    -- the entry whose exit lets cost fit.
+    if type(card) == 'table' then
+      why = 'key holds a value that is not a sorted set'
+    elseif card > MAX_LOG then
+      why = 'log holds more than ' .. MAX_LOG .. ' entries'
+    elseif card > 0 then
+      -- The newest entry is '<t>:<seq>' scored t, an integer time not after now.
+      local r = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+      local sc = r[2]
+      newest = sc == '0' and 0 or #sc <= MAX_DIGITS and match(sc, '^[1-9]%d*$') and tonumber(sc)
+      if not (newest and newest <= now and match(r[1], '^(%d+):[1-9]%d*$') == sc) then
+        why = "newest entry is not '<t>:<seq>' scored t, an integer time not after now"
+      elseif redis.call('PTTL', key) == -1 then
+        why = 'log has no expiry'
+      else
+        count = redis.call('ZCOUNT', key, '(' .. string.format('%d', now - w), '+inf')
+        local k = count + cost - limit
+        if k > 0 then
+          -- The entries in the window are the newest count (none is after now): the k-th oldest of
+          -- them has rank card − count + k − 1, found in logarithmic time.
+          local rank = card - count + k - 1
+          sc = redis.call('ZRANGE', key, rank, rank, 'WITHSCORES')[2]
+          kth = sc == '0' and 0 or #sc <= MAX_DIGITS and match(sc, '^[1-9]%d*$') and tonumber(sc)
+          if not (kth and kth <= now) then
+            why = 'log holds an entry whose time is not an integer'
+          end
+        end
       end
     end
+    --@end
+    if why then
+      return nil, why
+    end
+    p.now, p.card, p.count, p.newest, p.kth = now, card, count, newest, kth or 0
     return true
   end
 
@@ -61,84 +70,143 @@ if named_sliding_log then
   -- policy that admits its own cost (take.lua asks no other): a rejection waits for p.kth, read for
   -- the policy's own cost.
   function sliding_log.decide(p, cost)
-    local count, limit = p.count, p.limit
+    local count, limit, window, newest, kth, now, w = p.count, p.limit, p.window, p.newest, p.kth, p.now, p.w
+    --@fragment sliding_log_decide
+    -- A sliding log's decision for cost units on the state sliding_log_read read. Reads count, cost,
+    -- limit, window (ms), newest, kth, now, w. Declares allowed (0 or 1), remaining, retry and reset
+    -- (ms, rounded up: ceil(a / 1000) is (a + 999 - (a + 999) % 1000) / 1000, exact below 2^53).
+    local allowed, remaining, retry, reset = 1, limit - count - cost, 0, 0
     if count + cost <= limit then
-      local reset = 0
       if cost > 0 then
-        reset = p.window
+        reset = window
       elseif count > 0 then
-        reset = math.ceil((p.newest + p.w - p.now) / 1000)
+        reset = newest + w - now + 999
+        reset = (reset - reset % 1000) / 1000
       end
-      return 1, limit - count - cost, 0, reset
+    else
+      allowed, remaining, retry, reset = 0, limit - count, kth + w - now + 999, newest + w - now + 999
+      if remaining < 0 then
+        remaining = 0
+      end
+      retry, reset = (retry - retry % 1000) / 1000, (reset - reset % 1000) / 1000
     end
-    local remaining = limit - count
-    if remaining < 0 then
-      remaining = 0
-    end
-    return 0, remaining, math.ceil((p.kth + p.w - p.now) / 1000), math.ceil((p.newest + p.w - p.now) / 1000)
+    --@end
+    return allowed, remaining, retry, reset
   end
 
-  -- apply makes the writes of an admission: the trim of entries that left the window, if any (every
-  -- entry not in it is before it: none is after now), the cost's members, in batches that unpack can
-  -- take, and the expiry.
+  -- apply makes the writes of an admission of p.cost units on the state read into p.
   function sliding_log.apply(key, p)
     local units = p.cost
     if units == 0 then
       return
     end
-    local t = p.now
-    local at = string.format('%.0f', t)
-    if p.card > p.count then
-      redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%.0f', t - p.w))
+    local now, card, count, newest, w = p.now, p.card, p.count, p.newest, p.w
+    --@fragment sliding_log_append
+    -- A sliding log's admission of units (1 or more) on the state sliding_log_read read: the trim of
+    -- the entries that left the window, if any (every entry not in it is before it: none is after
+    -- now), units members '<now>:<seq + j>' scored now, j = 1 … units, where seq counts those logged
+    -- at now already (1000 to a ZADD, which unpack can take), and the expiry one window after now,
+    -- when the newest entry leaves. Reads key, units, card, count, newest, now (µs), w.
+    local at = string.format('%d', now)
+    if card > count then
+      redis.call('ZREMRANGEBYSCORE', key, '-inf', string.format('%d', now - w))
     end
     local seq = 0
-    if p.newest == t then
+    if newest == now then
       seq = redis.call('ZCOUNT', key, at, at)
     end
-    --@inline sliding_log_zadd
-    redis.call('PEXPIREAT', key, string.format('%.0f', math.ceil((t + p.w) / 1000)))
-    return t
+    if units == 1 then
+      redis.call('ZADD', key, at, at .. ':' .. (seq + 1))
+    else
+      local args = {}
+      for j = 1, units do
+        args[#args + 1] = at
+        args[#args + 1] = at .. ':' .. (seq + j)
+        if #args == 2000 or j == units then
+          redis.call('ZADD', key, unpack(args))
+          args = {}
+        end
+      end
+    end
+    local ends = now + w + 999
+    redis.call('PEXPIREAT', key, string.format('%d', (ends - ends % 1000) / 1000))
+    --@end
+    return now
   end
 
   if settling then -- only the settle script settles: a take makes no closure for it
     -- settle makes the write of settling a reservation whose token is the time its units were logged
     -- at (Unix µs) at delta = actual − reserved units, on the state read into p, and returns whether an
-    -- overrun fit whole (algo.SlidingLogSettle). A refund, while the token is in the window, removes up
-    -- to −delta of the members logged then: those of the highest sequence numbers, '<token>:<c>' down,
-    -- so that the members of that microsecond stay '<token>:1' … and apply numbers the next ones after
-    -- them. The expiry stays: the entries left leave the window no later. (Admissions of one microsecond
-    -- are indistinguishable: removing one of theirs is the same as removing one of the reservation's.)
+    -- overrun fit whole (algo.SlidingLogSettle).
     function sliding_log.settle(key, p, token, delta)
-      local t = p.now
+      local now, w = p.now, p.w
       if delta < 0 then
-        if token > t - p.w and token <= t then
-          local at = string.format('%.0f', token)
+        --@fragment sliding_log_refund
+        -- A sliding log's refund of −delta units (delta below 0) of the reservation logged at token:
+        -- while token is in the window, up to −delta of the members logged then are removed, those of
+        -- the highest sequence numbers, '<token>:<c>' down, so that the members of that microsecond
+        -- stay '<token>:1' … and an admission numbers the next ones after them, 1000 to a ZREM. The
+        -- expiry stays: the entries left leave the window no later. (Admissions of one microsecond
+        -- are indistinguishable: removing one of theirs is the same as removing one of the
+        -- reservation's.) Reads key, token, delta, now (µs), w.
+        if token > now - w and token <= now then
+          local at = string.format('%d', token)
           local c = redis.call('ZCOUNT', key, at, at)
-          local r = math.min(-delta, c)
-          --@inline sliding_log_zrem
+          local r = -delta
+          if r > c then
+            r = c
+          end
+          local members = {}
+          for j = c, c - r + 1, -1 do
+            members[#members + 1] = at .. ':' .. j
+            if #members == 1000 or j == c - r + 1 then
+              redis.call('ZREM', key, unpack(members))
+              members = {}
+            end
+          end
         end
+        --@end
         return true
       end
-      local left = math.max(0, p.limit - p.count)
-      local n = math.min(delta, left)
-      if n > 0 then
-        p.cost = n
+      local count, limit = p.count, p.limit
+      --@fragment sliding_log_overrun
+      -- How many units of an overrun of delta (0 or more) a sliding log admits now: what is left of
+      -- limit after count, at most delta. Reads count, limit, delta; declares units.
+      local units = limit - count
+      if units < 0 then
+        units = 0
+      end
+      if units > delta then
+        units = delta
+      end
+      --@end
+      if units > 0 then
+        p.cost = units
         sliding_log.apply(key, p)
       end
-      return n == delta
+      return units == delta
     end
   end
 
   -- parse reads the arguments from ARGV[i] on and returns the policy's table and the index after them,
   -- or nil and why they are invalid.
   function sliding_log.parse(i)
-    local limit, window = integer(ARGV[i], 1, MAX_LOG), integer(ARGV[i + 1], 1, MAX_WINDOW)
-    if not limit or not window then
-      return nil, 'sliding_log needs a limit in 1..' .. MAX_LOG .. ' and a window in 1..' .. MAX_WINDOW .. ' ms'
+    local ls, ws, cs, why = ARGV[i] or '', ARGV[i + 1] or '', ARGV[i + 2] or '', nil
+    --@fragment sliding_log_parse
+    -- A sliding log's arguments, parsed strictly from their decimal strings ls, ws, cs, as
+    -- fixed_window_parse parses them; the limit at most MAX_LOG. Declares limit, window and cost;
+    -- sets why (declared nil) to why they are invalid.
+    local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
+    local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
+    local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
+    if not (limit and limit <= MAX_LOG and window and window <= MAX_WINDOW) then
+      why = 'sliding_log needs a limit in 1..' .. MAX_LOG .. ' and a window in 1..' .. MAX_WINDOW .. ' ms'
+    elseif not (cost and cost <= limit) then
+      why = 'cost must be an integer in 0..limit'
     end
-    local cost = integer(ARGV[i + 2], 0, limit)
-    if not cost then
-      return nil, 'cost must be an integer in 0..limit'
+    --@end
+    if why then
+      return nil, why
     end
     return {alg = sliding_log, limit = limit, window = window, cost = cost, w = window * 1000,
       now = 0, card = 0, count = 0, newest = 0, kth = 0}, i + 3

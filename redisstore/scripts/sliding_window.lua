@@ -60,92 +60,149 @@ local function sliding_window_define()
   -- p.same, whether the key's window is the current one. It returns true, or nil and why the key is
   -- corrupt.
   function sliding_window.read(key, p)
-    local t, w = now(), p.w
-    local cur = t - t % w
-    p.cur, p.e = cur, t - cur
+    local now, window, w = now(), p.window, p.w
+    local cur = now - now % w
+    local why, prev, curr, same = nil, 0, 0, false
+    --@fragment sliding_window_read
+    -- A sliding window's key read as admit writes it. Reads key, window, now (µs), w (the window in
+    -- µs), cur (the current window's start, µs), match, tonumber. Sets why (declared nil) to why the
+    -- key is corrupt, else prev and curr (declared 0) to the previous and current windows' counts as
+    -- of now, and same (declared false) true when the key's window is the current one.
     local h = redis.pcall('HGETALL', key)
     if h.err then
-      return nil, 'key holds a value that is not a hash'
-    end
-    if #h == 0 then
-      return true
-    end
-    local start, prev, curr
-    for j = 1, #h, 2 do
-      local f = h[j]
-      if f == 'start' then
-        start = integer(h[j + 1], 0, MAX)
-      elseif f == 'prev' then
-        prev = integer(h[j + 1], 0, MAX)
-      elseif f == 'curr' then
-        curr = integer(h[j + 1], 1, MAX)
+      why = 'key holds a value that is not a hash'
+    elseif #h > 0 then
+      local start, sp, sc -- the stored start, prev and curr
+      for j = 1, #h, 2 do
+        local f, v = h[j], h[j + 1]
+        local x = v == '0' and 0 or #v <= MAX_DIGITS and match(v, '^[1-9]%d*$') and tonumber(v)
+        x = x and x <= MAX and x
+        if f == 'start' then
+          start = x
+        elseif f == 'prev' then
+          sp = x
+        elseif f == 'curr' then
+          sc = x ~= 0 and x
+        else
+          why = 'hash holds a field other than start, prev and curr'
+          break
+        end
+      end
+      if why then
+        start = nil -- a field of another name: why says so
+      elseif not (start and sp and sc) then
+        why = 'hash does not hold start (ms), prev (0..' .. MAX .. ') and curr (1..' .. MAX .. ') as integers'
+      elseif start % window ~= 0 then
+        why = 'window start is not a multiple of the window'
+      elseif start * 1000 > now then
+        why = 'window start is in the future'
+      elseif redis.call('PTTL', key) == -1 then
+        why = 'hash has no expiry'
       else
-        return nil, 'hash holds a field other than start, prev and curr'
+        start = start * 1000
+        if start == cur then
+          prev, curr, same = sp, sc, true
+        elseif start == cur - w then
+          prev = sc
+        end
       end
     end
-    if not start or not prev or not curr then
-      return nil, 'hash does not hold start (ms), prev (0..' .. MAX .. ') and curr (1..' .. MAX .. ') as integers'
+    --@end
+    if why then
+      return nil, why
     end
-    if start % p.window ~= 0 then
-      return nil, 'window start is not a multiple of the window'
-    end
-    start = start * 1000
-    if start > t then
-      return nil, 'window start is in the future'
-    end
-    if redis.call('PTTL', key) == -1 then
-      return nil, 'hash has no expiry'
-    end
-    if start == cur then
-      p.prev, p.curr, p.same = prev, curr, true
-    elseif start == cur - w then
-      p.prev = curr
-    end
+    p.cur, p.e, p.prev, p.curr, p.same = cur, now - cur, prev, curr, same
     return true
   end
 
   -- decide returns allowed (0 or 1), remaining, retry_after and reset_after in milliseconds for a
-  -- request of cost units (the policy's own, or 0 for a peek) on the state read into p.
+  -- request of cost units (the policy's own, or 0 for a peek) on the state read into p. Its
+  -- quotients are exact: the straight paths' own below 2^52, muldiv's above (where the straight
+  -- paths leave the call to this module).
   function sliding_window.decide(p, cost)
     local limit, w, e, prev, curr = p.limit, p.w, p.e, p.prev, p.curr
-    local used = curr
+    local used, ab = curr, prev * (w - e)
     if prev > 0 then
-      local q, r = muldiv(prev, w - e, w)
-      if r > 0 then
-        q = q + 1
+      if ab < 4503599627370496 then -- 2^52
+        --@fragment sliding_window_used
+        -- Adds to used ⌈ab / w⌉, ab = prev × (w − e) the previous window's weighted
+        -- count, exactly: the site checks that ab is below 2^52. Reads ab and w, sets used.
+        local r = ab % w
+        local q = (ab - r) / w
+        if r < 0 then
+          q, r = q - 1, r + w
+        elseif r >= w then
+          q, r = q + 1, r - w
+        end
+        if r > 0 then
+          q = q + 1
+        end
+        used = used + q
+        --@end
+      else
+        local q, r = muldiv(prev, w - e, w)
+        if r > 0 then
+          q = q + 1
+        end
+        used = used + q
       end
-      used = used + q
     end
     if used + cost <= limit then
+      --@fragment sliding_window_reset
+      -- A sliding window's reset_after when cost fits, in ms + 999 (the site divides
+      -- it by 1000): two windows on from the current one's start with a current count after the
+      -- admission, one with a previous count only, else none. Reads cost, prev, curr, w, e. Declares reset.
       local reset = 0
       if curr + cost > 0 then
-        reset = 2 * w - e
+        reset = 2 * w - e + 999
       elseif prev > 0 then
-        reset = w - e
+        reset = w - e + 999
       end
-      return 1, limit - used - cost, 0, math.ceil(reset / 1000)
+      --@end
+      return 1, limit - used - cost, 0, (reset - reset % 1000) / 1000
     end
-    -- Later in this window, at the first e' with ⌈prev × (w − e') / w⌉ ≤ limit − curr − cost; or else in
-    -- the next one, where curr weighs as the previous count: at its start, or at the first e' with
-    -- curr × (w − e') ≤ (limit − cost) × w.
-    local wait, r = 0, limit - curr - cost
-    if r >= 0 then
-      wait = w - muldiv(r, w, prev) - e
-    else
-      wait, r = w - e, limit - cost
-      if curr > r then
-        wait = wait + w - muldiv(r, w, curr)
+    --@fragment sliding_window_rejection
+    -- What a sliding window's rejection waits for: later
+    -- in this window, at w − ⌊r × w / prev⌋ − e with r = limit − curr − cost when r ≥ 0; else in the
+    -- next window, after w − e, and then w − ⌊r × w / curr⌋ more with r = limit − cost when curr > r.
+    -- Reads limit, cost, prev, curr, w, e. Declares r, wait (µs, before the quotient's part), c (the
+    -- count whose exit is waited for, false for none) and ab2 = c and r × w; the quotient
+    -- (sliding_window_wait) is exact while ab2 is below 2^52: the site checks, or takes muldiv's.
+    local r, wait, c = limit - curr - cost, -e, prev
+    if r < 0 then
+      r, wait, c = limit - cost, w - e, curr > limit - cost and curr
+    end
+    local ab2 = c and r * w
+    --@end
+    if c and ab2 >= 4503599627370496 then -- the quotient muldiv's; sliding_window_wait skips its own
+      wait, c = wait + w - muldiv(r, w, c), false
+    end
+    --@fragment sliding_window_wait
+    -- A sliding window's rejection. Reads limit, used, curr,
+    -- w, e, and r, wait, c, ab2 as the site sets them: c the count whose exit is waited for (false for
+    -- none), ab2 = c and r × w, below 2^52 when c is not false. Sets wait, and declares reset, both in
+    -- ms + 999 (the site divides them by 1000), and remaining.
+    if c then
+      local m = ab2 % c
+      local q = (ab2 - m) / c
+      if m < 0 then
+        q = q - 1
+      elseif m >= c then
+        q = q + 1
       end
+      wait = wait + w - q
     end
-    local reset = w - e
+    local reset = w - e + 999
     if curr > 0 then
-      reset = 2 * w - e
+      reset = reset + w
     end
     local remaining = limit - used
     if remaining < 0 then
       remaining = 0
     end
-    return 0, remaining, math.ceil(wait / 1000), math.ceil(reset / 1000)
+    wait = wait + 999
+    --@end
+    return 0, remaining, (wait - wait % 1000) / 1000, (reset - reset % 1000) / 1000
   end
 
   -- apply makes the write of an admission: HINCRBY in the key's own window, else the whole state anew
@@ -154,71 +211,108 @@ local function sliding_window_define()
     if p.cost == 0 then
       return
     end
-    if p.same then
-      redis.call('HINCRBY', key, 'curr', p.cost_arg)
-      return p.cur
+    local same, cur, prev, w, cs = p.same, p.cur, p.prev, p.w, p.cost_arg
+    --@fragment sliding_window_write
+    -- A sliding window's write of an admission of cs units (a decimal string): HINCRBY in the key's
+    -- own window (same), else the three fields anew, start the current window's, prev the count
+    -- before it, and the expiry two windows after the new start, exactly when the state becomes
+    -- equivalent to a missing key. Reads key, same, cur, prev, w, cs.
+    if same then
+      redis.call('HINCRBY', key, 'curr', cs)
+    else
+      redis.call('HSET', key, 'start', string.format('%d', cur / 1000), 'prev', string.format('%d', prev), 'curr', cs)
+      redis.call('PEXPIREAT', key, string.format('%d', (cur + 2 * w) / 1000))
     end
-    redis.call('HSET', key, 'start', string.format('%.0f', p.cur / 1000), 'prev', string.format('%.0f', p.prev),
-      'curr', p.cost_arg)
-    redis.call('PEXPIREAT', key, string.format('%.0f', (p.cur + 2 * p.w) / 1000))
-    return p.cur
+    --@end
+    return cur
   end
 
   if settling then -- only the settle script settles: a take makes no closure for it
     -- settle makes the write of settling a reservation whose token is the start of its window (Unix
     -- µs) at delta = actual − reserved units, on the state read into p, and returns whether an overrun
-    -- fit whole (algo.SlidingWindowSettle). A refund comes off the count of the token's window while
-    -- the key holds it: the current count (p.same, token = p.cur), the previous one kept beside it
-    -- (p.same, token = p.cur − w), or the stored count once its window has become the previous one
-    -- (not p.same, p.prev > 0: the key's start is p.cur − w). A current count taken to 0 leaves the
-    -- previous one as the key's only window; nothing left deletes the key.
+    -- fit whole (algo.SlidingWindowSettle).
     function sliding_window.settle(key, p, token, delta)
-      local cur, w = p.cur, p.w
-      if delta < 0 then
-        local r = -delta
-        if p.same and token == cur then
-          if r < p.curr then
-            redis.call('HINCRBY', key, 'curr', string.format('%d', -r))
-          elseif p.prev == 0 then
-            redis.call('DEL', key)
-          else
-            redis.call('HSET', key, 'start', string.format('%.0f', (cur - w) / 1000), 'prev', '0',
-              'curr', string.format('%.0f', p.prev))
-            redis.call('PEXPIREAT', key, string.format('%.0f', (cur + w) / 1000))
-          end
-        elseif p.same and token == cur - w and p.prev > 0 then
-          redis.call('HINCRBY', key, 'prev', string.format('%d', -math.min(r, p.prev)))
-        elseif not p.same and token == cur - w and p.prev > 0 then
-          if r >= p.prev then
-            redis.call('DEL', key)
-          else
-            redis.call('HSET', key, 'prev', '0', 'curr', string.format('%.0f', p.prev - r))
-          end
+      if delta >= 0 then
+        local _, left = sliding_window.decide(p, 0)
+        local n = math.min(delta, left)
+        if n > 0 then
+          p.cost, p.cost_arg = n, string.format('%d', n)
+          sliding_window.apply(key, p)
         end
-        return true
+        return n == delta
       end
-      local _, left = sliding_window.decide(p, 0)
-      local n = math.min(delta, left)
-      if n > 0 then
-        p.cost, p.cost_arg = n, string.format('%d', n)
-        sliding_window.apply(key, p)
+      local cur, w, prev, curr, same, op, arg = p.cur, p.w, p.prev, p.curr, p.same, nil, nil
+      --@fragment sliding_window_refund
+      -- A sliding window's refund of −delta units (delta below 0), planned: it comes off the count of
+      -- the token's window while the key holds it: the current count (same, token = cur), the
+      -- previous one kept beside it (same, token = cur − w), or the stored count once its window has
+      -- become the previous one (not same, prev > 0: the key's start is cur − w). A current count
+      -- taken to 0 leaves the previous one as the key's only window; nothing left deletes the key.
+      -- Reads delta, token, cur, w, same; sets op (declared nil) to the write, arg (declared nil) to
+      -- its number, and prev and curr to the key's after it, at the same now.
+      local r = -delta
+      if same and token == cur then
+        if r < curr then
+          op, arg, curr = 'less_curr', r, curr - r
+        elseif prev == 0 then
+          op, curr = 'del', 0
+        else
+          op, curr = 'to_prev', 0 -- the current count is gone: the previous one is the key's only window
+        end
+      elseif same and token == cur - w and prev > 0 then
+        if r > prev then
+          r = prev
+        end
+        op, arg, prev = 'less_prev', r, prev - r
+      elseif not same and token == cur - w and prev > 0 then
+        if r >= prev then
+          op, prev = 'del', 0
+        else
+          op, arg, prev = 'stored_less', prev - r, prev - r
+        end
       end
-      return n == delta
+      --@end
+      --@fragment sliding_window_refund_write
+      -- The write sliding_window_refund planned. Reads key, op, arg, cur, w, prev.
+      if op == 'less_curr' then
+        redis.call('HINCRBY', key, 'curr', string.format('%d', -arg))
+      elseif op == 'del' then
+        redis.call('DEL', key)
+      elseif op == 'to_prev' then
+        redis.call('HSET', key, 'start', string.format('%d', (cur - w) / 1000), 'prev', '0', 'curr',
+          string.format('%d', prev))
+        redis.call('PEXPIREAT', key, string.format('%d', (cur + w) / 1000))
+      elseif op == 'less_prev' then
+        redis.call('HINCRBY', key, 'prev', string.format('%d', -arg))
+      elseif op == 'stored_less' then
+        redis.call('HSET', key, 'prev', '0', 'curr', string.format('%d', arg))
+      end
+      --@end
+      return true
     end
   end
 
   -- parse reads the arguments from ARGV[i] on and returns the policy's table and the index after them,
   -- or nil and why they are invalid.
   function sliding_window.parse(i)
-    local limit, window = integer(ARGV[i], 1, MAX), integer(ARGV[i + 1], 1, MAX_WINDOW)
-    if not limit or not window then
-      return nil, 'sliding_window needs a limit in 1..' .. MAX .. ' and a window in 1..' .. MAX_WINDOW .. ' ms'
+    local ls, ws, cs, why = ARGV[i] or '', ARGV[i + 1] or '', ARGV[i + 2] or '', nil
+    --@fragment sliding_window_parse
+    -- A sliding window's arguments, parsed strictly from their decimal strings ls, ws, cs, as
+    -- fixed_window_parse parses them. Declares limit, window and cost; sets why (declared nil) to why
+    -- they are invalid.
+    local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
+    local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
+    local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
+    if not (limit and limit <= MAX and window and window <= MAX_WINDOW) then
+      why = 'sliding_window needs a limit in 1..' .. MAX .. ' and a window in 1..' .. MAX_WINDOW .. ' ms'
+    elseif not (cost and cost <= limit) then
+      why = 'cost must be an integer in 0..limit'
     end
-    local cost = integer(ARGV[i + 2], 0, limit)
-    if not cost then
-      return nil, 'cost must be an integer in 0..limit'
+    --@end
+    if why then
+      return nil, why
     end
-    return {alg = sliding_window, limit = limit, window = window, cost = cost, cost_arg = ARGV[i + 2],
+    return {alg = sliding_window, limit = limit, window = window, cost = cost, cost_arg = cs,
       max_wait = 2 * window, w = window * 1000, cur = 0, e = 0, prev = 0, curr = 0, same = false}, i + 3
   end
 
