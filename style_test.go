@@ -462,7 +462,6 @@ func TestNoBigProductionFiles(t *testing.T) {
 	}
 }
 
-
 // docReference matches a comment's reference to a page of docs/ and, optionally, a heading of it:
 // "docs/memstore.md#the-fast-path".
 var docReference = regexp.MustCompile(`docs/([a-z0-9-]+\.md)(#[a-z0-9-]+)?`)
