@@ -261,7 +261,7 @@ func (f *FailOpen) localFor(lim admit.Limit) (admit.Limit, bool) {
 // not a valid Limit.
 func scaled(lim admit.Limit, n int64) (admit.Limit, error) {
 	if n < 1 || n > lim.Rate {
-		return admit.Limit{}, fmt.Errorf("%w: local limit %d outside 1…%d", admit.ErrInvalidLimit, n, lim.Rate)
+		return admit.Limit{}, fmt.Errorf("%w: local limit %d outside 1-%d", admit.ErrInvalidLimit, n, lim.Rate)
 	}
 	out := lim
 	out.Rate = n
