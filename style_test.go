@@ -553,7 +553,7 @@ func TestNoCommentEssays(t *testing.T) {
 			for _, g := range f.Comments {
 				blocks++
 				start, end := pkg.fset.Position(g.Pos()), pkg.fset.Position(g.End())
-				if n := end.Line - start.Line + 1; n > maxCommentLines && !commentEssayPending[filepath.ToSlash(start.Filename)+":"+strconv.Itoa(start.Line)] {
+				if n := end.Line - start.Line + 1; n > maxCommentLines {
 					t.Errorf("%s: a comment of %d lines, more than %d: keep what, how to use and the key guarantee, and move the reasoning to docs/", pkg.position(g.Pos()), n, maxCommentLines)
 				}
 			}
@@ -562,16 +562,4 @@ func TestNoCommentEssays(t *testing.T) {
 	if blocks < 1000 {
 		t.Fatalf("found only %d comment blocks: is the working directory the module root?", blocks)
 	}
-}
-
-// commentEssayPending lists, as "file:line", the long comments of files that are being restructured
-// on other branches of the same change; each entry goes when its file is rewritten.
-var commentEssayPending = map[string]bool{
-	"guard/failopen.go:37":               true,
-	"httplimit/httplimit.go:1":           true,
-	"httplimit/httplimit.go:133":         true,
-	"policy/envoyconf/envoyconf.go:1":    true,
-	"policy/policy.go:1":                 true,
-	"transport/httpapi/httpapi.go:48":    true,
-	"transport/httpproxy/httpproxy.go:1": true,
 }
