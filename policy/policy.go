@@ -1,6 +1,5 @@
-// Package policy reads admit's configuration files into validated, immutable policy sets.
-//
-// A file names policies — an algorithm and its numbers, a mode and a failure mode each — and, for
+// Package policy reads admit's configuration files into validated, immutable policy sets. A file
+// names policies (an algorithm and its numbers, a mode and a failure mode each) and, for
 // `admit serve` and `admit proxy`, server settings and routes:
 //
 //	policies:
@@ -8,7 +7,6 @@
 //	    algorithm: gcra          # fixed_window | sliding_window | sliding_log | gcra (token_bucket) | concurrency
 //	    limit: 10
 //	    window: 1s
-//	    burst: 20
 //	routes:
 //	  - path_prefix: /api/
 //	    policies: [per-second]
