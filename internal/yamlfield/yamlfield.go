@@ -266,8 +266,8 @@ func (d *Decoder) Int(n *yaml.Node, path string, lo, hi int64) (int64, bool) {
 	return i, true
 }
 
-// span writes the whole numbers from lo to hi for an error, in ASCII as the root package writes
-// its bounds: "1-128", or "-5 to 100" when lo is negative, where a '-' between them would misread.
+// span returns the whole numbers from lo to hi as an error gives them, in ASCII, as the root
+// package gives its bounds: "1-128", or "-5 to 100" when lo is negative, where a '-' would misread.
 func span(lo, hi int64) string {
 	if lo < 0 {
 		return fmt.Sprintf("%d to %d", lo, hi)
