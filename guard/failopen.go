@@ -36,66 +36,18 @@ type FailOpenOptions struct {
 }
 
 // FailOpen is an admit.Store that decides on another, next, and lets a local in-process limiter
-// decide instead when next cannot (failure: open; docs/failure-modes.md). It is safe for concurrent use. Make
-// one with [NewFailOpen]; the zero value is not usable.
+// decide instead when next cannot (failure: open). It is safe for concurrent use. Make one with
+// [NewFailOpen]; the zero value is not usable.
 //
-// # When the local limiter decides
-//
-// A TakeAll (or Take) fails open when next answers an error matching admit.ErrUnavailable — a
-// refused connection, a timeout of next's own, a Redis error, an open circuit breaker — and every
-// Request of the call has a local limit (FailOpenOptions.Local, or SetLocalLimits). It fails
-// closed, returning next's error unchanged, when:
-//   - the error matches admit.ErrCorruptState: one key holds state no algorithm writes, which is a
-//     bug or tampering to look at, not an outage (G3 of docs/guarantees.md), so it stays an error;
-//   - the caller's ctx is done: the caller gave up, and nothing is decided for it;
-//   - the error is a caller's mistake (admit.ErrInvalidLimit, admit.ErrInvalidRequest);
-//   - any Request of the call has no local limit: all-or-nothing (G2 of docs/guarantees.md) holds for failing
-//     open too, so one policy that fails closed makes the whole call fail closed;
-//   - the local limiter cannot decide: its table is full (see below), a Request's cost exceeds its
-//     local capacity, or the local Limit is invalid.
-//
-// The local limiter is a [memstore.Store], one per FailOpen, made on the first call that fails
-// open: while next decides, nothing local exists, is consulted or is consumed. It decides the same
-// Requests — same keys, same Periods, same IDs, all-or-nothing — with each Limit's Rate replaced by
-// its local limit; a GCRA Limit's Burst is scaled by the same factor (local/Rate, rounded down, at
-// least 1; a Burst of 0 stays 0, the local limit), so the local bucket drains over the same time as
-// the global one. Its Decisions are marked admit.Decision.Degraded and carry the local Limit.
-//
-// # The bound (G7 of docs/guarantees.md)
-//
-// While next cannot decide, each process admits per key at most its local limit per window of the
-// Limit's Period (in flight, for Concurrency), so P processes admit at most
-//
-//	P × local limit × (windows of the outage + 1)
-//
-// per key, the +1 for the partial windows at the outage's two ends, on top of what next admitted
-// before the outage (the local limiter does not know it). For GCRA the local bucket adds its burst
-// once: P × (local burst + local limit × windows of the outage). This is not a global guarantee: a
-// process started during the outage brings its own local limit.
-//
-// # The local table's cap
-//
-// The local limiter holds at most about FailOpenOptions.MaxEntries keys however many arrive: a new
-// key that finds the table full fails closed with next's error — never evicting a live count, which
-// would admit more than the bound — until entries expire with their windows. The tokens of degraded
-// leases and reservations that FailOpen remembers (below) are capped by MaxEntries as well.
-//
-// # Leases and reservations
-//
-// A lease or reservation is ended where it was acquired. FailOpen remembers the key and token of
-// each one the local limiter hands out (until its Limit's MaxWait has passed, after which the local
-// limiter has forgotten it too), and Release and Settle act on those locally — never on next, which
-// does not know them, even once next is back. Every other lease and reservation goes to next only,
-// and when next cannot release or settle it, that is an error as usual (a lease then expires after
-// its TTL, a reservation stays consumed): releasing and settling never fail open. A remembered lease
-// is forgotten when released; a reservation only when its time is up, as Store.Settle may settle
-// one reservation more than once.
-//
-// # Observing it
-//
-// A Store above a FailOpen sees a degraded Decision, not next's error: put the metrics Store above
-// it (metrics → FailOpen → backend) to count degraded decisions, and watch next's health below it
-// (a readiness probe, the circuit breaker's state).
+// A call fails open only when next's error matches admit.ErrUnavailable and every Request of it
+// has a local limit (FailOpenOptions.Local, or [FailOpen.SetLocalLimits]); corrupt state, a done
+// ctx, a caller's mistake, one Request without a local limit or a full local table fail closed,
+// with next's error. The local limiter is a [memstore.Store] made on the first call that fails
+// open: it decides the same Requests, all-or-nothing, with each Rate replaced by its local limit,
+// and its Decisions are marked Degraded. Leases and reservations it hands out are released and
+// settled locally, never on next. While next cannot decide, P processes admit per key at most
+// P x local limit x (windows of the outage + 1), on top of what next admitted before: the rules,
+// the bound and the table's cap are in docs/failure-modes.md#guardfailopen-in-the-library.
 type FailOpen struct {
 	next       admit.Store
 	localLimit atomic.Pointer[func(admit.Limit) (int64, bool)] // nil, or a nil func: every Limit fails closed
@@ -261,7 +213,7 @@ func (f *FailOpen) localFor(lim admit.Limit) (admit.Limit, bool) {
 // not a valid Limit.
 func scaled(lim admit.Limit, n int64) (admit.Limit, error) {
 	if n < 1 || n > lim.Rate {
-		return admit.Limit{}, fmt.Errorf("%w: local limit %d outside 1…%d", admit.ErrInvalidLimit, n, lim.Rate)
+		return admit.Limit{}, fmt.Errorf("%w: local limit %d outside 1-%d", admit.ErrInvalidLimit, n, lim.Rate)
 	}
 	out := lim
 	out.Rate = n

@@ -121,7 +121,7 @@ func NewClientIP(c ClientIPConfig) (*ClientIP, error) {
 		ci.v6bits = DefaultIPv6Prefix
 	}
 	if ci.v6bits < 1 || ci.v6bits > 128 {
-		errs = append(errs, fmt.Errorf("IPv6 prefix /%d outside /1…/128 (or 0 for /%d)", c.IPv6Prefix, DefaultIPv6Prefix))
+		errs = append(errs, fmt.Errorf("IPv6 prefix /%d outside /1-/128 (or 0 for /%d)", c.IPv6Prefix, DefaultIPv6Prefix))
 	}
 	for i, p := range c.TrustedProxies {
 		if !p.IsValid() {

@@ -5,26 +5,13 @@
 // through trusted proxies ([ClientIP]), or for demos and global limits one [Constant] subject —
 // and the Limiter decides that subject under each of its policies, all-or-nothing. None reads a
 // header the client controls. An admitted request goes on to the next handler; any other is
-// answered here, and the next handler never runs:
-//
-//   - 429 Too Many Requests, with an integer Retry-After: a policy of the limiter rejected the
-//     request, and nothing was consumed from any of them.
-//   - 400 Bad Request: the subject function found the request malformed ([ErrMalformedRequest]),
-//     such as a bad forwarding header from a trusted proxy. The client must change the request.
-//   - 500 Internal Server Error: the subject is invalid, or the Store refuses a policy or the
-//     request ([admit.ErrInvalidRequest], [admit.ErrInvalidLimit]), such as an empty subject (an
-//     invalid Limiter never gets here: [Middleware.Wrap] refuses it), or the subject function found the
-//     server misconfigured ([ErrMisconfigured]), such as no principal where authentication should
-//     have put one. That is a bug of the server, which no retry can fix.
-//   - 503 Service Unavailable, with a short Retry-After: the limiter could not decide (fail closed):
-//     the backend is unavailable ([admit.ErrUnavailable]), the subject function failed otherwise, an
-//     error cannot be classified, or the subject function or limiter panicked.
-//
-// Admitted and 429 responses carry the RateLimit-Policy and RateLimit fields of
-// draft-ietf-httpapi-ratelimit-headers-11, one list member per policy in the Limiter's order
-// (see [Middleware.Wrap]). Every answer but 200 and 429 is logged, at a bounded rate (see
-// [Middleware.LogInterval]), so an outage of the backend costs a few log records, not one per
-// request.
+// answered here, and the next handler never runs: 429 with Retry-After when a policy rejected it
+// (nothing consumed from any), 400 when the request is malformed ([ErrMalformedRequest]), 500 for
+// a bug of the server ([ErrMisconfigured], an invalid subject or Request), and 503 with a short
+// Retry-After when the limiter cannot decide (fail closed). Admitted and 429 responses carry the
+// RateLimit-Policy and RateLimit fields of draft-ietf-httpapi-ratelimit-headers-11; every other
+// answer is logged at a bounded rate ([Middleware.LogInterval]). Which error gets which answer:
+// docs/http.md#error-classes.
 package httplimit
 
 import (
@@ -129,39 +116,18 @@ type Middleware struct {
 	ShadowHeader string
 }
 
-// Wrap returns a handler that calls next only for requests the limiter admits.
+// Wrap returns a handler that calls next only for requests the limiter admits, and answers every
+// other one itself, with Cache-Control: no-store: 429 with Retry-After (whole seconds, at least 1)
+// and [LimitedBody], or with ProblemDetails the problem details that name the policies that
+// rejected it; 400 with [BadRequestBody]; 500 with [InternalErrorBody]; 503 with Retry-After from
+// UnavailableRetryAfter and [UnavailableBody]. Panics raised by next are not recovered.
 //
-// A rejected request is answered 429 with Retry-After (whole seconds, at least 1),
-// Cache-Control: no-store and the body [LimitedBody], or with ProblemDetails the problem details
-// that name the policies that rejected it.
-//
-// Unless OmitRateLimitHeaders is set, an admitted request reaches next with the response fields
-// RateLimit-Policy and RateLimit already set, and a rejected one is answered with them, as
-// draft-ietf-httpapi-ratelimit-headers-11 defines them: structured-field lists with one member per
-// policy, named by the policy's name as a string, in the Limiter's order in both fields, as in
-//
-//	RateLimit-Policy: "per-second";q=10;w=1, "per-day";q=1000;w=86400
-//	RateLimit: "per-second";r=3;t=1, "per-day";r=997;t=86400
-//
-// q is the quota, [admit.Limit.Quota] (for GCRA the burst), w its window, [admit.Limit.QuotaWindow]
-// (for GCRA the time an empty bucket takes to fill), in whole seconds rounded up, r the units
-// available, and t the effective window, in seconds rounded up, within which no more than r can be
-// used: the RetryAfter of a policy that rejected; for one that admitted, its ResetAfter, or for
-// GCRA the time until the bucket regains a unit beyond r (docs/http.md has each algorithm's); on
-// a 429 never less than Retry-After. A Concurrency policy has qu="concurrent-requests" and no w. RateLimit-Policy is
-// computed once, here. A request that is not admitted for any other
-// reason is answered, and logged, as the package documentation lists: 400 with [BadRequestBody],
-// 500 with [InternalErrorBody], or 503 with Retry-After from UnavailableRetryAfter and
-// [UnavailableBody]; each with Cache-Control: no-store, and only the 503 with Retry-After. Panics
-// raised by next are not recovered.
-//
-// With Concurrency policies (docs/concurrency.md), an admitted request holds a lease of each while next
-// runs: the leases are released when next returns — also when it panics (the panic goes on), and
-// when the client has gone away (the release does not depend on the request's context). So a
-// concurrency limit of N never has more than N handlers of one subject running at once.
-//
-// Every log record carries the attribute limit, the names of the Limiter's policies joined by ","
-// (such as limit=per-second,per-day).
+// Unless OmitRateLimitHeaders is set, an admitted request reaches next with RateLimit-Policy
+// (computed once, here) and RateLimit already set, and a 429 carries them: one member per policy,
+// in the Limiter's order (docs/http.md#the-ratelimit-fields). With Concurrency policies, an
+// admitted request holds a lease of each while next runs, released when next returns, panics or
+// the client goes away (docs/http.md#concurrency-policies). Every log record carries the attribute
+// limit, the names of the Limiter's policies joined by "," (limit=per-second,per-day).
 //
 // Wrap panics if m.Limiter, m.Subject or next is nil, or if m.Limiter does not pass
 // [admit.Limiter.Validate] (call it first to handle the error): an invalid Limit is a mistake to

@@ -12,7 +12,7 @@ type Error struct {
 	// Line and Column are where the error is, counted from 1; 0 when it concerns the whole file.
 	Line, Column int
 	// Msg says what is wrong, starting with the path of the field, such as
-	// "policies[1].limit: 0 is outside 1…1000000000000000".
+	// "policies[1].limit: 0 is outside 1-1000000000000000".
 	Msg string
 }
 

@@ -40,6 +40,6 @@ policies:
 	// per-second: 10 per 1s, burst 20 (gcra)
 	// per-day: 1000 per 24h0m0s (fixed_window) [shadow]
 	// bad.yaml:3:5: policies[0] (per-second): want a window
-	// bad.yaml:5:12: policies[0] (per-second).limit: 0 is outside 1…1000000000000000
+	// bad.yaml:5:12: policies[0] (per-second).limit: 0 is outside 1-1000000000000000
 	// bad.yaml:6:5: policies[0].windw: unknown field; did you mean window?
 }

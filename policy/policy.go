@@ -1,32 +1,19 @@
-// Package policy reads admit's configuration files into validated, immutable policy sets.
-//
-// A file names policies — an algorithm and its numbers, a mode and a failure mode each — and, for
+// Package policy reads admit's configuration files into validated, immutable policy sets. A file
+// names policies (an algorithm and its numbers, a mode and a failure mode each) and, for
 // `admit serve` and `admit proxy`, server settings and routes:
 //
-//	server:
-//	  listen: 127.0.0.1:8080
-//	  hmac_secret_file: /etc/admit/secret
 //	policies:
 //	  - name: per-second
 //	    algorithm: gcra          # fixed_window | sliding_window | sliding_log | gcra (token_bucket) | concurrency
 //	    limit: 10
 //	    window: 1s
-//	    burst: 20
-//	  - name: per-day
-//	    algorithm: fixed_window
-//	    limit: 1000
-//	    window: 24h
-//	    mode: shadow             # enforce (default) | shadow
-//	    failure: closed          # closed (default) | open, with local_limit: N
 //	routes:
 //	  - path_prefix: /api/
-//	    policies: [per-second, per-day]
+//	    policies: [per-second]
 //
-// [Parse] reads a file in three separate steps: parse (YAML to fields, each with its line; unknown
-// fields, a wrong type, a duplicate field are errors), default (fill what the file leaves out), and
-// validate (each policy is a valid admit.Limit, names are unique, routes name known policies, …).
-// It reports every error it finds at once, each with file:line:column, as an [ErrorList]. The
-// configuration reference is docs/configuration.md.
+// [Parse] reads a file in three separate steps (parse, default, validate) and reports every error
+// it finds at once, each with file:line:column, as an [ErrorList]. Every field, its default and
+// its bounds: docs/configuration.md#configuration-file.
 package policy
 
 import (

@@ -71,9 +71,9 @@ routes:
     policies: [c]
 `))
 	want := []string{
-		"many.yaml:2:16: server.ipv6_prefix: 0 is outside 1…128",
+		"many.yaml:2:16: server.ipv6_prefix: 0 is outside 1-128",
 		`many.yaml:5:16: policies[0] (a).algorithm: "gcrb": want fixed_window, sliding_window, sliding_log, gcra (token_bucket) or concurrency`,
-		"many.yaml:6:12: policies[0] (a).limit: 0 is outside 1…1000000000000000",
+		"many.yaml:6:12: policies[0] (a).limit: 0 is outside 1-1000000000000000",
 		`many.yaml:10:12: policies[1] (b).limit: want a whole number, found the string "10"`,
 		`many.yaml:11:13: policies[1] (b).window: "soon": want a duration such as 1s, 250ms or 24h, at most 8784h0m0s`,
 		`many.yaml:12:11: policies[1] (b).mode: "loud": want enforce or shadow`,

@@ -88,7 +88,7 @@ func (d *decoder) validateServer(s rawServer) Server {
 	}
 	out.RedisTLS = d.validateRedisTLS(s)
 	if !s.ipv6Prefix.bad && (out.IPv6Prefix < 1 || out.IPv6Prefix > 128) {
-		d.errorf(s.ipv6Prefix.node, "server.ipv6_prefix: %d is outside 1…128", s.ipv6Prefix.v)
+		d.errorf(s.ipv6Prefix.node, "server.ipv6_prefix: %d is outside 1-128", s.ipv6Prefix.v)
 	}
 	return out
 }
@@ -133,10 +133,10 @@ func (d *decoder) validatePolicy(p *rawPolicy) (Policy, bool) {
 	case p.name.missing():
 		d.errorf(p.node, "%s: want a name", path)
 	case p.name.set() && !validName(p.name.v):
-		d.errorf(p.name.node, "%s.name: %q: want 1…%d characters of a-z, 0-9, '_' and '-'", path, p.name.v, admit.MaxNameLen)
+		d.errorf(p.name.node, "%s.name: %q: want 1-%d characters of a-z, 0-9, '_' and '-'", path, p.name.v, admit.MaxNameLen)
 	}
 	if !p.version.bad && !validName(p.version.v) {
-		d.errorf(p.version.node, "%s.version: %q: want 1…%d characters of a-z, 0-9, '_' and '-'", path, p.version.v, admit.MaxNameLen)
+		d.errorf(p.version.node, "%s.version: %q: want 1-%d characters of a-z, 0-9, '_' and '-'", path, p.version.v, admit.MaxNameLen)
 	}
 	if p.algorithm.missing() {
 		d.errorf(p.node, "%s: want an algorithm: fixed_window, sliding_window, sliding_log, gcra (token_bucket) or concurrency", path)
@@ -172,7 +172,7 @@ func (d *decoder) validatePolicy(p *rawPolicy) (Policy, bool) {
 		case p.localLimit.missing():
 			d.errorf(p.failure.node, "%s.failure: open needs local_limit: the most a process admits on its own while the backend is down", path)
 		case p.localLimit.v < 1 || p.limit.set() && p.localLimit.v > p.limit.v:
-			d.errorf(p.localLimit.node, "%s.local_limit: %d is outside 1…limit (%d)", path, p.localLimit.v, p.limit.v)
+			d.errorf(p.localLimit.node, "%s.local_limit: %d is outside 1-%d (the limit)", path, p.localLimit.v, p.limit.v)
 		}
 	default:
 		d.errorf(p.failure.node, "%s.failure: %q: want closed or open", path, p.failure.v)
@@ -203,7 +203,7 @@ func (d *decoder) validateNumbers(p *rawPolicy, lim *admit.Limit) {
 		d.errorf(p.node, "%s: want a limit", path)
 	case p.limit.bad:
 	case p.limit.v < 1 || p.limit.v > maxLimit:
-		d.errorf(p.limit.node, "%s.limit: %d is outside 1…%d%s", path, p.limit.v, maxLimit, why)
+		d.errorf(p.limit.node, "%s.limit: %d is outside 1-%d%s", path, p.limit.v, maxLimit, why)
 	default:
 		lim.Rate = p.limit.v
 	}
@@ -239,7 +239,7 @@ func (d *decoder) validateNumbers(p *rawPolicy, lim *admit.Limit) {
 		case lim.Algorithm != admit.GCRA:
 			d.errorf(p.burst.node, "%s.burst: only gcra (token_bucket) has a burst", path)
 		case p.burst.v < 1 || p.burst.v > admit.MaxRate:
-			d.errorf(p.burst.node, "%s.burst: %d is outside 1…%d", path, p.burst.v, admit.MaxRate)
+			d.errorf(p.burst.node, "%s.burst: %d is outside 1-%d", path, p.burst.v, admit.MaxRate)
 		default:
 			lim.Burst = p.burst.v
 		}
@@ -275,7 +275,7 @@ func (d *decoder) validateRoute(r *rawRoute, policies map[string]bool) (Route, b
 		d.errorf(r.node, "%s: want policies: the names of the policies the route applies", path)
 	case r.policies.bad:
 	case n == 0 || n > admit.MaxRequests:
-		d.errorf(r.policies.node, "%s.policies: %d policies; want 1…%d", path, n, admit.MaxRequests)
+		d.errorf(r.policies.node, "%s.policies: %d policies; want 1-%d", path, n, admit.MaxRequests)
 	}
 	seen := make(map[string]bool, len(r.policies.v))
 	for i, name := range r.policies.v {
@@ -290,7 +290,7 @@ func (d *decoder) validateRoute(r *rawRoute, policies map[string]bool) (Route, b
 		out.Policies = append(out.Policies, name.v)
 	}
 	if !r.cost.bad && (r.cost.v < 0 || r.cost.v > admit.MaxRate) {
-		d.errorf(r.cost.node, "%s.cost: %d is outside 0…%d", path, r.cost.v, admit.MaxRate)
+		d.errorf(r.cost.node, "%s.cost: %d is outside 0-%d", path, r.cost.v, admit.MaxRate)
 	}
 	d.validateSubject(r, path)
 	return out, d.yf.Len() == before

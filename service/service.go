@@ -188,7 +188,7 @@ func (s *Service) requests(c Check) ([]admit.Request, error) {
 	}
 	n := len(c.Policies)
 	if n == 0 || n > admit.MaxRequests {
-		return nil, fmt.Errorf("%w: %d policies; want 1…%d", admit.ErrInvalidRequest, n, admit.MaxRequests)
+		return nil, fmt.Errorf("%w: %d policies; want 1-%d", admit.ErrInvalidRequest, n, admit.MaxRequests)
 	}
 	rs := make([]admit.Request, n)
 	for i, name := range c.Policies {

@@ -260,10 +260,19 @@ func (d *Decoder) Int(n *yaml.Node, path string, lo, hi int64) (int64, bool) {
 		return 0, false
 	}
 	if i < lo || i > hi {
-		d.Errorf(n, "%s: %d is outside %d…%d", path, i, lo, hi)
+		d.Errorf(n, "%s: %d is outside %s", path, i, span(lo, hi))
 		return 0, false
 	}
 	return i, true
+}
+
+// span returns the whole numbers from lo to hi as an error gives them, in ASCII, as the root
+// package gives its bounds: "1-128", or "-5 to 100" when lo is negative, where a '-' would misread.
+func span(lo, hi int64) string {
+	if lo < 0 {
+		return fmt.Sprintf("%d to %d", lo, hi)
+	}
+	return fmt.Sprintf("%d-%d", lo, hi)
 }
 
 // Duration returns the Go duration n at path, such as 1s, 250ms or 24h, from lo to hi, and
@@ -316,7 +325,7 @@ func describe(n *yaml.Node) string {
 	}
 	v := n.Value
 	if len(v) > 40 {
-		v = v[:40] + "…"
+		v = v[:40] + "..."
 	}
 	return fmt.Sprintf("%s %q", kind, v)
 }

@@ -11,15 +11,10 @@
 //	      unit: second
 //	      requests_per_unit: 500
 //
-// Each descriptor has a key, an optional value (a value ending in '*' matches every value with that
-// prefix), an optional rate_limit (unit and requests_per_unit, or unlimited; name and replaces),
-// shadow_mode, detailed_metric, and nested descriptors. admit adds three fields to rate_limit:
-// algorithm (fixed_window by default; any of admit's), window (any duration, instead of unit) and
-// burst (gcra only); and one at the top of a file, atomic (see [Config.Atomic]). Fixed windows are aligned to Unix time, as envoyproxy/ratelimit counts.
-//
-// Parsing is strict: an unknown field, a field of the wrong type, a duplicate descriptor or a
-// duplicate domain is an error, reported with its file:line:column ([policy.Error]). [Config.Match]
-// finds the rule of a request's descriptor as envoyproxy/ratelimit does (docs/envoy.md).
+// admit adds algorithm, window and burst to rate_limit, and atomic to a file ([Config.Atomic]).
+// Parsing is strict; each error has its file:line:column ([policy.Error]). The fields are in
+// docs/envoy.md#the-configuration. [Config.Match] finds the rule of a request's descriptor as
+// envoyproxy/ratelimit does (docs/envoy.md#how-a-request-is-decided).
 package envoyconf
 
 import (

@@ -114,7 +114,7 @@ func TestErrors(t *testing.T) {
 		{"domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: fortnight\n      requests_per_unit: 1\n",
 			`e.yaml:5:13: descriptors[0].rate_limit.unit: "fortnight": want second, minute, hour, day, week, month or year`},
 		{"domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n      requests_per_unit: -1\n",
-			"e.yaml:6:26: descriptors[0].rate_limit.requests_per_unit: -1 is outside 0…4294967295"},
+			"e.yaml:6:26: descriptors[0].rate_limit.requests_per_unit: -1 is outside 0-4294967295"},
 		{"domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n      requests_per_unit: 1\n      limit: 2\n",
 			"e.yaml:7:7: descriptors[0].rate_limit.limit: unknown field (want one of unit, requests_per_unit, unlimited, name, replaces, algorithm, window, burst)"},
 		{"domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unlimited: true\n      unit: second\n",

@@ -55,30 +55,17 @@ const ReadyTimeout = time.Second
 //
 // Routes (GET also answers HEAD; any other method is answered 405 with an Allow field):
 //
-//	GET /demo     the origin design's demo: one fixed account (DemoSubject) under the policies of
-//	              Options.Demo, decided by Options.Service and answered as httplimit's middleware
-//	              answers. 200 "ok\n" when admitted, 429 with Retry-After when over the limit,
-//	              503 when the limiter cannot decide. A HEAD request counts like a GET.
-//	GET /healthz  200 "ok\n" while the process is alive; it never calls the backend.
-//	GET /readyz   200 "ok\n" when Options.Ready reports the backend can decide, within
-//	              ReadyTimeout; else 503 "not ready\n".
-//	GET /metrics  Options.Metrics, when set.
-//	POST /v1/check    decides a CheckRequest, and answers a CheckResponse: 200 allowed, 429 limited
-//	                  (with Retry-After), 400 invalid (an ErrorResponse naming the field and its
-//	                  bound, admit.ClientMessage: unknown policy, bad JSON, cost above a limit or
-//	                  a concurrency policy's cost other than 0 or 1, a key or body too large), 503
-//	                  undecided (with Retry-After).
-//	                  200 and 429 carry the RateLimit-Policy and RateLimit fields (docs/http.md).
-//	ANY /v1/check…    the forward-auth form, for nginx auth_request, Traefik ForwardAuth and Envoy
-//	                  ext_authz: any method, on /v1/check or a path below it, with the check in the
-//	                  query (policy=…&key=…&cost=…&request_id=…; subject=client_ip for the client's
-//	                  address through the trusted proxies; limited_status=403 or 401 to answer a
-//	                  limited request so, for nginx) or, when the query names no policy, in the
-//	                  fields PolicyField, KeyField, SubjectField, CostField and RequestIDField —
-//	                  one source, never both: a parameter in the other too, or given twice, is
-//	                  a 400. Answered as POST is. A request that names no policy is a JSON check,
-//	                  which only POST may send (else 405).
-//	GET /v1/policies  the loaded policies.
+//	GET /demo         the origin design's demo: DemoSubject under the policies of Options.Demo,
+//	                  decided by Options.Service and answered as httplimit's middleware answers
+//	GET /healthz      200 "ok\n" while the process is alive; it never calls the backend
+//	GET /readyz       200 "ok\n" when Options.Ready reports, within ReadyTimeout, that the backend
+//	                  can decide; else 503 "not ready\n"
+//	GET /metrics      Options.Metrics, when set
+//	POST /v1/check    decides a CheckRequest: 200 allowed, 429 limited, 400 invalid, 503 undecided
+//	ANY /v1/check...  the forward-auth form: the check in the query or else in header fields
+//	GET /v1/policies  the loaded policies
+//
+// What each route answers, with which fields and bounds: docs/operations.md#the-decision-endpoints.
 type Handler struct {
 	mux *http.ServeMux
 }

@@ -4,46 +4,17 @@
 // A [Proxy] matches each request against the routes of the configuration its [service.Service]
 // has loaded, taken once per request; the first route that matches applies, and a request that
 // matches none is forwarded unlimited. Routes match the decoded path, case-sensitively, and only a
-// path in canonical form, which every server behind the proxy reads as the same resource, is
-// matched or forwarded:
+// path in canonical form is matched or forwarded: one that only needs cleaning is redirected (308,
+// for GET and HEAD) or refused (400), any other spelling is refused (docs/proxy.md#paths). A
+// matched request is decided under every policy of its route at once, all-or-nothing, for the
+// route's subject (client_ip, a header only a trusted proxy may set, or a constant) at its cost.
+// A request that is not admitted is answered by the Proxy and never forwarded: 429, 400, 500 or
+// 503 (docs/proxy.md#answers). An admitted one is forwarded with the RateLimit fields set on its
+// response, its bodies streamed and Upgrade connections passed through, and holds the leases of
+// its concurrency policies until its response is written (docs/proxy.md#forwarding).
 //
-//   - a path that only needs cleaning (an empty, "." or ".." segment: //x, /./x, /a/../x, /x/.)
-//     is redirected to its clean path, as [http.ServeMux] cleans it, with 308 Permanent Redirect
-//     for GET and HEAD, and answered 400 for every other method;
-//   - a path that does not start with '/', that percent-encodes '/', '.' or '\' (%2F, %2E, %5C,
-//     or twice: %252F), that has a '\', a control character or invalid UTF-8 once decoded, or a
-//     segment that ends in a dot or a space (which Windows servers drop) is answered 400 with
-//     [NonCanonicalPathBody];
-//   - ;parameters are part of their segment, as Go and RFC 3986 keep them, but a path that has
-//     any is answered 400 unless, without them, it is canonical too and matches a route that
-//     decides alike (the same policies, subject and cost): a server that drops them (Tomcat,
-//     Jetty, Spring) then serves a resource of the same route.
-//
-// A refused or redirected request is never forwarded. A matched request is decided under every
-// policy of its route at once, all-or-nothing, for the subject the route names, at the route's
-// cost:
-//
-//   - client_ip: the client's address, through the server's trusted_proxies, forwarded_header and
-//     ipv6_prefix ([httplimit.ClientIP]);
-//   - header: the value of a header that only a trusted proxy may set. It is read only when the TCP
-//     peer is one of trusted_proxies; a request from any other peer is answered 400, never
-//     limited by a subject the client chose (docs/keys.md);
-//   - constant: one subject for every request of the route.
-//
-// A request that is not admitted is answered by the Proxy and never forwarded: 429 with
-// Retry-After, Cache-Control: no-store, the RateLimit fields and the body "rate limit
-// exceeded\n"; 400 for a path not in canonical form, or a malformed request (a bad forwarding
-// header, a missing or untrusted subject header); 500 when the check is invalid (a server bug); 503 with a short Retry-After when
-// the limiter cannot decide (fail closed). An admitted request is forwarded with the RateLimit
-// fields set on its response (unless the server's ratelimit_headers is false); request and
-// response bodies are streamed, never buffered, and WebSocket (and other Upgrade) connections pass
-// through. The leases of its concurrency policies are held until the response has been written
-// (for an upgraded connection, until it closes), and released also when the client goes away or
-// the proxy panics. An upstream that cannot be reached is answered 502 Bad Gateway. Answers but
-// 200-class and 429 are logged at a bounded rate.
-//
-// A Proxy answers no path of its own: /healthz or /metrics are the upstream's. [NewOps] serves the
-// proxy's health, readiness and metrics, for a listener of their own.
+// A Proxy answers no path of its own: [NewOps] serves the proxy's health, readiness and metrics,
+// for a listener of their own.
 package httpproxy
 
 import (

@@ -188,7 +188,7 @@ func (s *Server) plan(cfg *envoyconf.Config, req *rlsv3.RateLimitRequest) ([]che
 		entries = entries[:0]
 		for j, e := range es {
 			if e.GetKey() == "" || len(e.GetKey()) > MaxEntryLen || len(e.GetValue()) > MaxEntryLen {
-				return nil, fmt.Errorf("descriptor %d, entry %d: want a key of 1…%d bytes and a value of at most %d", i, j, MaxEntryLen, MaxEntryLen)
+				return nil, fmt.Errorf("descriptor %d, entry %d: want a key of 1-%d bytes and a value of at most %d", i, j, MaxEntryLen, MaxEntryLen)
 			}
 			entries = append(entries, envoyconf.Entry{Key: e.GetKey(), Value: e.GetValue()})
 		}
