@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -229,12 +228,7 @@ func TestBenchInterrupted(t *testing.T) {
 
 // TestBenchUnreachable: a target that does not answer is exit 3, with no report.
 func TestBenchUnreachable(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := redistest.ClosedPort(t)
 	for _, target := range []string{"http://" + addr, "grpc://" + addr, "grpc://" + addr + "/", "redis://" + addr} {
 		args := []string{"--target", target, "--duration", "1s", "--timeout", "2s"}
 		if strings.HasPrefix(target, "grpc") {

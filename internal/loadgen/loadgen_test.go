@@ -3,7 +3,6 @@ package loadgen_test
 import (
 	"context"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit/internal/loadgen"
+	"github.com/admit-dev/admit/internal/redistest"
 )
 
 // get returns a Func of GET url with a client that gives up after 5s.
@@ -109,12 +109,7 @@ func TestRunDropsAboveMaxOutstanding(t *testing.T) {
 
 // Failures are named by kind, without addresses.
 func TestRunErrors(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := redistest.ClosedPort(t)
 	res := run(t, loadgen.Config{Rate: 100, Duration: 100 * time.Millisecond}, get("http://"+addr+"/"))
 	if res.Total.Outcomes["error: connection refused"] != 10 || res.Total.Errors() != 10 {
 		t.Fatalf("outcomes %v; want 10× error: connection refused", res.Total.Outcomes)

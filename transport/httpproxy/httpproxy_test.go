@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/redistest"
 	"github.com/admit-dev/admit/internal/wstest"
 	"github.com/admit-dev/admit/memstore"
 	"github.com/admit-dev/admit/policy"
@@ -368,12 +369,7 @@ func TestWebSocket(t *testing.T) {
 // TestBadGateway checks that an upstream nobody listens on is answered 502, and that the leases of
 // a concurrency route are released after it.
 func TestBadGateway(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := "http://" + ln.Addr().String()
-	ln.Close()
+	closed := "http://" + redistest.ClosedPort(t) // held closed: no listener of this test can get it
 	base := newProxy(t, testConfig, closed)
 	for i := range 4 { // more than in-flight's 2: each lease ends with its 502
 		if r := do(t, nil, "GET", base+"/slow/"); r.status != 502 || r.body != "bad gateway\n" {
@@ -445,12 +441,7 @@ func TestConcurrencyRoute(t *testing.T) {
 // TestUnavailable checks that a backend that cannot decide is answered 503 with Retry-After, and
 // the request is not forwarded (fail closed), while unrouted requests still are.
 func TestUnavailable(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close() // nobody listens: the store cannot decide
+	addr := redistest.ClosedPort(t) // nobody listens: the store cannot decide
 	store, err := redisstore.New(redisstore.Config{URL: "redis://" + addr})
 	if err != nil {
 		t.Fatal(err)
@@ -664,12 +655,7 @@ admit_proxy_upstream_errors_total 0
 // TestMetricsBadGateway checks that a request the upstream does not answer counts in
 // admit_proxy_upstream_errors_total.
 func TestMetricsBadGateway(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := &url.URL{Scheme: "http", Host: ln.Addr().String()}
-	ln.Close()
+	closed := &url.URL{Scheme: "http", Host: redistest.ClosedPort(t)}
 	cfg, err := policy.Parse("test.yaml", []byte(testConfig))
 	if err != nil {
 		t.Fatal(err)
