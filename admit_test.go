@@ -10,9 +10,10 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/ratelimitfield"
 )
 
-func TestCeilSeconds(t *testing.T) {
+func TestRetryAfterSeconds(t *testing.T) {
 	for _, tc := range []struct {
 		in   time.Duration
 		want int64
@@ -29,9 +30,6 @@ func TestCeilSeconds(t *testing.T) {
 		{10 * time.Second, 10},
 		{admit.MaxPeriod, int64(admit.MaxPeriod / time.Second)},
 	} {
-		if got := admit.CeilSeconds(tc.in); got != tc.want {
-			t.Errorf("CeilSeconds(%v) = %d, want %d", tc.in, got, tc.want)
-		}
 		if got := (admit.Decision{RetryAfter: tc.in}).RetryAfterSeconds(); got != tc.want {
 			t.Errorf("Decision{RetryAfter: %v}.RetryAfterSeconds() = %d, want %d", tc.in, got, tc.want)
 		}
@@ -45,7 +43,7 @@ func TestRetryAfterSecondsAllowed(t *testing.T) {
 		if got := (admit.Decision{Allowed: true, RetryAfter: ra, Remaining: 2}).RetryAfterSeconds(); got != 0 {
 			t.Errorf("an allowed Decision{RetryAfter: %v}.RetryAfterSeconds() = %d; want 0", ra, got)
 		}
-		if got, want := (admit.Decision{RetryAfter: ra}).RetryAfterSeconds(), admit.CeilSeconds(ra); got != want || got < 1 {
+		if got, want := (admit.Decision{RetryAfter: ra}).RetryAfterSeconds(), ratelimitfield.CeilSeconds(ra); got != want || got < 1 {
 			t.Errorf("a rejected Decision{RetryAfter: %v}.RetryAfterSeconds() = %d; want %d, at least 1", ra, got, want)
 		}
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/httplimit"
+	"github.com/admit-dev/admit/internal/ratelimitfield"
 	"github.com/admit-dev/admit/limittest"
 	"github.com/admit-dev/admit/memstore"
 )
@@ -434,7 +435,7 @@ func FuzzRateLimitHeaders(f *testing.F) {
 			t.Errorf("r=%d, want %d", r, want)
 		}
 		tt := intParam(t, limit[0], "t")
-		if lim.Algorithm == admit.GCRA && allowed && rec.Code != http.StatusTooManyRequests && tt > admit.CeilSeconds(lim.EmissionInterval()) {
+		if lim.Algorithm == admit.GCRA && allowed && rec.Code != http.StatusTooManyRequests && tt > ratelimitfield.CeilSeconds(lim.EmissionInterval()) {
 			// An admitting GCRA policy regains a unit beyond r within one emission interval.
 			t.Errorf("GCRA admitted: t=%d beyond the emission interval %v", tt, lim.EmissionInterval())
 		}
