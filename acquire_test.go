@@ -29,7 +29,7 @@ var inflight = admit.Limit{Name: "inflight", Algorithm: admit.Concurrency, Rate:
 // acquire calls l.Acquire and fails the test on an error.
 func acquire(t *testing.T, l *admit.Limiter, ctx context.Context, subject string) (func(), admit.Decision) {
 	t.Helper()
-	d, release, err := l.Acquire(ctx, subject)
+	d, release, err := l.Acquire(ctx, admit.Subject{ID: subject})
 	if err != nil {
 		t.Fatalf("Acquire(%q): %v", subject, err)
 	}
@@ -39,7 +39,7 @@ func acquire(t *testing.T, l *admit.Limiter, ctx context.Context, subject string
 // peek returns what subject has left under l.
 func peek(t *testing.T, l *admit.Limiter, subject string) int64 {
 	t.Helper()
-	d, err := l.AllowN(context.Background(), subject, 0)
+	d, err := l.AllowN(context.Background(), admit.Subject{ID: subject}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func TestAcquireReleaseFreesTheLease(t *testing.T) {
 	if !d1.Allowed || !d2.Allowed || d1.Token == 0 || d1.Token == d2.Token {
 		t.Fatalf("two acquires of 2 in flight: %+v, %+v; want both admitted with distinct tokens", d1, d2)
 	}
-	if d, _, _ := l.Acquire(ctx, "alice"); d.Allowed {
+	if d, _, _ := l.Acquire(ctx, admit.Subject{ID: "alice"}); d.Allowed {
 		t.Fatalf("a third acquire: %+v; want rejected", d)
 	}
 	r1()
@@ -119,7 +119,7 @@ func TestAcquireMixesGCRAAndConcurrency(t *testing.T) {
 		releases = append(releases, release)
 	}
 	// The leases are all held: rejected by inflight, and the rate consumes nothing.
-	if d, _, _ := l.Acquire(ctx, "dave"); d.Allowed || d.Limit != inflight {
+	if d, _, _ := l.Acquire(ctx, admit.Subject{ID: "dave"}); d.Allowed || d.Limit != inflight {
 		t.Fatalf("acquire with both leases held: %+v; want rejected by inflight", d)
 	}
 	if _, err := l.Take(ctx, admit.Subject{ID: "dave"}, 0, "", ds); err != nil || ds[0].Remaining != 1 {
@@ -132,7 +132,7 @@ func TestAcquireMixesGCRAAndConcurrency(t *testing.T) {
 		t.Fatalf("acquire after a release: %+v; want admitted", d)
 	}
 	release()
-	if d, _, _ := l.Acquire(ctx, "dave"); d.Allowed || d.Limit != rate {
+	if d, _, _ := l.Acquire(ctx, admit.Subject{ID: "dave"}); d.Allowed || d.Limit != rate {
 		t.Fatalf("acquire with the rate spent: %+v; want rejected by rate", d)
 	}
 	if _, err := l.Take(ctx, admit.Subject{ID: "dave"}, 0, "", ds); err != nil || ds[1].Remaining != 1 {
@@ -156,13 +156,13 @@ func TestConcurrencyCostIsZeroOrOne(t *testing.T) {
 	ctx := context.Background()
 	for _, l := range []*admit.Limiter{alone, mixed} {
 		for _, n := range []int64{51, 2, -1} {
-			if d, err := l.AllowN(ctx, "erin", n); !errors.Is(err, admit.ErrInvalidRequest) {
+			if d, err := l.AllowN(ctx, admit.Subject{ID: "erin"}, n); !errors.Is(err, admit.ErrInvalidRequest) {
 				t.Errorf("%d limits: AllowN(%d) = %+v, %v; want admit.ErrInvalidRequest", len(l.Limits()), n, d, err)
 			}
 			if d, _, err := l.Admit(ctx, admit.Subject{ID: "erin"}, n, "", nil); !errors.Is(err, admit.ErrInvalidRequest) {
 				t.Errorf("%d limits: Admit(%d) = %+v, %v; want admit.ErrInvalidRequest", len(l.Limits()), n, d, err)
 			}
-			if d, _, err := l.Reserve(ctx, "erin", n); !errors.Is(err, admit.ErrInvalidRequest) {
+			if d, _, err := l.Reserve(ctx, admit.Subject{ID: "erin"}, n); !errors.Is(err, admit.ErrInvalidRequest) {
 				t.Errorf("%d limits: Reserve(%d) = %+v, %v; want admit.ErrInvalidRequest", len(l.Limits()), n, d, err)
 			}
 		}

@@ -298,7 +298,7 @@ func TestLimiterValidatesBeforeTheStore(t *testing.T) {
 		"repeated name": admit.NewLimiter(s, keys, fw("a", 3), fw("a", 5)),
 		"no keys":       admit.NewLimiter(s, nil, fw("a", 3)),
 	} {
-		if _, err := l.Allow(context.Background(), "alice"); !errors.Is(err, admit.ErrInvalidLimit) {
+		if _, err := l.Allow(context.Background(), admit.Subject{ID: "alice"}); !errors.Is(err, admit.ErrInvalidLimit) {
 			t.Errorf("%s: Allow = %v, want ErrInvalidLimit", name, err)
 		}
 		if err := l.Validate(); !errors.Is(err, admit.ErrInvalidLimit) {
@@ -316,16 +316,16 @@ func TestLimiterValidatesBeforeTheStore(t *testing.T) {
 	if err := good.Validate(); err != nil {
 		t.Fatalf("a valid Limiter: Validate() = %v", err)
 	}
-	if _, err := good.AllowN(context.Background(), "alice", 4); !errors.Is(err, admit.ErrInvalidRequest) {
+	if _, err := good.AllowN(context.Background(), admit.Subject{ID: "alice"}, 4); !errors.Is(err, admit.ErrInvalidRequest) {
 		t.Fatalf("AllowN(4) with rate 3: %v", err)
 	}
-	if _, err := good.Allow(context.Background(), ""); !errors.Is(err, admit.ErrInvalidRequest) {
+	if _, err := good.Allow(context.Background(), admit.Subject{ID: ""}); !errors.Is(err, admit.ErrInvalidRequest) {
 		t.Fatalf("Allow of an empty subject: %v", err)
 	}
 	if s.takes+s.takeAlls != 0 {
 		t.Fatalf("the store was called %d times for invalid requests", s.takes+s.takeAlls)
 	}
-	d, err := good.Allow(context.Background(), "alice")
+	d, err := good.Allow(context.Background(), admit.Subject{ID: "alice"})
 	if err != nil || s.takes != 1 || d.Remaining != 2 || good.Limits()[0].Rate != 3 {
 		t.Fatalf("Allow = %+v, %v after %d calls", d, err, s.takes)
 	}
@@ -395,7 +395,7 @@ func TestLimiterRefusesAsRequestValidate(t *testing.T) {
 					}
 				}
 				if id == "" {
-					_, _, err := l.Reserve(ctx, subject.ID, n)
+					_, _, err := l.Reserve(ctx, subject, n)
 					if fmt.Sprint(err) != fmt.Sprint(want) {
 						t.Errorf("%v: Reserve of %d units: %v; Request.Validate says %v", limits, n, err, want)
 					}

@@ -84,16 +84,16 @@ func (l *Limiter) check() error {
 // Limits returns the Limits that l applies.
 func (l *Limiter) Limits() []Limit { return append([]Limit(nil), l.limits...) }
 
-// Allow is shorthand for AllowN(ctx, subject, 1).
-func (l *Limiter) Allow(ctx context.Context, subject string) (Decision, error) {
-	return l.AllowN(ctx, subject, 1)
+// Allow is shorthand for AllowN(ctx, s, 1).
+func (l *Limiter) Allow(ctx context.Context, s Subject) (Decision, error) {
+	return l.AllowN(ctx, s, 1)
 }
 
-// AllowN consumes n units for subject under every Limit of l if all of them have n available, and
-// reports the deciding Decision (see [Deciding]); AllowN(ctx, subject, 0) is a peek that consumes
-// nothing.
-func (l *Limiter) AllowN(ctx context.Context, subject string, n int64) (Decision, error) {
-	return l.Take(ctx, Subject{ID: subject}, n, "", nil)
+// AllowN consumes n units for s under every Limit of l if all of them have n available, and
+// reports the deciding Decision (see [Deciding]); AllowN(ctx, s, 0) is a peek that consumes
+// nothing. It is Take(ctx, s, n, "", nil).
+func (l *Limiter) AllowN(ctx context.Context, s Subject, n int64) (Decision, error) {
+	return l.Take(ctx, s, n, "", nil)
 }
 
 // Take decides n units for s under every Limit of l, all-or-nothing, with request ID id (empty for
@@ -159,9 +159,9 @@ func (l *Limiter) requests(rs []Request, s Subject, n int64, id string) error {
 	return Requests(rs, l.keys, l.versions, s, n, id)
 }
 
-// Acquire is shorthand for Admit(ctx, Subject{ID: subject}, 1, "", nil).
-func (l *Limiter) Acquire(ctx context.Context, subject string) (d Decision, release func(), err error) {
-	return l.Admit(ctx, Subject{ID: subject}, 1, "", nil)
+// Acquire is shorthand for Admit(ctx, s, 1, "", nil).
+func (l *Limiter) Acquire(ctx context.Context, s Subject) (d Decision, release func(), err error) {
+	return l.Admit(ctx, s, 1, "", nil)
 }
 
 // Admit decides n units for s under every Limit of l, all-or-nothing, as Take does, and returns the
@@ -176,7 +176,7 @@ func (l *Limiter) Admit(ctx context.Context, s Subject, n int64, id string, ds [
 	return d, h.release, err
 }
 
-// Reserve takes estimate units for subject under every Limit of l, all-or-nothing, as AllowN does,
+// Reserve takes estimate units for s under every Limit of l, all-or-nothing, as AllowN does,
 // for a request whose actual cost is known only once it is done (docs/reserve-settle.md), and returns the deciding
 // Decision and settle. settle(ctx, actual) settles the reservation of each Limit at actual (see
 // Store.Settle: a refund goes back only to the window it was counted in; an overrun consumes what is
@@ -186,8 +186,8 @@ func (l *Limiter) Admit(ctx context.Context, s Subject, n int64, id string, ds [
 // a Limiter that reserves more than one unit has no Concurrency Limit. settle is never nil; for a
 // rejected request, or when called again, it settles nothing and returns an error matching
 // ErrInvalidRequest.
-func (l *Limiter) Reserve(ctx context.Context, subject string, estimate int64) (d Decision, settle func(ctx context.Context, actual int64) (Decision, error), err error) {
-	h, d, err := l.hold(ctx, Subject{ID: subject}, estimate, "", nil)
+func (l *Limiter) Reserve(ctx context.Context, s Subject, estimate int64) (d Decision, settle func(ctx context.Context, actual int64) (Decision, error), err error) {
+	h, d, err := l.hold(ctx, s, estimate, "", nil)
 	return d, h.settle, err
 }
 

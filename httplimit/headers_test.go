@@ -344,11 +344,11 @@ func TestRateLimitTIsTheEffectiveWindow(t *testing.T) {
 				case http.StatusNotFound:
 					admitted++
 					if r > 0 {
-						if d, err := limiter.AllowN(context.Background(), "a", r); err != nil || !d.Allowed {
+						if d, err := limiter.AllowN(context.Background(), admit.Subject{ID: "a"}, r); err != nil || !d.Allowed {
 							t.Fatalf("step %d: r=%d, and taking them: %+v, %v", step, r, d, err)
 						}
 					}
-					d, err := limiter.AllowN(context.Background(), "a", 1)
+					d, err := limiter.AllowN(context.Background(), admit.Subject{ID: "a"}, 1)
 					if err != nil || d.Allowed {
 						t.Fatalf("step %d: r=%d;t=%d, and one unit beyond r: %+v, %v; want a rejection", step, r, tt, d, err)
 					}

@@ -104,16 +104,16 @@ func testSharedAcrossStores(t *testing.T, b Backend, a *algorithm) {
 		allowed   bool
 		remaining int64
 	}{
-		{"limiter 1", func() (admit.Decision, error) { return l1.Allow(t.Context(), subject) }, true, 2},
-		{"limiter 2", func() (admit.Decision, error) { return l2.Allow(t.Context(), subject) }, true, 1},
+		{"limiter 1", func() (admit.Decision, error) { return l1.Allow(t.Context(), admit.Subject{ID: subject}) }, true, 2},
+		{"limiter 2", func() (admit.Decision, error) { return l2.Allow(t.Context(), admit.Subject{ID: subject}) }, true, 1},
 		{"store 2", func() (admit.Decision, error) {
 			return s2.Take(t.Context(), admit.Request{Key: key, Limit: lim, Cost: 1})
 		}, true, 0},
-		{"limiter 1", func() (admit.Decision, error) { return l1.Allow(t.Context(), subject) }, false, 0},
+		{"limiter 1", func() (admit.Decision, error) { return l1.Allow(t.Context(), admit.Subject{ID: subject}) }, false, 0},
 		{"store 1", func() (admit.Decision, error) {
 			return s1.Take(t.Context(), admit.Request{Key: key, Limit: lim, Cost: 1})
 		}, false, 0},
-		{"limiter 2", func() (admit.Decision, error) { return l2.AllowN(t.Context(), subject, 1) }, false, 0},
+		{"limiter 2", func() (admit.Decision, error) { return l2.AllowN(t.Context(), admit.Subject{ID: subject}, 1) }, false, 0},
 		{"store 1 peek", func() (admit.Decision, error) {
 			return s1.Take(t.Context(), admit.Request{Key: key, Limit: lim, Cost: 0})
 		}, true, 0},
