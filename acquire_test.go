@@ -29,7 +29,7 @@ var inflight = admit.Limit{Name: "inflight", Algorithm: admit.Concurrency, Rate:
 // acquire calls l.Acquire and fails the test on an error.
 func acquire(t *testing.T, l *admit.Limiter, ctx context.Context, subject string) (func(), admit.Decision) {
 	t.Helper()
-	release, d, err := l.Acquire(ctx, subject)
+	d, release, err := l.Acquire(ctx, admit.Subject{ID: subject})
 	if err != nil {
 		t.Fatalf("Acquire(%q): %v", subject, err)
 	}
@@ -39,7 +39,7 @@ func acquire(t *testing.T, l *admit.Limiter, ctx context.Context, subject string
 // peek returns what subject has left under l.
 func peek(t *testing.T, l *admit.Limiter, subject string) int64 {
 	t.Helper()
-	d, err := l.AllowN(context.Background(), subject, 0)
+	d, err := l.AllowN(context.Background(), admit.Subject{ID: subject}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func TestAcquireReleaseFreesTheLease(t *testing.T) {
 	if !d1.Allowed || !d2.Allowed || d1.Token == 0 || d1.Token == d2.Token {
 		t.Fatalf("two acquires of 2 in flight: %+v, %+v; want both admitted with distinct tokens", d1, d2)
 	}
-	if _, d, _ := l.Acquire(ctx, "alice"); d.Allowed {
+	if d, _, _ := l.Acquire(ctx, admit.Subject{ID: "alice"}); d.Allowed {
 		t.Fatalf("a third acquire: %+v; want rejected", d)
 	}
 	r1()
@@ -119,7 +119,7 @@ func TestAcquireMixesGCRAAndConcurrency(t *testing.T) {
 		releases = append(releases, release)
 	}
 	// The leases are all held: rejected by inflight, and the rate consumes nothing.
-	if _, d, _ := l.Acquire(ctx, "dave"); d.Allowed || d.Limit != inflight {
+	if d, _, _ := l.Acquire(ctx, admit.Subject{ID: "dave"}); d.Allowed || d.Limit != inflight {
 		t.Fatalf("acquire with both leases held: %+v; want rejected by inflight", d)
 	}
 	if _, err := l.Take(ctx, admit.Subject{ID: "dave"}, 0, "", ds); err != nil || ds[0].Remaining != 1 {
@@ -132,7 +132,7 @@ func TestAcquireMixesGCRAAndConcurrency(t *testing.T) {
 		t.Fatalf("acquire after a release: %+v; want admitted", d)
 	}
 	release()
-	if _, d, _ := l.Acquire(ctx, "dave"); d.Allowed || d.Limit != rate {
+	if d, _, _ := l.Acquire(ctx, admit.Subject{ID: "dave"}); d.Allowed || d.Limit != rate {
 		t.Fatalf("acquire with the rate spent: %+v; want rejected by rate", d)
 	}
 	if _, err := l.Take(ctx, admit.Subject{ID: "dave"}, 0, "", ds); err != nil || ds[1].Remaining != 1 {
@@ -156,13 +156,13 @@ func TestConcurrencyCostIsZeroOrOne(t *testing.T) {
 	ctx := context.Background()
 	for _, l := range []*admit.Limiter{alone, mixed} {
 		for _, n := range []int64{51, 2, -1} {
-			if d, err := l.AllowN(ctx, "erin", n); !errors.Is(err, admit.ErrInvalidRequest) {
+			if d, err := l.AllowN(ctx, admit.Subject{ID: "erin"}, n); !errors.Is(err, admit.ErrInvalidRequest) {
 				t.Errorf("%d limits: AllowN(%d) = %+v, %v; want admit.ErrInvalidRequest", len(l.Limits()), n, d, err)
 			}
-			if _, d, err := l.Admit(ctx, admit.Subject{ID: "erin"}, n, "", nil); !errors.Is(err, admit.ErrInvalidRequest) {
+			if d, _, err := l.Admit(ctx, admit.Subject{ID: "erin"}, n, "", nil); !errors.Is(err, admit.ErrInvalidRequest) {
 				t.Errorf("%d limits: Admit(%d) = %+v, %v; want admit.ErrInvalidRequest", len(l.Limits()), n, d, err)
 			}
-			if _, d, err := l.Reserve(ctx, "erin", n); !errors.Is(err, admit.ErrInvalidRequest) {
+			if d, _, err := l.Reserve(ctx, admit.Subject{ID: "erin"}, n); !errors.Is(err, admit.ErrInvalidRequest) {
 				t.Errorf("%d limits: Reserve(%d) = %+v, %v; want admit.ErrInvalidRequest", len(l.Limits()), n, d, err)
 			}
 		}
@@ -186,21 +186,21 @@ func TestHold(t *testing.T) {
 	one := admit.Limit{Name: "inflight", Algorithm: admit.Concurrency, Rate: 1, Period: time.Minute}
 	rs := []admit.Request{{Key: "rl:inflight:v1:{a}", Limit: one, Cost: 1}, {Key: "rl:per-hour:v1:{a}", Limit: perHour, Cost: 1}}
 	ds := make([]admit.Decision, 2)
-	release, allowed, err := admit.Hold(context.Background(), s, rs, ds)
+	allowed, release, err := admit.Hold(context.Background(), s, rs, ds)
 	if err != nil || !allowed || !ds[0].Allowed || ds[0].Token == 0 || ds[1].Remaining != 9 {
 		t.Fatalf("Hold = %v, %v, %+v; want allowed with a lease", allowed, err, ds)
 	}
-	release2, allowed, err := admit.Hold(context.Background(), s, rs, ds)
+	allowed, release2, err := admit.Hold(context.Background(), s, rs, ds)
 	if err != nil || allowed {
 		t.Fatalf("second Hold = %v, %v; want rejected: one in flight", allowed, err)
 	}
 	release2() // nothing held
 	release()
 	release()
-	if _, allowed, err := admit.Hold(context.Background(), s, rs, ds); err != nil || !allowed || ds[1].Remaining != 8 {
+	if allowed, _, err := admit.Hold(context.Background(), s, rs, ds); err != nil || !allowed || ds[1].Remaining != 8 {
 		t.Fatalf("Hold after release = %v, %v, %+v; want allowed, per-hour 8 left", allowed, err, ds)
 	}
-	if release, _, err := admit.Hold(context.Background(), s, rs, ds[:1]); err == nil || release == nil {
+	if _, release, err := admit.Hold(context.Background(), s, rs, ds[:1]); err == nil || release == nil {
 		t.Errorf("Hold with too few Decisions = %v; want an error and a release", err)
 	}
 }

@@ -10,9 +10,10 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/ratelimitfield"
 )
 
-func TestCeilSeconds(t *testing.T) {
+func TestRetryAfterSeconds(t *testing.T) {
 	for _, tc := range []struct {
 		in   time.Duration
 		want int64
@@ -29,9 +30,6 @@ func TestCeilSeconds(t *testing.T) {
 		{10 * time.Second, 10},
 		{admit.MaxPeriod, int64(admit.MaxPeriod / time.Second)},
 	} {
-		if got := admit.CeilSeconds(tc.in); got != tc.want {
-			t.Errorf("CeilSeconds(%v) = %d, want %d", tc.in, got, tc.want)
-		}
 		if got := (admit.Decision{RetryAfter: tc.in}).RetryAfterSeconds(); got != tc.want {
 			t.Errorf("Decision{RetryAfter: %v}.RetryAfterSeconds() = %d, want %d", tc.in, got, tc.want)
 		}
@@ -45,7 +43,7 @@ func TestRetryAfterSecondsAllowed(t *testing.T) {
 		if got := (admit.Decision{Allowed: true, RetryAfter: ra, Remaining: 2}).RetryAfterSeconds(); got != 0 {
 			t.Errorf("an allowed Decision{RetryAfter: %v}.RetryAfterSeconds() = %d; want 0", ra, got)
 		}
-		if got, want := (admit.Decision{RetryAfter: ra}).RetryAfterSeconds(), admit.CeilSeconds(ra); got != want || got < 1 {
+		if got, want := (admit.Decision{RetryAfter: ra}).RetryAfterSeconds(), ratelimitfield.CeilSeconds(ra); got != want || got < 1 {
 			t.Errorf("a rejected Decision{RetryAfter: %v}.RetryAfterSeconds() = %d; want %d, at least 1", ra, got, want)
 		}
 	}
@@ -300,7 +298,7 @@ func TestLimiterValidatesBeforeTheStore(t *testing.T) {
 		"repeated name": admit.NewLimiter(s, keys, fw("a", 3), fw("a", 5)),
 		"no keys":       admit.NewLimiter(s, nil, fw("a", 3)),
 	} {
-		if _, err := l.Allow(context.Background(), "alice"); !errors.Is(err, admit.ErrInvalidLimit) {
+		if _, err := l.Allow(context.Background(), admit.Subject{ID: "alice"}); !errors.Is(err, admit.ErrInvalidLimit) {
 			t.Errorf("%s: Allow = %v, want ErrInvalidLimit", name, err)
 		}
 		if err := l.Validate(); !errors.Is(err, admit.ErrInvalidLimit) {
@@ -318,16 +316,16 @@ func TestLimiterValidatesBeforeTheStore(t *testing.T) {
 	if err := good.Validate(); err != nil {
 		t.Fatalf("a valid Limiter: Validate() = %v", err)
 	}
-	if _, err := good.AllowN(context.Background(), "alice", 4); !errors.Is(err, admit.ErrInvalidRequest) {
+	if _, err := good.AllowN(context.Background(), admit.Subject{ID: "alice"}, 4); !errors.Is(err, admit.ErrInvalidRequest) {
 		t.Fatalf("AllowN(4) with rate 3: %v", err)
 	}
-	if _, err := good.Allow(context.Background(), ""); !errors.Is(err, admit.ErrInvalidRequest) {
+	if _, err := good.Allow(context.Background(), admit.Subject{ID: ""}); !errors.Is(err, admit.ErrInvalidRequest) {
 		t.Fatalf("Allow of an empty subject: %v", err)
 	}
 	if s.takes+s.takeAlls != 0 {
 		t.Fatalf("the store was called %d times for invalid requests", s.takes+s.takeAlls)
 	}
-	d, err := good.Allow(context.Background(), "alice")
+	d, err := good.Allow(context.Background(), admit.Subject{ID: "alice"})
 	if err != nil || s.takes != 1 || d.Remaining != 2 || good.Limits()[0].Rate != 3 {
 		t.Fatalf("Allow = %+v, %v after %d calls", d, err, s.takes)
 	}
@@ -397,7 +395,7 @@ func TestLimiterRefusesAsRequestValidate(t *testing.T) {
 					}
 				}
 				if id == "" {
-					_, _, err := l.Reserve(ctx, subject.ID, n)
+					_, _, err := l.Reserve(ctx, subject, n)
 					if fmt.Sprint(err) != fmt.Sprint(want) {
 						t.Errorf("%v: Reserve of %d units: %v; Request.Validate says %v", limits, n, err, want)
 					}

@@ -21,7 +21,7 @@ func Example() {
 	limiter := admit.NewLimiter(store, keys, admit.Limit{Name: "demo", Algorithm: admit.FixedWindow, Rate: 3, Period: 10 * time.Second})
 
 	for range 4 {
-		d, err := limiter.Allow(context.Background(), "demo-account")
+		d, err := limiter.Allow(context.Background(), admit.Subject{ID: "demo-account"})
 		if err != nil {
 			fmt.Println("503 limiter unavailable") // fail closed
 			continue
@@ -102,7 +102,7 @@ func ExampleLimiter_Reserve() {
 	limiter := admit.NewLimiter(store, keys, admit.Limit{Name: "tokens", Algorithm: admit.FixedWindow, Rate: 10_000, Period: time.Minute})
 
 	const maxTokens = 4000
-	settle, d, err := limiter.Reserve(context.Background(), "tenant-42", maxTokens)
+	d, settle, err := limiter.Reserve(context.Background(), admit.Subject{ID: "tenant-42"}, maxTokens)
 	if err != nil || !d.Allowed {
 		fmt.Println("429 or 503: do not call the model")
 		return

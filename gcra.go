@@ -12,9 +12,9 @@ import (
 
 // Bounds on a GCRA Limit, enforced by [Limit.Validate].
 const (
-	// MinEmissionInterval is the shortest emission interval, Period/Rate, of a GCRA Limit: one
+	// minEmissionInterval is the shortest emission interval, Period/Rate, of a GCRA Limit: one
 	// microsecond, the resolution of the time GCRA keeps. A higher rate needs a longer Period.
-	MinEmissionInterval = time.Microsecond
+	minEmissionInterval = time.Microsecond
 	// MaxTolerance is the longest time a full GCRA bucket may take to empty, Capacity ×
 	// EmissionInterval: 2^52 µs, about 142 years. A stored TAT is then at most now + MaxTolerance,
 	// an integer below 2^53 µs, exact in Lua's doubles, until the year 2112.
@@ -63,7 +63,7 @@ func (l Limit) validateGCRA() error {
 	}
 	if p < l.Rate {
 		return fmt.Errorf("%w: gcra: %d per %v is more than one unit per microsecond: the emission interval, period/rate, must be at least %v",
-			ErrInvalidLimit, l.Rate, l.Period, MinEmissionInterval)
+			ErrInvalidLimit, l.Rate, l.Period, minEmissionInterval)
 	}
 	t := l.EmissionInterval().Microseconds()
 	if slower := t*l.Rate - p; slower*MaxIntervalRounding >= p { // t*Rate < p + Rate ≤ 2p: no overflow

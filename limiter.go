@@ -84,16 +84,16 @@ func (l *Limiter) check() error {
 // Limits returns the Limits that l applies.
 func (l *Limiter) Limits() []Limit { return append([]Limit(nil), l.limits...) }
 
-// Allow is shorthand for AllowN(ctx, subject, 1).
-func (l *Limiter) Allow(ctx context.Context, subject string) (Decision, error) {
-	return l.AllowN(ctx, subject, 1)
+// Allow is shorthand for AllowN(ctx, s, 1).
+func (l *Limiter) Allow(ctx context.Context, s Subject) (Decision, error) {
+	return l.AllowN(ctx, s, 1)
 }
 
-// AllowN consumes n units for subject under every Limit of l if all of them have n available, and
-// reports the deciding Decision (see [Deciding]); AllowN(ctx, subject, 0) is a peek that consumes
-// nothing.
-func (l *Limiter) AllowN(ctx context.Context, subject string, n int64) (Decision, error) {
-	return l.Take(ctx, Subject{ID: subject}, n, "", nil)
+// AllowN consumes n units for s under every Limit of l if all of them have n available, and
+// reports the deciding Decision (see [Deciding]); AllowN(ctx, s, 0) is a peek that consumes
+// nothing. It is Take(ctx, s, n, "", nil).
+func (l *Limiter) AllowN(ctx context.Context, s Subject, n int64) (Decision, error) {
+	return l.Take(ctx, s, n, "", nil)
 }
 
 // Take decides n units for s under every Limit of l, all-or-nothing, with request ID id (empty for
@@ -159,9 +159,9 @@ func (l *Limiter) requests(rs []Request, s Subject, n int64, id string) error {
 	return Requests(rs, l.keys, l.versions, s, n, id)
 }
 
-// Acquire is shorthand for Admit(ctx, Subject{ID: subject}, 1, "", nil).
-func (l *Limiter) Acquire(ctx context.Context, subject string) (release func(), d Decision, err error) {
-	return l.Admit(ctx, Subject{ID: subject}, 1, "", nil)
+// Acquire is shorthand for Admit(ctx, s, 1, "", nil).
+func (l *Limiter) Acquire(ctx context.Context, s Subject) (d Decision, release func(), err error) {
+	return l.Admit(ctx, s, 1, "", nil)
 }
 
 // Admit decides n units for s under every Limit of l, all-or-nothing, as Take does, and returns the
@@ -171,12 +171,12 @@ func (l *Limiter) Acquire(ctx context.Context, subject string) (release func(), 
 // without Concurrency Limits, and does nothing when called again. It releases even when ctx is
 // done, within the Store's own timeout; a lease it cannot release (the Store unavailable) expires
 // after its Limit's Period.
-func (l *Limiter) Admit(ctx context.Context, s Subject, n int64, id string, ds []Decision) (release func(), d Decision, err error) {
+func (l *Limiter) Admit(ctx context.Context, s Subject, n int64, id string, ds []Decision) (d Decision, release func(), err error) {
 	h, d, err := l.hold(ctx, s, n, id, ds)
-	return h.release, d, err
+	return d, h.release, err
 }
 
-// Reserve takes estimate units for subject under every Limit of l, all-or-nothing, as AllowN does,
+// Reserve takes estimate units for s under every Limit of l, all-or-nothing, as AllowN does,
 // for a request whose actual cost is known only once it is done (docs/reserve-settle.md), and returns the deciding
 // Decision and settle. settle(ctx, actual) settles the reservation of each Limit at actual (see
 // Store.Settle: a refund goes back only to the window it was counted in; an overrun consumes what is
@@ -186,9 +186,9 @@ func (l *Limiter) Admit(ctx context.Context, s Subject, n int64, id string, ds [
 // a Limiter that reserves more than one unit has no Concurrency Limit. settle is never nil; for a
 // rejected request, or when called again, it settles nothing and returns an error matching
 // ErrInvalidRequest.
-func (l *Limiter) Reserve(ctx context.Context, subject string, estimate int64) (settle func(ctx context.Context, actual int64) (Decision, error), d Decision, err error) {
-	h, d, err := l.hold(ctx, Subject{ID: subject}, estimate, "", nil)
-	return h.settle, d, err
+func (l *Limiter) Reserve(ctx context.Context, s Subject, estimate int64) (d Decision, settle func(ctx context.Context, actual int64) (Decision, error), err error) {
+	h, d, err := l.hold(ctx, s, estimate, "", nil)
+	return d, h.settle, err
 }
 
 // hold takes n units for s under every Limit of l with request ID id, fills ds if not nil, and
@@ -220,13 +220,13 @@ func (l *Limiter) hold(ctx context.Context, s Subject, n int64, id string, ds []
 // again. It releases even when ctx is done, within the Store's own timeout; a lease it cannot
 // release (the Store unavailable) expires after its Limit's Period. Hold copies rs: the caller may
 // reuse it, and ds, once Hold returns. [Limiter.Admit] is Hold for a Limiter's Limits.
-func Hold(ctx context.Context, store Store, rs []Request, ds []Decision) (release func(), allowed bool, err error) {
+func Hold(ctx context.Context, store Store, rs []Request, ds []Decision) (allowed bool, release func(), err error) {
 	if len(ds) != len(rs) {
-		return noHolding().release, false, fmt.Errorf("%w: %d Decisions for %d requests", ErrInvalidRequest, len(ds), len(rs))
+		return false, noHolding().release, fmt.Errorf("%w: %d Decisions for %d requests", ErrInvalidRequest, len(ds), len(rs))
 	}
 	h, allowed, err := takeHolding(ctx, store, append([]Request(nil), rs...))
 	copy(ds, h.ds)
-	return h.release, allowed, err
+	return allowed, h.release, err
 }
 
 // takeHolding decides rs, which it keeps, on store, and returns what an admitted request holds.

@@ -5,20 +5,13 @@ import (
 	"time"
 )
 
-// A Limit's quota and quota window are the one description of a policy that its clients see: the
-// q and w of the RateLimit-Policy header field, and the limit of the service's JSON answers. For a
+// A Limit's quota, [Limit.Capacity], and quota window are the one description of a policy that its
+// clients see: the q and w of the RateLimit-Policy header field, and the limit of the service's JSON answers. For a
 // window they are Rate per Period. For GCRA they are the bucket, Capacity, and the time an empty
 // bucket takes to fill again at the nominal rate, Capacity × Period / Rate: with a limit of 10 per
 // second and a burst of 20, a quota of 20 in 2 s; with 3 per 10 s and a burst of 3, 3 in 10 s.
 
-// Quota returns the most units a client can use under l at once, as its clients are told: Rate,
-// or for GCRA the bucket, Capacity (Burst, or Rate when Burst is 0). For Concurrency it is the
-// most leases in flight.
-func (l Limit) Quota() int64 {
-	return l.Capacity()
-}
-
-// QuotaWindow returns the time over which a client is granted Quota units: Period for the fixed
+// QuotaWindow returns the time over which a client is granted Capacity units: Period for the fixed
 // window, the sliding window and the sliding log; for GCRA, the time an empty bucket takes to fill
 // again at the nominal rate, Capacity × Period / Rate, computed exactly and rounded up to the
 // nanosecond (not Capacity × EmissionInterval, whose rounding to the microsecond would make 3 per

@@ -25,7 +25,7 @@ func TestQuota(t *testing.T) {
 		{admit.Limit{Algorithm: admit.Concurrency, Rate: 4, Period: time.Minute}, 4, 0},
 		{admit.Limit{Algorithm: admit.GCRA}, 0, 0},
 	} {
-		if q, w := tc.l.Quota(), tc.l.QuotaWindow(); q != tc.quota || w != tc.window {
+		if q, w := tc.l.Capacity(), tc.l.QuotaWindow(); q != tc.quota || w != tc.window {
 			t.Errorf("%v: Quota %d, QuotaWindow %v; want %d, %v", tc.l, q, w, tc.quota, tc.window)
 		}
 	}

@@ -145,11 +145,11 @@ func (d Decision) RetryAfterSeconds() int64 {
 	if d.Allowed {
 		return 0
 	}
-	return CeilSeconds(d.RetryAfter)
+	return ceilSeconds(d.RetryAfter)
 }
 
-// CeilSeconds returns d rounded up to whole seconds, and at least 1.
-func CeilSeconds(d time.Duration) int64 {
+// ceilSeconds returns d rounded up to whole seconds, and at least 1.
+func ceilSeconds(d time.Duration) int64 {
 	s := int64((d + time.Second - 1) / time.Second)
 	return max(1, s)
 }

@@ -38,7 +38,7 @@ var perMinute = admit.Limit{Name: "per-minute", Algorithm: admit.FixedWindow, Ra
 func TestReserveThenSettleLower(t *testing.T) {
 	l := newReserveLimiter(t, perMinute)
 	ctx := context.Background()
-	settle, d, err := l.Reserve(ctx, "alice", 8)
+	d, settle, err := l.Reserve(ctx, admit.Subject{ID: "alice"}, 8)
 	if err != nil || !d.Allowed || d.Remaining != 2 || d.Token == 0 {
 		t.Fatalf("Reserve(8) = %+v, %v; want allowed with 2 left and a token", d, err)
 	}
@@ -61,10 +61,10 @@ func TestReserveThenSettleLower(t *testing.T) {
 func TestReserveRejectedSettlesNothing(t *testing.T) {
 	l := newReserveLimiter(t, perMinute)
 	ctx := context.Background()
-	if _, _, err := l.Reserve(ctx, "bob", 8); err != nil {
+	if _, _, err := l.Reserve(ctx, admit.Subject{ID: "bob"}, 8); err != nil {
 		t.Fatal(err)
 	}
-	settle, d, err := l.Reserve(ctx, "bob", 5)
+	d, settle, err := l.Reserve(ctx, admit.Subject{ID: "bob"}, 5)
 	if err != nil || d.Allowed || d.Token != 0 {
 		t.Fatalf("Reserve(5) with 2 left = %+v, %v; want rejected, no token", d, err)
 	}
@@ -75,7 +75,7 @@ func TestReserveRejectedSettlesNothing(t *testing.T) {
 		t.Fatalf("after settling a rejected reservation: %d left; want 2", got[0])
 	}
 	// An invalid estimate reserves nothing, and its settle errs too.
-	settle, _, err = l.Reserve(ctx, "bob", -1)
+	_, settle, err = l.Reserve(ctx, admit.Subject{ID: "bob"}, -1)
 	if !errors.Is(err, admit.ErrInvalidRequest) {
 		t.Fatalf("Reserve(-1): %v; want ErrInvalidRequest", err)
 	}
@@ -90,7 +90,7 @@ func TestReserveOfTwoPolicies(t *testing.T) {
 	perDay := admit.Limit{Name: "per-day", Algorithm: admit.FixedWindow, Rate: 100, Period: 24 * time.Hour}
 	l := newReserveLimiter(t, perMinute, perDay)
 	ctx := context.Background()
-	settle, _, err := l.Reserve(ctx, "carol", 8)
+	_, settle, err := l.Reserve(ctx, admit.Subject{ID: "carol"}, 8)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestReserveOfTwoPolicies(t *testing.T) {
 		t.Fatalf("after settling at 2: %v left; want [8 98]", got)
 	}
 	// An overrun of 7 fits per-day whole, per-minute only in part (5 left).
-	settle, _, err = l.Reserve(ctx, "dave", 5)
+	_, settle, err = l.Reserve(ctx, admit.Subject{ID: "dave"}, 5)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -81,10 +81,6 @@ type Reservation struct {
 	Token uint64
 }
 
-// MaxSettle is the largest actual cost Settle accepts: MaxRate. An overrun consumes at most what a
-// key has left, so a larger one would settle the same.
-const MaxSettle = MaxRate
-
 // Validate reports why res cannot be settled at actual, as an error matching [ErrInvalidLimit] or
 // [ErrInvalidRequest], or nil.
 func (res *Reservation) Validate(actual int64) error {
@@ -98,8 +94,8 @@ func (res *Reservation) Validate(actual int64) error {
 		return fmt.Errorf("%w: a concurrency lease is released, not settled", ErrInvalidRequest)
 	case r.Cost == 0 || res.Token == 0:
 		return fmt.Errorf("%w: a reservation needs the cost and token of an admitted request", ErrInvalidRequest)
-	case actual < 0 || actual > MaxSettle:
-		return fmt.Errorf("%w: actual cost %d outside 0-%d", ErrInvalidRequest, actual, MaxSettle)
+	case actual < 0 || actual > MaxRate:
+		return fmt.Errorf("%w: actual cost %d outside 0-%d", ErrInvalidRequest, actual, MaxRate)
 	}
 	return nil
 }

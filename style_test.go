@@ -557,3 +557,93 @@ func TestNoCommentEssays(t *testing.T) {
 		t.Fatalf("found only %d comment blocks: is the working directory the module root?", blocks)
 	}
 }
+
+// maxRootNames bounds the exported names of package admit, methods on its exported types counted:
+// a small root is easier to learn and to keep even. Lower it when a name goes; never raise it
+// without a reason in the commit.
+const maxRootNames = 68
+
+// TestRootAPIIsSmall counts the exported top-level names of package admit (types, funcs, consts and
+// vars) and the exported methods of its exported types, and fails when there are more than
+// maxRootNames.
+func TestRootAPIIsSmall(t *testing.T) {
+	var root *sourcePackage
+	for _, pkg := range modulePackages(t) {
+		if pkg.name == "admit" {
+			root = pkg
+		}
+	}
+	if root == nil {
+		t.Fatal("found no package admit")
+	}
+	names := rootNames(root)
+	if len(names) > maxRootNames {
+		t.Errorf("package admit exports %d names, methods counted; at most %d:\n%s", len(names), maxRootNames, strings.Join(names, "\n"))
+	}
+	t.Logf("package admit exports %d names, methods counted", len(names))
+}
+
+// rootNames returns the exported top-level names of pkg, and its exported types' exported methods
+// as Type.Method.
+func rootNames(pkg *sourcePackage) []string {
+	var names []string
+	for _, f := range pkg.files {
+		for _, decl := range f.Decls {
+			switch d := decl.(type) {
+			case *ast.FuncDecl:
+				switch {
+				case !d.Name.IsExported():
+				case d.Recv == nil:
+					names = append(names, d.Name.Name)
+				case token.IsExported(receiverType(d.Recv)):
+					names = append(names, receiverType(d.Recv)+"."+d.Name.Name)
+				}
+			case *ast.GenDecl:
+				for _, spec := range d.Specs {
+					switch s := spec.(type) {
+					case *ast.TypeSpec:
+						if s.Name.IsExported() {
+							names = append(names, s.Name.Name)
+						}
+					case *ast.ValueSpec:
+						for _, id := range s.Names {
+							if id.IsExported() {
+								names = append(names, id.Name)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	return names
+}
+
+// TestRootNamesCountsEveryKind checks rootNames on a package of every kind of declaration, so that
+// TestRootAPIIsSmall cannot pass by counting nothing.
+func TestRootNamesCountsEveryKind(t *testing.T) {
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "x.go", `package x
+type T struct{}
+type u struct{}
+func (T) M()    {}
+func (*T) N()   {}
+func (T) m()    {}
+func (u) M()    {}
+func F()        {}
+func g()        {}
+const C, d = 1, 2
+var V, w = 1, 2
+const (
+	E = iota
+	f
+)
+`, parser.ParseComments)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(rootNames(&sourcePackage{fset: fset, files: []*ast.File{f}}), " ")
+	if want := "T T.M T.N F C V E"; got != want {
+		t.Errorf("rootNames = %q; want %q", got, want)
+	}
+}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/internal/callers"
+	"github.com/admit-dev/admit/internal/luasource"
 	"github.com/admit-dev/admit/internal/redistest"
 	"github.com/admit-dev/admit/redisstore"
 )
@@ -39,7 +40,7 @@ var takeArgs = []string{"1", "", "", limit.Algorithm.String(),
 // takeScript returns the source of redisstore's take script, the one its Take calls, which the bare
 // clients call too.
 func takeScript(b *testing.B) string {
-	src, ok := redisstore.Script("take")
+	src, ok := luasource.Lookup("take")
 	if !ok {
 		b.Fatal(`redisstore has no "take" script`)
 	}

@@ -10,8 +10,9 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/luasource"
 	"github.com/admit-dev/admit/internal/redistest"
-	"github.com/admit-dev/admit/redisstore"
+	_ "github.com/admit-dev/admit/redisstore" // registers the Lua sources
 )
 
 // The ScriptCost group measures the Redis server's CPU per decision of every script entry point
@@ -155,7 +156,7 @@ func BenchmarkScriptCost_Entry(b *testing.B) {
 	for _, sc := range scriptCases {
 		b.Run(sc.name, func(b *testing.B) {
 			r := newScriptRunner(b)
-			src, ok := redisstore.Script(sc.entry)
+			src, ok := luasource.Lookup(sc.entry)
 			if !ok {
 				b.Fatalf("redisstore has no %q script", sc.entry)
 			}
@@ -193,7 +194,7 @@ func BenchmarkScriptCost_Entry(b *testing.B) {
 }
 
 func mustScript(b *testing.B, name string) string {
-	src, ok := redisstore.Script(name)
+	src, ok := luasource.Lookup(name)
 	if !ok {
 		b.Fatalf("redisstore has no %q script", name)
 	}

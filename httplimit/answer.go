@@ -32,7 +32,7 @@ func NewAnswers(unavailableRetryAfter time.Duration, omitRateLimitHeaders bool) 
 	if unavailableRetryAfter <= 0 {
 		unavailableRetryAfter = DefaultUnavailableRetryAfter
 	}
-	return &Answers{unavailable: strconv.FormatInt(admit.CeilSeconds(unavailableRetryAfter), 10), headers: !omitRateLimitHeaders}
+	return &Answers{unavailable: strconv.FormatInt(ratelimitfield.CeilSeconds(unavailableRetryAfter), 10), headers: !omitRateLimitHeaders}
 }
 
 // Logged returns Answers that answer as a does, and log each request that Failed answers to

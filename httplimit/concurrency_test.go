@@ -55,7 +55,7 @@ func TestConcurrencyNeverAboveLimit(t *testing.T) {
 		t.Errorf("%d admitted, %d limited; want some of each from 16 callers on a limit of 2", ok.Load(), limited.Load())
 	}
 	t.Logf("%d admitted, %d limited, at most %d at once", ok.Load(), limited.Load(), most.Load())
-	if d, err := lim.AllowN(t.Context(), "alice", 0); err != nil || d.Remaining != inFlight.Rate {
+	if d, err := lim.AllowN(t.Context(), admit.Subject{ID: "alice"}, 0); err != nil || d.Remaining != inFlight.Rate {
 		t.Errorf("after: %+v, %v; want every lease released", d, err)
 	}
 }
@@ -76,7 +76,7 @@ func TestConcurrencyReleasedOnPanicAndDisconnect(t *testing.T) {
 		}()
 		panicking.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/", nil))
 	}()
-	if d, err := lim.AllowN(t.Context(), "alice", 0); err != nil || d.Remaining != 1 {
+	if d, err := lim.AllowN(t.Context(), admit.Subject{ID: "alice"}, 0); err != nil || d.Remaining != 1 {
 		t.Fatalf("after a panic: %+v, %v; want the lease released", d, err)
 	}
 
@@ -90,7 +90,7 @@ func TestConcurrencyReleasedOnPanicAndDisconnect(t *testing.T) {
 	if rec.Code != http.StatusOK {
 		t.Fatalf("status %d; want 200", rec.Code)
 	}
-	if d, err := lim.AllowN(t.Context(), "alice", 0); err != nil || d.Remaining != 1 {
+	if d, err := lim.AllowN(t.Context(), admit.Subject{ID: "alice"}, 0); err != nil || d.Remaining != 1 {
 		t.Errorf("after a disconnect: %+v, %v; want the lease released", d, err)
 	}
 	ok := (&httplimit.Middleware{Limiter: lim, Subject: httplimit.Constant("alice")}).Wrap(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))

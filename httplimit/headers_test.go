@@ -17,6 +17,7 @@ import (
 
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/httplimit"
+	"github.com/admit-dev/admit/internal/ratelimitfield"
 	"github.com/admit-dev/admit/limittest"
 	"github.com/admit-dev/admit/memstore"
 )
@@ -343,11 +344,11 @@ func TestRateLimitTIsTheEffectiveWindow(t *testing.T) {
 				case http.StatusNotFound:
 					admitted++
 					if r > 0 {
-						if d, err := limiter.AllowN(context.Background(), "a", r); err != nil || !d.Allowed {
+						if d, err := limiter.AllowN(context.Background(), admit.Subject{ID: "a"}, r); err != nil || !d.Allowed {
 							t.Fatalf("step %d: r=%d, and taking them: %+v, %v", step, r, d, err)
 						}
 					}
-					d, err := limiter.AllowN(context.Background(), "a", 1)
+					d, err := limiter.AllowN(context.Background(), admit.Subject{ID: "a"}, 1)
 					if err != nil || d.Allowed {
 						t.Fatalf("step %d: r=%d;t=%d, and one unit beyond r: %+v, %v; want a rejection", step, r, tt, d, err)
 					}
@@ -434,7 +435,7 @@ func FuzzRateLimitHeaders(f *testing.F) {
 			t.Errorf("r=%d, want %d", r, want)
 		}
 		tt := intParam(t, limit[0], "t")
-		if lim.Algorithm == admit.GCRA && allowed && rec.Code != http.StatusTooManyRequests && tt > admit.CeilSeconds(lim.EmissionInterval()) {
+		if lim.Algorithm == admit.GCRA && allowed && rec.Code != http.StatusTooManyRequests && tt > ratelimitfield.CeilSeconds(lim.EmissionInterval()) {
 			// An admitting GCRA policy regains a unit beyond r within one emission interval.
 			t.Errorf("GCRA admitted: t=%d beyond the emission interval %v", tt, lim.EmissionInterval())
 		}

@@ -318,7 +318,7 @@ func (h *handler) decide(r *http.Request, ds []admit.Decision) (release func(), 
 	inLimiter = true
 	switch {
 	case h.leases:
-		release, _, err = h.limiter.Admit(r.Context(), s, 1, "", ds)
+		_, release, err = h.limiter.Admit(r.Context(), s, 1, "", ds)
 	case len(ds) == 1:
 		ds[0], err = h.limiter.Take(r.Context(), s, 1, "", nil) // straight into ds, with no copy
 	default:

@@ -264,7 +264,7 @@ func TestMiddlewareTwoPolicies(t *testing.T) {
 	// remaining peeks at what subject p has left under lim, consuming nothing.
 	remaining := func(lim admit.Limit, p string) int64 {
 		t.Helper()
-		d, err := admit.NewLimiter(store, keys, lim).AllowN(context.Background(), p, 0)
+		d, err := admit.NewLimiter(store, keys, lim).AllowN(context.Background(), admit.Subject{ID: p}, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -295,7 +295,7 @@ func TestMiddlewareTwoPolicies(t *testing.T) {
 	}
 
 	// The second policy rejects, the first would admit: nothing is taken from the first.
-	if _, err := admit.NewLimiter(store, keys, hourly).AllowN(context.Background(), "b", 3); err != nil {
+	if _, err := admit.NewLimiter(store, keys, hourly).AllowN(context.Background(), admit.Subject{ID: "b"}, 3); err != nil {
 		t.Fatal(err)
 	}
 	statuses("b", 429, 429)

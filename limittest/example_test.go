@@ -25,7 +25,7 @@ func ExampleClock() {
 
 	for _, wait := range []time.Duration{0, 4 * time.Second, 6 * time.Second} {
 		clock.Advance(wait)
-		d, err := limiter.Allow(context.Background(), "alice")
+		d, err := limiter.Allow(context.Background(), admit.Subject{ID: "alice"})
 		if err != nil {
 			panic(err)
 		}

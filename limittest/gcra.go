@@ -23,7 +23,7 @@ func gcra() *algorithm {
 		largest: gc(1, time.Minute, int64(admit.MaxPeriod/time.Minute)),
 		settles: true,
 		// One unit per microsecond, the shortest emission interval.
-		maxRate: int64(time.Minute / admit.MinEmissionInterval),
+		maxRate: int64(time.Minute / time.Microsecond),
 		// A full bucket empties in Capacity emission intervals, MaxWait, rounded up to the millisecond.
 		refill: func(lim admit.Limit) (lo, hi time.Duration) { return lim.MaxWait(), lim.MaxWait() },
 		// Capacity admitted from the first unit on comes back all Capacity emission intervals after it.

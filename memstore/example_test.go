@@ -23,7 +23,7 @@ func Example() {
 	}
 	demo := admit.NewLimiter(store, keys, admit.Limit{Name: "demo", Algorithm: admit.FixedWindow, Rate: 3, Period: 10 * time.Second})
 	for range 4 {
-		d, err := demo.Allow(context.Background(), "account:42")
+		d, err := demo.Allow(context.Background(), admit.Subject{ID: "account:42"})
 		switch {
 		case err != nil:
 			fmt.Println("503:", err)
@@ -51,14 +51,14 @@ func Example_concurrency() {
 	}
 	inflight := admit.NewLimiter(store, keys, admit.Limit{Name: "inflight", Algorithm: admit.Concurrency, Rate: 2, Period: 30 * time.Second})
 	ctx := context.Background()
-	release1, d, _ := inflight.Acquire(ctx, "account:42")
+	d, release1, _ := inflight.Acquire(ctx, admit.Subject{ID: "account:42"})
 	fmt.Println("first:", d.Allowed, d.Remaining)
-	release2, d, _ := inflight.Acquire(ctx, "account:42")
+	d, release2, _ := inflight.Acquire(ctx, admit.Subject{ID: "account:42"})
 	fmt.Println("second:", d.Allowed, d.Remaining)
-	_, d, _ = inflight.Acquire(ctx, "account:42")
+	d, _, _ = inflight.Acquire(ctx, admit.Subject{ID: "account:42"})
 	fmt.Println("third:", d.Allowed)
 	release1()
-	release3, d, _ := inflight.Acquire(ctx, "account:42")
+	d, release3, _ := inflight.Acquire(ctx, admit.Subject{ID: "account:42"})
 	fmt.Println("after a release:", d.Allowed, d.Remaining)
 	release2()
 	release3()

@@ -155,13 +155,13 @@ func TestSeriesDoNotGrowWithKeys(t *testing.T) {
 		}
 		return n
 	}
-	lim.Allow(t.Context(), "subject-0")
+	lim.Allow(t.Context(), admit.Subject{ID: "subject-0"})
 	before := series()
 	for i := range 5000 {
 		subject := fmt.Sprintf("subject-%d", i)
-		lim.Allow(t.Context(), subject)
-		lim.Allow(t.Context(), subject)
-		lim.Allow(t.Context(), subject)
+		lim.Allow(t.Context(), admit.Subject{ID: subject})
+		lim.Allow(t.Context(), admit.Subject{ID: subject})
+		lim.Allow(t.Context(), admit.Subject{ID: subject})
 	}
 	if after := series(); after != before {
 		t.Errorf("%d series after 5000 subjects; %d after the first: series grew with keys", after, before)

@@ -24,7 +24,7 @@ func Example() {
 	}
 	limiter := admit.NewLimiter(store, keys, admit.Limit{Name: "demo", Algorithm: admit.FixedWindow, Rate: 3, Period: 10 * time.Second})
 
-	d, err := limiter.Allow(context.Background(), "demo-account")
+	d, err := limiter.Allow(context.Background(), admit.Subject{ID: "demo-account"})
 	switch {
 	case errors.Is(err, admit.ErrUnavailable):
 		fmt.Println("503 limiter unavailable")

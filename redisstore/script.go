@@ -10,6 +10,7 @@ import (
 
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/internal/algo"
+	"github.com/admit-dev/admit/internal/luasource"
 )
 
 // A script is one Lua file and its SHA1, the name EVALSHA calls it by.
@@ -124,18 +125,10 @@ func gcraConstants() string {
 		algo.MaxTAT, admit.MaxTolerance.Microseconds(), admit.MaxIntervalRounding)
 }
 
-// Script returns the Lua source of the entry point name, as redisstore loads it — the rendered
-// constants, the prelude, every algorithm module and the entry point — and reports whether there is
-// such an entry point: "take", "release" or "settle". It is for benchmarks and tools that call the script as
-// redisstore does.
-func Script(name string) (src string, ok bool) {
-	switch name {
-	case takeScript.name:
-		return takeScript.src, true
-	case releaseScript.name:
-		return releaseScript.src, true
-	case settleScript.name:
-		return settleScript.src, true
+// init makes the entry points' sources known to the benchmarks and tools of this repository
+// (internal/luasource), which call the scripts as redisstore does.
+func init() {
+	for _, sc := range []*script{takeScript, releaseScript, settleScript} {
+		luasource.Register(sc.name, sc.src)
 	}
-	return "", false
 }

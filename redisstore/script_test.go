@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/luasource"
 	"github.com/admit-dev/admit/internal/redistest"
 )
 
@@ -96,11 +97,11 @@ func TestScriptBoundsAreGos(t *testing.T) {
 }
 
 func TestScriptSource(t *testing.T) {
-	src, ok := Script("take")
+	src, ok := luasource.Lookup("take")
 	if !ok || src != takeScript.src || !strings.Contains(src, "local MAX = ") || !strings.Contains(src, "function fixed_window.decide") {
-		t.Fatalf("Script(take) = %.60q, %v; want the assembled take script", src, ok)
+		t.Fatalf("luasource.Lookup(take) = %.60q, %v; want the assembled take script", src, ok)
 	}
-	if _, ok := Script("fixed_window"); ok {
-		t.Fatal("Script(fixed_window): a module is not an entry point")
+	if _, ok := luasource.Lookup("fixed_window"); ok {
+		t.Fatal("luasource.Lookup(fixed_window): a module is not an entry point")
 	}
 }

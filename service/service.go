@@ -130,7 +130,7 @@ func (s *Service) Admit(ctx context.Context, c Check) (res Result, release func(
 		return Result{}, func() {}, err
 	}
 	res = Result{Decisions: make([]admit.Decision, len(rs))}
-	release, allowed, err := admit.Hold(ctx, s.store, rs, res.Decisions)
+	allowed, release, err := admit.Hold(ctx, s.store, rs, res.Decisions)
 	if err != nil {
 		return Result{}, release, err
 	}

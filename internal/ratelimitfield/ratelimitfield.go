@@ -26,7 +26,7 @@ const (
 //
 //	"per-second";q=10;w=1, "per-day";q=1000;w=86400
 //
-// q is the quota, [admit.Limit.Quota], and w its window, [admit.Limit.QuotaWindow], in whole
+// q is the quota, [admit.Limit.Capacity], and w its window, [admit.Limit.QuotaWindow], in whole
 // seconds, rounded up: Rate per Period; for GCRA, the bucket (Burst, or Rate) per the time an empty
 // bucket takes to fill again at the nominal rate, Burst × Period / Rate, so that q bounds the r
 // that RateLimit reports. A Concurrency Limit has q leases in flight, qu="concurrent-requests",
@@ -56,7 +56,7 @@ func appendPolicy(b []byte, limits []admit.Limit) ([]byte, bool) {
 		if b, ok = appendSFString(b, l.Name); !ok {
 			return b, false
 		}
-		b = appendInt(append(b, ";q="...), l.Quota())
+		b = appendInt(append(b, ";q="...), l.Capacity())
 		if l.Algorithm == admit.Concurrency {
 			b = append(b, `;qu="concurrent-requests"`...)
 			continue
@@ -68,7 +68,7 @@ func appendPolicy(b []byte, limits []admit.Limit) ([]byte, bool) {
 
 // appendW appends the w parameter of window d, in whole seconds, rounded up, at least 1.
 func appendW(b []byte, d time.Duration) []byte {
-	return appendInt(append(b, ";w="...), admit.CeilSeconds(d))
+	return appendInt(append(b, ";w="...), CeilSeconds(d))
 }
 
 // maxSFInteger is the largest structured-field Integer (RFC 9651 §3.3.1): 15 digits.
@@ -272,7 +272,7 @@ func effectiveWindow(lim admit.Limit, d *admit.Decision, retryAfter int64) int64
 	var t int64
 	switch {
 	case !d.Allowed:
-		t = admit.CeilSeconds(d.RetryAfter)
+		t = CeilSeconds(d.RetryAfter)
 	default:
 		if d.Degraded && d.Limit.Rate > 0 {
 			lim = d.Limit
@@ -310,5 +310,12 @@ func ceilSeconds(d time.Duration) int64 {
 	if d <= 0 {
 		return 0
 	}
-	return admit.CeilSeconds(d)
+	return CeilSeconds(d)
+}
+
+// CeilSeconds returns d rounded up to whole seconds, and at least 1: the seconds of a Retry-After
+// field or of a window, which never tell a client to retry at once.
+func CeilSeconds(d time.Duration) int64 {
+	s := int64((d + time.Second - 1) / time.Second)
+	return max(1, s)
 }

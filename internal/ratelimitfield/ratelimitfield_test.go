@@ -111,3 +111,26 @@ func FuzzFieldsInteger(f *testing.F) {
 		}
 	})
 }
+
+func TestCeilSeconds(t *testing.T) {
+	for _, tc := range []struct {
+		in   time.Duration
+		want int64
+	}{
+		{0, 1},
+		{-time.Second, 1},
+		{time.Nanosecond, 1},
+		{time.Millisecond, 1},
+		{999 * time.Millisecond, 1},
+		{time.Second, 1},
+		{time.Second + time.Millisecond, 2},
+		{1500 * time.Millisecond, 2},
+		{9999 * time.Millisecond, 10},
+		{10 * time.Second, 10},
+		{admit.MaxPeriod, int64(admit.MaxPeriod / time.Second)},
+	} {
+		if got := ratelimitfield.CeilSeconds(tc.in); got != tc.want {
+			t.Errorf("CeilSeconds(%v) = %d, want %d", tc.in, got, tc.want)
+		}
+	}
+}

@@ -44,7 +44,7 @@ type CheckResponse struct {
 	// policy nearest to its limit.
 	Policy string `json:"policy"`
 	// Limit, Remaining, RetryAfterMS and ResetAfterMS are the deciding policy's. Limit is its
-	// quota, the q of its RateLimit-Policy member (admit.Limit.Quota): for gcra, the burst.
+	// quota, the q of its RateLimit-Policy member (admit.Limit.Capacity): for gcra, the burst.
 	Limit        int64 `json:"limit"`
 	Remaining    int64 `json:"remaining"`
 	RetryAfterMS int64 `json:"retry_after_ms"`
@@ -320,7 +320,7 @@ func NewCheckResponse(res service.Result) CheckResponse {
 	out := CheckResponse{
 		Allowed:      res.Allowed,
 		Policy:       d.Limit.Name,
-		Limit:        d.Limit.Quota(),
+		Limit:        d.Limit.Capacity(),
 		Remaining:    d.Remaining,
 		RetryAfterMS: d.RetryAfter.Milliseconds(),
 		ResetAfterMS: d.ResetAfter.Milliseconds(),
@@ -329,7 +329,7 @@ func NewCheckResponse(res service.Result) CheckResponse {
 		Decisions:    make([]PolicyDecision, len(res.Decisions)),
 	}
 	for i, d := range res.Decisions {
-		out.Decisions[i] = PolicyDecision{Policy: d.Limit.Name, Allowed: d.Allowed, Shadow: d.Limit.Shadow, Degraded: d.Degraded, Limit: d.Limit.Quota(),
+		out.Decisions[i] = PolicyDecision{Policy: d.Limit.Name, Allowed: d.Allowed, Shadow: d.Limit.Shadow, Degraded: d.Degraded, Limit: d.Limit.Capacity(),
 			Remaining: d.Remaining, RetryAfterMS: d.RetryAfter.Milliseconds(), ResetAfterMS: d.ResetAfter.Milliseconds()}
 	}
 	return out

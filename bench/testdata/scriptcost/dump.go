@@ -9,7 +9,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/admit-dev/admit/redisstore"
+	"github.com/admit-dev/admit/internal/luasource"
+	_ "github.com/admit-dev/admit/redisstore" // registers the sources
 )
 
 func main() {
@@ -18,7 +19,7 @@ func main() {
 		os.Exit(2)
 	}
 	for _, name := range []string{"take", "settle", "release"} {
-		src, _ := redisstore.Script(name)
+		src, _ := luasource.Lookup(name)
 		if err := os.WriteFile(filepath.Join(os.Args[1], name+".lua"), []byte(src), 0o644); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
