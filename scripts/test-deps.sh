@@ -32,23 +32,13 @@ package_for() {
 }
 
 # The package manager of this system, its install line's command, and whether it needs root.
-if command -v apt-get >/dev/null 2>&1; then
-	system=apt
-elif command -v brew >/dev/null 2>&1; then
-	system=brew
-elif command -v dnf >/dev/null 2>&1; then
-	system=dnf
-elif command -v yum >/dev/null 2>&1; then
-	system=yum
-elif command -v apk >/dev/null 2>&1; then
-	system=apk
-elif command -v pacman >/dev/null 2>&1; then
-	system=pacman
-elif command -v zypper >/dev/null 2>&1; then
-	system=zypper
-else
-	system=unknown
-fi
+system=unknown
+for manager in apt-get brew dnf yum apk pacman zypper; do # the first found, in this order
+	if command -v "$manager" >/dev/null 2>&1; then
+		system=${manager%-get} # apt-get is apt
+		break
+	fi
+done
 
 missing=
 packages=
