@@ -110,6 +110,9 @@ type rawPolicy struct {
 	limit, burst, localLimit                field[int64]
 	window, leaseTTL                        field[time.Duration]
 	aligned                                 field[bool]
+	tiers                                   []rawTier
+	tiersNode                               *yaml.Node // nil if absent
+	tiersBad                                bool       // not a mapping
 }
 
 type rawRoute struct {
@@ -197,7 +200,7 @@ func (d *decoder) cacheMaxAge(n *yaml.Node, path string) field[time.Duration] {
 
 func (d *decoder) parsePolicy(n *yaml.Node, path string) rawPolicy {
 	p := rawPolicy{node: n, path: path, bad: n.Kind != yaml.MappingNode}
-	f, _ := d.yf.Mapping(n, path, "name", "algorithm", "limit", "window", "burst", "aligned", "lease_ttl", "version", "mode", "failure", "local_limit")
+	f, _ := d.yf.Mapping(n, path, "name", "algorithm", "limit", "window", "burst", "aligned", "lease_ttl", "version", "mode", "failure", "local_limit", "tiers")
 	p.name = d.str(f["name"], path+".name")
 	if p.name.v != "" {
 		p.path = fmt.Sprintf("%s (%s)", path, p.name.v)
@@ -213,6 +216,9 @@ func (d *decoder) parsePolicy(n *yaml.Node, path string) rawPolicy {
 	p.mode = d.str(f["mode"], path+".mode")
 	p.failure = d.str(f["failure"], path+".failure")
 	p.localLimit = d.integer(f["local_limit"], path+".local_limit")
+	if n := f["tiers"]; n != nil {
+		d.parseTiers(&p, n)
+	}
 	return p
 }
 

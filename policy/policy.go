@@ -75,8 +75,12 @@ type Policy struct {
 	// lets a local limiter of LocalLimit decide (docs/failure-modes.md).
 	Failure Failure
 	// LocalLimit is the limit of the local limiter that decides under Failure Open, per process,
-	// per Limit.Period: 1 … Limit.Rate. It is 0 under Failure Closed.
+	// per Limit.Period: 1 … Limit.Rate, and at most each tier's Rate. It is 0 under Failure Closed.
 	LocalLimit int64
+	// Tiers are the policy's tiers by name, nil when it has none: each a valid Limit with the
+	// policy's Name, Algorithm, Aligned and Shadow, and the numbers the tier sets in place of the
+	// policy's. A request names its tier ([Policy.LimitFor]). Like the Config, it is not modified.
+	Tiers map[string]admit.Limit
 }
 
 // Failure is a policy's failure mode: what happens when the backend cannot decide. The zero value is

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -114,21 +115,28 @@ func TestParse(t *testing.T) {
 		t.Errorf("Server = %+v; want %+v", s, wantServer)
 	}
 	want := []policy.Policy{
-		{Limit: admit.Limit{Name: "per-second", Algorithm: admit.GCRA, Rate: 10, Period: time.Second, Burst: 20}, Version: "1"},
-		{Limit: admit.Limit{Name: "per-day", Algorithm: admit.FixedWindow, Rate: 1000, Period: 24 * time.Hour, Aligned: true, Shadow: true}, Version: "2"},
-		{Limit: admit.Limit{Name: "per-minute", Algorithm: admit.SlidingWindow, Rate: 600, Period: time.Minute}, Version: "1", Failure: policy.Open, LocalLimit: 200},
+		{Limit: admit.Limit{Name: "per-second", Algorithm: admit.GCRA, Rate: 10, Period: time.Second, Burst: 20}, Version: "1",
+			Tiers: map[string]admit.Limit{"pro": {Name: "per-second", Algorithm: admit.GCRA, Rate: 100, Period: time.Second, Burst: 200}}},
+		{Limit: admit.Limit{Name: "per-day", Algorithm: admit.FixedWindow, Rate: 1000, Period: 24 * time.Hour, Aligned: true, Shadow: true}, Version: "2",
+			Tiers: map[string]admit.Limit{
+				"enterprise": {Name: "per-day", Algorithm: admit.FixedWindow, Rate: 100000, Period: 24 * time.Hour, Aligned: true, Shadow: true},
+				"weekly":     {Name: "per-day", Algorithm: admit.FixedWindow, Rate: 1000, Period: 7 * 24 * time.Hour, Aligned: true, Shadow: true},
+			}},
+		{Limit: admit.Limit{Name: "per-minute", Algorithm: admit.SlidingWindow, Rate: 600, Period: time.Minute}, Version: "1", Failure: policy.Open, LocalLimit: 200,
+			Tiers: map[string]admit.Limit{"pro": {Name: "per-minute", Algorithm: admit.SlidingWindow, Rate: 6000, Period: time.Minute}}},
 		{Limit: admit.Limit{Name: "exact", Algorithm: admit.SlidingLog, Rate: 100, Period: 10 * time.Second}, Version: "1"},
 		{Limit: admit.Limit{Name: "bucket", Algorithm: admit.GCRA, Rate: 5, Period: time.Second}, Version: "1"},
-		{Limit: admit.Limit{Name: "in-flight", Algorithm: admit.Concurrency, Rate: 5, Period: 30 * time.Second}, Version: "1"},
+		{Limit: admit.Limit{Name: "in-flight", Algorithm: admit.Concurrency, Rate: 5, Period: 30 * time.Second}, Version: "1",
+			Tiers: map[string]admit.Limit{"pro": {Name: "in-flight", Algorithm: admit.Concurrency, Rate: 50, Period: time.Minute}}},
 	}
 	if len(cfg.Policies) != len(want) {
 		t.Fatalf("%d policies; want %d", len(cfg.Policies), len(want))
 	}
 	for i, p := range want {
-		if cfg.Policies[i] != p {
+		if !reflect.DeepEqual(cfg.Policies[i], p) {
 			t.Errorf("policy %d = %+v; want %+v", i, cfg.Policies[i], p)
 		}
-		if got, ok := cfg.Policy(p.Limit.Name); !ok || got != p {
+		if got, ok := cfg.Policy(p.Limit.Name); !ok || !reflect.DeepEqual(got, p) {
 			t.Errorf("Policy(%q) = %+v, %v; want it", p.Limit.Name, got, ok)
 		}
 	}
@@ -198,6 +206,11 @@ func FuzzParse(f *testing.F) {
 		for _, p := range cfg.Policies {
 			if err := p.Limit.Validate(); err != nil || p.Limit.Name == "" {
 				t.Fatalf("accepted policy %+v: %v", p, err)
+			}
+			for name, lim := range p.Tiers {
+				if err := lim.Validate(); err != nil || lim.Name != p.Limit.Name || lim.Algorithm != p.Limit.Algorithm || p.Failure == policy.Open && p.LocalLimit > lim.Rate {
+					t.Fatalf("accepted tier %q of policy %+v: %+v: %v", name, p, lim, err)
+				}
 			}
 		}
 		for _, r := range cfg.Routes {

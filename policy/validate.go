@@ -177,13 +177,16 @@ func (d *decoder) validatePolicy(p *rawPolicy) (Policy, bool) {
 	default:
 		d.errorf(p.failure.node, "%s.failure: %q: want closed or open", path, p.failure.v)
 	}
-	if d.yf.Len() > before || p.anyBad() {
-		return Policy{}, false
-	}
-	if err := lim.Validate(); err != nil { // what the checks above leave: GCRA's rounding, for one
+	ok := d.yf.Len() == before && !p.anyBad()
+	if err := lim.Validate(); ok && err != nil { // what the checks above leave: GCRA's rounding, for one
 		d.errorf(p.node, "%s: %s", path, strings.TrimPrefix(err.Error(), admit.ErrInvalidLimit.Error()+": "))
+		ok = false
+	}
+	tiers, tiersOK := d.validateTiers(p, out, ok)
+	if !ok || !tiersOK {
 		return Policy{}, false
 	}
+	out.Tiers = tiers
 	return out, true
 }
 

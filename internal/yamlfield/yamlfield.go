@@ -178,6 +178,42 @@ func (d *Decoder) Mapping(n *yaml.Node, path string, known ...string) (map[strin
 	return fields, true
 }
 
+// An Entry is one field of a mapping whose names are the file's own, such as a policy's tiers.
+type Entry struct {
+	// Name is the field's name; Key is its node, Value the node of its value.
+	Name       string
+	Key, Value *yaml.Node
+}
+
+// Entries returns the fields of the mapping n at path, in the file's order, whatever their names:
+// what names a mapping of what (such as "tier names to their numbers") in errors. It reports
+// whether n is a mapping, recording an error otherwise (then returning nil), for a name that is
+// not a string, and for a name set twice (keeping the first), as Mapping says it.
+func (d *Decoder) Entries(n *yaml.Node, path, what string) ([]Entry, bool) {
+	if n == nil {
+		return nil, false
+	}
+	if n.Kind != yaml.MappingNode {
+		d.Errorf(n, "%s: want a mapping of %s, found %s", path, what, describe(n))
+		return nil, false
+	}
+	var entries []Entry
+	seen := make(map[string]bool, len(n.Content)/2)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k := n.Content[i]
+		name, ok := d.Scalar(k, path, "!!str", "a name (a string)")
+		switch {
+		case !ok:
+		case seen[name]:
+			d.Errorf(k, "%s.%s: set twice", path, name)
+		default:
+			seen[name] = true
+			entries = append(entries, Entry{Name: name, Key: k, Value: n.Content[i+1]})
+		}
+	}
+	return entries, true
+}
+
 // Sequence returns the items of the list n at path, and reports whether n is a list, recording
 // an error otherwise.
 func (d *Decoder) Sequence(n *yaml.Node, path string) ([]*yaml.Node, bool) {

@@ -338,3 +338,23 @@ func FuzzDecoder(f *testing.F) {
 		}
 	})
 }
+
+func TestEntries(t *testing.T) {
+	read := func(d *yamlfield.Decoder, n *yaml.Node) any {
+		entries, ok := d.Entries(n, "v", "names to numbers")
+		var names []string
+		for _, e := range entries {
+			names = append(names, fmt.Sprintf("%s@%d:%d", e.Name, e.Key.Line, e.Value.Column))
+		}
+		return fmt.Sprintf("%v %v", names, ok)
+	}
+	check(t, "Entries", false, read, []step{
+		{"v: {b: 1, a: 2}\n", "[b@1:8 a@1:14] true", ""}, // the file's order
+		{"v: {}\n", "[] true", ""},
+		{"w: 1\n", "[] false", "1:1: w: unknown field (want one of v, a)"},
+		{"v: [a]\n", "[] false", "1:4: v: want a mapping of names to numbers, found a list"},
+		{"v:\n", "[] false", "1:3: v: want a mapping of names to numbers, found null"},
+		{"v: {a: 1, a: 2, b: 3}\n", "[a@1:8 b@1:20] true", "1:11: v.a: set twice"},
+		{"v: {1: 1, true: 2, c: 3}\n", "[c@1:23] true", "1:5: v: want a name (a string), found the number \"1\"\n1:11: v: want a name (a string), found the boolean \"true\""},
+	})
+}
