@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/service"
 )
 
 // TestLocalLimitOnlyForFailOpen: LocalLimit reports a local limit only for a policy of the loaded
@@ -34,5 +35,46 @@ func TestLocalLimitOnlyForFailOpen(t *testing.T) {
 	unknown.Name = "nope"
 	if local, ok := s.LocalLimit(unknown); ok || local != 0 {
 		t.Errorf("LocalLimit(an unknown policy) = %d, %v; want 0, false", local, ok)
+	}
+}
+
+// TestLocalLimitsOfTiers: LocalLimits holds the Limit of every tier of a policy that fails open,
+// with the policy's local limit, and no tier of a policy that fails closed.
+func TestLocalLimitsOfTiers(t *testing.T) {
+	cfg := mustParse(t, `
+policies:
+  - name: open
+    algorithm: fixed_window
+    limit: 100
+    window: 1m
+    failure: open
+    local_limit: 3
+    tiers:
+      pro: {limit: 1000}
+      hourly: {window: 1h}
+  - name: closed
+    algorithm: fixed_window
+    limit: 100
+    window: 1m
+    tiers:
+      pro: {limit: 1000}
+`)
+	open, _ := cfg.Policy("open")
+	closed, _ := cfg.Policy("closed")
+	limits := service.LocalLimits(cfg)
+	for _, tier := range []string{"", "pro", "hourly"} {
+		lim, err := open.LimitFor(tier)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if local, ok := limits[lim]; !ok || local != 3 {
+			t.Errorf("LocalLimits[open, tier %q] = %d, %v; want 3, true", tier, local, ok)
+		}
+	}
+	if len(limits) != 3 {
+		t.Errorf("LocalLimits = %v; want the 3 Limits of policy open alone", limits)
+	}
+	if _, ok := limits[closed.Tiers["pro"]]; ok {
+		t.Errorf("LocalLimits holds the pro tier of a policy that fails closed: %v", limits)
 	}
 }

@@ -166,15 +166,20 @@ func (s *Service) LocalLimit(lim admit.Limit) (local int64, ok bool) {
 }
 
 // LocalLimits returns the local limits of cfg's policies that fail open (policy.Open), by their
-// Limit: what a guard.FailOpen under a Service's Store fails open with (guard.FailOpen.SetLocalLimits),
-// handed to it by whoever loads cfg (see the package doc). A Limit that no policy of cfg has
-// exactly — a Check racing a reload that changed its policy's numbers, the built-in demo under
-// another configuration — is not a key: it fails closed.
+// Limit and each of their tiers' Limits (one local limit per policy): what a guard.FailOpen under a
+// Service's Store fails open with (guard.FailOpen.SetLocalLimits), handed to it by whoever loads
+// cfg (see the package doc). A Limit that no policy of cfg has exactly — a Check racing a reload
+// that changed its policy's numbers, the built-in demo under another configuration — is not a
+// key: it fails closed.
 func LocalLimits(cfg *policy.Config) map[admit.Limit]int64 {
 	limits := make(map[admit.Limit]int64)
 	for _, p := range cfg.Policies {
-		if p.Failure == policy.Open {
-			limits[p.Limit] = p.LocalLimit
+		if p.Failure != policy.Open {
+			continue
+		}
+		limits[p.Limit] = p.LocalLimit
+		for _, lim := range p.Tiers {
+			limits[lim] = p.LocalLimit
 		}
 	}
 	return limits
