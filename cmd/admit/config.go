@@ -45,9 +45,22 @@ func config(args []string, stdout, stderr io.Writer) int {
 		}
 		return exitError
 	}
-	fmt.Fprintf(stdout, "%s: valid: %d %s, %d %s\n", file, len(cfg.Policies), plural(len(cfg.Policies), "policy", "policies"),
-		len(cfg.Routes), plural(len(cfg.Routes), "route", "routes"))
+	tiers := ""
+	if n := countTiers(cfg); n > 0 {
+		tiers = fmt.Sprintf(", %d %s", n, plural(n, "tier", "tiers"))
+	}
+	fmt.Fprintf(stdout, "%s: valid: %d %s%s, %d %s\n", file, len(cfg.Policies), plural(len(cfg.Policies), "policy", "policies"),
+		tiers, len(cfg.Routes), plural(len(cfg.Routes), "route", "routes"))
 	return exitOK
+}
+
+// countTiers returns the number of tiers of cfg's policies.
+func countTiers(cfg *policy.Config) int {
+	n := 0
+	for _, p := range cfg.Policies {
+		n += len(p.Tiers)
+	}
+	return n
 }
 
 // plural returns one when n is 1, else many.
