@@ -43,21 +43,9 @@ func TestLocalLimitOnlyForFailOpen(t *testing.T) {
 func TestLocalLimitsOfTiers(t *testing.T) {
 	cfg := mustParse(t, `
 policies:
-  - name: open
-    algorithm: fixed_window
-    limit: 100
-    window: 1m
-    failure: open
-    local_limit: 3
-    tiers:
-      pro: {limit: 1000}
-      hourly: {window: 1h}
-  - name: closed
-    algorithm: fixed_window
-    limit: 100
-    window: 1m
-    tiers:
-      pro: {limit: 1000}
+  - {name: open, algorithm: gcra, limit: 10, window: 1s, failure: open, local_limit: 3,
+     tiers: {pro: {limit: 1000}, hourly: {window: 1h}}}
+  - {name: closed, algorithm: sliding_window, limit: 10, window: 1s, tiers: {pro: {limit: 1000}}}
 `)
 	open, _ := cfg.Policy("open")
 	closed, _ := cfg.Policy("closed")
