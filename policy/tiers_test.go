@@ -2,6 +2,8 @@ package policy_test
 
 import (
 	"errors"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -178,4 +180,26 @@ many.yaml:15:14: policies[1] (b).tiers.empty: sets nothing: such a tier is the p
 	if err == nil || err.Error() != want {
 		t.Errorf("errors:\n%v\nwant:\n%s", err, want)
 	}
+}
+
+// TestTierFieldsDocumented: every field a tier accepts is named, in backquotes, in the Tiers
+// section of docs/configuration.md (TestConfigFieldsDocumented stops at policies.tiers, whose
+// names are the file's own).
+func TestTierFieldsDocumented(t *testing.T) {
+	fields, ok := probe([]string{"policies", "tiers", "t"}, []bool{true, false, false})
+	if !ok || len(fields) == 0 {
+		t.Fatal("the parser names no field a tier accepts")
+	}
+	data, err := os.ReadFile("../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _ := strings.Cut(string(data), "\n### Tiers\n")
+	section, _, _ = strings.Cut(section, "\n## ")
+	for _, f := range fields {
+		if !strings.Contains(section, "`"+f+"`") {
+			t.Errorf("a tier accepts %s, which the Tiers section of docs/configuration.md does not name", f)
+		}
+	}
+	t.Logf("a tier accepts %s", strings.Join(fields, ", "))
 }
