@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/bound"
 )
 
 // The cases every algorithm passes, parameterised by the algorithm: its own numbers differ, but
@@ -92,7 +93,7 @@ func testSharedAcrossStores(t *testing.T, b Backend, a *algorithm) {
 	lim := a.perMinute(3)
 	keys := keyBuilder(t)
 	subject := newKey() // any string: the Limiters digest it
-	key, err := keys.Key(lim, admit.DefaultVersion, admit.Subject{ID: subject})
+	key, err := keys.Key(lim, bound.DefaultVersion, admit.Subject{ID: subject})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,7 +339,7 @@ func testInvalid(t *testing.T, b Backend, a *algorithm) {
 	withPeriod := func(p time.Duration) admit.Limit { l := valid; l.Period = p; return l }
 	withAlgorithm := func(a admit.Algorithm) admit.Limit { l := valid; l.Algorithm = a; return l }
 	long := newKey()
-	long += strings.Repeat("x", admit.MaxKeyLen+1-len(long))
+	long += strings.Repeat("x", bound.MaxKeyLen+1-len(long))
 
 	tests := []struct {
 		name string
@@ -349,12 +350,12 @@ func testInvalid(t *testing.T, b Backend, a *algorithm) {
 	}{
 		{name: "rate_0", lim: withRate(0), n: 0, want: admit.ErrInvalidLimit},
 		{name: "rate_-1", lim: withRate(-1), n: 0, want: admit.ErrInvalidLimit},
-		{name: "rate_MaxRate+1", lim: withRate(admit.MaxRate + 1), n: 1, want: admit.ErrInvalidLimit},
+		{name: "rate_MaxRate+1", lim: withRate(bound.MaxRate + 1), n: 1, want: admit.ErrInvalidLimit},
 		{name: "rate_MinInt64", lim: withRate(math.MinInt64), n: 0, want: admit.ErrInvalidLimit},
 		{name: "period_0", lim: withPeriod(0), n: 1, want: admit.ErrInvalidLimit},
 		{name: "period_-1m", lim: withPeriod(-time.Minute), n: 1, want: admit.ErrInvalidLimit},
 		{name: "period_999µs", lim: withPeriod(999 * time.Microsecond), n: 1, want: admit.ErrInvalidLimit},
-		{name: "period_MaxPeriod+1ms", lim: withPeriod(admit.MaxPeriod + time.Millisecond), n: 1, want: admit.ErrInvalidLimit},
+		{name: "period_MaxPeriod+1ms", lim: withPeriod(bound.MaxPeriod + time.Millisecond), n: 1, want: admit.ErrInvalidLimit},
 		{name: "period_1500µs", lim: withPeriod(1500 * time.Microsecond), n: 1, want: admit.ErrInvalidLimit},
 		{name: "algorithm_0", lim: withAlgorithm(0), n: 1, want: admit.ErrInvalidLimit},
 		{name: "algorithm_99", lim: withAlgorithm(99), n: 1, want: admit.ErrInvalidLimit},
@@ -386,8 +387,8 @@ func testInvalid(t *testing.T, b Backend, a *algorithm) {
 			switch {
 			case key == "":
 				return
-			case len(key) > admit.MaxKeyLen:
-				key = key[:admit.MaxKeyLen]
+			case len(key) > bound.MaxKeyLen:
+				key = key[:bound.MaxKeyLen]
 			}
 			run(t, b, s, key, valid, a.steps([]step{{n: valid.Rate, allowed: true, remaining: 0, fresh: true}}))
 		})
@@ -416,7 +417,7 @@ func testBounds(t *testing.T, b Backend, a *algorithm) {
 			{n: 2, allowed: false, remaining: 1},
 			{n: 1, allowed: true, remaining: 0},
 		})
-		if a.maxRate < admit.MaxRate {
+		if a.maxRate < bound.MaxRate {
 			over := a.perMinute(a.maxRate + 1)
 			if _, err := s.Take(t.Context(), admit.Request{Key: newKey(), Limit: over, Cost: 1}); !errors.Is(err, admit.ErrInvalidLimit) {
 				t.Fatalf("Take under %v, above the algorithm's largest rate per minute %d: %v; want ErrInvalidLimit", over, a.maxRate, err)
@@ -424,14 +425,14 @@ func testBounds(t *testing.T, b Backend, a *algorithm) {
 		}
 	})
 	t.Run("MaxPeriod", func(t *testing.T) {
-		lim := a.limit(2, admit.MaxPeriod)
+		lim := a.limit(2, bound.MaxPeriod)
 		run(t, b, s, newKey(), lim, []step{
 			{n: 1, allowed: true, remaining: 1, fresh: true},
 			{n: 0, allowed: true, remaining: 1},
 		})
 	})
 	t.Run("MinPeriod", func(t *testing.T) {
-		lim := a.limit(2, admit.MinPeriod)
+		lim := a.limit(2, bound.MinPeriod)
 		run(t, b, s, newKey(), lim, []step{{n: 1, allowed: true, remaining: 1}})
 	})
 	lim := a.perMinute(3)
@@ -446,7 +447,7 @@ func testBounds(t *testing.T, b Backend, a *algorithm) {
 	} {
 		t.Run("key_of_512_bytes_"+k.name, func(t *testing.T) {
 			key := []byte(newKey() + ":")
-			for i := 0; len(key) < admit.MaxKeyLen; i++ {
+			for i := 0; len(key) < bound.MaxKeyLen; i++ {
 				key = append(key, k.fill(i))
 			}
 			// A sibling that differs in the last byte only.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/bound"
 	"github.com/admit-dev/admit/internal/ratelimitfield"
 )
 
@@ -55,7 +56,7 @@ func TestFieldsMatchesAppendRateLimit(t *testing.T) {
 	perSecond := admit.Limit{Name: "per-second", Algorithm: admit.FixedWindow, Rate: 10, Period: time.Second}
 	burst := admit.Limit{Name: "burst", Algorithm: admit.GCRA, Rate: 5, Period: time.Second, Burst: 20}
 	shadow := admit.Limit{Name: "per-day", Algorithm: admit.FixedWindow, Rate: 1000, Period: 24 * time.Hour, Shadow: true}
-	huge := admit.Limit{Name: "huge", Algorithm: admit.SlidingWindow, Rate: admit.MaxRate, Period: 366 * 24 * time.Hour}
+	huge := admit.Limit{Name: "huge", Algorithm: admit.SlidingWindow, Rate: bound.MaxRate, Period: 366 * 24 * time.Hour}
 	values := []int64{-1 << 63, -5, 0, 1, 9, 10, 99, 100, 999, 1000, 3600, 86399, 123456789, 999_999_999_999_999, 1_000_000_000_000_000, 1<<63 - 1}
 	for _, limits := range [][]admit.Limit{
 		{perSecond},
@@ -127,7 +128,7 @@ func TestCeilSeconds(t *testing.T) {
 		{1500 * time.Millisecond, 2},
 		{9999 * time.Millisecond, 10},
 		{10 * time.Second, 10},
-		{admit.MaxPeriod, int64(admit.MaxPeriod / time.Second)},
+		{bound.MaxPeriod, int64(bound.MaxPeriod / time.Second)},
 	} {
 		if got := ratelimitfield.CeilSeconds(tc.in); got != tc.want {
 			t.Errorf("CeilSeconds(%v) = %d, want %d", tc.in, got, tc.want)
