@@ -12,45 +12,8 @@ import (
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/internal/bound"
 	"github.com/admit-dev/admit/internal/check"
-	"github.com/admit-dev/admit/internal/ratelimitfield"
 	"github.com/admit-dev/admit/internal/slot"
 )
-
-func TestRetryAfterSeconds(t *testing.T) {
-	for _, tc := range []struct {
-		in   time.Duration
-		want int64
-	}{
-		{0, 1},
-		{-time.Second, 1},
-		{time.Nanosecond, 1},
-		{time.Millisecond, 1},
-		{999 * time.Millisecond, 1},
-		{time.Second, 1},
-		{time.Second + time.Millisecond, 2},
-		{1500 * time.Millisecond, 2},
-		{9999 * time.Millisecond, 10},
-		{10 * time.Second, 10},
-		{bound.MaxPeriod, int64(bound.MaxPeriod / time.Second)},
-	} {
-		if got := (admit.Decision{RetryAfter: tc.in}).RetryAfterSeconds(); got != tc.want {
-			t.Errorf("Decision{RetryAfter: %v}.RetryAfterSeconds() = %d, want %d", tc.in, got, tc.want)
-		}
-	}
-}
-
-// TestRetryAfterSecondsAllowed: an allowed Decision has no Retry-After, whatever its RetryAfter
-// field holds; a rejected one has at least 1 second.
-func TestRetryAfterSecondsAllowed(t *testing.T) {
-	for _, ra := range []time.Duration{0, time.Millisecond, 1500 * time.Millisecond} {
-		if got := (admit.Decision{Allowed: true, RetryAfter: ra, Remaining: 2}).RetryAfterSeconds(); got != 0 {
-			t.Errorf("an allowed Decision{RetryAfter: %v}.RetryAfterSeconds() = %d; want 0", ra, got)
-		}
-		if got, want := (admit.Decision{RetryAfter: ra}).RetryAfterSeconds(), ratelimitfield.CeilSeconds(ra); got != want || got < 1 {
-			t.Errorf("a rejected Decision{RetryAfter: %v}.RetryAfterSeconds() = %d; want %d, at least 1", ra, got, want)
-		}
-	}
-}
 
 func TestValidate(t *testing.T) {
 	fw := func(rate int64, period time.Duration) admit.Limit {

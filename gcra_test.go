@@ -118,8 +118,8 @@ func TestGCRAShape(t *testing.T) {
 		{gcra(10, time.Second, 20), "gcra100000b20"},
 		{gcra(3, 10*time.Second, 0), "gcra3333334b3"},
 	} {
-		if got := tc.lim.Shape(); got != tc.want {
-			t.Errorf("%v.Shape() = %q, want %q", tc.lim, got, tc.want)
+		if got := keyShape(t, tc.lim); got != tc.want {
+			t.Errorf("%v: the shape of its keys is %q, want %q", tc.lim, got, tc.want)
 		}
 	}
 	if got := gcra(10, time.Second, 20).String(); got != "10 per 1s, burst 20 (gcra)" {
@@ -186,4 +186,18 @@ func TestGCRAKeyFormatIsStable(t *testing.T) {
 			t.Errorf("%s does not show the GCRA key as the builder makes it, %s", doc, want)
 		}
 	}
+}
+
+// keyShape returns the shape segment of a key under lim: what follows "v1-" in
+// rl:<policy>:v1-<shape>:{<slot digest>}.
+func keyShape(t *testing.T, lim admit.Limit) string {
+	t.Helper()
+	lim.Name = "shape"
+	k := key(t, newKeyBuilder(t), lim, "1", admit.Subject{ID: "alice"})
+	shape, ok := strings.CutPrefix(k, "rl:shape:v1-")
+	if i := strings.Index(shape, ":{"); ok && i > 0 {
+		return shape[:i]
+	}
+	t.Fatalf("key %q has no shape segment", k)
+	return ""
 }

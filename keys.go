@@ -34,9 +34,9 @@ type Subject struct {
 //	rl:<policy>:v<version>-<shape>:{<slot digest>}:<subject digest>   when Subject.Slot is set and differs from ID
 //
 // where policy is Limit.Name; version is the caller's version of the policy (bump it to start every
-// subject afresh); shape is [Limit.Shape], which changes with the algorithm or the window, so that a
-// reshaped policy starts on fresh keys rather than finding state it must call corrupt, while a change
-// of the rate alone keeps the counters; and a digest is HMAC-SHA256 under the secret of the
+// subject afresh); shape (docs/keys.md) changes with the algorithm or the window, so that a reshaped
+// policy starts on fresh keys rather than finding state it must call corrupt, while a change of the
+// rate alone keeps the counters; and a digest is HMAC-SHA256 under the secret of the
 // length-prefixed subject, truncated to 32 hex characters. Keys are at most about 250 bytes
 // whatever the subject, hold no personal data, and two policies never share one.
 type KeyBuilder struct {
@@ -127,9 +127,9 @@ func (b *KeyBuilder) appendDigest(dst []byte, label, value string) []byte {
 	return dst
 }
 
-// Shape returns the part of a key's version segment that changes when the shape of the state l
-// keeps changes: its algorithm and its window, such as "fw10000" for a fixed window of 10 s from the
-// first admission, "fwa10000" for one aligned to Unix time, "sw10000" for a sliding window and
+// appendShape appends to dst the part of a key's version segment that changes when the shape of
+// the state l keeps changes: its algorithm and its window, such as "fw10000" for a fixed window of
+// 10 s from the first admission, "fwa10000" for one aligned to Unix time, "sw10000" for a sliding window and
 // "sl10000" for a sliding log of 10 s. The rate is not part of these, so a change of the rate alone
 // keeps the counters (a sliding window's counts and a sliding log's timestamps are units admitted,
 // as meaningful under any rate).
@@ -141,13 +141,8 @@ func (b *KeyBuilder) appendDigest(dst []byte, label, value string) []byte {
 //
 // Concurrency's shape is "cc" whatever its numbers: each lease stores its own expiry, so a new rate or
 // lease TTL keeps counting the leases in flight.
-func (l Limit) Shape() string {
-	var buf [64]byte
-	return string(l.appendShape(buf[:0]))
-}
-
-// appendShape appends l.Shape() to dst: Key appends it to the key it builds, which costs no
-// allocation of its own.
+//
+// Key appends it to the key it builds, which costs no allocation of its own.
 func (l Limit) appendShape(dst []byte) []byte {
 	period := l.Period.Milliseconds()
 	switch l.Algorithm {

@@ -158,11 +158,6 @@ func (l *Limiter) requests(rs []Request, s Subject, n int64, id string) error {
 	return Requests(rs, l.keys, l.versions, s, n, id)
 }
 
-// Acquire is shorthand for Admit(ctx, s, 1, "", nil).
-func (l *Limiter) Acquire(ctx context.Context, s Subject) (d Decision, release func(), err error) {
-	return l.Admit(ctx, s, 1, "", nil)
-}
-
 // Admit decides n units for s under every Limit of l, all-or-nothing, as Take does, and returns the
 // deciding Decision and release, which ends the leases the request holds under l's Concurrency
 // Limits. It fills ds, if not nil, as Take does. Call release once the work is done — deferred, so

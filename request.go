@@ -117,22 +117,6 @@ type Decision struct {
 	Token uint64
 }
 
-// RetryAfterSeconds returns the whole seconds of an HTTP Retry-After field for d: 0 when d is
-// Allowed (there is nothing to wait for, and no Retry-After to send); otherwise
-// max(1, ceil(RetryAfter in seconds)), so that a rejection never tells a client to retry at once.
-func (d Decision) RetryAfterSeconds() int64 {
-	if d.Allowed {
-		return 0
-	}
-	return ceilSeconds(d.RetryAfter)
-}
-
-// ceilSeconds returns d rounded up to whole seconds, and at least 1.
-func ceilSeconds(d time.Duration) int64 {
-	s := int64((d + time.Second - 1) / time.Second)
-	return max(1, s)
-}
-
 // Deciding returns the index of the Decision among ds that decides them together, considering the
 // Decisions of enforced Limits only (not Limit.Shadow), or all of them when every one is in shadow
 // mode: when any is rejected, the rejected one with the longest RetryAfter (the one to wait for);

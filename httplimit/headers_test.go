@@ -353,7 +353,7 @@ func TestRateLimitTIsTheEffectiveWindow(t *testing.T) {
 					if err != nil || d.Allowed {
 						t.Fatalf("step %d: r=%d;t=%d, and one unit beyond r: %+v, %v; want a rejection", step, r, tt, d, err)
 					}
-					if got := d.RetryAfterSeconds(); got != tt {
+					if got := ratelimitfield.RetryAfter(d); got != tt {
 						t.Fatalf("step %d: r=%d;t=%d, but once r is used the next unit comes back after %v (Retry-After %d)", step, r, tt, d.RetryAfter, got)
 					}
 				default:

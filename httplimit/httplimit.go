@@ -246,7 +246,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		d = &ds[admit.Deciding(ds)]
 	}
 	if !d.Allowed {
-		h.limited(w, ds, d.RetryAfterSeconds())
+		h.limited(w, ds, ratelimitfield.RetryAfter(*d))
 		return
 	}
 	if h.headers || h.shadow {

@@ -406,7 +406,7 @@ func rejectAll(t *testing.T, s admit.Store, rs []admit.Request) (bool, []admit.D
 }
 
 // testNewLimitKeepsLeases checks that a key's leases count under a new rate or lease TTL (a
-// concurrency key's shape does not change with them: admit.Limit.Shape), never answering an error: a
+// concurrency key's shape does not change with them: "cc", docs/keys.md), never answering an error: a
 // lease acquired under a longer TTL keeps its expiry, and is reported as ending within the new one.
 func testNewLimitKeepsLeases(t *testing.T, b Backend) {
 	s := b.Open(t)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/internal/bound"
+	"github.com/admit-dev/admit/internal/ratelimitfield"
 )
 
 // The cases every algorithm passes, parameterised by the algorithm: its own numbers differ, but
@@ -491,17 +492,17 @@ func testRetryAfterSeconds(t *testing.T, b Backend, a *algorithm) {
 		if a.aligned {
 			// An aligned window ends at the next multiple of its period, which the admission reported:
 			// the rejection waits for that end, in whole seconds rounded up.
-			end, r, got := ds[0].ResetAfter, ds[1].RetryAfter, ds[1].RetryAfterSeconds()
+			end, r, got := ds[0].ResetAfter, ds[1].RetryAfter, ratelimitfield.RetryAfter(ds[1])
 			if r > end || r < end-slack(tt.window) || time.Duration(got)*time.Second < r || time.Duration(got-1)*time.Second >= r {
-				t.Errorf("a rejection just after an admission that reported ResetAfter = %v: RetryAfter = %v, RetryAfterSeconds() = %d; want that end, rounded up to whole seconds",
+				t.Errorf("a rejection just after an admission that reported ResetAfter = %v: RetryAfter = %v, Retry-After = %d; want that end, rounded up to whole seconds",
 					end, r, got)
 			}
 			continue
 		}
-		got := ds[1].RetryAfterSeconds()
+		got := ratelimitfield.RetryAfter(ds[1])
 		if lo, hi := a.refill(lim); lo == hi {
 			if got != tt.want {
-				t.Errorf("a rejection just after the first admission to a window of %v: RetryAfter = %v, RetryAfterSeconds() = %d; want %d",
+				t.Errorf("a rejection just after the first admission to a window of %v: RetryAfter = %v, Retry-After = %d; want %d",
 					tt.window, ds[1].RetryAfter, got, tt.want)
 			}
 			continue
@@ -513,7 +514,7 @@ func testRetryAfterSeconds(t *testing.T, b Backend, a *algorithm) {
 				tt.window, ds[1].RetryAfter, ds[0].ResetAfter)
 		}
 		if want := max(1, int64((ds[1].RetryAfter+time.Second-1)/time.Second)); got != want || got < tt.want {
-			t.Errorf("RetryAfter = %v, RetryAfterSeconds() = %d; want %d, at least %d", ds[1].RetryAfter, got, want, tt.want)
+			t.Errorf("RetryAfter = %v, Retry-After = %d; want %d, at least %d", ds[1].RetryAfter, got, want, tt.want)
 		}
 	}
 }

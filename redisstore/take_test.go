@@ -133,7 +133,7 @@ func TestCorruptStateInOnePolicy(t *testing.T) {
 	}
 }
 
-// admit.Slot is Redis Cluster's own: CLUSTER KEYSLOT agrees on random keys, braces included.
+// slot.Of is Redis Cluster's own: CLUSTER KEYSLOT agrees on random keys, braces included.
 func TestSlotMatchesRedis(t *testing.T) {
 	srv := redistest.Start(t, "--cluster-enabled", "yes")
 	r := rand.New(rand.NewPCG(1, 2))

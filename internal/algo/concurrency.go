@@ -40,7 +40,7 @@ var (
 // now, in Unix microseconds, or nil: more than MaxLeases, or a lease that ends later than
 // bound.MaxPeriod from now (no valid Limit made it: the clock went backwards, or someone else wrote
 // it). A lease may end later than the lease TTL of the Limit deciding: the key's shape does not change
-// with the TTL (admit.Limit.Shape), so leases acquired under a longer one keep their expiry. It checks
+// with the TTL (its shape is "cc", docs/keys.md), so leases acquired under a longer one keep their expiry. It checks
 // the first and last leases only, in constant time. A store must not decide, nor write, on state that
 // fails this check. A Redis store also refuses a key that is not a sorted set, a first or last lease
 // whose member is not a decimal token or whose score is not an integer, and a key without expiry.

@@ -320,3 +320,14 @@ func CeilSeconds(d time.Duration) int64 {
 	s := int64((d + time.Second - 1) / time.Second)
 	return max(1, s)
 }
+
+// RetryAfter returns the whole seconds of an HTTP Retry-After field for d: 0 when d is Allowed
+// (there is nothing to wait for, and no Retry-After to send); otherwise CeilSeconds of its
+// RetryAfter, max(1, ceil(RetryAfter in seconds)), so that a rejection never tells a client to retry
+// at once.
+func RetryAfter(d admit.Decision) int64 {
+	if d.Allowed {
+		return 0
+	}
+	return CeilSeconds(d.RetryAfter)
+}

@@ -135,3 +135,39 @@ func TestCeilSeconds(t *testing.T) {
 		}
 	}
 }
+
+func TestRetryAfter(t *testing.T) {
+	for _, tc := range []struct {
+		in   time.Duration
+		want int64
+	}{
+		{0, 1},
+		{-time.Second, 1},
+		{time.Nanosecond, 1},
+		{time.Millisecond, 1},
+		{999 * time.Millisecond, 1},
+		{time.Second, 1},
+		{time.Second + time.Millisecond, 2},
+		{1500 * time.Millisecond, 2},
+		{9999 * time.Millisecond, 10},
+		{10 * time.Second, 10},
+		{bound.MaxPeriod, int64(bound.MaxPeriod / time.Second)},
+	} {
+		if got := ratelimitfield.RetryAfter(admit.Decision{RetryAfter: tc.in}); got != tc.want {
+			t.Errorf("RetryAfter(Decision{RetryAfter: %v}) = %d, want %d", tc.in, got, tc.want)
+		}
+	}
+}
+
+// TestRetryAfterAllowed: an allowed Decision has no Retry-After, whatever its RetryAfter
+// field holds; a rejected one has at least 1 second.
+func TestRetryAfterAllowed(t *testing.T) {
+	for _, ra := range []time.Duration{0, time.Millisecond, 1500 * time.Millisecond} {
+		if got := ratelimitfield.RetryAfter(admit.Decision{Allowed: true, RetryAfter: ra, Remaining: 2}); got != 0 {
+			t.Errorf("an allowed RetryAfter(Decision{RetryAfter: %v}) = %d; want 0", ra, got)
+		}
+		if got, want := ratelimitfield.RetryAfter(admit.Decision{RetryAfter: ra}), ratelimitfield.CeilSeconds(ra); got != want || got < 1 {
+			t.Errorf("a rejected RetryAfter(Decision{RetryAfter: %v}) = %d; want %d, at least 1", ra, got, want)
+		}
+	}
+}
