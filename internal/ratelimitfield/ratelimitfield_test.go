@@ -113,6 +113,7 @@ func FuzzFieldsInteger(f *testing.F) {
 	})
 }
 
+// TestCeilSeconds: the seconds of a window, and the Retry-After of a rejected Decision.
 func TestCeilSeconds(t *testing.T) {
 	for _, tc := range []struct {
 		in   time.Duration
@@ -133,26 +134,6 @@ func TestCeilSeconds(t *testing.T) {
 		if got := ratelimitfield.CeilSeconds(tc.in); got != tc.want {
 			t.Errorf("CeilSeconds(%v) = %d, want %d", tc.in, got, tc.want)
 		}
-	}
-}
-
-func TestRetryAfter(t *testing.T) {
-	for _, tc := range []struct {
-		in   time.Duration
-		want int64
-	}{
-		{0, 1},
-		{-time.Second, 1},
-		{time.Nanosecond, 1},
-		{time.Millisecond, 1},
-		{999 * time.Millisecond, 1},
-		{time.Second, 1},
-		{time.Second + time.Millisecond, 2},
-		{1500 * time.Millisecond, 2},
-		{9999 * time.Millisecond, 10},
-		{10 * time.Second, 10},
-		{bound.MaxPeriod, int64(bound.MaxPeriod / time.Second)},
-	} {
 		if got := ratelimitfield.RetryAfter(admit.Decision{RetryAfter: tc.in}); got != tc.want {
 			t.Errorf("RetryAfter(Decision{RetryAfter: %v}) = %d, want %d", tc.in, got, tc.want)
 		}
