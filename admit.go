@@ -85,14 +85,15 @@ type Limit struct {
 	// Algorithm says how to count.
 	Algorithm Algorithm
 	// Rate is the number of units admitted per Period, 1 to 10^15; for GCRA, at most one per
-	// microsecond of Period (see [Limit.EmissionInterval]); for Concurrency, the most leases in
-	// flight, at most 100,000.
+	// microsecond of Period (see [Limit.EmissionInterval]); for SlidingLog, at most 10,000 (its key
+	// keeps every admission); for Concurrency, the most leases in flight, at most 100,000.
 	Rate int64
 	// Period is the window, a whole number of milliseconds between 1 ms and 366 days; for
 	// Concurrency, the lease TTL: how long a lease that is never released holds its unit.
 	Period time.Duration
 	// Burst is GCRA's bucket size, the most units admitted at once: 1 to 10^15, or 0 for Rate, and
-	// at most 2^52 µs / EmissionInterval (a bucket that empties within about 142 years). It must be 0 for any other algorithm.
+	// at most 2^52 µs / EmissionInterval (a bucket that empties within about 142 years). It must be
+	// 0 for any other algorithm.
 	Burst int64
 	// Aligned makes a FixedWindow's windows start at multiples of Period in Unix time (Redis's
 	// clock), as envoyproxy/ratelimit counts, instead of at a key's first admitted request. It must

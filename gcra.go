@@ -9,8 +9,9 @@ import (
 
 // GCRA keeps, per key, one time: the theoretical arrival time (TAT), in microseconds, the resolution of
 // Redis's clock (TIME). Each admitted unit moves the TAT one emission interval later; a request fits
-// while the TAT stays within the tolerance, Capacity emission intervals, of now. The bounds below keep
-// that arithmetic exact in integers, in Go and in the doubles of Redis's Lua (docs/gcra.md).
+// while the TAT stays within the tolerance, Capacity emission intervals, of now. The bounds of
+// validateGCRA (bound.MaxTolerance, bound.MaxIntervalRounding and minEmissionInterval) keep that
+// arithmetic exact in integers, in Go and in the doubles of Redis's Lua (docs/gcra.md).
 
 // minEmissionInterval is the shortest emission interval, Period/Rate, of a GCRA Limit: one
 // microsecond, the resolution of the time GCRA keeps. A higher rate needs a longer Period.
