@@ -26,12 +26,12 @@ func acquireSetup(t *testing.T, limits ...admit.Limit) (*admit.Limiter, *limitte
 
 var inflight = admit.Limit{Name: "inflight", Algorithm: admit.Concurrency, Rate: 2, Period: time.Minute}
 
-// acquire calls l.Acquire and fails the test on an error.
+// acquire calls l.Admit for one unit and fails the test on an error.
 func acquire(t *testing.T, l *admit.Limiter, ctx context.Context, subject string) (func(), admit.Decision) {
 	t.Helper()
-	d, release, err := l.Acquire(ctx, admit.Subject{ID: subject})
+	d, release, err := l.Admit(ctx, admit.Subject{ID: subject}, 1, "", nil)
 	if err != nil {
-		t.Fatalf("Acquire(%q): %v", subject, err)
+		t.Fatalf("Admit(%q): %v", subject, err)
 	}
 	return release, d
 }
@@ -54,7 +54,7 @@ func TestAcquireReleaseFreesTheLease(t *testing.T) {
 	if !d1.Allowed || !d2.Allowed || d1.Token == 0 || d1.Token == d2.Token {
 		t.Fatalf("two acquires of 2 in flight: %+v, %+v; want both admitted with distinct tokens", d1, d2)
 	}
-	if d, _, _ := l.Acquire(ctx, admit.Subject{ID: "alice"}); d.Allowed {
+	if d, _, _ := l.Admit(ctx, admit.Subject{ID: "alice"}, 1, "", nil); d.Allowed {
 		t.Fatalf("a third acquire: %+v; want rejected", d)
 	}
 	r1()
@@ -119,7 +119,7 @@ func TestAcquireMixesGCRAAndConcurrency(t *testing.T) {
 		releases = append(releases, release)
 	}
 	// The leases are all held: rejected by inflight, and the rate consumes nothing.
-	if d, _, _ := l.Acquire(ctx, admit.Subject{ID: "dave"}); d.Allowed || d.Limit != inflight {
+	if d, _, _ := l.Admit(ctx, admit.Subject{ID: "dave"}, 1, "", nil); d.Allowed || d.Limit != inflight {
 		t.Fatalf("acquire with both leases held: %+v; want rejected by inflight", d)
 	}
 	if _, err := l.Take(ctx, admit.Subject{ID: "dave"}, 0, "", ds); err != nil || ds[0].Remaining != 1 {
@@ -132,7 +132,7 @@ func TestAcquireMixesGCRAAndConcurrency(t *testing.T) {
 		t.Fatalf("acquire after a release: %+v; want admitted", d)
 	}
 	release()
-	if d, _, _ := l.Acquire(ctx, admit.Subject{ID: "dave"}); d.Allowed || d.Limit != rate {
+	if d, _, _ := l.Admit(ctx, admit.Subject{ID: "dave"}, 1, "", nil); d.Allowed || d.Limit != rate {
 		t.Fatalf("acquire with the rate spent: %+v; want rejected by rate", d)
 	}
 	if _, err := l.Take(ctx, admit.Subject{ID: "dave"}, 0, "", ds); err != nil || ds[1].Remaining != 1 {
@@ -171,7 +171,7 @@ func TestConcurrencyCostIsZeroOrOne(t *testing.T) {
 		}
 		release, d := acquire(t, l, ctx, "erin")
 		if !d.Allowed || peek(t, l, "erin") != 49 {
-			t.Errorf("%d limits: Acquire = %+v; want admitted, one lease taken", len(l.Limits()), d)
+			t.Errorf("%d limits: Admit = %+v; want admitted, one lease taken", len(l.Limits()), d)
 		}
 		release()
 	}

@@ -15,6 +15,8 @@ package admit
 import (
 	"fmt"
 	"time"
+
+	"github.com/admit-dev/admit/internal/bound"
 )
 
 // Algorithm names how a Limit counts.
@@ -74,41 +76,24 @@ func ParseAlgorithm(s string) (Algorithm, error) {
 	return 0, fmt.Errorf("%w: unknown algorithm %q", ErrInvalidLimit, s)
 }
 
-// Bounds on a Limit, enforced by [Limit.Validate].
-const (
-	// MaxRate is the largest Rate: 10^15, inside the structured-field integer range and exact in the
-	// doubles that Redis's Lua uses.
-	MaxRate int64 = 1_000_000_000_000_000
-	// MinPeriod is the shortest Period.
-	MinPeriod = time.Millisecond
-	// MaxPeriod is the longest Period: 366 days.
-	MaxPeriod = 366 * 24 * time.Hour
-	// MaxSlidingLogRate is the largest Rate of a SlidingLog: the log keeps one timestamp per
-	// admitted unit, so a key's memory grows with its Rate — in Redis about 129 bytes per unit,
-	// 1.23 MiB for a full log at this Rate (docs/sliding-log.md).
-	MaxSlidingLogRate int64 = 10_000
-	// MaxConcurrency is the largest Rate of a Concurrency Limit: a key keeps every lease in flight,
-	// so its memory grows with the leases held, up to this many.
-	MaxConcurrency int64 = 100_000
-)
-
 // A Limit is one policy's numbers, and its name. Limits are values, compared with ==; one Store
 // serves every Limit. The zero value is invalid.
 type Limit struct {
-	// Name is the policy's name: in keys, headers and metrics. It is empty, or 1 to MaxNameLen
+	// Name is the policy's name: in keys, headers and metrics. It is empty, or 1 to 64
 	// characters of a-z, 0-9, '_' and '-'. A KeyBuilder needs it; a Store does not.
 	Name string
 	// Algorithm says how to count.
 	Algorithm Algorithm
-	// Rate is the number of units admitted per Period, 1 … MaxRate; for GCRA, at most one per
-	// microsecond of Period (see [Limit.EmissionInterval]); for Concurrency, the most leases in
-	// flight, at most MaxConcurrency.
+	// Rate is the number of units admitted per Period, 1 to 10^15; for GCRA, at most one per
+	// microsecond of Period (see [Limit.EmissionInterval]); for SlidingLog, at most 10,000 (its key
+	// keeps every admission); for Concurrency, the most leases in flight, at most 100,000.
 	Rate int64
-	// Period is the window, a whole number of milliseconds between MinPeriod and MaxPeriod; for
+	// Period is the window, a whole number of milliseconds between 1 ms and 366 days; for
 	// Concurrency, the lease TTL: how long a lease that is never released holds its unit.
 	Period time.Duration
-	// Burst is GCRA's bucket size, the most units admitted at once: 1 … MaxRate, or 0 for Rate, and
-	// at most MaxTolerance/EmissionInterval. It must be 0 for any other algorithm.
+	// Burst is GCRA's bucket size, the most units admitted at once: 1 to 10^15, or 0 for Rate, and
+	// at most 2^52 µs / EmissionInterval (a bucket that empties within about 142 years). It must be
+	// 0 for any other algorithm.
 	Burst int64
 	// Aligned makes a FixedWindow's windows start at multiples of Period in Unix time (Redis's
 	// clock), as envoyproxy/ratelimit counts, instead of at a key's first admitted request. It must
@@ -122,23 +107,20 @@ type Limit struct {
 	Shadow bool
 }
 
-// MaxNameLen is the longest policy name, and the longest key version.
-const MaxNameLen = 64
-
 // Validate reports why l cannot be used, as an error matching [ErrInvalidLimit], or nil.
 func (l Limit) Validate() error {
 	if err := l.validateAlgorithm(); err != nil {
 		return err
 	}
 	switch {
-	case l.Rate < 1 || l.Rate > MaxRate:
-		return fmt.Errorf("%w: rate %d outside 1-%d", ErrInvalidLimit, l.Rate, MaxRate)
-	case l.Period < MinPeriod || l.Period > MaxPeriod:
-		return fmt.Errorf("%w: period %v outside %v-%v", ErrInvalidLimit, l.Period, MinPeriod, MaxPeriod)
+	case l.Rate < 1 || l.Rate > bound.MaxRate:
+		return fmt.Errorf("%w: rate %d outside 1-%d", ErrInvalidLimit, l.Rate, bound.MaxRate)
+	case l.Period < bound.MinPeriod || l.Period > bound.MaxPeriod:
+		return fmt.Errorf("%w: period %v outside %v-%v", ErrInvalidLimit, l.Period, bound.MinPeriod, bound.MaxPeriod)
 	case l.Period%time.Millisecond != 0:
 		return fmt.Errorf("%w: period %v is not a whole number of milliseconds", ErrInvalidLimit, l.Period)
 	case l.Name != "" && !validName(l.Name):
-		return fmt.Errorf("%w: policy name %q: want 1-%d characters of a-z, 0-9, '_' and '-'", ErrInvalidLimit, l.Name, MaxNameLen)
+		return fmt.Errorf("%w: policy name %q: want 1-%d characters of a-z, 0-9, '_' and '-'", ErrInvalidLimit, l.Name, bound.MaxNameLen)
 	case l.Burst != 0 && l.Algorithm != GCRA:
 		return fmt.Errorf("%w: burst %d: only gcra has a burst", ErrInvalidLimit, l.Burst)
 	case l.Aligned && l.Algorithm != FixedWindow:
@@ -156,15 +138,15 @@ func (l Limit) validateAlgorithm() error {
 	case SlidingWindow:
 		return nil
 	case SlidingLog:
-		if l.Rate > MaxSlidingLogRate {
-			return fmt.Errorf("%w: rate %d: a sliding_log keeps every admission, so its rate is at most %d", ErrInvalidLimit, l.Rate, MaxSlidingLogRate)
+		if l.Rate > bound.MaxSlidingLogRate {
+			return fmt.Errorf("%w: rate %d: a sliding_log keeps every admission, so its rate is at most %d", ErrInvalidLimit, l.Rate, bound.MaxSlidingLogRate)
 		}
 		return nil
 	case GCRA:
 		return l.validateGCRA()
 	case Concurrency:
-		if l.Rate > MaxConcurrency {
-			return fmt.Errorf("%w: rate %d: a concurrency key keeps every lease in flight, so its rate is at most %d", ErrInvalidLimit, l.Rate, MaxConcurrency)
+		if l.Rate > bound.MaxConcurrency {
+			return fmt.Errorf("%w: rate %d: a concurrency key keeps every lease in flight, so its rate is at most %d", ErrInvalidLimit, l.Rate, bound.MaxConcurrency)
 		}
 		return nil
 	}
@@ -190,9 +172,9 @@ func (l Limit) MaxWait() time.Duration {
 	return l.Period
 }
 
-// validName reports whether s is 1 to MaxNameLen characters of a-z, 0-9, '_' and '-'.
+// validName reports whether s is 1 to bound.MaxNameLen characters of a-z, 0-9, '_' and '-'.
 func validName(s string) bool {
-	if s == "" || len(s) > MaxNameLen {
+	if s == "" || len(s) > bound.MaxNameLen {
 		return false
 	}
 	for i := range len(s) {

@@ -10,44 +10,10 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit"
-	"github.com/admit-dev/admit/internal/ratelimitfield"
+	"github.com/admit-dev/admit/internal/bound"
+	"github.com/admit-dev/admit/internal/check"
+	"github.com/admit-dev/admit/internal/slot"
 )
-
-func TestRetryAfterSeconds(t *testing.T) {
-	for _, tc := range []struct {
-		in   time.Duration
-		want int64
-	}{
-		{0, 1},
-		{-time.Second, 1},
-		{time.Nanosecond, 1},
-		{time.Millisecond, 1},
-		{999 * time.Millisecond, 1},
-		{time.Second, 1},
-		{time.Second + time.Millisecond, 2},
-		{1500 * time.Millisecond, 2},
-		{9999 * time.Millisecond, 10},
-		{10 * time.Second, 10},
-		{admit.MaxPeriod, int64(admit.MaxPeriod / time.Second)},
-	} {
-		if got := (admit.Decision{RetryAfter: tc.in}).RetryAfterSeconds(); got != tc.want {
-			t.Errorf("Decision{RetryAfter: %v}.RetryAfterSeconds() = %d, want %d", tc.in, got, tc.want)
-		}
-	}
-}
-
-// TestRetryAfterSecondsAllowed: an allowed Decision has no Retry-After, whatever its RetryAfter
-// field holds; a rejected one has at least 1 second.
-func TestRetryAfterSecondsAllowed(t *testing.T) {
-	for _, ra := range []time.Duration{0, time.Millisecond, 1500 * time.Millisecond} {
-		if got := (admit.Decision{Allowed: true, RetryAfter: ra, Remaining: 2}).RetryAfterSeconds(); got != 0 {
-			t.Errorf("an allowed Decision{RetryAfter: %v}.RetryAfterSeconds() = %d; want 0", ra, got)
-		}
-		if got, want := (admit.Decision{RetryAfter: ra}).RetryAfterSeconds(), ratelimitfield.CeilSeconds(ra); got != want || got < 1 {
-			t.Errorf("a rejected Decision{RetryAfter: %v}.RetryAfterSeconds() = %d; want %d, at least 1", ra, got, want)
-		}
-	}
-}
 
 func TestValidate(t *testing.T) {
 	fw := func(rate int64, period time.Duration) admit.Limit {
@@ -58,29 +24,29 @@ func TestValidate(t *testing.T) {
 		want string // "" for valid, else a substring of the error
 	}{
 		{fw(1, time.Millisecond), ""},
-		{fw(admit.MaxRate, admit.MaxPeriod), ""},
+		{fw(bound.MaxRate, bound.MaxPeriod), ""},
 		{fw(3, 10*time.Second), ""},
 		{admit.Limit{Algorithm: admit.FixedWindow, Rate: 1, Period: time.Millisecond, Aligned: true}, ""},
-		{admit.Limit{Algorithm: admit.FixedWindow, Rate: admit.MaxRate, Period: admit.MaxPeriod, Aligned: true}, ""},
+		{admit.Limit{Algorithm: admit.FixedWindow, Rate: bound.MaxRate, Period: bound.MaxPeriod, Aligned: true}, ""},
 		{admit.Limit{Algorithm: admit.FixedWindow, Rate: 1, Period: 1500 * time.Microsecond, Aligned: true}, "whole number of milliseconds"},
 		{fw(0, time.Second), "rate 0"},
 		{fw(-1, time.Second), "rate -1"},
-		{fw(admit.MaxRate+1, time.Second), "rate 1000000000000001"},
+		{fw(bound.MaxRate+1, time.Second), "rate 1000000000000001"},
 		{fw(1, 0), "period 0s"},
 		{fw(1, time.Millisecond-1), "period 999.999µs"},
-		{fw(1, admit.MaxPeriod+time.Millisecond), "period 8784h0m0.001s"},
+		{fw(1, bound.MaxPeriod+time.Millisecond), "period 8784h0m0.001s"},
 		{fw(1, 1500*time.Microsecond), "whole number of milliseconds"},
 		{admit.Limit{Rate: 1, Period: time.Second}, "unknown algorithm"},
-		{admit.Limit{Algorithm: admit.SlidingWindow, Rate: admit.MaxRate, Period: admit.MaxPeriod}, ""},
+		{admit.Limit{Algorithm: admit.SlidingWindow, Rate: bound.MaxRate, Period: bound.MaxPeriod}, ""},
 		{admit.Limit{Algorithm: admit.SlidingWindow, Rate: 1, Period: time.Millisecond}, ""},
 		{admit.Limit{Algorithm: admit.SlidingWindow, Rate: 0, Period: time.Second}, "rate 0"},
 		{admit.Limit{Algorithm: admit.SlidingWindow, Rate: 1, Period: 1500 * time.Microsecond}, "whole number of milliseconds"},
 		{admit.Limit{Algorithm: admit.SlidingWindow, Rate: 3, Period: time.Second, Burst: 3}, "only gcra has a burst"},
 		{admit.Limit{Algorithm: admit.SlidingWindow, Rate: 3, Period: time.Second, Aligned: true}, "only fixed_window"},
-		{admit.Limit{Algorithm: admit.SlidingLog, Rate: admit.MaxSlidingLogRate, Period: admit.MaxPeriod}, ""},
+		{admit.Limit{Algorithm: admit.SlidingLog, Rate: bound.MaxSlidingLogRate, Period: bound.MaxPeriod}, ""},
 		{admit.Limit{Algorithm: admit.SlidingLog, Rate: 1, Period: time.Millisecond}, ""},
-		{admit.Limit{Algorithm: admit.SlidingLog, Rate: admit.MaxSlidingLogRate + 1, Period: time.Second}, "rate 10001: a sliding_log keeps every admission, so its rate is at most 10000"},
-		{admit.Limit{Algorithm: admit.SlidingLog, Rate: admit.MaxRate, Period: time.Second}, "at most 10000"},
+		{admit.Limit{Algorithm: admit.SlidingLog, Rate: bound.MaxSlidingLogRate + 1, Period: time.Second}, "rate 10001: a sliding_log keeps every admission, so its rate is at most 10000"},
+		{admit.Limit{Algorithm: admit.SlidingLog, Rate: bound.MaxRate, Period: time.Second}, "at most 10000"},
 		{admit.Limit{Algorithm: admit.SlidingLog, Rate: 0, Period: time.Second}, "rate 0"},
 		{admit.Limit{Algorithm: admit.SlidingLog, Rate: 3, Period: time.Second, Aligned: true}, "only fixed_window"},
 		{admit.Limit{Algorithm: 99, Rate: 1, Period: time.Second}, "unknown algorithm Algorithm(99)"},
@@ -130,7 +96,7 @@ func TestLimitString(t *testing.T) {
 
 func TestRequestValidate(t *testing.T) {
 	lim := admit.Limit{Algorithm: admit.FixedWindow, Rate: 3, Period: time.Second}
-	long := strings.Repeat("k", admit.MaxKeyLen)
+	long := strings.Repeat("k", bound.MaxKeyLen)
 	for _, tc := range []struct {
 		r    admit.Request
 		want error
@@ -139,14 +105,14 @@ func TestRequestValidate(t *testing.T) {
 		{admit.Request{Key: "k", Limit: lim, Cost: 3}, nil},
 		{admit.Request{Key: long, Limit: lim, Cost: 1}, nil},
 		{admit.Request{Key: "\xff{}\r\n", Limit: lim, Cost: 1}, nil},
-		{admit.Request{Key: "k", Limit: lim, Cost: 1, ID: strings.Repeat("i", admit.MaxIDLen)}, nil},
+		{admit.Request{Key: "k", Limit: lim, Cost: 1, ID: strings.Repeat("i", bound.MaxIDLen)}, nil},
 		{admit.Request{Key: "a{t}b}", Limit: lim, Cost: 1, ID: "x"}, nil}, // a hash tag
 		{admit.Request{Key: "a{b", Limit: lim, Cost: 1, ID: "x"}, nil},    // no '}': tagged whole
 		{admit.Request{Key: "", Limit: lim, Cost: 1}, admit.ErrInvalidRequest},
 		{admit.Request{Key: long + "k", Limit: lim, Cost: 1}, admit.ErrInvalidRequest},
 		{admit.Request{Key: "k", Limit: lim, Cost: -1}, admit.ErrInvalidRequest},
 		{admit.Request{Key: "k", Limit: lim, Cost: 4}, admit.ErrInvalidRequest},
-		{admit.Request{Key: "k", Limit: lim, Cost: 1, ID: strings.Repeat("i", admit.MaxIDLen+1)}, admit.ErrInvalidRequest},
+		{admit.Request{Key: "k", Limit: lim, Cost: 1, ID: strings.Repeat("i", bound.MaxIDLen+1)}, admit.ErrInvalidRequest},
 		{admit.Request{Key: "a}b", Limit: lim, Cost: 1, ID: "x"}, admit.ErrInvalidRequest}, // neither
 		{admit.Request{Key: "k", Cost: 1}, admit.ErrInvalidLimit},
 	} {
@@ -154,23 +120,29 @@ func TestRequestValidate(t *testing.T) {
 		if tc.want == nil && err != nil || tc.want != nil && !errors.Is(err, tc.want) {
 			t.Errorf("Validate(%.12q, cost %d, ID %.8q) = %v, want %v", tc.r.Key, tc.r.Cost, tc.r.ID, err, tc.want)
 		}
-		// Under a valid Limit, ValidateKnownLimit says what Validate says; it checks no Limit.
-		known := tc.r.ValidateKnownLimit()
+		// Under a valid Limit, check.Request (memstore's fast path) says what Validate says; it
+		// checks no Limit.
+		known := checkFields(&tc.r)
 		if tc.r.Limit.Validate() == nil && fmt.Sprint(known) != fmt.Sprint(err) {
-			t.Errorf("ValidateKnownLimit(%.12q, cost %d, ID %.8q) = %v; Validate says %v", tc.r.Key, tc.r.Cost, tc.r.ID, known, err)
+			t.Errorf("check.Request(%.12q, cost %d, ID %.8q) = %v; Validate says %v", tc.r.Key, tc.r.Cost, tc.r.ID, known, err)
 		}
 	}
 	unchecked := admit.Request{Key: "k", Cost: 0} // the zero Limit is invalid
-	if err := unchecked.ValidateKnownLimit(); err != nil {
-		t.Errorf("ValidateKnownLimit of a peek under the zero Limit = %v; it checks no Limit", err)
+	if err := checkFields(&unchecked); err != nil {
+		t.Errorf("check.Request of a peek under the zero Limit = %v; it checks no Limit", err)
 	}
+}
+
+// checkFields checks r's own fields as memstore's fast path does, under a Limit it knows is valid.
+func checkFields(r *admit.Request) error {
+	return check.Request(r.Key, r.Cost, r.ID, r.Limit.Algorithm == admit.Concurrency, r.Limit.Capacity())
 }
 
 func TestValidateAll(t *testing.T) {
 	lim := admit.Limit{Algorithm: admit.FixedWindow, Rate: 3, Period: time.Second}
 	r := func(key, id string) admit.Request { return admit.Request{Key: key, Limit: lim, Cost: 1, ID: id} }
 	var many []admit.Request
-	for i := range admit.MaxRequests + 1 {
+	for i := range bound.MaxRequests + 1 {
 		many = append(many, r("{t}"+strconv.Itoa(i), ""))
 	}
 	for _, tc := range []struct {
@@ -179,7 +151,7 @@ func TestValidateAll(t *testing.T) {
 		want string // "" for valid, else a substring of the error
 	}{
 		{"one", many[:1], ""},
-		{"max", many[:admit.MaxRequests], ""},
+		{"max", many[:bound.MaxRequests], ""},
 		{"none", nil, "0 requests"},
 		{"too_many", many, "17 requests"},
 		{"two_slots", []admit.Request{r("{a}x", ""), r("{b}x", "")}, "hash slot"},
@@ -346,7 +318,7 @@ func TestLimiterOfSeveralLimits(t *testing.T) {
 		t.Fatalf("Take = %+v, %+v; want per-second deciding (8 left), per-day 998 left", d, ds)
 	}
 	rs := s.last
-	if len(rs) != 2 || rs[0].ID != "req-1" || rs[1].ID != "req-1" || rs[0].Cost != 2 || admit.Slot(rs[0].Key) != admit.Slot(rs[1].Key) || rs[0].Key == rs[1].Key {
+	if len(rs) != 2 || rs[0].ID != "req-1" || rs[1].ID != "req-1" || rs[0].Cost != 2 || slot.Of(rs[0].Key) != slot.Of(rs[1].Key) || rs[0].Key == rs[1].Key {
 		t.Fatalf("requests sent: %+v; want two of cost 2, ID req-1, distinct keys in one slot", rs)
 	}
 	if _, err := l.Take(context.Background(), admit.Subject{ID: "alice"}, 1, "", make([]admit.Decision, 1)); !errors.Is(err, admit.ErrInvalidRequest) {
@@ -371,7 +343,7 @@ func TestLimiterRefusesAsRequestValidate(t *testing.T) {
 		// validate returns what Request.Validate says of the Requests of n units with ID id.
 		validate := func(n int64, id string) error {
 			for _, lim := range limits {
-				key, err := keys.Key(lim, admit.DefaultVersion, subject)
+				key, err := keys.Key(lim, bound.DefaultVersion, subject)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -383,7 +355,7 @@ func TestLimiterRefusesAsRequestValidate(t *testing.T) {
 			return nil
 		}
 		for _, n := range []int64{-1, 0, 1, 3, 4, 5, 6, 1 << 40} {
-			for _, id := range []string{"", "req-1", strings.Repeat("i", admit.MaxIDLen+1)} {
+			for _, id := range []string{"", "req-1", strings.Repeat("i", bound.MaxIDLen+1)} {
 				want := validate(n, id)
 				s := &countingStore{}
 				l := admit.NewLimiter(s, keys, limits...)

@@ -9,7 +9,7 @@ import (
 // the one place where a Limiter, package service and Envoy's rate limit service make Requests. The
 // key of rs[i] is made by keys in version versions[i], or versions[0] for every Request when
 // versions has one element. Each Limit must have passed [Limit.Validate]; each Request is then
-// checked against its Limit ([Request.ValidateKnownLimit]) before any I/O, and Requests stops at
+// checked against its Limit (as [Request.Validate] does) before any I/O, and Requests stops at
 // the first that fails, with that error unchanged: the Request's Key is set when its key was made
 // and the check failed, empty when its key could not be made.
 func Requests(rs []Request, keys *KeyBuilder, versions []string, s Subject, n int64, id string) error {
@@ -24,7 +24,7 @@ func Requests(rs []Request, keys *KeyBuilder, versions []string, s Subject, n in
 		}
 		r.Key, r.Cost, r.ID = key, n, id
 		// Before the Store, so that a decorator in between need not; the Limit is valid already.
-		if err := r.ValidateKnownLimit(); err != nil {
+		if err := r.validateKnownLimit(); err != nil {
 			return err
 		}
 	}

@@ -3,35 +3,26 @@ package admit
 import (
 	"errors"
 	"strings"
+
+	"github.com/admit-dev/admit/internal/check"
 )
 
 // The errors a Store or Limiter returns wrap one of these; match them with errors.Is.
 var (
 	// ErrInvalidLimit means a Limit is out of range or names an unknown algorithm. It is a caller's
 	// mistake, found before any I/O; nothing was written.
-	ErrInvalidLimit error = &kindError{msg: "admit: invalid limit"}
+	ErrInvalidLimit = check.ErrInvalidLimit
 	// ErrInvalidRequest means a key or cost is out of range. It is a caller's mistake, found before
 	// any I/O; nothing was written.
-	ErrInvalidRequest error = &kindError{msg: "admit: invalid request"}
+	ErrInvalidRequest = check.ErrInvalidRequest
 	// ErrUnavailable means the backend could not decide: connection refused, timeout, a backend
 	// error or corrupt state. Fail closed on it.
-	ErrUnavailable error = &kindError{msg: "admit: limiter unavailable"}
+	ErrUnavailable = check.ErrUnavailable
 	// ErrCorruptState means a key held state that no algorithm writes (text, a non-positive count,
 	// no expiry, a wrong type). The key is left unchanged, never repaired. An error matching
 	// ErrCorruptState also matches ErrUnavailable.
-	ErrCorruptState error = &kindError{msg: "admit: corrupt limiter state", parent: ErrUnavailable}
+	ErrCorruptState = check.ErrCorruptState
 )
-
-// A kindError is a sentinel that may itself be a kind of another sentinel.
-type kindError struct {
-	msg    string
-	parent error
-}
-
-func (e *kindError) Error() string { return e.msg }
-
-// Is reports whether e is a kind of target.
-func (e *kindError) Is(target error) bool { return e.parent != nil && target == e.parent }
 
 // ClientMessage returns what to tell the client whose request err refuses, when err matches
 // ErrInvalidRequest or ErrInvalidLimit: the kind of mistake and what is wrong — the field and its

@@ -3,6 +3,7 @@ package admit_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/admit-dev/admit"
@@ -27,7 +28,7 @@ func Example() {
 			continue
 		}
 		if !d.Allowed {
-			fmt.Println("429 Retry-After:", d.RetryAfterSeconds())
+			fmt.Println("429 Retry-After:", math.Ceil(d.RetryAfter.Seconds())) // whole seconds, as httplimit sends it
 			continue
 		}
 		fmt.Println("200 remaining:", d.Remaining)

@@ -3,26 +3,19 @@ package admit
 import (
 	"fmt"
 	"time"
+
+	"github.com/admit-dev/admit/internal/bound"
 )
 
 // GCRA keeps, per key, one time: the theoretical arrival time (TAT), in microseconds, the resolution of
 // Redis's clock (TIME). Each admitted unit moves the TAT one emission interval later; a request fits
-// while the TAT stays within the tolerance, Capacity emission intervals, of now. The bounds below keep
-// that arithmetic exact in integers, in Go and in the doubles of Redis's Lua (docs/gcra.md).
+// while the TAT stays within the tolerance, Capacity emission intervals, of now. The bounds of
+// validateGCRA (bound.MaxTolerance, bound.MaxIntervalRounding and minEmissionInterval) keep that
+// arithmetic exact in integers, in Go and in the doubles of Redis's Lua (docs/gcra.md).
 
-// Bounds on a GCRA Limit, enforced by [Limit.Validate].
-const (
-	// minEmissionInterval is the shortest emission interval, Period/Rate, of a GCRA Limit: one
-	// microsecond, the resolution of the time GCRA keeps. A higher rate needs a longer Period.
-	minEmissionInterval = time.Microsecond
-	// MaxTolerance is the longest time a full GCRA bucket may take to empty, Capacity ×
-	// EmissionInterval: 2^52 µs, about 142 years. A stored TAT is then at most now + MaxTolerance,
-	// an integer below 2^53 µs, exact in Lua's doubles, until the year 2112.
-	MaxTolerance = (1 << 52) * time.Microsecond
-	// MaxIntervalRounding bounds how much rounding the emission interval up to the microsecond may
-	// slow a GCRA Limit's rate: less than 1/MaxIntervalRounding, 1%.
-	MaxIntervalRounding = 100
-)
+// minEmissionInterval is the shortest emission interval, Period/Rate, of a GCRA Limit: one
+// microsecond, the resolution of the time GCRA keeps. A higher rate needs a longer Period.
+const minEmissionInterval = time.Microsecond
 
 // EmissionInterval returns the time a GCRA bucket takes to regain one unit: Period/Rate, rounded up to
 // the microsecond, the resolution of the time GCRA keeps. It is exact when Period in microseconds is a
@@ -54,11 +47,11 @@ func (l Limit) Capacity() int64 {
 // validateGCRA reports why l cannot be a GCRA Limit, beyond the bounds every Limit has (which
 // Validate reports), or nil.
 func (l Limit) validateGCRA() error {
-	if l.Burst < 0 || l.Burst > MaxRate {
-		return fmt.Errorf("%w: burst %d outside 1-%d (or 0 for the rate)", ErrInvalidLimit, l.Burst, MaxRate)
+	if l.Burst < 0 || l.Burst > bound.MaxRate {
+		return fmt.Errorf("%w: burst %d outside 1-%d (or 0 for the rate)", ErrInvalidLimit, l.Burst, bound.MaxRate)
 	}
 	p := l.Period.Microseconds()
-	if l.Rate < 1 || l.Rate > MaxRate || l.Period < MinPeriod || l.Period > MaxPeriod {
+	if l.Rate < 1 || l.Rate > bound.MaxRate || l.Period < bound.MinPeriod || l.Period > bound.MaxPeriod {
 		return nil // Validate reports it
 	}
 	if p < l.Rate {
@@ -66,13 +59,13 @@ func (l Limit) validateGCRA() error {
 			ErrInvalidLimit, l.Rate, l.Period, minEmissionInterval)
 	}
 	t := l.EmissionInterval().Microseconds()
-	if slower := t*l.Rate - p; slower*MaxIntervalRounding >= p { // t*Rate < p + Rate ≤ 2p: no overflow
+	if slower := t*l.Rate - p; slower*bound.MaxIntervalRounding >= p { // t*Rate < p + Rate ≤ 2p: no overflow
 		return fmt.Errorf("%w: gcra: the emission interval %v/%d rounds up to %v, a rate %.2f%% lower; at most 1%% is allowed: use a rate that divides %d us, or a lower rate",
 			ErrInvalidLimit, l.Period, l.Rate, l.EmissionInterval(), 100*float64(slower)/float64(t*l.Rate), p)
 	}
-	if c, most := l.Capacity(), MaxTolerance.Microseconds()/t; c > most {
+	if c, most := l.Capacity(), bound.MaxTolerance.Microseconds()/t; c > most {
 		return fmt.Errorf("%w: gcra: burst %d x emission interval %v exceeds %v (2^52 us); at most %d units at this rate",
-			ErrInvalidLimit, c, l.EmissionInterval(), MaxTolerance, most)
+			ErrInvalidLimit, c, l.EmissionInterval(), bound.MaxTolerance, most)
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/bound"
 )
 
 func gcra(rate int64, period time.Duration, burst int64) admit.Limit {
@@ -22,19 +23,19 @@ func TestValidateGCRA(t *testing.T) {
 		{gcra(3, 10*time.Second, 0), ""},
 		{gcra(10, time.Second, 50), ""},
 		{gcra(10, time.Second, 1), ""},
-		{gcra(1, admit.MaxPeriod, 0), ""},
+		{gcra(1, bound.MaxPeriod, 0), ""},
 		{gcra(1000, time.Millisecond, 0), ""},                          // 1 µs: the shortest interval
-		{gcra(admit.MaxPeriod.Microseconds(), admit.MaxPeriod, 0), ""}, // the highest rate there is
+		{gcra(bound.MaxPeriod.Microseconds(), bound.MaxPeriod, 0), ""}, // the highest rate there is
 		{gcra(3, time.Millisecond, 0), ""},                             // 333.33… µs → 334: 0.2% slower
-		{gcra(250_000, time.Second, admit.MaxRate), ""},                // τ = 4·10^15 µs ≤ 2^52
+		{gcra(250_000, time.Second, bound.MaxRate), ""},                // τ = 4·10^15 µs ≤ 2^52
 		{gcra(1001, time.Millisecond, 0), "more than one unit per microsecond"},
-		{gcra(admit.MaxRate, time.Minute, 0), "more than one unit per microsecond"},
+		{gcra(bound.MaxRate, time.Minute, 0), "more than one unit per microsecond"},
 		{gcra(300_000, time.Second, 0), "rounds up to 4µs, a rate 16.67% lower"},
 		{gcra(999, time.Millisecond, 0), "at most 1% is allowed"},
 		{gcra(1, time.Second, 4_503_599_628), "exceeds 1250999h"}, // 2^52 µs ≈ 1251000 h; 1 s × burst
 		{gcra(1, time.Minute, 75_059_994), "at most 75059993 units"},
 		{gcra(3, time.Second, -1), "burst -1"},
-		{gcra(3, time.Second, admit.MaxRate+1), "burst 1000000000000001"},
+		{gcra(3, time.Second, bound.MaxRate+1), "burst 1000000000000001"},
 		{gcra(0, time.Second, 0), "rate 0"},
 		{gcra(3, 0, 0), "period 0s"},
 		{gcra(3, 1500*time.Microsecond, 0), "whole number of milliseconds"},
@@ -117,8 +118,8 @@ func TestGCRAShape(t *testing.T) {
 		{gcra(10, time.Second, 20), "gcra100000b20"},
 		{gcra(3, 10*time.Second, 0), "gcra3333334b3"},
 	} {
-		if got := tc.lim.Shape(); got != tc.want {
-			t.Errorf("%v.Shape() = %q, want %q", tc.lim, got, tc.want)
+		if got := keyShape(t, tc.lim); got != tc.want {
+			t.Errorf("%v: the shape of its keys is %q, want %q", tc.lim, got, tc.want)
 		}
 	}
 	if got := gcra(10, time.Second, 20).String(); got != "10 per 1s, burst 20 (gcra)" {
@@ -185,4 +186,18 @@ func TestGCRAKeyFormatIsStable(t *testing.T) {
 			t.Errorf("%s does not show the GCRA key as the builder makes it, %s", doc, want)
 		}
 	}
+}
+
+// keyShape returns the shape segment of a key under lim: what follows "v1-" in
+// rl:<policy>:v1-<shape>:{<slot digest>}.
+func keyShape(t *testing.T, lim admit.Limit) string {
+	t.Helper()
+	lim.Name = "shape"
+	k := key(t, newKeyBuilder(t), lim, "1", admit.Subject{ID: "alice"})
+	shape, ok := strings.CutPrefix(k, "rl:shape:v1-")
+	if i := strings.Index(shape, ":{"); ok && i > 0 {
+		return shape[:i]
+	}
+	t.Fatalf("key %q has no shape segment", k)
+	return ""
 }

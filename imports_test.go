@@ -13,7 +13,8 @@ import (
 	"testing"
 )
 
-// The module's import graph points inward: the root package stands on the standard library alone,
+// The module's import graph points inward: the root package stands on the standard library and on
+// internal leaves that stand on nothing else (its bounds, slot arithmetic and error kinds),
 // the packages that decide (policy, service, guard, the Stores) never reach up to the HTTP and
 // gRPC layers that serve them, and a transport never leans on another. TestImportGraph lists the
 // imports of every production package of the module and fails on any edge that a rule forbids.
@@ -23,8 +24,9 @@ const module = "github.com/admit-dev/admit"
 
 // An importRule forbids an edge: no production package matching From may import a package
 // matching To. A pattern is a package path within the module ("" for the root package), or one
-// ending in "/..." for a package and all below it; "std!" matches every package outside the
-// standard library.
+// ending in "/..." for a package and all below it; "leaf!" matches every package outside the
+// standard library but the module's internal leaves: packages under internal/ whose own imports are
+// the standard library and such leaves only.
 type importRule struct {
 	from, to string
 	why      string
@@ -32,7 +34,7 @@ type importRule struct {
 
 // importRules are the edges that must never be.
 var importRules = []importRule{
-	{"", "std!", "the root package uses the standard library only"},
+	{"", "leaf!", "the root package uses the standard library and internal leaves (which import nothing else) only"},
 	{"policy/...", "httplimit/...", "configuration does not depend on HTTP middleware: client-IP construction is httplimit's, from the settings"},
 	{"policy/...", "service/...", "configuration is below the service that loads it"},
 	{"policy/...", "transport/...", "configuration is below the transports"},
@@ -74,20 +76,27 @@ func TestImportGraph(t *testing.T) {
 }
 
 // TestImportGraphFindsBrokenRules checks the checker on a copy of a house with forbidden edges: a
-// root package that imports a third-party package, a configuration package that imports the
-// middleware, and a Store decorator that calls back up into the service.
+// root package that imports a third-party package, an internal package that imports one (directly
+// or through another internal package) and a package outside internal/ (but not an internal leaf,
+// which it may), a configuration package that imports the middleware, and a Store decorator that
+// calls back up into the service.
 func TestImportGraphFindsBrokenRules(t *testing.T) {
 	dir := t.TempDir()
 	files := map[string]string{
-		"go.mod":               "module " + module + "\n",
-		"admit.go":             "package admit\n\nimport (\n\t\"context\"\n\t\"github.com/redis/rueidis\"\n)\n",
-		"policy/policy.go":     "package policy\n\nimport \"github.com/admit-dev/admit/httplimit\"\n",
-		"policy/p_test.go":     "package policy\n\nimport \"github.com/admit-dev/admit/transport/rls\"\n", // a test: not production
-		"guard/failopen.go":    "package guard\n\nimport (\n\tsvc \"github.com/admit-dev/admit/service\"\n\t\"github.com/admit-dev/admit\"\n)\n",
-		"httplimit/h.go":       "package httplimit\n\nimport \"net/http\"\n",
-		"service/service.go":   "package service\n\nimport \"github.com/admit-dev/admit\"\n",
-		"cmd/admit/main.go":    "package main\n\nimport \"github.com/admit-dev/admit/transport/rls\"\n",
-		"transport/rls/rls.go": "package rls\n",
+		"go.mod":                "module " + module + "\n",
+		"admit.go":              "package admit\n\nimport (\n\t\"context\"\n\t\"github.com/redis/rueidis\"\n)\n",
+		"bound.go":              "package admit\n\nimport (\n\t\"github.com/admit-dev/admit/internal/leaf\"\n\t\"github.com/admit-dev/admit/internal/notleaf\"\n\t\"github.com/admit-dev/admit/internal/deep\"\n\t\"github.com/admit-dev/admit/memstore\"\n)\n",
+		"internal/leaf/l.go":    "package leaf\n\nimport \"time\"\n",
+		"internal/notleaf/n.go": "package notleaf\n\nimport \"github.com/redis/rueidis\"\n",
+		"internal/deep/d.go":    "package deep\n\nimport \"github.com/admit-dev/admit/internal/notleaf\"\n",
+		"memstore/m.go":         "package memstore\n\nimport \"strings\"\n",
+		"policy/policy.go":      "package policy\n\nimport \"github.com/admit-dev/admit/httplimit\"\n",
+		"policy/p_test.go":      "package policy\n\nimport \"github.com/admit-dev/admit/transport/rls\"\n", // a test: not production
+		"guard/failopen.go":     "package guard\n\nimport (\n\tsvc \"github.com/admit-dev/admit/service\"\n\t\"github.com/admit-dev/admit\"\n)\n",
+		"httplimit/h.go":        "package httplimit\n\nimport \"net/http\"\n",
+		"service/service.go":    "package service\n\nimport \"github.com/admit-dev/admit\"\n",
+		"cmd/admit/main.go":     "package main\n\nimport \"github.com/admit-dev/admit/transport/rls\"\n",
+		"transport/rls/rls.go":  "package rls\n",
 	}
 	for name, text := range files {
 		file := filepath.Join(dir, filepath.FromSlash(name))
@@ -104,7 +113,10 @@ func TestImportGraphFindsBrokenRules(t *testing.T) {
 	}
 	got := brokenRules(graph, importRules)
 	want := []string{
-		`"" imports github.com/redis/rueidis: the root package uses the standard library only`,
+		`"" imports ` + module + `/internal/deep: the root package uses the standard library and internal leaves (which import nothing else) only`,
+		`"" imports ` + module + `/internal/notleaf: the root package uses the standard library and internal leaves (which import nothing else) only`,
+		`"" imports ` + module + `/memstore: the root package uses the standard library and internal leaves (which import nothing else) only`,
+		`"" imports github.com/redis/rueidis: the root package uses the standard library and internal leaves (which import nothing else) only`,
 		`"guard" imports ` + module + `/service: fail-open receives its local limits from the reload path; it never calls back up`,
 		`"policy" imports ` + module + `/httplimit: configuration does not depend on HTTP middleware: client-IP construction is httplimit's, from the settings`,
 	}
@@ -171,7 +183,7 @@ func brokenRules(graph map[string][]string, rules []importRule) []string {
 	for pkg, imports := range graph {
 		for _, imp := range imports {
 			for _, r := range rules {
-				if matchPackage(r.from, pkg) && matchImport(r.to, imp) {
+				if matchPackage(r.from, pkg) && matchImport(graph, r.to, imp) {
 					out = append(out, fmt.Sprintf("%q imports %s: %s", pkg, imp, r.why))
 				}
 			}
@@ -193,16 +205,38 @@ func matchPackage(pattern, pkg string) bool {
 	return pkg == pattern
 }
 
-// matchImport reports whether the import path imp matches pattern: "std!" for a package outside
-// the standard library, else a pattern of matchPackage for a package of the module.
-func matchImport(pattern, imp string) bool {
-	if pattern == "std!" {
-		first, _, _ := strings.Cut(imp, "/")
-		return strings.Contains(first, ".")
+// matchImport reports whether the import path imp matches pattern: "leaf!" for a package outside
+// the standard library that is no internal leaf of the module in graph, else a pattern of
+// matchPackage for a package of the module.
+func matchImport(graph map[string][]string, pattern, imp string) bool {
+	if pattern == "leaf!" {
+		return !isStd(imp) && !isLeaf(graph, imp, 0)
 	}
 	if imp == module {
 		return matchPackage(pattern, "")
 	}
 	rel, ok := strings.CutPrefix(imp, module+"/")
 	return ok && matchPackage(pattern, rel)
+}
+
+// isStd reports whether the import path imp is of the standard library: its first element has no dot.
+func isStd(imp string) bool {
+	first, _, _ := strings.Cut(imp, "/")
+	return !strings.Contains(first, ".")
+}
+
+// isLeaf reports whether the import path imp is a package under the module's internal/ whose imports
+// in graph are the standard library and such leaves only; depth stops a cycle (Go has none).
+func isLeaf(graph map[string][]string, imp string, depth int) bool {
+	rel, ok := strings.CutPrefix(imp, module+"/")
+	imports, known := graph[rel]
+	if !ok || !known || !matchPackage("internal/...", rel) || depth > len(graph) {
+		return false
+	}
+	for _, i := range imports {
+		if !isStd(i) && !isLeaf(graph, i, depth+1) {
+			return false
+		}
+	}
+	return true
 }

@@ -9,22 +9,14 @@ import (
 	"hash"
 	"strconv"
 	"sync"
-)
 
-// Bounds on a KeyBuilder's inputs.
-const (
-	// MinSecretLen is the shortest HMAC secret a KeyBuilder accepts, in bytes.
-	MinSecretLen = 16
-	// MaxSubjectLen is the longest subject (and slot subject), in bytes.
-	MaxSubjectLen = 1 << 20
-	// DigestLen is the length of a digest in a key: hex characters of a truncated HMAC-SHA256.
-	DigestLen = 32
+	"github.com/admit-dev/admit/internal/bound"
 )
 
 // A Subject is who a request is limited as: a principal the server authenticated, or a client IP
 // resolved through trusted proxies — never a value the client chose (docs/keys.md).
 type Subject struct {
-	// ID is the subject: any bytes, 1 … MaxSubjectLen. It is digested, never stored.
+	// ID is the subject: any bytes, 1 byte to 1 MiB. It is digested, never stored.
 	ID string
 	// Slot is the slot subject, such as the subject's tenant: the keys of every subject with the same
 	// Slot share one Redis Cluster hash slot, so "10/s per user AND 100k/min per tenant" can be
@@ -42,10 +34,10 @@ type Subject struct {
 //	rl:<policy>:v<version>-<shape>:{<slot digest>}:<subject digest>   when Subject.Slot is set and differs from ID
 //
 // where policy is Limit.Name; version is the caller's version of the policy (bump it to start every
-// subject afresh); shape is [Limit.Shape], which changes with the algorithm or the window, so that a
-// reshaped policy starts on fresh keys rather than finding state it must call corrupt, while a change
-// of the rate alone keeps the counters; and a digest is HMAC-SHA256 under the secret of the
-// length-prefixed subject, truncated to DigestLen hex characters. Keys are at most about 250 bytes
+// subject afresh); shape (docs/keys.md) changes with the algorithm or the window, so that a reshaped
+// policy starts on fresh keys rather than finding state it must call corrupt, while a change of the
+// rate alone keeps the counters; and a digest is HMAC-SHA256 under the secret of the
+// length-prefixed subject, truncated to 32 hex characters. Keys are at most about 250 bytes
 // whatever the subject, hold no personal data, and two policies never share one.
 type KeyBuilder struct {
 	digesters sync.Pool // of *digester: HMAC-SHA256 under the secret
@@ -61,11 +53,11 @@ type digester struct {
 }
 
 // NewKeyBuilder returns a KeyBuilder that digests subjects with secret, which must be at least
-// MinSecretLen bytes. Every process that shares limits must use the same secret: keys made with
+// 16 bytes. Every process that shares limits must use the same secret: keys made with
 // different secrets never meet.
 func NewKeyBuilder(secret []byte) (*KeyBuilder, error) {
-	if len(secret) < MinSecretLen {
-		return nil, fmt.Errorf("admit: HMAC secret of %d bytes; want at least %d", len(secret), MinSecretLen)
+	if len(secret) < bound.MinSecretLen {
+		return nil, fmt.Errorf("admit: HMAC secret of %d bytes; want at least %d", len(secret), bound.MinSecretLen)
 	}
 	key := append([]byte(nil), secret...)
 	b := &KeyBuilder{}
@@ -75,7 +67,7 @@ func NewKeyBuilder(secret []byte) (*KeyBuilder, error) {
 
 // Key returns the key of subject s under lim, in version of the policy lim.Name. It reports an
 // error matching ErrInvalidLimit for an invalid lim, an empty lim.Name or an invalid version (1 to
-// MaxNameLen characters of a-z, 0-9, '_' and '-'), and ErrInvalidRequest for an empty or oversized
+// 64 characters of a-z, 0-9, '_' and '-'), and ErrInvalidRequest for an empty or oversized
 // subject.
 func (b *KeyBuilder) Key(lim Limit, version string, s Subject) (string, error) {
 	if err := lim.Validate(); err != nil {
@@ -85,11 +77,11 @@ func (b *KeyBuilder) Key(lim Limit, version string, s Subject) (string, error) {
 	case lim.Name == "":
 		return "", fmt.Errorf("%w: a key needs a policy name", ErrInvalidLimit)
 	case !validName(version):
-		return "", fmt.Errorf("%w: key version %q: want 1-%d characters of a-z, 0-9, '_' and '-'", ErrInvalidLimit, version, MaxNameLen)
+		return "", fmt.Errorf("%w: key version %q: want 1-%d characters of a-z, 0-9, '_' and '-'", ErrInvalidLimit, version, bound.MaxNameLen)
 	case s.ID == "":
 		return "", fmt.Errorf("%w: empty subject", ErrInvalidRequest)
-	case len(s.ID) > MaxSubjectLen || len(s.Slot) > MaxSubjectLen:
-		return "", fmt.Errorf("%w: subject of more than %d bytes", ErrInvalidRequest, MaxSubjectLen)
+	case len(s.ID) > bound.MaxSubjectLen || len(s.Slot) > bound.MaxSubjectLen:
+		return "", fmt.Errorf("%w: subject of more than %d bytes", ErrInvalidRequest, bound.MaxSubjectLen)
 	}
 	slot := s.Slot
 	if slot == "" {
@@ -113,11 +105,11 @@ func (b *KeyBuilder) Key(lim Limit, version string, s Subject) (string, error) {
 }
 
 // keyBufLen is the room Key reserves on the stack for a key: enough for every key of a policy name
-// and version of MaxNameLen characters and the longest shape.
+// and version of bound.MaxNameLen characters and the longest shape.
 const keyBufLen = 256
 
 // appendDigest appends the digest of the fields label and value: hex of HMAC-SHA256 over each
-// field's length (a uvarint) and bytes, truncated to DigestLen characters.
+// field's length (a uvarint) and bytes, truncated to bound.DigestLen characters.
 func (b *KeyBuilder) appendDigest(dst []byte, label, value string) []byte {
 	d := b.digesters.Get().(*digester)
 	d.mac.Reset()
@@ -130,14 +122,14 @@ func (b *KeyBuilder) appendDigest(dst []byte, label, value string) []byte {
 		}
 	}
 	sum := d.mac.Sum(d.sum[:0])
-	dst = hex.AppendEncode(dst, sum[:DigestLen/2])
+	dst = hex.AppendEncode(dst, sum[:bound.DigestLen/2])
 	b.digesters.Put(d)
 	return dst
 }
 
-// Shape returns the part of a key's version segment that changes when the shape of the state l
-// keeps changes: its algorithm and its window, such as "fw10000" for a fixed window of 10 s from the
-// first admission, "fwa10000" for one aligned to Unix time, "sw10000" for a sliding window and
+// appendShape appends to dst the part of a key's version segment that changes when the shape of
+// the state l keeps changes: its algorithm and its window, such as "fw10000" for a fixed window of
+// 10 s from the first admission, "fwa10000" for one aligned to Unix time, "sw10000" for a sliding window and
 // "sl10000" for a sliding log of 10 s. The rate is not part of these, so a change of the rate alone
 // keeps the counters (a sliding window's counts and a sliding log's timestamps are units admitted,
 // as meaningful under any rate).
@@ -149,13 +141,8 @@ func (b *KeyBuilder) appendDigest(dst []byte, label, value string) []byte {
 //
 // Concurrency's shape is "cc" whatever its numbers: each lease stores its own expiry, so a new rate or
 // lease TTL keeps counting the leases in flight.
-func (l Limit) Shape() string {
-	var buf [64]byte
-	return string(l.appendShape(buf[:0]))
-}
-
-// appendShape appends l.Shape() to dst: Key appends it to the key it builds, which costs no
-// allocation of its own.
+//
+// Key appends it to the key it builds, which costs no allocation of its own.
 func (l Limit) appendShape(dst []byte) []byte {
 	period := l.Period.Milliseconds()
 	switch l.Algorithm {

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/bound"
+	"github.com/admit-dev/admit/internal/slot"
 )
 
 func newKeyBuilder(t *testing.T) *admit.KeyBuilder {
@@ -89,8 +91,8 @@ func TestKeyFormatIsStable(t *testing.T) {
 func TestKeysOfHostileSubjects(t *testing.T) {
 	kb := newKeyBuilder(t)
 	subjects := []string{
-		strings.Repeat("x", admit.MaxSubjectLen),
-		strings.Repeat("x", admit.MaxSubjectLen-1) + "y",
+		strings.Repeat("x", bound.MaxSubjectLen),
+		strings.Repeat("x", bound.MaxSubjectLen-1) + "y",
 		"\xff\xfe\x00", "a\r\nSET x 1\r\n", "{alice}", "}{", "{", "}", "alice", "alice ", "ALICE",
 	}
 	seen := map[string]string{}
@@ -123,9 +125,9 @@ func TestKeyDigestsAreHMACsOfLengthPrefixedFields(t *testing.T) {
 			mac.Write(binary.AppendUvarint(nil, uint64(len(f))))
 			mac.Write([]byte(f))
 		}
-		return hex.EncodeToString(mac.Sum(nil))[:admit.DigestLen]
+		return hex.EncodeToString(mac.Sum(nil))[:bound.DigestLen]
 	}
-	for _, n := range []int{1, 127, 128, 255, 256, 257, 511, 512, 513, 100_000, admit.MaxSubjectLen} {
+	for _, n := range []int{1, 127, 128, 255, 256, 257, 511, 512, 513, 100_000, bound.MaxSubjectLen} {
 		id := strings.Repeat("s", n-1) + "!"
 		slot := strings.Repeat("t", n)
 		if got, want := key(t, kb, demo, "1", admit.Subject{ID: id}), "rl:demo:v1-fw10000:{"+digest("slot", id)+"}"; got != want {
@@ -207,7 +209,7 @@ func TestKeysShareTheSlotSubjectsSlot(t *testing.T) {
 	a := key(t, kb, demo, "1", admit.Subject{ID: "alice", Slot: "acme"})
 	b := key(t, kb, demo, "1", admit.Subject{ID: "bob", Slot: "acme"})
 	tenant := key(t, kb, perTenant, "1", admit.Subject{ID: "acme"})
-	if a == b || admit.Slot(a) != admit.Slot(b) || admit.Slot(a) != admit.Slot(tenant) {
+	if a == b || slot.Of(a) != slot.Of(b) || slot.Of(a) != slot.Of(tenant) {
 		t.Fatalf("alice %q, bob %q and acme %q: want distinct keys in one slot", a, b, tenant)
 	}
 	if err := admit.ValidateAll([]admit.Request{{Key: a, Limit: demo, Cost: 1}, {Key: tenant, Limit: perTenant, Cost: 1}}, make([]admit.Decision, 2)); err != nil {
@@ -234,10 +236,10 @@ func TestKeyBuilderRefuses(t *testing.T) {
 		{badName, "1", admit.Subject{ID: "a"}, admit.ErrInvalidLimit},
 		{demo, "", admit.Subject{ID: "a"}, admit.ErrInvalidLimit},
 		{demo, "v.2", admit.Subject{ID: "a"}, admit.ErrInvalidLimit},
-		{demo, strings.Repeat("1", admit.MaxNameLen+1), admit.Subject{ID: "a"}, admit.ErrInvalidLimit},
+		{demo, strings.Repeat("1", bound.MaxNameLen+1), admit.Subject{ID: "a"}, admit.ErrInvalidLimit},
 		{demo, "1", admit.Subject{}, admit.ErrInvalidRequest},
-		{demo, "1", admit.Subject{ID: strings.Repeat("x", admit.MaxSubjectLen+1)}, admit.ErrInvalidRequest},
-		{demo, "1", admit.Subject{ID: "a", Slot: strings.Repeat("x", admit.MaxSubjectLen+1)}, admit.ErrInvalidRequest},
+		{demo, "1", admit.Subject{ID: strings.Repeat("x", bound.MaxSubjectLen+1)}, admit.ErrInvalidRequest},
+		{demo, "1", admit.Subject{ID: "a", Slot: strings.Repeat("x", bound.MaxSubjectLen+1)}, admit.ErrInvalidRequest},
 	} {
 		if k, err := kb.Key(tc.lim, tc.version, tc.s); !errors.Is(err, tc.want) {
 			t.Errorf("Key(%q, %q, %.10q) = %q, %v; want %v", tc.lim.Name, tc.version, tc.s.ID, k, err, tc.want)

@@ -5,10 +5,9 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-)
 
-// DefaultVersion is the key version of a Limiter made by NewLimiter.
-const DefaultVersion = "1"
+	"github.com/admit-dev/admit/internal/bound"
+)
 
 // A Limiter applies one or more Limits to the subjects of one Store, all-or-nothing, with keys made by
 // a KeyBuilder. It is safe for concurrent use. Make one with [NewLimiter]; the zero value is not
@@ -17,16 +16,16 @@ type Limiter struct {
 	store    Store
 	keys     *KeyBuilder
 	limits   []Limit
-	versions []string // the key version of every Limit: DefaultVersion
+	versions []string // the key version of every Limit: bound.DefaultVersion
 	err      error    // why the Limiter cannot decide anything, found by NewLimiter
 }
 
 // NewLimiter returns a Limiter that applies every one of limits to the subjects of store, keyed by
-// keys in version DefaultVersion. Each Limit needs a distinct Name.
+// keys in version "1". Each Limit needs a distinct Name.
 //
 // NewLimiter checks its arguments at once, and never panics: call [Limiter.Validate] on the
 // Limiter it returns, before serving, to stop on an invalid one — no store or keys, no limits or
-// more than MaxRequests, an invalid, unnamed or repeated Limit — with an error matching
+// more than 16, an invalid, unnamed or repeated Limit — with an error matching
 // ErrInvalidLimit:
 //
 //	limiter := admit.NewLimiter(store, keys, perSecond, perDay)
@@ -37,7 +36,7 @@ type Limiter struct {
 // A Limiter that does not pass Validate decides nothing: every call returns Validate's error, and
 // httplimit's Middleware.Wrap refuses it.
 func NewLimiter(store Store, keys *KeyBuilder, limits ...Limit) *Limiter {
-	l := &Limiter{store: store, keys: keys, limits: append([]Limit(nil), limits...), versions: []string{DefaultVersion}}
+	l := &Limiter{store: store, keys: keys, limits: append([]Limit(nil), limits...), versions: []string{bound.DefaultVersion}}
 	l.err = l.check()
 	return l
 }
@@ -62,8 +61,8 @@ func (l *Limiter) check() error {
 	switch {
 	case l.store == nil || l.keys == nil:
 		return fmt.Errorf("%w: a Limiter needs a Store and a KeyBuilder", ErrInvalidLimit)
-	case len(l.limits) == 0 || len(l.limits) > MaxRequests:
-		return fmt.Errorf("%w: %d limits; want 1-%d", ErrInvalidLimit, len(l.limits), MaxRequests)
+	case len(l.limits) == 0 || len(l.limits) > bound.MaxRequests:
+		return fmt.Errorf("%w: %d limits; want 1-%d", ErrInvalidLimit, len(l.limits), bound.MaxRequests)
 	}
 	for i, lim := range l.limits {
 		if err := lim.Validate(); err != nil {
@@ -137,8 +136,8 @@ func (l *Limiter) Take(ctx context.Context, s Subject, n int64, id string, ds []
 // arrays on Take's stack would escape to the heap through the Store interface, two allocations of
 // some 3 KB per call. A Store does not keep rs or ds once TakeAll returns.
 type takeScratch struct {
-	rs [MaxRequests]Request
-	ds [MaxRequests]Decision
+	rs [bound.MaxRequests]Request
+	ds [bound.MaxRequests]Decision
 }
 
 var takeScratches = sync.Pool{New: func() any { return new(takeScratch) }}
@@ -157,11 +156,6 @@ func (l *Limiter) requests(rs []Request, s Subject, n int64, id string) error {
 		rs[i] = Request{Limit: l.limits[i]}
 	}
 	return Requests(rs, l.keys, l.versions, s, n, id)
-}
-
-// Acquire is shorthand for Admit(ctx, s, 1, "", nil).
-func (l *Limiter) Acquire(ctx context.Context, s Subject) (d Decision, release func(), err error) {
-	return l.Admit(ctx, s, 1, "", nil)
 }
 
 // Admit decides n units for s under every Limit of l, all-or-nothing, as Take does, and returns the
@@ -287,7 +281,7 @@ func (h *holding) settle(ctx context.Context, actual int64) (Decision, error) {
 		return Decision{}, fmt.Errorf("%w: nothing to settle: the request was not admitted, or is settled already", ErrInvalidRequest)
 	}
 	first := h.releaseLeases()
-	var settled [MaxRequests]Decision
+	var settled [bound.MaxRequests]Decision
 	ds := settled[:0]
 	for i := range h.rs {
 		r := &h.rs[i]

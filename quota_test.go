@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/bound"
 )
 
 func TestQuota(t *testing.T) {
@@ -37,12 +38,12 @@ func TestQuotaWindowExact(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	checked := 0
 	for range 20000 {
-		l := admit.Limit{Algorithm: admit.GCRA, Rate: 1 + rng.Int64N(admit.MaxRate), Period: time.Duration(1+rng.Int64N(int64(admit.MaxPeriod/time.Millisecond))) * time.Millisecond}
+		l := admit.Limit{Algorithm: admit.GCRA, Rate: 1 + rng.Int64N(bound.MaxRate), Period: time.Duration(1+rng.Int64N(int64(bound.MaxPeriod/time.Millisecond))) * time.Millisecond}
 		if rng.IntN(2) == 0 {
 			l.Rate = 1 + rng.Int64N(1000)
 		}
 		if rng.IntN(2) == 0 {
-			l.Burst = 1 + rng.Int64N(admit.MaxRate)
+			l.Burst = 1 + rng.Int64N(bound.MaxRate)
 		}
 		if l.Validate() != nil {
 			continue

@@ -3,16 +3,10 @@ package admit
 import (
 	"fmt"
 	"time"
-)
 
-// Bounds on a request, enforced by [Request.Validate] and [ValidateAll].
-const (
-	// MaxKeyLen is the longest key, in bytes.
-	MaxKeyLen = 512
-	// MaxIDLen is the longest request ID, in bytes.
-	MaxIDLen = 128
-	// MaxRequests is the most Requests one TakeAll decides together.
-	MaxRequests = 16
+	"github.com/admit-dev/admit/internal/bound"
+	"github.com/admit-dev/admit/internal/check"
+	"github.com/admit-dev/admit/internal/slot"
 )
 
 // A Request asks for Cost units of Key under Limit.
@@ -23,7 +17,7 @@ const (
 // nothing. The ID is scoped to the keys' hash slot — the slot subject of a [KeyBuilder] key, by
 // default the subject itself — and reusing it there for a different request is an invalid request.
 type Request struct {
-	// Key is the key whose state decides: 1 … MaxKeyLen bytes, normally made by a KeyBuilder.
+	// Key is the key whose state decides: 1 to 512 bytes, normally made by a KeyBuilder.
 	Key string
 	// Limit is the policy the Key is decided under.
 	Limit Limit
@@ -31,7 +25,7 @@ type Request struct {
 	// under a Concurrency Limit, 0 (a peek) or 1 (one lease: one request in flight), whatever its
 	// Rate. Any other Cost is an invalid request, at every entry point that takes a cost.
 	Cost int64
-	// ID identifies the request for idempotent retries; empty for none. At most MaxIDLen bytes.
+	// ID identifies the request for idempotent retries; empty for none. At most 128 bytes.
 	ID string
 }
 
@@ -41,46 +35,31 @@ func (r *Request) Validate() error {
 	if err := r.Limit.Validate(); err != nil {
 		return err
 	}
-	return r.ValidateKnownLimit()
+	return r.validateKnownLimit()
 }
 
-// ValidateKnownLimit is [Request.Validate] for a Request whose Limit is known to be valid (it passed
-// [Limit.Validate], and has not changed since): it checks only the Request's own fields, against the
-// Limit, with Validate's errors. A Store that remembers the Limits it has validated calls it instead
-// of Validate on a Limit it remembers.
-func (r *Request) ValidateKnownLimit() error {
-	switch {
-	case r.Key == "":
-		return fmt.Errorf("%w: empty key", ErrInvalidRequest)
-	case len(r.Key) > MaxKeyLen:
-		return fmt.Errorf("%w: key of %d bytes exceeds %d", ErrInvalidRequest, len(r.Key), MaxKeyLen)
-	case r.Limit.Algorithm == Concurrency && (r.Cost < 0 || r.Cost > 1):
-		return fmt.Errorf("%w: cost %d outside 0-1: a concurrency limit counts requests in flight, one lease each", ErrInvalidRequest, r.Cost)
-	case r.Cost < 0 || r.Cost > r.Limit.Capacity():
-		return fmt.Errorf("%w: cost %d outside 0-%d", ErrInvalidRequest, r.Cost, r.Limit.Capacity())
-	case len(r.ID) > MaxIDLen:
-		return fmt.Errorf("%w: request ID of %d bytes exceeds %d", ErrInvalidRequest, len(r.ID), MaxIDLen)
-	case r.ID != "" && !hasSlotTag(r.Key) && !canTagWhole(r.Key):
-		return fmt.Errorf("%w: a request ID needs a key with a {hash tag}, or with no '}'", ErrInvalidRequest)
-	}
-	return nil
+// validateKnownLimit is [Request.Validate] for a Request whose Limit is known to be valid: it checks
+// only the Request's own fields, against the Limit, with Validate's errors.
+func (r *Request) validateKnownLimit() error {
+	return check.Request(r.Key, r.Cost, r.ID, r.Limit.Algorithm == Concurrency, r.Limit.Capacity())
 }
 
 // ValidateAll reports why rs cannot be decided together by TakeAll into ds, as an error matching
 // [ErrInvalidLimit] or [ErrInvalidRequest], or nil: each Request must be valid; there must be 1 to
-// MaxRequests of them, with distinct keys in one Redis Cluster hash slot ([Slot]), and one ID (or
+// 16 of them, with distinct keys in one Redis Cluster hash slot (CRC16 of the key's {hash tag}, as
+// CLUSTER KEYSLOT computes it), and one ID (or
 // none) for all; and ds must have a Decision for each.
 func ValidateAll(rs []Request, ds []Decision) error {
 	switch {
-	case len(rs) == 0 || len(rs) > MaxRequests:
-		return fmt.Errorf("%w: %d requests; want 1-%d", ErrInvalidRequest, len(rs), MaxRequests)
+	case len(rs) == 0 || len(rs) > bound.MaxRequests:
+		return fmt.Errorf("%w: %d requests; want 1-%d", ErrInvalidRequest, len(rs), bound.MaxRequests)
 	case len(ds) != len(rs):
 		return fmt.Errorf("%w: %d Decisions for %d Requests", ErrInvalidRequest, len(ds), len(rs))
 	}
 	if len(rs) == 1 {
 		return rs[0].Validate()
 	}
-	slot := Slot(rs[0].Key)
+	first := slot.Of(rs[0].Key)
 	for i := range rs {
 		r := &rs[i]
 		if err := r.Validate(); err != nil {
@@ -89,9 +68,9 @@ func ValidateAll(rs []Request, ds []Decision) error {
 		if i == 0 {
 			continue
 		}
-		if s := Slot(r.Key); s != slot {
+		if s := slot.Of(r.Key); s != first {
 			return fmt.Errorf("%w: request %d: key in hash slot %d, request 0's in %d; keys decided together must share a slot (use one slot subject)",
-				ErrInvalidRequest, i, s, slot)
+				ErrInvalidRequest, i, s, first)
 		}
 		if r.ID != rs[0].ID {
 			return fmt.Errorf("%w: request %d: ID differs from request 0's; requests decided together share one ID", ErrInvalidRequest, i)
@@ -136,22 +115,6 @@ type Decision struct {
 	// it, or 0 where the Store cannot settle. Tokens are opaque, and meaningful only to the Store
 	// that made them (docs/reserve-settle.md).
 	Token uint64
-}
-
-// RetryAfterSeconds returns the whole seconds of an HTTP Retry-After field for d: 0 when d is
-// Allowed (there is nothing to wait for, and no Retry-After to send); otherwise
-// max(1, ceil(RetryAfter in seconds)), so that a rejection never tells a client to retry at once.
-func (d Decision) RetryAfterSeconds() int64 {
-	if d.Allowed {
-		return 0
-	}
-	return ceilSeconds(d.RetryAfter)
-}
-
-// ceilSeconds returns d rounded up to whole seconds, and at least 1.
-func ceilSeconds(d time.Duration) int64 {
-	s := int64((d + time.Second - 1) / time.Second)
-	return max(1, s)
 }
 
 // Deciding returns the index of the Decision among ds that decides them together, considering the

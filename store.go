@@ -3,6 +3,8 @@ package admit
 import (
 	"context"
 	"fmt"
+
+	"github.com/admit-dev/admit/internal/bound"
 )
 
 // A Store keeps limit state for many keys and decides requests atomically. Implementations are safe
@@ -25,7 +27,7 @@ type Store interface {
 	// in all-or-nothing: its rejection rejects nothing and writes nothing, and, when the others are
 	// admitted, it is consumed if it fits. It fills ds, which must have len(rs) elements, with each
 	// Request's Decision, and reports whether all were allowed but those in shadow mode. rs and ds
-	// must pass [ValidateAll]: 1 to MaxRequests distinct keys in one hash slot, and one ID for all. On
+	// must pass [ValidateAll]: 1 to 16 distinct keys in one hash slot, and one ID for all. On
 	// an error ds holds nothing useful. TakeAll must not keep rs or ds once it returns: the caller
 	// may reuse them ([Limiter.Take] does). A replay reports a shadow Request that would have limited as
 	// allowed: its record keeps Remaining and ResetAfter only.
@@ -94,8 +96,8 @@ func (res *Reservation) Validate(actual int64) error {
 		return fmt.Errorf("%w: a concurrency lease is released, not settled", ErrInvalidRequest)
 	case r.Cost == 0 || res.Token == 0:
 		return fmt.Errorf("%w: a reservation needs the cost and token of an admitted request", ErrInvalidRequest)
-	case actual < 0 || actual > MaxRate:
-		return fmt.Errorf("%w: actual cost %d outside 0-%d", ErrInvalidRequest, actual, MaxRate)
+	case actual < 0 || actual > bound.MaxRate:
+		return fmt.Errorf("%w: actual cost %d outside 0-%d", ErrInvalidRequest, actual, bound.MaxRate)
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/bound"
 	"github.com/admit-dev/admit/internal/callers"
 	"github.com/admit-dev/admit/internal/luasource"
 	"github.com/admit-dev/admit/internal/redistest"
@@ -19,7 +20,7 @@ import (
 )
 
 // limit is never reached within a benchmark, so every call takes the admit path.
-var limit = admit.Limit{Name: "bench", Algorithm: admit.FixedWindow, Rate: admit.MaxRate, Period: time.Hour}
+var limit = admit.Limit{Name: "bench", Algorithm: admit.FixedWindow, Rate: bound.MaxRate, Period: time.Hour}
 
 // keys spreads calls over 1024 keys.
 var keys = func() []string {

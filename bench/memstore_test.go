@@ -26,6 +26,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/bound"
 	"github.com/admit-dev/admit/internal/callers"
 	"github.com/admit-dev/admit/internal/shardedmap"
 	"github.com/admit-dev/admit/memstore"
@@ -35,13 +36,13 @@ import (
 const manyKeys = 10_000
 
 // memLimits are the memstore policies measured: GCRA at one unit per second with a burst of 4·10^9
-// (never exhausted within a run), and a fixed window of admit.MaxRate per hour. The GCRA rate is low
+// (never exhausted within a run), and a fixed window of bound.MaxRate per hour. The GCRA rate is low
 // on purpose: a GCRA key whose bucket is full again is as a missing key, and memstore drops it, so at
 // a high rate every call on one of 10,000 keys would find its bucket refilled and create the entry
 // anew (16 B and one allocation for the key) — the path of a new key, not of a live one.
 var memLimits = []admit.Limit{
 	{Algorithm: admit.GCRA, Rate: 1, Period: time.Second, Burst: peerBurst},
-	{Algorithm: admit.FixedWindow, Rate: admit.MaxRate, Period: time.Hour},
+	{Algorithm: admit.FixedWindow, Rate: bound.MaxRate, Period: time.Hour},
 }
 
 // The peers' token buckets, the same as memstore's GCRA: peerRate units per second, peerBurst at
@@ -321,7 +322,7 @@ const (
 // (burst 10^6) it lives for an hour, as the fixed window does.
 var memoryMemstoreSeries = []inProcess{
 	{"Memstore/alg=gcra", buildMemstore(admit.Limit{Algorithm: admit.GCRA, Rate: 1, Period: time.Hour, Burst: 1_000_000})},
-	{"Memstore/alg=fixed_window", buildMemstore(admit.Limit{Algorithm: admit.FixedWindow, Rate: admit.MaxRate, Period: time.Hour})},
+	{"Memstore/alg=fixed_window", buildMemstore(admit.Limit{Algorithm: admit.FixedWindow, Rate: bound.MaxRate, Period: time.Hour})},
 }
 
 // BenchmarkMemstoreKeyMemory_ReferenceShardedMap and the rest of the group: the live heap per idle

@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/bound"
 	"github.com/admit-dev/admit/internal/luasource"
 	"github.com/admit-dev/admit/internal/redistest"
 	_ "github.com/admit-dev/admit/redisstore" // registers the Lua sources
@@ -72,15 +72,15 @@ func takeCall(i int, pols ...[]string) (keys, args []string) {
 }
 
 var (
-	maxRate   = strconv.FormatInt(admit.MaxRate, 10)
+	maxRate   = strconv.FormatInt(bound.MaxRate, 10)
 	fixedPol  = []string{"fixed_window", maxRate, "3600000", "1", "0"}
 	alignPol  = []string{"fixed_window", maxRate, "3600000", "1", "1"}
 	dayPol    = []string{"fixed_window", maxRate, "86400000", "1", "0"}
 	slidePol  = []string{"sliding_window", maxRate, "3600000", "1"}
-	logPol    = []string{"sliding_log", strconv.FormatInt(admit.MaxSlidingLogRate, 10), "3600000", "1"}
+	logPol    = []string{"sliding_log", strconv.FormatInt(bound.MaxSlidingLogRate, 10), "3600000", "1"}
 	gcraPol   = []string{"gcra", "1000", "3600000", "1", "1000000"} // 3.6 s a unit: keys stay live
 	leaseTTL  = "3600000"
-	leaseRate = strconv.FormatInt(admit.MaxConcurrency, 10)
+	leaseRate = strconv.FormatInt(bound.MaxConcurrency, 10)
 )
 
 // leasePol is a concurrency policy that acquires the lease token.

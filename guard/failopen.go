@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/bound"
 	"github.com/admit-dev/admit/memstore"
 )
 
@@ -127,7 +128,7 @@ func (f *FailOpen) TakeAll(ctx context.Context, rs []admit.Request, ds []admit.D
 	if err == nil || !f.failsOpen(ctx, err) {
 		return allowed, err
 	}
-	var buf [admit.MaxRequests]admit.Request
+	var buf [bound.MaxRequests]admit.Request
 	if len(rs) > len(buf) || len(ds) != len(rs) {
 		return false, err
 	}
@@ -218,7 +219,7 @@ func scaled(lim admit.Limit, n int64) (admit.Limit, error) {
 	out := lim
 	out.Rate = n
 	if lim.Burst > 0 {
-		// Burst × n / Rate without overflow: each is at most admit.MaxRate (10^15).
+		// Burst × n / Rate without overflow: each is at most bound.MaxRate (10^15).
 		hi, lo := bits.Mul64(uint64(lim.Burst), uint64(n))
 		q, _ := bits.Div64(hi, lo, uint64(lim.Rate)) // hi < Rate, as n ≤ Rate
 		out.Burst = max(1, int64(q))

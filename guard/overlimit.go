@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/bound"
 )
 
 // DefaultMaxEntries is the most entries an [OverLimitCache] holds when its options do not say.
@@ -188,10 +189,10 @@ func (c *OverLimitCache) Take(ctx context.Context, r admit.Request) (admit.Decis
 // TakeAll rejects rs locally if remembered rejections cover every one of them, and otherwise
 // forwards them to the next Store and remembers each rejection.
 func (c *OverLimitCache) TakeAll(ctx context.Context, rs []admit.Request, ds []admit.Decision) (bool, error) {
-	if len(rs) > admit.MaxRequests || len(ds) != len(rs) {
+	if len(rs) > bound.MaxRequests || len(ds) != len(rs) {
 		return c.next.TakeAll(ctx, rs, ds) // invalid: the next Store says why
 	}
-	var refresh [admit.MaxRequests]chan struct{} // as in Take, per Request
+	var refresh [bound.MaxRequests]chan struct{} // as in Take, per Request
 	if c.maxAge >= 0 {
 		for { // as in Take
 			local, wait := c.localAll(ctx, rs, ds, &refresh)
@@ -208,7 +209,7 @@ func (c *OverLimitCache) TakeAll(ctx context.Context, rs []admit.Request, ds []a
 			}
 		}
 	}
-	var epochs [admit.MaxRequests]uint64
+	var epochs [bound.MaxRequests]uint64
 	for i := range rs {
 		epochs[i] = c.shard(rs[i].Key).epoch.Load()
 	}
@@ -231,7 +232,7 @@ func (c *OverLimitCache) TakeAll(ctx context.Context, rs []admit.Request, ds []a
 // one of rs; otherwise it leaves ds alone. When the rejections cover rs but some are aged, it
 // claims their refresh for this call in refresh and reports false, or, if another call refreshes
 // one of them already, claims nothing and returns the channel to wait on before looking again.
-func (c *OverLimitCache) localAll(ctx context.Context, rs []admit.Request, ds []admit.Decision, refresh *[admit.MaxRequests]chan struct{}) (bool, <-chan struct{}) {
+func (c *OverLimitCache) localAll(ctx context.Context, rs []admit.Request, ds []admit.Decision, refresh *[bound.MaxRequests]chan struct{}) (bool, <-chan struct{}) {
 	if ctx.Err() != nil {
 		return false, nil
 	}
@@ -240,8 +241,8 @@ func (c *OverLimitCache) localAll(ctx context.Context, rs []admit.Request, ds []
 			return false, nil
 		}
 	}
-	var entries [admit.MaxRequests]overEntry
-	var ptrs [admit.MaxRequests]*overEntry
+	var entries [bound.MaxRequests]overEntry
+	var ptrs [bound.MaxRequests]*overEntry
 	for i := range rs {
 		p, e, ok := c.remembered(c.shard(rs[i].Key), &rs[i])
 		if !ok {
@@ -250,7 +251,7 @@ func (c *OverLimitCache) localAll(ctx context.Context, rs []admit.Request, ds []
 		entries[i], ptrs[i] = e, p
 	}
 	now := c.now() // after the entries, as in Take
-	var local [admit.MaxRequests]admit.Decision
+	var local [bound.MaxRequests]admit.Decision
 	aged := false
 	for i := range rs {
 		d, ok := answer(&entries[i], &rs[i], now)

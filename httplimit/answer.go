@@ -54,7 +54,7 @@ func (a *Answers) UnavailableRetryAfter() string { return a.unavailable }
 
 // SetFields sets the fields of an answer to a decided request whose Decisions are ds: the
 // RateLimit fields, unless the Answers omit them, and, when retry is not 0, the Retry-After of a
-// limited request, retry whole seconds (admit.Decision.RetryAfterSeconds of the deciding
+// limited request, retry whole seconds (ratelimitfield.RetryAfter of the deciding
 // Decision); retry is 0 for an admitted request.
 func (a *Answers) SetFields(hdr http.Header, ds []admit.Decision, retry int64) {
 	if retry > 0 {

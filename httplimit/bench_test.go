@@ -11,6 +11,7 @@ import (
 
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/httplimit"
+	"github.com/admit-dev/admit/internal/bound"
 	"github.com/admit-dev/admit/internal/callers"
 )
 
@@ -23,7 +24,7 @@ var benchSubjects = func() []admit.Subject {
 	return subjects
 }()
 
-var benchLimit = admit.Limit{Name: "bench", Algorithm: admit.FixedWindow, Rate: admit.MaxRate, Period: time.Hour}
+var benchLimit = admit.Limit{Name: "bench", Algorithm: admit.FixedWindow, Rate: bound.MaxRate, Period: time.Hour}
 
 // BenchmarkMiddleware measures ServeHTTP of the middleware around a handler that does nothing, on a
 // memstore-backed limiter of one policy: the cost of limiting one request in process, its keying

@@ -17,6 +17,7 @@ import (
 
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/httplimit"
+	"github.com/admit-dev/admit/internal/bound"
 	"github.com/admit-dev/admit/internal/ratelimitfield"
 	"github.com/admit-dev/admit/limittest"
 	"github.com/admit-dev/admit/memstore"
@@ -147,7 +148,7 @@ func TestRateLimitHeaders(t *testing.T) {
 // each has its member in both fields, in order, and the one that rejects is named in the problem.
 func TestRateLimitHeadersManyPolicies(t *testing.T) {
 	store, _ := frozenStore(t)
-	limits := make([]admit.Limit, admit.MaxRequests)
+	limits := make([]admit.Limit, bound.MaxRequests)
 	for i := range limits {
 		limits[i] = admit.Limit{Name: "p" + strconv.Itoa(i), Algorithm: admit.FixedWindow, Rate: int64(len(limits) - i), Period: time.Minute}
 	}
@@ -352,7 +353,7 @@ func TestRateLimitTIsTheEffectiveWindow(t *testing.T) {
 					if err != nil || d.Allowed {
 						t.Fatalf("step %d: r=%d;t=%d, and one unit beyond r: %+v, %v; want a rejection", step, r, tt, d, err)
 					}
-					if got := d.RetryAfterSeconds(); got != tt {
+					if got := ratelimitfield.RetryAfter(d); got != tt {
 						t.Fatalf("step %d: r=%d;t=%d, but once r is used the next unit comes back after %v (Retry-After %d)", step, r, tt, d.RetryAfter, got)
 					}
 				default:
@@ -403,7 +404,7 @@ func FuzzRateLimitHeaders(f *testing.F) {
 	f.Add("demo", uint8(admit.FixedWindow), int64(3), int64(10_000), int64(0), int64(2), int64(0), int64(9e9), true)
 	f.Add("g-1_x", uint8(admit.GCRA), int64(10), int64(1000), int64(20), int64(0), int64(3e8), int64(2e9), false)
 	f.Add("c", uint8(admit.Concurrency), int64(2), int64(60_000), int64(0), int64(-4), int64(-1), int64(-1), false)
-	f.Add("sw", uint8(admit.SlidingWindow), int64(admit.MaxRate), int64(366*24*3600*1000), int64(0), int64(1<<62), int64(1<<62), int64(1<<62), true)
+	f.Add("sw", uint8(admit.SlidingWindow), int64(bound.MaxRate), int64(366*24*3600*1000), int64(0), int64(1<<62), int64(1<<62), int64(1<<62), true)
 	f.Fuzz(func(t *testing.T, name string, algo uint8, rate, periodMs, burst, remaining, retryAfter, resetAfter int64, allowed bool) {
 		lim := admit.Limit{Name: name, Algorithm: admit.Algorithm(algo), Rate: rate, Period: time.Duration(periodMs) * time.Millisecond, Burst: burst}
 		if lim.Validate() != nil || lim.Name == "fixed" || !validName(lim.Name) {
@@ -449,7 +450,7 @@ func FuzzRateLimitHeaders(f *testing.F) {
 
 // validName reports whether s is a valid policy name: 1 to 64 of a-z, 0-9, '_' and '-'.
 func validName(s string) bool {
-	return s != "" && len(s) <= admit.MaxNameLen && strings.Trim(s, "abcdefghijklmnopqrstuvwxyz0123456789_-") == ""
+	return s != "" && len(s) <= bound.MaxNameLen && strings.Trim(s, "abcdefghijklmnopqrstuvwxyz0123456789_-") == ""
 }
 
 // TestRateLimitGCRAExample checks docs/http.md's GCRA examples: 3 per 10 s with a burst of 3

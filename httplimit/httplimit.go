@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/bound"
 	"github.com/admit-dev/admit/internal/lograte"
 	"github.com/admit-dev/admit/internal/ratelimitfield"
 )
@@ -63,7 +64,7 @@ var ErrMalformedRequest = errors.New("httplimit: malformed request")
 // An error means the request's subject cannot be found, and the next handler is not called. An
 // error matching [ErrMalformedRequest] is answered 400 Bad Request; one matching [ErrMisconfigured]
 // 500 Internal Server Error; any other error 503 Service Unavailable. A subject that the limiter refuses (an empty ID, or one longer than
-// [admit.MaxSubjectLen]) is answered 500.
+// 1 MiB) is answered 500.
 type SubjectFunc func(r *http.Request) (admit.Subject, error)
 
 // Constant returns a SubjectFunc that makes every request the one subject, so that all requests
@@ -228,8 +229,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case n <= 4:
 		var few [4]admit.Decision
 		ds = few[:n]
-	case n <= admit.MaxRequests:
-		var many [admit.MaxRequests]admit.Decision
+	case n <= bound.MaxRequests:
+		var many [bound.MaxRequests]admit.Decision
 		ds = many[:n]
 	} // else the Limiter is invalid, and says so
 	release, err := h.decide(r, ds)
@@ -245,7 +246,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		d = &ds[admit.Deciding(ds)]
 	}
 	if !d.Allowed {
-		h.limited(w, ds, d.RetryAfterSeconds())
+		h.limited(w, ds, ratelimitfield.RetryAfter(*d))
 		return
 	}
 	if h.headers || h.shadow {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/httplimit"
+	"github.com/admit-dev/admit/internal/bound"
 	"github.com/admit-dev/admit/internal/syncbuf"
 	"github.com/admit-dev/admit/memstore"
 )
@@ -139,7 +140,7 @@ func TestWrapRefusesInvalidLimiter(t *testing.T) {
 	for name, limits := range map[string][]admit.Limit{
 		"rate 0":          {{Name: "a", Algorithm: admit.FixedWindow, Rate: 0, Period: time.Second}},
 		"no limits":       nil,
-		"too many limits": make([]admit.Limit, admit.MaxRequests+1),
+		"too many limits": make([]admit.Limit, bound.MaxRequests+1),
 		"repeated name":   {demoLimit, demoLimit},
 		"unnamed limit":   {{Algorithm: admit.FixedWindow, Rate: 3, Period: time.Second}},
 	} {
@@ -228,7 +229,7 @@ func TestConstant(t *testing.T) {
 // with no request ID.
 func TestMiddlewareTakesOneUnitOfTheSubject(t *testing.T) {
 	subject := admit.Subject{ID: "alice", Slot: "tenant-7"}
-	wantKey, err := newKeys(t).Key(demoLimit, admit.DefaultVersion, subject)
+	wantKey, err := newKeys(t).Key(demoLimit, bound.DefaultVersion, subject)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -479,14 +480,14 @@ func TestMiddlewareNotAdmitted(t *testing.T) {
 		wantMsg:   `"invalid limit or request"`,
 	}, {
 		name:      "invalid request (oversized subject)",
-		subject:   httplimit.Constant(strings.Repeat("s", admit.MaxSubjectLen+1)),
+		subject:   httplimit.Constant(strings.Repeat("s", bound.MaxSubjectLen+1)),
 		want:      wantInternalError,
 		wantLevel: "ERROR",
 		wantMsg:   `"invalid limit or request"`,
 	}, {
 		name: "invalid request (oversized slot subject)",
 		subject: func(*http.Request) (admit.Subject, error) {
-			return admit.Subject{ID: "a", Slot: strings.Repeat("s", admit.MaxSubjectLen+1)}, nil
+			return admit.Subject{ID: "a", Slot: strings.Repeat("s", bound.MaxSubjectLen+1)}, nil
 		},
 		want:      wantInternalError,
 		wantLevel: "ERROR",

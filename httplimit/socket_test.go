@@ -15,6 +15,7 @@ import (
 
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/httplimit"
+	"github.com/admit-dev/admit/internal/bound"
 )
 
 // The tests in this file run over real sockets: a server on 127.0.0.1, and clients bound to other
@@ -238,7 +239,7 @@ func TestMalformedForwardingAnswers400(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.header.String(), func(t *testing.T) {
-			url := ipServer(t, newClientIP(t, httplimit.ClientIPConfig{TrustedProxies: trusted, Header: tc.header}), admit.MaxRate)
+			url := ipServer(t, newClientIP(t, httplimit.ClientIPConfig{TrustedProxies: trusted, Header: tc.header}), bound.MaxRate)
 			proxy, direct := newPeer(t, "127.0.0.2"), newPeer(t, "127.0.0.3")
 			for _, lines := range tc.values {
 				h := http.Header{}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/bound"
 )
 
 // alignedWindow returns the fixed_window algorithm with aligned windows (admit.Limit.Aligned): the
@@ -12,7 +13,7 @@ import (
 // hold on a real clock: they never assume where in a window they start, but learn it from a
 // Decision's ResetAfter, or from the clock of a ClockBackend.
 func alignedWindow() *algorithm {
-	return &algorithm{alg: admit.FixedWindow, aligned: true, maxRate: admit.MaxRate, windowFromFirst: true, largest: aw(admit.MaxRate, time.Minute), settles: true,
+	return &algorithm{alg: admit.FixedWindow, aligned: true, maxRate: bound.MaxRate, windowFromFirst: true, largest: aw(bound.MaxRate, time.Minute), settles: true,
 		refill: func(lim admit.Limit) (lo, hi time.Duration) {
 			// The rest of the window that holds the admission: up to the whole window.
 			return 0, lim.Period

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/bound"
 )
 
 // concurrency returns the concurrency algorithm, leases (docs/concurrency.md), and the cases only it passes.
@@ -15,8 +16,8 @@ import (
 // was acquired, so a key filled by one admission is full again exactly one TTL later (exactWindow),
 // and its ResetAfter runs from its last admission, not its first.
 func concurrency() *algorithm {
-	return &algorithm{alg: admit.Concurrency, maxRate: admit.MaxConcurrency, refill: exactWindow, unitCost: true,
-		largest: cc(admit.MaxConcurrency, time.Minute), cases: []algorithmCase{
+	return &algorithm{alg: admit.Concurrency, maxRate: bound.MaxConcurrency, refill: exactWindow, unitCost: true,
+		largest: cc(bound.MaxConcurrency, time.Minute), cases: []algorithmCase{
 			{"AcquireUpToTheLimit", testAcquireUpToTheLimit},
 			{"ReleaseFreesASlot", testReleaseFreesASlot},
 			{"DoubleReleaseIsHarmless", testDoubleRelease},
@@ -405,7 +406,7 @@ func rejectAll(t *testing.T, s admit.Store, rs []admit.Request) (bool, []admit.D
 }
 
 // testNewLimitKeepsLeases checks that a key's leases count under a new rate or lease TTL (a
-// concurrency key's shape does not change with them: admit.Limit.Shape), never answering an error: a
+// concurrency key's shape does not change with them: "cc", docs/keys.md), never answering an error: a
 // lease acquired under a longer TTL keeps its expiry, and is reported as ending within the new one.
 func testNewLimitKeepsLeases(t *testing.T, b Backend) {
 	s := b.Open(t)

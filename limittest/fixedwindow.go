@@ -5,11 +5,12 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/bound"
 )
 
 // fixedWindow returns the fixed_window algorithm (docs/fixed-window.md) and the cases only it passes.
 func fixedWindow() *algorithm {
-	return &algorithm{alg: admit.FixedWindow, maxRate: admit.MaxRate, refill: exactWindow, windowFromFirst: true, largest: fw(admit.MaxRate, time.Minute), settles: true, cases: []algorithmCase{
+	return &algorithm{alg: admit.FixedWindow, maxRate: bound.MaxRate, refill: exactWindow, windowFromFirst: true, largest: fw(bound.MaxRate, time.Minute), settles: true, cases: []algorithmCase{
 		{"Sequence", testSequence},
 		{"WindowExpires", testWindowExpires},
 		{"WindowEndsAtItsLastInstant", testWindowEndsAtItsLastInstant},

@@ -5,14 +5,15 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/bound"
 )
 
 // gcra returns the gcra algorithm, a token bucket (docs/gcra.md), and the cases only it passes. Its
 // numbers differ from a fixed window's where its state does: a key holds a time, so a Limit that
 // reads the same state with room for more units keeps the emission interval and raises the burst,
 // and its largest bucket that refills nothing for a minute — units come back one emission interval
-// after their admission — is one unit a minute with a burst of admit.MaxPeriod worth of them, whose
-// key lives at most admit.MaxPeriod.
+// after their admission — is one unit a minute with a burst of bound.MaxPeriod worth of them, whose
+// key lives at most bound.MaxPeriod.
 func gcra() *algorithm {
 	return &algorithm{
 		alg: admit.GCRA,
@@ -20,7 +21,7 @@ func gcra() *algorithm {
 			lim.Burst = units
 			return lim
 		},
-		largest: gc(1, time.Minute, int64(admit.MaxPeriod/time.Minute)),
+		largest: gc(1, time.Minute, int64(bound.MaxPeriod/time.Minute)),
 		settles: true,
 		// One unit per microsecond, the shortest emission interval.
 		maxRate: int64(time.Minute / time.Microsecond),

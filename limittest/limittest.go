@@ -73,7 +73,7 @@ type algorithm struct {
 	alg     admit.Algorithm
 	aligned bool // FixedWindow with Limit.Aligned, a variant with its own subtests
 	cases   []algorithmCase
-	// maxRate is the largest Rate of the algorithm's Limits of a minute: admit.MaxRate, or less for an
+	// maxRate is the largest Rate of the algorithm's Limits of a minute: bound.MaxRate, or less for an
 	// algorithm whose state grows with its Rate (a sliding log) or whose Rate is bounded by its Period
 	// (GCRA, one unit per microsecond).
 	maxRate int64

@@ -15,6 +15,7 @@ import (
 
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/internal/algo"
+	"github.com/admit-dev/admit/internal/bound"
 	"github.com/admit-dev/admit/limittest"
 )
 
@@ -290,7 +291,7 @@ func (s *refStore) Settle(ctx context.Context, res admit.Reservation, actual int
 	}
 	limit := lim.Rate
 	if s.bug == "settle-overrun-unbounded" && delta > 0 {
-		limit = admit.MaxRate // an overrun consumes all of itself
+		limit = bound.MaxRate // an overrun consumes all of itself
 	}
 	if err := s.holdsOther(key, lim.Algorithm); err != nil {
 		return admit.Decision{}, err
@@ -437,8 +438,8 @@ func (s *refStore) validate(rs []admit.Request, ds []admit.Decision) error {
 	}
 	if err == nil && bug == "bounds-exclusive" {
 		for _, r := range rs {
-			if r.Limit.Rate == admit.MaxRate || r.Limit.Period == admit.MaxPeriod || len(r.Key) == admit.MaxKeyLen ||
-				r.Limit.Algorithm == admit.SlidingLog && r.Limit.Rate == admit.MaxSlidingLogRate {
+			if r.Limit.Rate == bound.MaxRate || r.Limit.Period == bound.MaxPeriod || len(r.Key) == bound.MaxKeyLen ||
+				r.Limit.Algorithm == admit.SlidingLog && r.Limit.Rate == bound.MaxSlidingLogRate {
 				return fmt.Errorf("%w: at the bound", admit.ErrInvalidLimit)
 			}
 		}

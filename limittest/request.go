@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/bound"
 )
 
 // The cases of the request model that do not depend on one algorithm: several policies decided
@@ -206,7 +207,7 @@ func testMultiInvalid(t *testing.T, b Backend) {
 	s := b.Open(t)
 	lims, keys := policies(3, 3)
 	other := newKey() // in its own slot
-	tooMany := make([]admit.Request, admit.MaxRequests+1)
+	tooMany := make([]admit.Request, bound.MaxRequests+1)
 	for i := range tooMany {
 		tooMany[i] = admit.Request{Key: keys[0] + ":" + strconv.Itoa(i), Limit: lims[0], Cost: 1} // all in keys[0]'s slot
 	}
@@ -223,7 +224,7 @@ func testMultiInvalid(t *testing.T, b Backend) {
 		{"one_id", []admit.Request{{Key: keys[0], Limit: lims[0], Cost: 1, ID: "a"}, {Key: keys[1], Limit: lims[1], Cost: 1}}, 2},
 		{"invalid_member", []admit.Request{{Key: keys[0], Limit: lims[0], Cost: 1}, {Key: keys[1], Limit: lims[1], Cost: 4}}, 2},
 		{"decisions_short", requests(lims, keys, 1, ""), 1},
-		{"id_too_long", requests(lims, keys, 1, strings.Repeat("i", admit.MaxIDLen+1)), 2},
+		{"id_too_long", requests(lims, keys, 1, strings.Repeat("i", bound.MaxIDLen+1)), 2},
 		{"id_with_untaggable_key", []admit.Request{{Key: "rl:limittest:x}" + newKey(), Limit: lims[0], Cost: 1, ID: "a"}}, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

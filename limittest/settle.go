@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/bound"
 )
 
 // The cases of reserve, then settle (docs/reserve-settle.md), run for every algorithm that settles: a Take
@@ -170,7 +171,7 @@ func testSettleInvalid(t *testing.T, b Backend, a *algorithm) {
 		want   error
 	}{
 		{"actual_-1", valid, -1, admit.ErrInvalidRequest},
-		{"actual_MaxRate+1", valid, admit.MaxRate + 1, admit.ErrInvalidRequest},
+		{"actual_MaxRate+1", valid, bound.MaxRate + 1, admit.ErrInvalidRequest},
 		{"token_0", with(func(res *admit.Reservation) { res.Token = 0 }), 1, admit.ErrInvalidRequest},
 		{"cost_0", with(func(res *admit.Reservation) { res.Request.Cost = 0 }), 1, admit.ErrInvalidRequest},
 		{"cost_above_the_limit", with(func(res *admit.Reservation) { res.Request.Cost = 11 }), 1, admit.ErrInvalidRequest},

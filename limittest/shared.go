@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/bound"
+	"github.com/admit-dev/admit/internal/ratelimitfield"
 )
 
 // The cases every algorithm passes, parameterised by the algorithm: its own numbers differ, but
@@ -92,7 +94,7 @@ func testSharedAcrossStores(t *testing.T, b Backend, a *algorithm) {
 	lim := a.perMinute(3)
 	keys := keyBuilder(t)
 	subject := newKey() // any string: the Limiters digest it
-	key, err := keys.Key(lim, admit.DefaultVersion, admit.Subject{ID: subject})
+	key, err := keys.Key(lim, bound.DefaultVersion, admit.Subject{ID: subject})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,7 +340,7 @@ func testInvalid(t *testing.T, b Backend, a *algorithm) {
 	withPeriod := func(p time.Duration) admit.Limit { l := valid; l.Period = p; return l }
 	withAlgorithm := func(a admit.Algorithm) admit.Limit { l := valid; l.Algorithm = a; return l }
 	long := newKey()
-	long += strings.Repeat("x", admit.MaxKeyLen+1-len(long))
+	long += strings.Repeat("x", bound.MaxKeyLen+1-len(long))
 
 	tests := []struct {
 		name string
@@ -349,12 +351,12 @@ func testInvalid(t *testing.T, b Backend, a *algorithm) {
 	}{
 		{name: "rate_0", lim: withRate(0), n: 0, want: admit.ErrInvalidLimit},
 		{name: "rate_-1", lim: withRate(-1), n: 0, want: admit.ErrInvalidLimit},
-		{name: "rate_MaxRate+1", lim: withRate(admit.MaxRate + 1), n: 1, want: admit.ErrInvalidLimit},
+		{name: "rate_MaxRate+1", lim: withRate(bound.MaxRate + 1), n: 1, want: admit.ErrInvalidLimit},
 		{name: "rate_MinInt64", lim: withRate(math.MinInt64), n: 0, want: admit.ErrInvalidLimit},
 		{name: "period_0", lim: withPeriod(0), n: 1, want: admit.ErrInvalidLimit},
 		{name: "period_-1m", lim: withPeriod(-time.Minute), n: 1, want: admit.ErrInvalidLimit},
 		{name: "period_999µs", lim: withPeriod(999 * time.Microsecond), n: 1, want: admit.ErrInvalidLimit},
-		{name: "period_MaxPeriod+1ms", lim: withPeriod(admit.MaxPeriod + time.Millisecond), n: 1, want: admit.ErrInvalidLimit},
+		{name: "period_MaxPeriod+1ms", lim: withPeriod(bound.MaxPeriod + time.Millisecond), n: 1, want: admit.ErrInvalidLimit},
 		{name: "period_1500µs", lim: withPeriod(1500 * time.Microsecond), n: 1, want: admit.ErrInvalidLimit},
 		{name: "algorithm_0", lim: withAlgorithm(0), n: 1, want: admit.ErrInvalidLimit},
 		{name: "algorithm_99", lim: withAlgorithm(99), n: 1, want: admit.ErrInvalidLimit},
@@ -386,8 +388,8 @@ func testInvalid(t *testing.T, b Backend, a *algorithm) {
 			switch {
 			case key == "":
 				return
-			case len(key) > admit.MaxKeyLen:
-				key = key[:admit.MaxKeyLen]
+			case len(key) > bound.MaxKeyLen:
+				key = key[:bound.MaxKeyLen]
 			}
 			run(t, b, s, key, valid, a.steps([]step{{n: valid.Rate, allowed: true, remaining: 0, fresh: true}}))
 		})
@@ -416,7 +418,7 @@ func testBounds(t *testing.T, b Backend, a *algorithm) {
 			{n: 2, allowed: false, remaining: 1},
 			{n: 1, allowed: true, remaining: 0},
 		})
-		if a.maxRate < admit.MaxRate {
+		if a.maxRate < bound.MaxRate {
 			over := a.perMinute(a.maxRate + 1)
 			if _, err := s.Take(t.Context(), admit.Request{Key: newKey(), Limit: over, Cost: 1}); !errors.Is(err, admit.ErrInvalidLimit) {
 				t.Fatalf("Take under %v, above the algorithm's largest rate per minute %d: %v; want ErrInvalidLimit", over, a.maxRate, err)
@@ -424,14 +426,14 @@ func testBounds(t *testing.T, b Backend, a *algorithm) {
 		}
 	})
 	t.Run("MaxPeriod", func(t *testing.T) {
-		lim := a.limit(2, admit.MaxPeriod)
+		lim := a.limit(2, bound.MaxPeriod)
 		run(t, b, s, newKey(), lim, []step{
 			{n: 1, allowed: true, remaining: 1, fresh: true},
 			{n: 0, allowed: true, remaining: 1},
 		})
 	})
 	t.Run("MinPeriod", func(t *testing.T) {
-		lim := a.limit(2, admit.MinPeriod)
+		lim := a.limit(2, bound.MinPeriod)
 		run(t, b, s, newKey(), lim, []step{{n: 1, allowed: true, remaining: 1}})
 	})
 	lim := a.perMinute(3)
@@ -446,7 +448,7 @@ func testBounds(t *testing.T, b Backend, a *algorithm) {
 	} {
 		t.Run("key_of_512_bytes_"+k.name, func(t *testing.T) {
 			key := []byte(newKey() + ":")
-			for i := 0; len(key) < admit.MaxKeyLen; i++ {
+			for i := 0; len(key) < bound.MaxKeyLen; i++ {
 				key = append(key, k.fill(i))
 			}
 			// A sibling that differs in the last byte only.
@@ -490,17 +492,17 @@ func testRetryAfterSeconds(t *testing.T, b Backend, a *algorithm) {
 		if a.aligned {
 			// An aligned window ends at the next multiple of its period, which the admission reported:
 			// the rejection waits for that end, in whole seconds rounded up.
-			end, r, got := ds[0].ResetAfter, ds[1].RetryAfter, ds[1].RetryAfterSeconds()
+			end, r, got := ds[0].ResetAfter, ds[1].RetryAfter, ratelimitfield.RetryAfter(ds[1])
 			if r > end || r < end-slack(tt.window) || time.Duration(got)*time.Second < r || time.Duration(got-1)*time.Second >= r {
-				t.Errorf("a rejection just after an admission that reported ResetAfter = %v: RetryAfter = %v, RetryAfterSeconds() = %d; want that end, rounded up to whole seconds",
+				t.Errorf("a rejection just after an admission that reported ResetAfter = %v: RetryAfter = %v, Retry-After = %d; want that end, rounded up to whole seconds",
 					end, r, got)
 			}
 			continue
 		}
-		got := ds[1].RetryAfterSeconds()
+		got := ratelimitfield.RetryAfter(ds[1])
 		if lo, hi := a.refill(lim); lo == hi {
 			if got != tt.want {
-				t.Errorf("a rejection just after the first admission to a window of %v: RetryAfter = %v, RetryAfterSeconds() = %d; want %d",
+				t.Errorf("a rejection just after the first admission to a window of %v: RetryAfter = %v, Retry-After = %d; want %d",
 					tt.window, ds[1].RetryAfter, got, tt.want)
 			}
 			continue
@@ -512,7 +514,7 @@ func testRetryAfterSeconds(t *testing.T, b Backend, a *algorithm) {
 				tt.window, ds[1].RetryAfter, ds[0].ResetAfter)
 		}
 		if want := max(1, int64((ds[1].RetryAfter+time.Second-1)/time.Second)); got != want || got < tt.want {
-			t.Errorf("RetryAfter = %v, RetryAfterSeconds() = %d; want %d, at least %d", ds[1].RetryAfter, got, want, tt.want)
+			t.Errorf("RetryAfter = %v, Retry-After = %d; want %d, at least %d", ds[1].RetryAfter, got, want, tt.want)
 		}
 	}
 }

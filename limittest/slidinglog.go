@@ -5,11 +5,12 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/bound"
 )
 
 // slidingLog returns the sliding_log algorithm (docs/sliding-log.md) and the cases only it passes.
 func slidingLog() *algorithm {
-	return &algorithm{alg: admit.SlidingLog, maxRate: admit.MaxSlidingLogRate, refill: exactWindow, largest: sl(admit.MaxSlidingLogRate, time.Minute), settles: true, cases: []algorithmCase{
+	return &algorithm{alg: admit.SlidingLog, maxRate: bound.MaxSlidingLogRate, refill: exactWindow, largest: sl(bound.MaxSlidingLogRate, time.Minute), settles: true, cases: []algorithmCase{
 		{"Sequence", testSlidingLogSequence},
 		{"EntriesLeaveOneByOne", testEntriesLeaveOneByOne},
 		{"EveryUnitIsLogged", testEveryUnitIsLogged},

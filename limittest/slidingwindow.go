@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/bound"
 )
 
 // slidingWindow returns the sliding_window algorithm (docs/sliding-window.md) and the cases only it passes.
@@ -15,7 +16,7 @@ import (
 // estimate at that point. On a fake clock the scenarios land where they are meant to; on a real one
 // they still check every Decision exactly, wherever sleeps land.
 func slidingWindow() *algorithm {
-	return &algorithm{alg: admit.SlidingWindow, maxRate: admit.MaxRate, largest: sw(admit.MaxRate, time.Minute), settles: true, cases: []algorithmCase{
+	return &algorithm{alg: admit.SlidingWindow, maxRate: bound.MaxRate, largest: sw(bound.MaxRate, time.Minute), settles: true, cases: []algorithmCase{
 		{"Sequence", testSlidingWindowSequence},
 		{"PreviousWindowWeighs", testPreviousWindowWeighs},
 		{"WindowsAreAligned", testWindowsAreAligned},

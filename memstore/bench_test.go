@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/bound"
 	"github.com/admit-dev/admit/internal/callers"
 	"github.com/admit-dev/admit/internal/shardedmap"
 	"github.com/admit-dev/admit/limittest"
@@ -16,7 +17,7 @@ import (
 
 // benchLimit is never reached within a benchmark, so every call takes the admit path: a lookup
 // and an increment on a live key.
-var benchLimit = admit.Limit{Algorithm: admit.FixedWindow, Rate: admit.MaxRate, Period: time.Hour}
+var benchLimit = admit.Limit{Algorithm: admit.FixedWindow, Rate: bound.MaxRate, Period: time.Hour}
 
 // benchKeys returns n keys whose entries already exist in s (nil s: just the keys).
 func benchKeys(b *testing.B, s *memstore.Store, n int) []string {

@@ -11,7 +11,7 @@ import (
 // The kernel of admit.Concurrency: e.sliding.leases holds the key's leases, ordered by expiry, Unix
 // µs; the entry is live until its last lease expires (docs/concurrency.md, algo.Concurrency). An admission
 // removes the leases that have expired and adds its own, in place, as the Redis module does; a
-// rejection touches nothing. Release removes one lease. A key holds at most admit.MaxConcurrency
+// rejection touches nothing. Release removes one lease. A key holds at most 100,000
 // leases, 16 bytes each.
 
 func concurrencyLive(e *entry, now instant) bool { return e.deadline > now.mono }

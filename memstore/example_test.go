@@ -3,6 +3,7 @@ package memstore_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/admit-dev/admit"
@@ -30,7 +31,7 @@ func Example() {
 		case d.Allowed:
 			fmt.Printf("200, %d remaining\n", d.Remaining)
 		default:
-			fmt.Printf("429, Retry-After: %d\n", d.RetryAfterSeconds())
+			fmt.Printf("429, Retry-After: %.0f\n", math.Ceil(d.RetryAfter.Seconds()))
 		}
 	}
 	// Output:
@@ -40,7 +41,7 @@ func Example() {
 	// 429, Retry-After: 10
 }
 
-// A concurrency limit: at most 2 requests of an account in flight. Limiter.Acquire returns a release
+// A concurrency limit: at most 2 requests of an account in flight. Limiter.Admit returns a release
 // to defer; a lease never released expires after the Limit's Period, the lease TTL.
 func Example_concurrency() {
 	store := memstore.New(memstore.Options{})
@@ -51,14 +52,14 @@ func Example_concurrency() {
 	}
 	inflight := admit.NewLimiter(store, keys, admit.Limit{Name: "inflight", Algorithm: admit.Concurrency, Rate: 2, Period: 30 * time.Second})
 	ctx := context.Background()
-	d, release1, _ := inflight.Acquire(ctx, admit.Subject{ID: "account:42"})
+	d, release1, _ := inflight.Admit(ctx, admit.Subject{ID: "account:42"}, 1, "", nil)
 	fmt.Println("first:", d.Allowed, d.Remaining)
-	d, release2, _ := inflight.Acquire(ctx, admit.Subject{ID: "account:42"})
+	d, release2, _ := inflight.Admit(ctx, admit.Subject{ID: "account:42"}, 1, "", nil)
 	fmt.Println("second:", d.Allowed, d.Remaining)
-	d, _, _ = inflight.Acquire(ctx, admit.Subject{ID: "account:42"})
+	d, _, _ = inflight.Admit(ctx, admit.Subject{ID: "account:42"}, 1, "", nil)
 	fmt.Println("third:", d.Allowed)
 	release1()
-	d, release3, _ := inflight.Acquire(ctx, admit.Subject{ID: "account:42"})
+	d, release3, _ := inflight.Admit(ctx, admit.Subject{ID: "account:42"}, 1, "", nil)
 	fmt.Println("after a release:", d.Allowed, d.Remaining)
 	release2()
 	release3()

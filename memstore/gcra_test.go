@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/bound"
 	"github.com/admit-dev/admit/memstore"
 )
 
@@ -87,7 +88,7 @@ func TestGCRATakeDoesNotAllocate(t *testing.T) {
 	clock := newFakeClock()
 	s := memstore.New(memstore.Options{Now: clock.Now, SweepInterval: -1})
 	defer s.Close()
-	lim := admit.Limit{Algorithm: admit.GCRA, Rate: admit.MaxPeriod.Microseconds(), Period: admit.MaxPeriod, Burst: 1 << 40}
+	lim := admit.Limit{Algorithm: admit.GCRA, Rate: bound.MaxPeriod.Microseconds(), Period: bound.MaxPeriod, Burst: 1 << 40}
 	r := admit.Request{Key: "k", Limit: lim, Cost: 1}
 	take(t, s, r.Key, lim, 1)
 	if n := testing.AllocsPerRun(100, func() { s.Take(t.Context(), r) }); n != 0 {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/bound"
 	"github.com/admit-dev/admit/limittest"
 )
 
@@ -226,7 +227,7 @@ func TestMaxEntriesPerShard(t *testing.T) {
 
 func TestShards(t *testing.T) {
 	for _, tt := range []struct{ in, want int }{
-		{0, 64}, {-1, 64}, {1, 1}, {3, 4}, {64, 64}, {100, 128}, {1 << 30, admit.SlotCount},
+		{0, 64}, {-1, 64}, {1, 1}, {3, 4}, {64, 64}, {100, 128}, {1 << 30, bound.SlotCount},
 	} {
 		s := New(Options{Shards: tt.in, SweepInterval: -1})
 		if got := len(s.tab.shards); got != tt.want {

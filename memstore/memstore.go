@@ -20,12 +20,13 @@ import (
 
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/internal/algo"
+	"github.com/admit-dev/admit/internal/bound"
 )
 
 // Defaults for the zero fields of Options.
 const (
 	defaultShards        = 64
-	maxShards            = admit.SlotCount
+	maxShards            = bound.SlotCount
 	defaultSweepInterval = time.Second
 	defaultSweepBudget   = 256
 	defaultMaxEntries    = 1 << 20
@@ -155,7 +156,7 @@ func (s *Store) TakeAll(ctx context.Context, rs []admit.Request, ds []admit.Deci
 	if id := rs[0].ID; id != "" {
 		rec = recordID{key: algo.RecordKey(rs[0].Key, id), fingerprint: algo.Fingerprint(rs)}
 	}
-	var tokens [admit.MaxRequests]uint64 // the lease each request acquires if admitted, or 0
+	var tokens [bound.MaxRequests]uint64 // the lease each request acquires if admitted, or 0
 	algo.LeaseTokens(s.tokens, rs, rec.fingerprint, tokens[:len(rs)])
 	sh := s.tab.shard(rs[0].Key)
 	read := s.tab.now() // before the lock: nothing under it waits for the clock

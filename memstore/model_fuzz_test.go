@@ -9,6 +9,7 @@ import (
 
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/internal/algo"
+	"github.com/admit-dev/admit/internal/bound"
 	"github.com/admit-dev/admit/limittest"
 )
 
@@ -46,7 +47,7 @@ func FuzzTableMatchesAModel(f *testing.F) {
 // checkTableAgainstModel runs one input of FuzzTableMatchesAModel.
 func checkTableAgainstModel(t *testing.T, in []byte) {
 	keys := []string{"a", "k123456", "k1234567", strings.Repeat("b", 15), strings.Repeat("c", 16),
-		strings.Repeat("d", 17), strings.Repeat("e", 30), strings.Repeat("f", admit.MaxKeyLen)}
+		strings.Repeat("d", 17), strings.Repeat("e", 30), strings.Repeat("f", bound.MaxKeyLen)}
 	limits := []admit.Limit{
 		{Algorithm: admit.FixedWindow, Rate: 3, Period: 100 * time.Millisecond},
 		{Algorithm: admit.FixedWindow, Rate: 5, Period: 300 * time.Millisecond}, // corrupt for the first

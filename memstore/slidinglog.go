@@ -11,7 +11,7 @@ import (
 // The kernel of admit.SlidingLog: e.sliding.log holds the time of every admitted unit, Unix µs, oldest
 // first; the entry is live until its newest entry leaves the window (docs/sliding-log.md, algo.SlidingLog). An
 // admission trims the entries that have left the window, as the Redis module does; a rejection
-// touches nothing. A log holds at most admit.MaxSlidingLogRate entries, 8 bytes each.
+// touches nothing. A log holds at most 10,000 entries, 8 bytes each.
 
 func slidingLogLive(e *entry, now instant) bool { return e.deadline > now.mono }
 

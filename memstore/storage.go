@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/bound"
 )
 
 // A shard keeps its entries in a table of its own, not a Go map, so that an idle key costs little
@@ -44,7 +45,7 @@ const (
 	// minCompact is the fewest bytes of removed keys that make the arena worth compacting.
 	minCompact = 4096
 	// recordKeyOverhead is how much longer than the longest key a record's key is (algo.RecordKey).
-	recordKeyOverhead = len("rl:id:{}:") + admit.DigestLen
+	recordKeyOverhead = len("rl:id:{}:") + bound.DigestLen
 )
 
 // maxArena is the most bytes of keys a shard holds: offsets are 32 bits. A shard that would exceed
@@ -330,7 +331,7 @@ func (sh *shard) rebuild() {
 
 // arenaRoom reports whether the arena can take need more keys of the longest length.
 func (sh *shard) arenaRoom(need int) bool {
-	most := int64(need) * int64(admit.MaxKeyLen+recordKeyOverhead)
+	most := int64(need) * int64(bound.MaxKeyLen+recordKeyOverhead)
 	if int64(len(sh.keys)-sh.garbage)+most > maxArena {
 		return false
 	}

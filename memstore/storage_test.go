@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/bound"
 )
 
 // TestStorageMatchesAMap drives a shard's table — inserts, removals by position (as reclaim makes
@@ -115,7 +116,7 @@ func TestFullArena(t *testing.T) {
 		}
 	}
 	// A new key needs room for a key of the longest length, a record's, however long it is itself.
-	if most := int(maxArena) - admit.MaxKeyLen - recordKeyOverhead; (held-1)*100 > most || held*100 <= most {
+	if most := int(maxArena) - bound.MaxKeyLen - recordKeyOverhead; (held-1)*100 > most || held*100 <= most {
 		t.Fatalf("the shard took %d keys of 100 bytes; want new keys while it held at most %d bytes", held, most)
 	}
 	if d := mustTake(t, s, key(0), lim, 1); !d.Allowed || d.Remaining != 0 {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/internal/algo"
+	"github.com/admit-dev/admit/internal/slot"
 )
 
 // A table is the state of a Store: its shards and its clock.
@@ -121,7 +122,7 @@ func (sh *shard) at(read time.Duration) time.Duration {
 // shard returns the shard of key: the one of its Redis Cluster hash slot, so that the keys of one
 // TakeAll share a lock.
 func (t *table) shard(key string) *shard {
-	return &t.shards[uint64(admit.Slot(key))&t.mask]
+	return &t.shards[uint64(slot.Of(key))&t.mask]
 }
 
 // A record is what an admitted request with an ID leaves: its fingerprint and its Decisions.

@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/bound"
 )
 
 // TestTakeValidatesAsRequestValidate checks that Take refuses every invalid Request with the error
@@ -26,7 +27,7 @@ func TestTakeValidatesAsRequestValidate(t *testing.T) {
 		{Key: "k2", Limit: fixed, Cost: 5},
 		{Key: "k3", Limit: lease, Cost: 0},
 		{Key: "", Limit: gcra, Cost: 1},                                     // empty key
-		{Key: strings.Repeat("k", admit.MaxKeyLen+1), Limit: gcra, Cost: 1}, // long key
+		{Key: strings.Repeat("k", bound.MaxKeyLen+1), Limit: gcra, Cost: 1}, // long key
 		{Key: "k", Limit: gcra, Cost: -1},
 		{Key: "k", Limit: gcra, Cost: 21},                                                 // above the burst
 		{Key: "k2", Limit: fixed, Cost: 6},                                                // above the rate
@@ -39,7 +40,7 @@ func TestTakeValidatesAsRequestValidate(t *testing.T) {
 		{Key: "k", Limit: with(fixed, func(l *admit.Limit) { l.Burst = 2 }), Cost: 1},      // only GCRA has a burst
 		{Key: "k", Limit: with(gcra, func(l *admit.Limit) { l.Aligned = true }), Cost: 1},  // only fixed windows align
 		{Key: "k", Limit: with(fixed, func(l *admit.Limit) { l.Algorithm = 99 }), Cost: 1}, // unknown algorithm
-		{Key: "k", Limit: with(fixed, func(l *admit.Limit) { l.Rate = admit.MaxRate + 1 }), Cost: 1},
+		{Key: "k", Limit: with(fixed, func(l *admit.Limit) { l.Rate = bound.MaxRate + 1 }), Cost: 1},
 	}
 	s := New(Options{SweepInterval: -1})
 	defer s.Close()

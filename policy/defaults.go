@@ -1,6 +1,8 @@
 package policy
 
-import "github.com/admit-dev/admit"
+import (
+	"github.com/admit-dev/admit/internal/bound"
+)
 
 // setDefaults fills what the file leaves out: the default step. It runs only on a file that parsed,
 // and sets only fields the file did not.
@@ -12,7 +14,7 @@ func (f *rawFile) setDefaults() {
 	def(&s.localCacheMaxAge, DefaultLocalCacheMaxAge)
 	for i := range f.policies {
 		p := &f.policies[i]
-		def(&p.version, admit.DefaultVersion)
+		def(&p.version, bound.DefaultVersion)
 		def(&p.mode, "enforce")
 		def(&p.failure, Closed.String())
 	}

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/bound"
 )
 
 // A Config is one configuration file, validated. It is immutable once Parse returns it: share it
@@ -69,7 +70,7 @@ type Policy struct {
 	// the policy's mode: shadow (docs/http.md, "Shadow mode") or enforce.
 	Limit admit.Limit
 	// Version is the policy's key version (admit.KeyBuilder): change it to start every subject
-	// afresh. The default is admit.DefaultVersion.
+	// afresh. The default is "1".
 	Version string
 	// Failure says what happens when the backend cannot decide: Closed answers unavailable; Open
 	// lets a local limiter of LocalLimit decide (docs/failure-modes.md).
@@ -194,4 +195,4 @@ const (
 const MaxFileSize = 1 << 20
 
 // durationLimit bounds the durations of a file: every window and TTL.
-const durationLimit = admit.MaxPeriod
+const durationLimit = bound.MaxPeriod

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/bound"
 	"github.com/admit-dev/admit/policy"
 )
 
@@ -172,8 +173,8 @@ func TestDefaults(t *testing.T) {
 		t.Errorf("Server = %+v; want the defaults", s)
 	}
 	p := cfg.Policies[0]
-	if p.Limit.Algorithm != admit.GCRA || p.Version != admit.DefaultVersion || p.Limit.Shadow || p.Failure != policy.Closed || p.LocalLimit != 0 {
-		t.Errorf("policy = %+v; want gcra, version %s, enforce, closed", p, admit.DefaultVersion)
+	if p.Limit.Algorithm != admit.GCRA || p.Version != bound.DefaultVersion || p.Limit.Shadow || p.Failure != policy.Closed || p.LocalLimit != 0 {
+		t.Errorf("policy = %+v; want gcra, version %s, enforce, closed", p, bound.DefaultVersion)
 	}
 	if r := cfg.Routes[0]; r.Cost != 1 || r.Subject.From != policy.SubjectClientIP || r.Method != "" {
 		t.Errorf("route = %+v; want cost 1, subject client_ip, any method", r)

@@ -7,6 +7,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/bound"
 )
 
 // validate checks a parsed and defaulted file and builds its Config: the validate step. It records
@@ -133,10 +134,10 @@ func (d *decoder) validatePolicy(p *rawPolicy) (Policy, bool) {
 	case p.name.missing():
 		d.errorf(p.node, "%s: want a name", path)
 	case p.name.set() && !validName(p.name.v):
-		d.errorf(p.name.node, "%s.name: %q: want 1-%d characters of a-z, 0-9, '_' and '-'", path, p.name.v, admit.MaxNameLen)
+		d.errorf(p.name.node, "%s.name: %q: want 1-%d characters of a-z, 0-9, '_' and '-'", path, p.name.v, bound.MaxNameLen)
 	}
 	if !p.version.bad && !validName(p.version.v) {
-		d.errorf(p.version.node, "%s.version: %q: want 1-%d characters of a-z, 0-9, '_' and '-'", path, p.version.v, admit.MaxNameLen)
+		d.errorf(p.version.node, "%s.version: %q: want 1-%d characters of a-z, 0-9, '_' and '-'", path, p.version.v, bound.MaxNameLen)
 	}
 	if p.algorithm.missing() {
 		d.errorf(p.node, "%s: want an algorithm: fixed_window, sliding_window, sliding_log, gcra (token_bucket) or concurrency", path)
@@ -194,12 +195,12 @@ func (d *decoder) validatePolicy(p *rawPolicy) (Policy, bool) {
 // algorithm (lim.Algorithm, 0 when unknown), and sets them in lim.
 func (d *decoder) validateNumbers(p *rawPolicy, lim *admit.Limit) {
 	path := p.path
-	maxLimit, why := admit.MaxRate, ""
+	maxLimit, why := bound.MaxRate, ""
 	switch lim.Algorithm {
 	case admit.SlidingLog:
-		maxLimit, why = admit.MaxSlidingLogRate, " (a sliding_log keeps every admission)"
+		maxLimit, why = bound.MaxSlidingLogRate, " (a sliding_log keeps every admission)"
 	case admit.Concurrency:
-		maxLimit, why = admit.MaxConcurrency, " (a concurrency key keeps every lease)"
+		maxLimit, why = bound.MaxConcurrency, " (a concurrency key keeps every lease)"
 	}
 	switch {
 	case p.limit.missing():
@@ -231,8 +232,8 @@ func (d *decoder) validateNumbers(p *rawPolicy, lim *admit.Limit) {
 	case period.missing() && lim.Algorithm != 0:
 		d.errorf(p.node, "%s: want a %s", path, periodField)
 	case !period.set():
-	case period.v < admit.MinPeriod || period.v%admit.MinPeriod != 0:
-		d.errorf(period.node, "%s.%s: %v: want a whole number of milliseconds, at least %v", path, periodField, period.v, admit.MinPeriod)
+	case period.v < bound.MinPeriod || period.v%bound.MinPeriod != 0:
+		d.errorf(period.node, "%s.%s: %v: want a whole number of milliseconds, at least %v", path, periodField, period.v, bound.MinPeriod)
 	default:
 		lim.Period = period.v
 	}
@@ -241,8 +242,8 @@ func (d *decoder) validateNumbers(p *rawPolicy, lim *admit.Limit) {
 		case lim.Algorithm == 0:
 		case lim.Algorithm != admit.GCRA:
 			d.errorf(p.burst.node, "%s.burst: only gcra (token_bucket) has a burst", path)
-		case p.burst.v < 1 || p.burst.v > admit.MaxRate:
-			d.errorf(p.burst.node, "%s.burst: %d is outside 1-%d", path, p.burst.v, admit.MaxRate)
+		case p.burst.v < 1 || p.burst.v > bound.MaxRate:
+			d.errorf(p.burst.node, "%s.burst: %d is outside 1-%d", path, p.burst.v, bound.MaxRate)
 		default:
 			lim.Burst = p.burst.v
 		}
@@ -277,8 +278,8 @@ func (d *decoder) validateRoute(r *rawRoute, policies map[string]bool) (Route, b
 	case r.policies.missing():
 		d.errorf(r.node, "%s: want policies: the names of the policies the route applies", path)
 	case r.policies.bad:
-	case n == 0 || n > admit.MaxRequests:
-		d.errorf(r.policies.node, "%s.policies: %d policies; want 1-%d", path, n, admit.MaxRequests)
+	case n == 0 || n > bound.MaxRequests:
+		d.errorf(r.policies.node, "%s.policies: %d policies; want 1-%d", path, n, bound.MaxRequests)
 	}
 	seen := make(map[string]bool, len(r.policies.v))
 	for i, name := range r.policies.v {
@@ -292,8 +293,8 @@ func (d *decoder) validateRoute(r *rawRoute, policies map[string]bool) (Route, b
 		seen[name.v] = true
 		out.Policies = append(out.Policies, name.v)
 	}
-	if !r.cost.bad && (r.cost.v < 0 || r.cost.v > admit.MaxRate) {
-		d.errorf(r.cost.node, "%s.cost: %d is outside 0-%d", path, r.cost.v, admit.MaxRate)
+	if !r.cost.bad && (r.cost.v < 0 || r.cost.v > bound.MaxRate) {
+		d.errorf(r.cost.node, "%s.cost: %d is outside 0-%d", path, r.cost.v, bound.MaxRate)
 	}
 	d.validateSubject(r, path)
 	return out, d.yf.Len() == before
@@ -346,10 +347,10 @@ func (d *decoder) validateSubject(r *rawRoute, path string) {
 	}
 }
 
-// validName reports whether s is 1 to admit.MaxNameLen characters of a-z, 0-9, '_' and '-', as
+// validName reports whether s is 1 to bound.MaxNameLen characters of a-z, 0-9, '_' and '-', as
 // policy names and key versions must be.
 func validName(s string) bool {
-	lim := admit.Limit{Name: s, Algorithm: admit.FixedWindow, Rate: 1, Period: admit.MinPeriod}
+	lim := admit.Limit{Name: s, Algorithm: admit.FixedWindow, Rate: 1, Period: bound.MinPeriod}
 	return s != "" && lim.Validate() == nil
 }
 

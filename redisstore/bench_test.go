@@ -7,12 +7,13 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/bound"
 	"github.com/admit-dev/admit/internal/callers"
 	"github.com/admit-dev/admit/internal/redistest"
 )
 
 // benchLimit never rejects within a benchmark, so every call does the full admit path.
-var benchLimit = admit.Limit{Algorithm: admit.FixedWindow, Rate: admit.MaxRate, Period: time.Hour}
+var benchLimit = admit.Limit{Algorithm: admit.FixedWindow, Rate: bound.MaxRate, Period: time.Hour}
 
 // BenchmarkTake measures Store.Take on a harness-started Redis, over 1024 keys. The module in bench/
 // runs the same beside bare rueidis, go-redis and redis_rate; `make bench` reports it.
@@ -56,20 +57,20 @@ func BenchmarkKeyMemory(b *testing.B) {
 		{"gcra", admit.Limit{Name: "api", Algorithm: admit.GCRA, Rate: 100, Period: time.Minute, Burst: 10}, 1},
 		{"concurrency/leases=1", admit.Limit{Name: "api", Algorithm: admit.Concurrency, Rate: 100, Period: time.Minute}, 1},
 		{"sliding_window", admit.Limit{Name: "api", Algorithm: admit.SlidingWindow, Rate: 100, Period: time.Minute}, 1},
-		{"sliding_window/rate=10^15", admit.Limit{Name: "api", Algorithm: admit.SlidingWindow, Rate: admit.MaxRate, Period: time.Minute}, admit.MaxRate},
+		{"sliding_window/rate=10^15", admit.Limit{Name: "api", Algorithm: admit.SlidingWindow, Rate: bound.MaxRate, Period: time.Minute}, bound.MaxRate},
 		{"sliding_log/entries=1", admit.Limit{Name: "api", Algorithm: admit.SlidingLog, Rate: 100, Period: time.Minute}, 1},
 		{"sliding_log/entries=100", admit.Limit{Name: "api", Algorithm: admit.SlidingLog, Rate: 100, Period: time.Minute}, 100},
 		{"sliding_log/entries=128", admit.Limit{Name: "api", Algorithm: admit.SlidingLog, Rate: 128, Period: time.Minute}, 128},
 		{"sliding_log/entries=129", admit.Limit{Name: "api", Algorithm: admit.SlidingLog, Rate: 129, Period: time.Minute}, 129},
 		{"sliding_log/entries=1000", admit.Limit{Name: "api", Algorithm: admit.SlidingLog, Rate: 1000, Period: time.Minute}, 1000},
-		{"sliding_log/entries=10000", admit.Limit{Name: "api", Algorithm: admit.SlidingLog, Rate: admit.MaxSlidingLogRate, Period: time.Minute}, admit.MaxSlidingLogRate},
+		{"sliding_log/entries=10000", admit.Limit{Name: "api", Algorithm: admit.SlidingLog, Rate: bound.MaxSlidingLogRate, Period: time.Minute}, bound.MaxSlidingLogRate},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			var key string
 			i := 0
 			for b.Loop() {
 				i++
-				key, err = kb.Key(bc.lim, admit.DefaultVersion, admit.Subject{ID: b.Name() + strconv.Itoa(i)})
+				key, err = kb.Key(bc.lim, bound.DefaultVersion, admit.Subject{ID: b.Name() + strconv.Itoa(i)})
 				if err != nil {
 					b.Fatal(err)
 				}

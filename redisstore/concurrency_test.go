@@ -12,6 +12,7 @@ import (
 
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/internal/algo"
+	"github.com/admit-dev/admit/internal/bound"
 	"github.com/admit-dev/admit/internal/redistest"
 )
 
@@ -140,7 +141,7 @@ func TestConcurrencyCorruptStateIsAnErrorAndLeftAlone(t *testing.T) {
 	soon := strconv.FormatInt(now.Add(30*time.Second).UnixMicro(), 10)
 	expire := []string{"PEXPIRE", "KEY", "60000"}
 	many := []string{"ZADD", "KEY"}
-	for i := range admit.MaxConcurrency + 1 {
+	for i := range bound.MaxConcurrency + 1 {
 		many = append(many, soon, strconv.FormatInt(i+1, 10))
 	}
 	for name, setup := range map[string][][]string{
@@ -152,7 +153,7 @@ func TestConcurrencyCorruptStateIsAnErrorAndLeftAlone(t *testing.T) {
 		"member with a sign":     {{"ZADD", "KEY", soon, "+7"}, expire},
 		"fractional score":       {{"ZADD", "KEY", soon + ".5", "7"}, expire},
 		"negative score":         {{"ZADD", "KEY", "-5", "7"}, expire},
-		"lease beyond MaxPeriod": {{"ZADD", "KEY", strconv.FormatInt(now.Add(admit.MaxPeriod+time.Hour).UnixMicro(), 10), "7"}, expire},
+		"lease beyond MaxPeriod": {{"ZADD", "KEY", strconv.FormatInt(now.Add(bound.MaxPeriod+time.Hour).UnixMicro(), 10), "7"}, expire},
 		"too many leases":        {many, expire},
 		"no expiry":              {{"ZADD", "KEY", soon, "7"}},
 	} {
@@ -193,7 +194,7 @@ func TestConcurrencyScriptsRefuseInvalidArguments(t *testing.T) {
 		"token for a peek":  {"1", "", "", "concurrency", "3", "60000", "0", "7"},
 		"token not decimal": {"1", "", "", "concurrency", "3", "60000", "1", "0x7"},
 		"token above 2^64":  {"1", "", "", "concurrency", "3", "60000", "1", "18446744073709551616"},
-		"limit above max":   {"1", "", "", "concurrency", strconv.FormatInt(admit.MaxConcurrency+1, 10), "60000", "1", "7"},
+		"limit above max":   {"1", "", "", "concurrency", strconv.FormatInt(bound.MaxConcurrency+1, 10), "60000", "1", "7"},
 		"missing token":     {"1", "", "", "concurrency", "3", "60000", "1"},
 		"lease TTL of 0 ms": {"1", "", "", "concurrency", "3", "0", "1", "7"},
 	} {
@@ -258,11 +259,11 @@ func TestReleaseUnavailable(t *testing.T) {
 func TestConcurrencyMemoryUsage(t *testing.T) {
 	srv := redistest.Start(t)
 	s := openPatient(t, srv.URL())
-	lim := admit.Limit{Algorithm: admit.Concurrency, Rate: admit.MaxConcurrency, Period: time.Minute}
+	lim := admit.Limit{Algorithm: admit.Concurrency, Rate: bound.MaxConcurrency, Period: time.Minute}
 	key := newKey(t)
 	expiry := time.Now().Add(30 * time.Second).UnixMicro()
 	held := int64(0)
-	for _, n := range []int64{1, 10, 100, 128, 129, 1000, 10_000, admit.MaxConcurrency - 1} {
+	for _, n := range []int64{1, 10, 100, 128, 129, 1000, 10_000, bound.MaxConcurrency - 1} {
 		for held < n {
 			args := []string{"ZADD", key}
 			for ; held < n && len(args) < 2002; held++ {
@@ -285,5 +286,5 @@ func TestConcurrencyMemoryUsage(t *testing.T) {
 		t.Fatalf("the last lease: %+v", d)
 	}
 	bytes, _ := srv.Do(t, "MEMORY", "USAGE", key, "SAMPLES", "0").AsInt64()
-	t.Logf("%6d leases: MEMORY USAGE %8d bytes (%d per lease)", admit.MaxConcurrency, bytes, bytes/admit.MaxConcurrency)
+	t.Logf("%6d leases: MEMORY USAGE %8d bytes (%d per lease)", bound.MaxConcurrency, bytes, bytes/bound.MaxConcurrency)
 }

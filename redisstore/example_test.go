@@ -31,7 +31,7 @@ func Example() {
 	case err != nil:
 		fmt.Println("500", err)
 	case !d.Allowed:
-		fmt.Println("429 retry after", d.RetryAfterSeconds(), "s")
+		fmt.Println("429 retry after", d.RetryAfter)
 	default:
 		fmt.Println("200 ok,", d.Remaining, "left")
 	}

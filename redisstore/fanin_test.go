@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/bound"
 	"github.com/admit-dev/admit/internal/redistest"
 )
 
@@ -204,7 +205,7 @@ func runFanIn(t *testing.T, f fanInFreeze) {
 	}
 	defer s.Close()
 	timeout := DefaultCommandTimeout
-	lim := admit.Limit{Algorithm: admit.FixedWindow, Rate: admit.MaxRate, Period: time.Hour}
+	lim := admit.Limit{Algorithm: admit.FixedWindow, Rate: bound.MaxRate, Period: time.Hour}
 	keys := make([]string, 64)
 	for i := range keys {
 		keys[i] = newKey(t)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/internal/algo"
+	"github.com/admit-dev/admit/internal/bound"
 	"github.com/admit-dev/admit/internal/redistest"
 	"github.com/admit-dev/admit/limittest"
 	"github.com/admit-dev/admit/memstore"
@@ -29,9 +30,9 @@ var gcraLimits = []admit.Limit{
 	gcraLimit(1, time.Minute, 5),                                             // a burst above the rate
 	gcraLimit(10, time.Second, 1),                                            // a burst below the rate
 	gcraLimit(1000, time.Millisecond, 7),                                     // T = 1 µs
-	gcraLimit(250_000, time.Second, admit.MaxRate),                           // T = 4 µs, τ = 4·10^15 µs: a TAT near 2^53
-	gcraLimit(1, admit.MaxPeriod, int64(admit.MaxTolerance/admit.MaxPeriod)), // T = 366 days, τ just under 2^52 µs
-	gcraLimit(admit.MaxPeriod.Microseconds(), admit.MaxPeriod, 1_000_000),    // the highest rate
+	gcraLimit(250_000, time.Second, bound.MaxRate),                           // T = 4 µs, τ = 4·10^15 µs: a TAT near 2^53
+	gcraLimit(1, bound.MaxPeriod, int64(bound.MaxTolerance/bound.MaxPeriod)), // T = 366 days, τ just under 2^52 µs
+	gcraLimit(bound.MaxPeriod.Microseconds(), bound.MaxPeriod, 1_000_000),    // the highest rate
 }
 
 // The script decides as internal/algo, the executable spec, at a fixed time, on every state a key
@@ -125,7 +126,7 @@ func TestGCRAScriptAgreesWithAlgo(t *testing.T) {
 				var ds [1]admit.Decision
 				msg, err := res[2].ToMessage()
 				if err == nil {
-					_, err = parseTake(msg, rs, ds[:], make([]uint64, admit.MaxRequests))
+					_, err = parseTake(msg, rs, ds[:], make([]uint64, bound.MaxRequests))
 				} else {
 					err = scriptError(err)
 				}
@@ -208,7 +209,7 @@ func TestGCRAScriptBoundsAreGos(t *testing.T) {
 		lims = append(lims, l)
 	}
 	for range 300 {
-		p := time.Duration(1+r.Int64N(admit.MaxPeriod.Milliseconds())) * time.Millisecond
+		p := time.Duration(1+r.Int64N(bound.MaxPeriod.Milliseconds())) * time.Millisecond
 		rate := 1 + r.Int64N(2*p.Microseconds())
 		if r.IntN(2) == 0 {
 			rate = 1 + r.Int64N(1000)
@@ -220,7 +221,7 @@ func TestGCRAScriptBoundsAreGos(t *testing.T) {
 		for _, cost := range []int64{lim.Capacity(), lim.Capacity() + 1} {
 			rq := admit.Request{Key: newKey(t), Limit: lim, Cost: cost}
 			goErr := rq.Validate()
-			if lim.Validate() != nil && (lim.Rate < 1 || lim.Rate > admit.MaxRate || lim.Burst < 0 || lim.Burst > admit.MaxRate) {
+			if lim.Validate() != nil && (lim.Rate < 1 || lim.Rate > bound.MaxRate || lim.Burst < 0 || lim.Burst > bound.MaxRate) {
 				continue // arguments the script cannot be sent as Go sends them
 			}
 			keys, args := testArgs([]admit.Request{rq})
@@ -357,11 +358,11 @@ func TestGCRAStateInRedis(t *testing.T) {
 func TestGCRAReplayOfALongReset(t *testing.T) {
 	srv := redistest.Start(t)
 	s := openPatient(t, srv.URL())
-	lim := gcraLimit(1, admit.MaxPeriod, 2) // τ = 732 days
+	lim := gcraLimit(1, bound.MaxPeriod, 2) // τ = 732 days
 	rs := []admit.Request{{Key: newKey(t), Limit: lim, Cost: 2, ID: "long"}}
 	first, again := make([]admit.Decision, 1), make([]admit.Decision, 1)
-	if allowed, err := s.TakeAll(context.Background(), rs, first); err != nil || !allowed || first[0].ResetAfter != 2*admit.MaxPeriod {
-		t.Fatalf("first: %v, %v, %+v; want allowed, ResetAfter %v", allowed, err, first[0], 2*admit.MaxPeriod)
+	if allowed, err := s.TakeAll(context.Background(), rs, first); err != nil || !allowed || first[0].ResetAfter != 2*bound.MaxPeriod {
+		t.Fatalf("first: %v, %v, %+v; want allowed, ResetAfter %v", allowed, err, first[0], 2*bound.MaxPeriod)
 	}
 	if allowed, err := s.TakeAll(context.Background(), rs, again); err != nil || !allowed || !again[0].Replayed || again[0].ResetAfter != first[0].ResetAfter {
 		t.Fatalf("retry: %v, %v, %+v; want the first Decision replayed", allowed, err, again[0])

@@ -24,6 +24,7 @@ import (
 
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/internal/algo"
+	"github.com/admit-dev/admit/internal/bound"
 )
 
 // Default timeouts, from the origin design: a limiter that cannot decide quickly should say so.
@@ -264,7 +265,7 @@ func redactErr(err error, rawURL string) string {
 func (s *Store) Take(ctx context.Context, r admit.Request) (admit.Decision, error) {
 	rs := [1]admit.Request{r}
 	var ds [1]admit.Decision
-	// Arrays sized for one policy, not admit.MaxRequests: nothing to clear but what is used.
+	// Arrays sized for one policy, not bound.MaxRequests: nothing to clear but what is used.
 	var (
 		tokens  [1]uint64
 		keyBuf  [2]string
@@ -277,9 +278,9 @@ func (s *Store) Take(ctx context.Context, r admit.Request) (admit.Decision, erro
 // TakeAll decides rs together, all-or-nothing, in one script call. See admit.Store.
 func (s *Store) TakeAll(ctx context.Context, rs []admit.Request, ds []admit.Decision) (bool, error) {
 	var (
-		tokens  [admit.MaxRequests]uint64
-		keyBuf  [admit.MaxRequests + 1]string
-		argsBuf [3 + takeArgsPerPolicy*admit.MaxRequests]string
+		tokens  [bound.MaxRequests]uint64
+		keyBuf  [bound.MaxRequests + 1]string
+		argsBuf [3 + takeArgsPerPolicy*bound.MaxRequests]string
 	)
 	return s.take(ctx, rs, ds, tokens[:], keyBuf[:0], argsBuf[:0])
 }
@@ -291,7 +292,7 @@ func (s *Store) take(ctx context.Context, rs []admit.Request, ds []admit.Decisio
 	if err := admit.ValidateAll(rs, ds); err != nil {
 		return false, fmt.Errorf("redisstore: %w", err)
 	}
-	tokens = tokens[:len(rs)] // at most admit.MaxRequests, now that rs is valid
+	tokens = tokens[:len(rs)] // at most bound.MaxRequests, now that rs is valid
 	ctx, bounded := s.bound(ctx)
 	defer bounded.release()
 	keys, args := appendTakeArgs(keyBuf, argsBuf, rs, s.tokens, tokens)

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/bound"
 	"github.com/admit-dev/admit/internal/redistest"
 	"github.com/admit-dev/admit/limittest"
 )
@@ -394,7 +395,7 @@ func TestInvalidRequestNeedsNoRedis(t *testing.T) {
 		want error
 	}{
 		{"", threePerMinute, 1, admit.ErrInvalidRequest},
-		{strings.Repeat("k", admit.MaxKeyLen+1), threePerMinute, 1, admit.ErrInvalidRequest},
+		{strings.Repeat("k", bound.MaxKeyLen+1), threePerMinute, 1, admit.ErrInvalidRequest},
 		{"k", threePerMinute, 4, admit.ErrInvalidRequest},
 		{"k", admit.Limit{Algorithm: admit.FixedWindow, Rate: 0, Period: time.Second}, 1, admit.ErrInvalidLimit},
 		{"k", admit.Limit{Rate: 3, Period: time.Second}, 1, admit.ErrInvalidLimit},

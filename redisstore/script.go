@@ -8,8 +8,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/internal/algo"
+	"github.com/admit-dev/admit/internal/bound"
 	"github.com/admit-dev/admit/internal/luasource"
 )
 
@@ -60,7 +60,7 @@ var (
 // modules are the algorithm modules, in the order the scripts define them.
 var modules = []string{fixedWindowSrc, gcraSrc, slidingWindowSrc, slidingLogSrc, concurrencySrc}
 
-// takeScript is the entry point that decides 1 … admit.MaxRequests policies all-or-nothing.
+// takeScript is the entry point that decides 1 … bound.MaxRequests policies all-or-nothing.
 var takeScript = newScript("take", assemble(takeSrc, false))
 
 // releaseScript is the entry point that ends one lease of a concurrency key.
@@ -100,29 +100,29 @@ func assemble(entry string, testClock bool) string {
 // constants returns the Lua that defines the bounds every script checks, rendered from the Go
 // constants so that Go and Lua share one source of truth:
 //
-//	MAX           the largest limit, count or cost: admit.MaxRate
-//	MAX_WINDOW    the longest window in milliseconds: admit.MaxPeriod
+//	MAX           the largest limit, count or cost: bound.MaxRate
+//	MAX_WINDOW    the longest window in milliseconds: bound.MaxPeriod
 //	MAX_DIGITS    the most decimal digits either may have
-//	MAX_REQUESTS  the most policies one call decides: admit.MaxRequests
-//	MAX_LOG       the largest limit of a sliding log, and the most entries its key holds: admit.MaxSlidingLogRate
-//	MAX_LEASES    the largest limit of a concurrency key, and the most leases it holds: admit.MaxConcurrency
+//	MAX_REQUESTS  the most policies one call decides: bound.MaxRequests
+//	MAX_LOG       the largest limit of a sliding log, and the most entries its key holds: bound.MaxSlidingLogRate
+//	MAX_LEASES    the largest limit of a concurrency key, and the most leases it holds: bound.MaxConcurrency
 func constants() string {
-	maxWindow := admit.MaxPeriod.Milliseconds()
-	digits := max(len(strconv.FormatInt(admit.MaxRate, 10)), len(strconv.FormatInt(maxWindow, 10)))
+	maxWindow := bound.MaxPeriod.Milliseconds()
+	digits := max(len(strconv.FormatInt(bound.MaxRate, 10)), len(strconv.FormatInt(maxWindow, 10)))
 	return fmt.Sprintf("local MAX = %d\nlocal MAX_WINDOW = %d\nlocal MAX_DIGITS = %d\nlocal MAX_REQUESTS = %d\n",
-		admit.MaxRate, maxWindow, digits, admit.MaxRequests) +
-		fmt.Sprintf("local MAX_LOG = %d\nlocal MAX_LEASES = %d\n", admit.MaxSlidingLogRate, admit.MaxConcurrency)
+		bound.MaxRate, maxWindow, digits, bound.MaxRequests) +
+		fmt.Sprintf("local MAX_LOG = %d\nlocal MAX_LEASES = %d\n", bound.MaxSlidingLogRate, bound.MaxConcurrency)
 }
 
 // gcraConstants returns the Lua that defines the bounds of the GCRA module, rendered from the Go
 // constants:
 //
 //	MAX_TAT            the largest theoretical arrival time, in µs: algo.MaxTAT
-//	MAX_TOLERANCE      the largest burst × emission interval, in µs: admit.MaxTolerance
-//	INTERVAL_ROUNDING  rounding the interval up may slow the rate by less than 1 in this: admit.MaxIntervalRounding
+//	MAX_TOLERANCE      the largest burst × emission interval, in µs: bound.MaxTolerance
+//	INTERVAL_ROUNDING  rounding the interval up may slow the rate by less than 1 in this: bound.MaxIntervalRounding
 func gcraConstants() string {
 	return fmt.Sprintf("local MAX_TAT = %d\nlocal MAX_TOLERANCE = %d\nlocal INTERVAL_ROUNDING = %d\n",
-		algo.MaxTAT, admit.MaxTolerance.Microseconds(), admit.MaxIntervalRounding)
+		algo.MaxTAT, bound.MaxTolerance.Microseconds(), bound.MaxIntervalRounding)
 }
 
 // init makes the entry points' sources known to the benchmarks and tools of this repository

@@ -11,6 +11,7 @@ import (
 
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/internal/algo"
+	"github.com/admit-dev/admit/internal/bound"
 )
 
 // takeArgs returns the KEYS and ARGV of the take script for rs: each policy's key, then the record's
@@ -136,7 +137,7 @@ func parseTake(msg rueidis.RedisMessage, rs []admit.Request, ds []admit.Decision
 	if err != nil || len(arr) != 2+perPolicy*len(rs) {
 		return false, unavailable(fmt.Errorf("%w: want an array of %d integers", errBadReply, 2+perPolicy*len(rs)))
 	}
-	var v [2 + perPolicy*admit.MaxRequests]int64
+	var v [2 + perPolicy*bound.MaxRequests]int64
 	for i := range arr {
 		if v[i], err = arr[i].AsInt64(); err != nil {
 			return false, unavailable(fmt.Errorf("%w: element %d: %v", errBadReply, i, err))

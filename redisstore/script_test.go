@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/bound"
 	"github.com/admit-dev/admit/internal/luasource"
 	"github.com/admit-dev/admit/internal/redistest"
 )
@@ -47,7 +48,7 @@ func TestExpiryMillisecondStartsANewWindow(t *testing.T) {
 				t.Fatalf("the script right after PTTL %d: %v", ttl, scriptError(err))
 			}
 			var ds [1]admit.Decision
-			_, err = parseTake(msg, []admit.Request{{Key: key, Limit: lim, Cost: 1}}, ds[:], make([]uint64, admit.MaxRequests))
+			_, err = parseTake(msg, []admit.Request{{Key: key, Limit: lim, Cost: 1}}, ds[:], make([]uint64, bound.MaxRequests))
 			d := ds[0]
 			if err != nil {
 				t.Fatalf("the script right after PTTL %d: %v", ttl, err)
@@ -71,20 +72,20 @@ func TestExpiryMillisecondStartsANewWindow(t *testing.T) {
 func TestScriptBoundsAreGos(t *testing.T) {
 	srv := redistest.Start(t)
 	s := openPatient(t, srv.URL())
-	maxRate := strconv.FormatInt(admit.MaxRate, 10)
-	maxWindow := strconv.FormatInt(admit.MaxPeriod.Milliseconds(), 10)
+	maxRate := strconv.FormatInt(bound.MaxRate, 10)
+	maxWindow := strconv.FormatInt(bound.MaxPeriod.Milliseconds(), 10)
 	for _, tc := range []struct {
 		args []string
 		ok   bool
 	}{
 		{[]string{maxRate, "60000", "1", "0"}, true},
-		{[]string{strconv.FormatInt(admit.MaxRate+1, 10), "60000", "1", "0"}, false},
+		{[]string{strconv.FormatInt(bound.MaxRate+1, 10), "60000", "1", "0"}, false},
 		{[]string{"3", maxWindow, "0", "0"}, true},
-		{[]string{"3", strconv.FormatInt(admit.MaxPeriod.Milliseconds()+1, 10), "0", "0"}, false},
-		{[]string{"3", strconv.FormatInt(admit.MinPeriod.Milliseconds(), 10), "0", "0"}, true},
-		{[]string{"3", strconv.FormatInt(admit.MinPeriod.Milliseconds()-1, 10), "0", "0"}, false},
+		{[]string{"3", strconv.FormatInt(bound.MaxPeriod.Milliseconds()+1, 10), "0", "0"}, false},
+		{[]string{"3", strconv.FormatInt(bound.MinPeriod.Milliseconds(), 10), "0", "0"}, true},
+		{[]string{"3", strconv.FormatInt(bound.MinPeriod.Milliseconds()-1, 10), "0", "0"}, false},
 		{[]string{maxRate, maxWindow, "1", "1"}, true}, // aligned at both bounds
-		{[]string{"3", strconv.FormatInt(admit.MinPeriod.Milliseconds(), 10), "1", "1"}, true},
+		{[]string{"3", strconv.FormatInt(bound.MinPeriod.Milliseconds(), 10), "1", "1"}, true},
 	} {
 		_, err := s.run(context.Background(), takeScript, []string{newKey(t)}, fixedWindowArgv(tc.args...))
 		switch {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/internal/algo"
+	"github.com/admit-dev/admit/internal/bound"
 	"github.com/admit-dev/admit/internal/redistest"
 	"github.com/admit-dev/admit/limittest"
 	"github.com/admit-dev/admit/memstore"
@@ -280,7 +281,7 @@ func TestSlidingLogInRedis(t *testing.T) {
 func TestSlidingLogAtMaxRate(t *testing.T) {
 	srv := redistest.Start(t)
 	s := openPatient(t, srv.URL())
-	lim := admit.Limit{Algorithm: admit.SlidingLog, Rate: admit.MaxSlidingLogRate, Period: time.Minute}
+	lim := admit.Limit{Algorithm: admit.SlidingLog, Rate: bound.MaxSlidingLogRate, Period: time.Minute}
 	key := newKey(t)
 	now := aheadStart(time.Minute)
 	if d := mustTakeAt(t, s, admit.Request{Key: key, Limit: lim, Cost: lim.Rate - 1}, now); !d.Allowed || d.Remaining != 1 {
@@ -308,7 +309,7 @@ func TestSlidingCorruptStateIsAnErrorAndLeftAlone(t *testing.T) {
 	us := strconv.FormatInt(now.UnixMicro(), 10)
 	entry := func(at string) []string { return []string{"ZADD", "KEY", at, at + ":1"} }
 	many := []string{"ZADD", "KEY"}
-	for i := range admit.MaxSlidingLogRate + 1 {
+	for i := range bound.MaxSlidingLogRate + 1 {
 		at := strconv.FormatInt(now.UnixMicro()-int64(i), 10)
 		many = append(many, at, at+":1")
 	}
@@ -383,7 +384,7 @@ func TestSlidingScriptsRefuseInvalidArguments(t *testing.T) {
 		{"sliding_window", "3", "60000", "4"},
 		{"sliding_window", "3", "60000", "-1"},
 		{"sliding_window", "3", "60000"},
-		{"sliding_log", "10001", "60000", "1"}, // above admit.MaxSlidingLogRate
+		{"sliding_log", "10001", "60000", "1"}, // above bound.MaxSlidingLogRate
 		{"sliding_log", "0", "60000", "1"},
 		{"sliding_log", "3", "0", "1"},
 		{"sliding_log", "3", "60000", "4"},
@@ -411,12 +412,12 @@ func TestSlidingWindowScriptAgreesWithAlgo(t *testing.T) {
 	for i := range 1500 {
 		w := time.Duration(1+r.Int64N(120_000)) * time.Millisecond
 		if i%4 == 0 {
-			w = time.Duration(1+r.Int64N(admit.MaxPeriod.Milliseconds())) * time.Millisecond
+			w = time.Duration(1+r.Int64N(bound.MaxPeriod.Milliseconds())) * time.Millisecond
 		}
 		W := w.Microseconds()
 		limit := 1 + r.Int64N(20)
 		if i%2 == 0 {
-			limit = admit.MaxRate - r.Int64N(admit.MaxRate/2)
+			limit = bound.MaxRate - r.Int64N(bound.MaxRate/2)
 		}
 		now := aheadStart(w) + r.Int64N(W)
 		if i%10 == 0 {
@@ -696,11 +697,11 @@ func TestRejectionByOneAlgorithmWritesNothingToTheOthers(t *testing.T) {
 func TestSlidingWindowReplayOfTheLongestWindow(t *testing.T) {
 	srv := redistest.Start(t)
 	s := openPatient(t, srv.URL())
-	lim := admit.Limit{Algorithm: admit.SlidingWindow, Rate: 3, Period: admit.MaxPeriod}
+	lim := admit.Limit{Algorithm: admit.SlidingWindow, Rate: 3, Period: bound.MaxPeriod}
 	rs := []admit.Request{{Key: newKey(t), Limit: lim, Cost: 1, ID: "req-1"}}
 	at := time.UnixMicro(aheadStart(time.Minute))
 	first, again := make([]admit.Decision, 1), make([]admit.Decision, 1)
-	if _, err := s.takeAt(context.Background(), rs, first, at); err != nil || first[0].ResetAfter <= admit.MaxPeriod {
+	if _, err := s.takeAt(context.Background(), rs, first, at); err != nil || first[0].ResetAfter <= bound.MaxPeriod {
 		t.Fatalf("first: %+v, %v; want admitted with ResetAfter beyond MaxPeriod", first[0], err)
 	}
 	if _, err := s.takeAt(context.Background(), rs, again, at.Add(time.Second)); err != nil {
@@ -729,7 +730,7 @@ end
 return out
 `
 	r := rand.New(rand.NewPCG(19, 20))
-	maxW := admit.MaxPeriod.Microseconds()
+	maxW := bound.MaxPeriod.Microseconds()
 	slow := 0
 	for i := range 20 {
 		var ops [][3]int64
@@ -749,7 +750,7 @@ return out
 			if r.IntN(2) == 0 {
 				W = 1000 * (1 + r.Int64N(maxW/1000))
 			}
-			p := 1 + r.Int64N(admit.MaxRate)
+			p := 1 + r.Int64N(bound.MaxRate)
 			if r.IntN(2) == 0 { // the weight of the previous window: p × (w − e) / w
 				ops = append(ops, [3]int64{p, 1 + r.Int64N(W), W})
 			} else { // the wait: r × w / p, r < p

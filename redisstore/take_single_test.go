@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/bound"
 	"github.com/admit-dev/admit/internal/redistest"
 )
 
@@ -60,7 +61,7 @@ func TestSinglePolicyPathAgreesWithGeneralPath(t *testing.T) {
 	for _, lim := range []admit.Limit{
 		{Algorithm: admit.FixedWindow, Rate: 5, Period: time.Minute},
 		{Algorithm: admit.FixedWindow, Rate: 5, Period: time.Minute, Aligned: true},
-		{Algorithm: admit.FixedWindow, Rate: admit.MaxRate, Period: admit.MaxPeriod},
+		{Algorithm: admit.FixedWindow, Rate: bound.MaxRate, Period: bound.MaxPeriod},
 		{Algorithm: admit.GCRA, Rate: 5, Period: time.Minute, Burst: 4},
 		{Algorithm: admit.GCRA, Rate: 2, Period: time.Second, Burst: 1},
 		{Algorithm: admit.SlidingWindow, Rate: 5, Period: time.Minute},
@@ -251,7 +252,7 @@ func TestSinglePolicyPathFallsThrough(t *testing.T) {
 	gcra := func(args ...string) []string { return append([]string{"1", "", "", "gcra"}, args...) }
 	conc := func(args ...string) []string { return append([]string{"1", "", "", "concurrency"}, args...) }
 	slog := func(args ...string) []string { return append([]string{"1", "", "", "sliding_log"}, args...) }
-	maxRate := strconv.FormatInt(admit.MaxRate, 10)
+	maxRate := strconv.FormatInt(bound.MaxRate, 10)
 	for _, tc := range []struct {
 		name  string
 		state []string // a command that builds the key's state, KEY for the key
@@ -260,7 +261,7 @@ func TestSinglePolicyPathFallsThrough(t *testing.T) {
 		{"limit 0", nil, fixed("0", "60000", "1", "0")},
 		{"limit 01", nil, fixed("01", "60000", "1", "0")},
 		{"limit 1e2", nil, fixed("1e2", "60000", "1", "0")},
-		{"limit above MaxRate", nil, fixed(strconv.FormatInt(admit.MaxRate+1, 10), "60000", "1", "0")},
+		{"limit above MaxRate", nil, fixed(strconv.FormatInt(bound.MaxRate+1, 10), "60000", "1", "0")},
 		{"limit of 17 digits", nil, fixed("10000000000000000", "60000", "1", "0")},
 		{"window 0x10", nil, fixed("3", "0x10", "1", "0")},
 		{"window ' 1'", nil, fixed("3", " 1", "1", "0")},
@@ -279,7 +280,7 @@ func TestSinglePolicyPathFallsThrough(t *testing.T) {
 		{"gcra interval rounded", nil, gcra("400", "1", "1", "1")},
 		{"gcra cost above the burst", nil, gcra("5", "60000", "2", "1")},
 		{"gcra burst 0", nil, gcra("5", "60000", "0", "0")},
-		{"gcra tolerance too long", nil, gcra("1", strconv.FormatInt(admit.MaxPeriod.Milliseconds(), 10), "1", maxRate)},
+		{"gcra tolerance too long", nil, gcra("1", strconv.FormatInt(bound.MaxPeriod.Milliseconds(), 10), "1", maxRate)},
 		{"tat 1.5", []string{"SET", "KEY", "1.5", "PX", "60000"}, gcra("5", "60000", "1", "4")},
 		{"tat without expiry", []string{"SET", "KEY", clock}, gcra("5", "60000", "1", "4")},
 		{"tat expiring too late", []string{"SET", "KEY", clock, "PX", "600000"}, gcra("5", "60000", "1", "4")},
@@ -308,7 +309,7 @@ func TestSinglePolicyPathFallsThrough(t *testing.T) {
 		{"sliding window without expiry", []string{"HSET", "KEY", "start", "0", "curr", "1", "prev", "0"}, []string{"1", "", "", "sliding_window", "3", "60000", "1"}},
 		{"sliding window prev x (w - e) above 2^52", []string{"HSET", "KEY", "start", hourStart, "curr", "1", "prev", "1000000000000"},
 			[]string{"1", "", "", "sliding_window", "1000000000000000", "3600000", "1"}},
-		{"sliding log limit above MaxSlidingLogRate", nil, slog(strconv.FormatInt(admit.MaxSlidingLogRate+1, 10), "60000", "1")},
+		{"sliding log limit above MaxSlidingLogRate", nil, slog(strconv.FormatInt(bound.MaxSlidingLogRate+1, 10), "60000", "1")},
 		{"sliding log cost 1e0", nil, slog("3", "60000", "1e0")},
 		{"log in a hash", []string{"HSET", "KEY", "a", "1"}, slog("3", "60000", "1")},
 		{"log entry not <t>:<seq>", []string{"ZADD", "KEY", "1000", "1000"}, slog("3", "60000", "1")},
@@ -320,7 +321,7 @@ func TestSinglePolicyPathFallsThrough(t *testing.T) {
 		{"concurrency token 0 for cost 1", nil, conc("3", "60000", "1", "0")},
 		{"concurrency token for cost 0", nil, conc("3", "60000", "0", "12345")},
 		{"concurrency token above 2^64", nil, conc("3", "60000", "1", "18446744073709551616")},
-		{"concurrency limit above MaxConcurrency", nil, conc(strconv.FormatInt(admit.MaxConcurrency+1, 10), "60000", "1", "12345")},
+		{"concurrency limit above MaxConcurrency", nil, conc(strconv.FormatInt(bound.MaxConcurrency+1, 10), "60000", "1", "12345")},
 		{"leases in a string", []string{"SET", "KEY", "1", "PX", "60000"}, conc("3", "60000", "1", "12345")},
 		{"lease not a token", []string{"ZADD", "KEY", clock, "abc"}, conc("3", "60000", "1", "12345")},
 		{"lease scored 1.5", []string{"ZADD", "KEY", "1.5", "123"}, conc("3", "60000", "1", "12345")},

@@ -11,7 +11,9 @@ import (
 
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/internal/algo"
+	"github.com/admit-dev/admit/internal/bound"
 	"github.com/admit-dev/admit/internal/redistest"
+	"github.com/admit-dev/admit/internal/slot"
 	"github.com/admit-dev/admit/limittest"
 	"github.com/admit-dev/admit/memstore"
 )
@@ -131,7 +133,7 @@ func TestCorruptStateInOnePolicy(t *testing.T) {
 	}
 }
 
-// admit.Slot is Redis Cluster's own: CLUSTER KEYSLOT agrees on random keys, braces included.
+// slot.Of is Redis Cluster's own: CLUSTER KEYSLOT agrees on random keys, braces included.
 func TestSlotMatchesRedis(t *testing.T) {
 	srv := redistest.Start(t, "--cluster-enabled", "yes")
 	r := rand.New(rand.NewPCG(1, 2))
@@ -149,7 +151,7 @@ func TestSlotMatchesRedis(t *testing.T) {
 		if err != nil {
 			t.Fatalf("CLUSTER KEYSLOT %q: %v", key, err)
 		}
-		if got := admit.Slot(key); int64(got) != want {
+		if got := slot.Of(key); int64(got) != want {
 			t.Errorf("Slot(%q) = %d; Redis says %d", key, got, want)
 		}
 	}
@@ -191,7 +193,7 @@ func TestScriptAgreesWithAlgo(t *testing.T) {
 				var ds [1]admit.Decision
 				msg, err := res[2].ToMessage()
 				if err == nil {
-					_, err = parseTake(msg, []admit.Request{{Key: key, Limit: lim, Cost: n}}, ds[:], make([]uint64, admit.MaxRequests))
+					_, err = parseTake(msg, []admit.Request{{Key: key, Limit: lim, Cost: n}}, ds[:], make([]uint64, bound.MaxRequests))
 				} else {
 					err = scriptError(err)
 				}

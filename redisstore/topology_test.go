@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/bound"
 	"github.com/admit-dev/admit/internal/redistest"
 )
 
@@ -228,8 +229,8 @@ func testReshardUnderLoad(t *testing.T, c *redistest.Cluster, s *Store) {
 	works := []*reshardWork{
 		{name: "three algorithms", rs: []admit.Request{
 			{Key: base + ":fw", Limit: admit.Limit{Algorithm: admit.FixedWindow, Rate: 1_000_000, Period: time.Hour}, Cost: 1},
-			{Key: base + ":log", Limit: admit.Limit{Algorithm: admit.SlidingLog, Rate: admit.MaxSlidingLogRate, Period: long}, Cost: 1},
-			{Key: base + ":lease", Limit: admit.Limit{Algorithm: admit.Concurrency, Rate: admit.MaxConcurrency, Period: time.Hour}, Cost: 1},
+			{Key: base + ":log", Limit: admit.Limit{Algorithm: admit.SlidingLog, Rate: bound.MaxSlidingLogRate, Period: long}, Cost: 1},
+			{Key: base + ":lease", Limit: admit.Limit{Algorithm: admit.Concurrency, Rate: bound.MaxConcurrency, Period: time.Hour}, Cost: 1},
 		}},
 		{name: "small limits", rs: []admit.Request{
 			{Key: base + ":fw-small", Limit: admit.Limit{Algorithm: admit.FixedWindow, Rate: 500, Period: time.Hour}, Cost: 1},

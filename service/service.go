@@ -25,6 +25,7 @@ import (
 	"sync/atomic"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/bound"
 	"github.com/admit-dev/admit/policy"
 )
 
@@ -66,7 +67,7 @@ func (s *Service) Swap(cfg *policy.Config) *policy.Config {
 
 // A Check asks whether a subject may spend Cost units under one or more policies, all-or-nothing.
 type Check struct {
-	// Policies are the names of the policies, 1 … admit.MaxRequests distinct ones of the loaded
+	// Policies are the names of the policies, 1 … 16 distinct ones of the loaded
 	// configuration.
 	Policies []string
 	// Subject is who is limited: digested into one key per policy, never stored.
@@ -192,8 +193,8 @@ func (s *Service) requests(c Check) ([]admit.Request, error) {
 		cfg = s.cfg.Load() // the one configuration of this Check, whatever Swap does meanwhile
 	}
 	n := len(c.Policies)
-	if n == 0 || n > admit.MaxRequests {
-		return nil, fmt.Errorf("%w: %d policies; want 1-%d", admit.ErrInvalidRequest, n, admit.MaxRequests)
+	if n == 0 || n > bound.MaxRequests {
+		return nil, fmt.Errorf("%w: %d policies; want 1-%d", admit.ErrInvalidRequest, n, bound.MaxRequests)
 	}
 	rs := make([]admit.Request, n)
 	for i, name := range c.Policies {

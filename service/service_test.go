@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/bound"
 	"github.com/admit-dev/admit/memstore"
 	"github.com/admit-dev/admit/policy"
 	"github.com/admit-dev/admit/service"
@@ -102,7 +103,7 @@ func TestInvalidChecks(t *testing.T) {
 		{"cost above the limit", service.Check{Policies: []string{"per-second"}, Subject: alice, Cost: 4}, admit.ErrInvalidRequest},
 		{"negative cost", service.Check{Policies: []string{"per-second"}, Subject: alice, Cost: -1}, admit.ErrInvalidRequest},
 		{"empty subject", service.Check{Policies: []string{"per-second"}, Cost: 1}, admit.ErrInvalidRequest},
-		{"oversized request ID", service.Check{Policies: []string{"per-second"}, Subject: alice, Cost: 1, RequestID: strings.Repeat("x", admit.MaxIDLen+1)}, admit.ErrInvalidRequest},
+		{"oversized request ID", service.Check{Policies: []string{"per-second"}, Subject: alice, Cost: 1, RequestID: strings.Repeat("x", bound.MaxIDLen+1)}, admit.ErrInvalidRequest},
 	} {
 		if _, err := s.Check(t.Context(), c.check); !errors.Is(err, c.want) {
 			t.Errorf("%s: Check = %v; want %v", c.name, err, c.want)

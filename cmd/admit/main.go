@@ -33,7 +33,7 @@ import (
 )
 
 // demoLimit returns the policy of GET /demo, the origin design's: 3 requests per 10 seconds, in a
-// fixed window. Its keys are in version admit.DefaultVersion.
+// fixed window. Its keys are in version bound.DefaultVersion.
 func demoLimit() admit.Limit {
 	return admit.Limit{Name: "demo", Algorithm: admit.FixedWindow, Rate: 3, Period: 10 * time.Second}
 }

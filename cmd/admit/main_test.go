@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/bound"
 	"github.com/admit-dev/admit/internal/redistest"
 	"github.com/admit-dev/admit/internal/syncbuf"
 	"github.com/admit-dev/admit/memstore"
@@ -36,14 +37,14 @@ const testSecret = "0123456789abcdef-test-secret"
 const readmeDemoKey = "rl:demo:v1-fw10000:{8f30d4fd92e8cddd6479f96bd3a200d5}"
 
 // demoKey returns the key of the demo account under secret: the policy demoLimit, version
-// admit.DefaultVersion, subject httpapi.DemoSubject.
+// bound.DefaultVersion, subject httpapi.DemoSubject.
 func demoKey(t *testing.T, secret string) string {
 	t.Helper()
 	keys, err := admit.NewKeyBuilder([]byte(secret))
 	if err != nil {
 		t.Fatal(err)
 	}
-	key, err := keys.Key(demoLimit(), admit.DefaultVersion, admit.Subject{ID: httpapi.DemoSubject})
+	key, err := keys.Key(demoLimit(), bound.DefaultVersion, admit.Subject{ID: httpapi.DemoSubject})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/bound"
 	"github.com/admit-dev/admit/metrics"
 	"github.com/admit-dev/admit/policy"
 	"github.com/admit-dev/admit/service"
@@ -88,14 +89,14 @@ func TestReloadGivesFailOpenItsLocalLimits(t *testing.T) {
 }
 
 // TestDemoConfigIsDemoLimit: the built-in configuration that GET /demo is decided under has the one
-// policy demoLimit, in version admit.DefaultVersion, so that its key is the README's
+// policy demoLimit, in version bound.DefaultVersion, so that its key is the README's
 // (TestDemoKeyIsREADMEs).
 func TestDemoConfigIsDemoLimit(t *testing.T) {
 	cfg, err := policy.Parse("built-in", []byte(demoConfig))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cfg.Policies) != 1 || cfg.Policies[0].Limit != demoLimit() || cfg.Policies[0].Version != admit.DefaultVersion {
-		t.Errorf("built-in configuration %+v; want the one policy %v in version %s", cfg.Policies, demoLimit(), admit.DefaultVersion)
+	if len(cfg.Policies) != 1 || cfg.Policies[0].Limit != demoLimit() || cfg.Policies[0].Version != bound.DefaultVersion {
+		t.Errorf("built-in configuration %+v; want the one policy %v in version %s", cfg.Policies, demoLimit(), bound.DefaultVersion)
 	}
 }

@@ -86,7 +86,7 @@ func ptr(s string) *string { return &s }
 func TestServeSecretRefused(t *testing.T) {
 	closed := "redis://" + redistest.ClosedPort(t)
 	noSecret := []string{`msg="no usable HMAC secret"`, "no HMAC secret", "set ADMIT_HMAC_SECRET or --hmac-secret-file PATH", "every instance"}
-	const short = "fifteen-bytes!!" // admit.MinSecretLen - 1
+	const short = "fifteen-bytes!!" // bound.MinSecretLen - 1
 	for _, tc := range []struct {
 		name     string
 		env      string // ADMIT_HMAC_SECRET

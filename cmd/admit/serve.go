@@ -18,6 +18,7 @@ import (
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/guard"
 	"github.com/admit-dev/admit/httplimit"
+	"github.com/admit-dev/admit/internal/bound"
 	"github.com/admit-dev/admit/internal/logrelay"
 	"github.com/admit-dev/admit/memstore"
 	"github.com/admit-dev/admit/metrics"
@@ -137,7 +138,7 @@ func parseCommand(name, listen, usage string, args []string, stdout, stderr io.W
 	if more != nil {
 		more(fs, &cfg)
 	}
-	usage = strings.NewReplacer("{{grace}}", shutdownGrace.String(), "{{minsecret}}", fmt.Sprint(admit.MinSecretLen)).Replace(usage)
+	usage = strings.NewReplacer("{{grace}}", shutdownGrace.String(), "{{minsecret}}", fmt.Sprint(bound.MinSecretLen)).Replace(usage)
 	fs.SetOutput(io.Discard) // errors and usage are printed below, each to its stream
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -209,8 +210,8 @@ func hmacSecret(cfg serveConfig) (secret []byte, source string, err error) {
 	default:
 		return nil, "", nil
 	}
-	if len(secret) < admit.MinSecretLen {
-		return nil, "", fmt.Errorf("the HMAC secret from %s is %d bytes; want at least %d", source, len(secret), admit.MinSecretLen)
+	if len(secret) < bound.MinSecretLen {
+		return nil, "", fmt.Errorf("the HMAC secret from %s is %d bytes; want at least %d", source, len(secret), bound.MinSecretLen)
 	}
 	return secret, source, nil
 }
@@ -242,7 +243,7 @@ func keyBuilder(cfg serveConfig, logger *slog.Logger) (*admit.KeyBuilder, error)
 		return nil, fmt.Errorf("no HMAC secret: with --redis or REDIS_URL, set %s or --%s PATH "+
 			"to a secret of at least %d bytes that every instance on the Redis shares; "+
 			"instances with different secrets make different keys and do not share limits",
-			secretEnv, secretFileFlag, admit.MinSecretLen)
+			secretEnv, secretFileFlag, bound.MinSecretLen)
 	case secret == nil:
 		secret = make([]byte, randomSecretLen)
 		rand.Read(secret) // never fails

@@ -5,7 +5,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/bound"
 )
 
 // The concurrency limit (docs/concurrency.md): a key holds the leases in flight, each named by a token and
@@ -17,9 +17,9 @@ import (
 // RetryAfter is the latest time capacity returns if no one releases: the time until enough live
 // leases expire. A release returns it sooner; a Store cannot know when that will be.
 
-// MaxLeases is the most leases a concurrency key may hold: admit.MaxConcurrency. Every lease a key
+// MaxLeases is the most leases a concurrency key may hold: bound.MaxConcurrency. Every lease a key
 // holds was admitted under a valid Limit, with room for it among the live leases.
-const MaxLeases = int(admit.MaxConcurrency)
+const MaxLeases = int(bound.MaxConcurrency)
 
 // A Lease is one lease of a concurrency key, as a store keeps it.
 type Lease struct {
@@ -32,15 +32,15 @@ type Lease struct {
 // Reasons a stored concurrency state is corrupt, returned by [CheckConcurrency].
 var (
 	ErrTooManyLeases   = errors.New("key holds more leases than any concurrency limit admits")
-	ErrLeaseTooLong    = errors.New("key holds a lease that expires more than admit.MaxPeriod from now")
+	ErrLeaseTooLong    = errors.New("key holds a lease that expires more than bound.MaxPeriod from now")
 	ErrLeasesUnordered = errors.New("leases are not ordered by expiry")
 )
 
 // CheckConcurrency reports why leases, ordered by expiry, cannot be the state of a concurrency key at
 // now, in Unix microseconds, or nil: more than MaxLeases, or a lease that ends later than
-// admit.MaxPeriod from now (no valid Limit made it: the clock went backwards, or someone else wrote
+// bound.MaxPeriod from now (no valid Limit made it: the clock went backwards, or someone else wrote
 // it). A lease may end later than the lease TTL of the Limit deciding: the key's shape does not change
-// with the TTL (admit.Limit.Shape), so leases acquired under a longer one keep their expiry. It checks
+// with the TTL (its shape is "cc", docs/keys.md), so leases acquired under a longer one keep their expiry. It checks
 // the first and last leases only, in constant time. A store must not decide, nor write, on state that
 // fails this check. A Redis store also refuses a key that is not a sorted set, a first or last lease
 // whose member is not a decimal token or whose score is not an integer, and a key without expiry.
@@ -50,7 +50,7 @@ func CheckConcurrency(leases []Lease, now int64) error {
 		return ErrTooManyLeases
 	case len(leases) == 0:
 		return nil
-	case leases[len(leases)-1].Expiry > now+admit.MaxPeriod.Microseconds():
+	case leases[len(leases)-1].Expiry > now+bound.MaxPeriod.Microseconds():
 		return ErrLeaseTooLong
 	case leases[0].Expiry > leases[len(leases)-1].Expiry:
 		return ErrLeasesUnordered

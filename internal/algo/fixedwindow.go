@@ -8,7 +8,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/bound"
 )
 
 // Write names the single write a transition asks its store to make.
@@ -39,8 +39,8 @@ type FixedWindowState struct {
 	TTL time.Duration
 }
 
-// MaxCount is the largest count a fixed-window key may hold: admit.MaxRate.
-const MaxCount = admit.MaxRate
+// MaxCount is the largest count a fixed-window key may hold: bound.MaxRate.
+const MaxCount = bound.MaxRate
 
 // Reasons a stored fixed-window state is corrupt, returned by [CheckFixedWindow].
 var (

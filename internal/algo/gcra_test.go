@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/bound"
 )
 
 const now = 1_700_000_000_000_000 // Unix µs
@@ -59,7 +60,7 @@ func TestGCRA(t *testing.T) {
 
 func TestGCRAAtItsBounds(t *testing.T) {
 	// The largest bucket whose units come back no faster than one a minute: τ just under 2^52 µs.
-	lim := gcraLimit(1, time.Minute, admit.MaxTolerance.Microseconds()/60_000_000)
+	lim := gcraLimit(1, time.Minute, bound.MaxTolerance.Microseconds()/60_000_000)
 	if err := lim.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -80,12 +81,12 @@ func TestGCRAAtItsBounds(t *testing.T) {
 		t.Fatalf("one more unit a microsecond later: %+v; want rejected, retry after 1m", r)
 	}
 	// A burst of MaxRate at a microsecond's interval.
-	lim = gcraLimit(250_000, time.Second, admit.MaxRate) // T = 4 µs, τ = 4·10^15 µs
+	lim = gcraLimit(250_000, time.Second, bound.MaxRate) // T = 4 µs, τ = 4·10^15 µs
 	if err := lim.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	r = GCRA(0, now, lim, admit.MaxRate-1)
-	if !r.Allowed || r.Remaining != 1 || r.TAT != now+4*(admit.MaxRate-1) {
+	r = GCRA(0, now, lim, bound.MaxRate-1)
+	if !r.Allowed || r.Remaining != 1 || r.TAT != now+4*(bound.MaxRate-1) {
 		t.Fatalf("MaxRate−1 units of %v: %+v", lim, r)
 	}
 	if r := GCRA(r.TAT, now+7, lim, 3); r.Allowed || r.Remaining != 2 || r.RetryAfter != time.Millisecond {

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/bound"
+	"github.com/admit-dev/admit/internal/slot"
 )
 
 // The idempotency record (docs/keys.md, "Idempotency records"). An admitted request that carries an ID leaves a record, written
@@ -20,12 +22,12 @@ import (
 // key (admit.Request.Validate refuses an ID with a key that allows neither).
 func RecordKey(key, id string) string {
 	sum := sha256.Sum256([]byte(id))
-	tag := admit.SlotTag(key)
-	k := make([]byte, 0, len("rl:id:{}:")+len(tag)+admit.DigestLen)
+	tag := slot.Tag(key)
+	k := make([]byte, 0, len("rl:id:{}:")+len(tag)+bound.DigestLen)
 	k = append(k, "rl:id:{"...)
 	k = append(k, tag...)
 	k = append(k, "}:"...)
-	k = hex.AppendEncode(k, sum[:admit.DigestLen/2])
+	k = hex.AppendEncode(k, sum[:bound.DigestLen/2])
 	return string(k)
 }
 
@@ -56,7 +58,7 @@ func Fingerprint(rs []admit.Request) string {
 		}
 	}
 	var sum [sha256.Size]byte
-	return hex.EncodeToString(h.Sum(sum[:0])[:admit.DigestLen/2])
+	return hex.EncodeToString(h.Sum(sum[:0])[:bound.DigestLen/2])
 }
 
 // RecordTTL returns how long the record of rs lives: the longest Period among them.

@@ -5,13 +5,15 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/bound"
+	"github.com/admit-dev/admit/internal/slot"
 )
 
 func TestRecordKeyIsInTheKeysSlot(t *testing.T) {
 	for _, key := range []string{"rl:demo:v1-fw10000:{0123abcd}", "rl:demo:v1-fw10000:{0123abcd}:ffee", "plain", "a{b"} {
 		rk := RecordKey(key, "req-1")
-		if admit.Slot(rk) != admit.Slot(key) {
-			t.Errorf("RecordKey(%q) = %q in slot %d; the key is in slot %d", key, rk, admit.Slot(rk), admit.Slot(key))
+		if slot.Of(rk) != slot.Of(key) {
+			t.Errorf("RecordKey(%q) = %q in slot %d; the key is in slot %d", key, rk, slot.Of(rk), slot.Of(key))
 		}
 		if RecordKey(key, "req-2") == rk {
 			t.Errorf("two IDs share the record %q", rk)
@@ -31,8 +33,8 @@ func TestFingerprint(t *testing.T) {
 	lim := admit.Limit{Name: "p", Algorithm: admit.FixedWindow, Rate: 3, Period: time.Minute}
 	base := []admit.Request{{Key: "{t}a", Limit: lim, Cost: 1}, {Key: "{t}b", Limit: lim, Cost: 1}}
 	fp := Fingerprint(base)
-	if len(fp) != admit.DigestLen || Fingerprint(base) != fp {
-		t.Fatalf("Fingerprint = %q; want %d stable hex characters", fp, admit.DigestLen)
+	if len(fp) != bound.DigestLen || Fingerprint(base) != fp {
+		t.Fatalf("Fingerprint = %q; want %d stable hex characters", fp, bound.DigestLen)
 	}
 	change := map[string]func(rs []admit.Request){
 		"key":       func(rs []admit.Request) { rs[1].Key = "{t}c" },

@@ -5,7 +5,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/bound"
 )
 
 // The sliding log (docs/sliding-log.md): the time of every admitted unit, in Unix microseconds. A request is
@@ -13,9 +13,9 @@ import (
 // logged at now. Entries that have left the window are trimmed only by an admission's write: a
 // rejection writes nothing.
 
-// MaxLogLen is the most entries a sliding-log key may hold: admit.MaxSlidingLogRate. Every entry in
+// MaxLogLen is the most entries a sliding-log key may hold: bound.MaxSlidingLogRate. Every entry in
 // a log was in the window of an admission under a valid Limit.
-const MaxLogLen = int(admit.MaxSlidingLogRate)
+const MaxLogLen = int(bound.MaxSlidingLogRate)
 
 // Reasons a stored sliding log is corrupt, returned by [CheckSlidingLog].
 var (

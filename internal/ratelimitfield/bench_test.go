@@ -5,17 +5,18 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/bound"
 	"github.com/admit-dev/admit/internal/ratelimitfield"
 )
 
 // benchFieldCases are the Decisions the field benchmarks write: one policy with a typical r and t,
-// and one with the most digits a field has (r capped at 15 digits, as an admit.MaxRate policy's).
+// and one with the most digits a field has (r capped at 15 digits, as a bound.MaxRate policy's).
 var benchFieldCases = []struct {
 	name string
 	d    admit.Decision
 }{
 	{"r=997", admit.Decision{Allowed: true, Limit: admit.Limit{Name: "per-minute", Algorithm: admit.FixedWindow, Rate: 1000, Period: time.Minute}, Remaining: 997, ResetAfter: 42 * time.Second}},
-	{"r=15digits", admit.Decision{Allowed: true, Limit: admit.Limit{Name: "bench", Algorithm: admit.FixedWindow, Rate: admit.MaxRate, Period: time.Hour}, Remaining: admit.MaxRate - 1, ResetAfter: time.Hour}},
+	{"r=15digits", admit.Decision{Allowed: true, Limit: admit.Limit{Name: "bench", Algorithm: admit.FixedWindow, Rate: bound.MaxRate, Period: time.Hour}, Remaining: bound.MaxRate - 1, ResetAfter: time.Hour}},
 }
 
 // BenchmarkFieldsAppendRateLimit measures Fields.AppendRateLimit, what the middleware writes for

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/bound"
 )
 
 // The fields' names, canonical, as they are keys of an http.Header.
@@ -75,7 +76,7 @@ func appendW(b []byte, d time.Duration) []byte {
 const maxSFInteger = 999_999_999_999_999
 
 // appendInt appends n as a structured-field Integer, capped at maxSFInteger: only a quota of
-// admit.MaxRate, 10^15, exceeds it.
+// bound.MaxRate, 10^15, exceeds it.
 func appendInt(b []byte, n int64) []byte {
 	return strconv.AppendInt(b, min(n, maxSFInteger), 10)
 }
@@ -248,7 +249,7 @@ func appendUint(b []byte, n int64) []byte {
 // Limit (Decision.Limit); retryAfter is the Retry-After of a 429, 0 otherwise. It sets neither when
 // every Limit is in shadow mode.
 func Set(hdr http.Header, ds []admit.Decision, retryAfter int64) {
-	var lbuf [admit.MaxRequests]admit.Limit
+	var lbuf [bound.MaxRequests]admit.Limit
 	limits := lbuf[:0]
 	for i := range ds {
 		limits = append(limits, ds[i].Limit)
@@ -295,7 +296,7 @@ func effectiveWindow(lim admit.Limit, d *admit.Decision, retryAfter int64) int64
 // ResetAfter.
 func gcraNextUnit(lim admit.Limit, d *admit.Decision) time.Duration {
 	interval, c := lim.EmissionInterval(), lim.Capacity()
-	if interval <= 0 || c < 1 || c > int64(admit.MaxTolerance/interval) {
+	if interval <= 0 || c < 1 || c > int64(bound.MaxTolerance/interval) {
 		return d.ResetAfter
 	}
 	tolerance := time.Duration(c) * interval
@@ -318,4 +319,15 @@ func ceilSeconds(d time.Duration) int64 {
 func CeilSeconds(d time.Duration) int64 {
 	s := int64((d + time.Second - 1) / time.Second)
 	return max(1, s)
+}
+
+// RetryAfter returns the whole seconds of an HTTP Retry-After field for d: 0 when d is Allowed
+// (there is nothing to wait for, and no Retry-After to send); otherwise CeilSeconds of its
+// RetryAfter, max(1, ceil(RetryAfter in seconds)), so that a rejection never tells a client to retry
+// at once.
+func RetryAfter(d admit.Decision) int64 {
+	if d.Allowed {
+		return 0
+	}
+	return CeilSeconds(d.RetryAfter)
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/bound"
 	"github.com/admit-dev/admit/internal/ratelimitfield"
 )
 
@@ -55,7 +56,7 @@ func TestFieldsMatchesAppendRateLimit(t *testing.T) {
 	perSecond := admit.Limit{Name: "per-second", Algorithm: admit.FixedWindow, Rate: 10, Period: time.Second}
 	burst := admit.Limit{Name: "burst", Algorithm: admit.GCRA, Rate: 5, Period: time.Second, Burst: 20}
 	shadow := admit.Limit{Name: "per-day", Algorithm: admit.FixedWindow, Rate: 1000, Period: 24 * time.Hour, Shadow: true}
-	huge := admit.Limit{Name: "huge", Algorithm: admit.SlidingWindow, Rate: admit.MaxRate, Period: 366 * 24 * time.Hour}
+	huge := admit.Limit{Name: "huge", Algorithm: admit.SlidingWindow, Rate: bound.MaxRate, Period: 366 * 24 * time.Hour}
 	values := []int64{-1 << 63, -5, 0, 1, 9, 10, 99, 100, 999, 1000, 3600, 86399, 123456789, 999_999_999_999_999, 1_000_000_000_000_000, 1<<63 - 1}
 	for _, limits := range [][]admit.Limit{
 		{perSecond},
@@ -112,6 +113,7 @@ func FuzzFieldsInteger(f *testing.F) {
 	})
 }
 
+// TestCeilSeconds: the seconds of a window, and the Retry-After of a rejected Decision.
 func TestCeilSeconds(t *testing.T) {
 	for _, tc := range []struct {
 		in   time.Duration
@@ -127,10 +129,26 @@ func TestCeilSeconds(t *testing.T) {
 		{1500 * time.Millisecond, 2},
 		{9999 * time.Millisecond, 10},
 		{10 * time.Second, 10},
-		{admit.MaxPeriod, int64(admit.MaxPeriod / time.Second)},
+		{bound.MaxPeriod, int64(bound.MaxPeriod / time.Second)},
 	} {
 		if got := ratelimitfield.CeilSeconds(tc.in); got != tc.want {
 			t.Errorf("CeilSeconds(%v) = %d, want %d", tc.in, got, tc.want)
+		}
+		if got := ratelimitfield.RetryAfter(admit.Decision{RetryAfter: tc.in}); got != tc.want {
+			t.Errorf("RetryAfter(Decision{RetryAfter: %v}) = %d, want %d", tc.in, got, tc.want)
+		}
+	}
+}
+
+// TestRetryAfterAllowed: an allowed Decision has no Retry-After, whatever its RetryAfter
+// field holds; a rejected one has at least 1 second.
+func TestRetryAfterAllowed(t *testing.T) {
+	for _, ra := range []time.Duration{0, time.Millisecond, 1500 * time.Millisecond} {
+		if got := ratelimitfield.RetryAfter(admit.Decision{Allowed: true, RetryAfter: ra, Remaining: 2}); got != 0 {
+			t.Errorf("an allowed RetryAfter(Decision{RetryAfter: %v}) = %d; want 0", ra, got)
+		}
+		if got, want := ratelimitfield.RetryAfter(admit.Decision{RetryAfter: ra}), ratelimitfield.CeilSeconds(ra); got != want || got < 1 {
+			t.Errorf("a rejected RetryAfter(Decision{RetryAfter: %v}) = %d; want %d, at least 1", ra, got, want)
 		}
 	}
 }

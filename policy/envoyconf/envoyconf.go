@@ -42,7 +42,7 @@ const (
 )
 
 // DefaultName is the Limit.Name of a rule whose rate_limit has no name that is a valid admit
-// policy name (1…admit.MaxNameLen characters of a-z, 0-9, '_' and '-'): the name its keys and
+// policy name (1…64 characters of a-z, 0-9, '_' and '-'): the name its keys and
 // metrics carry.
 const DefaultName = "envoy"
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/bound"
 	"github.com/admit-dev/admit/internal/yamlfield"
 	"github.com/admit-dev/admit/policy"
 	"go.yaml.in/yaml/v3"
@@ -218,7 +219,7 @@ func (d *decoder) rateLimit(n *yaml.Node, path string, shadow bool) *Rule {
 		d.errorf(n, "%s.requests_per_unit: missing", path)
 	}
 	if bn := f["burst"]; bn != nil {
-		lim.Burst, _ = d.yf.Int(bn, path+".burst", 1, admit.MaxRate)
+		lim.Burst, _ = d.yf.Int(bn, path+".burst", 1, bound.MaxRate)
 	}
 	lim.Aligned = lim.Algorithm == admit.FixedWindow
 	if d.yf.Len() > errs {

@@ -15,6 +15,7 @@ import (
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/httplimit"
 	"github.com/admit-dev/admit/internal/lograte"
+	"github.com/admit-dev/admit/internal/ratelimitfield"
 	"github.com/admit-dev/admit/service"
 )
 
@@ -162,7 +163,7 @@ func (c *check) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	status, retry := http.StatusOK, int64(0)
 	if !res.Allowed {
-		status, retry = limited, res.Decisions[res.Deciding].RetryAfterSeconds()
+		status, retry = limited, ratelimitfield.RetryAfter(res.Decisions[res.Deciding])
 	}
 	c.answers.SetFields(w.Header(), res.Decisions, retry)
 	writeJSON(w, status, NewCheckResponse(res))

@@ -13,6 +13,7 @@ import (
 
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/httplimit"
+	"github.com/admit-dev/admit/internal/bound"
 	"github.com/admit-dev/admit/policy"
 	"github.com/admit-dev/admit/service"
 	"github.com/admit-dev/admit/transport/httpapi"
@@ -169,7 +170,7 @@ func TestCheckInvalidForTheService(t *testing.T) {
 		{"unknown policy", `{"policy":"per-hour","key":"a"}`, `unknown policy "per-hour"`},
 		{"cost above the limit", `{"policy":"per-second","key":"a","cost":4}`, "cost 4 outside 0-3"},
 		{"a policy twice", `{"policies":["per-day","per-day"],"key":"a"}`, "named twice"},
-		{"ID too long", `{"policy":"per-second","key":"a","request_id":"` + strings.Repeat("i", admit.MaxIDLen+1) + `"}`, "request ID"},
+		{"ID too long", `{"policy":"per-second","key":"a","request_id":"` + strings.Repeat("i", bound.MaxIDLen+1) + `"}`, "request ID"},
 	} {
 		rec := post(h, c.body)
 		res := decode[httpapi.ErrorResponse](t, rec)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/httplimit"
+	"github.com/admit-dev/admit/internal/ratelimitfield"
 	"github.com/admit-dev/admit/policy"
 	"github.com/admit-dev/admit/service"
 )
@@ -48,7 +49,7 @@ func (d *demo) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ds := a.res.Decisions
 	if dec := ds[a.res.Deciding]; !dec.Allowed {
-		d.answers.Limited(w, ds, dec.RetryAfterSeconds())
+		d.answers.Limited(w, ds, ratelimitfield.RetryAfter(dec))
 		return
 	}
 	d.answers.SetFields(w.Header(), ds, 0)

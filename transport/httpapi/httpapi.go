@@ -13,8 +13,8 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/httplimit"
+	"github.com/admit-dev/admit/internal/bound"
 	"github.com/admit-dev/admit/internal/lograte"
 	"github.com/admit-dev/admit/policy"
 	"github.com/admit-dev/admit/service"
@@ -76,8 +76,8 @@ func New(opts Options) (*Handler, error) {
 	switch {
 	case opts.Demo == nil || opts.Service == nil:
 		return nil, errors.New("httpapi: New needs a Demo configuration and a Service")
-	case len(opts.Demo.Policies) == 0 || len(opts.Demo.Policies) > admit.MaxRequests:
-		return nil, fmt.Errorf("httpapi: the Demo configuration has %d policies; want 1-%d", len(opts.Demo.Policies), admit.MaxRequests)
+	case len(opts.Demo.Policies) == 0 || len(opts.Demo.Policies) > bound.MaxRequests:
+		return nil, fmt.Errorf("httpapi: the Demo configuration has %d policies; want 1-%d", len(opts.Demo.Policies), bound.MaxRequests)
 	}
 	answers := httplimit.NewAnswers(httplimit.DefaultUnavailableRetryAfter, false)
 	demoLog := logger(opts.Logger).With(slog.String("limit", policyNames(opts.Demo)))

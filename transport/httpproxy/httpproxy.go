@@ -170,7 +170,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.fail(w, r, err, false)
 	case !res.Allowed:
 		p.count.answers[ansLimited].Inc()
-		p.answers.Limited(w, res.Decisions, res.Decisions[res.Deciding].RetryAfterSeconds())
+		p.answers.Limited(w, res.Decisions, ratelimitfield.RetryAfter(res.Decisions[res.Deciding]))
 	default:
 		p.count.answers[ansForwarded].Inc()
 		if p.headers {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/slot"
 	"github.com/admit-dev/admit/memstore"
 	"github.com/admit-dev/admit/policy/envoyconf"
 )
@@ -27,7 +28,7 @@ func TestDecideSeparateInOneSlot(t *testing.T) {
 		if tc.atomic {
 			a, b = "rl:b:{same-slot}:a", "rl:b:{same-slot}:b"
 		}
-		if admit.Slot(a) != admit.Slot(b) {
+		if slot.Of(a) != slot.Of(b) {
 			t.Fatal("the keys do not share a slot")
 		}
 		checks := []check{{rule: rule, key: a, cost: 1}, {rule: rule, key: b, cost: 3}} // b can never fit

@@ -27,7 +27,9 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/bound"
 	"github.com/admit-dev/admit/internal/lograte"
+	"github.com/admit-dev/admit/internal/slot"
 	"github.com/admit-dev/admit/policy/envoyconf"
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -262,7 +264,7 @@ func subject(domain string, entries []envoyconf.Entry) string {
 }
 
 // decide decides the checks that have a key. In a domain with atomic: true (atomic), those whose
-// keys share a hash slot are decided together, all-or-nothing, up to admit.MaxRequests keys at a
+// keys share a hash slot are decided together, all-or-nothing, up to bound.MaxRequests keys at a
 // time, and descriptors repeated in one request — one key under one Limit — are one Request of
 // their hits summed, so that all of them fit or none is counted. In any other domain each check is
 // decided on its own, in the request's order, a repeated descriptor counted once per repetition, as
@@ -286,8 +288,8 @@ func (s *Server) decide(ctx context.Context, checks []check, atomic bool) error 
 		var g *group
 		j := -1
 		if atomic {
-			slot := admit.Slot(c.key)
-			for _, cand := range bySlot[slot] {
+			keySlot := slot.Of(c.key)
+			for _, cand := range bySlot[keySlot] {
 				if k, ok := cand.byKey[c.key]; ok {
 					if cand.rs[k].Limit == c.rule.Limit {
 						g, j = cand, k // a repeated descriptor: its hits join the first's
@@ -295,14 +297,14 @@ func (s *Server) decide(ctx context.Context, checks []check, atomic bool) error 
 					}
 					continue // the same key under another Limit (a limit override): apart
 				}
-				if len(cand.rs) < admit.MaxRequests {
+				if len(cand.rs) < bound.MaxRequests {
 					g = cand
 					break
 				}
 			}
 			if g == nil {
 				g = &group{byKey: make(map[string]int)}
-				bySlot[slot] = append(bySlot[slot], g)
+				bySlot[keySlot] = append(bySlot[keySlot], g)
 			}
 		} else {
 			g = &group{byKey: make(map[string]int)}

@@ -1,20 +1,24 @@
-package admit
+// Package slot is the Redis Cluster hash slot arithmetic of keys: the slot a key hashes to and the
+// hash tag it hashes. Keys decided together must share a slot; every Store checks it with [Of], so
+// code tested on one process never meets CROSSSLOT in a cluster. It imports only the standard
+// library and bound, so the root package may stand on it.
+package slot
 
-import "strings"
+import (
+	"strings"
 
-// SlotCount is the number of Redis Cluster hash slots.
-const SlotCount = 16384
+	"github.com/admit-dev/admit/internal/bound"
+)
 
-// Slot returns the Redis Cluster hash slot of key: CRC16 (XMODEM) of its hash tag — the part between
+// Of returns the Redis Cluster hash slot of key: CRC16 (XMODEM) of its hash tag — the part between
 // the first '{' and the first '}' after it, when that part is not empty — or of the whole key, modulo
-// SlotCount. Keys decided together must share a slot; every Store checks it, so code tested on one
-// process never meets CROSSSLOT in a cluster.
-func Slot(key string) uint16 {
-	return crc16(SlotTag(key)) % SlotCount
+// bound.SlotCount (16384).
+func Of(key string) uint16 {
+	return crc16(Tag(key)) % bound.SlotCount
 }
 
-// SlotTag returns the part of key that [Slot] hashes: its hash tag, or the whole key.
-func SlotTag(key string) string {
+// Tag returns the part of key that [Of] hashes: its hash tag, or the whole key.
+func Tag(key string) string {
 	open := strings.IndexByte(key, '{')
 	if open < 0 {
 		return key
@@ -31,11 +35,11 @@ func SlotTag(key string) string {
 	return key
 }
 
-// hasSlotTag reports whether key has a hash tag.
-func hasSlotTag(key string) bool { return len(SlotTag(key)) != len(key) }
+// HasTag reports whether key has a hash tag.
+func HasTag(key string) bool { return len(Tag(key)) != len(key) }
 
-// canTagWhole reports whether "{" + key + "}" hashes to key's slot: key has no '}' to end the tag early.
-func canTagWhole(key string) bool { return strings.IndexByte(key, '}') < 0 }
+// CanTagWhole reports whether "{" + key + "}" hashes to key's slot: key has no '}' to end the tag early.
+func CanTagWhole(key string) bool { return strings.IndexByte(key, '}') < 0 }
 
 // crc16Tables[k][b] is the CRC16-CCITT (XMODEM, polynomial 0x1021, the one Redis Cluster uses) of
 // byte b followed by k zero bytes; crc16Tables[0] is the usual byte-at-a-time table. CRC16 is

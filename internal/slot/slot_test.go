@@ -1,16 +1,18 @@
-package admit_test
+package slot_test
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
 
-	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/bound"
+	"github.com/admit-dev/admit/internal/slot"
 )
 
 // Slots as Redis Cluster computes them (CLUSTER KEYSLOT; redisstore's tests compare with a real
 // server on random keys).
-func TestSlot(t *testing.T) {
+func TestOf(t *testing.T) {
 	for _, tc := range []struct {
 		key  string
 		want uint16
@@ -20,11 +22,11 @@ func TestSlot(t *testing.T) {
 		{"123456789", 12739}, // CRC16/XMODEM's check value 0x31C3, modulo 16384
 		{"{foo}bar", 12182},
 		{"x{foo}y{bar}", 12182},
-		{"foo{}{bar}", admit.Slot("foo{}{bar}")}, // an empty tag: the whole key
-		{"{}", admit.Slot("{}")},
+		{"foo{}{bar}", slot.Of("foo{}{bar}")}, // an empty tag: the whole key
+		{"{}", slot.Of("{}")},
 	} {
-		if got := admit.Slot(tc.key); got != tc.want {
-			t.Errorf("Slot(%q) = %d, want %d", tc.key, got, tc.want)
+		if got := slot.Of(tc.key); got != tc.want {
+			t.Errorf("Of(%q) = %d, want %d", tc.key, got, tc.want)
 		}
 	}
 	for _, tc := range []struct{ key, tag string }{
@@ -36,15 +38,15 @@ func TestSlot(t *testing.T) {
 		{"a{b", "a{b"},
 		{"a}b{", "a}b{"},
 	} {
-		if got := admit.SlotTag(tc.key); got != tc.tag {
-			t.Errorf("SlotTag(%q) = %q, want %q", tc.key, got, tc.tag)
+		if got := slot.Tag(tc.key); got != tc.tag {
+			t.Errorf("Tag(%q) = %q, want %q", tc.key, got, tc.tag)
 		}
 	}
 }
 
-// Slot's CRC, four bytes a step, is the CRC16 (XMODEM) computed bit by bit, on keys of every length up
+// Of's CRC, four bytes a step, is the CRC16 (XMODEM) computed bit by bit, on keys of every length up
 // to 100 bytes, of any bytes, with and without hash tags.
-func TestSlotIsBitwiseCRC16(t *testing.T) {
+func TestOfIsBitwiseCRC16(t *testing.T) {
 	bitwise := func(s string) uint16 {
 		var c uint16
 		for i := range len(s) {
@@ -76,12 +78,18 @@ func TestSlotIsBitwiseCRC16(t *testing.T) {
 					tag = key[open+1 : open+1+end]
 				}
 			}
-			if got := admit.SlotTag(key); got != tag {
-				t.Fatalf("SlotTag(%q) = %q; want %q", key, got, tag)
+			if got := slot.Tag(key); got != tag {
+				t.Fatalf("Tag(%q) = %q; want %q", key, got, tag)
 			}
-			if got, want := admit.Slot(key), bitwise(tag)%admit.SlotCount; got != want {
-				t.Fatalf("Slot(%q) = %d; want %d", key, got, want)
+			if got, want := slot.Of(key), bitwise(tag)%bound.SlotCount; got != want {
+				t.Fatalf("Of(%q) = %d; want %d", key, got, want)
 			}
 		}
 	}
+}
+
+// ExampleOf shows that keys with the same hash tag share a slot, and so may be decided together.
+func ExampleOf() {
+	fmt.Println(slot.Of("rl:a:v1-fw1000:{tenant}"), slot.Of("rl:b:v1-fw1000:{tenant}:x"), slot.Tag("rl:a:{tenant}"))
+	// Output: 14419 14419 tenant
 }
