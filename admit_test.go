@@ -11,8 +11,8 @@ import (
 
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/internal/bound"
-	"github.com/admit-dev/admit/internal/check"
 	"github.com/admit-dev/admit/internal/slot"
+	"github.com/admit-dev/admit/internal/validate"
 )
 
 func TestValidate(t *testing.T) {
@@ -120,22 +120,22 @@ func TestRequestValidate(t *testing.T) {
 		if tc.want == nil && err != nil || tc.want != nil && !errors.Is(err, tc.want) {
 			t.Errorf("Validate(%.12q, cost %d, ID %.8q) = %v, want %v", tc.r.Key, tc.r.Cost, tc.r.ID, err, tc.want)
 		}
-		// Under a valid Limit, check.Request (memstore's fast path) says what Validate says; it
+		// Under a valid Limit, validate.Request (memstore's fast path) says what Validate says; it
 		// checks no Limit.
 		known := checkFields(&tc.r)
 		if tc.r.Limit.Validate() == nil && fmt.Sprint(known) != fmt.Sprint(err) {
-			t.Errorf("check.Request(%.12q, cost %d, ID %.8q) = %v; Validate says %v", tc.r.Key, tc.r.Cost, tc.r.ID, known, err)
+			t.Errorf("validate.Request(%.12q, cost %d, ID %.8q) = %v; Validate says %v", tc.r.Key, tc.r.Cost, tc.r.ID, known, err)
 		}
 	}
 	unchecked := admit.Request{Key: "k", Cost: 0} // the zero Limit is invalid
 	if err := checkFields(&unchecked); err != nil {
-		t.Errorf("check.Request of a peek under the zero Limit = %v; it checks no Limit", err)
+		t.Errorf("validate.Request of a peek under the zero Limit = %v; it checks no Limit", err)
 	}
 }
 
 // checkFields checks r's own fields as memstore's fast path does, under a Limit it knows is valid.
 func checkFields(r *admit.Request) error {
-	return check.Request(r.Key, r.Cost, r.ID, r.Limit.Algorithm == admit.Concurrency, r.Limit.Capacity())
+	return validate.Request(r.Key, r.Cost, r.ID, r.Limit.Algorithm == admit.Concurrency, r.Limit.Capacity())
 }
 
 func TestValidateAll(t *testing.T) {

@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit/internal/bound"
-	"github.com/admit-dev/admit/internal/check"
 	"github.com/admit-dev/admit/internal/slot"
+	"github.com/admit-dev/admit/internal/validate"
 )
 
 // A Request asks for Cost units of Key under Limit.
@@ -41,7 +41,7 @@ func (r *Request) Validate() error {
 // validateKnownLimit is [Request.Validate] for a Request whose Limit is known to be valid: it checks
 // only the Request's own fields, against the Limit, with Validate's errors.
 func (r *Request) validateKnownLimit() error {
-	return check.Request(r.Key, r.Cost, r.ID, r.Limit.Algorithm == Concurrency, r.Limit.Capacity())
+	return validate.Request(r.Key, r.Cost, r.ID, r.Limit.Algorithm == Concurrency, r.Limit.Capacity())
 }
 
 // ValidateAll reports why rs cannot be decided together by TakeAll into ds, as an error matching

@@ -6,7 +6,7 @@ import (
 
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/internal/algo"
-	"github.com/admit-dev/admit/internal/check"
+	"github.com/admit-dev/admit/internal/validate"
 )
 
 // validLimitSlots is the number of Limits a Store remembers as valid: more than the policies of
@@ -41,7 +41,7 @@ func (c *validLimits) validate(r *admit.Request) (*knownLimit, error) {
 	lim := &r.Limit
 	slot := &c.slots[limitSlot(lim)]
 	if known := slot.Load(); known != nil && sameLimit(&known.Limit, lim) {
-		return known, check.Request(r.Key, r.Cost, r.ID, lim.Algorithm == admit.Concurrency, lim.Capacity())
+		return known, validate.Request(r.Key, r.Cost, r.ID, lim.Algorithm == admit.Concurrency, lim.Capacity())
 	}
 	if err := r.Validate(); err != nil {
 		return nil, err

@@ -8,6 +8,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/bound"
 )
 
 // MaxTiers is the most tiers a policy may name.
@@ -87,7 +88,7 @@ func (d *decoder) validateTiers(p *rawPolicy, pol Policy, policyOK bool) (map[st
 	for i := range p.tiers {
 		t := &p.tiers[i]
 		if !validName(t.name) {
-			d.errorf(t.key, "%s.tiers: tier name %q: want 1-%d characters of a-z, 0-9, '_' and '-'", p.path, t.name, admit.MaxNameLen)
+			d.errorf(t.key, "%s.tiers: tier name %q: want 1-%d characters of a-z, 0-9, '_' and '-'", p.path, t.name, bound.MaxNameLen)
 		}
 		if t.anyBad() {
 			continue // reported

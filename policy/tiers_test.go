@@ -126,11 +126,21 @@ func TestLimitFor(t *testing.T) {
 	}
 }
 
-// TestTierShapes checks, on the Limits' shapes (the part of a key that changes with the state's
-// shape, admit.Limit.Shape), what docs/configuration.md#tiers says a move between tiers does.
+// TestTierShapes checks, on the keys of one subject under each tier (a key changes with the state's
+// shape, docs/keys.md), what docs/configuration.md#tiers says a move between tiers does.
 func TestTierShapes(t *testing.T) {
 	cfg := parseTiers(t)
-	shape := func(name, tier string) string { return limitFor(t, cfg, name, tier).Shape() }
+	keys, err := admit.NewKeyBuilder([]byte("0123456789abcdef0123456789abcdef"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shape := func(name, tier string) string {
+		key, err := keys.Key(limitFor(t, cfg, name, tier), "1", admit.Subject{ID: "alice"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return key
+	}
 	for _, tc := range []struct {
 		policy, a, b string
 		same         bool
@@ -147,7 +157,7 @@ func TestTierShapes(t *testing.T) {
 		{"in-flight", "", "pro", true, "leases are kept whatever the limit and the TTL"},
 	} {
 		if a, b := shape(tc.policy, tc.a), shape(tc.policy, tc.b); (a == b) != tc.same {
-			t.Errorf("%s: tier %q has shape %s, tier %q %s: %s", tc.policy, tc.a, a, tc.b, b, tc.why)
+			t.Errorf("%s: tier %q has key %s, tier %q %s: %s", tc.policy, tc.a, a, tc.b, b, tc.why)
 		}
 	}
 }

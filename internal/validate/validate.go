@@ -1,8 +1,8 @@
-// Package check holds the error kinds of package admit and the checks of a Request's own fields,
+// Package validate holds the error kinds of package admit and the checks of a Request's own fields,
 // which admit's Request.Validate and a Store's fast path (memstore's, under a Limit it remembers as
 // valid) share, with the same errors. It imports only the standard library and internal leaves, so
 // the root package may stand on it; admit re-declares the error kinds under their public names.
-package check
+package validate
 
 import (
 	"fmt"
