@@ -107,14 +107,15 @@ type Result struct {
 // concurrency policy, an admitted Check takes a lease that it leaves held until it expires; use
 // [Service.Admit] to release it when the work is done.
 func (s *Service) Check(ctx context.Context, c Check) (Result, error) {
-	rs, err := s.requests(c)
+	var buf [admit.MaxRequests]Item
+	items, err := s.items(c, buf[:0])
 	if err != nil {
 		return Result{}, err
 	}
-	res := Result{Decisions: make([]admit.Decision, len(rs))}
-	allowed, err := admit.Decide(ctx, s.store, rs, res.Decisions)
+	res := Result{Decisions: make([]admit.Decision, len(items))}
+	allowed, _, err := s.decide(ctx, items, res.Decisions, plan{grouping: together, id: c.RequestID})
 	if err != nil {
-		return Result{}, err
+		return Result{}, checkError(c, err)
 	}
 	return res.decided(allowed), nil
 }
@@ -125,14 +126,18 @@ func (s *Service) Check(ctx context.Context, c Check) (Result, error) {
 // or has no concurrency policy, and does nothing when called again. It releases even when ctx is
 // done; a lease it cannot release (the Store unavailable) expires after its policy's lease TTL.
 func (s *Service) Admit(ctx context.Context, c Check) (res Result, release func(), err error) {
-	rs, err := s.requests(c)
+	var buf [admit.MaxRequests]Item
+	items, err := s.items(c, buf[:0])
 	if err != nil {
 		return Result{}, func() {}, err
 	}
-	res = Result{Decisions: make([]admit.Decision, len(rs))}
-	allowed, release, err := admit.Hold(ctx, s.store, rs, res.Decisions)
+	res = Result{Decisions: make([]admit.Decision, len(items))}
+	allowed, release, err := s.decide(ctx, items, res.Decisions, plan{grouping: together, id: c.RequestID, hold: true})
+	if release == nil { // an Item that cannot be decided: nothing held
+		release = func() {}
+	}
 	if err != nil {
-		return Result{}, release, err
+		return Result{}, release, checkError(c, err)
 	}
 	return res.decided(allowed), release, nil
 }
@@ -180,8 +185,8 @@ func LocalLimits(cfg *policy.Config) map[admit.Limit]int64 {
 	return limits
 }
 
-// requests returns the Requests of c under the loaded configuration, one per policy, in order.
-func (s *Service) requests(c Check) ([]admit.Request, error) {
+// items returns the Items of c's policies under its configuration, in order, appended to buf.
+func (s *Service) items(c Check, buf []Item) ([]Item, error) {
 	cfg := c.Config
 	if cfg == nil {
 		cfg = s.cfg.Load() // the one configuration of this Check, whatever Swap does meanwhile
@@ -190,7 +195,6 @@ func (s *Service) requests(c Check) ([]admit.Request, error) {
 	if n == 0 || n > admit.MaxRequests {
 		return nil, fmt.Errorf("%w: %d policies; want 1-%d", admit.ErrInvalidRequest, n, admit.MaxRequests)
 	}
-	rs := make([]admit.Request, n)
 	for i, name := range c.Policies {
 		p, ok := cfg.Policy(name)
 		if !ok {
@@ -201,14 +205,20 @@ func (s *Service) requests(c Check) ([]admit.Request, error) {
 				return nil, fmt.Errorf("%w: policy %q named twice", admit.ErrInvalidRequest, name)
 			}
 		}
-		rs[i].Limit = p.Limit
-		version := [1]string{p.Version}
-		if err := admit.Requests(rs[i:i+1], s.keys, version[:], c.Subject, c.Cost, c.RequestID); err != nil {
-			if rs[i].Key != "" { // the key was made, and the request failed its check: name the policy
-				return nil, fmt.Errorf("%w (policy %q)", err, name)
-			}
-			return nil, err
-		}
+		buf = append(buf, Item{Limit: p.Limit, Version: p.Version, Subject: c.Subject, Cost: c.Cost})
 	}
-	return rs, nil
+	return buf, nil
+}
+
+// checkError returns err, decide's for c, as a Check's error: an Item's own, naming its policy
+// when the Item's key was made and its Request failed its check.
+func checkError(c Check, err error) error {
+	var ie *ItemError
+	if !errors.As(err, &ie) {
+		return err
+	}
+	if ie.keyed {
+		return fmt.Errorf("%w (policy %q)", ie.Err, c.Policies[ie.Index])
+	}
+	return ie.Err
 }

@@ -11,8 +11,10 @@ import (
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/internal/redistest"
 	"github.com/admit-dev/admit/memstore"
+	"github.com/admit-dev/admit/policy"
 	"github.com/admit-dev/admit/policy/envoyconf"
 	"github.com/admit-dev/admit/redisstore"
+	"github.com/admit-dev/admit/service"
 	"github.com/admit-dev/admit/transport/rls"
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -67,7 +69,11 @@ func newServer(t testing.TB, store admit.Store, cfg *envoyconf.Config) *rls.Serv
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := rls.New(rls.Options{Store: store, Keys: keys, Config: cfg})
+	svc, err := service.New(store, keys, &policy.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := rls.New(rls.Options{Service: svc, Config: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}
