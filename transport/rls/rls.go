@@ -74,9 +74,9 @@ type Options struct {
 // value is not usable.
 type Server struct {
 	rlsv3.UnimplementedRateLimitServiceServer
-	svc   *service.Service
-	log   *lograte.Limiter // nil: nothing is logged
-	cfg   atomic.Pointer[envoyconf.Config]
+	svc *service.Service
+	log *lograte.Limiter // nil: nothing is logged
+	cfg atomic.Pointer[envoyconf.Config]
 }
 
 var _ rlsv3.RateLimitServiceServer = (*Server)(nil)
