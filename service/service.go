@@ -1,8 +1,8 @@
-// Package service decides checks against the policies of a configuration: the transport-neutral
-// core of `admit serve`, which its JSON API, forward-auth, the built-in demo and the proxy call. A
-// check's Requests are made by admit.Requests and decided by admit.Decide, the two steps of the
-// root package by which Envoy's rate limit service (package transport/rls, whose rules are
-// envoyproxy/ratelimit's) and an admit.Limiter reach the Store too.
+// Package service is the transport-neutral decision core of `admit serve`. Its JSON API,
+// forward-auth, the built-in demo and the proxy decide checks of policies ([Service.Check],
+// [Service.Admit]); Envoy's rate limit service decides its own rules as Items
+// ([Service.DecideItems]). All of them decide through one function of the Service, which makes the
+// Requests (admit.Requests), groups them and calls the Store.
 //
 // A [Service] holds one loaded [policy.Config] at a time and swaps it atomically on reload: a check
 // runs entirely on the configuration it started with, and a check that starts after a swap sees only
@@ -42,7 +42,7 @@ type Service struct {
 }
 
 // New returns a Service deciding on store, with keys from keys, under cfg. It reports an error when
-// any of them is nil.
+// any of them is nil. cfg may have no policies (&policy.Config{}): a Service for DecideItems alone.
 func New(store admit.Store, keys *admit.KeyBuilder, cfg *policy.Config) (*Service, error) {
 	if store == nil || keys == nil || cfg == nil {
 		return nil, errors.New("service: New needs a Store, a KeyBuilder and a Config")

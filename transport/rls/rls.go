@@ -15,6 +15,9 @@
 // decide, ShouldRateLimit answers the gRPC status UNAVAILABLE, never OK with code UNKNOWN, which
 // Envoy treats as allowed: Envoy's failure_mode_deny then decides. An invalid request is
 // INVALID_ARGUMENT, before any call to the Store.
+//
+// The Server decides through a service.Service (service.Service.DecideItems, the one decision
+// function of admit serve): it translates the protobuf request into Items and Decisions back.
 package rls
 
 import (
