@@ -113,7 +113,7 @@ func (l *Limiter) Take(ctx context.Context, s Subject, n int64, id string, ds []
 		if err := Requests(r[:], l.keys, l.versions, s, n, id); err != nil {
 			return Decision{}, err
 		}
-		d, err := l.store.Take(ctx, r[0]) // decides as Decide does, without its slices
+		d, err := l.store.Take(ctx, r[0]) // decides as TakeAll does, without its slices
 		if err == nil && ds != nil {
 			ds[0] = d
 		}
@@ -125,7 +125,7 @@ func (l *Limiter) Take(ctx context.Context, s Subject, n int64, id string, ds []
 	if err := l.requests(rs, s, n, id); err != nil {
 		return Decision{}, err
 	}
-	if _, err := Decide(ctx, l.store, rs, out); err != nil {
+	if _, err := l.store.TakeAll(ctx, rs, out); err != nil {
 		return Decision{}, err
 	}
 	copy(ds, out)
@@ -227,7 +227,7 @@ func Hold(ctx context.Context, store Store, rs []Request, ds []Decision) (allowe
 func takeHolding(ctx context.Context, store Store, rs []Request) (*holding, bool, error) {
 	h := &holding{store: store, ctx: context.WithoutCancel(ctx), rs: rs, ds: make([]Decision, len(rs))}
 	h.done.Store(true) // until the request is admitted: nothing to release or settle
-	allowed, err := Decide(ctx, store, h.rs, h.ds)
+	allowed, err := store.TakeAll(ctx, h.rs, h.ds)
 	if err != nil {
 		return h, false, err
 	}

@@ -3,6 +3,7 @@ package service_test
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/memstore"
@@ -48,4 +49,38 @@ policies:
 	// allowed=true policy=per-second remaining=1
 	// allowed=true policy=per-second remaining=0
 	// allowed=false policy=per-second remaining=0
+}
+
+// DecideItems decides limits that are no policies, such as the rules of Envoy's rate limit
+// service: here one client's limit and a path's under it, of one slot, all-or-nothing.
+func ExampleService_DecideItems() {
+	store := memstore.New(memstore.Options{})
+	defer store.Close()
+	keys, err := admit.NewKeyBuilder([]byte("a secret every instance shares"))
+	if err != nil {
+		panic(err)
+	}
+	svc, err := service.New(store, keys, &policy.Config{}) // no policies of its own
+	if err != nil {
+		panic(err)
+	}
+	client := admit.Limit{Name: "client", Algorithm: admit.FixedWindow, Rate: 10, Period: time.Hour}
+	path := admit.Limit{Name: "path", Algorithm: admit.FixedWindow, Rate: 2, Period: time.Hour}
+	items := []service.Item{
+		{Limit: client, Version: "1", Subject: admit.Subject{ID: "client=a", Slot: "client=a"}, Cost: 1},
+		{Limit: path, Version: "1", Subject: admit.Subject{ID: "client=a|path=/x", Slot: "client=a"}, Cost: 1},
+	}
+	ds := make([]admit.Decision, len(items))
+	for range 3 {
+		if err := svc.DecideItems(context.Background(), items, ds, service.BySlot); err != nil {
+			panic(err)
+		}
+		fmt.Printf("client allowed=%v remaining=%d; path allowed=%v remaining=%d\n", ds[0].Allowed, ds[0].Remaining, ds[1].Allowed, ds[1].Remaining)
+	}
+	// The third: the path is over, so the client's unit, which would fit, is not counted either.
+
+	// Output:
+	// client allowed=true remaining=9; path allowed=true remaining=1
+	// client allowed=true remaining=8; path allowed=true remaining=0
+	// client allowed=true remaining=8; path allowed=false remaining=0
 }

@@ -1,8 +1,8 @@
-// Package service decides checks against the policies of a configuration: the transport-neutral
-// core of `admit serve`, which its JSON API, forward-auth, the built-in demo and the proxy call. A
-// check's Requests are made by admit.Requests and decided by admit.Decide, the two steps of the
-// root package by which Envoy's rate limit service (package transport/rls, whose rules are
-// envoyproxy/ratelimit's) and an admit.Limiter reach the Store too.
+// Package service is the transport-neutral decision core of `admit serve`. Its JSON API,
+// forward-auth, the built-in demo and the proxy decide checks of policies ([Service.Check],
+// [Service.Admit]); Envoy's rate limit service decides its own rules as Items
+// ([Service.DecideItems]). All of them decide through one function of the Service, which makes the
+// Requests (admit.Requests), groups them and calls the Store.
 //
 // A [Service] holds one loaded [policy.Config] at a time and swaps it atomically on reload: a check
 // runs entirely on the configuration it started with, and a check that starts after a swap sees only
@@ -43,7 +43,7 @@ type Service struct {
 }
 
 // New returns a Service deciding on store, with keys from keys, under cfg. It reports an error when
-// any of them is nil.
+// any of them is nil. cfg may have no policies (&policy.Config{}): a Service for DecideItems alone.
 func New(store admit.Store, keys *admit.KeyBuilder, cfg *policy.Config) (*Service, error) {
 	if store == nil || keys == nil || cfg == nil {
 		return nil, errors.New("service: New needs a Store, a KeyBuilder and a Config")
@@ -108,14 +108,15 @@ type Result struct {
 // concurrency policy, an admitted Check takes a lease that it leaves held until it expires; use
 // [Service.Admit] to release it when the work is done.
 func (s *Service) Check(ctx context.Context, c Check) (Result, error) {
-	rs, err := s.requests(c)
+	var buf [bound.MaxRequests]Item
+	items, err := s.items(c, buf[:0])
 	if err != nil {
 		return Result{}, err
 	}
-	res := Result{Decisions: make([]admit.Decision, len(rs))}
-	allowed, err := admit.Decide(ctx, s.store, rs, res.Decisions)
+	res := Result{Decisions: make([]admit.Decision, len(items))}
+	allowed, _, err := s.decide(ctx, items, res.Decisions, plan{grouping: together, id: c.RequestID})
 	if err != nil {
-		return Result{}, err
+		return Result{}, checkError(c, err)
 	}
 	return res.decided(allowed), nil
 }
@@ -126,14 +127,18 @@ func (s *Service) Check(ctx context.Context, c Check) (Result, error) {
 // or has no concurrency policy, and does nothing when called again. It releases even when ctx is
 // done; a lease it cannot release (the Store unavailable) expires after its policy's lease TTL.
 func (s *Service) Admit(ctx context.Context, c Check) (res Result, release func(), err error) {
-	rs, err := s.requests(c)
+	var buf [bound.MaxRequests]Item
+	items, err := s.items(c, buf[:0])
 	if err != nil {
 		return Result{}, func() {}, err
 	}
-	res = Result{Decisions: make([]admit.Decision, len(rs))}
-	allowed, release, err := admit.Hold(ctx, s.store, rs, res.Decisions)
+	res = Result{Decisions: make([]admit.Decision, len(items))}
+	allowed, release, err := s.decide(ctx, items, res.Decisions, plan{grouping: together, id: c.RequestID, hold: true})
+	if release == nil { // an Item that cannot be decided: nothing held
+		release = func() {}
+	}
 	if err != nil {
-		return Result{}, release, err
+		return Result{}, release, checkError(c, err)
 	}
 	return res.decided(allowed), release, nil
 }
@@ -186,8 +191,8 @@ func LocalLimits(cfg *policy.Config) map[admit.Limit]int64 {
 	return limits
 }
 
-// requests returns the Requests of c under the loaded configuration, one per policy, in order.
-func (s *Service) requests(c Check) ([]admit.Request, error) {
+// items returns the Items of c's policies under its configuration, in order, appended to buf.
+func (s *Service) items(c Check, buf []Item) ([]Item, error) {
 	cfg := c.Config
 	if cfg == nil {
 		cfg = s.cfg.Load() // the one configuration of this Check, whatever Swap does meanwhile
@@ -196,7 +201,6 @@ func (s *Service) requests(c Check) ([]admit.Request, error) {
 	if n == 0 || n > bound.MaxRequests {
 		return nil, fmt.Errorf("%w: %d policies; want 1-%d", admit.ErrInvalidRequest, n, bound.MaxRequests)
 	}
-	rs := make([]admit.Request, n)
 	for i, name := range c.Policies {
 		p, ok := cfg.Policy(name)
 		if !ok {
@@ -207,14 +211,20 @@ func (s *Service) requests(c Check) ([]admit.Request, error) {
 				return nil, fmt.Errorf("%w: policy %q named twice", admit.ErrInvalidRequest, name)
 			}
 		}
-		rs[i].Limit = p.Limit
-		version := [1]string{p.Version}
-		if err := admit.Requests(rs[i:i+1], s.keys, version[:], c.Subject, c.Cost, c.RequestID); err != nil {
-			if rs[i].Key != "" { // the key was made, and the request failed its check: name the policy
-				return nil, fmt.Errorf("%w (policy %q)", err, name)
-			}
-			return nil, err
-		}
+		buf = append(buf, Item{Limit: p.Limit, Version: p.Version, Subject: c.Subject, Cost: c.Cost})
 	}
-	return rs, nil
+	return buf, nil
+}
+
+// checkError returns err, decide's for c, as a Check's error: an Item's own, naming its policy
+// when the Item's key was made and its Request failed its check.
+func checkError(c Check, err error) error {
+	var ie *ItemError
+	if !errors.As(err, &ie) {
+		return err
+	}
+	if ie.keyed {
+		return fmt.Errorf("%w (policy %q)", ie.Err, c.Policies[ie.Index])
+	}
+	return ie.Err
 }

@@ -16,7 +16,7 @@ import (
 )
 
 // startRLS starts Envoy's rate limit service of admit serve: it loads the directory of
-// --envoy-config, listens on --grpc-listen, and serves there on d's Store until ctx is done, then
+// --envoy-config, listens on --grpc-listen, and serves there through d's Service until ctx is done, then
 // stops gracefully within shutdownGrace and sends the exit code to done, which holds one code to
 // replace. It reloads the directory on SIGHUP and when its files change. On a failure to start it
 // returns the exit code, having logged why; else exitOK and a context that is cancelled when the
@@ -28,7 +28,7 @@ func startRLS(ctx context.Context, d *daemon, done chan int) (context.Context, i
 		logger.Error("cannot load the Envoy rate limit configuration", "dir", d.cfg.envoyConfig, "error", err)
 		return ctx, exitUsage
 	}
-	s, err := rls.New(rls.Options{Store: d.store, Keys: d.keys, Config: cfg, Logger: logger})
+	s, err := rls.New(rls.Options{Service: d.svc, Config: cfg, Logger: logger})
 	if err != nil {
 		logger.Error("cannot build the Envoy rate limit service", "error", err)
 		return ctx, exitError

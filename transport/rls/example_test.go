@@ -7,7 +7,9 @@ import (
 
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/memstore"
+	"github.com/admit-dev/admit/policy"
 	"github.com/admit-dev/admit/policy/envoyconf"
+	"github.com/admit-dev/admit/service"
 	"github.com/admit-dev/admit/transport/rls"
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -31,7 +33,8 @@ descriptors:
 	store := memstore.New(memstore.Options{})
 	defer store.Close()
 	keys, _ := admit.NewKeyBuilder([]byte("a secret of at least 16 bytes"))
-	s, _ := rls.New(rls.Options{Store: store, Keys: keys, Config: cfg})
+	svc, _ := service.New(store, keys, &policy.Config{}) // no policies of its own: it decides Envoy's rules
+	s, _ := rls.New(rls.Options{Service: svc, Config: cfg})
 	g, _ := rls.NewGRPCServer(s)
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
 	go g.Serve(ln)

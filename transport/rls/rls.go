@@ -15,6 +15,9 @@
 // decide, ShouldRateLimit answers the gRPC status UNAVAILABLE, never OK with code UNKNOWN, which
 // Envoy treats as allowed: Envoy's failure_mode_deny then decides. An invalid request is
 // INVALID_ARGUMENT, before any call to the Store.
+//
+// The Server decides through a service.Service (service.Service.DecideItems, the one decision
+// function of admit serve): it translates the protobuf request into Items and Decisions back.
 package rls
 
 import (
@@ -26,11 +29,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/admit-dev/admit"
-	"github.com/admit-dev/admit/internal/bound"
-	"github.com/admit-dev/admit/internal/lograte"
-	"github.com/admit-dev/admit/internal/slot"
-	"github.com/admit-dev/admit/policy/envoyconf"
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
@@ -40,6 +38,11 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/lograte"
+	"github.com/admit-dev/admit/policy/envoyconf"
+	"github.com/admit-dev/admit/service"
 )
 
 // Bounds on a request, beyond which it is INVALID_ARGUMENT.
@@ -59,15 +62,11 @@ const (
 // KeyVersion is the policy version of every key the Server makes (admit.KeyBuilder.Key).
 const KeyVersion = "1"
 
-// keyVersions is KeyVersion for admit.Requests.
-var keyVersions = [1]string{KeyVersion}
-
 // Options configure a [Server].
 type Options struct {
-	// Store decides; required. admit serve passes its stack: metrics → guard → backend.
-	Store admit.Store
-	// Keys makes the keys; required.
-	Keys *admit.KeyBuilder
+	// Service decides, with its Store and KeyBuilder (service.Service.DecideItems); required. It
+	// needs no policies: admit serve passes its own, deciding on metrics → guard → backend.
+	Service *service.Service
 	// Config is the configuration of the domains; required. Swap replaces it.
 	Config *envoyconf.Config
 	// Logger logs the requests the Store could not decide, at a bounded rate: the first at once,
@@ -79,24 +78,23 @@ type Options struct {
 // value is not usable.
 type Server struct {
 	rlsv3.UnimplementedRateLimitServiceServer
-	store admit.Store
-	keys  *admit.KeyBuilder
-	log   *lograte.Limiter // nil: nothing is logged
-	cfg   atomic.Pointer[envoyconf.Config]
+	svc *service.Service
+	log *lograte.Limiter // nil: nothing is logged
+	cfg atomic.Pointer[envoyconf.Config]
 }
 
 var _ rlsv3.RateLimitServiceServer = (*Server)(nil)
 
 // New returns a Server of opts, or an error when a required option is missing.
 func New(opts Options) (*Server, error) {
-	if opts.Store == nil || opts.Keys == nil || opts.Config == nil {
-		return nil, errors.New("rls: New needs a Store, a KeyBuilder and a Config")
+	if opts.Service == nil || opts.Config == nil {
+		return nil, errors.New("rls: New needs a Service and a Config")
 	}
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{store: opts.Store, keys: opts.Keys,
+	s := &Server{svc: opts.Service,
 		log: lograte.New(logger, lograte.DefaultInterval, lograte.Kind{Level: slog.LevelWarn, Msg: "rls: cannot decide"})}
 	s.cfg.Store(opts.Config)
 	return s, nil
@@ -135,73 +133,82 @@ func NewGRPCServer(s *Server, opts ...grpc.ServerOption) (*grpc.Server, *health.
 	return g, h
 }
 
-// A check is one descriptor of a request, as decided.
+// A check is one descriptor of a request, as planned.
 type check struct {
 	rule *envoyconf.Rule // nil: no rule, or replaced
-	key  string
-	cost int64
-	d    admit.Decision
+	item int             // its index in the Items decided; -1 for none
 }
 
 // ShouldRateLimit decides req (see the package doc).
 func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	cfg := s.cfg.Load()
-	checks, err := s.plan(cfg, req)
+	checks, items, err := plan(cfg, req)
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
-	if err := s.decide(ctx, checks, cfg.Atomic(req.GetDomain())); err != nil {
+	grouping := service.Separately
+	if cfg.Atomic(req.GetDomain()) {
+		grouping = service.BySlot
+	}
+	ds := make([]admit.Decision, len(items))
+	if err := s.svc.DecideItems(ctx, items, ds, grouping); err != nil {
+		if ie, ok := errors.AsType[*service.ItemError](err); ok {
+			return nil, status.Error(codes.InvalidArgument, fmt.Sprintf("descriptor %d: %v", descriptorOf(checks, ie.Index), ie.Err))
+		}
 		if errors.Is(err, admit.ErrInvalidRequest) || errors.Is(err, admit.ErrInvalidLimit) {
 			return nil, status.Error(codes.InvalidArgument, err.Error())
 		}
 		s.log.Log(ctx, 0, err, slog.String("domain", req.GetDomain()))
 		return nil, status.Error(codes.Unavailable, "admit: cannot decide: "+err.Error())
 	}
-	return respond(checks), nil
+	return respond(checks, ds), nil
 }
 
-// plan validates req and finds each descriptor's rule, key and cost, without I/O.
-func (s *Server) plan(cfg *envoyconf.Config, req *rlsv3.RateLimitRequest) ([]check, error) {
+// plan validates req, finds each descriptor's rule, subject and cost, and returns the Items of
+// the descriptors whose rules limit, without I/O.
+func plan(cfg *envoyconf.Config, req *rlsv3.RateLimitRequest) ([]check, []service.Item, error) {
 	domain, ds := req.GetDomain(), req.GetDescriptors()
 	switch {
 	case domain == "":
-		return nil, errors.New("empty domain")
+		return nil, nil, errors.New("empty domain")
 	case len(domain) > MaxDomainLen:
-		return nil, fmt.Errorf("domain of %d bytes; want at most %d", len(domain), MaxDomainLen)
+		return nil, nil, fmt.Errorf("domain of %d bytes; want at most %d", len(domain), MaxDomainLen)
 	case len(ds) == 0:
-		return nil, errors.New("no descriptors")
+		return nil, nil, errors.New("no descriptors")
 	case len(ds) > MaxDescriptors:
-		return nil, fmt.Errorf("%d descriptors; want at most %d", len(ds), MaxDescriptors)
+		return nil, nil, fmt.Errorf("%d descriptors; want at most %d", len(ds), MaxDescriptors)
 	}
 	checks := make([]check, len(ds))
+	items := make([]service.Item, 0, len(ds))
 	replaced := make(map[string]bool)
 	entries := make([]envoyconf.Entry, 0, MaxEntries)
 	atomicDomain := cfg.Atomic(domain)
 	for i, d := range ds {
+		checks[i].item = -1
 		es := d.GetEntries()
 		switch {
 		case len(es) == 0:
-			return nil, fmt.Errorf("descriptor %d: no entries", i)
+			return nil, nil, fmt.Errorf("descriptor %d: no entries", i)
 		case len(es) > MaxEntries:
-			return nil, fmt.Errorf("descriptor %d: %d entries; want at most %d", i, len(es), MaxEntries)
+			return nil, nil, fmt.Errorf("descriptor %d: %d entries; want at most %d", i, len(es), MaxEntries)
 		case d.GetIsNegativeHits():
-			return nil, fmt.Errorf("descriptor %d: negative hits are not supported", i)
+			return nil, nil, fmt.Errorf("descriptor %d: negative hits are not supported", i)
 		}
 		entries = entries[:0]
 		for j, e := range es {
 			if e.GetKey() == "" || len(e.GetKey()) > MaxEntryLen || len(e.GetValue()) > MaxEntryLen {
-				return nil, fmt.Errorf("descriptor %d, entry %d: want a key of 1-%d bytes and a value of at most %d", i, j, MaxEntryLen, MaxEntryLen)
+				return nil, nil, fmt.Errorf("descriptor %d, entry %d: want a key of 1-%d bytes and a value of at most %d", i, j, MaxEntryLen, MaxEntryLen)
 			}
 			entries = append(entries, envoyconf.Entry{Key: e.GetKey(), Value: e.GetValue()})
 		}
 		cost := int64(req.GetHitsAddend())
 		if h := d.GetHitsAddend(); h != nil {
 			if h.GetValue() > math.MaxUint32 {
-				return nil, fmt.Errorf("descriptor %d: hits_addend %d; want at most %d", i, h.GetValue(), uint32(math.MaxUint32))
+				return nil, nil, fmt.Errorf("descriptor %d: hits_addend %d; want at most %d", i, h.GetValue(), uint32(math.MaxUint32))
 			}
 			cost = int64(h.GetValue())
 		}
-		checks[i].cost = max(cost, 1) // 0 means 1, as Envoy defines it
+		cost = max(cost, 1) // 0 means 1, as Envoy defines it
 		rule := cfg.Match(domain, entries)
 		if rule == nil || rule.Unlimited {
 			checks[i].rule = rule
@@ -216,22 +223,35 @@ func (s *Server) plan(cfg *envoyconf.Config, req *rlsv3.RateLimitRequest) ([]che
 			if atomicDomain {
 				sub.Slot = subject(domain, entries[:1])
 			}
-			r := [1]admit.Request{{Limit: rule.Limit}} // its cost is summed by decide
-			if err := admit.Requests(r[:], s.keys, keyVersions[:], sub, 0, ""); err != nil {
-				return nil, fmt.Errorf("descriptor %d: %w", i, err)
-			}
-			checks[i].key = r[0].Key
+			checks[i].item = len(items)
+			items = append(items, service.Item{Limit: rule.Limit, Version: KeyVersion, Subject: sub, Cost: cost})
 		}
 		for _, r := range rule.Replaces {
 			replaced[r] = true
 		}
 	}
+	n := 0 // the Items of the descriptors not replaced, in order
 	for i := range checks {
-		if r := checks[i].rule; r != nil && r.Name != "" && replaced[r.Name] {
-			checks[i].rule = nil // replaced by another descriptor's rule: not limited
+		c := &checks[i]
+		if c.rule != nil && c.rule.Name != "" && replaced[c.rule.Name] {
+			c.rule, c.item = nil, -1 // replaced by another descriptor's rule: not limited
+		}
+		if c.item >= 0 {
+			items[n], c.item = items[c.item], n
+			n++
 		}
 	}
-	return checks, nil
+	return checks, items[:n], nil
+}
+
+// descriptorOf returns the index of the descriptor of checks whose Item is item.
+func descriptorOf(checks []check, item int) int {
+	for i := range checks {
+		if checks[i].item == item {
+			return i
+		}
+	}
+	return -1
 }
 
 // override returns rule with the requests per unit and unit of a descriptor's limit override, as
@@ -263,97 +283,8 @@ func subject(domain string, entries []envoyconf.Entry) string {
 	return string(b)
 }
 
-// decide decides the checks that have a key. In a domain with atomic: true (atomic), those whose
-// keys share a hash slot are decided together, all-or-nothing, up to bound.MaxRequests keys at a
-// time, and descriptors repeated in one request — one key under one Limit — are one Request of
-// their hits summed, so that all of them fit or none is counted. In any other domain each check is
-// decided on its own, in the request's order, a repeated descriptor counted once per repetition, as
-// envoyproxy/ratelimit counts it. A cost above a rule's capacity can never be admitted: it is
-// decided as a peek, and over the limit, as are the checks decided with it.
-func (s *Server) decide(ctx context.Context, checks []check, atomic bool) error {
-	// A group is one TakeAll: its Requests, and for each check the Request that decides it.
-	type group struct {
-		rs    []admit.Request
-		byKey map[string]int // a key's index in rs
-		idx   []int          // the checks the group decides
-		req   []int          // per check of idx, its index in rs
-	}
-	var groups []*group
-	bySlot := make(map[uint16][]*group)
-	for i := range checks {
-		c := &checks[i]
-		if c.rule == nil || c.key == "" {
-			continue
-		}
-		var g *group
-		j := -1
-		if atomic {
-			keySlot := slot.Of(c.key)
-			for _, cand := range bySlot[keySlot] {
-				if k, ok := cand.byKey[c.key]; ok {
-					if cand.rs[k].Limit == c.rule.Limit {
-						g, j = cand, k // a repeated descriptor: its hits join the first's
-						break
-					}
-					continue // the same key under another Limit (a limit override): apart
-				}
-				if len(cand.rs) < bound.MaxRequests {
-					g = cand
-					break
-				}
-			}
-			if g == nil {
-				g = &group{byKey: make(map[string]int)}
-				bySlot[keySlot] = append(bySlot[keySlot], g)
-			}
-		} else {
-			g = &group{byKey: make(map[string]int)}
-		}
-		if len(g.idx) == 0 {
-			groups = append(groups, g)
-		}
-		if j < 0 {
-			j = len(g.rs)
-			g.rs = append(g.rs, admit.Request{Key: c.key, Limit: c.rule.Limit})
-			g.byKey[c.key] = j
-		}
-		g.rs[j].Cost += c.cost // at most 64 × (2^32 − 1): no overflow
-		g.idx = append(g.idx, i)
-		g.req = append(g.req, j)
-	}
-	for _, g := range groups {
-		costs := make([]int64, len(g.rs))
-		tooBig := false
-		for j := range g.rs {
-			costs[j] = g.rs[j].Cost
-			if costs[j] > g.rs[j].Limit.Capacity() {
-				tooBig = tooBig || !g.rs[j].Limit.Shadow
-				g.rs[j].Cost = 0
-			}
-		}
-		if tooBig { // the group is rejected whatever the others: peek them all
-			for j := range g.rs {
-				g.rs[j].Cost = 0
-			}
-		}
-		ds := make([]admit.Decision, len(g.rs))
-		if _, err := admit.Decide(ctx, s.store, g.rs, ds); err != nil {
-			return err
-		}
-		for n, i := range g.idx {
-			j := g.req[n]
-			c := &checks[i]
-			c.d = ds[j]
-			if costs[j] > g.rs[j].Limit.Capacity() {
-				c.d.Allowed = false
-			}
-		}
-	}
-	return nil
-}
-
-// respond returns the response of decided checks.
-func respond(checks []check) *rlsv3.RateLimitResponse {
+// respond returns the response of checks, whose Items' Decisions are ds.
+func respond(checks []check, ds []admit.Decision) *rlsv3.RateLimitResponse {
 	resp := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK, Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(checks))}
 	for i := range checks {
 		c := &checks[i]
@@ -368,7 +299,7 @@ func respond(checks []check) *rlsv3.RateLimitResponse {
 		}
 		lim := c.rule.Limit
 		st.CurrentLimit = &rlsv3.RateLimitResponse_RateLimit{Name: c.rule.Name, RequestsPerUnit: uint32(lim.Rate), Unit: unitOf(c.rule.Unit)}
-		if c.key == "" { // requests_per_unit 0: every request is over
+		if c.item < 0 { // requests_per_unit 0: every request is over
 			if !lim.Shadow {
 				st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
 				resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
@@ -378,9 +309,10 @@ func respond(checks []check) *rlsv3.RateLimitResponse {
 			}
 			continue
 		}
-		st.LimitRemaining = uint32(min(max(c.d.Remaining, 0), math.MaxUint32))
-		st.DurationUntilReset = durationpb.New(c.d.ResetAfter)
-		if !c.d.Allowed && !lim.Shadow {
+		d := &ds[c.item]
+		st.LimitRemaining = uint32(min(max(d.Remaining, 0), math.MaxUint32))
+		st.DurationUntilReset = durationpb.New(d.ResetAfter)
+		if !d.Allowed && !lim.Shadow {
 			st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
 			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 		}

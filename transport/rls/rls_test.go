@@ -11,8 +11,10 @@ import (
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/internal/redistest"
 	"github.com/admit-dev/admit/memstore"
+	"github.com/admit-dev/admit/policy"
 	"github.com/admit-dev/admit/policy/envoyconf"
 	"github.com/admit-dev/admit/redisstore"
+	"github.com/admit-dev/admit/service"
 	"github.com/admit-dev/admit/transport/rls"
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -45,15 +47,7 @@ func serve(t testing.TB, store admit.Store) (rlsv3.RateLimitServiceClient, *grpc
 // serveConfig is serve with the configuration cfg.
 func serveConfig(t testing.TB, store admit.Store, cfg *envoyconf.Config) (rlsv3.RateLimitServiceClient, *grpc.ClientConn) {
 	t.Helper()
-	keys, err := admit.NewKeyBuilder([]byte("0123456789abcdef0123456789abcdef"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := rls.New(rls.Options{Store: store, Keys: keys, Config: cfg})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, _ := rls.NewGRPCServer(s)
+	g, _ := rls.NewGRPCServer(newServer(t, store, cfg))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -66,6 +60,24 @@ func serveConfig(t testing.TB, store admit.Store, cfg *envoyconf.Config) (rlsv3.
 	}
 	t.Cleanup(func() { conn.Close() })
 	return rlsv3.NewRateLimitServiceClient(conn), conn
+}
+
+// newServer returns a Server of cfg deciding on store.
+func newServer(t testing.TB, store admit.Store, cfg *envoyconf.Config) *rls.Server {
+	t.Helper()
+	keys, err := admit.NewKeyBuilder([]byte("0123456789abcdef0123456789abcdef"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := service.New(store, keys, &policy.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := rls.New(rls.Options{Service: svc, Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 // memStore returns a memstore whose clock stands 10 s into a day, so that no aligned window ends
