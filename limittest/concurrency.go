@@ -391,7 +391,6 @@ func testConcurrencyReplay(t *testing.T, b Backend) {
 	run(t, b, s1, keys[0], lims[0], []step{{n: 0, allowed: true, remaining: 1}})
 }
 
-
 // testNewLimitKeepsLeases checks that a key's leases count under a new rate or lease TTL (a
 // concurrency key's shape does not change with them: admit.Limit.Shape), never answering an error: a
 // lease acquired under a longer TTL keeps its expiry, and is reported as ending within the new one.
