@@ -349,7 +349,7 @@ func testConcurrencyMultiPolicy(t *testing.T, b Backend) {
 		tokens = append(tokens, ds[2].Token)
 	}
 	// The concurrency limit is full: rejected, and nothing consumed from the others.
-	allowed, ds := rejectAll(t, s, requests(lims, keys, 1, ""))
+	allowed, ds := takeAllUnchecked(t, s, requests(lims, keys, 1, ""))
 	if allowed || ds[2].Allowed || ds[2].Token != 0 || !ds[1].Allowed || ds[1].Remaining != 1 {
 		t.Fatalf("take with the leases all held: %+v; want rejected by inflight only, daily still at 1 left", ds)
 	}
@@ -360,7 +360,7 @@ func testConcurrencyMultiPolicy(t *testing.T, b Backend) {
 		t.Fatalf("take after a release: %+v; want allowed, a lease", ds)
 	}
 	release(t, s, keys[2], lims[2], ds[2].Token)
-	allowed, ds = rejectAll(t, s, requests(lims, keys, 1, ""))
+	allowed, ds = takeAllUnchecked(t, s, requests(lims, keys, 1, ""))
 	if allowed || ds[1].Allowed || !ds[2].Allowed || ds[2].Token != 0 || ds[2].Remaining != 1 {
 		t.Fatalf("take with daily full: %+v; want rejected by daily, inflight reported as it is (1 left), no lease", ds)
 	}
@@ -390,19 +390,6 @@ func testConcurrencyReplay(t *testing.T, b Backend) {
 	}
 	release(t, s2, keys[0], lims[0], again[0].Token)
 	run(t, b, s1, keys[0], lims[0], []step{{n: 0, allowed: true, remaining: 1}})
-}
-
-// rejectAll calls s.TakeAll and fails the test on an error, without checking the Decisions as
-// takeAll does: in a rejected request, a policy that would have admitted reports its key as it is,
-// as a peek does, though its Request has a cost.
-func rejectAll(t *testing.T, s admit.Store, rs []admit.Request) (bool, []admit.Decision) {
-	t.Helper()
-	ds := make([]admit.Decision, len(rs))
-	allowed, err := s.TakeAll(t.Context(), rs, ds)
-	if err != nil {
-		t.Fatalf("TakeAll of %d requests: unexpected error: %v", len(rs), err)
-	}
-	return allowed, ds
 }
 
 // testNewLimitKeepsLeases checks that a key's leases count under a new rate or lease TTL (a

@@ -33,21 +33,31 @@ func checkFixedWindow(t *testing.T, d admit.Decision, n int64) {
 	}
 }
 
-func testSequence(t *testing.T, b Backend) {
-	lim := fw(3, time.Minute)
-	ds := run(t, b, b.Open(t), newKey(), lim, []step{
+// fillThree returns the steps that fill a fresh key of a Limit of 3 one unit at a time, then more.
+func fillThree(more ...step) []step {
+	return append([]step{
 		{n: 1, allowed: true, remaining: 2, fresh: true},
 		{n: 1, allowed: true, remaining: 1},
 		{n: 1, allowed: true, remaining: 0},
 		{n: 1, allowed: false, remaining: 0},
-		{n: 1, allowed: false, remaining: 0},
-	})
-	// On a shared clock the window only shrinks: nothing above may have moved it.
-	for i := 1; i < len(ds); i++ {
+	}, more...)
+}
+
+// resetNeverGrows reports, with t.Errorf, each of ds from ds[from] on whose ResetAfter is later than
+// the one before it; why ends the message.
+func resetNeverGrows(t *testing.T, ds []admit.Decision, from int, why string) {
+	t.Helper()
+	for i := from; i < len(ds); i++ {
 		if ds[i].ResetAfter > ds[i-1].ResetAfter {
-			t.Errorf("step %d: ResetAfter grew from %v to %v; the window must never be extended", i, ds[i-1].ResetAfter, ds[i].ResetAfter)
+			t.Errorf("step %d: ResetAfter grew from %v to %v%s", i, ds[i-1].ResetAfter, ds[i].ResetAfter, why)
 		}
 	}
+}
+
+func testSequence(t *testing.T, b Backend) {
+	ds := run(t, b, b.Open(t), newKey(), fw(3, time.Minute), fillThree(step{n: 1, allowed: false, remaining: 0}))
+	// On a shared clock the window only shrinks: nothing above may have moved it.
+	resetNeverGrows(t, ds, 1, "; the window must never be extended")
 }
 
 func testWindowExpires(t *testing.T, b Backend) {

@@ -125,10 +125,11 @@ func runChild(t *testing.T, newBackend func(t *testing.T) Backend) bool {
 	return true
 }
 
-// testProcesses races childProcesses processes, each with childWorkers goroutines, on a key of every
-// algorithm and on a pair of keys decided together, and requires that exactly the limits were
-// admitted in all.
-func testProcesses(t *testing.T, b Backend) {
+// childCommand skips t unless b is a SharedBackend, and returns its address and a function that
+// makes the command of a child: this test binary, running t's top-level test again, with env
+// (NAME=value) added to its environment.
+func childCommand(t *testing.T, b Backend) (addr string, child func(env string) *exec.Cmd) {
+	t.Helper()
 	sb, ok := b.(SharedBackend)
 	if !ok {
 		t.Skip("the Backend is not a SharedBackend: its state is this process's own")
@@ -137,10 +138,22 @@ func testProcesses(t *testing.T, b Backend) {
 	if err != nil {
 		t.Fatalf("cannot find the test binary: %v", err)
 	}
-	lims, pair := raceLimits(), racePair()
 	top, _, _ := strings.Cut(t.Name(), "/")
+	return sb.Address(), func(env string) *exec.Cmd {
+		cmd := exec.CommandContext(t.Context(), exe, "-test.run=^"+top+"$", "-test.count=1", "-test.v")
+		cmd.Env = append(os.Environ(), env)
+		return cmd
+	}
+}
+
+// testProcesses races childProcesses processes, each with childWorkers goroutines, on a key of every
+// algorithm and on a pair of keys decided together, and requires that exactly the limits were
+// admitted in all.
+func testProcesses(t *testing.T, b Backend) {
+	addr, child := childCommand(t, b)
+	lims, pair := raceLimits(), racePair()
 	pairKey := "rl:limittest:" + newSlot()
-	work := []string{sb.Address(), pairKey}
+	work := []string{addr, pairKey}
 	for range lims {
 		work = append(work, newKey())
 	}
@@ -152,9 +165,7 @@ func testProcesses(t *testing.T, b Backend) {
 	var wg sync.WaitGroup
 	for i := range childProcesses {
 		wg.Go(func() {
-			cmd := exec.CommandContext(t.Context(), exe, "-test.run=^"+top+"$", "-test.count=1", "-test.v")
-			cmd.Env = append(os.Environ(), childEnv+"="+strings.Join(work, " "))
-			outs[i], errs[i] = cmd.CombinedOutput()
+			outs[i], errs[i] = child(childEnv + "=" + strings.Join(work, " ")).CombinedOutput()
 		})
 	}
 	wg.Wait()
@@ -241,18 +252,9 @@ func runHolder(t *testing.T, newBackend func(t *testing.T) Backend, hold string)
 // the lease TTL: a child process acquires every lease of a key and is killed; the
 // key is full, and one TTL later free again.
 func testKilledHolder(t *testing.T, b Backend) {
-	sb, ok := b.(SharedBackend)
-	if !ok {
-		t.Skip("the Backend is not a SharedBackend: its state is this process's own")
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatalf("cannot find the test binary: %v", err)
-	}
-	top, _, _ := strings.Cut(t.Name(), "/")
+	addr, child := childCommand(t, b)
 	key := newKey()
-	cmd := exec.CommandContext(t.Context(), exe, "-test.run=^"+top+"$", "-test.count=1", "-test.v")
-	cmd.Env = append(os.Environ(), holderEnv+"="+sb.Address()+" "+key)
+	cmd := child(holderEnv + "=" + addr + " " + key)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

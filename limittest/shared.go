@@ -47,23 +47,11 @@ func testConcurrent(t *testing.T, b Backend, a *algorithm) {
 	key := newKey()
 	stores := [2]admit.Store{b.Open(t), b.Open(t)}
 
-	var ready, done sync.WaitGroup
-	start := make(chan struct{})
 	ds := make([]admit.Decision, goroutines)
 	errs := make([]error, goroutines)
-	for i := range goroutines {
-		ready.Add(1)
-		done.Add(1)
-		go func() {
-			defer done.Done()
-			ready.Done()
-			<-start
-			ds[i], errs[i] = stores[i%2].Take(t.Context(), admit.Request{Key: key, Limit: lim, Cost: 1})
-		}()
-	}
-	ready.Wait()
-	close(start) // release every goroutine at once
-	done.Wait()
+	race(goroutines, func(i int) {
+		ds[i], errs[i] = stores[i%2].Take(t.Context(), admit.Request{Key: key, Limit: lim, Cost: 1})
+	})
 
 	var remaining []int64
 	for i, d := range ds {
@@ -88,6 +76,37 @@ func testConcurrent(t *testing.T, b Backend, a *algorithm) {
 	if d := take(t, stores[0], key, lim, 0); !d.Allowed || d.Remaining != 0 {
 		t.Errorf("peek after the race = allowed %v, remaining %d; want allowed true, remaining 0", d.Allowed, d.Remaining)
 	}
+}
+
+// race calls f(0) … f(goroutines-1), each on a goroutine of its own, all released at once when every
+// one has started, and returns when every call has.
+func race(goroutines int, f func(i int)) {
+	var ready, done sync.WaitGroup
+	start := make(chan struct{})
+	ready.Add(goroutines)
+	done.Add(goroutines)
+	for i := range goroutines {
+		go func() {
+			defer done.Done()
+			ready.Done()
+			<-start
+			f(i)
+		}()
+	}
+	ready.Wait()
+	close(start)
+	done.Wait()
+}
+
+// raceCount is race, and counts the calls of f that return true.
+func raceCount(goroutines int, f func(i int) bool) int {
+	var n atomic.Int64
+	race(goroutines, func(i int) {
+		if f(i) {
+			n.Add(1)
+		}
+	})
+	return int(n.Load())
 }
 
 func testSharedAcrossStores(t *testing.T, b Backend, a *algorithm) {

@@ -39,14 +39,10 @@ func checkSlidingLog(t *testing.T, d admit.Decision, lim admit.Limit, n int64) {
 func testSlidingLogSequence(t *testing.T, b Backend) {
 	lim := sl(3, time.Minute)
 	start := backendNow(t, b)
-	ds := run(t, b, b.Open(t), newKey(), lim, []step{
-		{n: 1, allowed: true, remaining: 2, fresh: true},
-		{n: 1, allowed: true, remaining: 1},
-		{n: 1, allowed: true, remaining: 0},
-		{n: 1, allowed: false, remaining: 0},
-		{n: 2, allowed: false, remaining: 0},
-		{n: 0, allowed: true, remaining: 0},
-	})
+	ds := run(t, b, b.Open(t), newKey(), lim, fillThree(
+		step{n: 2, allowed: false, remaining: 0},
+		step{n: 0, allowed: true, remaining: 0},
+	))
 	// The first entry leaves first; a cost of 2 waits for the second too, which leaves no earlier. On a
 	// real-time backend the second rejection is decided later than the first, by at most elapsed, so
 	// its wait for a no earlier exit may be that much shorter (and a millisecond, for rounding up).

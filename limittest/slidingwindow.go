@@ -97,22 +97,13 @@ func estimate(t *testing.T, d admit.Decision, lim admit.Limit, p, c, n int64) ti
 }
 
 func testSlidingWindowSequence(t *testing.T, b Backend) {
-	lim := sw(3, time.Minute)
-	ds := run(t, b, b.Open(t), newKey(), lim, []step{
-		{n: 1, allowed: true, remaining: 2, fresh: true},
-		{n: 1, allowed: true, remaining: 1},
-		{n: 1, allowed: true, remaining: 0},
-		{n: 1, allowed: false, remaining: 0},
-		{n: 1, allowed: false, remaining: 0},
-		{n: 0, allowed: true, remaining: 0},
-	})
+	ds := run(t, b, b.Open(t), newKey(), sw(3, time.Minute), fillThree(
+		step{n: 1, allowed: false, remaining: 0},
+		step{n: 0, allowed: true, remaining: 0},
+	))
 	// On a shared clock the key only empties: nothing above may have pushed its reset later, but
 	// each admission, whose units weigh until the end of the next window.
-	for i := 3; i < len(ds); i++ {
-		if ds[i].ResetAfter > ds[i-1].ResetAfter {
-			t.Errorf("step %d: ResetAfter grew from %v to %v without an admission", i, ds[i-1].ResetAfter, ds[i].ResetAfter)
-		}
-	}
+	resetNeverGrows(t, ds, 3, " without an admission")
 }
 
 // testPreviousWindowWeighs fills a key in one window and follows its count into the next: the

@@ -128,18 +128,34 @@ func startOps(ctx context.Context, cancel context.CancelFunc, d *daemon, addr st
 	return exitOK
 }
 
+// goServe calls serve(ln) on a goroutine of its own, logs msg with ln's address, and returns the
+// channel that receives what serve returns.
+func goServe(ln net.Listener, serve func(net.Listener) error, logger *slog.Logger, msg string) <-chan error {
+	served := make(chan error, 1)
+	go func() { served <- serve(ln) }()
+	logger.Info(msg, "addr", ln.Addr().String())
+	return served
+}
+
+// stoppedEarly waits until ctx is done or served receives, and reports the latter: the server
+// stopped on its own, which it logs as msg with the error, and answers by calling cancel.
+func stoppedEarly(ctx context.Context, cancel context.CancelFunc, served <-chan error, logger *slog.Logger, msg string) bool {
+	select {
+	case err := <-served:
+		logger.Error(msg, "error", err)
+		cancel()
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
 // serveOps serves srv on ln until ctx is done, then shuts it down gracefully within
 // shutdownGrace, and returns the exit code. A failure of Serve calls cancel.
 func serveOps(ctx context.Context, cancel context.CancelFunc, ln net.Listener, srv *http.Server, logger *slog.Logger) int {
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	logger.Info("listening for metrics", "addr", ln.Addr().String())
-	select {
-	case err := <-served:
-		logger.Error("metrics server stopped", "error", err)
-		cancel()
+	served := goServe(ln, srv.Serve, logger, "listening for metrics")
+	if stoppedEarly(ctx, cancel, served, logger, "metrics server stopped") {
 		return exitError
-	case <-ctx.Done():
 	}
 	sctx, cancelShutdown := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancelShutdown()

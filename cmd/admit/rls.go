@@ -52,15 +52,9 @@ func startRLS(ctx context.Context, d *daemon, done chan int) (context.Context, i
 // serveGRPC serves g on ln until ctx is done, then stops gracefully: health NOT_SERVING, no new
 // streams, in-flight calls finished within shutdownGrace, else cut. A failure of Serve cancels.
 func serveGRPC(ctx context.Context, cancel context.CancelFunc, ln net.Listener, g *grpc.Server, h *health.Server, logger *slog.Logger) int {
-	served := make(chan error, 1)
-	go func() { served <- g.Serve(ln) }()
-	logger.Info("listening for gRPC", "addr", ln.Addr().String())
-	select {
-	case err := <-served:
-		logger.Error("gRPC server stopped", "error", err)
-		cancel()
+	served := goServe(ln, g.Serve, logger, "listening for gRPC")
+	if stoppedEarly(ctx, cancel, served, logger, "gRPC server stopped") {
 		return exitError
-	case <-ctx.Done():
 	}
 	h.Shutdown()
 	stopped := make(chan struct{})

@@ -547,9 +547,7 @@ func newServer(h http.Handler, logger *slog.Logger) *http.Server {
 
 // runServer serves srv on ln until ctx is done, then shuts down gracefully, as serveHTTP does.
 func runServer(ctx context.Context, ln net.Listener, srv *http.Server, grace time.Duration, logger *slog.Logger) error {
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	logger.Info("listening", "addr", ln.Addr().String())
+	served := goServe(ln, srv.Serve, logger, "listening")
 
 	select {
 	case err := <-served:

@@ -108,11 +108,9 @@ if named_concurrency then
     return allowed, remaining, retry, reset
   end
 
-  -- apply makes the writes of an admission on the state read into p.
+  -- apply makes the writes of an admission (p.cost 1; take.lua calls it for no other) on the state
+  -- read into p.
   function concurrency.apply(key, p)
-    if p.cost == 0 then
-      return
-    end
     local card, live, last, now, w, tok = p.card, p.live, p.last, p.now, p.w, p.token
     --@fragment concurrency_apply
     -- A concurrency key's admission of the lease tok on the state concurrency_read read: the removal

@@ -143,11 +143,9 @@ if named_fixed_window then
   -- apply makes the one write of an admission, and returns its token: the window's end, the key's
   -- absolute expiry in Unix milliseconds (PEXPIRETIME), which INCRBY never changes, so that settle can
   -- tell the window apart from any later one. Aligned, read knows it already: t + ttl, or ends for a
-  -- new window. The cost is written as its argument's own string (settle's overrun sets cost_arg).
+  -- new window. The cost (1 or more: take.lua and settle.lua call it for no other) is written as its
+  -- argument's own string (settle's overrun sets cost_arg).
   function fixed_window.apply(key, p)
-    if p.cost == 0 then
-      return
-    end
     local count, t, ends, cs, ws = p.count, p.t, p.ends, p.cost_arg or ARGV[p.arg + 2], ARGV[p.arg + 1]
     --@fragment fixed_window_write
     -- A fixed window's write of an admission of cs units (a decimal string) on the state
@@ -172,8 +170,9 @@ if named_fixed_window then
   end
 
   if settling then -- only the settle script settles: a take makes no closure for it
-    -- settle makes the write of settling a reservation whose token is token at delta = actual − reserved
-    -- units, on the state read into p, and returns whether an overrun fit whole (algo.FixedWindowSettle).
+    -- settle settles a reservation whose token is token at delta = actual − reserved units, on the state
+    -- read into p (algo.FixedWindowSettle): a refund (delta below 0) makes its write and returns 0, an
+    -- overrun writes nothing and returns the units of it that fit now, which settle.lua admits.
     function fixed_window.settle(key, p, token, delta)
       local count, expires, limit = p.count, p.expires, p.limit
       if delta < 0 then
@@ -192,7 +191,7 @@ if named_fixed_window then
           end
         end
         --@end
-        return true
+        return 0
       end
       --@fragment fixed_window_overrun
       -- How many units of an overrun of delta (0 or more) a fixed window admits now, as an admission
@@ -208,11 +207,7 @@ if named_fixed_window then
         n = delta
       end
       --@end
-      if n > 0 then
-        p.cost, p.cost_arg = n, string.format('%d', n)
-        fixed_window.apply(key, p)
-      end
-      return n == delta
+      return n
     end
   end
 end

@@ -125,11 +125,9 @@ if named_gcra then
     return allowed, remaining, retry, reset
   end
 
-  -- apply makes the one write of an admission, and returns its token: the TAT just after it.
+  -- apply makes the one write of an admission of p.cost units (1 or more: take.lua and settle.lua call
+  -- it for no other), and returns its token: the TAT just after it.
   function gcra.apply(key, p)
-    if p.cost == 0 then
-      return
-    end
     local now, backlog = now(), p.backlog + p.cost * p.interval
     --@fragment gcra_set
     -- Writes a gcra bucket's new TAT, now + backlog (µs), expiring 1 ms after it (rounded up to the
@@ -143,9 +141,10 @@ if named_gcra then
   end
 
   if settling then -- only the settle script settles: a take makes no closure for it
-    -- settle makes the write of settling a reservation whose token is the TAT its admission left (Unix
-    -- µs) at delta = actual − reserved units, on the state read into p, and returns whether an overrun fit
-    -- whole (algo.GCRASettle).
+    -- settle settles a reservation whose token is the TAT its admission left (Unix µs) at delta =
+    -- actual − reserved units, on the state read into p (algo.GCRASettle): a refund (delta below 0)
+    -- makes its write and returns 0, an overrun writes nothing and returns the units of it that fit
+    -- now, which settle.lua admits.
     function gcra.settle(key, p, token, delta)
       local now, backlog, interval, tolerance = now(), p.backlog, p.interval, p.tolerance
       if delta < 0 then
@@ -170,7 +169,7 @@ if named_gcra then
           end
         end
         --@end
-        return true
+        return 0
       end
       --@fragment gcra_overrun
       -- How many units of an overrun of delta (0 or more) a gcra bucket admits now: what fits, at
@@ -181,11 +180,7 @@ if named_gcra then
         n = delta
       end
       --@end
-      if n > 0 then
-        p.cost = n
-        gcra.apply(key, p)
-      end
-      return n == delta
+      return n
     end
   end
 end

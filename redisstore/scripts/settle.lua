@@ -11,8 +11,10 @@
 -- peek of it, or, when an overrun did not fit whole, the rejection of one unit more.
 --
 -- The key is read and checked as take.lua reads it (corrupt state is refused before any write); the
--- module's settle makes the one write (none when nothing changes); then the key is read again, into a
--- fresh policy, and decided as take.lua decides, so that the reply is the stored state's.
+-- module's settle makes a refund's write, or says how many units of an overrun fit now, which are
+-- admitted as take.lua admits them, with the module's apply (no write when nothing changes); then the
+-- key is read again, into a fresh policy, and decided as take.lua decides, so that the reply is the
+-- stored state's.
 
 local name = ARGV[1]
 local alg = name == 'fixed_window' and fixed_window or name == 'gcra' and gcra or name == 'sliding_window' and
@@ -42,8 +44,13 @@ local ok, why = alg.read(KEYS[1], p)
 if not ok then
   return redis.error_reply('ADMIT_CORRUPT ' .. why)
 end
-local probe = 0
-if not alg.settle(KEYS[1], p, token, actual - p.cost) then
+local probe, delta = 0, actual - p.cost
+local n = alg.settle(KEYS[1], p, token, delta)
+if n > 0 then
+  p.cost, p.cost_arg = n, string.format('%d', n)
+  alg.apply(KEYS[1], p)
+end
+if n < delta then
   probe = 1 -- an overrun that did not fit whole: the key is full
 end
 

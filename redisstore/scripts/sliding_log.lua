@@ -94,12 +94,10 @@ if named_sliding_log then
     return allowed, remaining, retry, reset
   end
 
-  -- apply makes the writes of an admission of p.cost units on the state read into p.
+  -- apply makes the writes of an admission of p.cost units (1 or more: take.lua and settle.lua call it
+  -- for no other) on the state read into p.
   function sliding_log.apply(key, p)
     local units = p.cost
-    if units == 0 then
-      return
-    end
     local now, card, count, newest, w = p.now, p.card, p.count, p.newest, p.w
     --@fragment sliding_log_append
     -- A sliding log's admission of units (1 or more) on the state sliding_log_read read: the trim of
@@ -135,9 +133,10 @@ if named_sliding_log then
   end
 
   if settling then -- only the settle script settles: a take makes no closure for it
-    -- settle makes the write of settling a reservation whose token is the time its units were logged
-    -- at (Unix µs) at delta = actual − reserved units, on the state read into p, and returns whether an
-    -- overrun fit whole (algo.SlidingLogSettle).
+    -- settle settles a reservation whose token is the time its units were logged at (Unix µs) at delta
+    -- = actual − reserved units, on the state read into p (algo.SlidingLogSettle): a refund (delta
+    -- below 0) makes its write and returns 0, an overrun writes nothing and returns the units of it
+    -- that fit now, which settle.lua admits.
     function sliding_log.settle(key, p, token, delta)
       local now, w = p.now, p.w
       if delta < 0 then
@@ -166,7 +165,7 @@ if named_sliding_log then
           end
         end
         --@end
-        return true
+        return 0
       end
       local count, limit = p.count, p.limit
       --@fragment sliding_log_overrun
@@ -180,11 +179,7 @@ if named_sliding_log then
         units = delta
       end
       --@end
-      if units > 0 then
-        p.cost = units
-        sliding_log.apply(key, p)
-      end
-      return units == delta
+      return units
     end
   end
 

@@ -206,11 +206,9 @@ local function sliding_window_define()
   end
 
   -- apply makes the write of an admission: HINCRBY in the key's own window, else the whole state anew
-  -- with its expiry. It returns its token: the current window's start, in Unix microseconds.
+  -- with its expiry, of p.cost units (1 or more: take.lua and settle.lua call it for no other). It
+  -- returns its token: the current window's start, in Unix microseconds.
   function sliding_window.apply(key, p)
-    if p.cost == 0 then
-      return
-    end
     local same, cur, prev, w, cs = p.same, p.cur, p.prev, p.w, p.cost_arg
     --@fragment sliding_window_write
     -- A sliding window's write of an admission of cs units (a decimal string): HINCRBY in the key's
@@ -228,18 +226,14 @@ local function sliding_window_define()
   end
 
   if settling then -- only the settle script settles: a take makes no closure for it
-    -- settle makes the write of settling a reservation whose token is the start of its window (Unix
-    -- µs) at delta = actual − reserved units, on the state read into p, and returns whether an overrun
-    -- fit whole (algo.SlidingWindowSettle).
+    -- settle settles a reservation whose token is the start of its window (Unix µs) at delta = actual
+    -- − reserved units, on the state read into p (algo.SlidingWindowSettle): a refund (delta below 0)
+    -- makes its write and returns 0, an overrun writes nothing and returns the units of it that fit
+    -- now, which settle.lua admits.
     function sliding_window.settle(key, p, token, delta)
       if delta >= 0 then
         local _, left = sliding_window.decide(p, 0)
-        local n = math.min(delta, left)
-        if n > 0 then
-          p.cost, p.cost_arg = n, string.format('%d', n)
-          sliding_window.apply(key, p)
-        end
-        return n == delta
+        return math.min(delta, left)
       end
       local cur, w, prev, curr, same, op, arg = p.cur, p.w, p.prev, p.curr, p.same, nil, nil
       --@fragment sliding_window_refund
@@ -288,7 +282,7 @@ local function sliding_window_define()
         redis.call('HSET', key, 'prev', '0', 'curr', string.format('%d', arg))
       end
       --@end
-      return true
+      return 0
     end
   end
 

@@ -137,8 +137,9 @@ if reply[1] == 0 then
   return reply
 end
 for k = 1, n do
-  if reply[5 * k - 2] == 1 then -- not a shadow policy that would have limited
-    reply[5 * k + 2] = policies[k].alg.apply(KEYS[k], policies[k]) or 0
+  local p = policies[k]
+  if reply[5 * k - 2] == 1 and p.cost > 0 then -- not a shadow policy that would have limited, nor a peek
+    reply[5 * k + 2] = p.alg.apply(KEYS[k], p) or 0
   end
 end
 if record and consumed then
