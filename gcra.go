@@ -2,6 +2,7 @@ package admit
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/admit-dev/admit/internal/bound"
@@ -55,19 +56,25 @@ func (l Limit) validateGCRA() error {
 		return nil // Validate reports it
 	}
 	if p < l.Rate {
-		return fmt.Errorf("%w: gcra: %d per %v is more than one unit per microsecond: the emission interval, period/rate, must be at least %v",
-			ErrInvalidLimit, l.Rate, l.Period, minEmissionInterval)
+		return fmt.Errorf("%w: gcra: %d per %v is more than one unit per microsecond: the emission interval, period/rate, must be at least %s",
+			ErrInvalidLimit, l.Rate, l.Period, plainDuration(minEmissionInterval))
 	}
 	t := l.EmissionInterval().Microseconds()
 	if slower := t*l.Rate - p; slower*bound.MaxIntervalRounding >= p { // t*Rate < p + Rate ≤ 2p: no overflow
-		return fmt.Errorf("%w: gcra: the emission interval %v/%d rounds up to %v, a rate %.2f%% lower; at most 1%% is allowed: use a rate that divides %d us, or a lower rate",
-			ErrInvalidLimit, l.Period, l.Rate, l.EmissionInterval(), 100*float64(slower)/float64(t*l.Rate), p)
+		return fmt.Errorf("%w: gcra: the emission interval %v/%d rounds up to %s, a rate %.2f%% lower; at most 1%% is allowed: use a rate that divides %d us, or a lower rate",
+			ErrInvalidLimit, plainDuration(l.Period), l.Rate, plainDuration(l.EmissionInterval()), 100*float64(slower)/float64(t*l.Rate), p)
 	}
 	if c, most := l.Capacity(), bound.MaxTolerance.Microseconds()/t; c > most {
-		return fmt.Errorf("%w: gcra: burst %d x emission interval %v exceeds %v (2^52 us); at most %d units at this rate",
-			ErrInvalidLimit, c, l.EmissionInterval(), bound.MaxTolerance, most)
+		return fmt.Errorf("%w: gcra: burst %d x emission interval %s exceeds %v (2^52 us); at most %d units at this rate",
+			ErrInvalidLimit, c, plainDuration(l.EmissionInterval()), bound.MaxTolerance, most)
 	}
 	return nil
+}
+
+// plainDuration returns d as time.Duration.String does, with "us" for the microsecond sign: error
+// strings are plain ASCII.
+func plainDuration(d time.Duration) string {
+	return strings.Replace(d.String(), "\u00b5s", "us", 1)
 }
 
 // gcraTolerance returns how long a full bucket of a valid GCRA Limit l takes to empty: Capacity ×

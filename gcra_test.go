@@ -30,7 +30,7 @@ func TestValidateGCRA(t *testing.T) {
 		{gcra(250_000, time.Second, bound.MaxRate), ""},                // τ = 4·10^15 µs ≤ 2^52
 		{gcra(1001, time.Millisecond, 0), "more than one unit per microsecond"},
 		{gcra(bound.MaxRate, time.Minute, 0), "more than one unit per microsecond"},
-		{gcra(300_000, time.Second, 0), "rounds up to 4µs, a rate 16.67% lower"},
+		{gcra(300_000, time.Second, 0), "rounds up to 4us, a rate 16.67% lower"},
 		{gcra(999, time.Millisecond, 0), "at most 1% is allowed"},
 		{gcra(1, time.Second, 4_503_599_628), "exceeds 1250999h"}, // 2^52 µs ≈ 1251000 h; 1 s × burst
 		{gcra(1, time.Minute, 75_059_994), "at most 75059993 units"},
@@ -57,7 +57,7 @@ func TestValidateGCRA(t *testing.T) {
 	if err := gcra(1, time.Second, 4_503_599_628).Validate(); !strings.Contains(err.Error(), "2^52 us") {
 		t.Errorf("the tolerance bound is not named: %v", err)
 	}
-	if err := gcra(2000, time.Millisecond, 0).Validate(); !strings.Contains(err.Error(), "at least 1µs") {
+	if err := gcra(2000, time.Millisecond, 0).Validate(); !strings.Contains(err.Error(), "at least 1us") {
 		t.Errorf("the interval bound is not named: %v", err)
 	}
 }

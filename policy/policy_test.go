@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/internal/bound"
@@ -48,6 +49,9 @@ func TestErrorFixtures(t *testing.T) {
 			}
 			if got := err.Error() + "\n"; got != string(want) {
 				t.Errorf("errors:\n%s\nwant:\n%s", got, want)
+			}
+			if i := strings.IndexFunc(err.Error(), func(r rune) bool { return r > unicode.MaxASCII }); i >= 0 {
+				t.Errorf("the error holds a non-ASCII character at byte %d: %q", i, err.Error())
 			}
 		})
 	}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/admit-dev/admit/policy"
 	"github.com/admit-dev/admit/policy/envoyconf"
@@ -47,6 +48,9 @@ func TestErrorFixtures(t *testing.T) {
 			}
 			if got := err.Error() + "\n"; got != string(want) {
 				t.Errorf("errors:\n%s\nwant:\n%s", got, want)
+			}
+			if i := strings.IndexFunc(err.Error(), func(r rune) bool { return r > unicode.MaxASCII }); i >= 0 {
+				t.Errorf("the error holds a non-ASCII character at byte %d: %q", i, err.Error())
 			}
 		})
 	}
