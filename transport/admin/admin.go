@@ -16,7 +16,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -29,6 +28,7 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/jsonanswer"
 	"github.com/admit-dev/admit/internal/lograte"
 	"github.com/admit-dev/admit/memstore"
 	"github.com/admit-dev/admit/service"
@@ -245,18 +245,7 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 }
 
 // writeJSON answers status with v as JSON, not to be cached.
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	body, err := json.Marshal(v)
-	if err != nil {
-		panic(err) // the API's own types always marshal
-	}
-	hdr := w.Header()
-	hdr.Set("Content-Type", "application/json")
-	hdr.Set("Cache-Control", "no-store")
-	hdr.Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
-	w.Write(append(body, '\n'))
-}
+func writeJSON(w http.ResponseWriter, status int, v any) { jsonanswer.Write(w, status, v) }
 
 // unavailable answers r 503: the Store could not decide, for err.
 func (h *Handler) unavailable(ctx context.Context, w http.ResponseWriter, path string, err error) {
