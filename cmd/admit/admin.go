@@ -19,10 +19,24 @@ const (
 	defaultAdminURL    = "http://" + defaultAdminListen
 )
 
-// adminFlags defines the admin API's flags of admit serve on fs, into cfg.
+// adminConfig is the part of admit serve's command line about the admin API.
+type adminConfig struct {
+	listen       string // --admin-listen: the admin API's address
+	listenSet    bool   // --admin-listen was given: it needs a token
+	tokenFile    string // the admin token's file, if tokenFileSet
+	tokenFileSet bool   // --admin-token-file was given: it wins over ADMIT_ADMIN_TOKEN
+}
+
+// adminFlags defines the admin API's flags of admit serve on fs, into cfg.admin.
 func adminFlags(fs *flag.FlagSet, cfg *serveConfig) {
-	fs.StringVar(&cfg.adminListen, "admin-listen", defaultAdminListen, "`address` of the admin API's own listener, served only with an admin token")
-	fs.StringVar(&cfg.adminTokenFile, adminTokenFileFlag, "", "read the admin token from the file at `PATH` (one trailing newline is dropped); default $"+adminTokenEnv)
+	fs.StringVar(&cfg.admin.listen, "admin-listen", defaultAdminListen, "`address` of the admin API's own listener, served only with an admin token")
+	fs.StringVar(&cfg.admin.tokenFile, adminTokenFileFlag, "", "read the admin token from the file at `PATH` (one trailing newline is dropped); default $"+adminTokenEnv)
+}
+
+// visit records in a that the flag f was given, if it is one of the admin API's.
+func (a *adminConfig) visit(f *flag.Flag) {
+	a.listenSet = a.listenSet || f.Name == "admin-listen"
+	a.tokenFileSet = a.tokenFileSet || f.Name == adminTokenFileFlag
 }
 
 // adminToken returns the admin token and where it came from: the file at path, less one trailing
@@ -52,7 +66,7 @@ func adminToken(path string, fileSet bool) (token []byte, source string, err err
 // context that is cancelled when the admin server fails, so that the others stop too.
 func startAdmin(ctx context.Context, d *daemon, done chan int) (context.Context, int) {
 	logger := d.logger
-	token, source, err := adminToken(d.cfg.adminTokenFile, d.cfg.adminTokenFileSet)
+	token, source, err := adminToken(d.cfg.admin.tokenFile, d.cfg.admin.tokenFileSet)
 	switch {
 	case err != nil:
 		logger.Error("no usable admin token", "error", err)
@@ -60,8 +74,8 @@ func startAdmin(ctx context.Context, d *daemon, done chan int) (context.Context,
 	case token == nil:
 		logger.Info("admin API", "state", "off", "note", "no admin token: set "+adminTokenEnv+" or --"+adminTokenFileFlag+" PATH to serve it on --admin-listen")
 		return ctx, exitOK
-	case d.cfg.adminListen == d.cfg.listen && !strings.HasSuffix(d.cfg.listen, ":0"): // port 0: two free ports
-		logger.Error("the admin API needs a listener of its own", "error", fmt.Errorf("--admin-listen %s is the data plane's address", d.cfg.adminListen))
+	case d.cfg.admin.listen == d.cfg.listen && !strings.HasSuffix(d.cfg.listen, ":0"): // port 0: two free ports
+		logger.Error("the admin API needs a listener of its own", "error", fmt.Errorf("--admin-listen %s is the data plane's address", d.cfg.admin.listen))
 		return ctx, exitUsage
 	}
 	h, err := admin.New(admin.Options{Service: d.svc, Token: token, Logger: logger})
@@ -69,7 +83,7 @@ func startAdmin(ctx context.Context, d *daemon, done chan int) (context.Context,
 		logger.Error("cannot build the admin API", "error", err)
 		return ctx, exitError
 	}
-	ln, err := net.Listen("tcp", d.cfg.adminListen)
+	ln, err := net.Listen("tcp", d.cfg.admin.listen)
 	if err != nil {
 		logger.Error("cannot listen for the admin API", "error", err)
 		return ctx, exitError

@@ -164,9 +164,12 @@ func TestServeAdminToken(t *testing.T) {
 		t.Errorf("an admin listener started without a token:\n%s", logs)
 	}
 	var stderr bytes.Buffer
-	if code := run(t.Context(), []string{"serve", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"}, &bytes.Buffer{}, &stderr); code != exitUsage ||
-		!strings.Contains(stderr.String(), "admit serve: --admin-listen needs an admin token: --admin-token-file PATH or ADMIT_ADMIN_TOKEN") {
-		t.Errorf("--admin-listen without a token: exit %d, stderr %q; want 2 saying so", code, stderr.String())
+	for _, addr := range []string{"127.0.0.1:0", defaultAdminListen} { // the default too, when given
+		stderr.Reset()
+		if code := run(t.Context(), []string{"serve", "--listen", "127.0.0.1:0", "--admin-listen", addr}, &bytes.Buffer{}, &stderr); code != exitUsage ||
+			!strings.Contains(stderr.String(), "admit serve: --admin-listen needs an admin token: --admin-token-file PATH or ADMIT_ADMIN_TOKEN") {
+			t.Errorf("--admin-listen %s without a token: exit %d, stderr %q; want 2 saying so", addr, code, stderr.String())
+		}
 	}
 	t.Setenv(adminTokenEnv, testAdminToken)
 	stderr.Reset()

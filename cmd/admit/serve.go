@@ -34,22 +34,20 @@ import (
 // settings of its configuration file applied: flag, then environment, then file. It never holds the
 // secret itself.
 type serveConfig struct {
-	listen            string
-	listenSet         bool            // --listen was given: it wins over the file's server.listen
-	redisURL          string          // "" = in-memory backend
-	secretFile        string          // the HMAC secret's file, if secretFileSet
-	secretFileSet     bool            // --hmac-secret-file was given: it wins over ADMIT_HMAC_SECRET
-	configFile        string          // --config: the configuration file, or "" for the built-in demo policy
-	logFormat         string          // --log-format: text or json
-	fileSecretFile    string          // the configuration file's server.hmac_secret_file, the last resort
-	upstream          string          // --upstream of admit proxy: the app's URL
-	grpcListen        string          // --grpc-listen of admit serve: the Envoy rate limit service's address
-	grpcListenSet     bool            // --grpc-listen was given
-	redisTLS          policy.RedisTLS // the file's server.redis_tls
-	envoyConfig       string          // --envoy-config of admit serve: the directory of envoyproxy/ratelimit's files, or ""
-	adminListen       string          // --admin-listen of admit serve: the admin API's address
-	adminTokenFile    string          // the admin token's file, if adminTokenFileSet
-	adminTokenFileSet bool            // --admin-token-file was given: it wins over ADMIT_ADMIN_TOKEN
+	listen         string
+	listenSet      bool            // --listen was given: it wins over the file's server.listen
+	redisURL       string          // "" = in-memory backend
+	secretFile     string          // the HMAC secret's file, if secretFileSet
+	secretFileSet  bool            // --hmac-secret-file was given: it wins over ADMIT_HMAC_SECRET
+	configFile     string          // --config: the configuration file, or "" for the built-in demo policy
+	logFormat      string          // --log-format: text or json
+	fileSecretFile string          // the configuration file's server.hmac_secret_file, the last resort
+	upstream       string          // --upstream of admit proxy: the app's URL
+	grpcListen     string          // --grpc-listen of admit serve: the Envoy rate limit service's address
+	grpcListenSet  bool            // --grpc-listen was given
+	redisTLS       policy.RedisTLS // the file's server.redis_tls
+	envoyConfig    string          // --envoy-config of admit serve: the directory of envoyproxy/ratelimit's files, or ""
+	admin          adminConfig     // the admin API's flags of admit serve
 }
 
 // applyFile applies the server settings of the configuration file to cfg, where no flag or
@@ -79,7 +77,7 @@ func parseServe(args []string, stdout, stderr io.Writer) (cfg serveConfig, code 
 	if cfg.grpcListen != defaultGRPCListen && cfg.envoyConfig == "" {
 		return cfg, badUsage(stderr, "serve", "--grpc-listen needs --envoy-config DIR, the configuration of Envoy's rate limit service"), true
 	}
-	if cfg.adminListen != defaultAdminListen && !cfg.adminTokenFileSet && os.Getenv(adminTokenEnv) == "" {
+	if cfg.admin.listenSet && !cfg.admin.tokenFileSet && os.Getenv(adminTokenEnv) == "" {
 		return cfg, badUsage(stderr, "serve", "--admin-listen needs an admin token: --%s PATH or %s", adminTokenFileFlag, adminTokenEnv), true
 	}
 	return cfg, exitOK, false
@@ -169,7 +167,7 @@ func parseCommand(name, listen, usage string, args []string, stdout, stderr io.W
 		redisSet = redisSet || f.Name == "redis"
 		cfg.listenSet = cfg.listenSet || f.Name == "listen"
 		cfg.secretFileSet = cfg.secretFileSet || f.Name == secretFileFlag
-		cfg.adminTokenFileSet = cfg.adminTokenFileSet || f.Name == adminTokenFileFlag
+		cfg.admin.visit(f)
 	})
 	source := "--redis"
 	if !redisSet {
