@@ -31,6 +31,7 @@ import (
 	"github.com/admit-dev/admit/internal/jsonanswer"
 	"github.com/admit-dev/admit/internal/lograte"
 	"github.com/admit-dev/admit/memstore"
+	"github.com/admit-dev/admit/policy"
 	"github.com/admit-dev/admit/service"
 )
 
@@ -73,7 +74,7 @@ type Options struct {
 type Handler struct {
 	svc      *service.Service
 	token    [sha256.Size]byte
-	failures *admit.Limiter // failed authentications per client address
+	failures *service.Service // failed authentications per client address: failurePolicy
 	log      *lograte.Limiter
 	routes   map[string]route
 }
@@ -84,8 +85,13 @@ type route struct {
 	serve  func(w http.ResponseWriter, r *http.Request, body []byte)
 }
 
-// failureLimit is the Limit of failed authentications per client address.
-var failureLimit = admit.Limit{Name: "admin-auth", Algorithm: admit.FixedWindow, Rate: FailureLimit, Period: FailureWindow}
+// failurePolicy names the policy of failed authentications per client address, which
+// failureConfig holds: FailureLimit per FailureWindow, in a fixed window from the first failure.
+const failurePolicy = "admin-auth"
+
+// failureConfig is the configuration of the Handler's own Service, which counts failures.
+var failureConfig = fmt.Sprintf("policies:\n  - name: %s\n    algorithm: fixed_window\n    limit: %d\n    window: %s\n",
+	failurePolicy, FailureLimit, FailureWindow)
 
 // The kinds of the Handler's log records: indexes of logKinds.
 const (
@@ -114,8 +120,15 @@ func New(opts Options) (*Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	cfg, err := policy.Parse("admin", []byte(failureConfig))
+	if err != nil {
+		return nil, err
+	}
 	// No sweeper, so no goroutine: an insert reclaims expired counters.
-	store := memstore.New(memstore.Options{SweepInterval: -1, MaxEntries: maxAddresses})
+	failures, err := service.New(memstore.New(memstore.Options{SweepInterval: -1, MaxEntries: maxAddresses}), keys, cfg)
+	if err != nil {
+		return nil, err
+	}
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.Default()
@@ -123,7 +136,7 @@ func New(opts Options) (*Handler, error) {
 	h := &Handler{
 		svc:      opts.Service,
 		token:    sha256.Sum256(opts.Token),
-		failures: admit.NewLimiter(store, keys, failureLimit),
+		failures: failures,
 		log:      lograte.New(logger, lograte.DefaultInterval, logKinds...),
 	}
 	h.routes = map[string]route{
@@ -167,18 +180,23 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // budget; if not, it has answered r: 429 once the budget is spent, else 401, counting a failure.
 func (h *Handler) authorized(w http.ResponseWriter, r *http.Request) bool {
 	client := clientAddr(r.RemoteAddr)
-	subject := admit.Subject{ID: client}
+	failure := service.Check{Policies: []string{failurePolicy}, Subject: admit.Subject{ID: client}}
 	// A spent budget refuses the right token too: else a guesser would learn which guess is right.
-	if d, err := h.failures.AllowN(r.Context(), subject, 0); err == nil && (!d.Allowed || d.Remaining == 0) {
-		h.refused(w, r, client, d.ResetAfter)
+	if res, err := h.failures.Check(r.Context(), failure); err == nil && res.Decisions[0].Remaining == 0 {
+		h.refused(w, r, client, res.Decisions[0].ResetAfter)
 		return false
 	}
 	if h.bearsToken(r) {
 		return true
 	}
-	d, err := h.failures.AllowN(r.Context(), subject, 1)
-	if err != nil || !d.Allowed { // counters full, or the budget spent meanwhile
-		h.refused(w, r, client, max(d.ResetAfter, time.Second))
+	failure.Cost = 1
+	res, err := h.failures.Check(r.Context(), failure)
+	if err != nil || !res.Allowed { // counters full, or the budget spent meanwhile
+		wait := time.Second
+		if err == nil {
+			wait = max(res.Decisions[0].ResetAfter, wait)
+		}
+		h.refused(w, r, client, wait)
 		return false
 	}
 	h.log.Log(r.Context(), logRefused, errors.New("unauthorized"), slog.String("client", client))
