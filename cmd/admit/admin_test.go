@@ -171,6 +171,11 @@ func TestServeAdminToken(t *testing.T) {
 			t.Errorf("--admin-listen %s without a token: exit %d, stderr %q; want 2 saying so", addr, code, stderr.String())
 		}
 	}
+	stderr.Reset()
+	if code := run(t.Context(), []string{"proxy", "--upstream", "http://127.0.0.1:1", "--admin-listen", "127.0.0.1:0"}, &bytes.Buffer{}, &stderr); code != exitUsage ||
+		!strings.Contains(stderr.String(), "flag provided but not defined: --admin-listen") {
+		t.Errorf("admit proxy --admin-listen: exit %d, stderr %q; want 2: the proxy has no admin API", code, stderr.String())
+	}
 	t.Setenv(adminTokenEnv, testAdminToken)
 	stderr.Reset()
 	if code := run(t.Context(), []string{"serve", "--listen", "127.0.0.1:18099", "--admin-listen", "127.0.0.1:18099"}, &bytes.Buffer{}, &stderr); code != exitUsage ||
