@@ -56,6 +56,12 @@ var importRules = []importRule{
 	{"transport/httpproxy/...", "transport/rls/...", "transports stand side by side"},
 	{"transport/rls/...", "transport/httpapi/...", "transports stand side by side"},
 	{"transport/rls/...", "transport/httpproxy/...", "transports stand side by side"},
+	{"transport/admin/...", "transport/httpapi/...", "transports stand side by side"},
+	{"transport/admin/...", "transport/httpproxy/...", "transports stand side by side"},
+	{"transport/admin/...", "transport/rls/...", "transports stand side by side"},
+	{"transport/httpapi/...", "transport/admin/...", "transports stand side by side: the data plane knows nothing of the admin API"},
+	{"transport/httpproxy/...", "transport/admin/...", "transports stand side by side: the data plane knows nothing of the admin API"},
+	{"transport/rls/...", "transport/admin/...", "transports stand side by side: the data plane knows nothing of the admin API"},
 	{"!cmd/...", "cmd/...", "only the binary wires itself"},
 }
 
@@ -65,7 +71,7 @@ func TestImportGraph(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, pkg := range []string{"", "service", "transport/rls", "transport/httpapi", "transport/httpproxy", "httplimit", "policy", "guard"} {
+	for _, pkg := range []string{"", "service", "transport/rls", "transport/httpapi", "transport/httpproxy", "transport/admin", "httplimit", "policy", "guard"} {
 		if _, ok := graph[pkg]; !ok {
 			t.Errorf("package %q not found: the graph is not the module's", pkg)
 		}

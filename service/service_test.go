@@ -34,6 +34,9 @@ func mustParse(t *testing.T, src string) *policy.Config {
 	return cfg
 }
 
+// testSecret is the HMAC secret of newService's KeyBuilder.
+const testSecret = "service test secret of 32 bytes"
+
 // newService returns a Service over a fresh memstore under the configuration src, and the store.
 func newService(t *testing.T, store admit.Store, src string) *service.Service {
 	t.Helper()
@@ -42,7 +45,7 @@ func newService(t *testing.T, store admit.Store, src string) *service.Service {
 		t.Cleanup(func() { mem.Close() })
 		store = mem
 	}
-	keys, err := admit.NewKeyBuilder([]byte("service test secret of 32 bytes"))
+	keys, err := admit.NewKeyBuilder([]byte(testSecret))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -73,10 +73,10 @@ func startAdmit(t *testing.T, args ...string) *proc {
 	return startAdmitEnv(t, admitEnv(secretEnv+"="+testSecret), args...)
 }
 
-// admitEnv returns this process's environment without REDIS_URL and ADMIT_HMAC_SECRET, plus extra
-// (each "NAME=value").
+// admitEnv returns this process's environment without REDIS_URL, ADMIT_HMAC_SECRET and
+// ADMIT_ADMIN_TOKEN, plus extra (each "NAME=value").
 func admitEnv(extra ...string) []string {
-	return append(withoutEnv(os.Environ(), "REDIS_URL", secretEnv), extra...)
+	return append(withoutEnv(os.Environ(), "REDIS_URL", secretEnv, adminTokenEnv), extra...)
 }
 
 // startAdmitEnv is startAdmit with the environment env. At t's cleanup it also checks that the log

@@ -2,10 +2,11 @@
 //
 // Usage:
 //
-//	admit serve [--config FILE] [--listen ADDR] [--envoy-config DIR [--grpc-listen ADDR]] [--redis URL] [--hmac-secret-file PATH] [--log-format text|json]
+//	admit serve [--config FILE] [--listen ADDR] [--envoy-config DIR [--grpc-listen ADDR]] [--admin-token-file PATH [--admin-listen ADDR]] [--redis URL] [--hmac-secret-file PATH] [--log-format text|json]
 //	admit proxy --upstream URL --config FILE [--listen ADDR] [--redis URL] [--hmac-secret-file PATH]
 //	admit config validate FILE
 //	admit check --config FILE --policy P [--policy Q] --key K [--cost N] [--request-id ID] [--redis URL]
+//	admit state [--admin URL] [--admin-token-file PATH] [--policy P [--tier T]] --key K
 //	admit bench [--target URL|memory] [--rate N/s | --concurrency N] [--duration D] [--keys N | --hot-key] [--json]
 //	admit version
 //	admit help
@@ -88,10 +89,12 @@ Commands:
 	            GET /readyz       200 when the backend answers
 	            GET /metrics      Prometheus metrics
 	          and, with --envoy-config DIR, Envoy's rate limit service (RLS v3) and
-	          grpc.health.v1 over gRPC on --grpc-listen (default ` + defaultGRPCListen + `)
+	          grpc.health.v1 over gRPC on --grpc-listen (default ` + defaultGRPCListen + `); with an
+	          admin token, the admin API on --admin-listen (default ` + defaultAdminListen + `)
 	proxy     a reverse proxy that limits the routes of a configuration in front of any app
 	check     decide one request under a configuration's policies, and print it as JSON
 	config    check a configuration file: admit config validate FILE
+	state     ask a running admit serve's admin API for a subject's state under its policies
 	bench     a load generator: decisions/s and latency of admit serve (HTTP, gRPC) or of a store
 	version   print the version
 	help      print this help
@@ -180,6 +183,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return check(ctx, rest, stdout, stderr)
 	case "bench":
 		return bench(ctx, rest, stdout, stderr)
+	case "state":
+		return state(ctx, rest, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, versionString())
 		return exitOK
@@ -198,6 +203,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		if len(rest) > 0 && rest[0] == "bench" {
 			return bench(ctx, []string{"--help"}, stdout, stderr)
+		}
+		if len(rest) > 0 && rest[0] == "state" {
+			return state(ctx, []string{"--help"}, stdout, stderr)
 		}
 		if len(rest) > 0 && rest[0] != "help" && rest[0] != "version" {
 			fmt.Fprintf(stderr, "admit help: unknown command %q\n", rest[0])

@@ -58,10 +58,12 @@ func TestDemoKeyIsREADMEs(t *testing.T) {
 	}
 }
 
-// useSecret sets ADMIT_HMAC_SECRET to testSecret for the test, and REDIS_URL to nothing.
+// useSecret sets ADMIT_HMAC_SECRET to testSecret for the test, and REDIS_URL and ADMIT_ADMIN_TOKEN
+// to nothing.
 func useSecret(t *testing.T) {
 	t.Setenv(secretEnv, testSecret)
 	t.Setenv("REDIS_URL", "")
+	t.Setenv(adminTokenEnv, "")
 }
 
 // noSecretIn fails t if the log holds testSecret or any of secrets.
@@ -234,7 +236,7 @@ func TestServeInProcess(t *testing.T) {
 func TestServeRedisPasswordNotLogged(t *testing.T) {
 	useSecret(t)
 	const password = "hunter2-secret"
-	url := "redis://admin:" + password + "@" + redistest.ClosedPort(t)
+	url := "redis://rl-user:" + password + "@" + redistest.ClosedPort(t)
 	base, logs, stop := serveInProcess(t, "--redis", url)
 	start := time.Now()
 	checkDemo(t, base, 503)
@@ -244,7 +246,7 @@ func TestServeRedisPasswordNotLogged(t *testing.T) {
 	}
 	out := logs.String()
 	t.Logf("log:\n%s", out)
-	if strings.Contains(out, password) || strings.Contains(out, "admin") {
+	if strings.Contains(out, password) || strings.Contains(out, "rl-user") {
 		t.Error("the log holds the Redis user or password")
 	}
 	if !strings.Contains(out, "backend=redis") {

@@ -48,6 +48,7 @@ type serveConfig struct {
 	grpcListenSet  bool            // --grpc-listen was given
 	redisTLS       policy.RedisTLS // the file's server.redis_tls
 	envoyConfig    string          // --envoy-config of admit serve: the directory of envoyproxy/ratelimit's files, or ""
+	admin          adminConfig     // the admin API's flags of admit serve
 }
 
 // applyFile applies the server settings of the configuration file to cfg, where no flag or
@@ -69,12 +70,16 @@ func parseServe(args []string, stdout, stderr io.Writer) (cfg serveConfig, code 
 	cfg, code, done = parseCommand("serve", defaultListen, serveUsage, args, stdout, stderr, func(fs *flag.FlagSet, cfg *serveConfig) {
 		fs.StringVar(&cfg.grpcListen, "grpc-listen", defaultGRPCListen, "`address` to serve Envoy's rate limit service (gRPC) on, with --envoy-config")
 		fs.StringVar(&cfg.envoyConfig, "envoy-config", "", "the `DIR`ectory of envoyproxy/ratelimit's YAML files: serves Envoy's rate limit service (docs/envoy.md)")
+		adminFlags(fs, cfg)
 	})
 	if done {
 		return cfg, code, done
 	}
 	if cfg.grpcListen != defaultGRPCListen && cfg.envoyConfig == "" {
 		return cfg, badUsage(stderr, "serve", "--grpc-listen needs --envoy-config DIR, the configuration of Envoy's rate limit service"), true
+	}
+	if cfg.admin.listenSet && !cfg.admin.tokenFileSet && os.Getenv(adminTokenEnv) == "" {
+		return cfg, badUsage(stderr, "serve", "--admin-listen needs an admin token: --%s PATH or %s", adminTokenFileFlag, adminTokenEnv), true
 	}
 	return cfg, exitOK, false
 }
@@ -83,7 +88,7 @@ func parseServe(args []string, stdout, stderr io.Writer) (cfg serveConfig, code 
 const defaultGRPCListen = "127.0.0.1:8081"
 
 // serveUsage is the usage of admit serve, before its flags.
-const serveUsage = `Usage: admit serve [--config FILE] [--listen ADDR] [--envoy-config DIR [--grpc-listen ADDR]] [--redis URL] [--hmac-secret-file PATH] [--log-format text|json]
+const serveUsage = `Usage: admit serve [--config FILE] [--listen ADDR] [--envoy-config DIR [--grpc-listen ADDR]] [--admin-token-file PATH [--admin-listen ADDR]] [--redis URL] [--hmac-secret-file PATH] [--log-format text|json]
 
 Serves the admit HTTP API until SIGINT or SIGTERM, then finishes the requests in flight (for at
 most ` + "{{grace}}" + `) and exits 0.
@@ -102,6 +107,10 @@ With --envoy-config DIR, it also serves Envoy's rate limit service, gRPC
 envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit and grpc.health.v1, on
 --grpc-listen (default ` + defaultGRPCListen + `), configured by the envoyproxy/ratelimit YAML
 files (*.yaml, *.yml) of DIR (docs/envoy.md); DIR is reloaded on SIGHUP and when it changes.
+
+With an admin token (--admin-token-file PATH, else $` + adminTokenEnv + `; at least 16 bytes, never
+logged), it also serves the admin API on a listener of its own, --admin-listen (default
+` + defaultAdminListen + `): GET /v1/state, with Authorization: Bearer TOKEN (docs/operations.md).
 
 --config FILE names the policies (docs/configuration.md; check it with admit config validate).
 Without it, the one policy is the demo's, "demo". The file is reloaded on SIGHUP and when it
@@ -159,6 +168,7 @@ func parseCommand(name, listen, usage string, args []string, stdout, stderr io.W
 		redisSet = redisSet || f.Name == "redis"
 		cfg.listenSet = cfg.listenSet || f.Name == "listen"
 		cfg.secretFileSet = cfg.secretFileSet || f.Name == secretFileFlag
+		cfg.admin.visit(f)
 	})
 	source := "--redis"
 	if !redisSet {
@@ -426,8 +436,12 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := context.WithCancel(ctx) // stops the gRPC server too when the HTTP server fails
 	defer stop()
-	grpcDone := make(chan int, 1)
+	grpcDone, adminDone := make(chan int, 1), make(chan int, 1)
 	grpcDone <- exitOK
+	adminDone <- exitOK
+	if ctx, code = startAdmin(ctx, d, adminDone); code != exitOK {
+		return code
+	}
 	if d.cfg.envoyConfig != "" {
 		if ctx, code = startRLS(ctx, d, grpcDone); code != exitOK {
 			return code
@@ -435,7 +449,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	code = listenAndServe(ctx, d.cfg.listen, newServer(api, logger), logger)
 	stop()
-	return max(code, <-grpcDone) // after the gRPC server's graceful stop too
+	return max(code, <-grpcDone, <-adminDone) // after the gRPC and admin servers' graceful stops too
 }
 
 // listenAndServe listens on addr and serves srv there until ctx is done, and returns the exit code.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/httplimit"
+	"github.com/admit-dev/admit/internal/jsonanswer"
 	"github.com/admit-dev/admit/internal/lograte"
 	"github.com/admit-dev/admit/internal/ratelimitfield"
 	"github.com/admit-dev/admit/service"
@@ -337,18 +338,7 @@ func NewCheckResponse(res service.Result) CheckResponse {
 }
 
 // writeJSON answers status with v as its JSON body, not to be cached.
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	body, err := json.Marshal(v)
-	if err != nil {
-		panic(err) // the API's own types always marshal
-	}
-	hdr := w.Header()
-	hdr.Set("Content-Type", "application/json")
-	hdr.Set("Cache-Control", "no-store")
-	hdr.Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
-	w.Write(append(body, '\n'))
-}
+func writeJSON(w http.ResponseWriter, status int, v any) { jsonanswer.Write(w, status, v) }
 
 // PolicyInfo describes one policy in the answer of GET /v1/policies.
 type PolicyInfo struct {

@@ -1,0 +1,88 @@
+package service
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/policy"
+)
+
+// A StateQuery names the subject whose state [Service.State] reads, and the policies it reads it
+// under.
+type StateQuery struct {
+	// Subject is whose state is read: digested into one key per policy, as a Check's is.
+	Subject admit.Subject
+	// Policy names the one policy to read; empty means every policy of the loaded configuration.
+	Policy string
+	// Tier, if not empty, names a tier of Policy, which it needs: the tier's numbers are read
+	// instead of the policy's (policy.Policy.LimitFor).
+	Tier string
+}
+
+// Where a State's numbers come from: its Source.
+const (
+	// SourcePolicy is a policy's own numbers.
+	SourcePolicy = "policy"
+	// SourceTier is the numbers of a tier of the policy.
+	SourceTier = "tier"
+)
+
+// A State is a subject's state under one policy, as a peek reads it.
+type State struct {
+	// Tier is the tier whose numbers are in force, or empty for the policy's own.
+	Tier string
+	// Source says where the numbers in force come from: SourcePolicy or SourceTier.
+	Source string
+	// Decision is the peek's: its Limit holds the numbers in force (its Name the policy's);
+	// Remaining, RetryAfter and ResetAfter the subject's state under them.
+	Decision admit.Decision
+}
+
+// State reads the state of q.Subject under the policy q names, or under every policy of the
+// loaded configuration in its order, by peeks (cost 0): it consumes nothing and writes nothing to
+// the Store. It returns one State per policy. Its errors match ErrUnknownPolicy, policy.ErrUnknownTier
+// or admit.ErrInvalidRequest (a tier without a policy, a bad subject), found before any I/O, or
+// admit.ErrUnavailable when the Store could not decide.
+func (s *Service) State(ctx context.Context, q StateQuery) ([]State, error) {
+	cfg := s.cfg.Load()
+	policies := cfg.Policies
+	switch {
+	case q.Policy != "":
+		p, ok := cfg.Policy(q.Policy)
+		if !ok {
+			return nil, fmt.Errorf("%w %q", ErrUnknownPolicy, q.Policy)
+		}
+		policies = []policy.Policy{p}
+	case q.Tier != "":
+		return nil, fmt.Errorf("%w: tier %q names no policy; a tier is a policy's", admit.ErrInvalidRequest, q.Tier)
+	}
+	states := make([]State, len(policies))
+	rs := make([]admit.Request, len(policies))
+	versions := make([]string, len(policies))
+	for i, p := range policies {
+		lim, err := p.LimitFor(q.Tier)
+		if err != nil {
+			return nil, err
+		}
+		rs[i].Limit, versions[i] = lim, p.Version
+		states[i] = State{Tier: q.Tier, Source: SourcePolicy}
+		if q.Tier != "" {
+			states[i].Source = SourceTier
+		}
+	}
+	if err := admit.Requests(rs, s.keys, versions, q.Subject, 0, ""); err != nil {
+		return nil, err
+	}
+	ds := make([]admit.Decision, len(rs))
+	for at := 0; at < len(rs); at += admit.MaxRequests { // peeks: deciding them apart changes nothing
+		end := min(at+admit.MaxRequests, len(rs))
+		if _, err := admit.Decide(ctx, s.store, rs[at:end], ds[at:end]); err != nil {
+			return nil, err
+		}
+	}
+	for i := range states {
+		states[i].Decision = ds[i]
+	}
+	return states, nil
+}

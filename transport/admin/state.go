@@ -1,0 +1,103 @@
+package admin
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+
+	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/policy"
+	"github.com/admit-dev/admit/service"
+)
+
+// StateResponse is the JSON body of a 200 answer of GET /v1/state.
+type StateResponse struct {
+	// Decisions holds the subject's state under each policy read, in the configuration's order.
+	Decisions []PolicyState `json:"decisions"`
+}
+
+// PolicyState is a subject's state under one policy, as a peek reads it: nothing is consumed or
+// written.
+type PolicyState struct {
+	Policy string `json:"policy"`
+	// Tier is the tier whose numbers are in force; omitted for the policy's own.
+	Tier string `json:"tier,omitempty"`
+	// Source says where the numbers in force come from: "policy" or "tier".
+	Source    string `json:"source"`
+	Algorithm string `json:"algorithm"`
+	// Limit is the quota in force, as /v1/check's limit is (admit.Limit.Capacity): for gcra, the
+	// burst; WindowMS its window in milliseconds (for concurrency, the lease TTL).
+	Limit    int64 `json:"limit"`
+	WindowMS int64 `json:"window_ms"`
+	// Remaining is the units a request may still take now.
+	Remaining int64 `json:"remaining"`
+	// Limited reports whether a request of one unit would be refused now (Remaining is 0).
+	Limited bool `json:"limited"`
+	// ResetAfterMS is the time until the subject is back to its full allowance.
+	ResetAfterMS int64 `json:"reset_after_ms"`
+	// RetryAfterMS is the time until the subject is no longer over its limit: 0 unless it holds
+	// more than the numbers in force allow (a limit lowered since, another tier).
+	RetryAfterMS int64 `json:"retry_after_ms"`
+	// Shadow reports that the policy is in shadow mode: it rejects nothing. Omitted when false.
+	Shadow bool `json:"shadow,omitempty"`
+	// Degraded reports that a local limiter answered while the backend could not (a policy with
+	// failure: open): the numbers are this instance's, not global. Omitted when false.
+	Degraded bool `json:"degraded,omitempty"`
+}
+
+// stateParams are the query parameters of GET /v1/state.
+var stateParams = map[string]bool{"policy": true, "key": true, "tier": true}
+
+// state serves GET /v1/state?policy=P&key=K[&tier=T]: 200 and a StateResponse, 400 for a bad query,
+// 404 for an unknown policy or tier, 503 when the Store cannot decide.
+func (h *Handler) state(w http.ResponseWriter, r *http.Request, _ []byte) {
+	query, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "malformed query")
+		return
+	}
+	for name, vs := range query {
+		switch {
+		case !stateParams[name]:
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("unknown query parameter %q; want policy, key and tier", name))
+			return
+		case len(vs) > 1:
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("%s given %d times; want it once", name, len(vs)))
+			return
+		}
+	}
+	if query.Get("key") == "" {
+		writeError(w, http.StatusBadRequest, "key is required: the subject, as /v1/check takes it")
+		return
+	}
+	if query.Has("policy") && query.Get("policy") == "" || query.Has("tier") && query.Get("tier") == "" {
+		writeError(w, http.StatusBadRequest, "policy and tier, when given, name one")
+		return
+	}
+	q := service.StateQuery{Subject: admit.Subject{ID: query.Get("key")}, Policy: query.Get("policy"), Tier: query.Get("tier")}
+	states, err := h.svc.State(r.Context(), q)
+	switch {
+	case errors.Is(err, service.ErrUnknownPolicy), errors.Is(err, policy.ErrUnknownTier):
+		writeError(w, http.StatusNotFound, admit.ClientMessage(err))
+		return
+	case errors.Is(err, admit.ErrInvalidRequest), errors.Is(err, admit.ErrInvalidLimit):
+		writeError(w, http.StatusBadRequest, admit.ClientMessage(err))
+		return
+	case err != nil:
+		h.unavailable(r.Context(), w, r.URL.Path, err)
+		return
+	}
+	out := StateResponse{Decisions: make([]PolicyState, len(states))}
+	for i, st := range states {
+		d := st.Decision
+		out.Decisions[i] = PolicyState{
+			Policy: d.Limit.Name, Tier: st.Tier, Source: st.Source, Algorithm: d.Limit.Algorithm.String(),
+			Limit: d.Limit.Capacity(), WindowMS: d.Limit.Period.Milliseconds(),
+			Remaining: d.Remaining, Limited: !d.Allowed || d.Remaining == 0,
+			ResetAfterMS: d.ResetAfter.Milliseconds(), RetryAfterMS: d.RetryAfter.Milliseconds(),
+			Shadow: d.Limit.Shadow, Degraded: d.Degraded,
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
