@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/admit-dev/admit"
@@ -58,28 +59,25 @@ func (s *Service) State(ctx context.Context, q StateQuery) ([]State, error) {
 		return nil, fmt.Errorf("%w: tier %q names no policy; a tier is a policy's", admit.ErrInvalidRequest, q.Tier)
 	}
 	states := make([]State, len(policies))
-	rs := make([]admit.Request, len(policies))
-	versions := make([]string, len(policies))
+	items := make([]Item, len(policies))
 	for i, p := range policies {
 		lim, err := p.LimitFor(q.Tier)
 		if err != nil {
 			return nil, err
 		}
-		rs[i].Limit, versions[i] = lim, p.Version
+		items[i] = Item{Limit: lim, Version: p.Version, Subject: q.Subject} // cost 0: a peek
 		states[i] = State{Tier: q.Tier, Source: SourcePolicy}
 		if q.Tier != "" {
 			states[i].Source = SourceTier
 		}
 	}
-	if err := admit.Requests(rs, s.keys, versions, q.Subject, 0, ""); err != nil {
-		return nil, err
-	}
-	ds := make([]admit.Decision, len(rs))
-	for at := 0; at < len(rs); at += admit.MaxRequests { // peeks: deciding them apart changes nothing
-		end := min(at+admit.MaxRequests, len(rs))
-		if _, err := admit.Decide(ctx, s.store, rs[at:end], ds[at:end]); err != nil {
-			return nil, err
+	ds := make([]admit.Decision, len(items))
+	if _, _, err := s.decide(ctx, items, ds, plan{grouping: BySlot}); err != nil {
+		var ie *ItemError
+		if errors.As(err, &ie) {
+			return nil, ie.Err
 		}
+		return nil, err
 	}
 	for i := range states {
 		states[i].Decision = ds[i]
