@@ -33,6 +33,11 @@ import (
 // have. It matches admit.ErrInvalidRequest.
 var ErrUnknownPolicy = fmt.Errorf("%w: unknown policy", admit.ErrInvalidRequest)
 
+// ErrInvalidTier is the error of a Check whose Tier is not a tier name (1 to 64 characters of a-z,
+// 0-9, '_' and '-'). It matches admit.ErrInvalidRequest. (A valid name that a policy with tiers
+// does not have is policy.ErrUnknownTier.)
+var ErrInvalidTier = fmt.Errorf("%w: tier name", admit.ErrInvalidRequest)
+
 // A Service decides Checks on a Store, with keys made by a KeyBuilder, under the policies of the
 // configuration it holds. It is safe for concurrent use. Make one with [New]; the zero value is not
 // usable.
@@ -76,7 +81,7 @@ type Check struct {
 	// Tier is the subject's tier, "" for none: each policy with tiers decides under that tier's
 	// Limit (policy.Policy.LimitFor; an unknown one is an invalid request), and each policy without
 	// tiers under its own (docs/configuration.md#tiers). A tier is named as a policy is: 1 to 64
-	// characters of a-z, 0-9, '_' and '-'; any other is an invalid request.
+	// characters of a-z, 0-9, '_' and '-'; any other is ErrInvalidTier.
 	Tier string
 	// Cost is the units asked for under each policy: 0 (a peek) … each policy's capacity (its limit,
 	// or a gcra policy's burst); under a concurrency policy 0 or 1 (one lease: one request in
@@ -211,7 +216,7 @@ func (s *Service) items(c Check, buf []Item) ([]Item, error) {
 		return nil, fmt.Errorf("%w: %d policies; want 1-%d", admit.ErrInvalidRequest, n, bound.MaxRequests)
 	}
 	if c.Tier != "" && !validTier(c.Tier) {
-		return nil, fmt.Errorf("%w: tier name %q: want 1-%d characters of a-z, 0-9, '_' and '-'", admit.ErrInvalidRequest, c.Tier, bound.MaxNameLen)
+		return nil, fmt.Errorf("%w %q: want 1-%d characters of a-z, 0-9, '_' and '-'", ErrInvalidTier, c.Tier, bound.MaxNameLen)
 	}
 	for i, name := range c.Policies {
 		p, ok := cfg.Policy(name)
