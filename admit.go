@@ -82,6 +82,9 @@ type Limit struct {
 	// Name is the policy's name: in keys, headers and metrics. It is empty, or 1 to 64
 	// characters of a-z, 0-9, '_' and '-'. A KeyBuilder needs it; a Store does not.
 	Name string
+	// Tier is the tier of the policy whose numbers these are, "" for the policy's own: a name as
+	// Name is. It is not in keys (docs/keys.md); a [Limiter] decides a [Subject] of a tier under it.
+	Tier string
 	// Algorithm says how to count.
 	Algorithm Algorithm
 	// Rate is the number of units admitted per Period, 1 to 10^15; for GCRA, at most one per
@@ -121,6 +124,8 @@ func (l Limit) Validate() error {
 		return fmt.Errorf("%w: period %v is not a whole number of milliseconds", ErrInvalidLimit, l.Period)
 	case l.Name != "" && !validName(l.Name):
 		return fmt.Errorf("%w: policy name %q: want 1-%d characters of a-z, 0-9, '_' and '-'", ErrInvalidLimit, l.Name, bound.MaxNameLen)
+	case l.Tier != "" && !validName(l.Tier):
+		return fmt.Errorf("%w: tier name %q: want 1-%d characters of a-z, 0-9, '_' and '-'", ErrInvalidLimit, l.Tier, bound.MaxNameLen)
 	case l.Burst != 0 && l.Algorithm != GCRA:
 		return fmt.Errorf("%w: burst %d: only gcra has a burst", ErrInvalidLimit, l.Burst)
 	case l.Aligned && l.Algorithm != FixedWindow:
@@ -188,7 +193,8 @@ func validName(s string) bool {
 
 // String returns a short description of l, such as "demo: 3 per 10s (fixed_window)",
 // "demo: 3 per 10s (fixed_window, aligned)" for windows aligned to Unix time, "api: 10 per 1s,
-// burst 50 (gcra)", or "day: 1000 per 24h0m0s (fixed_window) [shadow]" in shadow mode.
+// burst 50 (gcra)", "day: 1000 per 24h0m0s (fixed_window) [shadow]" in shadow mode, or
+// "api tier pro: 1000 per 1m0s (fixed_window)" for a tier's.
 func (l Limit) String() string {
 	s := fmt.Sprintf("%d per %v (%v)", l.Rate, l.Period, l.Algorithm)
 	switch {
@@ -200,7 +206,12 @@ func (l Limit) String() string {
 	if l.Shadow {
 		s += " [shadow]"
 	}
-	if l.Name != "" {
+	switch {
+	case l.Tier != "" && l.Name != "":
+		s = l.Name + " tier " + l.Tier + ": " + s
+	case l.Tier != "":
+		s = "tier " + l.Tier + ": " + s
+	case l.Name != "":
 		s = l.Name + ": " + s
 	}
 	return s

@@ -22,6 +22,9 @@ type Subject struct {
 	// Slot share one Redis Cluster hash slot, so "10/s per user AND 100k/min per tenant" can be
 	// decided together. Empty means ID.
 	Slot string
+	// Tier is the tier the subject is in, such as "pro", or "" for none: a [Limiter] decides it
+	// under each policy's Limit of that Tier (see [NewLimiter]). It is not in the key.
+	Tier string
 }
 
 // A KeyBuilder makes the keys of policies' subjects: the one way the middleware, the service and

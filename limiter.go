@@ -15,18 +15,23 @@ import (
 type Limiter struct {
 	store    Store
 	keys     *KeyBuilder
-	limits   []Limit
+	limits   []Limit  // each policy's own Limit (Tier ""), in order: one Decision each
+	tiers    []Limit  // the tier variants of those Limits (Tier set), nil for none
 	versions []string // the key version of every Limit: bound.DefaultVersion
 	err      error    // why the Limiter cannot decide anything, found by NewLimiter
 }
 
 // NewLimiter returns a Limiter that applies every one of limits to the subjects of store, keyed by
-// keys in version "1". Each Limit needs a distinct Name.
+// keys in version "1". Each Limit needs a distinct Name, but tier variants: Limits of a Name and
+// Algorithm of limits with Tier set. A [Subject] of Tier "pro" is decided, for each Name, under
+// its Limit of Tier "pro"; under its own when the Name has no variants (a policy without tiers
+// ignores the tier); else it is an error matching ErrInvalidRequest,
+// `unknown tier "pro" for policy "api"`. Keys have no tier (docs/keys.md).
 //
 // NewLimiter checks its arguments at once, and never panics: call [Limiter.Validate] on the
 // Limiter it returns, before serving, to stop on an invalid one — no store or keys, no limits or
-// more than 16, an invalid, unnamed or repeated Limit — with an error matching
-// ErrInvalidLimit:
+// more than 16, an invalid, unnamed or repeated Limit, a tier variant without its policy's own
+// Limit or of another Algorithm — with an error matching ErrInvalidLimit:
 //
 //	limiter := admit.NewLimiter(store, keys, perSecond, perDay)
 //	if err := limiter.Validate(); err != nil {
@@ -36,7 +41,14 @@ type Limiter struct {
 // A Limiter that does not pass Validate decides nothing: every call returns Validate's error, and
 // httplimit's Middleware.Wrap refuses it.
 func NewLimiter(store Store, keys *KeyBuilder, limits ...Limit) *Limiter {
-	l := &Limiter{store: store, keys: keys, limits: append([]Limit(nil), limits...), versions: []string{bound.DefaultVersion}}
+	l := &Limiter{store: store, keys: keys, versions: []string{bound.DefaultVersion}}
+	for _, lim := range limits {
+		if lim.Tier == "" {
+			l.limits = append(l.limits, lim)
+		} else {
+			l.tiers = append(l.tiers, lim)
+		}
+	}
 	l.err = l.check()
 	return l
 }
@@ -77,11 +89,65 @@ func (l *Limiter) check() error {
 			}
 		}
 	}
+	return l.checkTiers()
+}
+
+// checkTiers reports why a tier variant of l cannot be used, or nil: each must be valid, of a Name
+// that has its own Limit in l and of that Limit's Algorithm, and one of its Name and Tier.
+func (l *Limiter) checkTiers() error {
+	for i, lim := range l.tiers {
+		if err := lim.Validate(); err != nil {
+			return fmt.Errorf("limit %q tier %q: %w", lim.Name, lim.Tier, err)
+		}
+		base := -1
+		for j := range l.limits {
+			if l.limits[j].Name == lim.Name {
+				base = j
+			}
+		}
+		switch {
+		case base < 0:
+			return fmt.Errorf("%w: tier %q of %q: no limit named %q of no tier", ErrInvalidLimit, lim.Tier, lim.Name, lim.Name)
+		case l.limits[base].Algorithm != lim.Algorithm:
+			return fmt.Errorf("%w: tier %q of %q is %v, the limit %v: a tier keeps its policy's algorithm", ErrInvalidLimit, lim.Tier, lim.Name, lim.Algorithm, l.limits[base].Algorithm)
+		}
+		for _, prev := range l.tiers[:i] {
+			if prev.Name == lim.Name && prev.Tier == lim.Tier {
+				return fmt.Errorf("%w: two limits named %q of tier %q", ErrInvalidLimit, lim.Name, lim.Tier)
+			}
+		}
+	}
 	return nil
 }
 
-// Limits returns the Limits that l applies.
+// Limits returns the Limits that l applies to a subject of no tier: each policy's own (Tier ""),
+// in order, one per Decision of Take's ds. The tier variants given to NewLimiter are not among them.
 func (l *Limiter) Limits() []Limit { return append([]Limit(nil), l.limits...) }
+
+// limitFor returns the Limit that decides a subject of tier under lim, a policy's own Limit of l:
+// as NewLimiter says.
+func (l *Limiter) limitFor(lim Limit, tier string) (Limit, error) {
+	tiered := false
+	for i := range l.tiers {
+		if t := &l.tiers[i]; t.Name == lim.Name {
+			if t.Tier == tier {
+				return *t, nil
+			}
+			tiered = true
+		}
+	}
+	if !tiered {
+		return lim, nil
+	}
+	return Limit{}, unknownTier(tier, lim.Name)
+}
+
+// unknownTier returns the error of a request naming tier, which the policy named policy does not
+// have: it matches ErrInvalidRequest, and ClientMessage renders it as
+// `invalid request: unknown tier "x" for policy "api"`, as package policy's LimitFor does.
+func unknownTier(tier, policy string) error {
+	return fmt.Errorf("%w: unknown tier %q for policy %q", ErrInvalidRequest, tier, policy)
+}
 
 // Allow is shorthand for AllowN(ctx, s, 1).
 func (l *Limiter) Allow(ctx context.Context, s Subject) (Decision, error) {
@@ -110,6 +176,12 @@ func (l *Limiter) Take(ctx context.Context, s Subject, n int64, id string, ds []
 	}
 	if len(l.limits) == 1 {
 		r := [1]Request{{Limit: l.limits[0]}}
+		if s.Tier != "" && l.tiers != nil {
+			var err error
+			if r[0].Limit, err = l.limitFor(r[0].Limit, s.Tier); err != nil {
+				return Decision{}, err
+			}
+		}
 		if err := Requests(r[:], l.keys, l.versions, s, n, id); err != nil {
 			return Decision{}, err
 		}
@@ -154,6 +226,12 @@ func (sc *takeScratch) put(n int) {
 func (l *Limiter) requests(rs []Request, s Subject, n int64, id string) error {
 	for i := range rs {
 		rs[i] = Request{Limit: l.limits[i]}
+		if s.Tier != "" && l.tiers != nil {
+			var err error
+			if rs[i].Limit, err = l.limitFor(rs[i].Limit, s.Tier); err != nil {
+				return err
+			}
+		}
 	}
 	return Requests(rs, l.keys, l.versions, s, n, id)
 }

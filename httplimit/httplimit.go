@@ -67,6 +67,13 @@ var ErrMalformedRequest = errors.New("httplimit: malformed request")
 // 1 MiB) is answered 500.
 type SubjectFunc func(r *http.Request) (admit.Subject, error)
 
+// A TierFunc returns the tier that r's subject is in, such as the plan of the authenticated
+// account, or "" for none: the Limiter decides each policy with tiers under that tier's Limit
+// (admit.NewLimiter). Like a subject, it must be something the server verified, never a raw
+// client-supplied header. Its error is answered as a [SubjectFunc]'s is; a tier the Limiter's
+// policies do not have is an invalid request, answered 500: a mistake of the server.
+type TierFunc func(r *http.Request) (string, error)
+
 // Constant returns a SubjectFunc that makes every request the one subject, so that all requests
 // share each policy's allowance. It is for demos and global limits ("this endpoint takes 1000
 // requests a second, whoever asks"), not for limiting clients apart. An empty subject is invalid:
@@ -84,6 +91,9 @@ type Middleware struct {
 	Limiter *admit.Limiter
 	// Subject returns the subject of each request; required.
 	Subject SubjectFunc
+	// Tier, if not nil, returns the tier of each request's subject, which goes into the Subject
+	// passed to the Limiter (admit.Subject.Tier); nil means no tier: the policies' own numbers.
+	Tier TierFunc
 	// Logger receives a record for requests answered 400, 500 or 503, at the rate LogInterval
 	// allows. Nil means slog.Default(). Its handler is called on the request's goroutine, so it
 	// should not block; cmd/admit writes through a queue that drops lines rather than wait.
@@ -152,6 +162,7 @@ func (m *Middleware) Wrap(next http.Handler) http.Handler {
 		limiter: m.Limiter,
 		limits:  m.Limiter.Limits(),
 		subject: m.Subject,
+		tier:    m.Tier,
 		next:    next,
 		answers: NewAnswers(m.UnavailableRetryAfter, m.OmitRateLimitHeaders).Logged(logger.With(slog.String("limit", policyNames(m.Limiter))), interval),
 		problem: m.ProblemDetails,
@@ -183,6 +194,7 @@ type handler struct {
 	limiter       *admit.Limiter
 	limits        []admit.Limit // the Limiter's, in its order
 	subject       SubjectFunc
+	tier          TierFunc // nil for none
 	next          http.Handler
 	answers       *Answers               // the answers to requests not admitted
 	headers       bool                   // whether to send the RateLimit fields
@@ -287,12 +299,26 @@ func (h *handler) setRateLimit(hdr http.Header, a *fieldArena, ds []admit.Decisi
 	if !h.headers {
 		return
 	}
+	if h.tier != nil && tiered(ds) { // not the Limits the fields were computed for, once
+		ratelimitfield.Set(hdr, ds, retryAfter)
+		return
+	}
 	b := h.fields.AppendRateLimit(a.buffer(h.fields.MaxRateLimitLen()), ds, retryAfter)
 	hdr[ratelimitfield.PolicyName] = a.value(h.fields.Policy()) // computed once, by Wrap
 	hdr[ratelimitfield.Name] = a.value(a.take(b))
 }
 
-// subjectError is an error returned by the subject function.
+// tiered reports whether any of ds was decided under a tier's Limit.
+func tiered(ds []admit.Decision) bool {
+	for i := range ds {
+		if ds[i].Limit.Tier != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// subjectError is an error returned by the subject function, or the tier function.
 type subjectError struct{ err error }
 
 func (e *subjectError) Error() string { return "httplimit: subject: " + e.err.Error() }
@@ -313,6 +339,9 @@ func (h *handler) decide(r *http.Request, ds []admit.Decision) (release func(), 
 		}
 	}()
 	s, err := h.subject(r)
+	if err == nil && h.tier != nil {
+		s.Tier, err = h.tier(r)
+	}
 	if err != nil {
 		return nil, &subjectError{err: err}
 	}

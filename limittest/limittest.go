@@ -26,7 +26,8 @@ type Backend interface {
 // algorithms that settle (Settle/…), and the algorithm's own step tables, as
 // subtests named after the algorithm (TestConformance/fixed_window/Concurrent; fixed windows aligned
 // to the clock are TestConformance/fixed_window_aligned/…); then the cases of the
-// request model: several policies at once (MultiPolicy/…), idempotent retries (Idempotency/…),
+// request model: several policies at once (MultiPolicy/…), tiers of one policy (Tiers/…),
+// idempotent retries (Idempotency/…),
 // and, for a [SharedBackend], a race between
 // several OS processes with exact totals (MultiProcess). The subtests run one after the other, on
 // the calling goroutine, and may be selected with -run as usual.

@@ -22,6 +22,7 @@ var requestCases = []algorithmCase{
 	{"MultiPolicy/Invalid", testMultiInvalid},
 	{"MultiPolicy/Shadow/RejectsNothing", testShadowRejectsNothing},
 	{"MultiPolicy/Shadow/AllShadow", testAllShadow},
+	{"Tiers/ShapeDecidesTheCounter", testTierShapes},
 	{"Idempotency/Replay", testReplay},
 	{"Idempotency/ReplayOfSeveral", testReplayOfSeveral},
 	{"Idempotency/ReuseIsInvalid", testIDReuse},
@@ -419,5 +420,49 @@ func testReplayConcurrent(t *testing.T, b Backend) {
 	}
 	if d := take(t, stores[0], keys[0], lims[0], 0); d.Remaining != 7 {
 		t.Fatalf("remaining %d; want 7: one request of cost 3, consumed once", d.Remaining)
+	}
+}
+
+// testTierShapes moves one subject between the tiers of a policy (admit.Limit.Tier), through a
+// Limiter: the tier is not in the key, so a tier of the same shape (a fixed window's other limit)
+// finds the subject's counter, and one of another shape (another window; a GCRA bucket of another
+// rate) starts afresh.
+func testTierShapes(t *testing.T, b Backend) {
+	own := admit.Limit{Name: "limittest", Algorithm: admit.FixedWindow, Rate: 2, Period: time.Minute}
+	pro, hourly := own, own
+	pro.Tier, pro.Rate = "pro", 5
+	hourly.Tier, hourly.Period = "hourly", time.Hour
+	bucket := admit.Limit{Name: "limittest", Algorithm: admit.GCRA, Rate: 2, Period: time.Minute}
+	faster := bucket
+	faster.Tier, faster.Rate = "faster", 4
+	s := b.Open(t)
+	fixed := admit.NewLimiter(s, keyBuilder(t), own, pro, hourly)
+	gcra := admit.NewLimiter(s, keyBuilder(t), bucket, faster)
+	subject := newKey()
+	for i, c := range []struct {
+		limiter   *admit.Limiter
+		tier      string
+		allowed   bool
+		remaining int64
+		why       string
+	}{
+		{fixed, "", true, 1, "fresh"},
+		{fixed, "", true, 0, "the limit reached"},
+		{fixed, "", false, 0, "over the limit of 2"},
+		{fixed, "pro", true, 2, "the same counter, 2 used, under a limit of 5"},
+		{fixed, "", false, 0, "back down: 3 used of 2"},
+		{fixed, "hourly", true, 1, "another window: a counter of its own, fresh"},
+		{gcra, "", true, 1, "a fresh bucket"},
+		{gcra, "", true, 0, "the bucket empty"},
+		{gcra, "faster", true, 3, "another rate: a bucket of its own, fresh"},
+	} {
+		d, err := c.limiter.Allow(t.Context(), admit.Subject{ID: subject, Tier: c.tier})
+		if err != nil {
+			t.Fatalf("call %d (tier %q): unexpected error: %v", i, c.tier, err)
+		}
+		if d.Allowed != c.allowed || d.Remaining != c.remaining || d.Limit.Tier != c.tier {
+			t.Fatalf("call %d (tier %q) = allowed %v, remaining %d under tier %q; want allowed %v, remaining %d: %s",
+				i, c.tier, d.Allowed, d.Remaining, d.Limit.Tier, c.allowed, c.remaining, c.why)
+		}
 	}
 }

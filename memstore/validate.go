@@ -49,7 +49,7 @@ func (c *validLimits) validate(r *admit.Request) (*knownLimit, error) {
 	if slot.Load() == nil {
 		// The copy owns its name: a caller's string might share bytes it later changes (unsafe).
 		known := &knownLimit{Limit: *lim}
-		known.Name = strings.Clone(known.Name)
+		known.Name, known.Tier = strings.Clone(known.Name), strings.Clone(known.Tier)
 		if lim.Algorithm == admit.GCRA {
 			known.gcra = algo.NewGCRAParams(*lim)
 		}
@@ -70,5 +70,5 @@ func limitSlot(lim *admit.Limit) uint64 {
 // whole.
 func sameLimit(a, b *admit.Limit) bool {
 	return a.Rate == b.Rate && a.Period == b.Period && a.Burst == b.Burst && a.Algorithm == b.Algorithm &&
-		a.Aligned == b.Aligned && a.Shadow == b.Shadow && a.Name == b.Name
+		a.Aligned == b.Aligned && a.Shadow == b.Shadow && a.Name == b.Name && a.Tier == b.Tier
 }

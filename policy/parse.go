@@ -123,6 +123,9 @@ type rawRoute struct {
 	policies                   field[[]field[string]]
 	subjectFrom, subjectHeader field[string]
 	subject                    *yaml.Node
+	tierHeader                 field[string]
+	tier                       *yaml.Node // nil if absent
+	tierBad                    bool       // not a mapping
 	cost                       field[int64]
 }
 
@@ -230,7 +233,7 @@ func (p *rawPolicy) anyBad() bool {
 
 func (d *decoder) parseRoute(n *yaml.Node, path string) rawRoute {
 	r := rawRoute{node: n, path: path, bad: n.Kind != yaml.MappingNode}
-	f, _ := d.yf.Mapping(n, path, "method", "path_prefix", "policies", "subject", "cost")
+	f, _ := d.yf.Mapping(n, path, "method", "path_prefix", "policies", "subject", "tier", "cost")
 	r.method = d.str(f["method"], path+".method")
 	r.pathPrefix = d.str(f["path_prefix"], path+".path_prefix")
 	r.policies = d.strings(f["policies"], path+".policies")
@@ -240,6 +243,12 @@ func (d *decoder) parseRoute(n *yaml.Node, path string) rawRoute {
 		sf, _ := d.yf.Mapping(s, path+".subject", "from", "header")
 		r.subjectFrom = d.str(sf["from"], path+".subject.from")
 		r.subjectHeader = d.str(sf["header"], path+".subject.header")
+	}
+	if t := f["tier"]; t != nil {
+		r.tier = t
+		tf, ok := d.yf.Mapping(t, path+".tier", "header")
+		r.tierBad = !ok
+		r.tierHeader = d.str(tf["header"], path+".tier.header")
 	}
 	return r
 }

@@ -79,7 +79,7 @@ type Policy struct {
 	// per Limit.Period: 1 … Limit.Rate, and at most each tier's Rate. It is 0 under Failure Closed.
 	LocalLimit int64
 	// Tiers are the policy's tiers by name, nil when it has none: each a valid Limit with the
-	// policy's Name, Algorithm, Aligned and Shadow, and the numbers the tier sets in place of the
+	// policy's Name, Algorithm, Aligned and Shadow, its Tier the tier's name, and the numbers the tier sets in place of the
 	// policy's. A request names its tier ([Policy.LimitFor]). Like the Config, it is not modified.
 	Tiers map[string]admit.Limit
 }
@@ -170,6 +170,9 @@ type Route struct {
 	Policies []string
 	// Subject says who a request is limited as.
 	Subject Subject
+	// Tier says where a request's tier is, if anywhere: a request without one is decided under
+	// the policies' own numbers.
+	Tier RouteTier
 	// Cost is the units each request costs under every policy; default 1.
 	Cost int64
 }
@@ -181,6 +184,13 @@ type Subject struct {
 	// for every request).
 	From string
 	// Header is the header read when From is SubjectHeader.
+	Header string
+}
+
+// A RouteTier says where a route finds the tier of a request (a tier of its policies'
+// Tiers): in Header, which only a trusted proxy may set; nowhere when Header is empty.
+type RouteTier struct {
+	// Header is the header that holds the tier; empty for none.
 	Header string
 }
 

@@ -121,18 +121,18 @@ func TestParse(t *testing.T) {
 	}
 	want := []policy.Policy{
 		{Limit: admit.Limit{Name: "per-second", Algorithm: admit.GCRA, Rate: 10, Period: time.Second, Burst: 20}, Version: "1",
-			Tiers: map[string]admit.Limit{"pro": {Name: "per-second", Algorithm: admit.GCRA, Rate: 100, Period: time.Second, Burst: 200}}},
+			Tiers: map[string]admit.Limit{"pro": {Name: "per-second", Tier: "pro", Algorithm: admit.GCRA, Rate: 100, Period: time.Second, Burst: 200}}},
 		{Limit: admit.Limit{Name: "per-day", Algorithm: admit.FixedWindow, Rate: 1000, Period: 24 * time.Hour, Aligned: true, Shadow: true}, Version: "2",
 			Tiers: map[string]admit.Limit{
-				"enterprise": {Name: "per-day", Algorithm: admit.FixedWindow, Rate: 100000, Period: 24 * time.Hour, Aligned: true, Shadow: true},
-				"weekly":     {Name: "per-day", Algorithm: admit.FixedWindow, Rate: 1000, Period: 7 * 24 * time.Hour, Aligned: true, Shadow: true},
+				"enterprise": {Name: "per-day", Tier: "enterprise", Algorithm: admit.FixedWindow, Rate: 100000, Period: 24 * time.Hour, Aligned: true, Shadow: true},
+				"weekly":     {Name: "per-day", Tier: "weekly", Algorithm: admit.FixedWindow, Rate: 1000, Period: 7 * 24 * time.Hour, Aligned: true, Shadow: true},
 			}},
 		{Limit: admit.Limit{Name: "per-minute", Algorithm: admit.SlidingWindow, Rate: 600, Period: time.Minute}, Version: "1", Failure: policy.Open, LocalLimit: 200,
-			Tiers: map[string]admit.Limit{"pro": {Name: "per-minute", Algorithm: admit.SlidingWindow, Rate: 6000, Period: time.Minute}}},
+			Tiers: map[string]admit.Limit{"pro": {Name: "per-minute", Tier: "pro", Algorithm: admit.SlidingWindow, Rate: 6000, Period: time.Minute}}},
 		{Limit: admit.Limit{Name: "exact", Algorithm: admit.SlidingLog, Rate: 100, Period: 10 * time.Second}, Version: "1"},
 		{Limit: admit.Limit{Name: "bucket", Algorithm: admit.GCRA, Rate: 5, Period: time.Second}, Version: "1"},
 		{Limit: admit.Limit{Name: "in-flight", Algorithm: admit.Concurrency, Rate: 5, Period: 30 * time.Second}, Version: "1",
-			Tiers: map[string]admit.Limit{"pro": {Name: "in-flight", Algorithm: admit.Concurrency, Rate: 50, Period: time.Minute}}},
+			Tiers: map[string]admit.Limit{"pro": {Name: "in-flight", Tier: "pro", Algorithm: admit.Concurrency, Rate: 50, Period: time.Minute}}},
 	}
 	if len(cfg.Policies) != len(want) {
 		t.Fatalf("%d policies; want %d", len(cfg.Policies), len(want))

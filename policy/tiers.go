@@ -19,8 +19,10 @@ const MaxTiers = 64
 var ErrUnknownTier = fmt.Errorf("%w: unknown tier", admit.ErrInvalidRequest)
 
 // LimitFor returns the Limit a request naming tier is decided under: the policy's own Limit for "",
-// a tier's Limit for one of Tiers. An unknown tier is an error matching ErrUnknownTier, which
-// admit.ClientMessage renders as `invalid request: unknown tier "x" for policy "api"`.
+// a tier's Limit (its Tier set) for one of Tiers. An unknown tier is an error matching
+// ErrUnknownTier, which admit.ClientMessage renders as `invalid request: unknown tier "x" for
+// policy "api"`, as it renders an admit.Limiter's. (A check of several policies lets a policy
+// without tiers ignore the tier: docs/configuration.md#tiers.)
 func (p Policy) LimitFor(tier string) (admit.Limit, error) {
 	if tier == "" {
 		return p.Limit, nil
@@ -89,6 +91,7 @@ func (d *decoder) validateTiers(p *rawPolicy, pol Policy, policyOK bool) (map[st
 		t := &p.tiers[i]
 		if !validName(t.name) {
 			d.errorf(t.key, "%s.tiers: tier name %q: want 1-%d characters of a-z, 0-9, '_' and '-'", p.path, t.name, bound.MaxNameLen)
+			continue // its numbers would be refused for the name again
 		}
 		if t.anyBad() {
 			continue // reported
@@ -116,7 +119,7 @@ func (d *decoder) validateTier(p *rawPolicy, t *rawTier, pol Policy, policyOK bo
 	override(&raw.window, t.window)
 	override(&raw.burst, t.burst)
 	override(&raw.leaseTTL, t.lease)
-	lim := admit.Limit{Name: pol.Limit.Name, Algorithm: pol.Limit.Algorithm, Shadow: pol.Limit.Shadow}
+	lim := admit.Limit{Name: pol.Limit.Name, Tier: t.name, Algorithm: pol.Limit.Algorithm, Shadow: pol.Limit.Shadow}
 	before := d.yf.Len()
 	d.validateNumbers(&raw, &lim)
 	if d.yf.Len() > before {

@@ -93,9 +93,9 @@ func TestLimitFor(t *testing.T) {
 		t.Errorf(`LimitFor("") = %+v; want the policy's Limit %+v`, lim, api.Limit)
 	}
 	for tier, want := range map[string]admit.Limit{
-		"pro":        {Name: "api", Algorithm: admit.FixedWindow, Rate: 1000, Period: time.Minute, Shadow: true},
-		"enterprise": {Name: "api", Algorithm: admit.FixedWindow, Rate: 10000, Period: time.Minute, Shadow: true},
-		"hourly":     {Name: "api", Algorithm: admit.FixedWindow, Rate: 100, Period: time.Hour, Shadow: true},
+		"pro":        {Name: "api", Tier: "pro", Algorithm: admit.FixedWindow, Rate: 1000, Period: time.Minute, Shadow: true},
+		"enterprise": {Name: "api", Tier: "enterprise", Algorithm: admit.FixedWindow, Rate: 10000, Period: time.Minute, Shadow: true},
+		"hourly":     {Name: "api", Tier: "hourly", Algorithm: admit.FixedWindow, Rate: 100, Period: time.Hour, Shadow: true},
 	} {
 		if lim := limitFor(t, cfg, "api", tier); lim != want {
 			t.Errorf("LimitFor(%q) = %+v; want %+v", tier, lim, want)

@@ -38,7 +38,7 @@ func (d *decoder) validate(raw rawFile) *Config {
 		}
 	}
 	for i := range raw.routes {
-		if r, ok := d.validateRoute(&raw.routes[i], names); ok && d.validateRouteCost(&raw.routes[i], r, cfg) {
+		if r, ok := d.validateRoute(&raw.routes[i], names); ok && d.validateRouteCost(&raw.routes[i], r, cfg) && d.validateRouteTier(&raw.routes[i], r, cfg) {
 			cfg.Routes = append(cfg.Routes, r)
 		}
 	}
@@ -264,7 +264,8 @@ func (d *decoder) validateRoute(r *rawRoute, policies map[string]bool) (Route, b
 	}
 	before := d.yf.Len()
 	path := r.path
-	out := Route{Method: r.method.v, PathPrefix: r.pathPrefix.v, Cost: r.cost.v, Subject: Subject{From: r.subjectFrom.v, Header: r.subjectHeader.v}}
+	out := Route{Method: r.method.v, PathPrefix: r.pathPrefix.v, Cost: r.cost.v, Subject: Subject{From: r.subjectFrom.v, Header: r.subjectHeader.v},
+		Tier: RouteTier{Header: r.tierHeader.v}}
 	if r.method.set() && !validMethod(r.method.v) {
 		d.errorf(r.method.node, "%s.method: %q: want an HTTP method such as GET, in capitals", path, r.method.v)
 	}
@@ -297,7 +298,25 @@ func (d *decoder) validateRoute(r *rawRoute, policies map[string]bool) (Route, b
 		d.errorf(r.cost.node, "%s.cost: %d is outside 0-%d", path, r.cost.v, bound.MaxRate)
 	}
 	d.validateSubject(r, path)
+	if r.tier != nil && !r.tierBad && !r.tierHeader.bad && r.tierHeader.v == "" {
+		d.errorf(r.tier, "%s.tier: want header: the name of a header only a trusted proxy sets, which holds the tier", path)
+	}
 	return out, d.yf.Len() == before
+}
+
+// validateRouteTier reports, for a route out that validateRoute made of r, whether a tier it reads
+// can mean anything: at least one of its policies in cfg has tiers.
+func (d *decoder) validateRouteTier(r *rawRoute, out Route, cfg *Config) bool {
+	if out.Tier.Header == "" {
+		return true
+	}
+	for _, name := range out.Policies {
+		if p, ok := cfg.Policy(name); !ok || p.Tiers != nil {
+			return true // an invalid policy is reported, and may have had tiers
+		}
+	}
+	d.errorf(r.tier, "%s.tier: none of the route's policies has tiers: a tier would change nothing", r.path)
+	return false
 }
 
 // validateRouteCost reports, for a route out that validateRoute made of r, whether its cost is one

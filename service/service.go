@@ -33,6 +33,11 @@ import (
 // have. It matches admit.ErrInvalidRequest.
 var ErrUnknownPolicy = fmt.Errorf("%w: unknown policy", admit.ErrInvalidRequest)
 
+// ErrInvalidTier is the error of a Check whose Tier is not a tier name (1 to 64 characters of a-z,
+// 0-9, '_' and '-'). It matches admit.ErrInvalidRequest. (A valid name that a policy with tiers
+// does not have is policy.ErrUnknownTier.)
+var ErrInvalidTier = fmt.Errorf("%w: tier name", admit.ErrInvalidRequest)
+
 // A Service decides Checks on a Store, with keys made by a KeyBuilder, under the policies of the
 // configuration it holds. It is safe for concurrent use. Make one with [New]; the zero value is not
 // usable.
@@ -70,8 +75,14 @@ type Check struct {
 	// Policies are the names of the policies, 1 … 16 distinct ones of the loaded
 	// configuration.
 	Policies []string
-	// Subject is who is limited: digested into one key per policy, never stored.
+	// Subject is who is limited: digested into one key per policy, never stored. Its Tier is not
+	// read: Tier is.
 	Subject admit.Subject
+	// Tier is the subject's tier, "" for none: each policy with tiers decides under that tier's
+	// Limit (policy.Policy.LimitFor; an unknown one is an invalid request), and each policy without
+	// tiers under its own (docs/configuration.md#tiers). A tier is named as a policy is: 1 to 64
+	// characters of a-z, 0-9, '_' and '-'; any other is ErrInvalidTier.
+	Tier string
 	// Cost is the units asked for under each policy: 0 (a peek) … each policy's capacity (its limit,
 	// or a gcra policy's burst); under a concurrency policy 0 or 1 (one lease: one request in
 	// flight). Any other cost is an invalid request (admit.Request.Cost).
@@ -155,9 +166,9 @@ func (res Result) decided(allowed bool) Result {
 }
 
 // LocalLimit returns the local limit of lim under the configuration the Service holds now, and
-// whether lim fails open: whether the configuration has a policy named lim.Name whose Limit is lim
-// and whose failure mode is policy.Open: a lookup in the [LocalLimits] of that configuration. It
-// is safe for concurrent use.
+// whether lim fails open: whether the configuration has a policy named lim.Name whose Limit (or,
+// for lim.Tier set, whose tier's Limit) is lim and whose failure mode is policy.Open: a lookup in
+// the [LocalLimits] of that configuration. It is safe for concurrent use.
 //
 // It is looked up on every call, so a reload applies at once: a policy whose failure mode or local
 // limit changes fails open (or closed) from its next decision on. A Limit that no policy of the
@@ -165,7 +176,10 @@ func (res Result) decided(allowed bool) Result {
 // built-in demo — fails closed.
 func (s *Service) LocalLimit(lim admit.Limit) (local int64, ok bool) {
 	p, ok := s.cfg.Load().Policy(lim.Name)
-	if !ok || p.Limit != lim || p.Failure != policy.Open {
+	if !ok || p.Failure != policy.Open {
+		return 0, false
+	}
+	if own, err := p.LimitFor(lim.Tier); err != nil || own != lim {
 		return 0, false
 	}
 	return p.LocalLimit, true
@@ -201,6 +215,9 @@ func (s *Service) items(c Check, buf []Item) ([]Item, error) {
 	if n == 0 || n > bound.MaxRequests {
 		return nil, fmt.Errorf("%w: %d policies; want 1-%d", admit.ErrInvalidRequest, n, bound.MaxRequests)
 	}
+	if c.Tier != "" && !validTier(c.Tier) {
+		return nil, fmt.Errorf("%w %q: want 1-%d characters of a-z, 0-9, '_' and '-'", ErrInvalidTier, c.Tier, bound.MaxNameLen)
+	}
 	for i, name := range c.Policies {
 		p, ok := cfg.Policy(name)
 		if !ok {
@@ -211,9 +228,22 @@ func (s *Service) items(c Check, buf []Item) ([]Item, error) {
 				return nil, fmt.Errorf("%w: policy %q named twice", admit.ErrInvalidRequest, name)
 			}
 		}
-		buf = append(buf, Item{Limit: p.Limit, Version: p.Version, Subject: c.Subject, Cost: c.Cost})
+		lim := p.Limit
+		if c.Tier != "" && p.Tiers != nil { // a policy without tiers ignores the tier
+			var err error
+			if lim, err = p.LimitFor(c.Tier); err != nil {
+				return nil, err
+			}
+		}
+		buf = append(buf, Item{Limit: lim, Version: p.Version, Subject: c.Subject, Cost: c.Cost})
 	}
 	return buf, nil
+}
+
+// validTier reports whether tier follows the rule of tier names, the rule of admit.Limit.Tier.
+func validTier(tier string) bool {
+	lim := admit.Limit{Name: "tier", Tier: tier, Algorithm: admit.FixedWindow, Rate: 1, Period: bound.MinPeriod}
+	return lim.Validate() == nil
 }
 
 // checkError returns err, decide's for c, as a Check's error: an Item's own, naming its policy

@@ -36,6 +36,9 @@ type CheckRequest struct {
 	Cost *int64 `json:"cost,omitempty"`
 	// RequestID makes a retry idempotent: a repeat returns the first answer, marked replayed.
 	RequestID string `json:"request_id,omitempty"`
+	// Tier is the subject's tier, such as "pro": each policy with tiers decides under that tier's
+	// numbers, an unknown one a 400 (service.Check.Tier). Absent means none: the policies' own.
+	Tier string `json:"tier,omitempty"`
 }
 
 // CheckResponse is the JSON body of an answer of POST /v1/check: the decision, or Error alone.
@@ -97,6 +100,8 @@ const (
 	RequestIDField = "X-Admit-Request-Id"
 	// SubjectField says where the subject is, as the query's subject does: key or client_ip.
 	SubjectField = "X-Admit-Subject"
+	// TierField is the subject's tier, as the query's tier is.
+	TierField = "X-Admit-Tier"
 )
 
 // The kinds of /v1/check's log records, each at a bounded rate: indexes of checkLogKinds.
@@ -137,7 +142,7 @@ func (c *check) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, ErrorResponse{Error: err.Error()})
 		return
 	}
-	chk := service.Check{Policies: req.Policies, Subject: admit.Subject{ID: req.Key}, Cost: 1, RequestID: req.RequestID}
+	chk := service.Check{Policies: req.Policies, Subject: admit.Subject{ID: req.Key}, Tier: req.Tier, Cost: 1, RequestID: req.RequestID}
 	if req.Policy != "" {
 		chk.Policies = []string{req.Policy}
 	}
@@ -190,6 +195,7 @@ var forwardAuthParams = [...]struct{ query, field string }{
 	{"subject", SubjectField},
 	{"cost", CostField},
 	{"request_id", RequestIDField},
+	{"tier", TierField},
 }
 
 // fromForwardAuth reads the check of a request in the forward-auth form, whatever its method and
@@ -214,10 +220,10 @@ func (c *check) fromForwardAuth(r *http.Request) (req CheckRequest, limited int,
 
 // forwardedCheck reads the check of a request in the forward-auth form from one source: the query
 // when it names a policy, else the header fields (PolicyField, KeyField, SubjectField, CostField,
-// RequestIDField). A parameter of the check in the other source too is an error, and so is one
+// RequestIDField, TierField). A parameter of the check in the other source too is an error, and so is one
 // given twice (but policy, which the query may repeat): a proxy forwards the client's own header
 // fields (nginx, Traefik) or its own query (Envoy), and a check that mixed them, or took the first
-// of two, would let a client choose its own subject or cost. The subject is key; or, with
+// of two, would let a client choose its own subject, tier or cost. The subject is key; or, with
 // subject=client_ip, the client's address as the server's trusted proxies resolve it.
 func (c *check) forwardedCheck(r *http.Request) (CheckRequest, error) {
 	var req CheckRequest
@@ -280,7 +286,7 @@ func (c *check) forwardedCheck(r *http.Request) (CheckRequest, error) {
 		}
 		req.Cost = &cost
 	}
-	req.RequestID = param("request_id")
+	req.RequestID, req.Tier = param("request_id"), param("tier")
 	return req, nil
 }
 

@@ -159,13 +159,18 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	subject, err := p.subject(r, route.Subject)
+	if err == nil {
+		subject.Tier, err = p.tier(r, route.Tier)
+	}
 	if err != nil {
 		p.fail(w, r, err, true)
 		return
 	}
-	res, release, err := p.svc.Admit(r.Context(), service.Check{Policies: route.Policies, Subject: subject, Cost: route.Cost, Config: cfg})
+	res, release, err := p.svc.Admit(r.Context(), service.Check{Policies: route.Policies, Subject: subject, Tier: subject.Tier, Cost: route.Cost, Config: cfg})
 	defer release() // once the response is written, or the client has gone, or on a panic
 	switch {
+	case errors.Is(err, policy.ErrUnknownTier), errors.Is(err, service.ErrInvalidTier):
+		p.fail(w, r, fmt.Errorf("tier header %s: %w: %w", route.Tier.Header, err, httplimit.ErrMalformedRequest), true)
 	case err != nil:
 		p.fail(w, r, err, false)
 	case !res.Allowed:
@@ -202,13 +207,40 @@ func (p *Proxy) subject(r *http.Request, s policy.Subject) (admit.Subject, error
 		if !p.clientIP.TrustsPeer(r) {
 			return admit.Subject{}, errUntrustedPeer
 		}
-		vs := r.Header.Values(s.Header)
-		if len(vs) != 1 || vs[0] == "" {
-			return admit.Subject{}, fmt.Errorf("subject header %s: %d values, want one that is not empty: %w", s.Header, len(vs), httplimit.ErrMalformedRequest)
-		}
-		return admit.Subject{ID: vs[0]}, nil
+		id, err := oneValue(r.Header.Values(s.Header), "subject", s.Header)
+		return admit.Subject{ID: id}, err
 	}
 	return p.clientIP.Subject(r)
+}
+
+// errUntrustedTier is the error of a request that carries the tier header of its route from a TCP
+// peer not trusted to set it.
+var errUntrustedTier = fmt.Errorf("the tier header comes from a peer not in trusted_proxies: %w", httplimit.ErrMalformedRequest)
+
+// tier returns the tier of r under a route's RouteTier: "" for none. The header is read as a
+// subject's is, from a trusted proxy only; it may be absent, but not repeated or empty. Its error
+// wraps httplimit.ErrMalformedRequest.
+func (p *Proxy) tier(r *http.Request, t policy.RouteTier) (string, error) {
+	if t.Header == "" {
+		return "", nil
+	}
+	vs := r.Header.Values(t.Header)
+	switch {
+	case len(vs) == 0:
+		return "", nil
+	case !p.clientIP.TrustsPeer(r):
+		return "", errUntrustedTier
+	}
+	return oneValue(vs, "tier", t.Header)
+}
+
+// oneValue returns the one value vs of the header name, which holds what (the subject, the tier),
+// or an error wrapping httplimit.ErrMalformedRequest when there are several, none, or it is empty.
+func oneValue(vs []string, what, name string) (string, error) {
+	if len(vs) != 1 || vs[0] == "" {
+		return "", fmt.Errorf("%s header %s: %d values, want one that is not empty: %w", what, name, len(vs), httplimit.ErrMalformedRequest)
+	}
+	return vs[0], nil
 }
 
 // fail answers a request that was neither admitted nor limited, because of err, found while
