@@ -147,7 +147,9 @@ func testResetInvalid(t *testing.T, b Backend, a *algorithm) {
 		}
 	}
 	checkEmpty(t, s, key, lim, "a key named with invalid ones")
-	resetKeys(t, s, key, strings.Repeat("k", bound.MaxKeyLen)) // the bounds are inclusive
+	longest := newKey()
+	longest += strings.Repeat("k", bound.MaxKeyLen-len(longest))
+	resetKeys(t, s, key, longest) // the bounds are inclusive
 	checkFull(t, s, key, lim, "a reset with a key of the longest length")
 }
 

@@ -70,8 +70,12 @@ func resetGroup(ctx context.Context, c rueidis.Client, keys []string) error {
 		c.B().Exec().Build())
 	for _, r := range resps {
 		if err := r.Error(); err != nil {
-			if strings.Contains(err.Error(), "NOPERM") {
-				return fmt.Errorf("%w: %w (the user needs %s)", ErrPermission, unavailable(err), ResetACLRules)
+			if msg := err.Error(); strings.Contains(msg, "NOPERM") {
+				need := "a key pattern covering the keys"
+				if !strings.Contains(msg, "keys") {
+					need = ResetACLRules
+				}
+				return fmt.Errorf("%w: %w (the user needs %s)", ErrPermission, unavailable(err), need)
 			}
 			return unavailable(err)
 		}
