@@ -73,7 +73,9 @@ func (w *swappable) Settle(ctx context.Context, res admit.Reservation, actual in
 	return w.store().Settle(ctx, res, actual)
 }
 
-func (w *swappable) Reset(ctx context.Context, keys []string) error { return w.store().Reset(ctx, keys) }
+func (w *swappable) Reset(ctx context.Context, keys []string) error {
+	return w.store().Reset(ctx, keys)
+}
 
 // A rejection with a RetryAfter of a day is remembered for at most a second by default: a client
 // hammering the full key costs one backend call a second, each answer in between is local, and
