@@ -257,6 +257,8 @@ func (s *countingStore) Settle(context.Context, admit.Reservation, int64) (admit
 	return admit.Decision{}, errors.ErrUnsupported
 }
 
+func (s *countingStore) Reset(context.Context, []string) error { return errors.ErrUnsupported }
+
 func TestLimiterValidatesBeforeTheStore(t *testing.T) {
 	s := &countingStore{}
 	keys := newKeyBuilder(t)

@@ -46,6 +46,16 @@ type Store interface {
 	// settle every other). Settle keeps no record of settlements: settling one reservation twice
 	// settles it twice ([Limiter.Reserve]'s settle settles once).
 	Settle(ctx context.Context, res Reservation, actual int64) (Decision, error)
+	// Reset deletes the state of keys, whatever the algorithm that wrote it: the next Take of one
+	// finds it missing, with its full allowance. Keys without state are fine; idempotency records
+	// stay (a retry of an admitted request still replays). keys must hold 1 to 1,024 keys of 1 to 512
+	// bytes each, checked before any I/O (ErrInvalidRequest); on ErrUnavailable, some keys may have
+	// been reset and not others: Reset again. The leases of a Concurrency key reset are gone: their
+	// requests still in flight are not counted, so the key may hold up to its limit more in flight
+	// for a Period at most, and their later Release does nothing (compare-and-delete). A Reservation
+	// taken before is settled on the key as it is now: a refund gives nothing back to a window the
+	// reset ended (docs/concurrency.md, docs/reserve-settle.md).
+	Reset(ctx context.Context, keys []string) error
 }
 
 // A Lease is one unit of a Concurrency Limit, held by an admitted request until it is released or

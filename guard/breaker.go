@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/validate"
 )
 
 // ErrOpen is the error of every operation a [Breaker] refuses while it is open, or half-open with
@@ -163,6 +164,18 @@ func (b *Breaker) Settle(ctx context.Context, res admit.Reservation, actual int6
 	d, err := b.next.Settle(ctx, res, actual)
 	b.after(ctx, probe, err)
 	return d, err
+}
+
+// Reset forwards keys to the next Store, unless the Breaker refuses it with ErrOpen: then nothing
+// is reset.
+func (b *Breaker) Reset(ctx context.Context, keys []string) error {
+	probe, err := b.before(func() error { return validate.ResetKeys(keys) })
+	if err != nil {
+		return err
+	}
+	err = b.next.Reset(ctx, keys)
+	b.after(ctx, probe, err)
+	return err
 }
 
 // before decides whether an operation may go on: it returns nil when it may, with probe true when

@@ -45,6 +45,11 @@ func (c *counting) Settle(ctx context.Context, res admit.Reservation, actual int
 	return c.next.Settle(ctx, res, actual)
 }
 
+func (c *counting) Reset(ctx context.Context, keys []string) error {
+	c.calls.Add(1)
+	return c.next.Reset(ctx, keys)
+}
+
 func newClock() *limittest.Clock {
 	return limittest.NewClock(time.Date(2026, 3, 1, 12, 0, 7, 123_456_789, time.UTC))
 }
@@ -432,6 +437,13 @@ func (s *switchable) Settle(ctx context.Context, res admit.Reservation, actual i
 		return admit.Decision{}, errDown
 	}
 	return s.next.Settle(ctx, res, actual)
+}
+
+func (s *switchable) Reset(ctx context.Context, keys []string) error {
+	if s.down.Load() {
+		return errDown
+	}
+	return s.next.Reset(ctx, keys)
 }
 
 // Only consecutive failures open the Breaker: a success between them starts the count again, so

@@ -187,6 +187,21 @@ func (f *FailOpen) Settle(ctx context.Context, res admit.Reservation, actual int
 	return f.next.Settle(ctx, res, actual)
 }
 
+// Reset resets keys on next, and, once next has, in the local limiter too: a reset never fails
+// open, and when next cannot reset, nothing is reset.
+func (f *FailOpen) Reset(ctx context.Context, keys []string) error {
+	if err := f.next.Reset(ctx, keys); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	local := f.local
+	f.mu.Unlock()
+	if local == nil {
+		return nil
+	}
+	return local.Reset(ctx, keys)
+}
+
 // failsOpen reports whether err, next's error for a call with ctx, lets the local limiter decide:
 // next was unavailable, the state is not corrupt, and the caller has not given up.
 func (f *FailOpen) failsOpen(ctx context.Context, err error) bool {

@@ -343,6 +343,23 @@ func (c *OverLimitCache) Settle(ctx context.Context, res admit.Reservation, actu
 	return d, err
 }
 
+// Reset forwards keys to the next Store, then forgets them, whatever the outcome (see
+// [OverLimitCache.Forget]).
+func (c *OverLimitCache) Reset(ctx context.Context, keys []string) error {
+	err := c.next.Reset(ctx, keys)
+	c.Forget(keys)
+	return err
+}
+
+// Forget deletes the remembered rejections of keys, and makes a rejection of one of them in flight
+// not remembered: the next Take of each asks the next Store. Use it as the listener of resets made
+// through other instances (redisstore's OnReset).
+func (c *OverLimitCache) Forget(keys []string) {
+	for _, k := range keys {
+		c.forget(k)
+	}
+}
+
 // cacheable reports whether a remembered rejection may answer r: it consumes, has no ID, and is
 // under an enforced Limit that no release can free early.
 func cacheable(r *admit.Request) bool {

@@ -73,6 +73,10 @@ func (w *swappable) Settle(ctx context.Context, res admit.Reservation, actual in
 	return w.store().Settle(ctx, res, actual)
 }
 
+func (w *swappable) Reset(ctx context.Context, keys []string) error {
+	return w.store().Reset(ctx, keys)
+}
+
 // A rejection with a RetryAfter of a day is remembered for at most a second by default: a client
 // hammering the full key costs one backend call a second, each answer in between is local, and
 // a reset of the backend's state (an operator's DEL, a FLUSHALL) is seen within that second.
@@ -292,3 +296,5 @@ func (g *gated) Release(ctx context.Context, l admit.Lease) error { return g.nex
 func (g *gated) Settle(ctx context.Context, res admit.Reservation, actual int64) (admit.Decision, error) {
 	return g.next.Settle(ctx, res, actual)
 }
+
+func (g *gated) Reset(ctx context.Context, keys []string) error { return g.next.Reset(ctx, keys) }

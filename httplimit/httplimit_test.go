@@ -337,6 +337,8 @@ func (f storeFunc) Settle(context.Context, admit.Reservation, int64) (admit.Deci
 	return admit.Decision{}, errors.ErrUnsupported
 }
 
+func (f storeFunc) Reset(context.Context, []string) error { return errors.ErrUnsupported }
+
 func failingStore(err error) admit.Store {
 	return storeFunc(func(context.Context, admit.Request) (admit.Decision, error) {
 		return admit.Decision{}, err

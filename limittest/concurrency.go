@@ -32,6 +32,7 @@ func concurrency() *algorithm {
 			{"KilledHolder", testKilledHolder},
 			{"NewLimitKeepsLeases", testNewLimitKeepsLeases},
 			{"ShortLeaseKeepsLongerLeases", testShortLeaseKeepsLongerLeases},
+			{"Reset/Leases", testResetLeases},
 		}}
 }
 

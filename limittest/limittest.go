@@ -23,7 +23,7 @@ type Backend interface {
 //
 // For each algorithm it runs the cases every algorithm passes (concurrency, bounds, invalid input, a
 // done context, read-only rejections, short windows), those of reserve, then settle, for the
-// algorithms that settle (Settle/…), and the algorithm's own step tables, as
+// algorithms that settle (Settle/…), those of Store.Reset (Reset/…), and the algorithm's own step tables, as
 // subtests named after the algorithm (TestConformance/fixed_window/Concurrent; fixed windows aligned
 // to the clock are TestConformance/fixed_window_aligned/…); then the cases of the
 // request model: several policies at once (MultiPolicy/…), tiers of one policy (Tiers/…),
@@ -49,6 +49,13 @@ func TestStore(t *testing.T, newBackend func(t *testing.T) Backend) {
 				if !a.settles {
 					continue
 				}
+				t.Run(c.name, func(t *testing.T) {
+					b := newBackend(t)
+					a.prepare(t, b)
+					c.run(t, b, a)
+				})
+			}
+			for _, c := range resetCases {
 				t.Run(c.name, func(t *testing.T) {
 					b := newBackend(t)
 					a.prepare(t, b)

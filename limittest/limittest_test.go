@@ -76,6 +76,11 @@ var mutants = []struct {
 	{"id-global", []string{"Idempotency/ScopedToTheSlot"}},
 	{"replay-unmarked", []string{"Idempotency/Replay"}},
 	{"shadow-enforced", []string{"MultiPolicy/Shadow/RejectsNothing", "MultiPolicy/Shadow/AllShadow"}},
+	// Bugs of Reset.
+	{"reset-noop", []string{"fixed_window/Reset/StateGone", "gcra/Reset/StateGone", "sliding_window/Reset/StateGone", "sliding_log/Reset/StateGone", "concurrency/Reset/StateGone"}},
+	{"reset-everything", []string{"fixed_window/Reset/StateGone", "fixed_window/Reset/AbsentKeys"}},
+	{"reset-unvalidated", []string{"fixed_window/Reset/Invalid"}},
+	{"reset-keeps-leases", []string{"concurrency/Reset/StateGone", "concurrency/Reset/Leases"}},
 	// Bugs of reserve, then settle.
 	{"settle-refund-later-window", []string{"fixed_window/Settle/WindowReplaced", "fixed_window_aligned/Settle/WindowReplaced",
 		"gcra/Settle/WindowReplaced", "sliding_window/Settle/WindowReplaced", "sliding_log/Settle/WindowReplaced"}},
@@ -268,6 +273,44 @@ func (s *refStore) Release(ctx context.Context, l admit.Lease) error {
 		return nil
 	}
 	s.leases[l.Key], _ = algo.RemoveLease(append([]algo.Lease(nil), leases...), l.Token)
+	return nil
+}
+
+// Reset deletes the state of keys in every map, with the bugs that touch resetting.
+func (s *refStore) Reset(ctx context.Context, keys []string) error {
+	if s.bug != "reset-unvalidated" {
+		if len(keys) == 0 || len(keys) > bound.MaxResetKeys {
+			return fmt.Errorf("%w: %d keys", admit.ErrInvalidRequest, len(keys))
+		}
+		for _, k := range keys {
+			if k == "" || len(k) > bound.MaxKeyLen {
+				return fmt.Errorf("%w: key of %d bytes", admit.ErrInvalidRequest, len(k))
+			}
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%w: %w", admit.ErrUnavailable, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch s.bug {
+	case "reset-noop":
+		return nil
+	case "reset-everything":
+		clear(s.m)
+		clear(s.windows)
+		clear(s.logs)
+		clear(s.leases)
+		return nil
+	}
+	for _, k := range keys {
+		delete(s.m, k)
+		delete(s.windows, k)
+		delete(s.logs, k)
+		if s.bug != "reset-keeps-leases" {
+			delete(s.leases, k)
+		}
+	}
 	return nil
 }
 

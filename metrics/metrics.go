@@ -169,6 +169,15 @@ func (s *Store) Settle(ctx context.Context, res admit.Reservation, actual int64)
 	return d, err
 }
 
+// Reset forwards keys to the next Store, and counts its error.
+func (s *Store) Reset(ctx context.Context, keys []string) error {
+	err := s.next.Reset(ctx, keys)
+	if err != nil {
+		s.errs.WithLabelValues(Kind(err)).Inc()
+	}
+	return err
+}
+
 // count counts one Request of policy decided as d, or not decided for err.
 func (s *Store) count(policy string, d *admit.Decision, err error) {
 	c := s.counters(policy)

@@ -121,6 +121,9 @@ func TestACLRulesMatchScriptsAndDocs(t *testing.T) {
 		t.Errorf("ACLRules() = %s\nbut the tests run as a user with redistest.ACLRules = %s\n(update redistest.ACLRules and the docs together)",
 			ACLRules(), redistest.ACLRules)
 	}
+	if ResetACLRules != redistest.ResetACLRules {
+		t.Errorf("ResetACLRules = %s\nbut the tests run as a user with redistest.ResetACLRules = %s", ResetACLRules, redistest.ResetACLRules)
+	}
 	if clusterACLRules != redistest.ClusterACLRules {
 		t.Errorf("Preflight's hint names the cluster rules %s\nbut the tests run as a user with redistest.ClusterACLRules = %s",
 			clusterACLRules, redistest.ClusterACLRules)

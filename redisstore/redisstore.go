@@ -105,6 +105,8 @@ type Store struct {
 	calls          sync.Pool         // of *callCtx, each bounding one call by commandTimeout
 	epoch          time.Time         // with a monotonic reading: callCtx deadlines count from it
 
+	resets listeners // OnReset's, and the subscription that calls them
+
 	client  atomic.Pointer[rueidis.Client]
 	mu      sync.Mutex // guards dialing and closed
 	dialing *dialAttempt
@@ -368,7 +370,7 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Close closes the connections. Decisions after Close fail with admit.ErrUnavailable, and decisions
+// Close closes the connections and ends the subscription of OnReset. Decisions after Close fail with admit.ErrUnavailable, and decisions
 // made while Close runs end by their own deadlines: closing a client of a frozen server can take a
 // while, and Close holds no lock meanwhile. Close is idempotent.
 func (s *Store) Close() error {
@@ -384,6 +386,7 @@ func (s *Store) Close() error {
 	if c != nil {
 		(*c).Close()
 	}
+	s.resets.stop()
 	return nil
 }
 

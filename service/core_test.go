@@ -30,6 +30,10 @@ var entryPoints = []struct {
 	{"ShouldRateLimit", "../transport/rls", "Server.ShouldRateLimit"},
 }
 
+// resetMethod is the Store's one method that decides nothing: Service.Reset alone calls it, and
+// transports call Service.Reset, which is not a way to a decision.
+const resetMethod = "Reset"
+
 // serviceMethods are the Service's deciding methods, each of which must call decide.
 var serviceMethods = []string{"Check", "Admit", "DecideItems"}
 
@@ -146,7 +150,8 @@ func storeAPI(t *testing.T) (methods, funcs []string) {
 }
 
 // TestOneDecisionCore walks the sources of package service and the transports: the only calls of
-// a Store's methods (Take, TakeAll, Release, Settle, by name, on any receiver) and of the root
+// a Store's deciding methods (Take, TakeAll, Release, Settle, by name, on any receiver; Reset only in
+// Service.Reset) and of the root
 // functions that take a Store (admit.Hold, admit.NewLimiter) are in (*Service).decide, which
 // calls TakeAll and admit.Hold; no transport names admit.Store; Check, Admit and DecideItems call
 // decide; and each entry point of admit serve reaches one of them.
@@ -190,6 +195,9 @@ func TestOneDecisionCore(t *testing.T) {
 						admit != "" && isIdent(sel.X, admit) && slices.Contains(funcs, sel.Sel.Name)
 					if !store {
 						return true
+					}
+					if sel.Sel.Name == resetMethod && (dir != "." || fd != nil && funcName(fd) == "Service."+resetMethod) {
+						return true // the admin operation, no decision: Service.Reset's, which transports call
 					}
 					if dir == "." && fd != nil && funcName(fd) == decideFunc {
 						inDecide = append(inDecide, sel.Sel.Name)

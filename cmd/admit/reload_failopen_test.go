@@ -31,6 +31,7 @@ func (downStore) Release(context.Context, admit.Lease) error { return errDown }
 func (downStore) Settle(context.Context, admit.Reservation, int64) (admit.Decision, error) {
 	return admit.Decision{}, errDown
 }
+func (downStore) Reset(context.Context, []string) error { return errDown }
 
 const reloadFailureConfig = "policies:\n  - name: api\n    algorithm: fixed_window\n    limit: 100\n    window: 1m\n%s"
 

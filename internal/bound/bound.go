@@ -45,6 +45,8 @@ const (
 	MaxIDLen = 128
 	// MaxRequests is the most Requests one TakeAll decides together.
 	MaxRequests = 16
+	// MaxResetKeys is the most keys one Store.Reset deletes.
+	MaxResetKeys = 1024
 )
 
 // Bounds on a KeyBuilder's inputs, and the shape of its keys.

@@ -68,7 +68,7 @@ func StartCluster(t testing.TB, args ...string) *Cluster {
 				// Replicas sync without persistence, diskless: at once, not after the default 5s.
 				"--repl-diskless-sync-delay", "0",
 			}, args...)
-			c.nodes[i], errs[i] = start(t, nil, nodeArgs, ACLRules+" "+ClusterACLRules)
+			c.nodes[i], errs[i] = start(t, nil, nodeArgs, ACLRules+" "+ResetACLRules+" "+ClusterACLRules)
 		})
 	}
 	wg.Wait()

@@ -12,7 +12,7 @@
 //	}
 //
 // Every data server the harness starts has the least-privilege ACL user [User] with [Password],
-// allowed only [ACLRules] (plus [ClusterACLRules] or [SentinelACLRules] where they apply), and the
+// allowed only [ACLRules] and [ResetACLRules] (plus [ClusterACLRules] or [SentinelACLRules] where they apply), and the
 // URLs it hands out log in as that user; its own clients ([Server.Do], [Server.Client]) and
 // [Server.AdminURL] are the unrestricted default user, to inspect or break a server. Which rules, and why: docs/development.md#tests.
 //
@@ -66,6 +66,11 @@ const ACLRules = "resetkeys ~rl:* resetchannels -@all +evalsha +script|load +mul
 // follows an ASK redirect, while a slot migrates, with ASKING. READONLY is not needed: redisstore
 // never reads from replicas.
 const ClusterACLRules = "+cluster|slots +cluster|shards +asking"
+
+// ResetACLRules are the rules a user needs besides [ACLRules] to reset keys and hear resets
+// (redisstore.ResetACLRules: PUBLISH and SUBSCRIBE on its channel); the harness grants them to
+// [User] on every data server.
+const ResetACLRules = "&rl:reset +publish +subscribe"
 
 // SentinelACLRules are the rules the user of a server Sentinel watches needs besides [ACLRules]: the
 // client asks the server the sentinels name with ROLE whether it really is the primary.

@@ -46,7 +46,7 @@ func StartSentinel(t testing.TB, args ...string) *Sentinel {
 	begin := time.Now()
 	// Replicas sync without persistence, diskless: at once, not after the default 5s.
 	dataArgs := append([]string{"--repl-diskless-sync-delay", "0"}, args...)
-	primary, err := start(t, nil, dataArgs, ACLRules+" "+SentinelACLRules)
+	primary, err := start(t, nil, dataArgs, ACLRules+" "+ResetACLRules+" "+SentinelACLRules)
 	if err != nil {
 		t.Fatalf("redistest: Sentinel primary: %v", err)
 	}
@@ -60,7 +60,7 @@ func StartSentinel(t testing.TB, args ...string) *Sentinel {
 	for i := range sentinelReplicas {
 		wg.Go(func() {
 			replicaArgs := append([]string{"--replicaof", "127.0.0.1", strconv.Itoa(primary.Port())}, dataArgs...)
-			st.data[1+i], errs[i] = start(t, nil, replicaArgs, ACLRules+" "+SentinelACLRules)
+			st.data[1+i], errs[i] = start(t, nil, replicaArgs, ACLRules+" "+ResetACLRules+" "+SentinelACLRules)
 		})
 	}
 	wg.Wait()

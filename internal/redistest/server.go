@@ -70,7 +70,7 @@ func (p *process) exited() bool {
 func Start(t testing.TB, args ...string) *Server {
 	t.Helper()
 	requireRedis(t)
-	s, err := start(t, nil, args, ACLRules)
+	s, err := start(t, nil, args, ACLRules+" "+ResetACLRules)
 	if err != nil {
 		t.Fatalf("redistest: %v", err)
 	}

@@ -166,7 +166,7 @@ func StartTLS(t testing.TB, opts TLSOptions, args ...string) (*Server, TLSFiles)
 		"--tls-ca-cert-file", files.CAFile,
 		"--tls-auth-clients", auth,
 	}
-	s, err := startWith(t, pre, args, ACLRules, conf)
+	s, err := startWith(t, pre, args, ACLRules+" "+ResetACLRules, conf)
 	if err != nil {
 		if noTLSBuild(err.Error()) {
 			t.Skipf("redistest: TLS tests SKIPPED: this redis-server was built without TLS support (BUILD_TLS=yes), so it cannot serve --tls-port: %v", err)

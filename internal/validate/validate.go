@@ -55,3 +55,20 @@ func Request(key string, cost int64, id string, concurrency bool, capacity int64
 	}
 	return nil
 }
+
+// ResetKeys reports why keys cannot be reset (Store.Reset), as an error matching ErrInvalidRequest,
+// or nil: 1 to bound.MaxResetKeys keys, each of 1 to bound.MaxKeyLen bytes.
+func ResetKeys(keys []string) error {
+	if len(keys) == 0 || len(keys) > bound.MaxResetKeys {
+		return fmt.Errorf("%w: reset of %d keys, want 1-%d", ErrInvalidRequest, len(keys), bound.MaxResetKeys)
+	}
+	for i, k := range keys {
+		switch {
+		case k == "":
+			return fmt.Errorf("%w: reset key %d is empty", ErrInvalidRequest, i)
+		case len(k) > bound.MaxKeyLen:
+			return fmt.Errorf("%w: reset key %d of %d bytes exceeds %d", ErrInvalidRequest, i, len(k), bound.MaxKeyLen)
+		}
+	}
+	return nil
+}
