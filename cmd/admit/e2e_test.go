@@ -47,7 +47,7 @@ func admitBinary(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		binPath = filepath.Join(binDir, "admit")
-		cmd := exec.Command("go", "build", "-o", binPath, ".")
+		cmd := exec.Command("go", "build", "-buildvcs=auto", "-o", binPath, ".") // stamps the commit where git can tell it
 		buildOutput, buildErr = cmd.CombinedOutput()
 	})
 	if buildErr != nil {
