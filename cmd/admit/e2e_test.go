@@ -42,12 +42,23 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// binaryVersion returns the version the binary of admitBinary reports (admit version's second
+// word): its /healthz says it, and it differs from the test binary's where git stamps the build.
+func binaryVersion(t *testing.T) string {
+	out, err := exec.Command(admitBinary(t), "version").Output()
+	words := strings.Fields(string(out))
+	if err != nil || len(words) < 2 {
+		t.Fatalf("admit version: %q, %v", out, err)
+	}
+	return words[1]
+}
+
 // admitBinary builds the admit binary the first time it is called, and returns its path.
 func admitBinary(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		binPath = filepath.Join(binDir, "admit")
-		cmd := exec.Command("go", "build", "-o", binPath, ".")
+		cmd := exec.Command("go", "build", "-buildvcs=auto", "-o", binPath, ".") // stamps the commit where git can tell it
 		buildOutput, buildErr = cmd.CombinedOutput()
 	})
 	if buildErr != nil {

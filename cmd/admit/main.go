@@ -23,8 +23,6 @@ import (
 	"os"
 	"os/signal"
 	"regexp"
-	"runtime"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -85,7 +83,7 @@ Commands:
 	            POST /v1/check    decide a request under one or several policies, as JSON
 	            GET /v1/policies  the policies loaded
 	            GET /demo         the demo policy: 3 requests per 10s
-	            GET /healthz      200 while the process is alive
+	            GET /healthz      200 "ok VERSION" while the process is alive
 	            GET /readyz       200 when the backend answers
 	            GET /metrics      Prometheus metrics
 	          and, with --envoy-config DIR, Envoy's rate limit service (RLS v3) and
@@ -219,17 +217,4 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "Run 'admit help' for the commands.")
 		return exitUsage
 	}
-}
-
-// versionString reports the module version and the Go version the binary was built with.
-func versionString() string {
-	return fmt.Sprintf("admit %s %s %s/%s", moduleVersion(), runtime.Version(), runtime.GOOS, runtime.GOARCH)
-}
-
-// moduleVersion returns the version of admit the binary was built from, or "(devel)".
-func moduleVersion() string {
-	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" {
-		return info.Main.Version
-	}
-	return "(devel)"
 }

@@ -58,12 +58,13 @@ func TestDemoKeyIsREADMEs(t *testing.T) {
 	}
 }
 
-// useSecret sets ADMIT_HMAC_SECRET to testSecret for the test, and REDIS_URL and ADMIT_ADMIN_TOKEN
-// to nothing.
+// useSecret sets ADMIT_HMAC_SECRET to testSecret for the test, and REDIS_URL, ADMIT_ADMIN_TOKEN and
+// ADMIT_LISTEN to nothing.
 func useSecret(t *testing.T) {
 	t.Setenv(secretEnv, testSecret)
 	t.Setenv("REDIS_URL", "")
 	t.Setenv(adminTokenEnv, "")
+	t.Setenv(listenEnv, "")
 }
 
 // noSecretIn fails t if the log holds testSecret or any of secrets.
@@ -214,8 +215,8 @@ func TestServeInProcess(t *testing.T) {
 	useSecret(t)
 	base, logs, stop := serveInProcess(t)
 	checkDemo(t, base, 200, 200, 200, 429)
-	if r := get(t, base+"/healthz"); r.status != 200 || r.body != "ok\n" {
-		t.Errorf("GET /healthz = %d %q, want 200 %q", r.status, r.body, "ok\n")
+	if r, want := get(t, base+"/healthz"), "ok "+moduleVersion()+"\n"; r.status != 200 || r.body != want {
+		t.Errorf("GET /healthz = %d %q, want 200 %q", r.status, r.body, want)
 	}
 	for _, s := range []string{"backend=memory", `msg="HMAC secret" source=ADMIT_HMAC_SECRET`} {
 		if !strings.Contains(logs.String(), s) {
@@ -293,9 +294,37 @@ func TestParseServeRedisPrecedence(t *testing.T) {
 		{"redis://env:1", []string{"--redis", ""}, ""}, // an explicit empty flag means memory
 	} {
 		t.Setenv("REDIS_URL", tc.env)
+		t.Setenv(listenEnv, "")
 		cfg, _, done := parseServe(tc.args, io.Discard, io.Discard)
 		if done || cfg.redisURL != tc.want || cfg.listen != defaultListen || cfg.secretFileSet {
 			t.Errorf("REDIS_URL=%q %q: %+v done=%v, want redisURL %q", tc.env, tc.args, cfg, done, tc.want)
+		}
+	}
+}
+
+// TestParseServeListenPrecedence checks where admit serve's HTTP address comes from: --listen,
+// else ADMIT_LISTEN, else the file's server.listen, else the default.
+func TestParseServeListenPrecedence(t *testing.T) {
+	for _, tc := range []struct {
+		env, file string
+		args      []string
+		want      string
+	}{
+		{"", "", nil, defaultListen},
+		{"", "10.0.0.1:1", nil, "10.0.0.1:1"},
+		{":8080", "10.0.0.1:1", nil, ":8080"},
+		{":8080", "", nil, ":8080"},
+		{":8080", "10.0.0.1:1", []string{"--listen", "127.0.0.1:2"}, "127.0.0.1:2"},
+		{"", "10.0.0.1:1", []string{"--listen=127.0.0.1:2"}, "127.0.0.1:2"},
+	} {
+		t.Setenv("REDIS_URL", "")
+		t.Setenv(listenEnv, tc.env)
+		cfg, _, done := parseServe(tc.args, io.Discard, io.Discard)
+		if tc.file != "" {
+			cfg.applyFile(policy.Server{Listen: tc.file})
+		}
+		if done || cfg.listen != tc.want {
+			t.Errorf("ADMIT_LISTEN=%q server.listen=%q %q: listen %q (done=%v), want %q", tc.env, tc.file, tc.args, cfg.listen, done, tc.want)
 		}
 	}
 }

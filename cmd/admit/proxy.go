@@ -45,7 +45,7 @@ It listens on --listen, default ` + defaultProxyListen + ` (the file's server.li
 and is not read), where every path is the app's: the proxy answers none of its own there. With
 --metrics-listen ADDR (none by default) it serves its own endpoints on that address alone:
 
-  GET /healthz  200 while the process is alive
+  GET /healthz  200 "ok VERSION" while the process is alive
   GET /readyz   200 when the backend answers, else 503
   GET /metrics  Prometheus metrics: the proxy's answers (admit_proxy_requests_total),
                 decisions by policy, the Redis breaker and over-limit cache, configuration
@@ -121,6 +121,7 @@ func startOps(ctx context.Context, cancel context.CancelFunc, d *daemon, addr st
 		Ready:   func(ctx context.Context) error { return ready(ctx, d.backend) },
 		Metrics: promhttp.HandlerFor(d.reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}),
 		Logger:  logger,
+		Version: moduleVersion(),
 	})
 	srv := newServer(h, logger)
 	<-done

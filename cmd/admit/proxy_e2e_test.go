@@ -207,9 +207,9 @@ func TestE2EProxyMetricsListen(t *testing.T) {
 	}
 
 	// The metrics listener serves the endpoints, and forwards nothing.
-	for _, path := range []string{"/healthz", "/readyz"} {
-		if r := get(t, ops+path); r.status != 200 || r.body != "ok\n" {
-			t.Errorf("%s: %d %q; want 200 ok", path, r.status, r.body)
+	for path, want := range map[string]string{"/healthz": "ok " + binaryVersion(t) + "\n", "/readyz": "ok\n"} {
+		if r := get(t, ops+path); r.status != 200 || r.body != want {
+			t.Errorf("%s: %d %q; want 200 %q", path, r.status, r.body, want)
 		}
 	}
 	r := get(t, ops+"/metrics")

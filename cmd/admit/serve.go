@@ -36,7 +36,7 @@ import (
 // secret itself.
 type serveConfig struct {
 	listen         string
-	listenSet      bool            // --listen was given: it wins over the file's server.listen
+	listenSet      bool            // --listen (or, for serve, ADMIT_LISTEN) was given: it wins over the file's server.listen
 	redisURL       string          // "" = in-memory backend
 	secretFile     string          // the HMAC secret's file, if secretFileSet
 	secretFileSet  bool            // --hmac-secret-file was given: it wins over ADMIT_HMAC_SECRET
@@ -75,6 +75,9 @@ func parseServe(args []string, stdout, stderr io.Writer) (cfg serveConfig, code 
 	if done {
 		return cfg, code, done
 	}
+	if env := os.Getenv(listenEnv); !cfg.listenSet && env != "" {
+		cfg.listen, cfg.listenSet = env, true // flag, then environment, then file
+	}
 	if cfg.grpcListen != defaultGRPCListen && cfg.envoyConfig == "" {
 		return cfg, badUsage(stderr, "serve", "--grpc-listen needs --envoy-config DIR, the configuration of Envoy's rate limit service"), true
 	}
@@ -83,6 +86,10 @@ func parseServe(args []string, stdout, stderr io.Writer) (cfg serveConfig, code 
 	}
 	return cfg, exitOK, false
 }
+
+// listenEnv names the environment variable of admit serve's HTTP address, read where --listen is
+// not given; it wins over the file's server.listen. The container image sets it to ":8080".
+const listenEnv = "ADMIT_LISTEN"
 
 // defaultGRPCListen is the default address of Envoy's rate limit service (docs/envoy.md).
 const defaultGRPCListen = "127.0.0.1:8081"
@@ -99,7 +106,7 @@ most ` + "{{grace}}" + `) and exits 0.
   GET /v1/policies  the policies loaded
   GET /demo         the demo: one account, 3 requests per 10s; 200, then 429 with
                     Retry-After, or 503 when the limiter cannot decide
-  GET /healthz      200 while the process is alive
+  GET /healthz      200 "ok VERSION" while the process is alive
   GET /readyz       200 when the backend answers, else 503
   GET /metrics      Prometheus metrics
 
@@ -115,7 +122,8 @@ logged), it also serves the admin API on a listener of its own, --admin-listen (
 --config FILE names the policies (docs/configuration.md; check it with admit config validate).
 Without it, the one policy is the demo's, "demo". The file is reloaded on SIGHUP and when it
 changes; a file with errors is logged and counted, and the loaded policies keep serving.
-Settings come from a flag, else the environment, else the file.
+Settings come from a flag, else the environment, else the file: the HTTP address from --listen,
+else $ADMIT_LISTEN, else the file's server.listen.
 ` + backendUsage
 
 // backendUsage is the part of the usage of admit serve and admit proxy about the backend and the
@@ -429,6 +437,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		ClientIP: clientIP,
 		Ready:    func(ctx context.Context) error { return ready(ctx, d.backend) },
 		Metrics:  promhttp.HandlerFor(d.reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}),
+		Version:  moduleVersion(),
 	})
 	if err != nil {
 		logger.Error("cannot build the HTTP API", "error", err)

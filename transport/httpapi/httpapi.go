@@ -15,6 +15,7 @@ import (
 
 	"github.com/admit-dev/admit/httplimit"
 	"github.com/admit-dev/admit/internal/bound"
+	"github.com/admit-dev/admit/internal/healthz"
 	"github.com/admit-dev/admit/internal/lograte"
 	"github.com/admit-dev/admit/policy"
 	"github.com/admit-dev/admit/service"
@@ -45,6 +46,9 @@ type Options struct {
 	Ready func(ctx context.Context) error
 	// Metrics, if not nil, serves GET /metrics.
 	Metrics http.Handler
+	// Version, if not empty, follows "ok" in the body of GET /healthz: "ok v1.2.0\n". It must be
+	// printable ASCII without spaces. Empty means "ok\n".
+	Version string
 }
 
 // ReadyTimeout bounds how long GET /readyz waits for Options.Ready.
@@ -57,7 +61,8 @@ const ReadyTimeout = time.Second
 //
 //	GET /demo         the origin design's demo: DemoSubject under the policies of Options.Demo,
 //	                  decided by Options.Service and answered as httplimit's middleware answers
-//	GET /healthz      200 "ok\n" while the process is alive; it never calls the backend
+//	GET /healthz      200 "ok\n" (or "ok VERSION\n") while the process is alive; it never calls
+//	                  the backend
 //	GET /readyz       200 "ok\n" when Options.Ready reports, within ReadyTimeout, that the backend
 //	                  can decide; else 503 "not ready\n"
 //	GET /metrics      Options.Metrics, when set
@@ -70,8 +75,8 @@ type Handler struct {
 	mux *http.ServeMux
 }
 
-// New returns a Handler for opts. It reports an error if opts.Demo or opts.Service is nil, or
-// opts.Demo has no policy.
+// New returns a Handler for opts. It reports an error if opts.Demo or opts.Service is nil,
+// opts.Demo has no policy, or opts.Version is not printable ASCII without spaces.
 func New(opts Options) (*Handler, error) {
 	switch {
 	case opts.Demo == nil || opts.Service == nil:
@@ -79,11 +84,15 @@ func New(opts Options) (*Handler, error) {
 	case len(opts.Demo.Policies) == 0 || len(opts.Demo.Policies) > bound.MaxRequests:
 		return nil, fmt.Errorf("httpapi: the Demo configuration has %d policies; want 1-%d", len(opts.Demo.Policies), bound.MaxRequests)
 	}
+	health, err := healthz.Body(opts.Version)
+	if err != nil {
+		return nil, fmt.Errorf("httpapi: %w", err)
+	}
 	answers := httplimit.NewAnswers(httplimit.DefaultUnavailableRetryAfter, false)
 	demoLog := logger(opts.Logger).With(slog.String("limit", policyNames(opts.Demo)))
 	mux := http.NewServeMux()
 	mux.Handle("GET /demo", newDemo(opts.Service, opts.Demo, answers.Logged(demoLog, httplimit.DefaultLogInterval)))
-	mux.HandleFunc("GET /healthz", ok)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { text(w, health) })
 	mux.HandleFunc("GET /readyz", ready(opts.Ready, logger(opts.Logger)))
 	if opts.Metrics != nil {
 		mux.Handle("GET /metrics", opts.Metrics)
@@ -130,9 +139,14 @@ func ready(check func(context.Context) error, logger *slog.Logger) http.HandlerF
 
 // ok answers 200 "ok\n", not to be cached.
 func ok(w http.ResponseWriter, _ *http.Request) {
+	text(w, "ok\n")
+}
+
+// text answers 200 body as plain text, not to be cached.
+func text(w http.ResponseWriter, body string) {
 	hdr := w.Header()
 	hdr.Set("Cache-Control", "no-store")
 	hdr.Set("Content-Type", "text/plain; charset=utf-8")
 	hdr.Set("X-Content-Type-Options", "nosniff")
-	io.WriteString(w, "ok\n")
+	io.WriteString(w, body)
 }

@@ -193,6 +193,22 @@ func TestHealthzNeverCallsStore(t *testing.T) {
 	run(t, newDemoHandler(t, untouchable{t: t}), []step{healthStep, head, healthStep})
 }
 
+func TestHealthzVersion(t *testing.T) {
+	cfg := demoConfig(t)
+	svc := newService(t, untouchable{t: t}, cfg)
+	h, err := httpapi.New(httpapi.Options{Demo: cfg, Service: svc, Version: "v1.2.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, h, []step{
+		{method: "GET", path: "/healthz", status: 200, body: "ok v1.2.0\n"},
+		{method: "GET", path: "/readyz", status: 200, body: "ok\n"},
+	})
+	if _, err := httpapi.New(httpapi.Options{Demo: cfg, Service: svc, Version: "v1 2"}); err == nil {
+		t.Error(`New accepted the Version "v1 2"`)
+	}
+}
+
 func TestMethodNotAllowed(t *testing.T) {
 	h := newDemoHandler(t, untouchable{t: t})
 	for _, path := range []string{"/demo", "/healthz"} {

@@ -544,6 +544,7 @@ func TestOps(t *testing.T) {
 			return nil
 		},
 		Metrics: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "metrics\n") }),
+		Version: "v1.2.0",
 	})
 	ops := httptest.NewServer(h)
 	t.Cleanup(ops.Close)
@@ -553,12 +554,12 @@ func TestOps(t *testing.T) {
 		status       int
 		body         string
 	}{
-		{"GET", "/healthz", false, 200, "ok\n"},
+		{"GET", "/healthz", false, 200, "ok v1.2.0\n"},
 		{"HEAD", "/healthz", false, 200, ""},
 		{"GET", "/readyz", false, 200, "ok\n"},
 		{"GET", "/metrics", false, 200, "metrics\n"},
 		{"GET", "/readyz", true, 503, "not ready\n"},
-		{"GET", "/healthz", true, 200, "ok\n"},
+		{"GET", "/healthz", true, 200, "ok v1.2.0\n"},
 		{"POST", "/healthz", false, 405, ""},
 		{"GET", "/api/x", false, 404, ""},
 	} {
@@ -576,6 +577,15 @@ func TestOps(t *testing.T) {
 	if r := do(t, nil, "GET", bare.URL+"/readyz"); r.status != 200 {
 		t.Errorf("/readyz without Ready: %d; want 200", r.status)
 	}
+	if r := do(t, nil, "GET", bare.URL+"/healthz"); r.status != 200 || r.body != "ok\n" {
+		t.Errorf("/healthz without Version: %d %q; want 200 %q", r.status, r.body, "ok\n")
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error(`NewOps accepted the Version "v1 2"`)
+		}
+	}()
+	httpproxy.NewOps(httpproxy.OpsOptions{Version: "v1 2"})
 }
 
 // TestMetrics checks admit_proxy_requests_total, by answer, and admit_proxy_upstream_errors_total.

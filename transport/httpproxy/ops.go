@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit/httplimit"
+	"github.com/admit-dev/admit/internal/healthz"
 )
 
 // ReadyTimeout bounds how long GET /readyz of the handler of [NewOps] waits for OpsOptions.Ready.
@@ -21,6 +22,9 @@ type OpsOptions struct {
 	Metrics http.Handler
 	// Logger receives a record for each /readyz answered 503. Nil means slog.Default().
 	Logger *slog.Logger
+	// Version, if not empty, follows "ok" in the body of GET /healthz: "ok v1.2.0\n". It must be
+	// printable ASCII without spaces (NewOps panics otherwise). Empty means "ok\n".
+	Version string
 }
 
 // NewOps returns the handler of a proxy's own endpoints, for a listener of their own: never the
@@ -28,7 +32,8 @@ type OpsOptions struct {
 // It is safe for concurrent use. Its routes (GET also answers HEAD; any other method is answered
 // 405 with an Allow field; any other path 404):
 //
-//	GET /healthz  200 "ok\n" while the process is alive; it never calls the backend.
+//	GET /healthz  200 "ok\n" (or "ok VERSION\n") while the process is alive; it never calls the
+//	              backend.
 //	GET /readyz   200 "ok\n" when OpsOptions.Ready reports the backend can decide, within
 //	              ReadyTimeout; else 503 "not ready\n".
 //	GET /metrics  OpsOptions.Metrics, when set.
@@ -37,8 +42,12 @@ func NewOps(o OpsOptions) http.Handler {
 	if logger == nil {
 		logger = slog.Default()
 	}
+	health, err := healthz.Body(o.Version)
+	if err != nil {
+		panic("httpproxy: NewOps: " + err.Error())
+	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", okText)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { plain.Write(w, http.StatusOK, health) })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		if o.Ready != nil {
 			ctx, cancel := context.WithTimeout(r.Context(), ReadyTimeout)
