@@ -383,7 +383,8 @@ type guarded struct {
 // OverLimitCache → FailOpen → Breaker → backend for Redis, where the cache saves round trips of a
 // hammered full key and the breaker answers at once during an outage; FailOpen alone in memory,
 // whose own errors (a full table) are not an outage. cacheMaxAge is the cache's MaxAge
-// (server.local_cache_max_age): a change made in Redis is seen within it; 0 stacks no cache.
+// (server.local_cache_max_age): a change made in Redis is seen within it; 0 stacks no cache. The
+// cache forgets the keys of every reset published in Redis (redisstore.Store.OnReset).
 // FailOpen fails every Limit closed until it is given the local limits of a configuration
 // (guard.FailOpen.SetLocalLimits).
 func guardStack(reg prometheus.Registerer, backend admit.Store, redis bool, cacheMaxAge time.Duration) (guarded, error) {
@@ -403,6 +404,9 @@ func guardStack(reg prometheus.Registerer, backend admit.Store, redis bool, cach
 			return guarded{}, err
 		}
 		g.top = c
+		if r, ok := backend.(interface{ OnReset(func(keys []string)) }); ok {
+			r.OnReset(c.Forget) // a reset through any instance: this one forgets the keys at once
+		}
 	}
 	return g, nil
 }
