@@ -23,8 +23,9 @@ func TestLeastPrivilegeUser(t *testing.T) {
 	if !strings.Contains(url, redistest.User+":"+redistest.Password+"@") {
 		t.Fatalf("the harness's URL %s does not log in as its least-privilege user %s", url, redistest.User)
 	}
-	// The harness's user has exactly the rules of ACLRules: the same as a user made with them here.
-	setUser(t, srv, "want", ACLRules())
+	// The harness's user has exactly the rules of ACLRules and ResetACLRules: the same as a user made
+	// with them here.
+	setUser(t, srv, "want", ACLRules()+" "+ResetACLRules)
 	for _, field := range []string{"commands", "keys", "channels"} {
 		got, err := srv.Do(t, "ACL", "GETUSER", redistest.User).AsMap()
 		if err != nil {
