@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -34,6 +35,24 @@ func newAdminClient(cmd string, fs *flag.FlagSet) *adminClient {
 	fs.StringVar(&c.base, "admin", defaultAdminURL, "the admin API's `URL`")
 	fs.StringVar(&c.tokenFile, adminTokenFileFlag, "", "read the admin token from the file at `PATH`; default $"+adminTokenEnv)
 	return c
+}
+
+// parse parses args, the command line of admit c.cmd, none left over. With --help it prints usage
+// and the flags on stdout; a wrong command line it reports on stderr. Either way it returns false and
+// the exit code.
+func (c *adminClient) parse(args []string, usage string, stdout, stderr io.Writer) (int, bool) {
+	c.fs.SetOutput(io.Discard)
+	switch err := c.fs.Parse(args); {
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprint(stdout, usage)
+		printFlags(stdout, c.fs)
+		return exitOK, false
+	case err != nil:
+		return badUsage(stderr, c.cmd, "%s", flagError(err)), false
+	case c.fs.NArg() > 0:
+		return badUsage(stderr, c.cmd, "unexpected argument %q", c.fs.Arg(0)), false
+	}
+	return exitOK, true
 }
 
 // ready checks --admin and loads the token, once fs is parsed. Its error is a usage error, which

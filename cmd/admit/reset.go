@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -36,18 +35,10 @@ func reset(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&req.Policy, "policy", "", "the policy's `NAME`; default every policy")
 	fs.StringVar(&req.Key, "key", "", "the `SUBJECT`, as /v1/check takes it (required)")
 	fs.StringVar(&req.Reason, "reason", "", fmt.Sprintf("why, for the audit record: `TEXT` of at most %d bytes", admin.MaxReasonLen))
-	fs.SetOutput(io.Discard)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, resetUsage)
-			printFlags(stdout, fs)
-			return exitOK
-		}
-		return badUsage(stderr, "reset", "%s", flagError(err))
+	if code, ok := client.parse(args, resetUsage, stdout, stderr); !ok {
+		return code
 	}
 	switch {
-	case fs.NArg() > 0:
-		return badUsage(stderr, "reset", "unexpected argument %q", fs.Arg(0))
 	case req.Key == "":
 		return badUsage(stderr, "reset", "--key is required")
 	case len(req.Key) > admin.MaxKeyLen:

@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
-	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -35,18 +33,10 @@ func state(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&policyName, "policy", "", "the policy's `NAME`; default every policy")
 	fs.StringVar(&key, "key", "", "the `SUBJECT`, as /v1/check takes it (required)")
 	fs.StringVar(&tier, "tier", "", "the `TIER` of --policy whose numbers to read")
-	fs.SetOutput(io.Discard)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, stateUsage)
-			printFlags(stdout, fs)
-			return exitOK
-		}
-		return badUsage(stderr, "state", "%s", flagError(err))
+	if code, ok := client.parse(args, stateUsage, stdout, stderr); !ok {
+		return code
 	}
 	switch {
-	case fs.NArg() > 0:
-		return badUsage(stderr, "state", "unexpected argument %q", fs.Arg(0))
 	case key == "":
 		return badUsage(stderr, "state", "--key is required")
 	case tier != "" && policyName == "":

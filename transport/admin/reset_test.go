@@ -129,6 +129,20 @@ func wantRecord(t *testing.T, a *audited, rec map[string]any, policy, reason, re
 	}
 }
 
+// wantOneRefusal checks that no change was counted, and that the one audit record is of a reset of
+// customer under policy, refused as result.
+func (a *audited) wantOneRefusal(t *testing.T, policy, result string) {
+	t.Helper()
+	if got := a.counted(); len(got) != 0 {
+		t.Errorf("refused resets counted: %q", got)
+	}
+	records := a.records(t)
+	if len(records) != 1 {
+		t.Fatalf("%d audit records; want 1, the refusal's:\n%s", len(records), &a.log)
+	}
+	wantRecord(t, a, records[0], policy, "", result)
+}
+
 // TestReset resets a spent subject under one policy, then under every policy: 200 with the number
 // of keys, the allowance back where it was reset and nowhere else, each reset audited with the
 // subject's digest (never the subject) and counted once.
@@ -201,14 +215,7 @@ func TestResetBadBodies(t *testing.T) {
 	if m, d := remaining(t, a.h, "per-minute", customer), remaining(t, a.h, "per-day", customer); m != 0 || d != 0 {
 		t.Errorf("after refused resets: %d and %d left; want 0 and 0, nothing reset", m, d)
 	}
-	if got := a.counted(); len(got) != 0 {
-		t.Errorf("refused resets counted: %q", got)
-	}
-	records := a.records(t)
-	if len(records) != 1 {
-		t.Fatalf("%d audit records; want 1, the unknown policy's:\n%s", len(records), &a.log)
-	}
-	wantRecord(t, a, records[0], "per-hour", "", "unknown_policy")
+	a.wantOneRefusal(t, "per-hour", "unknown_policy")
 	// The bounds themselves are allowed.
 	rec := postReset(a.h, `{"key":"`+strings.Repeat("k", admin.MaxKeyLen)+`","reason":"`+strings.Repeat("r", admin.MaxReasonLen)+`"}`)
 	if rec.Code != http.StatusOK {
@@ -230,12 +237,5 @@ func TestResetUnavailable(t *testing.T) {
 	if ra := rec.Header().Get("Retry-After"); ra != "1" {
 		t.Errorf("Retry-After %q; want 1", ra)
 	}
-	if got := a.counted(); len(got) != 0 {
-		t.Errorf("a failed reset counted: %q", got)
-	}
-	records := a.records(t)
-	if len(records) != 1 {
-		t.Fatalf("%d audit records; want 1:\n%s", len(records), &a.log)
-	}
-	wantRecord(t, a, records[0], "", "", "unavailable")
+	a.wantOneRefusal(t, "", "unavailable")
 }
