@@ -20,7 +20,7 @@ func resetCmd(t *testing.T, args ...string) (int, string, string) {
 }
 
 // adminChanges returns admit_admin_changes_total{action="reset"} from base's /metrics, "missing" when
-// the series is.
+// there is no such series.
 func adminChanges(t *testing.T, base string) string {
 	t.Helper()
 	m := regexp.MustCompile(`(?m)^admit_admin_changes_total\{action="reset"\} (\S+)$`).FindStringSubmatch(get(t, base+"/metrics").body)
