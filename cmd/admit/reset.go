@@ -16,7 +16,7 @@ Asks the admin API of a running admit serve (POST /v1/reset) to delete the state
 under each policy, or under P (the policy's own key and each of its tiers'), and prints the answer
 as JSON on stdout. The subject's next request finds its whole allowance, on every instance that
 shares the Redis. The reset is logged as an audit record with --reason, and the subject's digest.
-The token comes from --admin-token-file, else $` + adminTokenEnv + ` (docs/operations.md#the-admin-api).
+The token comes from --admin-token-file, else $` + adminTokenEnv + ` (docs/operations.md#unblock-a-customer).
 
 Exit status:
   0  reset; the answer on stdout
