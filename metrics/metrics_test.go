@@ -207,6 +207,30 @@ admit_config_reloads_total{result="success"} 1
 	}
 }
 
+// TestAdmin checks admit_admin_changes_total: a series at 0 for each action named, one more per
+// change counted, and a second Admin refused by the same registry.
+func TestAdmin(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	a, err := metrics.NewAdmin(reg, "reset", "override_set")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Changed("reset")
+	a.Changed("reset")
+	want := `
+# HELP admit_admin_changes_total Changes made through the admin API, by action (reset, ...). Refused changes are not counted.
+# TYPE admit_admin_changes_total counter
+admit_admin_changes_total{action="override_set"} 0
+admit_admin_changes_total{action="reset"} 2
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "admit_admin_changes_total"); err != nil {
+		t.Error(err)
+	}
+	if _, err := metrics.NewAdmin(reg); err == nil {
+		t.Error("a second Admin registered into one registry without error")
+	}
+}
+
 func TestKind(t *testing.T) {
 	for _, c := range []struct {
 		err  error

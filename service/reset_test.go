@@ -77,8 +77,8 @@ func TestReset(t *testing.T) {
 		t.Fatalf("filling alice's hourly tier: %+v, %v", d, err)
 	}
 
-	if err := s.Reset(ctx, alice, "api"); err != nil {
-		t.Fatalf("Reset(alice, api): %v", err)
+	if n, err := s.Reset(ctx, alice, "api"); err != nil || n != 2 {
+		t.Fatalf("Reset(alice, api) = %d, %v; want 2 keys", n, err)
 	}
 	if len(store.calls) != 1 || len(store.calls[0]) != 2 {
 		t.Errorf("Reset(alice, api) reset %q; want one call of 2 keys: the policy's and the hourly tier's (pro, of the policy's shape, shares its key)", store.calls)
@@ -92,8 +92,8 @@ func TestReset(t *testing.T) {
 	if check("daily", alice) || check("api", bob) {
 		t.Error("a reset of alice under api admitted alice under daily, or bob under api")
 	}
-	if err := s.Reset(ctx, alice, ""); err != nil {
-		t.Fatalf("Reset(alice, every policy): %v", err)
+	if n, err := s.Reset(ctx, alice, ""); err != nil || n != 3 {
+		t.Fatalf("Reset(alice, every policy) = %d, %v; want 3 keys", n, err)
 	}
 	if !check("daily", alice) || check("daily", bob) {
 		t.Error("after a reset of alice under every policy: alice under daily rejected, or bob admitted")
@@ -106,10 +106,10 @@ func TestResetInvalid(t *testing.T) {
 	t.Cleanup(func() { mem.Close() })
 	store := &resets{Store: mem}
 	s := newService(t, store, resetPolicies)
-	if err := s.Reset(t.Context(), admit.Subject{ID: "alice"}, "nope"); !errors.Is(err, service.ErrUnknownPolicy) {
+	if _, err := s.Reset(t.Context(), admit.Subject{ID: "alice"}, "nope"); !errors.Is(err, service.ErrUnknownPolicy) {
 		t.Errorf("Reset under an unknown policy: %v; want ErrUnknownPolicy", err)
 	}
-	if err := s.Reset(t.Context(), admit.Subject{}, ""); !errors.Is(err, admit.ErrInvalidRequest) {
+	if _, err := s.Reset(t.Context(), admit.Subject{}, ""); !errors.Is(err, admit.ErrInvalidRequest) {
 		t.Errorf("Reset of an empty subject: %v; want ErrInvalidRequest", err)
 	}
 	if len(store.calls) != 0 {
@@ -131,8 +131,8 @@ func TestResetInChunks(t *testing.T) {
 	t.Cleanup(func() { mem.Close() })
 	store := &resets{Store: mem}
 	s := newService(t, store, src.String())
-	if err := s.Reset(t.Context(), admit.Subject{ID: "alice"}, ""); err != nil {
-		t.Fatalf("Reset of 17 x 65 keys: %v", err)
+	if n, err := s.Reset(t.Context(), admit.Subject{ID: "alice"}, ""); err != nil || n != 17*65 {
+		t.Fatalf("Reset of 17 x 65 keys = %d, %v", n, err)
 	}
 	seen, total := map[string]bool{}, 0
 	for _, c := range store.calls {
@@ -146,5 +146,37 @@ func TestResetInChunks(t *testing.T) {
 	}
 	if len(store.calls) != 2 || total != 17*65 || len(seen) != total {
 		t.Errorf("%d calls of %d keys (%d distinct); want 2 calls of %d distinct keys in all", len(store.calls), total, len(seen), 17*65)
+	}
+}
+
+// A subject's digest is the hash tag of each of its keys: 32 hex characters of the Service's
+// KeyBuilder, one per subject, telling nothing of it; an empty subject is refused.
+func TestSubjectDigest(t *testing.T) {
+	s := newService(t, nil, resetPolicies)
+	keys, err := admit.NewKeyBuilder([]byte(testSecret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	api, _ := s.Config().Policy("api")
+	seen := map[string]string{}
+	for _, id := range []string{"alice", "bob", "x{y}z", strings.Repeat("long", 1000)} {
+		d, err := s.SubjectDigest(admit.Subject{ID: id})
+		if err != nil {
+			t.Fatalf("SubjectDigest(%.20q): %v", id, err)
+		}
+		k, err := keys.Key(api.Limit, api.Version, admit.Subject{ID: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(d) != bound.DigestLen || strings.Trim(d, "0123456789abcdef") != "" || !strings.HasSuffix(k, ":{"+d+"}") || strings.Contains(d, id) {
+			t.Errorf("SubjectDigest(%.20q) = %q; want the %d hex characters between the braces of its key %q", id, d, bound.DigestLen, k)
+		}
+		if other, dup := seen[d]; dup {
+			t.Errorf("%.20q and %.20q have one digest %q", id, other, d)
+		}
+		seen[d] = id
+	}
+	if d, err := s.SubjectDigest(admit.Subject{}); !errors.Is(err, admit.ErrInvalidRequest) || d != "" {
+		t.Errorf("SubjectDigest of an empty subject = %q, %v; want ErrInvalidRequest", d, err)
 	}
 }

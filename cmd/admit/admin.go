@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/admit-dev/admit/metrics"
 	"github.com/admit-dev/admit/transport/admin"
 )
 
@@ -61,9 +62,10 @@ func adminToken(path string, fileSet bool) (token []byte, source string, err err
 
 // startAdmin starts the admin API of admit serve when an admin token is configured: it listens on
 // --admin-listen and serves there until ctx is done, then shuts down within shutdownGrace and sends
-// the exit code to done, which holds one code to replace. Without a token it logs that the admin
-// API is off. On a failure to start it returns the exit code, having logged why; else exitOK and a
-// context that is cancelled when the admin server fails, so that the others stop too.
+// the exit code to done, which holds one code to replace; it counts the API's changes in
+// admit_admin_changes_total. Without a token it logs that the admin API is off. On a failure to
+// start it returns the exit code, having logged why; else exitOK and a context that is cancelled
+// when the admin server fails, so that the others stop too.
 func startAdmin(ctx context.Context, d *daemon, done chan int) (context.Context, int) {
 	logger := d.logger
 	token, source, err := adminToken(d.cfg.admin.tokenFile, d.cfg.admin.tokenFileSet)
@@ -78,7 +80,12 @@ func startAdmin(ctx context.Context, d *daemon, done chan int) (context.Context,
 		logger.Error("the admin API needs a listener of its own", "error", fmt.Errorf("--admin-listen %s is the data plane's address", d.cfg.admin.listen))
 		return ctx, exitUsage
 	}
-	h, err := admin.New(admin.Options{Service: d.svc, Token: token, Logger: logger})
+	changes, err := metrics.NewAdmin(d.reg, admin.Actions()...)
+	if err != nil {
+		logger.Error("cannot register the admin API's metrics", "error", err)
+		return ctx, exitError
+	}
+	h, err := admin.New(admin.Options{Service: d.svc, Token: token, Logger: logger, OnChange: changes.Changed})
 	if err != nil {
 		logger.Error("cannot build the admin API", "error", err)
 		return ctx, exitError

@@ -7,6 +7,7 @@
 //	admit config validate FILE
 //	admit check --config FILE --policy P [--policy Q] --key K [--cost N] [--request-id ID] [--redis URL]
 //	admit state [--admin URL] [--admin-token-file PATH] [--policy P [--tier T]] --key K
+//	admit reset [--admin URL] [--admin-token-file PATH] [--policy P] [--reason TEXT] --key K
 //	admit bench [--target URL|memory] [--rate N/s | --concurrency N] [--duration D] [--keys N | --hot-key] [--json]
 //	admit version
 //	admit help
@@ -93,6 +94,7 @@ Commands:
 	check     decide one request under a configuration's policies, and print it as JSON
 	config    check a configuration file: admit config validate FILE
 	state     ask a running admit serve's admin API for a subject's state under its policies
+	reset     ask a running admit serve's admin API to reset a subject's state under its policies
 	bench     a load generator: decisions/s and latency of admit serve (HTTP, gRPC) or of a store
 	version   print the version
 	help      print this help
@@ -183,6 +185,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return bench(ctx, rest, stdout, stderr)
 	case "state":
 		return state(ctx, rest, stdout, stderr)
+	case "reset":
+		return reset(ctx, rest, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, versionString())
 		return exitOK
@@ -204,6 +208,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		if len(rest) > 0 && rest[0] == "state" {
 			return state(ctx, []string{"--help"}, stdout, stderr)
+		}
+		if len(rest) > 0 && rest[0] == "reset" {
+			return reset(ctx, []string{"--help"}, stdout, stderr)
 		}
 		if len(rest) > 0 && rest[0] != "help" && rest[0] != "version" {
 			fmt.Fprintf(stderr, "admit help: unknown command %q\n", rest[0])

@@ -503,6 +503,9 @@ func TestUsageErrorsAreOneLine(t *testing.T) {
 		{[]string{"config", "validate", "a.yaml", "b.yaml"}, `admit config validate: unexpected argument "b.yaml"`},
 		{[]string{"bench", "--bogus"}, "admit bench: flag provided but not defined: --bogus"},
 		{[]string{"bench", "--rate", "fast"}, "admit bench: --rate"},
+		{[]string{"state", "--bogus"}, "admit state: flag provided but not defined: --bogus"},
+		{[]string{"reset", "--bogus"}, "admit reset: flag provided but not defined: --bogus"},
+		{[]string{"reset", "--key", "k", "extra"}, `admit reset: unexpected argument "extra"`},
 		{[]string{"bogus"}, `admit: unknown command "bogus"`},
 		{[]string{"help", "bogus"}, `admit help: unknown command "bogus"`},
 	} {
@@ -543,6 +546,8 @@ func TestHelpFlagsHaveTwoDashes(t *testing.T) {
 		"proxy": {"--upstream URL", "--config FILE", "--listen address"},
 		"check": {"--config FILE", "--policy NAME", "--key SUBJECT", "--cost int", "--request-id ID"},
 		"bench": {"--target URL", "--rate N", "--duration duration", "--hot-key", "--json"},
+		"state": {"--admin URL", "--admin-token-file PATH", "--policy NAME", "--key SUBJECT", "--tier TIER"},
+		"reset": {"--admin URL", "--admin-token-file PATH", "--policy NAME", "--key SUBJECT", "--reason TEXT"},
 	} {
 		var stdout bytes.Buffer
 		if code := run(context.Background(), []string{cmd, "--help"}, &stdout, io.Discard); code != exitOK {

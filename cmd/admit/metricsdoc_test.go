@@ -22,7 +22,7 @@ type metricDoc struct {
 }
 
 // enumeratedLabels are the labels whose values are a fixed set, each of which the docs must name.
-var enumeratedLabels = []string{"result", "kind", "operation", "state", "answer"}
+var enumeratedLabels = []string{"result", "kind", "operation", "state", "answer", "action"}
 
 // readMetricsTable parses the metrics table of docs/operations.md.
 func readMetricsTable(t *testing.T) []metricDoc {
@@ -126,14 +126,15 @@ func parseExposition(t *testing.T, page string) map[string]*exposedFamily {
 }
 
 // TestMetricsDocumented compares the metrics table of docs/operations.md with what /metrics of
-// admit serve on Redis exports (the breaker's and the over-limit cache's series included), with
-// admit proxy's /metrics beside it, both ways: every exported family is documented, with its type and labels, and every value of an
-// enumerated label (result, kind, operation, state, answer) is named in its row; every documented name is
-// exported.
+// admit serve on Redis with the admin API exports (the breaker's, the over-limit cache's and the
+// admin API's series included), with admit proxy's /metrics beside it, both ways: every exported
+// family is documented, with its type and labels, and every value of an enumerated label (result,
+// kind, operation, state, answer, action) is named in its row; every documented name is exported.
 func TestMetricsDocumented(t *testing.T) {
 	useSecret(t)
+	t.Setenv(adminTokenEnv, testAdminToken) // the admin API on: its counter is exported
 	redis := redistest.Start(t)
-	base, _, _ := serveInProcess(t, "--redis", redis.URL())
+	base, _, _ := serveInProcess(t, "--redis", redis.URL(), "--admin-listen", "127.0.0.1:0")
 	checkDemo(t, base, 200) // a decision, so that the demo policy's series exist
 	r := get(t, base+"/metrics")
 	if r.status != 200 {

@@ -1,7 +1,8 @@
 // Package admin is the admin API of `admit serve`: an http.Handler for a listener of its own, never
 // the data plane's, that answers only requests bearing the admin token (`Authorization: Bearer
-// TOKEN`). It reads a subject's state under the loaded policies (GET /v1/state) through a
-// service.Service.
+// TOKEN`). It reads a subject's state under the loaded policies (GET /v1/state) and resets it
+// (POST /v1/reset) through a service.Service; every change is logged, as an audit record with the
+// subject's digest and never the subject, and counted through Options.OnChange.
 //
 // The token is compared in constant time, by its SHA-256 digest, so that neither its bytes nor its
 // length leak through timing. A request without the right token is answered 401
@@ -12,10 +13,12 @@
 package admin
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -58,8 +61,12 @@ type Options struct {
 	// Token is the admin token, at least MinTokenLen bytes; required. New keeps its digest only.
 	Token []byte
 	// Logger receives a record, at a bounded rate, of each request refused for want of the right
-	// token, with its client address, never the token. Nil means slog.Default().
+	// token, with its client address, never the token; and every audit record of a change, at
+	// Info. Nil means slog.Default().
 	Logger *slog.Logger
+	// OnChange, if not nil, is called with the action (ActionReset, …) of every change made, once
+	// it is made: refused changes are not.
+	OnChange func(action string)
 }
 
 // A Handler serves the admin API. It is safe for concurrent use. Make one with [New]; the zero
@@ -68,13 +75,16 @@ type Options struct {
 // Every request needs the token; then:
 //
 //	GET /v1/state?policy=P&key=K[&tier=T]   the state of the subject K under each policy, or P
+//	POST /v1/reset {"policy":P,"key":K}      forget K's state under each policy, or P
 //
 // An unknown path is answered 404, another method 405 with an Allow field, a body over MaxBody 413;
 // every error is JSON, {"error":"..."}.
 type Handler struct {
 	svc      *service.Service
 	token    [sha256.Size]byte
-	failures *service.Service // failed authentications per client address: failurePolicy
+	logger   *slog.Logger        // the audit records'
+	onChange func(action string) // never nil
+	failures *service.Service    // failed authentications per client address: failurePolicy
 	log      *lograte.Limiter
 	routes   map[string]route
 }
@@ -133,14 +143,21 @@ func New(opts Options) (*Handler, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
+	onChange := opts.OnChange
+	if onChange == nil {
+		onChange = func(string) {}
+	}
 	h := &Handler{
 		svc:      opts.Service,
 		token:    sha256.Sum256(opts.Token),
+		logger:   logger,
+		onChange: onChange,
 		failures: failures,
 		log:      lograte.New(logger, lograte.DefaultInterval, logKinds...),
 	}
 	h.routes = map[string]route{
 		"/v1/state": {http.MethodGet, h.state},
+		"/v1/reset": {http.MethodPost, h.reset},
 	}
 	return h, nil
 }
@@ -260,6 +277,23 @@ type ErrorResponse struct {
 // writeError answers status with the JSON error msg.
 func writeError(w http.ResponseWriter, status int, msg string) {
 	writeJSON(w, status, ErrorResponse{Error: msg})
+}
+
+// decodeBody decodes body into v strictly: one JSON value, with no field v does not have. Its error
+// says what is wrong, for a 400; what names the value ("a reset request").
+func decodeBody(body []byte, v any, what string) error {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return fmt.Errorf("empty body; want %s as a JSON object", what)
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("body is not %s: %s", what, strings.TrimPrefix(err.Error(), "json: "))
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("body holds more than one JSON value")
+	}
+	return nil
 }
 
 // writeJSON answers status with v as JSON, not to be cached.

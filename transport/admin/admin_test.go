@@ -297,7 +297,7 @@ func TestFailuresRateLimited(t *testing.T) {
 // method: JSON 404 and 405 with Allow.
 func TestRoutes(t *testing.T) {
 	h, _ := newHandler(t, nil)
-	for _, path := range []string{"/", "/v1/nothing", "/v1/state/", "/v1/overrides", "/v1/reset"} {
+	for _, path := range []string{"/", "/v1/nothing", "/v1/state/", "/v1/overrides", "/v1/reset/"} {
 		wantError(t, "GET "+path, serve(h, call{method: "GET", target: path, auth: bearer(testToken)}), http.StatusNotFound, fmt.Sprintf("no admin endpoint %q", path))
 	}
 	for _, method := range []string{"POST", "PUT", "DELETE", "HEAD"} {
@@ -311,6 +311,13 @@ func TestRoutes(t *testing.T) {
 		wantError(t, method+" /v1/state", rec, http.StatusMethodNotAllowed, "/v1/state answers GET only")
 		if a := rec.Header().Get("Allow"); a != "GET" {
 			t.Errorf("%s /v1/state: Allow %q; want GET", method, a)
+		}
+	}
+	for _, method := range []string{"GET", "PUT", "DELETE"} {
+		rec := serve(h, call{method: method, target: "/v1/reset", auth: bearer(testToken)})
+		wantError(t, method+" /v1/reset", rec, http.StatusMethodNotAllowed, "/v1/reset answers POST only")
+		if a := rec.Header().Get("Allow"); a != "POST" {
+			t.Errorf("%s /v1/reset: Allow %q; want POST", method, a)
 		}
 	}
 }
