@@ -81,7 +81,7 @@ func runContainer(t *testing.T, tarball, tag string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		logs, err := podman("logs", id)
+		logs, err := exec.Command("podman", "logs", id).CombinedOutput() // the container's stderr is podman's
 		t.Logf("container log (%v):\n%s", err, logs)
 		podman("rm", "-f", "-t", "0", id)
 	})
