@@ -5,7 +5,7 @@ LISTEN    ?= 127.0.0.1:8080
 BENCHTIME ?= 2s
 COUNT     ?= 1
 
-.PHONY: run test vet bench build check-redis test-deps pictures
+.PHONY: run test vet bench build image dist check-redis test-deps pictures
 
 ## run: start `admit serve` on the embedded in-memory backend (set REDIS_URL to use Redis).
 run:
@@ -16,17 +16,53 @@ build:
 	$(GO) build -o bin/admit ./cmd/admit
 
 ## test: go vet, then every test with the race detector, Redis tests against real redis-server; then
-## the compatibility tests (compat/, a module of its own: admit against go-redis/redis_rate), even when
-## the first failed; it fails if either did.
+## the compatibility tests (compat/, a module of its own: admit against go-redis/redis_rate) and the
+## image's (deploy/image, a module of its own: make image, run in podman), each even when one before
+## failed; it fails if any did.
 test: check-redis vet
 	status=0; ADMIT_REQUIRE_REDIS=1 $(GO) test -race -count=1 ./... || status=1; \
 	(cd compat && ADMIT_REQUIRE_REDIS=1 $(GO) test -race -count=1 ./...) || status=1; \
+	(cd deploy/image && ADMIT_REQUIRE_REDIS=1 $(GO) test -race -count=1 ./...) || status=1; \
 	exit $$status
 
 vet:
 	$(GO) vet ./...
 	cd bench && $(GO) vet ./...
 	cd compat && $(GO) vet ./...
+	cd deploy/image && $(GO) vet ./...
+
+# The release build of admit: static, without local paths, stamped with the commit (admit version
+# reads it from the build info; -buildvcs=auto overrides a GOFLAGS of -buildvcs=false).
+RELEASE_BUILD = CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=auto -ldflags='-s -w'
+
+# The image's settings: its architecture (this machine's), its version label, its name in the
+# tarball, the CA bundle it carries, and where the binary and the tarball go.
+IMAGE_ARCH ?= $(shell $(GO) env GOARCH)
+VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+IMAGE_TAG  ?= admit:latest
+CA_BUNDLE  ?= /etc/ssl/certs/ca-certificates.crt
+IMAGE_BIN  ?= bin/admit-linux-$(IMAGE_ARCH)
+IMAGE_TAR  ?= bin/admit-image.tar
+
+## image: write admit's container image, the Dockerfile's without Docker, to bin/admit-image.tar
+## (podman load -i bin/admit-image.tar, or docker load; then podman run -p 8080:8080 admit).
+image:
+	GOOS=linux GOARCH=$(IMAGE_ARCH) $(RELEASE_BUILD) -o $(abspath $(IMAGE_BIN)) ./cmd/admit
+	cd deploy/image && $(GO) run . -dockerfile $(CURDIR)/Dockerfile -arch $(IMAGE_ARCH) \
+	    -build-arg VERSION=$(VERSION) -tag $(IMAGE_TAG) -o $(abspath $(IMAGE_TAR)) \
+	    -file /admit=$(abspath $(IMAGE_BIN)) -file /etc/ssl/certs/ca-certificates.crt=$(abspath $(CA_BUNDLE))
+
+DIST_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
+
+## dist: cross-build the static admit of each of DIST_PLATFORMS into dist/admit-OS-ARCH, with
+## their SHA-256 sums in dist/SHA256SUMS (sha256sum -c SHA256SUMS checks them).
+dist:
+	rm -rf dist && mkdir dist
+	for p in $(DIST_PLATFORMS); do \
+	    GOOS=$${p%/*} GOARCH=$${p#*/} $(RELEASE_BUILD) -o dist/admit-$${p%/*}-$${p#*/} ./cmd/admit || exit 1; \
+	done
+	cd dist && if command -v sha256sum >/dev/null; then sha256sum admit-*; else shasum -a 256 admit-*; fi >SHA256SUMS
+	cat dist/SHA256SUMS
 
 ## check-redis: the programs the tests run, installed when missing (test-deps).
 check-redis: test-deps

@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -46,11 +48,18 @@ func runtimeFlags(image string) ([]string, error) {
 	return nil, fmt.Errorf("%s", strings.Join(errs, "; "))
 }
 
+// requireEnv names the environment variable that turns the skip of a missing podman into a
+// failure, as it does for redis-server: make test sets it, and installs podman.
+const requireEnv = "ADMIT_REQUIRE_REDIS"
+
 // runContainer loads the image tarball into podman and runs it as podman run alone would (its
 // own command: the demo on memory), read-only, with the HTTP port on a free loopback port, and
 // checks the demo. Where podman is missing or cannot run a container here, it skips loudly.
 func runContainer(t *testing.T, tarball, tag string) {
 	if _, err := exec.LookPath("podman"); err != nil {
+		if os.Getenv(requireEnv) == "1" {
+			t.Fatalf("podman not found on PATH and %s=1: install it with: apt-get install podman runc (make test does)", requireEnv)
+		}
 		t.Skip("podman not found: the image was NOT RUN in a container (only its binary, outside one); install podman (make test does)")
 	}
 	loaded, err := podman("load", "-q", "-i", tarball)
@@ -72,7 +81,7 @@ func runContainer(t *testing.T, tarball, tag string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		logs, err := podman("logs", id)
+		logs, err := exec.Command("podman", "logs", id).CombinedOutput() // the container's stderr is podman's
 		t.Logf("container log (%v):\n%s", err, logs)
 		podman("rm", "-f", "-t", "0", id)
 	})
@@ -86,8 +95,12 @@ func runContainer(t *testing.T, tarball, tag string) {
 	for {
 		res, err := http.Get(base + "/healthz")
 		if err == nil {
+			body, _ := io.ReadAll(res.Body)
 			res.Body.Close()
 			if res.StatusCode == 200 {
+				if !strings.HasPrefix(string(body), "ok ") {
+					t.Errorf("GET /healthz in the container: %q, want ok VERSION", body)
+				}
 				break
 			}
 		}

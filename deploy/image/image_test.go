@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -31,17 +32,13 @@ const repoRoot = "../.."
 // caFile is the CA bundle the image carries, where the Dockerfile's build stage has it.
 const caFile = "/etc/ssl/certs/ca-certificates.crt"
 
-// buildAdmit builds the static admit binary for the image, as make image does, and returns its path.
-func buildAdmit(t *testing.T) string {
+// makeImage runs make image in the repository with the make variables vars (NAME=value).
+func makeImage(t *testing.T, vars ...string) {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "admit")
-	cmd := exec.Command("go", "build", "-trimpath", "-buildvcs=auto", "-ldflags=-s -w", "-o", bin, "./cmd/admit")
-	cmd.Dir = repoRoot
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
+	cmd := exec.Command("make", append([]string{"-C", repoRoot, "image"}, vars...)...)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+		t.Fatalf("make image: %v\n%s", err, out)
 	}
-	return bin
 }
 
 // caBundle returns this machine's CA bundle, or a stand-in where it has none.
@@ -57,19 +54,17 @@ func caBundle(t *testing.T) string {
 	return f
 }
 
-// TestImage builds admit's image as make image does, reads it back, checks its configuration
-// against the Dockerfile and the issue's pins and its one layer's files, then runs it: in a
-// container where podman works, and always as the binary taken out of the layer.
+// TestImage builds admit's image with make image (its binary and tarball in a temporary
+// directory), reads it back, checks its configuration against the Dockerfile and the pins and its
+// one layer's files, then runs it: in a container where podman works, and always as the binary
+// taken out of the layer.
 func TestImage(t *testing.T) {
-	bin := buildAdmit(t)
-	out := filepath.Join(t.TempDir(), "admit-image.tar")
+	dir := t.TempDir()
+	bin, out, ca := filepath.Join(dir, "admit"), filepath.Join(dir, "admit-image.tar"), caBundle(t)
 	tag := "admit-test:" + randomHex(t)
 	args := map[string]string{"VERSION": "v9.9.9-test"}
-	o := options{dockerfile: filepath.Join(repoRoot, "Dockerfile"), arch: "amd64", tag: tag, out: out, args: args,
-		files: map[string]string{"/admit": bin, caFile: caBundle(t)}}
-	if err := build(o); err != nil {
-		t.Fatal(err)
-	}
+	makeImage(t, "IMAGE_BIN="+bin, "IMAGE_TAR="+out, "IMAGE_TAG="+tag, "CA_BUNDLE="+ca, "VERSION="+args["VERSION"])
+	o := options{dockerfile: filepath.Join(repoRoot, "Dockerfile"), files: map[string]string{"/admit": bin, caFile: ca}}
 	img, err := tarball.ImageFromPath(out, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -90,12 +85,12 @@ func TestImage(t *testing.T) {
 }
 
 // checkConfig checks the image's configuration against the Dockerfile's spec want, and the
-// Dockerfile against what the issue pins.
+// Dockerfile against what deploy/image pins: the user, the entrypoint, the demo, the ports, the labels.
 func checkConfig(t *testing.T, cf *v1.ConfigFile, want spec) {
 	t.Helper()
 	c := cf.Config
-	if cf.OS != "linux" || cf.Architecture != "amd64" {
-		t.Errorf("platform %s/%s, want linux/amd64", cf.OS, cf.Architecture)
+	if cf.OS != "linux" || cf.Architecture != runtime.GOARCH {
+		t.Errorf("platform %s/%s, want linux/%s, this machine's", cf.OS, cf.Architecture, runtime.GOARCH)
 	}
 	if c.User != want.User || c.WorkingDir != want.WorkingDir {
 		t.Errorf("User %q WorkingDir %q, want the Dockerfile's %q %q", c.User, c.WorkingDir, want.User, want.WorkingDir)
