@@ -17,16 +17,18 @@ build:
 
 ## test: go vet, then every test with the race detector, Redis tests against real redis-server; then
 ## the compatibility tests (compat/, a module of its own: admit against go-redis/redis_rate), even when
-## the first failed; it fails if either did.
+## the first failed; then the Helm chart's tests (deploy/helm, a module of its own); it fails if any did.
 test: check-redis vet
 	status=0; ADMIT_REQUIRE_REDIS=1 $(GO) test -race -count=1 ./... || status=1; \
 	(cd compat && ADMIT_REQUIRE_REDIS=1 $(GO) test -race -count=1 ./...) || status=1; \
+	(cd deploy/helm && $(GO) test -race -count=1 ./...) || status=1; \
 	exit $$status
 
 vet:
 	$(GO) vet ./...
 	cd bench && $(GO) vet ./...
 	cd compat && $(GO) vet ./...
+	cd deploy/helm && $(GO) vet ./...
 
 ## check-redis: the programs the tests run, installed when missing (test-deps).
 check-redis: test-deps
