@@ -13,6 +13,7 @@ import (
 
 	"github.com/admit-dev/admit/policy"
 	"github.com/admit-dev/admit/policy/envoyconf"
+	"github.com/admit-dev/admit/redisstore"
 )
 
 // TestLint lints the chart with each values file of ci/ and with its defaults, warnings counted
@@ -511,4 +512,35 @@ func servicePort(s *corev1.Service, name string) *corev1.ServicePort {
 		}
 	}
 	return nil
+}
+
+// TestRedisURLs checks the Redis values files (one server, Sentinel, Cluster): the URL reaches
+// the Secret unchanged, admit's redisstore accepts it (it parses it and connects to nothing), and
+// the NetworkPolicy lets the pods reach Redis's and Sentinel's ports.
+func TestRedisURLs(t *testing.T) {
+	for _, name := range []string{"redis.yaml", "sentinel.yaml", "cluster.yaml"} {
+		t.Run(name, func(t *testing.T) {
+			vals := ciValues(t, name)
+			want := vals["redis"].(map[string]any)["url"].(string)
+			m := render(t, vals)
+			got := string(one(t, "Secrets", m.secrets).Data["redis-url"])
+			if got != want {
+				t.Fatalf("Secret redis-url = %q; want %q", got, want)
+			}
+			s, err := redisstore.New(redisstore.Config{URL: got})
+			if err != nil {
+				t.Fatalf("admit refuses the URL: %v", err)
+			}
+			s.Close()
+			ports := map[int]bool{}
+			for _, rule := range one(t, "NetworkPolicies", m.netpols).Spec.Egress {
+				for _, p := range rule.Ports {
+					ports[p.Port.IntValue()] = true
+				}
+			}
+			if !ports[6379] || !ports[26379] {
+				t.Errorf("the NetworkPolicy's egress ports %v lack Redis's 6379 or Sentinel's 26379", ports)
+			}
+		})
+	}
 }
