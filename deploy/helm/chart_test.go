@@ -181,7 +181,7 @@ func TestMemory(t *testing.T) {
 			}
 		}
 	}
-	if !strings.Contains(m.notes, "WARNING: memory: true") || !strings.Contains(m.notes, "with 1 pods a client can be admitted that many times every limit") {
+	if !strings.Contains(m.notes, "WARNING: memory: true") || !strings.Contains(m.notes, "Pods: 1; a client can be admitted that many times every limit") {
 		t.Errorf("the notes do not warn that per-pod limits multiply:\n%s", m.notes)
 	}
 }
