@@ -12,6 +12,8 @@ func (f *rawFile) setDefaults() {
 	def(&s.ipv6Prefix, DefaultIPv6Prefix)
 	def(&s.rateLimitHeaders, true)
 	def(&s.localCacheMaxAge, DefaultLocalCacheMaxAge)
+	def(&s.topSize, DefaultTopSize)
+	def(&s.topPeriod, DefaultTopPeriod)
 	for i := range f.policies {
 		p := &f.policies[i]
 		def(&p.version, bound.DefaultVersion)

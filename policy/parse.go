@@ -100,6 +100,10 @@ type rawServer struct {
 	ipv6Prefix                                     field[int64]
 	rateLimitHeaders                               field[bool]
 	localCacheMaxAge                               field[time.Duration]
+	top                                            *yaml.Node // server.top, nil if absent
+	topSize                                        field[int64]
+	topReveal                                      field[bool]
+	topPeriod                                      field[time.Duration]
 }
 
 type rawPolicy struct {
@@ -159,7 +163,7 @@ func (d *decoder) parse(data []byte) (raw rawFile, ok bool) {
 
 func (d *decoder) parseServer(n *yaml.Node) rawServer {
 	var s rawServer
-	f, _ := d.yf.Mapping(n, "server", "listen", "redis", "hmac_secret_file", "trusted_proxies", "forwarded_header", "ipv6_prefix", "ratelimit_headers", "redis_tls", "local_cache_max_age")
+	f, _ := d.yf.Mapping(n, "server", "listen", "redis", "hmac_secret_file", "trusted_proxies", "forwarded_header", "ipv6_prefix", "ratelimit_headers", "redis_tls", "local_cache_max_age", "top")
 	if n := f["redis_tls"]; n != nil {
 		s.redisTLS = n
 		tf, _ := d.yf.Mapping(n, "server.redis_tls", "ca_file", "cert_file", "key_file", "server_name")
@@ -167,6 +171,13 @@ func (d *decoder) parseServer(n *yaml.Node) rawServer {
 		s.certFile = d.str(tf["cert_file"], "server.redis_tls.cert_file")
 		s.keyFile = d.str(tf["key_file"], "server.redis_tls.key_file")
 		s.serverName = d.str(tf["server_name"], "server.redis_tls.server_name")
+	}
+	if n := f["top"]; n != nil {
+		s.top = n
+		tf, _ := d.yf.Mapping(n, "server.top", "size", "reveal_subjects", "period")
+		s.topSize = d.integer(tf["size"], "server.top.size")
+		s.topReveal = d.boolean(tf["reveal_subjects"], "server.top.reveal_subjects")
+		s.topPeriod = d.duration(tf["period"], "server.top.period")
 	}
 	s.listen = d.str(f["listen"], "server.listen")
 	s.redis = d.str(f["redis"], "server.redis")

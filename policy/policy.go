@@ -132,6 +132,22 @@ type Server struct {
 	// in Redis is seen within it (server.local_cache_max_age). 0 means no local cache; otherwise
 	// MinLocalCacheMaxAge … MaxLocalCacheMaxAge, default DefaultLocalCacheMaxAge.
 	LocalCacheMaxAge time.Duration
+	// Top are the settings of the sketch of the subjects rejected most per policy (server.top).
+	Top Top
+}
+
+// Top holds the settings of the per-policy sketches of the subjects rejected most, which the admin
+// API's GET /v1/top reads (docs/operations.md, "Who is being limited").
+type Top struct {
+	// Size is the number of subjects each policy's sketch counts (server.top.size): 0 (no sketch)
+	// to MaxTopSize, default DefaultTopSize.
+	Size int
+	// RevealSubjects keeps each counted subject's raw value in the process's memory, to show it
+	// beside its digest (server.top.reveal_subjects); default false: digests only.
+	RevealSubjects bool
+	// Period is how long a rejection is counted, at least half of it (server.top.period):
+	// MinTopPeriod to MaxTopPeriod, default DefaultTopPeriod.
+	Period time.Duration
 }
 
 // RedisTLS holds the TLS settings of the Redis connection, the fields of redisstore.Config of the
@@ -157,6 +173,13 @@ const (
 	// MinLocalCacheMaxAge and MaxLocalCacheMaxAge bound a Server.LocalCacheMaxAge other than 0.
 	MinLocalCacheMaxAge = time.Millisecond
 	MaxLocalCacheMaxAge = time.Minute
+	// DefaultTopSize is Top.Size when the file sets none; MaxTopSize bounds it.
+	DefaultTopSize = 100
+	MaxTopSize     = 10000
+	// DefaultTopPeriod is Top.Period when the file sets none; MinTopPeriod and MaxTopPeriod bound it.
+	DefaultTopPeriod = 10 * time.Minute
+	MinTopPeriod     = time.Minute
+	MaxTopPeriod     = 24 * time.Hour
 )
 
 // A Route applies policies to the requests it matches (`admit proxy`): every policy at once,

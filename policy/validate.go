@@ -53,6 +53,7 @@ func (d *decoder) validateServer(s rawServer) Server {
 		IPv6Prefix:       int(s.ipv6Prefix.v),
 		RateLimitHeaders: s.rateLimitHeaders.v,
 		LocalCacheMaxAge: s.localCacheMaxAge.v,
+		Top:              Top{Size: int(s.topSize.v), RevealSubjects: s.topReveal.v, Period: s.topPeriod.v},
 	}
 	if !s.listen.bad && s.listen.v == "" {
 		d.errorf(s.listen.node, "server.listen: want an address such as 127.0.0.1:8080")
@@ -90,6 +91,12 @@ func (d *decoder) validateServer(s rawServer) Server {
 	out.RedisTLS = d.validateRedisTLS(s)
 	if !s.ipv6Prefix.bad && (out.IPv6Prefix < 1 || out.IPv6Prefix > 128) {
 		d.errorf(s.ipv6Prefix.node, "server.ipv6_prefix: %d is outside 1-128", s.ipv6Prefix.v)
+	}
+	if !s.topSize.bad && (s.topSize.v < 0 || s.topSize.v > MaxTopSize) {
+		d.errorf(s.topSize.node, "server.top.size: %d is outside 0-%d (0: no sketch)", s.topSize.v, MaxTopSize)
+	}
+	if !s.topPeriod.bad && (s.topPeriod.v < MinTopPeriod || s.topPeriod.v > MaxTopPeriod) {
+		d.errorf(s.topPeriod.node, "server.top.period: %v is outside 1m-24h", s.topPeriod.v) // MinTopPeriod, MaxTopPeriod
 	}
 	return out
 }

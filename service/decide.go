@@ -86,7 +86,8 @@ type plan struct {
 // decide is the one decision of the Service: Check, Admit and DecideItems call it, and it is the
 // only caller of the Store in package service and the transports (TestOneDecisionCore). It makes
 // the Requests of items (admit.Requests: keys, checked before any I/O), groups them as p says,
-// decides each group on the Store in one TakeAll, and fills ds. allowed reports whether every
+// decides each group on the Store in one TakeAll, and fills ds; it counts a Check's rejections in
+// its policies' top sketches (countRejections), in memory. allowed reports whether every
 // Item was allowed but those in shadow mode; release is admit.Hold's when p.hold, else nil.
 func (s *Service) decide(ctx context.Context, items []Item, ds []admit.Decision, p plan) (allowed bool, release func(), err error) {
 	// The Requests in the Items' order; BySlot, which regroups them, keeps only their keys.
@@ -119,12 +120,16 @@ func (s *Service) decide(ctx context.Context, items []Item, ds []admit.Decision,
 		}
 	}
 	switch p.grouping {
-	case together:
+	case together: // a Check's policies: their rejections are counted (Service.Top)
 		if p.hold {
-			return admit.Hold(ctx, s.store, rs, ds)
+			allowed, release, err = admit.Hold(ctx, s.store, rs, ds)
+		} else {
+			allowed, err = s.store.TakeAll(ctx, rs, ds)
 		}
-		allowed, err := s.store.TakeAll(ctx, rs, ds)
-		return allowed, nil, err
+		if err == nil {
+			s.countRejections(items, rs, ds)
+		}
+		return allowed, release, err
 	case Separately:
 		allowed = true
 		for i := range rs {

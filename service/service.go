@@ -45,6 +45,7 @@ type Service struct {
 	store admit.Store
 	keys  *admit.KeyBuilder
 	cfg   atomic.Pointer[policy.Config]
+	top   atomic.Pointer[tops] // the sketches of cfg's policies (server.top)
 }
 
 // New returns a Service deciding on store, with keys from keys, under cfg. It reports an error when
@@ -55,6 +56,7 @@ func New(store admit.Store, keys *admit.KeyBuilder, cfg *policy.Config) (*Servic
 	}
 	s := &Service{store: store, keys: keys}
 	s.cfg.Store(cfg)
+	s.top.Store(newTops(cfg, nil))
 	return s, nil
 }
 
@@ -62,11 +64,13 @@ func New(store admit.Store, keys *admit.KeyBuilder, cfg *policy.Config) (*Servic
 func (s *Service) Config() *policy.Config { return s.cfg.Load() }
 
 // Swap makes cfg the configuration of every Check that starts from now on, and returns the one it
-// replaces. Checks in flight finish on the configuration they started with.
+// replaces. Checks in flight finish on the configuration they started with. The top sketches of the
+// policies cfg keeps stay, unless cfg changes server.top ([Service.Top]).
 func (s *Service) Swap(cfg *policy.Config) *policy.Config {
 	if cfg == nil {
 		panic("service: Swap(nil)")
 	}
+	s.top.Store(newTops(cfg, s.top.Load()))
 	return s.cfg.Swap(cfg)
 }
 

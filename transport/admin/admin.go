@@ -1,8 +1,9 @@
 // Package admin is the admin API of `admit serve`: an http.Handler for a listener of its own, never
 // the data plane's, that answers only requests bearing the admin token (`Authorization: Bearer
-// TOKEN`). It reads a subject's state under the loaded policies (GET /v1/state) and resets it
-// (POST /v1/reset) through a service.Service; every change is logged, as an audit record with the
-// subject's digest and never the subject, and counted through Options.OnChange.
+// TOKEN`). It reads a subject's state under the loaded policies (GET /v1/state) and the subjects
+// a policy rejected most in this process (GET /v1/top), and resets a subject (POST /v1/reset),
+// through a service.Service; every change is logged, as an audit record with the subject's digest
+// and never the subject, and counted through Options.OnChange.
 //
 // The token is compared in constant time, by its SHA-256 digest, so that neither its bytes nor its
 // length leak through timing. A request without the right token is answered 401
@@ -76,6 +77,7 @@ type Options struct {
 //
 //	GET /v1/state?policy=P&key=K[&tier=T]   the state of the subject K under each policy, or P
 //	POST /v1/reset {"policy":P,"key":K}      forget K's state under each policy, or P
+//	GET /v1/top?policy=P[&n=N]              the N subjects (default DefaultTopN) P rejected most here
 //
 // An unknown path is answered 404, another method 405 with an Allow field, a body over MaxBody 413;
 // every error is JSON, {"error":"..."}.
@@ -158,6 +160,7 @@ func New(opts Options) (*Handler, error) {
 	h.routes = map[string]route{
 		"/v1/state": {http.MethodGet, h.state},
 		"/v1/reset": {http.MethodPost, h.reset},
+		"/v1/top":   {http.MethodGet, h.top},
 	}
 	return h, nil
 }

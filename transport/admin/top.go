@@ -1,0 +1,99 @@
+package admin
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/service"
+)
+
+// DefaultTopN is the number of subjects GET /v1/top answers without n (at most the sketch's size).
+const DefaultTopN = 20
+
+// TopResponse is the JSON body of a 200 answer of GET /v1/top: this instance's own count.
+type TopResponse struct {
+	Policy string `json:"policy"`
+	// Size is the number of subjects the policy's sketch counts (server.top.size).
+	Size int `json:"size"`
+	// PeriodMS is server.top.period: a rejection counts for at least half of it, at most all of it.
+	PeriodMS int64 `json:"period_ms"`
+	// Revealed reports whether raw subjects are kept (server.top.reveal_subjects).
+	Revealed bool `json:"revealed"`
+	// ErrorBound is the most by which any subject's rejected count may be off, listed or not:
+	// 0 while the counts are exact.
+	ErrorBound uint64 `json:"error_bound"`
+	// Subjects are the subjects rejected most, most first.
+	Subjects []TopSubject `json:"subjects"`
+}
+
+// TopSubject is one subject of a TopResponse.
+type TopSubject struct {
+	// Key is the raw subject, only when revealed: else omitted.
+	Key string `json:"key,omitempty"`
+	// Digest is the subject digest its keys end with.
+	Digest string `json:"digest"`
+	// Rejected is the rejections counted, at most Error above the true number.
+	Rejected uint64 `json:"rejected"`
+	// Error is the most of Rejected that may be other subjects'.
+	Error     uint64    `json:"error"`
+	FirstSeen time.Time `json:"first_seen"`
+	LastSeen  time.Time `json:"last_seen"`
+}
+
+// topParams are the query parameters of GET /v1/top.
+var topParams = map[string]bool{"policy": true, "n": true}
+
+// top serves GET /v1/top?policy=P[&n=N]: 200 and a TopResponse, 400 for a bad query, 404 for an
+// unknown policy or when no sketch is kept (server.top.size 0).
+func (h *Handler) top(w http.ResponseWriter, r *http.Request, _ []byte) {
+	query, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "malformed query")
+		return
+	}
+	for name, vs := range query {
+		switch {
+		case !topParams[name]:
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("unknown query parameter %q; want policy and n", name))
+			return
+		case len(vs) > 1:
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("%s given %d times; want it once", name, len(vs)))
+			return
+		}
+	}
+	name := query.Get("policy")
+	if name == "" {
+		writeError(w, http.StatusBadRequest, "policy is required: the policy whose rejected subjects to list")
+		return
+	}
+	n := DefaultTopN
+	if query.Has("n") {
+		if n, err = strconv.Atoi(query.Get("n")); err != nil {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("n %q: want a whole number from 1 to server.top.size", query.Get("n")))
+			return
+		}
+	} else if cfg := h.svc.Config(); cfg.Server.Top.Size > 0 {
+		n = min(n, cfg.Server.Top.Size)
+	}
+	rep, err := h.svc.Top(name, n)
+	switch {
+	case errors.Is(err, service.ErrUnknownPolicy), errors.Is(err, service.ErrTopOff):
+		writeError(w, http.StatusNotFound, admit.ClientMessage(err))
+		return
+	case err != nil:
+		writeError(w, http.StatusBadRequest, admit.ClientMessage(err))
+		return
+	}
+	out := TopResponse{Policy: rep.Policy, Size: rep.Size, PeriodMS: rep.Period.Milliseconds(), Revealed: rep.Revealed,
+		ErrorBound: rep.Bound, Subjects: make([]TopSubject, len(rep.Entries))}
+	for i, e := range rep.Entries {
+		out.Subjects[i] = TopSubject{Key: e.Key, Digest: e.Digest, Rejected: e.Rejected, Error: e.Error,
+			FirstSeen: e.FirstSeen.UTC(), LastSeen: e.LastSeen.UTC()}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
