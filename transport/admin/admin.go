@@ -27,6 +27,8 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -307,4 +309,26 @@ func (h *Handler) unavailable(ctx context.Context, w http.ResponseWriter, path s
 	h.log.Log(ctx, logUnavailable, err, slog.String("path", path))
 	w.Header().Set("Retry-After", "1")
 	writeError(w, http.StatusServiceUnavailable, "limiter unavailable")
+}
+
+// strictQuery returns the query of r, whose parameters must be among params and each given once; if
+// not, it has answered r 400 and reports false.
+func strictQuery(w http.ResponseWriter, r *http.Request, params ...string) (url.Values, bool) {
+	query, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "malformed query")
+		return nil, false
+	}
+	for name, vs := range query {
+		switch {
+		case !slices.Contains(params, name):
+			want := strings.Join(params[:len(params)-1], ", ") + " and " + params[len(params)-1]
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("unknown query parameter %q; want %s", name, want))
+			return nil, false
+		case len(vs) > 1:
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("%s given %d times; want it once", name, len(vs)))
+			return nil, false
+		}
+	}
+	return query, true
 }

@@ -2,9 +2,7 @@ package admin
 
 import (
 	"errors"
-	"fmt"
 	"net/http"
-	"net/url"
 
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/policy"
@@ -46,26 +44,12 @@ type PolicyState struct {
 	Degraded bool `json:"degraded,omitempty"`
 }
 
-// stateParams are the query parameters of GET /v1/state.
-var stateParams = map[string]bool{"policy": true, "key": true, "tier": true}
-
 // state serves GET /v1/state?policy=P&key=K[&tier=T]: 200 and a StateResponse, 400 for a bad query,
 // 404 for an unknown policy or tier, 503 when the Store cannot decide.
 func (h *Handler) state(w http.ResponseWriter, r *http.Request, _ []byte) {
-	query, err := url.ParseQuery(r.URL.RawQuery)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "malformed query")
+	query, ok := strictQuery(w, r, "policy", "key", "tier")
+	if !ok {
 		return
-	}
-	for name, vs := range query {
-		switch {
-		case !stateParams[name]:
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("unknown query parameter %q; want policy, key and tier", name))
-			return
-		case len(vs) > 1:
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("%s given %d times; want it once", name, len(vs)))
-			return
-		}
 	}
 	if query.Get("key") == "" {
 		writeError(w, http.StatusBadRequest, "key is required: the subject, as /v1/check takes it")

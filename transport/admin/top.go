@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strconv"
 	"time"
 
@@ -45,26 +44,12 @@ type TopSubject struct {
 	LastSeen  time.Time `json:"last_seen"`
 }
 
-// topParams are the query parameters of GET /v1/top.
-var topParams = map[string]bool{"policy": true, "n": true}
-
 // top serves GET /v1/top?policy=P[&n=N]: 200 and a TopResponse, 400 for a bad query, 404 for an
 // unknown policy or when no sketch is kept (server.top.size 0).
 func (h *Handler) top(w http.ResponseWriter, r *http.Request, _ []byte) {
-	query, err := url.ParseQuery(r.URL.RawQuery)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "malformed query")
+	query, ok := strictQuery(w, r, "policy", "n")
+	if !ok {
 		return
-	}
-	for name, vs := range query {
-		switch {
-		case !topParams[name]:
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("unknown query parameter %q; want policy and n", name))
-			return
-		case len(vs) > 1:
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("%s given %d times; want it once", name, len(vs)))
-			return
-		}
 	}
 	name := query.Get("policy")
 	if name == "" {
@@ -73,6 +58,7 @@ func (h *Handler) top(w http.ResponseWriter, r *http.Request, _ []byte) {
 	}
 	n := DefaultTopN
 	if query.Has("n") {
+		var err error
 		if n, err = strconv.Atoi(query.Get("n")); err != nil {
 			writeError(w, http.StatusBadRequest, fmt.Sprintf("n %q: want a whole number from 1 to server.top.size", query.Get("n")))
 			return
