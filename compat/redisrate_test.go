@@ -25,7 +25,10 @@ import (
 // crosses anchor + k·T (the anchor being when the bucket was last found empty, T the emission
 // interval), so every step is scheduled half an interval away from any such instant, and the test
 // checks, from the real times around each step, that it ran there. A step that ran too near a
-// crossing (the machine stalled) is not compared; the sequence starts again on fresh keys.
+// crossing (the machine stalled) is not compared; the sequence starts again on fresh keys. So is a
+// step after the wall clock was stepped (NTP on a freshly booted machine): Redis's TIME reads the
+// wall clock, the schedule the monotonic one, and once they part the model is no longer the
+// stores' time.
 //
 // What must agree, on every compared step:
 //
@@ -120,7 +123,8 @@ type sequence struct {
 	T      time.Duration // admit's emission interval
 	burst  int64
 	empty  bool          // the bucket is full: no anchor
-	anchor time.Time     // when the bucket was last found empty, within anchorErr
+	anchor time.Time     // when the bucket was last found empty, within skew
+	wall   time.Time     // the anchor on the wall clock alone, which Redis's TIME reads
 	skew   time.Duration // the real time around the anchoring step
 	m      int64         // the TAT is anchor + m·T
 	slot   int64
@@ -226,6 +230,9 @@ func (s *sequence) step() bool {
 			return false // too near anchor + k·T for the stores to be compared
 		}
 	}
+	if !s.empty && clockStepped(s.anchor, s.wall, before, s.T/20) {
+		return false // the wall clock was stepped (NTP): Redis's TIME no longer keeps the model's time
+	}
 	if wasEmpty && n > 0 && spread > s.T/20 {
 		return false // the new anchor would be too uncertain
 	}
@@ -294,8 +301,31 @@ func (s *sequence) step() bool {
 		s.empty = s.empty || wasEmpty
 	case wasEmpty:
 		s.empty, s.anchor, s.skew, s.m, s.slot = false, before.Add(spread/2), spread, n, 0
+		s.wall = s.anchor.Round(0)
 	default:
 		s.m += n
 	}
 	return true
+}
+
+// clockStepped reports whether the wall clock, which both scripts read through Redis's TIME, moved
+// more than by from the monotonic clock, which schedules the steps, between anchor and now: a step
+// or a fast slew of the system clock (NTP on a freshly booted machine), not a decision to compare.
+// wall is anchor without its monotonic reading.
+func clockStepped(anchor, wall, now time.Time, by time.Duration) bool {
+	return (now.Round(0).Sub(wall) - now.Sub(anchor)).Abs() > by
+}
+
+func TestClockStepped(t *testing.T) {
+	anchor := time.Now()
+	now := anchor.Add(100 * time.Millisecond)
+	if clockStepped(anchor, anchor.Round(0), now, time.Millisecond) {
+		t.Error("a wall clock that kept time reported as stepped")
+	}
+	if !clockStepped(anchor, anchor.Round(0).Add(-400*time.Millisecond), now, time.Millisecond) {
+		t.Error("a wall clock stepped 400 ms forward since the anchor not reported")
+	}
+	if !clockStepped(anchor, anchor.Round(0).Add(5*time.Millisecond), now, time.Millisecond) {
+		t.Error("a wall clock stepped 5 ms back since the anchor not reported")
+	}
 }
