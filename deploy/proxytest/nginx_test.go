@@ -1,0 +1,56 @@
+package proxytest_test
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+)
+
+// nginxMain is the main configuration the test runs deploy/nginx/admit.conf in: nginx in the
+// foreground as one process (no master, so killing it leaves no worker behind), everything it
+// writes in the test's directory DIR, its errors on stderr.
+const nginxMain = `daemon off;
+master_process off;
+pid DIR/nginx.pid;
+error_log stderr notice;
+events { worker_connections 64; }
+http {
+    access_log off;
+    client_body_temp_path DIR/client_body;
+    proxy_temp_path DIR/proxy;
+    fastcgi_temp_path DIR/fastcgi;
+    uwsgi_temp_path DIR/uwsgi;
+    scgi_temp_path DIR/scgi;
+    include DIR/admit.conf;
+}
+`
+
+// TestNginx runs nginx with the shipped deploy/nginx/admit.conf, its ports changed, in front of an
+// app and admit serve: 200, 200, 200, then 429 with Retry-After and the RateLimit fields, and
+// 503 once admit is stopped (checkProxy).
+func TestNginx(t *testing.T) {
+	nginx := program(t, "nginx", "nginx")
+	a := startApp(t)
+	adm, admitAddr := startAdmit(t)
+	p, base := startProxy(t, func(port int) *process {
+		dir := t.TempDir()
+		conf := render(t, "../nginx/admit.conf",
+			"listen 80;", "listen 127.0.0.1:"+strconv.Itoa(port)+";",
+			"server 127.0.0.1:8080;", "server "+admitAddr+";",
+			"server 127.0.0.1:3000;", "server "+a.addr()+";")
+		main := filepath.Join(dir, "nginx.conf")
+		for name, text := range map[string]string{"admit.conf": conf, "nginx.conf": replaceDir(nginxMain, dir)} {
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return start(t, "nginx", dir, nil, nginx, "-p", dir, "-c", main, "-e", "stderr")
+	})
+	checkProxy(t, base, a, adm)
+	select {
+	case <-p.exited:
+		t.Errorf("nginx exited during the test; its log:\n%s", p.out)
+	default:
+	}
+}
