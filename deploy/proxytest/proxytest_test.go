@@ -347,6 +347,7 @@ func startProxy(t *testing.T, run func(port int) *process) (*process, string) {
 //   - header fields of its own (X-Forwarded-For, X-Admit-Key) do not choose another subject;
 //   - a client at 127.0.0.2 is its own subject: allowed;
 //   - the app's own 500 and 403 pass unchanged (not turned into 503 or 429);
+//   - with the app stopped, the proxy's 502 (not admit's 503);
 //   - with admit stopped, 503 with Retry-After, the app not reached.
 func checkProxy(t *testing.T, base string, a *app, adm *process) {
 	t.Helper()
@@ -386,6 +387,11 @@ func checkProxy(t *testing.T, base string, a *app, adm *process) {
 	}
 	if got := get(t, second, base+"/forbidden"); got.status != http.StatusForbidden || got.body != appForbidden {
 		t.Errorf("GET /forbidden from 127.0.0.2: %d %q, want the app's own 403 %q", got.status, got.body, appForbidden)
+	}
+
+	a.srv.Close()
+	if got := get(t, client(t, "127.0.0.4"), base+"/"); got.status != http.StatusBadGateway {
+		t.Errorf("with the app stopped: %d %q, want the proxy's 502: the app is down, not admit", got.status, got.body)
 	}
 
 	adm.stop(t)
