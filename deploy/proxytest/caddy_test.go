@@ -1,6 +1,7 @@
 package proxytest_test
 
 import (
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -28,7 +29,7 @@ func TestCaddy(t *testing.T) {
 		env := append(os.Environ(), "HOME="+dir, "XDG_DATA_HOME="+filepath.Join(dir, "data"), "XDG_CONFIG_HOME="+filepath.Join(dir, "config"))
 		return start(t, "caddy", dir, env, caddy, "run", "--config", file, "--adapter", "caddyfile")
 	})
-	checkProxy(t, base, a, adm)
+	checkProxy(t, base, a, adm, http.StatusBadGateway)
 	select {
 	case <-p.exited:
 		t.Errorf("caddy exited during the test; its log:\n%s", p.out)

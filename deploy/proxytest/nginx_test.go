@@ -1,6 +1,7 @@
 package proxytest_test
 
 import (
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -47,7 +48,7 @@ func TestNginx(t *testing.T) {
 		}
 		return start(t, "nginx", dir, nil, nginx, "-p", dir, "-c", main, "-e", "stderr")
 	})
-	checkProxy(t, base, a, adm)
+	checkProxy(t, base, a, adm, http.StatusBadGateway)
 	select {
 	case <-p.exited:
 		t.Errorf("nginx exited during the test; its log:\n%s", p.out)

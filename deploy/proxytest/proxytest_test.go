@@ -193,8 +193,10 @@ type app struct {
 	hits atomic.Int64
 }
 
-// The bodies of the app's answers, which tell them from the proxy's own.
+// The bodies of the app's answers, which tell them from the proxy's own, and the body of the
+// shipped configurations' 503 when admit is down.
 const (
+	unavailableBody = "rate limiter unavailable"
 	appHello     = "hello from the app\n"
 	appFailed    = "the app failed\n"
 	appForbidden = "the app forbids this\n"
@@ -347,9 +349,10 @@ func startProxy(t *testing.T, run func(port int) *process) (*process, string) {
 //   - header fields of its own (X-Forwarded-For, X-Admit-Key) do not choose another subject;
 //   - a client at 127.0.0.2 is its own subject: allowed;
 //   - the app's own 500 and 403 pass unchanged (not turned into 503 or 429);
-//   - with the app stopped, the proxy's 502 (not admit's 503);
-//   - with admit stopped, 503 with Retry-After, the app not reached.
-func checkProxy(t *testing.T, base string, a *app, adm *process) {
+//   - with the app stopped, the proxy's own answer, appDown (502; HAProxy's is 503), not the 503 of
+//     admit down;
+//   - with admit stopped, 503 with Retry-After and unavailableBody, the app not reached.
+func checkProxy(t *testing.T, base string, a *app, adm *process, appDown int) {
 	t.Helper()
 	first, second := client(t, "127.0.0.1"), client(t, "127.0.0.2")
 	for i := 1; i <= 3; i++ {
@@ -390,15 +393,15 @@ func checkProxy(t *testing.T, base string, a *app, adm *process) {
 	}
 
 	a.srv.Close()
-	if got := get(t, client(t, "127.0.0.4"), base+"/"); got.status != http.StatusBadGateway {
-		t.Errorf("with the app stopped: %d %q, want the proxy's 502: the app is down, not admit", got.status, got.body)
+	if got := get(t, client(t, "127.0.0.4"), base+"/"); got.status != appDown || strings.Contains(got.body, unavailableBody) {
+		t.Errorf("with the app stopped: %d %q, want the proxy's own %d, not %q: the app is down, not admit", got.status, got.body, appDown, unavailableBody)
 	}
 
 	adm.stop(t)
 	before := a.hits.Load()
 	down := get(t, client(t, "127.0.0.3"), base+"/")
-	if down.status != http.StatusServiceUnavailable {
-		t.Fatalf("with admit stopped: %d %q, want 503", down.status, down.body)
+	if down.status != http.StatusServiceUnavailable || !strings.Contains(down.body, unavailableBody) {
+		t.Fatalf("with admit stopped: %d %q, want 503 %q", down.status, down.body, unavailableBody)
 	}
 	wantRetryAfter(t, "with admit stopped (503)", down, 60)
 	if n := a.hits.Load(); n != before {
