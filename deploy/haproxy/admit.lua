@@ -2,7 +2,10 @@
 -- HAProxy's own HTTP client (core.httpclient, HAProxy 2.5 and later); deploy/haproxy/README.md
 -- shows its use. The only argument is the check's URL, such as
 -- http://127.0.0.1:8080/v1/check?policy=per-ip; the subject is the variable txn.admit_key, which
--- the configuration sets (such as to src) and which is appended as key=. It sets:
+-- the configuration sets (such as to src) and which is appended as key=; txn.admit_request_id,
+-- when set (such as to uuid), is appended as request_id=. HAProxy 2.6's client sends a request
+-- that timed out again, up to 3 times, each attempt given timeout_ms: the request ID makes admit
+-- count such a check once. It sets:
 --   txn.admit_status                admit's status: 200 allowed, 429 limited, anything else (or
 --                                   unset, when the check failed) means no decision
 --   txn.admit_retry_after           admit's Retry-After
@@ -10,7 +13,7 @@
 --   txn.admit_ratelimit             admit's RateLimit
 -- The client's header fields are not sent to admit: none of them can steer the check.
 
-local timeout_ms = 2000
+local timeout_ms = 500
 
 -- escape percent-encodes s for a query, all but the unreserved characters of RFC 3986.
 local function escape(s)
@@ -38,7 +41,12 @@ core.register_action("admit_check", { "http-req" }, function(txn, url)
     if not string.find(url, "?", 1, true) then
         sep = "?"
     end
-    local res = core.httpclient():get({ url = url .. sep .. "key=" .. escape(tostring(key)), timeout = timeout_ms })
+    local query = sep .. "key=" .. escape(tostring(key))
+    local id = txn:get_var("txn.admit_request_id")
+    if id ~= nil and id ~= "" then
+        query = query .. "&request_id=" .. escape(tostring(id))
+    end
+    local res = core.httpclient():get({ url = url .. query, timeout = timeout_ms })
     if res == nil or res.status == nil then
         txn:Warning("admit_check: no answer from " .. url)
         return

@@ -10,37 +10,33 @@ import (
 )
 
 // TestHAProxy runs haproxy with the shipped deploy/haproxy/haproxy.cfg and admit.lua, the file's
-// ports and the script's path changed, in front of an app and admit serve: 200, 200, 200, then
-// 429 with Retry-After and the RateLimit fields, and 503 once admit is stopped (checkProxy).
+// ports and the script's path changed, in front of an app and admit serve (testProxy). HAProxy
+// answers 503 when it cannot reach the app; its body is not the configuration's.
 func TestHAProxy(t *testing.T) {
 	haproxy := program(t, "haproxy", "haproxy")
 	script, err := filepath.Abs("../haproxy/admit.lua")
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := startApp(t)
-	adm, admitAddr := startAdmit(t)
-	p, base := startProxy(t, func(port int) *process {
-		dir := t.TempDir()
-		conf := render(t, "../haproxy/haproxy.cfg",
-			"bind :80", "bind 127.0.0.1:"+strconv.Itoa(port),
-			"lua-load /etc/haproxy/admit.lua", "lua-load "+script,
-			"http://127.0.0.1:8080/v1/check", "http://"+admitAddr+"/v1/check",
-			"server app 127.0.0.1:3000", "server app "+a.addr())
-		file := filepath.Join(dir, "haproxy.cfg")
-		if err := os.WriteFile(file, []byte(conf), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return start(t, "haproxy", dir, nil, haproxy, "-f", file, "-db")
+	testProxy(t, http.StatusServiceUnavailable, func(t *testing.T, admitAddr, appAddr string) (*process, string) {
+		p, base := startProxy(t, func(port int) *process {
+			dir := t.TempDir()
+			conf := render(t, "../haproxy/haproxy.cfg",
+				"bind :80", "bind 127.0.0.1:"+strconv.Itoa(port),
+				"lua-load /etc/haproxy/admit.lua", "lua-load "+script,
+				"http://127.0.0.1:8080/v1/check", "http://"+admitAddr+"/v1/check",
+				"server app 127.0.0.1:3000", "server app "+appAddr)
+			file := filepath.Join(dir, "haproxy.cfg")
+			if err := os.WriteFile(file, []byte(conf), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			return start(t, "haproxy", dir, nil, haproxy, "-f", file, "-db")
+		})
+		t.Cleanup(func() {
+			if strings.Contains(p.out.String(), "[ALERT]") {
+				t.Errorf("haproxy logged an alert:\n%s", p.out)
+			}
+		})
+		return p, base
 	})
-	// HAProxy answers 503 when it cannot reach a server; its body is not the configuration's.
-	checkProxy(t, base, a, adm, http.StatusServiceUnavailable)
-	select {
-	case <-p.exited:
-		t.Errorf("haproxy exited during the test; its log:\n%s", p.out)
-	default:
-	}
-	if strings.Contains(p.out.String(), "[ALERT]") {
-		t.Errorf("haproxy logged an alert:\n%s", p.out)
-	}
 }

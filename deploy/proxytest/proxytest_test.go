@@ -5,6 +5,7 @@
 package proxytest_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -197,9 +199,9 @@ type app struct {
 // shipped configurations' 503 when admit is down.
 const (
 	unavailableBody = "rate limiter unavailable"
-	appHello     = "hello from the app\n"
-	appFailed    = "the app failed\n"
-	appForbidden = "the app forbids this\n"
+	appHello        = "hello from the app\n"
+	appFailed       = "the app failed\n"
+	appForbidden    = "the app forbids this\n"
 )
 
 func startApp(t *testing.T) *app {
@@ -435,3 +437,113 @@ func wantRateLimitFields(t *testing.T, what string, got answer) {
 
 // replaceDir returns text with each DIR replaced by dir.
 func replaceDir(text, dir string) string { return strings.ReplaceAll(text, "DIR", dir) }
+
+// startFunc starts a proxy with the shipped configuration, asking admit at admitAddr and passing
+// allowed requests to the app at appAddr, and returns it with its base URL once it listens.
+type startFunc func(t *testing.T, admitAddr, appAddr string) (*process, string)
+
+// testProxy runs the checks of checkProxy on the proxy that run starts, appDown its own status
+// when the app is down; then, in front of an admit that accepts connections and never answers,
+// it checks that the proxy's timeouts turn the check into the 503 of admit down.
+func testProxy(t *testing.T, appDown int, run startFunc) {
+	t.Run("decisions", func(t *testing.T) {
+		a := startApp(t)
+		adm, admitAddr := startAdmit(t)
+		p, base := run(t, admitAddr, a.addr())
+		checkProxy(t, base, a, adm, appDown)
+		select {
+		case <-p.exited:
+			t.Errorf("%s exited during the test; its log:\n%s", p.name, p.out)
+		default:
+		}
+	})
+	t.Run("admit_unresponsive", func(t *testing.T) {
+		a := startApp(t)
+		hole := startBlackHole(t)
+		_, base := run(t, hole.l.Addr().String(), a.addr())
+		start := time.Now()
+		got := get(t, client(t, "127.0.0.1"), base+"/")
+		t.Logf("with admit unresponsive: %d in %v", got.status, time.Since(start))
+		if got.status != http.StatusServiceUnavailable || !strings.Contains(got.body, unavailableBody) {
+			t.Errorf("with admit unresponsive: %d %q, want 503 %q", got.status, got.body, unavailableBody)
+		}
+		wantRetryAfter(t, "with admit unresponsive (503)", got, 60)
+		if n := a.hits.Load(); n != 0 {
+			t.Errorf("with admit unresponsive the app received %d requests, want none (fail closed)", n)
+		}
+		sent := hole.requests()
+		t.Logf("the unresponsive admit received %d checks: %q", len(sent), sent)
+		sameRequestID(t, sent)
+	})
+}
+
+// blackHole is a listener that accepts connections and never answers, until the test's cleanup;
+// it records the request line of each request it received.
+type blackHole struct {
+	l     net.Listener
+	mu    sync.Mutex
+	conns []net.Conn
+	lines []string
+}
+
+func startBlackHole(t *testing.T) *blackHole {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &blackHole{l: l}
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			b.mu.Lock()
+			b.conns = append(b.conns, c)
+			b.mu.Unlock()
+			go func() {
+				line, _ := bufio.NewReader(c).ReadString('\n')
+				b.mu.Lock()
+				b.lines = append(b.lines, strings.TrimSpace(line))
+				b.mu.Unlock()
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		l.Close()
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		for _, c := range b.conns {
+			c.Close()
+		}
+	})
+	return b
+}
+
+// requests returns the request lines received so far.
+func (b *blackHole) requests() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.lines)
+}
+
+// requestIDRE finds the request_id of a check's request line.
+var requestIDRE = regexp.MustCompile(`[?&]request_id=([^& ]+)`)
+
+// sameRequestID checks that the checks of lines, sent for one client request, are one (a proxy
+// that sends none again) or carry one and the same request_id: a check sent again after a timeout
+// must not be counted again.
+func sameRequestID(t *testing.T, lines []string) {
+	t.Helper()
+	if len(lines) < 2 {
+		return
+	}
+	first := requestIDRE.FindStringSubmatch(lines[0])
+	for _, l := range lines {
+		if m := requestIDRE.FindStringSubmatch(l); first == nil || m == nil || m[1] != first[1] {
+			t.Errorf("the proxy sent the check of one request %d times, not all with one request_id, so admit counts it more than once:\n%s", len(lines), strings.Join(lines, "\n"))
+			return
+		}
+	}
+}
