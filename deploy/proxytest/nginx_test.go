@@ -27,24 +27,36 @@ http {
 }
 `
 
+// nginxBalancer are the edits deploy/nginx/README.md asks for behind a load balancer: the realip
+// lines uncommented, the balancer's addresses 127.0.0.1 (the test's client plays it).
+var nginxBalancer = []string{
+	"# set_real_ip_from 10.0.0.0/8;", "set_real_ip_from 127.0.0.1/32;",
+	"# real_ip_header X-Forwarded-For;", "real_ip_header X-Forwarded-For;",
+	"# real_ip_recursive on;", "real_ip_recursive on;",
+}
+
 // TestNginx runs nginx with the shipped deploy/nginx/admit.conf, its ports changed, in front of an
-// app and admit serve (testProxy).
+// app and admit serve (testProxy); then with its realip lines uncommented (checkBalancer).
 func TestNginx(t *testing.T) {
 	nginx := program(t, "nginx", "nginx")
-	testProxy(t, http.StatusBadGateway, func(t *testing.T, admitAddr, appAddr string) (*process, string) {
-		return startProxy(t, func(port int) *process {
-			dir := t.TempDir()
-			conf := render(t, "../nginx/admit.conf",
-				"listen 80;", "listen 127.0.0.1:"+strconv.Itoa(port)+";",
-				"server 127.0.0.1:8080;", "server "+admitAddr+";",
-				"server 127.0.0.1:3000;", "server "+appAddr+";")
-			main := filepath.Join(dir, "nginx.conf")
-			for name, text := range map[string]string{"admit.conf": conf, "nginx.conf": replaceDir(nginxMain, dir)} {
-				if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
-					t.Fatal(err)
+	run := func(edits ...string) startFunc {
+		return func(t *testing.T, admitAddr, appAddr string) (*process, string) {
+			return startProxy(t, func(port int) *process {
+				dir := t.TempDir()
+				conf := render(t, "../nginx/admit.conf", append([]string{
+					"listen 80;", "listen 127.0.0.1:" + strconv.Itoa(port) + ";",
+					"server 127.0.0.1:8080;", "server " + admitAddr + ";",
+					"server 127.0.0.1:3000;", "server " + appAddr + ";"}, edits...)...)
+				main := filepath.Join(dir, "nginx.conf")
+				for name, text := range map[string]string{"admit.conf": conf, "nginx.conf": replaceDir(nginxMain, dir)} {
+					if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+						t.Fatal(err)
+					}
 				}
-			}
-			return start(t, "nginx", dir, nil, nginx, "-p", dir, "-c", main, "-e", "stderr")
-		})
-	})
+				return start(t, "nginx", dir, nil, nginx, "-p", dir, "-c", main, "-e", "stderr")
+			})
+		}
+	}
+	testProxy(t, http.StatusBadGateway, run())
+	t.Run("behind_balancer", func(t *testing.T) { checkBalancer(t, run(nginxBalancer...)) })
 }

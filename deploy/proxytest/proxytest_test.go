@@ -1,7 +1,8 @@
 // Package proxytest_test runs the proxy configurations admit ships (deploy/nginx, deploy/caddy)
 // with the real proxy in front of a small Go app and a real admit serve, and checks what a client
 // of the proxy sees: allowed, limited with Retry-After and the RateLimit fields, and 503 when admit
-// is down. Each test renders the shipped file, changing only its ports and paths.
+// is down; and the edits their READMEs give behind a load balancer. Each test renders the shipped
+// file, changing only its ports and paths and making those edits.
 package proxytest_test
 
 import (
@@ -62,13 +63,17 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// program returns the path of the program name, skipping t loudly when it is missing (failing it
-// when requireEnv is 1), with the line that installs the Debian package pkg.
+// program returns the path of the program name, on PATH or in sbinDirs, skipping t loudly when it
+// is missing (failing it when requireEnv is 1), with the line that installs the Debian package pkg.
 func program(t *testing.T, name, pkg string) string {
 	t.Helper()
-	p, err := exec.LookPath(name)
-	if err == nil {
+	if p, err := exec.LookPath(name); err == nil {
 		return p
+	}
+	for _, dir := range sbinDirs {
+		if p, err := exec.LookPath(filepath.Join(dir, name)); err == nil {
+			return p
+		}
 	}
 	if os.Getenv(requireEnv) == "1" {
 		t.Fatalf("%s not found on PATH and %s=1: install it with: apt-get install %s", name, requireEnv, pkg)
@@ -76,6 +81,9 @@ func program(t *testing.T, name, pkg string) string {
 	t.Skipf("%s not found: the shipped %s configuration was NOT TESTED; install it (apt-get install %s) or run make test", name, name, pkg)
 	return ""
 }
+
+// sbinDirs are where Debian installs nginx and haproxy, which a user's PATH may lack.
+var sbinDirs = []string{"/usr/sbin", "/usr/local/sbin"}
 
 // admitBinary builds admit the first time it is called, and returns its path.
 func admitBinary(t *testing.T) string {
@@ -238,8 +246,8 @@ func freePort(t *testing.T) int {
 }
 
 // render returns the text of the shipped file at path with each old string of replace, which must
-// occur in it exactly once, replaced by the new one: only ports and paths change, so the file
-// users copy is the one tested.
+// occur in it exactly once, replaced by the new one: only ports and paths change, and the edits
+// its README asks for, so the file users copy is the one tested.
 func render(t *testing.T, path string, replace ...string) string {
 	t.Helper()
 	data, err := os.ReadFile(path)
@@ -545,5 +553,37 @@ func sameRequestID(t *testing.T, lines []string) {
 			t.Errorf("the proxy sent the check of one request %d times, not all with one request_id, so admit counts it more than once:\n%s", len(lines), strings.Join(lines, "\n"))
 			return
 		}
+	}
+}
+
+// checkBalancer checks a proxy that run starts configured for a load balancer at 127.0.0.1 (the
+// test's client plays it), in front of an app and admit serve: the subject is the client address
+// the balancer appended to X-Forwarded-For, and only the balancer's X-Forwarded-For counts.
+func checkBalancer(t *testing.T, run startFunc) {
+	a := startApp(t)
+	_, admitAddr := startAdmit(t)
+	_, base := run(t, admitAddr, a.addr())
+	balancer, direct := client(t, "127.0.0.1"), client(t, "127.0.0.2")
+	for i := 1; i <= 3; i++ {
+		if got := get(t, balancer, base+"/", "X-Forwarded-For", "192.0.2.1"); got.status != http.StatusOK {
+			t.Fatalf("request %d for 192.0.2.1 through the balancer: %d %q, want 200", i, got.status, got.body)
+		}
+	}
+	if got := get(t, balancer, base+"/", "X-Forwarded-For", "192.0.2.1"); got.status != http.StatusTooManyRequests {
+		t.Errorf("request 4 for 192.0.2.1 through the balancer: %d %q, want 429", got.status, got.body)
+	}
+	if got := get(t, balancer, base+"/", "X-Forwarded-For", "198.51.100.9, 192.0.2.1"); got.status != http.StatusTooManyRequests {
+		t.Errorf("request 5 for 192.0.2.1, which put an address of its own first: %d %q, want 429: the subject is the address the balancer appended", got.status, got.body)
+	}
+	if got := get(t, balancer, base+"/", "X-Forwarded-For", "192.0.2.2"); got.status != http.StatusOK {
+		t.Errorf("request 1 for 192.0.2.2 through the balancer: %d %q, want 200: another client, another subject", got.status, got.body)
+	}
+	for i := 1; i <= 3; i++ {
+		if got := get(t, direct, base+"/", "X-Forwarded-For", "192.0.2.2"); got.status != http.StatusOK {
+			t.Fatalf("request %d from 127.0.0.2 (not the balancer) naming 192.0.2.2: %d %q, want 200: its own address is its subject", i, got.status, got.body)
+		}
+	}
+	if got := get(t, direct, base+"/", "X-Forwarded-For", "192.0.2.3"); got.status != http.StatusTooManyRequests {
+		t.Errorf("request 4 from 127.0.0.2 naming yet another address: %d %q, want 429: only the balancer's X-Forwarded-For counts", got.status, got.body)
 	}
 }
