@@ -164,9 +164,9 @@ func (p *process) stop(t *testing.T) {
 // listeningRE matches admit serve's log line that gives its address.
 var listeningRE = regexp.MustCompile(`msg=listening addr=(\S+)`)
 
-// startAdmit runs admit serve on the in-memory backend with admitConfig on a free loopback port,
-// and returns the process and its address once it listens.
-func startAdmit(t *testing.T) (*process, string) {
+// startAdmit runs admit serve with admitConfig and args on a free loopback port, on the in-memory
+// backend unless args name another, and returns the process and its address once it listens.
+func startAdmit(t *testing.T, args ...string) (*process, string) {
 	t.Helper()
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "admit.yaml")
@@ -175,11 +175,12 @@ func startAdmit(t *testing.T) (*process, string) {
 	}
 	var env []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "REDIS_URL=") {
+		if !strings.HasPrefix(kv, "REDIS_URL=") && !strings.HasPrefix(kv, "ADMIT_HMAC_SECRET=") {
 			env = append(env, kv)
 		}
 	}
-	p := start(t, "admit", dir, env, admitBinary(t), "serve", "--listen", "127.0.0.1:0", "--config", cfg)
+	env = append(env, "ADMIT_HMAC_SECRET=proxytest-secret-0123456789")
+	p := start(t, "admit", dir, env, admitBinary(t), append([]string{"serve", "--listen", "127.0.0.1:0", "--config", cfg}, args...)...)
 	deadline := time.Now().Add(setupTimeout)
 	for {
 		if m := listeningRE.FindStringSubmatch(p.out.String()); m != nil {
@@ -203,10 +204,10 @@ type app struct {
 	hits atomic.Int64
 }
 
-// The bodies of the app's answers, which tell them from the proxy's own, and the body of the
-// shipped configurations' 503 when admit is down.
+// The bodies of the app's answers, which tell them from the proxy's own, and what the body of a
+// 503 for admit says: the shipped configurations' own when admit is down, and admit's.
 const (
-	unavailableBody = "rate limiter unavailable"
+	unavailableBody = "limiter unavailable"
 	appHello        = "hello from the app\n"
 	appFailed       = "the app failed\n"
 	appForbidden    = "the app forbids this\n"
@@ -452,7 +453,8 @@ type startFunc func(t *testing.T, admitAddr, appAddr string) (*process, string)
 
 // testProxy runs the checks of checkProxy on the proxy that run starts, appDown its own status
 // when the app is down; then, in front of an admit that accepts connections and never answers,
-// it checks that the proxy's timeouts turn the check into the 503 of admit down.
+// it checks that the proxy's timeouts turn the check into the 503 of admit down; and, in front of
+// an admit whose Redis refuses connections (admit's own 503), that the proxy answers 503 too.
 func testProxy(t *testing.T, appDown int, run startFunc) {
 	t.Run("decisions", func(t *testing.T) {
 		a := startApp(t)
@@ -483,6 +485,26 @@ func testProxy(t *testing.T, appDown int, run startFunc) {
 		t.Logf("the unresponsive admit received %d checks: %q", len(sent), sent)
 		sameRequestID(t, sent)
 	})
+	t.Run("admit_undecided", func(t *testing.T) {
+		a := startApp(t)
+		_, admitAddr := startAdmit(t, "--redis", "redis://"+closedPort(t))
+		_, base := run(t, admitAddr, a.addr())
+		got := get(t, client(t, "127.0.0.1"), base+"/")
+		if got.status != http.StatusServiceUnavailable || !strings.Contains(got.body, unavailableBody) {
+			t.Errorf("with admit's Redis down: %d %q, want 503 saying %q", got.status, got.body, unavailableBody)
+		}
+		wantRetryAfter(t, "with admit's Redis down (503)", got, 60)
+		if n := a.hits.Load(); n != 0 {
+			t.Errorf("with admit's Redis down the app received %d requests, want none (fail closed)", n)
+		}
+	})
+}
+
+// closedPort returns a loopback address that refuses connections: a port that was free a moment
+// ago, its listener closed.
+func closedPort(t *testing.T) string {
+	t.Helper()
+	return "127.0.0.1:" + strconv.Itoa(freePort(t))
 }
 
 // blackHole is a listener that accepts connections and never answers, until the test's cleanup;
