@@ -360,10 +360,8 @@ func startProxy(t *testing.T, run func(port int) *process) (*process, string) {
 //   - header fields of its own (X-Forwarded-For, X-Admit-Key) do not choose another subject;
 //   - a client at 127.0.0.2 is its own subject: allowed;
 //   - the app's own 500 and 403 pass unchanged (not turned into 503 or 429);
-//   - with the app stopped, the proxy's own answer, appDown (502; HAProxy's is 503), not the 503 of
-//     admit down;
 //   - with admit stopped, 503 with Retry-After and unavailableBody, the app not reached.
-func checkProxy(t *testing.T, base string, a *app, adm *process, appDown int) {
+func checkProxy(t *testing.T, base string, a *app, adm *process) {
 	t.Helper()
 	first, second := client(t, "127.0.0.1"), client(t, "127.0.0.2")
 	for i := 1; i <= 3; i++ {
@@ -401,11 +399,6 @@ func checkProxy(t *testing.T, base string, a *app, adm *process, appDown int) {
 	}
 	if got := get(t, second, base+"/forbidden"); got.status != http.StatusForbidden || got.body != appForbidden {
 		t.Errorf("GET /forbidden from 127.0.0.2: %d %q, want the app's own 403 %q", got.status, got.body, appForbidden)
-	}
-
-	a.srv.Close()
-	if got := get(t, client(t, "127.0.0.4"), base+"/"); got.status != appDown || strings.Contains(got.body, unavailableBody) {
-		t.Errorf("with the app stopped: %d %q, want the proxy's own %d, not %q: the app is down, not admit", got.status, got.body, appDown, unavailableBody)
 	}
 
 	adm.stop(t)
@@ -451,16 +444,17 @@ func replaceDir(text, dir string) string { return strings.ReplaceAll(text, "DIR"
 // allowed requests to the app at appAddr, and returns it with its base URL once it listens.
 type startFunc func(t *testing.T, admitAddr, appAddr string) (*process, string)
 
-// testProxy runs the checks of checkProxy on the proxy that run starts, appDown its own status
-// when the app is down; then, in front of an admit that accepts connections and never answers,
-// it checks that the proxy's timeouts turn the check into the 503 of admit down; and, in front of
-// an admit whose Redis refuses connections (admit's own 503), that the proxy answers 503 too.
+// testProxy runs the checks of checkProxy on the proxy that run starts; then, in front of an
+// admit that accepts connections and never answers, it checks that the proxy's timeouts turn the
+// check into the 503 of admit down; in front of an app that is down, that the proxy answers its
+// own appDown (502; HAProxy's is 503), not the 503 of admit down; and in front of an admit whose
+// Redis refuses connections (admit's own 503), that the proxy answers 503 too.
 func testProxy(t *testing.T, appDown int, run startFunc) {
 	t.Run("decisions", func(t *testing.T) {
 		a := startApp(t)
 		adm, admitAddr := startAdmit(t)
 		p, base := run(t, admitAddr, a.addr())
-		checkProxy(t, base, a, adm, appDown)
+		checkProxy(t, base, a, adm)
 		select {
 		case <-p.exited:
 			t.Errorf("%s exited during the test; its log:\n%s", p.name, p.out)
@@ -484,6 +478,13 @@ func testProxy(t *testing.T, appDown int, run startFunc) {
 		sent := hole.requests()
 		t.Logf("the unresponsive admit received %d checks: %q", len(sent), sent)
 		sameRequestID(t, sent)
+	})
+	t.Run("app_down", func(t *testing.T) {
+		_, admitAddr := startAdmit(t)
+		_, base := run(t, admitAddr, closedPort(t))
+		if got := get(t, client(t, "127.0.0.1"), base+"/"); got.status != appDown || strings.Contains(got.body, unavailableBody) {
+			t.Errorf("with the app down: %d %q, want the proxy's own %d, not saying %q: the app is down, not admit", got.status, got.body, appDown, unavailableBody)
+		}
 	})
 	t.Run("admit_undecided", func(t *testing.T) {
 		a := startApp(t)
