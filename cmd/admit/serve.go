@@ -118,6 +118,10 @@ With an admin token (--admin-token-file PATH, else $` + adminTokenEnv + `; at le
 logged), it also serves the admin API on a listener of its own, --admin-listen (default
 ` + defaultAdminListen + `): GET /v1/state, with Authorization: Bearer TOKEN (docs/operations.md).
 
+The file's server.tls serves both listeners over TLS (client_ca_file: client certificates
+required), and its server.client_tokens_file makes every path but /healthz, /readyz and /metrics
+want Authorization: Bearer TOKEN (docs/security.md); their files are reloaded when they change.
+
 --config FILE names the policies (docs/configuration.md; check it with admit config validate).
 Without it, the one policy is the demo's, "demo". The file is reloaded on SIGHUP and when it
 changes; a file with errors is logged and counted, and the loaded policies keep serving.
