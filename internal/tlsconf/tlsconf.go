@@ -12,6 +12,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"sync"
@@ -146,10 +147,15 @@ func load(files Files) (*loaded, error) {
 
 // readFile reads the file at path, which field names, at most MaxFileSize bytes.
 func readFile(field, path string) ([]byte, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", field, err) // os errors name the path
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1)) // one byte more tells a file too large
 	switch {
 	case err != nil:
-		return nil, fmt.Errorf("%s: %w", field, err) // os errors name the path
+		return nil, fmt.Errorf("%s: %w", field, err)
 	case len(data) > MaxFileSize:
 		return nil, fmt.Errorf("%s: %s is larger than %d bytes", field, path, MaxFileSize)
 	}

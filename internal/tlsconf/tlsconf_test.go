@@ -231,6 +231,11 @@ func TestBadFiles(t *testing.T) {
 	if _, err := tlsconf.New(tlsconf.Files{CertFile: missing, KeyFile: good.KeyFile}); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("New of a missing file = %v; want it to wrap os.ErrNotExist", err)
 	}
+	big := filepath.Join(dir, "big.pem")
+	certtest.WriteFile(t, big, append(good.CertPEM, make([]byte, tlsconf.MaxFileSize)...))
+	if err := tlsconf.Check(tlsconf.Files{CertFile: big, KeyFile: good.KeyFile}); err == nil || err.Error() != "server.tls.cert_file: "+big+" is larger than 1048576 bytes" {
+		t.Errorf("Check of a certificate file too large = %v", err)
+	}
 	if err := tlsconf.Check(tlsconf.Files{CertFile: good.CertFile, KeyFile: good.KeyFile, ClientCAFile: caFile}); err != nil {
 		t.Errorf("Check of good files = %v", err)
 	}
