@@ -154,7 +154,7 @@ func TestReload(t *testing.T) {
 	before := serial()
 
 	second := ca.Server(t)
-	certtest.WriteFile(t, files.CertFile, second.CertPEM) // the key does not match yet
+	rewrite(t, files.CertFile, second.CertPEM) // the key does not match yet
 	changed, err := h.Reload(false)
 	if changed || err == nil || !strings.Contains(err.Error(), "server.tls.key_file") {
 		t.Errorf("Reload of a certificate without its key = %v, %v; want the key_file error", changed, err)
@@ -165,7 +165,7 @@ func TestReload(t *testing.T) {
 	if got := serial(); got != before {
 		t.Errorf("serving serial %s after a bad reload; want the loaded %s", got, before)
 	}
-	certtest.WriteFile(t, files.KeyFile, second.KeyPEM)
+	rewrite(t, files.KeyFile, second.KeyPEM)
 	if changed, err := h.Reload(false); !changed || err != nil {
 		t.Fatalf("Reload of the new pair = %v, %v; want it loaded", changed, err)
 	}
@@ -179,7 +179,7 @@ func TestReload(t *testing.T) {
 
 	// A new client CA: alice's certificate is refused, one of the new CA served.
 	next := certtest.NewCA(t, "next CA")
-	certtest.WriteFile(t, caFile, next.PEM)
+	rewrite(t, caFile, next.PEM)
 	if changed, err := h.Reload(false); !changed || err != nil {
 		t.Fatalf("Reload of a new client CA = %v, %v", changed, err)
 	}
@@ -191,6 +191,21 @@ func TestReload(t *testing.T) {
 	}
 	if changed, err := h.Reload(true); !changed || err != nil {
 		t.Errorf("a forced Reload = %v, %v; want the files loaded again", changed, err)
+	}
+}
+
+// rewrites is the count of rewrite's calls, which sets each file's modification time apart.
+var rewrites int
+
+// rewrite writes data to the file name, and sets its modification time to one no other rewrite
+// gave: a file rewritten with the same size within the file system's clock tick is seen to change.
+func rewrite(t *testing.T, name string, data []byte) {
+	t.Helper()
+	certtest.WriteFile(t, name, data)
+	rewrites++
+	at := time.Now().Add(time.Duration(rewrites) * time.Hour)
+	if err := os.Chtimes(name, at, at); err != nil {
+		t.Fatal(err)
 	}
 }
 
