@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"log/slog"
 	"net"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit/internal/clienttoken"
+	"github.com/admit-dev/admit/internal/lograte"
 	"github.com/admit-dev/admit/internal/tlsconf"
 	"github.com/admit-dev/admit/policy"
 	"google.golang.org/grpc"
@@ -51,6 +53,10 @@ func startExposure(ctx context.Context, srv policy.Server, listens []string, log
 			return e, exitUsage
 		}
 		logger.Info("client tokens", "state", "on", "tokens", e.tokens.Len(), "open", strings.Join(openPaths, ","))
+		refusals := lograte.New(logger, lograte.DefaultInterval, lograte.Kind{Level: slog.LevelWarn, Msg: "request refused: no valid client token"})
+		e.tokens.OnRefused(func(ctx context.Context, via, client string) {
+			refusals.Log(ctx, 0, errors.New("unauthorized"), slog.String("via", via), slog.String("client", client))
+		})
 	}
 	if open := beyondLoopback(listens); len(open) > 0 && !srv.TrustNetwork && e.tokens == nil && (e.tls == nil || !e.tls.MutualTLS()) {
 		logger.Warn("the data plane listens beyond loopback and asks its clients for no credential: anyone who reaches it can spend every subject's limits",

@@ -9,6 +9,7 @@ package clienttoken
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
@@ -39,6 +40,25 @@ type Set struct {
 	digests atomic.Pointer[[][sha256.Size]byte]
 	mu      sync.Mutex // serialises Reload
 	stamp   filestamp.Stamp
+	refused atomic.Pointer[func(ctx context.Context, via, client string)]
+}
+
+// OnRefused sets f to be called for every request refused for want of a token, with via "http"
+// or "grpc" and the client's address (host:port), never what it sent; nil calls nothing. Set it
+// before serving; f must not block.
+func (s *Set) OnRefused(f func(ctx context.Context, via, client string)) {
+	if f == nil {
+		s.refused.Store(nil)
+		return
+	}
+	s.refused.Store(&f)
+}
+
+// refuse reports a refused request to the OnRefused function, if any.
+func (s *Set) refuse(ctx context.Context, via, client string) {
+	if f := s.refused.Load(); f != nil {
+		(*f)(ctx, via, client)
+	}
 }
 
 // Load reads the tokens file at path and returns its Set, or an error that names the field, the

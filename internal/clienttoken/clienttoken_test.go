@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -167,6 +168,13 @@ func TestHTTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var refusals atomic.Int64
+	s.OnRefused(func(_ context.Context, via, client string) {
+		if via != "http" || !strings.HasPrefix(client, "127.0.0.1:") {
+			t.Errorf("OnRefused(%q, %q); want http and the client's address", via, client)
+		}
+		refusals.Add(1)
+	})
 	app := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "app "+r.URL.Path) })
 	srv := httptest.NewServer(s.HTTP(app, "/healthz", "/readyz", "/metrics"))
 	defer srv.Close()
@@ -194,7 +202,11 @@ func TestHTTP(t *testing.T) {
 	}
 	refused := func(what, path string, auth ...string) {
 		t.Helper()
+		before := refusals.Load()
 		code, body, hdr := do(path, auth...)
+		if refusals.Load() != before+1 {
+			t.Errorf("%s %s: OnRefused called %d times; want once", path, what, refusals.Load()-before)
+		}
 		if code != 401 || body != `{"error":"unauthorized"}`+"\n" || hdr.Get("WWW-Authenticate") != "Bearer" {
 			t.Errorf("%s %s: %d %q, WWW-Authenticate %q; want 401 unauthorized, Bearer", path, what, code, body, hdr.Get("WWW-Authenticate"))
 		}
@@ -232,6 +244,13 @@ func TestGRPC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var refusals atomic.Int64
+	s.OnRefused(func(_ context.Context, via, client string) {
+		if via != "grpc" || !strings.HasPrefix(client, "127.0.0.1:") {
+			t.Errorf("OnRefused(%q, %q); want grpc and the client's address", via, client)
+		}
+		refusals.Add(1)
+	})
 	g := grpc.NewServer(s.GRPC()...)
 	rlsv3.RegisterRateLimitServiceServer(g, limiter{})
 	healthpb.RegisterHealthServer(g, health.NewServer())
@@ -275,5 +294,8 @@ func TestGRPC(t *testing.T) {
 	refused("with two tokens", "Bearer "+alice, "Bearer "+alice)
 	if err := call("Bearer " + alice); err != nil {
 		t.Errorf("ShouldRateLimit with the token: %v; want served", err)
+	}
+	if want := int64(len(wrongTokens) + 3); refusals.Load() != want {
+		t.Errorf("OnRefused called %d times; want %d, once a refused call", refusals.Load(), want)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 )
 
@@ -21,6 +22,7 @@ func (s *Set) HTTP(next http.Handler, open ...string) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
+		s.refuse(r.Context(), "http", r.RemoteAddr)
 		hdr := w.Header()
 		hdr.Set("WWW-Authenticate", "Bearer")
 		hdr.Set("Content-Type", "application/json")
@@ -63,5 +65,10 @@ func (s *Set) authorize(ctx context.Context, method string) error {
 	if s.Bearer(md.Get("authorization")) {
 		return nil
 	}
+	client := ""
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		client = p.Addr.String()
+	}
+	s.refuse(ctx, "grpc", client)
 	return status.Error(codes.Unauthenticated, "unauthenticated")
 }
