@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -281,5 +282,37 @@ func TestE2ESecuredBadFiles(t *testing.T) {
 	code := serve(context.Background(), []string{"--config", config, "--listen", "127.0.0.1:0"}, io.Discard, p.logs)
 	if code != exitUsage || !strings.Contains(p.logs.String(), "server.tls.key_file: "+b.KeyFile+" is not the key of the certificate in server.tls.cert_file "+a.CertFile) {
 		t.Errorf("serve with a key of another certificate: exit %d, log:\n%s\nwant exit %d naming server.tls.key_file", code, p.logs, exitUsage)
+	}
+}
+
+// TestE2ESecuredBench runs admit bench against a secured admit serve, over HTTPS and gRPC over TLS,
+// with a client certificate and the token: every request is decided; without the token, the HTTP
+// target is refused at its probe (exit 2) and every gRPC request fails.
+func TestE2ESecuredBench(t *testing.T) {
+	s := startSecured(t)
+	dir := t.TempDir()
+	client := s.good.Write(t, dir, "client")
+	caFile, tokenFile := filepath.Join(dir, "ca.crt"), filepath.Join(dir, "token")
+	certtest.WriteFile(t, caFile, s.ca.PEM)
+	certtest.WriteFile(t, tokenFile, []byte(e2eToken+"\n"))
+	tlsArgs := []string{"--ca-file", caFile, "--cert-file", client.CertFile, "--key-file", client.KeyFile}
+	grpcArgs := []string{"--target", "grpcs://" + s.grpcAddr, "--domain", "edge", "--descriptor", "database=users"}
+	load := []string{"--concurrency", "2", "--duration", "300ms", "--hot-key"}
+
+	code, r, stderr := runBenchBinary(t, slices.Concat([]string{"--target", s.https, "--policy", "per-day", "--client-token-file", tokenFile}, tlsArgs, load)...)
+	if code != 0 || r == nil || r.Allowed == 0 || r.Errors != 0 {
+		t.Errorf("https with the token: exit %d, report %+v, stderr %q; want every request allowed", code, r, stderr)
+	}
+	code, r, stderr = runBenchBinary(t, slices.Concat(grpcArgs, []string{"--client-token-file", tokenFile}, tlsArgs, load)...)
+	if code != 0 || r == nil || r.Allowed == 0 || r.Errors != 0 {
+		t.Errorf("grpcs with the token: exit %d, report %+v, stderr %q; want every request allowed", code, r, stderr)
+	}
+	code, r, stderr = runBenchBinary(t, slices.Concat([]string{"--target", s.https, "--policy", "per-day"}, tlsArgs, load)...)
+	if code != exitUsage || r != nil || !strings.Contains(stderr, "answers 401") {
+		t.Errorf("https without the token: exit %d, stderr %q; want 2, answers 401", code, stderr)
+	}
+	code, r, stderr = runBenchBinary(t, slices.Concat(grpcArgs, tlsArgs, load)...)
+	if code != 0 || r == nil || r.Allowed != 0 || r.ErrorKinds["error: Unauthenticated"] == 0 {
+		t.Errorf("grpcs without the token: exit %d, report %+v, stderr %q; want every request Unauthenticated", code, r, stderr)
 	}
 }
