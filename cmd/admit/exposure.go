@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -162,6 +163,7 @@ func listenAndServe(ctx context.Context, addr string, srv *http.Server, tlsConfi
 	}
 	if tlsConfig != nil {
 		srv.TLSConfig = tlsConfig // its NextProtos offer h2: net/http serves HTTP/2 too
+		srv.ErrorLog = log.New(newErrorLog(logger), "", 0)
 		ln = tls.NewListener(ln, tlsConfig)
 	}
 	if err := runServer(ctx, ln, srv, shutdownGrace, logger); err != nil {
@@ -169,4 +171,32 @@ func listenAndServe(ctx context.Context, addr string, srv *http.Server, tlsConfi
 		return exitError
 	}
 	return exitOK
+}
+
+// An errorLog is the http.Server error log of a TLS listener. Its TLS handshake errors (a TCP
+// probe or a scanner that connects and leaves, a client without the right certificate) are
+// logged at most once per lograte.DefaultInterval, with the count of the others; every other
+// line at WARN, as newServer's log does.
+type errorLog struct {
+	logger     *slog.Logger
+	handshakes *lograte.Limiter
+}
+
+// handshakePrefix starts net/http's log line of a failed TLS handshake.
+const handshakePrefix = "http: TLS handshake error from "
+
+// newErrorLog returns the errorLog of logger.
+func newErrorLog(logger *slog.Logger) errorLog {
+	return errorLog{logger: logger, handshakes: lograte.New(logger, lograte.DefaultInterval, lograte.Kind{Level: slog.LevelWarn, Msg: "TLS handshake failed"})}
+}
+
+// Write logs one line of net/http's.
+func (w errorLog) Write(p []byte) (int, error) {
+	line := strings.TrimSuffix(string(p), "\n")
+	if rest, ok := strings.CutPrefix(line, handshakePrefix); ok {
+		w.handshakes.Log(context.Background(), 0, errors.New(rest))
+	} else {
+		w.logger.Warn(line)
+	}
+	return len(p), nil
 }

@@ -130,3 +130,27 @@ func TestConfigValidateFiles(t *testing.T) {
 		}
 	}
 }
+
+// TestHandshakeErrorLog: a TLS listener's handshake errors are logged once per interval, not once
+// a connection (a TCP probe every few seconds would fill the log); its other lines are each logged.
+func TestHandshakeErrorLog(t *testing.T) {
+	var logs syncbuf.Buffer
+	w := newErrorLog(slog.New(slog.NewTextHandler(&logs, nil)))
+	for _, line := range []string{
+		handshakePrefix + "10.0.0.1:5000: EOF\n",
+		handshakePrefix + "10.0.0.2:5000: tls: client didn't provide a certificate\n",
+		"http: superfluous response.WriteHeader call\n",
+		handshakePrefix + "10.0.0.3:5000: EOF\n",
+	} {
+		if n, err := w.Write([]byte(line)); n != len(line) || err != nil {
+			t.Fatalf("Write = %d, %v", n, err)
+		}
+	}
+	got := logs.String()
+	if n := strings.Count(got, `msg="TLS handshake failed"`); n != 1 || !strings.Contains(got, `error="10.0.0.1:5000: EOF"`) {
+		t.Errorf("%d records of handshake errors, want the first one only (the others counted for the summary):\n%s", n, got)
+	}
+	if !strings.Contains(got, `level=WARN msg="http: superfluous response.WriteHeader call"`) {
+		t.Errorf("another line of net/http's was not logged:\n%s", got)
+	}
+}
