@@ -223,6 +223,11 @@ func TestSecured(t *testing.T) {
 		t.Errorf("the ServiceMonitor scrapes with scheme %q, tlsConfig %v; want https and the values' tlsConfig", e.Scheme, e.TLSConfig)
 	}
 	one(t, "NetworkPolicies", m.netpols)
+	for _, want := range []string{"https://admit.limits.svc:8080", "--cacert ca.crt --cert client.crt --key client.key", "Authorization: Bearer $TOKEN", "a certificate signed by the ca.crt of admit-tls"} {
+		if !strings.Contains(m.notes, want) {
+			t.Errorf("the notes lack %q:\n%s", want, m.notes)
+		}
+	}
 
 	// TLS alone: HTTPS probes, no client CA file.
 	m = render(t, merge(vals, map[string]any{"tls": map[string]any{"clientCA": false}}))
