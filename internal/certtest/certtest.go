@@ -15,9 +15,14 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"testing"
 	"time"
 )
+
+// TB is what the package needs of a test: a *testing.T, *testing.B or testing.TB.
+type TB interface {
+	Helper()
+	Fatal(args ...any)
+}
 
 // A CA signs certificates.
 type CA struct {
@@ -34,7 +39,7 @@ type Pair struct {
 }
 
 // NewCA returns a new CA named name, valid from an hour ago for a day.
-func NewCA(t testing.TB, name string) *CA {
+func NewCA(t TB, name string) *CA {
 	t.Helper()
 	key := newKey(t)
 	tmpl := &x509.Certificate{
@@ -65,7 +70,7 @@ func (ca *CA) Pool() *x509.CertPool {
 }
 
 // Server returns a server certificate for 127.0.0.1, ::1 and localhost, valid for a day.
-func (ca *CA) Server(t testing.TB) *Pair {
+func (ca *CA) Server(t TB) *Pair {
 	t.Helper()
 	return ca.sign(t, &x509.Certificate{
 		Subject:     pkix.Name{CommonName: "admit test server"},
@@ -78,18 +83,18 @@ func (ca *CA) Server(t testing.TB) *Pair {
 }
 
 // Client returns a client certificate named name, valid for a day.
-func (ca *CA) Client(t testing.TB, name string) *Pair {
+func (ca *CA) Client(t TB, name string) *Pair {
 	t.Helper()
 	return ca.client(t, name, time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour))
 }
 
 // ExpiredClient returns a client certificate named name that expired an hour ago.
-func (ca *CA) ExpiredClient(t testing.TB, name string) *Pair {
+func (ca *CA) ExpiredClient(t TB, name string) *Pair {
 	t.Helper()
 	return ca.client(t, name, time.Now().Add(-48*time.Hour), time.Now().Add(-time.Hour))
 }
 
-func (ca *CA) client(t testing.TB, name string, from, until time.Time) *Pair {
+func (ca *CA) client(t TB, name string, from, until time.Time) *Pair {
 	t.Helper()
 	return ca.sign(t, &x509.Certificate{
 		Subject:     pkix.Name{CommonName: name},
@@ -100,7 +105,7 @@ func (ca *CA) client(t testing.TB, name string, from, until time.Time) *Pair {
 }
 
 // sign completes tmpl with a serial number and a new key, and signs it.
-func (ca *CA) sign(t testing.TB, tmpl *x509.Certificate) *Pair {
+func (ca *CA) sign(t TB, tmpl *x509.Certificate) *Pair {
 	t.Helper()
 	key := newKey(t)
 	tmpl.SerialNumber = serial(t)
@@ -124,7 +129,7 @@ func (ca *CA) sign(t testing.TB, tmpl *x509.Certificate) *Pair {
 }
 
 // Write writes the pair's PEM files into dir as NAME.crt and NAME.key, and records their names.
-func (p *Pair) Write(t testing.TB, dir, name string) *Pair {
+func (p *Pair) Write(t TB, dir, name string) *Pair {
 	t.Helper()
 	p.CertFile, p.KeyFile = filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
 	WriteFile(t, p.CertFile, p.CertPEM)
@@ -133,14 +138,14 @@ func (p *Pair) Write(t testing.TB, dir, name string) *Pair {
 }
 
 // WriteFile writes data to the file name, readable by its owner only, or fails t.
-func WriteFile(t testing.TB, name string, data []byte) {
+func WriteFile(t TB, name string, data []byte) {
 	t.Helper()
 	if err := os.WriteFile(name, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func newKey(t testing.TB) *ecdsa.PrivateKey {
+func newKey(t TB) *ecdsa.PrivateKey {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -149,7 +154,7 @@ func newKey(t testing.TB) *ecdsa.PrivateKey {
 	return key
 }
 
-func serial(t testing.TB) *big.Int {
+func serial(t TB) *big.Int {
 	t.Helper()
 	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 120))
 	if err != nil {

@@ -3,13 +3,12 @@ package certtest_test
 import (
 	"crypto/x509"
 	"fmt"
-	"testing"
 
 	"github.com/admit-dev/admit/internal/certtest"
 )
 
 func Example() {
-	t := &testing.T{} // in a test, its own t
+	t := exampleT{} // in a test, its *testing.T
 	ca := certtest.NewCA(t, "test CA")
 	server := ca.Server(t)
 	leaf, _ := x509.ParseCertificate(server.TLS.Certificate[0])
@@ -17,3 +16,9 @@ func Example() {
 	fmt.Println(err)
 	// Output: <nil>
 }
+
+// exampleT fails an example by panicking, as a test's t.Fatal would fail the test.
+type exampleT struct{}
+
+func (exampleT) Helper()           {}
+func (exampleT) Fatal(args ...any) { panic(fmt.Sprint(args...)) }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"testing"
 
 	"github.com/admit-dev/admit/internal/certtest"
 	"github.com/admit-dev/admit/internal/tlsconf"
@@ -13,7 +12,7 @@ import (
 func Example() {
 	dir, _ := os.MkdirTemp("", "tlsconf")
 	defer os.RemoveAll(dir)
-	pair := certtest.NewCA(&testing.T{}, "CA").Server(&testing.T{}).Write(&testing.T{}, dir, "server")
+	pair := certtest.NewCA(exampleT{}, "CA").Server(exampleT{}).Write(exampleT{}, dir, "server")
 
 	h, err := tlsconf.New(tlsconf.Files{CertFile: pair.CertFile, KeyFile: pair.KeyFile})
 	if err != nil {
@@ -26,3 +25,9 @@ func Example() {
 	fmt.Println(changed, err)
 	// Output: false <nil>
 }
+
+// exampleT fails an example by panicking, as a test's t.Fatal would fail the test.
+type exampleT struct{}
+
+func (exampleT) Helper()           {}
+func (exampleT) Fatal(args ...any) { panic(fmt.Sprint(args...)) }
