@@ -104,6 +104,10 @@ type rawServer struct {
 	topSize                                        field[int64]
 	topReveal                                      field[bool]
 	topPeriod                                      field[time.Duration]
+	tls                                            *yaml.Node // server.tls, nil if absent
+	tlsCert, tlsKey, tlsClientCA                   field[string]
+	clientTokensFile                               field[string]
+	trustNetwork                                   field[bool]
 }
 
 type rawPolicy struct {
@@ -163,7 +167,7 @@ func (d *decoder) parse(data []byte) (raw rawFile, ok bool) {
 
 func (d *decoder) parseServer(n *yaml.Node) rawServer {
 	var s rawServer
-	f, _ := d.yf.Mapping(n, "server", "listen", "redis", "hmac_secret_file", "trusted_proxies", "forwarded_header", "ipv6_prefix", "ratelimit_headers", "redis_tls", "local_cache_max_age", "top")
+	f, _ := d.yf.Mapping(n, "server", "listen", "redis", "hmac_secret_file", "trusted_proxies", "forwarded_header", "ipv6_prefix", "ratelimit_headers", "redis_tls", "local_cache_max_age", "top", "tls", "client_tokens_file", "trust_network")
 	if n := f["redis_tls"]; n != nil {
 		s.redisTLS = n
 		tf, _ := d.yf.Mapping(n, "server.redis_tls", "ca_file", "cert_file", "key_file", "server_name")
@@ -179,6 +183,15 @@ func (d *decoder) parseServer(n *yaml.Node) rawServer {
 		s.topReveal = d.boolean(tf["reveal_subjects"], "server.top.reveal_subjects")
 		s.topPeriod = d.duration(tf["period"], "server.top.period")
 	}
+	if n := f["tls"]; n != nil {
+		s.tls = n
+		tf, _ := d.yf.Mapping(n, "server.tls", "cert_file", "key_file", "client_ca_file")
+		s.tlsCert = d.str(tf["cert_file"], "server.tls.cert_file")
+		s.tlsKey = d.str(tf["key_file"], "server.tls.key_file")
+		s.tlsClientCA = d.str(tf["client_ca_file"], "server.tls.client_ca_file")
+	}
+	s.clientTokensFile = d.str(f["client_tokens_file"], "server.client_tokens_file")
+	s.trustNetwork = d.boolean(f["trust_network"], "server.trust_network")
 	s.listen = d.str(f["listen"], "server.listen")
 	s.redis = d.str(f["redis"], "server.redis")
 	s.hmacSecretFile = d.str(f["hmac_secret_file"], "server.hmac_secret_file")

@@ -134,7 +134,30 @@ type Server struct {
 	LocalCacheMaxAge time.Duration
 	// Top are the settings of the sketch of the subjects rejected most per policy (server.top).
 	Top Top
+	// TLS are the files of the TLS of admit serve's HTTP and gRPC listeners (server.tls); all
+	// empty means plain HTTP and gRPC.
+	TLS ServerTLS
+	// ClientTokensFile names the file of the data plane's client tokens
+	// (server.client_tokens_file); empty means the data plane asks for no token.
+	ClientTokensFile string
+	// TrustNetwork silences the warning of a data plane listening beyond loopback with neither
+	// client certificates nor client tokens (server.trust_network); default false.
+	TrustNetwork bool
 }
+
+// ServerTLS holds the files of the TLS that admit serve's listeners serve: file names, read when
+// the server starts and again when they change (docs/security.md).
+type ServerTLS struct {
+	// CertFile and KeyFile are the PEM certificate chain and its key (server.tls.cert_file,
+	// key_file), set together.
+	CertFile, KeyFile string
+	// ClientCAFile is a PEM bundle of the CAs that sign client certificates
+	// (server.tls.client_ca_file): set, every client must present a certificate one of them signed.
+	ClientCAFile string
+}
+
+// Enabled reports whether t asks for TLS.
+func (t ServerTLS) Enabled() bool { return t.CertFile != "" }
 
 // Top holds the settings of the per-policy sketches of the subjects rejected most, which the admin
 // API's GET /v1/top reads (docs/operations.md, "Who is being limited").

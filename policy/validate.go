@@ -89,6 +89,11 @@ func (d *decoder) validateServer(s rawServer) Server {
 		out.ForwardedHeader = h
 	}
 	out.RedisTLS = d.validateRedisTLS(s)
+	out.TLS = d.validateServerTLS(s)
+	out.ClientTokensFile, out.TrustNetwork = s.clientTokensFile.v, s.trustNetwork.v
+	if s.clientTokensFile.set() && s.clientTokensFile.v == "" {
+		d.errorf(s.clientTokensFile.node, "server.client_tokens_file: want a file name")
+	}
 	if !s.ipv6Prefix.bad && (out.IPv6Prefix < 1 || out.IPv6Prefix > 128) {
 		d.errorf(s.ipv6Prefix.node, "server.ipv6_prefix: %d is outside 1-128", s.ipv6Prefix.v)
 	}
@@ -123,6 +128,32 @@ func (d *decoder) validateRedisTLS(s rawServer) RedisTLS {
 	}
 	if s.redisTLS != nil && s.caFile.missing() && s.certFile.missing() && s.keyFile.missing() && s.serverName.missing() && s.redisTLS.Kind == yaml.MappingNode {
 		d.errorf(s.redisTLS, "server.redis_tls: empty: want ca_file, cert_file and key_file, or server_name")
+	}
+	return out
+}
+
+// validateServerTLS checks server.tls: a certificate and its key, both or neither, and a client CA
+// only beside them. What the files hold is checked where they are read (internal/tlsconf).
+func (d *decoder) validateServerTLS(s rawServer) ServerTLS {
+	out := ServerTLS{CertFile: s.tlsCert.v, KeyFile: s.tlsKey.v, ClientCAFile: s.tlsClientCA.v}
+	for _, f := range []struct {
+		name string
+		v    field[string]
+	}{{"cert_file", s.tlsCert}, {"key_file", s.tlsKey}, {"client_ca_file", s.tlsClientCA}} {
+		if f.v.set() && f.v.v == "" {
+			d.errorf(f.v.node, "server.tls.%s: want a file name", f.name)
+		}
+	}
+	switch {
+	case s.tls == nil || s.tls.Kind != yaml.MappingNode || s.tlsCert.bad || s.tlsKey.bad:
+	case s.tlsCert.missing() && s.tlsKey.missing() && s.tlsClientCA.missing():
+		d.errorf(s.tls, "server.tls: empty: want cert_file and key_file, and client_ca_file to verify clients")
+	case s.tlsCert.missing() && s.tlsKey.missing():
+		d.errorf(s.tls, "server.tls: client_ca_file needs cert_file and key_file: client certificates are asked for over TLS only")
+	case s.tlsKey.missing():
+		d.errorf(s.tlsCert.node, "server.tls.cert_file: set server.tls.key_file too, the certificate's key")
+	case s.tlsCert.missing():
+		d.errorf(s.tlsKey.node, "server.tls.key_file: set server.tls.cert_file too, the certificate")
 	}
 	return out
 }

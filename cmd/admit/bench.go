@@ -41,6 +41,7 @@ const (
 const benchUsage = `Usage: admit bench [--target URL|memory] [--rate N/s | --concurrency N] [--duration D]
                    [--keys N | --hot-key] [--policy P …] [--config FILE]
                    [--domain D --descriptor K=V,K={key}] [--json]
+                   [--client-token-file PATH] [--ca-file PATH] [--cert-file PATH --key-file PATH]
 
 A load generator for admit: it sends decisions to a running admit serve, or makes them on a
 store directly, for --duration, and reports decisions/s, the counts of allowed, limited, errors
@@ -48,9 +49,10 @@ and dropped requests, and the latency quantiles (p50/p90/p99/p99.9/max).
 
 Targets (--target):
   http://HOST:PORT    admit serve's POST /v1/check, {"policy":P,"key":K}: 200 is allowed,
-                      429 limited, anything else an error
+                      429 limited, anything else an error; https:// over TLS
   grpc://HOST:PORT    admit serve --envoy-config's ShouldRateLimit (Envoy RLS v3), in --domain,
-                      one descriptor of --descriptor's entries, where {key} in a value is the key
+                      one descriptor of --descriptor's entries, where {key} in a value is the key;
+                      grpcs:// over TLS
   redis://… rediss:// a Redis (or unix://), through redisstore, with the policies of --config (else
                       demo's, and bench: 10^15 an hour, which admits every request)
   memory              an in-memory store in this process (memstore), likewise
@@ -68,6 +70,11 @@ answers' latency, each latency measured from the time the request was due (no co
 omission); a request due while --max-outstanding are in flight is dropped, and counted.
 --concurrency N is a closed loop: N workers, each sending its next request when its last one is
 answered. Without either: --concurrency ` + "{{concurrency}}" + `.
+
+A secured admit serve (docs/security.md): --client-token-file PATH sends its token (one trailing
+newline dropped) as Authorization: Bearer; an https:// or grpcs:// target trusts the CAs of
+--ca-file PATH (else the system's), and presents --cert-file and --key-file to one that asks for
+a client certificate.
 
 Keys: --keys N spreads the requests over N keys in turn; --hot-key sends every one on one key.
 The keys are the --key-prefix (random for each run by default) and a number, or "hot".
@@ -90,6 +97,10 @@ type benchConfig struct {
 	benchrun.Config
 	configFile string // store targets: the policies' configuration
 	json       bool   // write the report as JSON
+	tokenFile  string // --client-token-file
+	caFile     string // --ca-file
+	certFile   string // --cert-file
+	keyFile    string // --key-file
 }
 
 // parseBench parses the flags of admit bench. On --help it writes the usage to stdout and returns
@@ -98,7 +109,7 @@ func parseBench(args []string, stdout, stderr io.Writer) (cfg benchConfig, code 
 	fs := flag.NewFlagSet("admit bench", flag.ContinueOnError)
 	var redisURL, rate, descriptor string
 	var policies policyList
-	fs.StringVar(&cfg.Target, "target", defaultBenchTarget, "what to load: `URL` http://HOST:PORT, grpc://HOST:PORT, redis://…, rediss://… or unix://…, or memory")
+	fs.StringVar(&cfg.Target, "target", defaultBenchTarget, "what to load: `URL` http(s)://HOST:PORT, grpc(s)://HOST:PORT, redis://…, rediss://… or unix://…, or memory")
 	fs.StringVar(&redisURL, "redis", "", "Redis `URL`: the same as --target URL")
 	fs.StringVar(&rate, "rate", "", "open loop: `N` requests a second (N or N/s), on a fixed schedule")
 	fs.IntVar(&cfg.Concurrency, "concurrency", 0, "closed loop: `N` workers, each waiting for its answer before its next request (default "+strconv.Itoa(defaultBenchConcurrency)+" without --rate)")
@@ -113,6 +124,10 @@ func parseBench(args []string, stdout, stderr io.Writer) (cfg benchConfig, code 
 	fs.StringVar(&descriptor, "descriptor", "", "grpc target: the descriptor's `ENTRIES`, KEY=VALUE,KEY=VALUE…, where {key} in a value is the key (required)")
 	fs.DurationVar(&cfg.Timeout, "timeout", defaultBenchTimeout, "give up on one request after this long, and count an error (a Redis target's command timeout too)")
 	fs.BoolVar(&cfg.json, "json", false, "write the report as JSON")
+	fs.StringVar(&cfg.tokenFile, "client-token-file", "", "http and grpc targets: send the client token in the file at `PATH` as Authorization: Bearer")
+	fs.StringVar(&cfg.caFile, "ca-file", "", "https and grpcs targets: trust the CAs of the PEM file at `PATH` (default the system's)")
+	fs.StringVar(&cfg.certFile, "cert-file", "", "https and grpcs targets: present the client certificate of the PEM file at `PATH`, with --key-file")
+	fs.StringVar(&cfg.keyFile, "key-file", "", "https and grpcs targets: the client certificate's key, a PEM file at `PATH`")
 	usage := strings.NewReplacer("{{concurrency}}", strconv.Itoa(defaultBenchConcurrency), "{{plain}}", benchrun.ProgressPlainInterval.String()).Replace(benchUsage)
 	fs.SetOutput(io.Discard)
 	if err := fs.Parse(args); err != nil {
@@ -149,9 +164,15 @@ func (cfg *benchConfig) check(fs *flag.FlagSet, set map[string]bool, redisURL, r
 		return err
 	}
 	cfg.Kind = kind
+	scheme, host := "", ""
+	if u, err := url.Parse(cfg.Target); err == nil { // targetKind parsed it
+		scheme, host = u.Scheme, u.Host
+	}
 	if kind == "grpc" {
-		u, _ := url.Parse(cfg.Target) // targetKind parsed it
-		cfg.GRPCAddr = u.Host
+		cfg.GRPCAddr = host
+	}
+	if err := cfg.secure(scheme == "https" || scheme == "grpcs"); err != nil {
+		return err
 	}
 	switch {
 	case set["rate"] && set["concurrency"]:
@@ -249,7 +270,7 @@ func targetKind(t string) (string, error) {
 	if t == "memory" {
 		return "memory", nil
 	}
-	want := fmt.Errorf("--target %q: want http://HOST:PORT, grpc://HOST:PORT, redis://..., rediss://..., unix://... or memory", showTarget(t))
+	want := fmt.Errorf("--target %q: want http://HOST:PORT, grpc://HOST:PORT, redis://..., rediss://..., unix://... or memory (https://, grpcs:// over TLS)", showTarget(t))
 	if !strings.Contains(t, "://") {
 		return "", want
 	}
@@ -263,9 +284,9 @@ func targetKind(t string) (string, error) {
 			return "", fmt.Errorf("--target %q: no host", showTarget(t))
 		}
 		return "http", nil
-	case "grpc":
+	case "grpc", "grpcs":
 		if u.Host == "" || (u.Path != "" && u.Path != "/") {
-			return "", fmt.Errorf("--target %q: want grpc://HOST:PORT", t)
+			return "", fmt.Errorf("--target %q: want %s://HOST:PORT", t, u.Scheme)
 		}
 		return "grpc", nil
 	case "redis", "rediss", "unix":

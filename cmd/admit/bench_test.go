@@ -270,6 +270,12 @@ func TestBenchBadFlags(t *testing.T) {
 		{[]string{"--target", "grpc://127.0.0.1:1", "--domain", "d", "--descriptor", "u={key}", "--policy", "p"}, "--policy and --config are for"},
 		{[]string{"--target", "memory", "--config", "/nonexistent/admit.yaml"}, "admit.yaml"},
 		{[]string{"--target", "memory", "--policy", "nope"}, `unknown policy "nope"`},
+		{[]string{"--target", "memory", "--client-token-file", "/nonexistent/token"}, "--client-token-file is for an http or grpc target"},
+		{[]string{"--client-token-file", "/nonexistent/token"}, "--client-token-file: open /nonexistent/token"},
+		{[]string{"--ca-file", "/nonexistent/ca.crt"}, "--ca-file, --cert-file and --key-file are for an https:// or grpcs:// target"},
+		{[]string{"--target", "https://127.0.0.1:1", "--cert-file", "/nonexistent/c.crt"}, "--cert-file and --key-file go together"},
+		{[]string{"--target", "https://127.0.0.1:1", "--ca-file", "/nonexistent/ca.crt"}, "--ca-file: open /nonexistent/ca.crt"},
+		{[]string{"--target", "grpcs://127.0.0.1:1/x", "--domain", "d", "--descriptor", "u={key}"}, "want grpcs://HOST:PORT"},
 		{[]string{"extra"}, `unexpected argument "extra"`},
 		{[]string{"--bogus"}, "flag provided but not defined"},
 	} {
@@ -291,7 +297,7 @@ func TestBenchBadFlags(t *testing.T) {
 func TestBenchTargetKind(t *testing.T) {
 	for target, want := range map[string]string{
 		"memory": "memory", "http://127.0.0.1:8080": "http", "https://admit.internal": "http",
-		"grpc://127.0.0.1:8081": "grpc", "grpc://127.0.0.1:8081/": "grpc", "redis://127.0.0.1:6379/0": "redis",
+		"grpc://127.0.0.1:8081": "grpc", "grpc://127.0.0.1:8081/": "grpc", "grpcs://admit.internal:8081": "grpc", "redis://127.0.0.1:6379/0": "redis",
 		"rediss://:pw@redis.internal:6380": "redis", "unix:///run/redis.sock": "redis",
 	} {
 		if got, err := targetKind(target); got != want || err != nil {

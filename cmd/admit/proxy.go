@@ -84,6 +84,9 @@ func proxy(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	defer d.stop()
+	if s := d.svc.Config().Server; s.TLS.Enabled() || s.ClientTokensFile != "" {
+		d.logger.Warn("server.tls and server.client_tokens_file are admit serve's: admit proxy serves plain HTTP and asks for no token", "file", cfg.configFile)
+	}
 	p, err := httpproxy.New(httpproxy.Options{Upstream: upstream, Service: d.svc, Logger: d.logger, Registerer: d.reg})
 	if err != nil {
 		d.logger.Error("cannot build the proxy", "error", err)
@@ -101,7 +104,7 @@ func proxy(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	srv := newServer(p, d.logger)
 	srv.ReadTimeout, srv.WriteTimeout = 0, 0 // streams and WebSockets last as long as they last
-	code = listenAndServe(ctx, cfg.listen, srv, d.logger)
+	code = listenAndServe(ctx, cfg.listen, srv, nil, d.logger)
 	stop()
 	return max(code, <-opsDone) // after the metrics listener's shutdown too
 }

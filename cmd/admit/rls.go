@@ -39,7 +39,7 @@ func startRLS(ctx context.Context, d *daemon, done chan int) (context.Context, i
 		return ctx, exitError
 	}
 	logger.Info("Envoy rate limit configuration", "dir", d.cfg.envoyConfig, "domains", len(cfg.Domains()), "hash", cfg.Hash)
-	g, h := rls.NewGRPCServer(s)
+	g, h := rls.NewGRPCServer(s, d.expose.grpcOptions()...)
 	ctx, cancel := context.WithCancel(ctx)
 	<-done
 	go func() {

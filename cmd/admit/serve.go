@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit"
-	"github.com/admit-dev/admit/guard"
 	"github.com/admit-dev/admit/httplimit"
 	"github.com/admit-dev/admit/internal/bound"
 	"github.com/admit-dev/admit/internal/logrelay"
@@ -118,6 +117,10 @@ files (*.yaml, *.yml) of DIR (docs/envoy.md); DIR is reloaded on SIGHUP and when
 With an admin token (--admin-token-file PATH, else $` + adminTokenEnv + `; at least 16 bytes, never
 logged), it also serves the admin API on a listener of its own, --admin-listen (default
 ` + defaultAdminListen + `): GET /v1/state, with Authorization: Bearer TOKEN (docs/operations.md).
+
+The file's server.tls serves both listeners over TLS (client_ca_file: client certificates
+required), and its server.client_tokens_file makes every path but /healthz, /readyz and /metrics
+want Authorization: Bearer TOKEN (docs/security.md); their files are reloaded when they change.
 
 --config FILE names the policies (docs/configuration.md; check it with admit config validate).
 Without it, the one policy is the demo's, "demo". The file is reloaded on SIGHUP and when it
@@ -283,6 +286,7 @@ type daemon struct {
 	keys    *admit.KeyBuilder
 	svc     *service.Service
 	reg     *prometheus.Registry
+	expose  exposure // admit serve's TLS and client tokens
 	closers []func() // run by stop, last first
 }
 
@@ -372,45 +376,6 @@ func (d *daemon) start(ctx context.Context, cfg serveConfig) (int, error) {
 	return exitOK, nil
 }
 
-// A guarded is the backend within the bad-day decorators of package guard.
-type guarded struct {
-	top      admit.Store // what the metrics Store wraps
-	failOpen *guard.FailOpen
-	close    func()
-}
-
-// guardStack wraps backend in guard's decorators, registering their metrics into reg:
-// OverLimitCache → FailOpen → Breaker → backend for Redis, where the cache saves round trips of a
-// hammered full key and the breaker answers at once during an outage; FailOpen alone in memory,
-// whose own errors (a full table) are not an outage. cacheMaxAge is the cache's MaxAge
-// (server.local_cache_max_age): a change made in Redis is seen within it; 0 stacks no cache. The
-// cache forgets the keys of every reset published in Redis (redisstore.Store.OnReset).
-// FailOpen fails every Limit closed until it is given the local limits of a configuration
-// (guard.FailOpen.SetLocalLimits).
-func guardStack(reg prometheus.Registerer, backend admit.Store, redis bool, cacheMaxAge time.Duration) (guarded, error) {
-	next := backend
-	if redis {
-		b := guard.NewBreaker(backend, guard.BreakerOptions{})
-		if err := metrics.RegisterBreaker(reg, "redis", b); err != nil {
-			return guarded{}, err
-		}
-		next = b
-	}
-	failOpen := guard.NewFailOpen(next, guard.FailOpenOptions{})
-	g := guarded{top: failOpen, failOpen: failOpen, close: failOpen.Close}
-	if redis && cacheMaxAge > 0 {
-		c := guard.NewOverLimitCache(failOpen, guard.OverLimitOptions{MaxAge: cacheMaxAge})
-		if err := metrics.RegisterOverLimitCache(reg, "redis", c); err != nil {
-			return guarded{}, err
-		}
-		g.top = c
-		if r, ok := backend.(interface{ OnReset(func(keys []string)) }); ok {
-			r.OnReset(c.Forget) // a reset through any instance: this one forgets the keys at once
-		}
-	}
-	return g, nil
-}
-
 // serve runs admit serve until ctx is done.
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cfg, code, done := parseServe(args, stdout, stderr)
@@ -449,6 +414,13 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := context.WithCancel(ctx) // stops the gRPC server too when the HTTP server fails
 	defer stop()
+	listens := []string{d.cfg.listen}
+	if d.cfg.envoyConfig != "" {
+		listens = append(listens, d.cfg.grpcListen)
+	}
+	if d.expose, code = startExposure(ctx, srv, listens, logger); code != exitOK {
+		return code
+	}
 	grpcDone, adminDone := make(chan int, 1), make(chan int, 1)
 	grpcDone <- exitOK
 	adminDone <- exitOK
@@ -460,23 +432,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return code
 		}
 	}
-	code = listenAndServe(ctx, d.cfg.listen, newServer(api, logger), logger)
+	code = listenAndServe(ctx, d.cfg.listen, newServer(d.expose.handler(api), logger), d.expose.tlsConfig(), logger)
 	stop()
 	return max(code, <-grpcDone, <-adminDone) // after the gRPC and admin servers' graceful stops too
-}
-
-// listenAndServe listens on addr and serves srv there until ctx is done, and returns the exit code.
-func listenAndServe(ctx context.Context, addr string, srv *http.Server, logger *slog.Logger) int {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		logger.Error("cannot listen", "error", err)
-		return exitError
-	}
-	if err := runServer(ctx, ln, srv, shutdownGrace, logger); err != nil {
-		logger.Error("server stopped", "error", err)
-		return exitError
-	}
-	return exitOK
 }
 
 // loadPolicies loads the configuration file, or, for "", returns the built-in one: the demo

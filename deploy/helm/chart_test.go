@@ -1,6 +1,7 @@
 package helm
 
 import (
+	"cmp"
 	"encoding/base64"
 	"net/url"
 	"path"
@@ -95,19 +96,7 @@ func TestEveryValuesFile(t *testing.T) {
 				t.Error("the pod mounts a service account token; admit calls no Kubernetes API")
 			}
 
-			for _, p := range []struct {
-				name  string
-				probe *corev1.Probe
-				path  string
-			}{{"liveness", c.LivenessProbe, "/healthz"}, {"readiness", c.ReadinessProbe, "/readyz"}} {
-				if p.probe == nil || p.probe.HTTPGet == nil {
-					t.Errorf("no HTTP %s probe", p.name)
-					continue
-				}
-				if p.probe.HTTPGet.Path != p.path || p.probe.HTTPGet.Port.String() != "http" {
-					t.Errorf("%s probe asks %s on port %s; want %s on http", p.name, p.probe.HTTPGet.Path, p.probe.HTTPGet.Port.String(), p.path)
-				}
-			}
+			checkProbes(t, c, ciValues(t, name))
 			if port := containerPort(c, "http"); port != 8080 {
 				t.Errorf("container port http = %d; want 8080", port)
 			}
@@ -159,6 +148,93 @@ func TestEveryValuesFile(t *testing.T) {
 				t.Errorf("the notes do not say where the service is:\n%s", m.notes)
 			}
 		})
+	}
+}
+
+// checkProbes checks that c's probes ask /healthz and /readyz on the HTTP port, over HTTPS under
+// tls.enabled, or, under tls.clientCA, whose certificates the kubelet cannot present, that they
+// connect to it.
+func checkProbes(t *testing.T, c corev1.Container, vals map[string]any) {
+	t.Helper()
+	tls, _ := vals["tls"].(map[string]any)
+	enabled, _ := tls["enabled"].(bool)
+	mutual, _ := tls["clientCA"].(bool)
+	scheme := corev1.URISchemeHTTP
+	if enabled {
+		scheme = corev1.URISchemeHTTPS
+	}
+	for _, p := range []struct {
+		name  string
+		probe *corev1.Probe
+		path  string
+	}{{"liveness", c.LivenessProbe, "/healthz"}, {"readiness", c.ReadinessProbe, "/readyz"}} {
+		switch {
+		case p.probe == nil:
+			t.Errorf("no %s probe", p.name)
+		case mutual && (p.probe.TCPSocket == nil || p.probe.TCPSocket.Port.String() != "http" || p.probe.HTTPGet != nil):
+			t.Errorf("%s probe %+v under mutual TLS; want a TCP connection to port http", p.name, p.probe.ProbeHandler)
+		case mutual:
+		case p.probe.HTTPGet == nil:
+			t.Errorf("no HTTP %s probe", p.name)
+		case p.probe.HTTPGet.Path != p.path || p.probe.HTTPGet.Port.String() != "http" || cmp.Or(p.probe.HTTPGet.Scheme, corev1.URISchemeHTTP) != scheme:
+			t.Errorf("%s probe asks %s %s on port %s; want %s %s on http", p.name, p.probe.HTTPGet.Scheme, p.probe.HTTPGet.Path, p.probe.HTTPGet.Port.String(), scheme, p.path)
+		}
+	}
+}
+
+// TestSecured checks the secured data plane of secured.yaml: the TLS Secret and the tokens'
+// Secret mounted whole, their files named in the rendered configuration as admit reads it, and a
+// ServiceMonitor that scrapes over HTTPS; and TLS without client certificates.
+func TestSecured(t *testing.T) {
+	vals := ciValues(t, "secured.yaml")
+	m := render(t, vals)
+	pod := one(t, "Deployments", m.deployments).Spec.Template.Spec
+	c := pod.Containers[0]
+	cm := configMap(t, m, releaseName)
+	cfg, err := policy.Parse(configFile, []byte(cm.Data[configFile]))
+	if err != nil {
+		t.Fatalf("admit refuses the rendered configuration: %v\n%s", err, cm.Data[configFile])
+	}
+	want := policy.ServerTLS{CertFile: "/etc/admit/tls/tls.crt", KeyFile: "/etc/admit/tls/tls.key", ClientCAFile: "/etc/admit/tls/ca.crt"}
+	if cfg.Server.TLS != want || cfg.Server.ClientTokensFile != "/etc/admit/client-tokens/tokens" {
+		t.Errorf("server.tls %+v, client_tokens_file %q; want %+v, /etc/admit/client-tokens/tokens", cfg.Server.TLS, cfg.Server.ClientTokensFile, want)
+	}
+	for _, f := range []struct{ dir, secret string }{{"/etc/admit/tls", "admit-tls"}, {"/etc/admit/client-tokens", "admit-client-tokens"}} {
+		mount := volumeMount(t, c, f.dir)
+		vol := volume(t, pod, mount.Name)
+		if mount.SubPath != "" || !mount.ReadOnly || vol.Secret == nil || vol.Secret.SecretName != f.secret {
+			t.Errorf("%s: mount %+v of %+v; want Secret %s read-only, whole (the kubelet never updates a subPath)", f.dir, mount, vol.VolumeSource, f.secret)
+		}
+	}
+	tokens := volume(t, pod, volumeMount(t, c, "/etc/admit/client-tokens").Name).Secret
+	if len(tokens.Items) != 1 || tokens.Items[0].Key != "tokens" || tokens.Items[0].Path != "tokens" {
+		t.Errorf("the tokens' Secret items %+v; want its key tokens as the file tokens", tokens.Items)
+	}
+	certs := volume(t, pod, volumeMount(t, c, "/etc/admit/tls").Name).Secret
+	var paths []string
+	for _, it := range certs.Items {
+		paths = append(paths, it.Path)
+	}
+	if !slices.Equal(paths, []string{"tls.crt", "tls.key", "ca.crt"}) {
+		t.Errorf("the TLS Secret's files %q; want tls.crt, tls.key, ca.crt", paths)
+	}
+	sm := one(t, "ServiceMonitors", m.serviceMonitors)
+	if e := sm.Spec.Endpoints[0]; e.Scheme != "https" || e.TLSConfig["serverName"] != "admit.limits.svc" {
+		t.Errorf("the ServiceMonitor scrapes with scheme %q, tlsConfig %v; want https and the values' tlsConfig", e.Scheme, e.TLSConfig)
+	}
+	one(t, "NetworkPolicies", m.netpols)
+	for _, want := range []string{"https://admit.limits.svc:8080", "--cacert ca.crt --cert client.crt --key client.key", "Authorization: Bearer $TOKEN", "a certificate signed by the ca.crt of admit-tls"} {
+		if !strings.Contains(m.notes, want) {
+			t.Errorf("the notes lack %q:\n%s", want, m.notes)
+		}
+	}
+
+	// TLS alone: HTTPS probes, no client CA file.
+	m = render(t, merge(vals, map[string]any{"tls": map[string]any{"clientCA": false}}))
+	c = one(t, "Deployments", m.deployments).Spec.Template.Spec.Containers[0]
+	checkProbes(t, c, merge(vals, map[string]any{"tls": map[string]any{"clientCA": false}}))
+	if cfg, err := policy.Parse(configFile, []byte(configMap(t, m, releaseName).Data[configFile])); err != nil || cfg.Server.TLS.ClientCAFile != "" || !cfg.Server.TLS.Enabled() {
+		t.Errorf("TLS without client certificates: server.tls %+v, %v; want no client_ca_file", cfg.Server.TLS, err)
 	}
 }
 
@@ -334,6 +410,10 @@ func TestRefusals(t *testing.T) {
 		{"short admin token", merge(redis, map[string]any{"admin": map[string]any{"enabled": true, "token": "0123456789"}}), "admin.token must be at least 16 bytes"},
 		{"Redis in the ConfigMap", merge(redis, map[string]any{"config": map[string]any{"server": map[string]any{"redis": "redis://x:6379"}}}), "config.server.redis is set by the chart"},
 		{"listen in the ConfigMap", merge(redis, map[string]any{"config": map[string]any{"server": map[string]any{"listen": ":9999"}}}), "config.server.listen is set by the chart"},
+		{"TLS in the ConfigMap", merge(redis, map[string]any{"config": map[string]any{"server": map[string]any{"tls": map[string]any{"cert_file": "/x"}}}}), "config.server.tls is set by the chart"},
+		{"tokens in the ConfigMap", merge(redis, map[string]any{"config": map[string]any{"server": map[string]any{"client_tokens_file": "/x"}}}), "config.server.client_tokens_file is set by the chart"},
+		{"TLS without a Secret", merge(redis, map[string]any{"tls": map[string]any{"enabled": true}}), "tls.enabled needs tls.secretName"},
+		{"client CA without TLS", merge(redis, map[string]any{"tls": map[string]any{"clientCA": true}}), "tls.clientCA needs tls.enabled"},
 		{"Envoy without files", merge(redis, map[string]any{"envoy": map[string]any{"enabled": true}}), "envoy.enabled needs envoy.config"},
 		{"Envoy file name", merge(redis, map[string]any{"envoy": map[string]any{"enabled": true, "config": map[string]any{"edge.json": map[string]any{"domain": "edge"}}}}), `envoy.config file name "edge.json" must end in .yaml or .yml`},
 		{"HPA bounds", merge(redis, map[string]any{"autoscaling": map[string]any{"enabled": true, "minReplicas": 5, "maxReplicas": 2}}), "autoscaling.minReplicas is above autoscaling.maxReplicas"},

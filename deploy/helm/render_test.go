@@ -35,7 +35,7 @@ const (
 )
 
 // ciFiles are the values files of ciDir that every test renders.
-var ciFiles = []string{"memory.yaml", "redis.yaml", "sentinel.yaml", "cluster.yaml", "full.yaml"}
+var ciFiles = []string{"memory.yaml", "redis.yaml", "sentinel.yaml", "cluster.yaml", "full.yaml", "secured.yaml"}
 
 // A manifest is what the chart rendered for one set of values, each object decoded strictly into
 // its type.
@@ -64,10 +64,12 @@ type serviceMonitor struct {
 		} `json:"namespaceSelector"`
 		Selector  metav1.LabelSelector `json:"selector"`
 		Endpoints []struct {
-			Port          string `json:"port"`
-			Path          string `json:"path"`
-			Interval      string `json:"interval"`
-			ScrapeTimeout string `json:"scrapeTimeout"`
+			Port          string         `json:"port"`
+			Path          string         `json:"path"`
+			Interval      string         `json:"interval"`
+			ScrapeTimeout string         `json:"scrapeTimeout"`
+			Scheme        string         `json:"scheme"`
+			TLSConfig     map[string]any `json:"tlsConfig"`
 		} `json:"endpoints"`
 	} `json:"spec"`
 }

@@ -6,6 +6,7 @@ package benchrun
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -54,6 +55,8 @@ type Config struct {
 	Domain         string        // grpc target: the rate limit domain
 	Descriptor     []Entry       // grpc target: the descriptor's entries
 	Timeout        time.Duration // the most one request may take
+	Token          string        // http and grpc targets: a client token, sent as Authorization: Bearer TOKEN; "" for none
+	TLS            *tls.Config   // http and grpc targets: the TLS of an https:// or grpcs:// target; nil for plain
 }
 
 // An Entry is one entry of a grpc target's descriptor; KeyPlaceholder in Value stands for the key.

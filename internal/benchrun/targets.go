@@ -21,8 +21,10 @@ import (
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
 
@@ -31,6 +33,7 @@ type httpTarget struct {
 	client   *http.Client
 	url      string
 	policies []string
+	token    string // sent as Authorization: Bearer, if not ""
 }
 
 // NewHTTP returns the target admit serve's POST /v1/check at cfg.Target, checking cfg.Policies.
@@ -42,11 +45,28 @@ func NewHTTP(cfg Config) Target {
 		inFlight = cmp.Or(cfg.MaxOutstanding, loadgen.DefaultMaxOutstanding)
 	}
 	t.MaxIdleConnsPerHost = min(max(inFlight, 256), 4096)
+	if cfg.TLS != nil {
+		t.TLSClientConfig = cfg.TLS
+	}
 	return &httpTarget{
 		client:   &http.Client{Timeout: cfg.Timeout, Transport: t},
 		url:      strings.TrimSuffix(cfg.Target, "/") + "/v1/check",
 		policies: cfg.Policies,
+		token:    cfg.Token,
 	}
+}
+
+// newRequest returns a POST of body to the target, with its token.
+func (t *httpTarget) newRequest(ctx context.Context, body []byte) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if t.token != "" {
+		req.Header.Set("Authorization", "Bearer "+t.token)
+	}
+	return req, nil
 }
 
 // body returns the JSON of a check of key that costs cost, or of 1 if cost is nil.
@@ -64,11 +84,10 @@ func (t *httpTarget) body(key string, cost *int64) []byte {
 // Probe peeks (cost 0) at a key no run uses.
 func (t *httpTarget) Probe(ctx context.Context) error {
 	zero := int64(0)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url, bytes.NewReader(t.body("bench-probe", &zero)))
+	req, err := t.newRequest(ctx, t.body("bench-probe", &zero))
 	if err != nil {
 		return UsageError{err}
 	}
-	req.Header.Set("Content-Type", "application/json")
 	resp, err := t.client.Do(req)
 	if err != nil {
 		return errors.New(loadgen.ErrorKind(err))
@@ -82,6 +101,8 @@ func (t *httpTarget) Probe(ctx context.Context) error {
 		return nil
 	case resp.StatusCode == http.StatusBadRequest:
 		return UsageError{fmt.Errorf("%s answers 400: %s", t.url, answer.Error)}
+	case resp.StatusCode == http.StatusUnauthorized:
+		return UsageError{fmt.Errorf("%s answers 401: it wants a client token (--client-token-file), and not this one", t.url)}
 	case resp.StatusCode == http.StatusServiceUnavailable:
 		return fmt.Errorf("%s answers 503: its backend cannot decide", t.url)
 	}
@@ -89,11 +110,10 @@ func (t *httpTarget) Probe(ctx context.Context) error {
 }
 
 func (t *httpTarget) Do(ctx context.Context, key string) string {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url, bytes.NewReader(t.body(key, nil)))
+	req, err := t.newRequest(ctx, t.body(key, nil))
 	if err != nil {
 		return "error: " + err.Error()
 	}
-	req.Header.Set("Content-Type", "application/json")
 	resp, err := t.client.Do(req)
 	if err != nil {
 		return "error: " + loadgen.ErrorKind(err)
@@ -160,7 +180,18 @@ type grpcTarget struct {
 // NewGRPC returns the target Envoy's rate limit service at cfg.GRPCAddr, asking ShouldRateLimit in
 // cfg.Domain with one descriptor of cfg.Descriptor's entries.
 func NewGRPC(cfg Config) (Target, error) {
-	conn, err := grpc.NewClient(cfg.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	creds := insecure.NewCredentials()
+	if cfg.TLS != nil {
+		creds = credentials.NewTLS(cfg.TLS)
+	}
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(creds)}
+	if cfg.Token != "" {
+		auth := "Bearer " + cfg.Token
+		opts = append(opts, grpc.WithUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			return invoker(metadata.AppendToOutgoingContext(ctx, "authorization", auth), method, req, reply, cc, opts...)
+		}))
+	}
+	conn, err := grpc.NewClient(cfg.GRPCAddr, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -101,13 +101,55 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end -}}
 {{- with .Values.config.server -}}
 {{- $server := . -}}
-{{- range $field := list "listen" "redis" "hmac_secret_file" -}}
+{{- range $field := list "listen" "redis" "hmac_secret_file" "tls" "client_tokens_file" -}}
 {{- if hasKey $server $field -}}
-{{- fail (printf "admit: config.server.%s is set by the chart; use the chart's values (redis.url, hmacSecret) instead" $field) -}}
+{{- fail (printf "admit: config.server.%s is set by the chart; use the chart's values (redis.url, hmacSecret, tls, clientTokens) instead" $field) -}}
 {{- end -}}
 {{- end -}}
+{{- end -}}
+{{- if and .Values.tls.enabled (not .Values.tls.secretName) -}}
+{{- fail "admit: tls.enabled needs tls.secretName, a Secret of type kubernetes.io/tls (tls.crt, tls.key, and ca.crt with tls.clientCA)" -}}
+{{- end -}}
+{{- if and .Values.tls.clientCA (not .Values.tls.enabled) -}}
+{{- fail "admit: tls.clientCA needs tls.enabled: client certificates are asked for over TLS only" -}}
 {{- end -}}
 {{- if and .Values.envoy.enabled (not .Values.envoy.config) -}}
 {{- fail "admit: envoy.enabled needs envoy.config, envoyproxy/ratelimit's files by name" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The configuration file: config, with the server settings the chart owns. */}}
+{{- define "admit.config" -}}
+{{- $config := deepCopy .Values.config -}}
+{{- $server := get $config "server" | default dict -}}
+{{- if .Values.tls.enabled -}}
+{{- $tls := dict "cert_file" "/etc/admit/tls/tls.crt" "key_file" "/etc/admit/tls/tls.key" -}}
+{{- if .Values.tls.clientCA -}}
+{{- $_ := set $tls "client_ca_file" "/etc/admit/tls/ca.crt" -}}
+{{- end -}}
+{{- $_ := set $server "tls" $tls -}}
+{{- end -}}
+{{- if .Values.clientTokens.existingSecret -}}
+{{- $_ := set $server "client_tokens_file" "/etc/admit/client-tokens/tokens" -}}
+{{- end -}}
+{{- if $server -}}
+{{- $_ := set $config "server" $server -}}
+{{- end -}}
+{{- toYaml $config -}}
+{{- end -}}
+
+{{/* A probe of path on the HTTP port: HTTPS under TLS, a TCP connection under mutual TLS, which
+the kubelet cannot present a certificate to. */}}
+{{- define "admit.probe" -}}
+{{- if .root.Values.tls.clientCA -}}
+tcpSocket:
+  port: http
+{{- else -}}
+httpGet:
+  path: {{ .path }}
+  port: http
+  {{- if .root.Values.tls.enabled }}
+  scheme: HTTPS
+  {{- end }}
 {{- end -}}
 {{- end -}}
