@@ -283,7 +283,8 @@ type daemon struct {
 	keys    *admit.KeyBuilder
 	svc     *service.Service
 	reg     *prometheus.Registry
-	closers []func() // run by stop, last first
+	relay   *logrelay.Relay // the log's queue to stderr, whose drops admit_log_lines_dropped_total counts
+	closers []func()        // run by stop, last first
 }
 
 // stop closes what d opened: the backend, then the log.
@@ -300,7 +301,7 @@ func startDaemon(ctx context.Context, cfg serveConfig, stderr io.Writer) (*daemo
 	// The log goes to stderr through a queue, so a stalled stderr (a full pipe nobody reads) costs
 	// log lines, counted and reported once it drains, but never holds up a request or the exit.
 	relay := logrelay.New(stderr, logrelay.Options{DroppedLine: func(n int64) []byte { return droppedLine(cfg.logFormat, n) }})
-	d := &daemon{closers: []func(){func() {
+	d := &daemon{relay: relay, closers: []func(){func() {
 		ctx, cancel := context.WithTimeout(context.Background(), logFlushTimeout)
 		defer cancel()
 		relay.Close(ctx) // on error, stderr is stalled: there is nowhere left to say so
@@ -361,6 +362,10 @@ func (d *daemon) start(ctx context.Context, cfg serveConfig) (int, error) {
 	d.store = store
 	if d.svc, err = service.New(store, d.keys, policies); err != nil {
 		logger.Error("cannot build the service", "error", err)
+		return exitError, err
+	}
+	if err := errors.Join(metrics.RegisterTopSubjects(d.reg, d.svc), metrics.RegisterLogDropped(d.reg, d.relay)); err != nil {
+		logger.Error("cannot register the metrics", "error", err)
 		return exitError, err
 	}
 	configMetrics.Loaded(policies.Hash, false)
