@@ -17,6 +17,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -231,4 +232,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "Run 'admit help' for the commands.")
 		return exitUsage
 	}
+}
+
+// droppedLine is the log line, in the log's format (text or json), that reports n lines dropped
+// because stderr did not keep up.
+func droppedLine(format string, n int64) []byte {
+	var b bytes.Buffer
+	var h slog.Handler = slog.NewTextHandler(&b, nil)
+	if format == "json" {
+		h = newJSONHandler(&b)
+	}
+	slog.New(h).Warn("log lines dropped", "dropped", n, "reason", "stderr did not keep up")
+	return b.Bytes()
 }

@@ -530,18 +530,6 @@ func ready(ctx context.Context, backend admit.Store) error {
 	return err
 }
 
-// droppedLine is the log line, in the log's format (text or json), that reports n lines dropped
-// because stderr did not keep up.
-func droppedLine(format string, n int64) []byte {
-	var b bytes.Buffer
-	var h slog.Handler = slog.NewTextHandler(&b, nil)
-	if format == "json" {
-		h = newJSONHandler(&b)
-	}
-	slog.New(h).Warn("log lines dropped", "dropped", n, "reason", "stderr did not keep up")
-	return b.Bytes()
-}
-
 // openStore opens the backend that cfg names and logs which one it is.
 func openStore(cfg serveConfig, logger *slog.Logger) (admit.Store, func(), error) {
 	if cfg.redisURL == "" {
