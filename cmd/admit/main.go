@@ -8,7 +8,7 @@
 //	admit check --config FILE --policy P [--policy Q] --key K [--cost N] [--request-id ID] [--redis URL]
 //	admit state [--admin URL] [--admin-token-file PATH] [--policy P [--tier T]] --key K
 //	admit reset [--admin URL] [--admin-token-file PATH] [--policy P] [--reason TEXT] --key K
-//	admit top [--admin URL[,URL...]] [--admin-token-file PATH] --policy P [-n N]
+//	admit top [--admin URL[,URL...]] [--admin-token-file PATH] [--policy P] [-n N]
 //	admit bench [--target URL|memory] [--rate N/s | --concurrency N] [--duration D] [--keys N | --hot-key] [--json]
 //	admit version
 //	admit help

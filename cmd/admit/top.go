@@ -18,12 +18,12 @@ import (
 	"github.com/admit-dev/admit/transport/admin"
 )
 
-const topUsage = `Usage: admit top [--admin URL[,URL...]] [--admin-token-file PATH] --policy P [-n N]
+const topUsage = `Usage: admit top [--admin URL[,URL...]] [--admin-token-file PATH] [--policy P] [-n N]
 
 Asks the admin API of each running admit serve named by --admin (GET /v1/top) for the subjects
-the policy P rejected most, merges the lists by subject digest (rejections summed, the earliest
-first rejection, the latest last one) and prints one table, most rejected first, with the error
-bound of the counts. Each instance counts its own rejections in its own sketch: name every
+the policy P, or each policy, rejected most, merges the lists by subject digest (rejections
+summed, the earliest first rejection, the latest last one) and prints one table per policy, most
+rejected first, with the error bounds of the counts. Each instance counts its own rejections in its own sketch: name every
 instance to see the whole picture. N is each instance's list (default 20, at most
 server.top.size). The token comes from --admin-token-file, else $` + adminTokenEnv + `
 (docs/operations.md#who-is-being-limited).
@@ -37,11 +37,19 @@ Exit status:
 Flags:
 `
 
-// An instanceTop is one instance's answer to GET /v1/top, or why there is none.
+// An instanceTop is one instance's list of one policy, or why there is none.
 type instanceTop struct {
 	base string
 	top  admin.TopResponse
 	n    int // the n asked; 0 for the server's default
+	err  error
+}
+
+// An instanceAnswer is one instance's answer to GET /v1/top: a list per policy, or why there is
+// none.
+type instanceAnswer struct {
+	base string
+	tops []admin.TopResponse
 	err  error
 }
 
@@ -74,51 +82,65 @@ func top(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Lookup("admin").Usage = "the admin API's `URL`, or several separated by commas: one per instance"
 	var policyName string
 	var n int
-	fs.StringVar(&policyName, "policy", "", "the policy's `NAME` (required)")
+	fs.StringVar(&policyName, "policy", "", "the policy's `NAME`; default every policy")
 	fs.IntVar(&n, "n", 0, fmt.Sprintf("the subjects each instance lists: `N` from 1 to server.top.size; default %d (at most the size)", admin.DefaultTopN))
 	if code, ok := client.parse(args, topUsage, stdout, stderr); !ok {
 		return code
 	}
 	nSet := false
 	fs.Visit(func(f *flag.Flag) { nSet = nSet || f.Name == "n" })
-	switch {
-	case policyName == "":
-		return badUsage(stderr, "top", "--policy is required: the admin API lists one policy's subjects")
-	case nSet && n < 1:
+	if nSet && n < 1 {
 		return badUsage(stderr, "top", "-n %d; want at least 1", n)
 	}
 	if err := client.ready(); err != nil {
 		return badUsage(stderr, "top", "%v", err)
 	}
-	query := url.Values{"policy": {policyName}}
+	query := url.Values{}
+	if policyName != "" {
+		query.Set("policy", policyName)
+	}
 	if nSet {
 		query.Set("n", strconv.Itoa(n))
 	}
 	answers := askTops(ctx, client, query)
 	code := exitOK
+	var names []string // the policies, in the order the instances list them
 	for _, a := range answers {
 		if a.err != nil {
 			fmt.Fprintf(stderr, "admit top: %s: %v\n", a.base, a.err)
 			code = exitError
 		}
+		for _, top := range a.tops {
+			if !slices.Contains(names, top.Policy) {
+				names = append(names, top.Policy)
+			}
+		}
 	}
-	table, answered := mergeTops(answers)
-	if answered == 0 {
-		return exitError
+	for i, name := range names {
+		var lists []instanceTop
+		for _, a := range answers {
+			if j := slices.IndexFunc(a.tops, func(r admin.TopResponse) bool { return r.Policy == name }); j >= 0 {
+				lists = append(lists, instanceTop{base: a.base, top: a.tops[j], n: n})
+			}
+		}
+		table, answered := mergeTops(lists)
+		if i > 0 {
+			fmt.Fprintln(stdout)
+		}
+		writeTopTable(stdout, name, table, answered, len(answers))
 	}
-	writeTopTable(stdout, policyName, table, answered, len(answers))
 	return code
 }
 
 // askTops asks every instance of client's --admin for GET /v1/top?query, at once, and returns
-// their answers in the order of --admin.
-func askTops(ctx context.Context, client *adminClient, query url.Values) []instanceTop {
+// their answers in the order of --admin: one policy's list with a policy in query, else each
+// policy's.
+func askTops(ctx context.Context, client *adminClient, query url.Values) []instanceAnswer {
 	bases := client.bases()
-	answers := make([]instanceTop, len(bases))
-	n, _ := strconv.Atoi(query.Get("n"))
+	answers := make([]instanceAnswer, len(bases))
 	var wg sync.WaitGroup
 	for i, base := range bases {
-		answers[i] = instanceTop{base: base, n: n}
+		answers[i] = instanceAnswer{base: base}
 		wg.Go(func() {
 			a := &answers[i]
 			endpoint, err := adminEndpoint(base, "/v1/top")
@@ -132,9 +154,18 @@ func askTops(ctx context.Context, client *adminClient, query url.Values) []insta
 				a.err = err
 				return
 			}
-			if err := json.Unmarshal(body, &a.top); err != nil {
-				a.err = fmt.Errorf("the answer is not a /v1/top answer: %v", err)
+			var all admin.TopAllResponse
+			if query.Has("policy") {
+				all.Policies = make([]admin.TopResponse, 1)
+				err = json.Unmarshal(body, &all.Policies[0])
+			} else {
+				err = json.Unmarshal(body, &all)
 			}
+			if err != nil {
+				a.err = fmt.Errorf("the answer is not a /v1/top answer: %v", err)
+				return
+			}
+			a.tops = all.Policies
 		})
 	}
 	wg.Wait()
@@ -216,6 +247,10 @@ func writeTopTable(w io.Writer, policyName string, t topTable, answered, asked i
 	} else {
 		fmt.Fprintf(w, "error bound: a count may be over by at most its ERROR (at most %d in all: space-saving, each sketch's least count once full);\n", t.over)
 		fmt.Fprintf(w, "  a count may be under, and a subject not listed rejected, by at most %d (instances' bounds and cut lists)\n", t.missing)
+	}
+	if len(t.subjects) == 0 {
+		fmt.Fprintln(w, "no subject listed: none rejected in the sketches' period")
+		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	header := "DIGEST\tREJECTED\tERROR\tINSTANCES\tFIRST_SEEN\tLAST_SEEN"

@@ -22,6 +22,7 @@ server:
   top: {size: %d, reveal_subjects: true}
 policies:
   - {name: tight, algorithm: fixed_window, limit: 1, window: 1h}
+  - {name: idle, algorithm: fixed_window, limit: 100, window: 1h}
 `
 
 // topCmd runs "admit top args…" in this process and returns its exit code, stdout and stderr.
@@ -86,8 +87,9 @@ var topRow = regexp.MustCompile(`(?m)^([0-9a-f]{32}) +(\d+) +(\d+) +(\d+) +(\S+)
 
 // TestTopAcrossInstances runs two admit serve processes, each with its own admin API and sketch,
 // rejects alice twice on A and three times on B and bob once on A, and checks that admit top
-// asking both prints one table: alice 5 from 2 instances, then bob 1, with the earliest first and
-// the latest last rejection of the instances' own answers, and exact counts (no sketch full).
+// asking both about tight prints one table: alice 5 from 2 instances, then bob 1, with the earliest
+// first and the latest last rejection of the instances' own answers, and exact counts (no sketch
+// full); without --policy, that table and the idle policy's, empty.
 // Then the failures: one instance down (exit 1, the other's table), a wrong token, an unknown
 // policy, a bad command line.
 func TestTopAcrossInstances(t *testing.T) {
@@ -137,6 +139,13 @@ func TestTopAcrossInstances(t *testing.T) {
 		t.Errorf("bob's row: %q; want 1 rejection from 1 instance", got[1:])
 	}
 
+	// Without --policy, every policy's table: tight's as above, then idle's, which rejected no one.
+	code, every, errs := topCmd(t, "--admin", adminA+","+adminB)
+	if code != exitOK || errs != "" || !strings.HasPrefix(every, out) ||
+		!strings.HasSuffix(every, "\npolicy idle: 2 of 2 instances answered; subjects listed: 0\ncounts exact: no sketch replaced an entry and no list was cut\nno subject listed: none rejected in the sketches' period\n") {
+		t.Errorf("admit top without --policy: exit %d, stderr %q, stdout:\n%s\nwant tight's table, then idle's, empty", code, errs, every)
+	}
+
 	closed := "http://" + redistest.ClosedPort(t)
 	code, out, errs = topCmd(t, "--admin", adminA+", "+closed, "--policy", "tight", "-n", "1")
 	if code != exitError || !strings.Contains(errs, "admit top: "+closed+": ") || !strings.Contains(out, "1 of 2 instances answered") ||
@@ -152,7 +161,6 @@ func TestTopAcrossInstances(t *testing.T) {
 		{[]string{"--admin", adminA, "--policy", "nope"}, testAdminToken, exitError, `admit top: ` + adminA + `: 404 Not Found: invalid request: unknown policy "nope"`},
 		{[]string{"--admin", adminA + "," + adminB, "--policy", "tight"}, "wrong-token-5e1f9c2b7a3d0e84", exitError, adminB + ": 401 Unauthorized: unauthorized"},
 		{[]string{"--admin", adminA, "--policy", "tight", "-n", "11"}, testAdminToken, exitError, "want 1-10 (server.top.size)"},
-		{[]string{"--admin", adminA}, testAdminToken, exitUsage, "--policy is required"},
 		{[]string{"--admin", adminA, "--policy", "tight", "-n", "0"}, testAdminToken, exitUsage, "-n 0; want at least 1"},
 		{[]string{"--admin", adminA + ",", "--policy", "tight"}, testAdminToken, exitUsage, `--admin "": want http://host:port`},
 		{[]string{"--admin", adminA, "--policy", "tight"}, "", exitUsage, "no admin token"},
