@@ -242,6 +242,9 @@ func cmpDesc(a, b uint64) int {
 // writeTopTable prints t: a line of what it covers and its bounds, then one row per subject.
 func writeTopTable(w io.Writer, policyName string, t topTable, answered, asked int) {
 	fmt.Fprintf(w, "policy %s: %d of %d instances answered; subjects listed: %d\n", policyName, answered, asked, len(t.subjects))
+	if answered < asked {
+		fmt.Fprintln(w, "counts and bounds are those of the instances that answered: the others' rejections are not in them")
+	}
 	if t.over == 0 && t.missing == 0 {
 		fmt.Fprintln(w, "counts exact: no sketch replaced an entry and no list was cut")
 	} else {

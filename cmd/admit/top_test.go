@@ -148,7 +148,7 @@ func TestTopAcrossInstances(t *testing.T) {
 
 	closed := "http://" + redistest.ClosedPort(t)
 	code, out, errs = topCmd(t, "--admin", adminA+", "+closed, "--policy", "tight", "-n", "1")
-	if code != exitError || !strings.Contains(errs, "admit top: "+closed+": ") || !strings.Contains(out, "1 of 2 instances answered") ||
+	if code != exitError || !strings.Contains(errs, "admit top: "+closed+": ") || !strings.Contains(out, "1 of 2 instances answered; subjects listed: 1\ncounts and bounds are those of the instances that answered") ||
 		len(topRow.FindAllString(out, -1)) != 1 || !strings.Contains(out, "at most 2 (instances' bounds and cut lists)") {
 		t.Errorf("admit top with one instance down, -n 1: exit %d, stdout %q, stderr %q; want 1, A's one subject, its cut list's bound 2 (alice's count), and the closed port named", code, out, errs)
 	}
