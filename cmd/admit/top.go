@@ -23,15 +23,15 @@ const topUsage = `Usage: admit top [--admin URL[,URL...]] [--admin-token-file PA
 Asks the admin API of each running admit serve named by --admin (GET /v1/top) for the subjects
 the policy P, or each policy, rejected most, merges the lists by subject digest (rejections
 summed, the earliest first rejection, the latest last one) and prints one table per policy, most
-rejected first, with the error bounds of the counts. Each instance counts its own rejections in its own sketch: name every
-instance to see the whole picture. N is each instance's list (default 20, at most
-server.top.size). The token comes from --admin-token-file, else $` + adminTokenEnv + `
+rejected first, with the error bounds of the counts. Each instance counts its own rejections in
+its own sketch: name every instance to see the whole picture. N is each instance's list
+(default 20, at most server.top.size). The token comes from --admin-token-file, else $` + adminTokenEnv + `
 (docs/operations.md#who-is-being-limited).
 
 Exit status:
-  0  every instance answered; the table on stdout
+  0  every instance answered; the tables on stdout
   1  an instance refused (a wrong token, an unknown policy, no sketch) or could not be reached:
-     its message on stderr, and the table of those that answered, if any, on stdout
+     its message on stderr, and the tables of those that answered, if any, on stdout
   2  the command line was wrong, or no admin token
 
 Flags:
