@@ -1,6 +1,6 @@
 // Package metrics counts admit's decisions for Prometheus: a Store decorator, the gauges of a loaded
-// configuration and the count of admin changes, registered into a Registerer the caller owns (no
-// global registry).
+// configuration, the count of admin changes, the size of the top-subjects sketches and the log
+// lines dropped, registered into a Registerer the caller owns (no global registry).
 //
 // Labels name policies (admit.Limit.Name), results and kinds of error — never a key or a subject,
 // so the number of series is bounded by the number of policies, however many clients arrive

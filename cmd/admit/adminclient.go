@@ -23,7 +23,8 @@ const adminTimeout = 10 * time.Second
 // flags --admin and --admin-token-file (else $ADMIT_ADMIN_TOKEN).
 type adminClient struct {
 	cmd       string // the command, as badUsage names it: "state"
-	base      string // --admin
+	base      string // --admin: one URL, or several separated by commas when multi
+	multi     bool   // the command asks every instance of a comma-separated --admin (admit top)
 	tokenFile string // --admin-token-file
 	fs        *flag.FlagSet
 	token     []byte // set by ready
@@ -58,8 +59,14 @@ func (c *adminClient) parse(args []string, usage string, stdout, stderr io.Write
 // ready checks --admin and loads the token, once fs is parsed. Its error is a usage error, which
 // never holds the token.
 func (c *adminClient) ready() error {
-	if _, err := adminEndpoint(c.base, "/"); err != nil {
-		return fmt.Errorf("--admin %v", err)
+	bases := c.bases()
+	if !c.multi && strings.Contains(c.base, ",") {
+		return fmt.Errorf("--admin %q: want one URL: admit %s asks one instance", c.base, c.cmd)
+	}
+	for _, base := range bases {
+		if _, err := adminEndpoint(base, "/"); err != nil {
+			return fmt.Errorf("--admin %v", err)
+		}
 	}
 	fileSet := false
 	c.fs.Visit(func(f *flag.Flag) { fileSet = fileSet || f.Name == adminTokenFileFlag })
@@ -72,6 +79,19 @@ func (c *adminClient) ready() error {
 	}
 	c.token = token
 	return nil
+}
+
+// bases returns the URLs of --admin: split at commas when the command asks several instances,
+// each trimmed of spaces; an empty one stays, for ready to refuse.
+func (c *adminClient) bases() []string {
+	if !c.multi {
+		return []string{c.base}
+	}
+	bases := strings.Split(c.base, ",")
+	for i := range bases {
+		bases[i] = strings.TrimSpace(bases[i])
+	}
+	return bases
 }
 
 // call sends method path?query to the admin API with body (nil for none) as JSON, and prints the

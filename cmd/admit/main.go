@@ -8,6 +8,7 @@
 //	admit check --config FILE --policy P [--policy Q] --key K [--cost N] [--request-id ID] [--redis URL]
 //	admit state [--admin URL] [--admin-token-file PATH] [--policy P [--tier T]] --key K
 //	admit reset [--admin URL] [--admin-token-file PATH] [--policy P] [--reason TEXT] --key K
+//	admit top [--admin URL[,URL...]] [--admin-token-file PATH] [--policy P] [-n N]
 //	admit bench [--target URL|memory] [--rate N/s | --concurrency N] [--duration D] [--keys N | --hot-key] [--json]
 //	admit version
 //	admit help
@@ -16,6 +17,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -95,6 +97,7 @@ Commands:
 	config    check a configuration file: admit config validate FILE
 	state     ask a running admit serve's admin API for a subject's state under its policies
 	reset     ask a running admit serve's admin API to reset a subject's state under its policies
+	top       ask the admin API of one or several admit serve for the subjects a policy rejected most
 	bench     a load generator: decisions/s and latency of admit serve (HTTP, gRPC) or of a store
 	version   print the version
 	help      print this help
@@ -187,6 +190,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return state(ctx, rest, stdout, stderr)
 	case "reset":
 		return reset(ctx, rest, stdout, stderr)
+	case "top":
+		return top(ctx, rest, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, versionString())
 		return exitOK
@@ -212,6 +217,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if len(rest) > 0 && rest[0] == "reset" {
 			return reset(ctx, []string{"--help"}, stdout, stderr)
 		}
+		if len(rest) > 0 && rest[0] == "top" {
+			return top(ctx, []string{"--help"}, stdout, stderr)
+		}
 		if len(rest) > 0 && rest[0] != "help" && rest[0] != "version" {
 			fmt.Fprintf(stderr, "admit help: unknown command %q\n", rest[0])
 			fmt.Fprintln(stderr, "Run 'admit help' for the commands.")
@@ -224,4 +232,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "Run 'admit help' for the commands.")
 		return exitUsage
 	}
+}
+
+// droppedLine is the log line, in the log's format (text or json), that reports n lines dropped
+// because stderr did not keep up.
+func droppedLine(format string, n int64) []byte {
+	var b bytes.Buffer
+	var h slog.Handler = slog.NewTextHandler(&b, nil)
+	if format == "json" {
+		h = newJSONHandler(&b)
+	}
+	slog.New(h).Warn("log lines dropped", "dropped", n, "reason", "stderr did not keep up")
+	return b.Bytes()
 }

@@ -286,8 +286,9 @@ type daemon struct {
 	keys    *admit.KeyBuilder
 	svc     *service.Service
 	reg     *prometheus.Registry
-	expose  exposure // admit serve's TLS and client tokens
-	closers []func() // run by stop, last first
+	expose  exposure        // admit serve's TLS and client tokens
+	relay   *logrelay.Relay // the log's queue to stderr, whose drops admit_log_lines_dropped_total counts
+	closers []func()        // run by stop, last first
 }
 
 // stop closes what d opened: the backend, then the log.
@@ -304,7 +305,7 @@ func startDaemon(ctx context.Context, cfg serveConfig, stderr io.Writer) (*daemo
 	// The log goes to stderr through a queue, so a stalled stderr (a full pipe nobody reads) costs
 	// log lines, counted and reported once it drains, but never holds up a request or the exit.
 	relay := logrelay.New(stderr, logrelay.Options{DroppedLine: func(n int64) []byte { return droppedLine(cfg.logFormat, n) }})
-	d := &daemon{closers: []func(){func() {
+	d := &daemon{relay: relay, closers: []func(){func() {
 		ctx, cancel := context.WithTimeout(context.Background(), logFlushTimeout)
 		defer cancel()
 		relay.Close(ctx) // on error, stderr is stalled: there is nowhere left to say so
@@ -365,6 +366,10 @@ func (d *daemon) start(ctx context.Context, cfg serveConfig) (int, error) {
 	d.store = store
 	if d.svc, err = service.New(store, d.keys, policies); err != nil {
 		logger.Error("cannot build the service", "error", err)
+		return exitError, err
+	}
+	if err := errors.Join(metrics.RegisterTopSubjects(d.reg, d.svc), metrics.RegisterLogDropped(d.reg, d.relay)); err != nil {
+		logger.Error("cannot register the metrics", "error", err)
 		return exitError, err
 	}
 	configMetrics.Loaded(policies.Hash, false)
@@ -481,18 +486,6 @@ var readyLimit = admit.Limit{Name: "readyz", Algorithm: admit.FixedWindow, Rate:
 func ready(ctx context.Context, backend admit.Store) error {
 	_, err := backend.Take(ctx, admit.Request{Key: "rl:readyz", Limit: readyLimit, Cost: 0})
 	return err
-}
-
-// droppedLine is the log line, in the log's format (text or json), that reports n lines dropped
-// because stderr did not keep up.
-func droppedLine(format string, n int64) []byte {
-	var b bytes.Buffer
-	var h slog.Handler = slog.NewTextHandler(&b, nil)
-	if format == "json" {
-		h = newJSONHandler(&b)
-	}
-	slog.New(h).Warn("log lines dropped", "dropped", n, "reason", "stderr did not keep up")
-	return b.Bytes()
 }
 
 // openStore opens the backend that cfg names and logs which one it is.

@@ -79,7 +79,8 @@ type Options struct {
 //
 //	GET /v1/state?policy=P&key=K[&tier=T]   the state of the subject K under each policy, or P
 //	POST /v1/reset {"policy":P,"key":K}      forget K's state under each policy, or P
-//	GET /v1/top?policy=P[&n=N]              the N subjects (default DefaultTopN) P rejected most here
+//	GET /v1/top?policy=P[&n=N]              the N subjects (default DefaultTopN) P rejected most here,
+//	                                         or, without policy, each policy's
 //
 // An unknown path is answered 404, another method 405 with an Allow field, a body over MaxBody 413;
 // every error is JSON, {"error":"..."}.

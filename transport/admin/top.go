@@ -30,6 +30,12 @@ type TopResponse struct {
 	Subjects []TopSubject `json:"subjects"`
 }
 
+// TopAllResponse is the JSON body of a 200 answer of GET /v1/top without a policy: the
+// TopResponse of every policy of the loaded configuration, in its order.
+type TopAllResponse struct {
+	Policies []TopResponse `json:"policies"`
+}
+
 // TopSubject is one subject of a TopResponse.
 type TopSubject struct {
 	// Key is the raw subject, only when revealed: else omitted.
@@ -44,16 +50,12 @@ type TopSubject struct {
 	LastSeen  time.Time `json:"last_seen"`
 }
 
-// top serves GET /v1/top?policy=P[&n=N]: 200 and a TopResponse, 400 for a bad query, 404 for an
-// unknown policy or when no sketch is kept (server.top.size 0).
+// top serves GET /v1/top?policy=P[&n=N]: 200 and a TopResponse; without policy (or policy=""),
+// 200 and a TopAllResponse of every policy, n each. 400 for a bad query, 404 for an unknown policy
+// or when no sketch is kept (server.top.size 0).
 func (h *Handler) top(w http.ResponseWriter, r *http.Request, _ []byte) {
 	query, ok := strictQuery(w, r, "policy", "n")
 	if !ok {
-		return
-	}
-	name := query.Get("policy")
-	if name == "" {
-		writeError(w, http.StatusBadRequest, "policy is required: the policy whose rejected subjects to list")
 		return
 	}
 	n := DefaultTopN
@@ -66,20 +68,35 @@ func (h *Handler) top(w http.ResponseWriter, r *http.Request, _ []byte) {
 	} else if cfg := h.svc.Config(); cfg.Server.Top.Size > 0 {
 		n = min(n, cfg.Server.Top.Size)
 	}
-	rep, err := h.svc.Top(name, n)
-	switch {
-	case errors.Is(err, service.ErrUnknownPolicy), errors.Is(err, service.ErrTopOff):
-		writeError(w, http.StatusNotFound, admit.ClientMessage(err))
-		return
-	case err != nil:
-		writeError(w, http.StatusBadRequest, admit.ClientMessage(err))
+	names := []string{query.Get("policy")}
+	if names[0] == "" {
+		names = names[:0]
+		for _, p := range h.svc.Config().Policies {
+			names = append(names, p.Limit.Name)
+		}
+	}
+	all := TopAllResponse{Policies: make([]TopResponse, 0, len(names))}
+	for _, name := range names {
+		rep, err := h.svc.Top(name, n)
+		switch {
+		case errors.Is(err, service.ErrUnknownPolicy), errors.Is(err, service.ErrTopOff):
+			writeError(w, http.StatusNotFound, admit.ClientMessage(err))
+			return
+		case err != nil:
+			writeError(w, http.StatusBadRequest, admit.ClientMessage(err))
+			return
+		}
+		out := TopResponse{Policy: rep.Policy, Size: rep.Size, PeriodMS: rep.Period.Milliseconds(), Revealed: rep.Revealed,
+			ErrorBound: rep.Bound, Subjects: make([]TopSubject, len(rep.Entries))}
+		for i, e := range rep.Entries {
+			out.Subjects[i] = TopSubject{Key: e.Key, Digest: e.Digest, Rejected: e.Rejected, Error: e.Error,
+				FirstSeen: e.FirstSeen.UTC(), LastSeen: e.LastSeen.UTC()}
+		}
+		all.Policies = append(all.Policies, out)
+	}
+	if query.Get("policy") != "" {
+		writeJSON(w, http.StatusOK, all.Policies[0])
 		return
 	}
-	out := TopResponse{Policy: rep.Policy, Size: rep.Size, PeriodMS: rep.Period.Milliseconds(), Revealed: rep.Revealed,
-		ErrorBound: rep.Bound, Subjects: make([]TopSubject, len(rep.Entries))}
-	for i, e := range rep.Entries {
-		out.Subjects[i] = TopSubject{Key: e.Key, Digest: e.Digest, Rejected: e.Rejected, Error: e.Error,
-			FirstSeen: e.FirstSeen.UTC(), LastSeen: e.LastSeen.UTC()}
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, all)
 }

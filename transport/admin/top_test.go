@@ -39,6 +39,13 @@ func (s *countingStore) Take(ctx context.Context, r admit.Request) (admit.Decisi
 // topHandler returns a Handler over a Service under topConfig with top, its Service and its Store.
 func topHandler(t *testing.T, top string) (*admin.Handler, *service.Service, *countingStore) {
 	t.Helper()
+	return topHandlerOf(t, strings.Replace(topConfig, "%s", top, 1))
+}
+
+// topHandlerOf returns a Handler over a Service under the configuration src, its Service and its
+// Store.
+func topHandlerOf(t *testing.T, src string) (*admin.Handler, *service.Service, *countingStore) {
+	t.Helper()
 	mem := memstore.New(memstore.Options{SweepInterval: -1})
 	t.Cleanup(func() { mem.Close() })
 	store := &countingStore{Store: mem}
@@ -46,7 +53,7 @@ func topHandler(t *testing.T, top string) (*admin.Handler, *service.Service, *co
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := policy.Parse("test.yaml", []byte(strings.Replace(topConfig, "%s", top, 1)))
+	cfg, err := policy.Parse("test.yaml", []byte(src))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,9 +153,7 @@ func TestTopBadQueries(t *testing.T) {
 		status int
 		msg    string
 	}{
-		{"", 400, "policy is required"},
-		{"policy=", 400, "policy is required"},
-		{"n=3", 400, "policy is required"},
+		{"n=11", 400, "n 11; want 1-10"},
 		{"policy=per-minute&key=alice", 400, `unknown query parameter "key"`},
 		{"policy=per-minute&n=1&n=2", 400, "n given 2 times"},
 		{"policy=per-minute&n=0", 400, "n 0; want 1-10"},
@@ -163,11 +168,38 @@ func TestTopBadQueries(t *testing.T) {
 		wantError(t, "GET /v1/top?"+c.query, rec, c.status, c.msg)
 	}
 	off, _, _ := topHandler(t, "{size: 0}")
-	rec := serve(off, call{method: http.MethodGet, target: "/v1/top?policy=per-minute", auth: bearer(testToken)})
-	wantError(t, "GET /v1/top under size 0", rec, 404, "server.top.size is 0")
-	rec = serve(h, call{method: http.MethodPost, target: "/v1/top?policy=per-minute", auth: bearer(testToken)})
+	for _, target := range []string{"/v1/top?policy=per-minute", "/v1/top"} {
+		rec := serve(off, call{method: http.MethodGet, target: target, auth: bearer(testToken)})
+		wantError(t, "GET "+target+" under size 0", rec, 404, "server.top.size is 0")
+	}
+	rec := serve(h, call{method: http.MethodPost, target: "/v1/top?policy=per-minute", auth: bearer(testToken)})
 	wantError(t, "POST /v1/top", rec, 405, "/v1/top answers GET only")
 	if rec := serve(h, call{method: http.MethodGet, target: "/v1/top?policy=per-minute"}); rec.Code != 401 {
 		t.Errorf("GET /v1/top without the token = %d; want 401", rec.Code)
+	}
+}
+
+// Without a policy (or with policy=""), GET /v1/top answers every policy's list, in the
+// configuration's order, n subjects each.
+func TestTopEveryPolicy(t *testing.T) {
+	h, svc, _ := topHandlerOf(t, strings.Replace(topConfig, "%s", "{size: 5}", 1)+"  - {name: idle, algorithm: gcra, limit: 3, window: 1m}\n")
+	reject(t, svc, "alice", 2)
+	reject(t, svc, "bob", 1)
+	for _, target := range []string{"/v1/top", "/v1/top?policy=", "/v1/top?n=1"} {
+		rec := serve(h, call{method: http.MethodGet, target: target, auth: bearer(testToken)})
+		var all admin.TopAllResponse
+		if err := json.Unmarshal(rec.Body.Bytes(), &all); rec.Code != http.StatusOK || err != nil || len(all.Policies) != 2 {
+			t.Fatalf("GET %s = %d %s (%v); want 200 and two policies", target, rec.Code, rec.Body, err)
+		}
+		want := 2
+		if strings.Contains(target, "n=1") {
+			want = 1
+		}
+		if p := all.Policies[0]; p.Policy != "per-minute" || p.Size != 5 || len(p.Subjects) != want || p.Subjects[0].Rejected != 2 {
+			t.Errorf("GET %s: per-minute %+v; want alice's 2 rejections first, %d subjects", target, p, want)
+		}
+		if p := all.Policies[1]; p.Policy != "idle" || len(p.Subjects) != 0 || p.Subjects == nil {
+			t.Errorf("GET %s: idle %+v; want no subject, as []", target, p)
+		}
 	}
 }
