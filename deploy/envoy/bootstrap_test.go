@@ -231,3 +231,12 @@ func TestBrokenBootstrapFails(t *testing.T) {
 		})
 	}
 }
+
+// unpackFilter returns the rate limit filter's configuration of f, which decodeValue resolved.
+func unpackFilter(f *hcmv3.HttpFilter) *ratelimitfilterv3.RateLimit {
+	rl := &ratelimitfilterv3.RateLimit{}
+	if err := f.GetTypedConfig().UnmarshalTo(rl); err != nil {
+		return nil
+	}
+	return rl
+}
