@@ -303,7 +303,10 @@ func checkTogether(t *testing.T, cfg *envoyconf.Config, domain string, ds []*rat
 	c := serveRLS(t, cfg)
 	r := ask(t, c, domain, ds...)
 	smallest := uint32(0)
-	for _, st := range r.GetStatuses() {
+	for i, st := range r.GetStatuses() {
+		if st.GetCurrentLimit() == nil {
+			t.Fatalf("%s matches no rule of domain %q: it would never be limited", descriptorString(ds[i]), domain)
+		}
 		if n := st.GetCurrentLimit().GetRequestsPerUnit(); smallest == 0 || n < smallest {
 			smallest = n
 		}
@@ -337,4 +340,30 @@ func TestBootstrapDescriptorsAreLimited(t *testing.T) {
 		t.Fatalf("envoy.yaml: %v", err)
 	}
 	checkEdge(t, bootstrapEdge(t, b), loadConfig(t))
+}
+
+// TestRenamedKeyIsNotLimited shows what checkLimited guards against: envoy.yaml with the
+// request_headers action's descriptor_key renamed sends [route=api, user=alice], which no rule
+// of config/ matches, so admit answers OK with no current_limit however often it is sent.
+func TestRenamedKeyIsNotLimited(t *testing.T) {
+	good := string(readFile(t, "envoy.yaml"))
+	if strings.Count(good, "descriptor_key: user_id") != 1 {
+		t.Fatal("envoy.yaml does not name user_id once: update the test")
+	}
+	b, err := decodeBootstrap([]byte(strings.Replace(good, "descriptor_key: user_id", "descriptor_key: user", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := bootstrapEdge(t, b)
+	ds := descriptors(t, e.rateLimits, samples[0].req)
+	if len(ds) != 2 || descriptorString(ds[1]) != "[route=api, user=alice]" {
+		t.Fatalf("descriptors %v, want [remote_address=…] and [route=api, user=alice]", ds)
+	}
+	c := serveRLS(t, loadConfig(t))
+	for i := range 1002 {
+		r := ask(t, c, e.filter.GetDomain(), ds[1])
+		if st := r.GetStatuses()[0]; r.GetOverallCode() != rlsv3.RateLimitResponse_OK || st.GetCurrentLimit() != nil {
+			t.Fatalf("request %d: %v with current_limit %v, want OK without one (no rule)", i+1, r.GetOverallCode(), st.GetCurrentLimit())
+		}
+	}
 }
