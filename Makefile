@@ -17,14 +17,16 @@ build:
 
 ## test: go vet, then every test with the race detector, Redis tests against real redis-server; then
 ## the compatibility tests (compat/, a module of its own: admit against go-redis/redis_rate) and the
-## image's (deploy/image, a module of its own: make image, run in podman) and the Helm chart's
-## (deploy/helm, a module of its own) and the Prometheus rules' and Grafana dashboard's (deploy/prometheus, a
-## module of its own: promtool, a live admit), each even when one before failed; it fails if any did.
+## image's (deploy/image, a module of its own: make image, run in podman), the Helm chart's
+## (deploy/helm), the Envoy, Istio and Envoy Gateway configurations' (deploy/envoy) and the Prometheus
+## rules' and Grafana dashboard's (deploy/prometheus: promtool, a live admit), each a module of its own,
+## each even when one before failed; it fails if any did.
 test: check-redis vet
 	status=0; ADMIT_REQUIRE_REDIS=1 $(GO) test -race -count=1 ./... || status=1; \
 	(cd compat && ADMIT_REQUIRE_REDIS=1 $(GO) test -race -count=1 ./...) || status=1; \
 	(cd deploy/image && ADMIT_REQUIRE_REDIS=1 $(GO) test -race -count=1 ./...) || status=1; \
 	(cd deploy/helm && $(GO) test -race -count=1 ./...) || status=1; \
+	(cd deploy/envoy && $(GO) test -race -count=1 ./...) || status=1; \
 	(cd deploy/prometheus && ADMIT_REQUIRE_REDIS=1 $(GO) test -race -count=1 ./...) || status=1; \
 	exit $$status
 
@@ -34,6 +36,7 @@ vet:
 	cd compat && $(GO) vet ./...
 	cd deploy/image && $(GO) vet ./...
 	cd deploy/helm && $(GO) vet ./...
+	cd deploy/envoy && $(GO) vet ./...
 	cd deploy/prometheus && $(GO) vet ./...
 
 # The release build of admit: static, without local paths, stamped with the commit (admit version
