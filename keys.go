@@ -81,14 +81,9 @@ func (b *KeyBuilder) Key(lim Limit, version string, s Subject) (string, error) {
 		return "", fmt.Errorf("%w: a key needs a policy name", ErrInvalidLimit)
 	case !validName(version):
 		return "", fmt.Errorf("%w: key version %q: want 1-%d characters of a-z, 0-9, '_' and '-'", ErrInvalidLimit, version, bound.MaxNameLen)
-	case s.ID == "":
-		return "", fmt.Errorf("%w: empty subject", ErrInvalidRequest)
-	case len(s.ID) > bound.MaxSubjectLen || len(s.Slot) > bound.MaxSubjectLen:
-		return "", fmt.Errorf("%w: subject of more than %d bytes", ErrInvalidRequest, bound.MaxSubjectLen)
 	}
-	slot := s.Slot
-	if slot == "" {
-		slot = s.ID
+	if err := checkSubject(s); err != nil {
+		return "", err
 	}
 	var buf [keyBufLen]byte // the key is built on the stack: string(k) is its one allocation
 	k := append(buf[:0], "rl:"...)
@@ -97,6 +92,50 @@ func (b *KeyBuilder) Key(lim Limit, version string, s Subject) (string, error) {
 	k = append(k, version...)
 	k = append(k, '-')
 	k = lim.appendShape(k)
+	return string(b.appendSubject(k, s)), nil
+}
+
+// OverrideKey returns the key of subject s's [Override] under the policy named policy:
+//
+//	rl:<policy>:o:{<slot digest>}
+//	rl:<policy>:o:{<slot digest>}:<subject digest>   when Subject.Slot is set and differs from ID
+//
+// in the hash slot of every key of s, so that a Store reads it with the subject's state in one
+// call. It holds neither a version nor a shape: an Override outlives a new version or shape of its
+// policy. It reports an error matching ErrInvalidLimit for an invalid policy name, and
+// ErrInvalidRequest for an empty or oversized subject.
+func (b *KeyBuilder) OverrideKey(policy string, s Subject) (string, error) {
+	if !validName(policy) {
+		return "", fmt.Errorf("%w: policy name %q: want 1-%d characters of a-z, 0-9, '_' and '-'", ErrInvalidLimit, policy, bound.MaxNameLen)
+	}
+	if err := checkSubject(s); err != nil {
+		return "", err
+	}
+	var buf [keyBufLen]byte
+	k := append(buf[:0], "rl:"...)
+	k = append(k, policy...)
+	k = append(k, ":o"...)
+	return string(b.appendSubject(k, s)), nil
+}
+
+// checkSubject reports why s cannot be in a key, as an error matching ErrInvalidRequest, or nil.
+func checkSubject(s Subject) error {
+	switch {
+	case s.ID == "":
+		return fmt.Errorf("%w: empty subject", ErrInvalidRequest)
+	case len(s.ID) > bound.MaxSubjectLen || len(s.Slot) > bound.MaxSubjectLen:
+		return fmt.Errorf("%w: subject of more than %d bytes", ErrInvalidRequest, bound.MaxSubjectLen)
+	}
+	return nil
+}
+
+// appendSubject appends the subject part of every key of s: ":{<slot digest>}", then
+// ":<subject digest>" when s.Slot is set and differs from s.ID.
+func (b *KeyBuilder) appendSubject(k []byte, s Subject) []byte {
+	slot := s.Slot
+	if slot == "" {
+		slot = s.ID
+	}
 	k = append(k, ":{"...)
 	k = b.appendDigest(k, "slot", slot)
 	k = append(k, '}')
@@ -104,7 +143,7 @@ func (b *KeyBuilder) Key(lim Limit, version string, s Subject) (string, error) {
 		k = append(k, ':')
 		k = b.appendDigest(k, "subject", s.ID)
 	}
-	return string(k), nil
+	return k
 }
 
 // keyBufLen is the room Key reserves on the stack for a key: enough for every key of a policy name

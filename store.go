@@ -56,6 +56,25 @@ type Store interface {
 	// taken before is settled on the key as it is now: a refund gives nothing back to a window the
 	// reset ended (docs/concurrency.md, docs/reserve-settle.md).
 	Reset(ctx context.Context, keys []string) error
+	// SetOverride stores o at o.Key, replacing any Override there: from then on a Request whose
+	// OverrideKey is o.Key is decided under o's numbers, by every process sharing the Store, until
+	// o.Expires. o must pass the checks of an Override — a key made by KeyBuilder.OverrideKey, Rate
+	// 1 to the largest Rate, Burst 0 to the largest Rate, Reason at most 200 bytes, Expires zero or
+	// after now — checked before any I/O (ErrInvalidRequest).
+	SetOverride(ctx context.Context, o Override) error
+	// Override returns the Override stored at key and true, or false when there is none (an
+	// expired Override is none). Stored bytes that no SetOverride writes are an error matching
+	// ErrCorruptState; the Store changes nothing.
+	Override(ctx context.Context, key string) (Override, bool, error)
+	// DeleteOverride deletes the Override at key and reports whether there was one: the next
+	// Request with that OverrideKey is decided under its own Limit.
+	DeleteOverride(ctx context.Context, key string) (bool, error)
+	// Overrides lists the unexpired Overrides of the policy named policy in key order: at most n
+	// (1 to 1,000) of those after cursor ("" for the first page), and the cursor of the next page,
+	// "" after the last. A listing holds one page in memory at a time, whatever the number of
+	// Overrides; an Override set or deleted during a listing may or may not be in it, every other is
+	// listed exactly once.
+	Overrides(ctx context.Context, policy, cursor string, n int) ([]Override, string, error)
 }
 
 // A Lease is one unit of a Concurrency Limit, held by an admitted request until it is released or

@@ -295,3 +295,23 @@ func outcomeOf(ctx context.Context, err error) outcome {
 	}
 	return neutral
 }
+
+// SetOverride forwards o to the next Store.
+func (b *Breaker) SetOverride(ctx context.Context, o admit.Override) error {
+	return b.next.SetOverride(ctx, o)
+}
+
+// Override forwards key to the next Store.
+func (b *Breaker) Override(ctx context.Context, key string) (admit.Override, bool, error) {
+	return b.next.Override(ctx, key)
+}
+
+// DeleteOverride forwards key to the next Store.
+func (b *Breaker) DeleteOverride(ctx context.Context, key string) (bool, error) {
+	return b.next.DeleteOverride(ctx, key)
+}
+
+// Overrides forwards the listing to the next Store.
+func (b *Breaker) Overrides(ctx context.Context, policy, cursor string, n int) ([]admit.Override, string, error) {
+	return b.next.Overrides(ctx, policy, cursor, n)
+}

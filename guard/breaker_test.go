@@ -479,3 +479,29 @@ func TestBreakerCountsOnlyConsecutiveFailures(t *testing.T) {
 		t.Fatalf("Opened() = %d, want 1", got)
 	}
 }
+
+func (c *counting) SetOverride(ctx context.Context, o admit.Override) error {
+	return c.next.SetOverride(ctx, o)
+}
+func (c *counting) Override(ctx context.Context, key string) (admit.Override, bool, error) {
+	return c.next.Override(ctx, key)
+}
+func (c *counting) DeleteOverride(ctx context.Context, key string) (bool, error) {
+	return c.next.DeleteOverride(ctx, key)
+}
+func (c *counting) Overrides(ctx context.Context, policy, cursor string, n int) ([]admit.Override, string, error) {
+	return c.next.Overrides(ctx, policy, cursor, n)
+}
+
+func (s *switchable) SetOverride(ctx context.Context, o admit.Override) error {
+	return s.next.SetOverride(ctx, o)
+}
+func (s *switchable) Override(ctx context.Context, key string) (admit.Override, bool, error) {
+	return s.next.Override(ctx, key)
+}
+func (s *switchable) DeleteOverride(ctx context.Context, key string) (bool, error) {
+	return s.next.DeleteOverride(ctx, key)
+}
+func (s *switchable) Overrides(ctx context.Context, policy, cursor string, n int) ([]admit.Override, string, error) {
+	return s.next.Overrides(ctx, policy, cursor, n)
+}

@@ -326,3 +326,23 @@ func (f *FailOpen) tracking(key string, token uint64, forget bool) (*memstore.St
 	}
 	return f.local, true
 }
+
+// SetOverride forwards o to the next Store.
+func (f *FailOpen) SetOverride(ctx context.Context, o admit.Override) error {
+	return f.next.SetOverride(ctx, o)
+}
+
+// Override forwards key to the next Store.
+func (f *FailOpen) Override(ctx context.Context, key string) (admit.Override, bool, error) {
+	return f.next.Override(ctx, key)
+}
+
+// DeleteOverride forwards key to the next Store.
+func (f *FailOpen) DeleteOverride(ctx context.Context, key string) (bool, error) {
+	return f.next.DeleteOverride(ctx, key)
+}
+
+// Overrides forwards the listing to the next Store.
+func (f *FailOpen) Overrides(ctx context.Context, policy, cursor string, n int) ([]admit.Override, string, error) {
+	return f.next.Overrides(ctx, policy, cursor, n)
+}

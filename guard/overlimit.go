@@ -482,3 +482,23 @@ func (c *OverLimitCache) forget(key string) {
 	sh.epoch.Add(1)
 	sh.mu.Unlock()
 }
+
+// SetOverride forwards o to the next Store.
+func (c *OverLimitCache) SetOverride(ctx context.Context, o admit.Override) error {
+	return c.next.SetOverride(ctx, o)
+}
+
+// Override forwards key to the next Store.
+func (c *OverLimitCache) Override(ctx context.Context, key string) (admit.Override, bool, error) {
+	return c.next.Override(ctx, key)
+}
+
+// DeleteOverride forwards key to the next Store.
+func (c *OverLimitCache) DeleteOverride(ctx context.Context, key string) (bool, error) {
+	return c.next.DeleteOverride(ctx, key)
+}
+
+// Overrides forwards the listing to the next Store.
+func (c *OverLimitCache) Overrides(ctx context.Context, policy, cursor string, n int) ([]admit.Override, string, error) {
+	return c.next.Overrides(ctx, policy, cursor, n)
+}

@@ -686,3 +686,14 @@ func TestMiddlewareConcurrent(t *testing.T) {
 		t.Errorf("admitted %d, statuses %v; want 3 admitted, 3×200, %d×429", admitted, count, len(codes)-3)
 	}
 }
+
+func (storeFunc) SetOverride(context.Context, admit.Override) error { return errors.ErrUnsupported }
+func (storeFunc) Override(context.Context, string) (admit.Override, bool, error) {
+	return admit.Override{}, false, errors.ErrUnsupported
+}
+func (storeFunc) DeleteOverride(context.Context, string) (bool, error) {
+	return false, errors.ErrUnsupported
+}
+func (storeFunc) Overrides(context.Context, string, string, int) ([]admit.Override, string, error) {
+	return nil, "", errors.ErrUnsupported
+}

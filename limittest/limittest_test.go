@@ -1003,3 +1003,17 @@ func (sl *refSliding) oldest() int64 {
 	}
 	return sl.leases[0].Expiry - 1
 }
+
+// TODO(override): the reference Store's overrides.
+func (s *refStore) SetOverride(ctx context.Context, o admit.Override) error {
+	return errors.ErrUnsupported
+}
+func (s *refStore) Override(ctx context.Context, key string) (admit.Override, bool, error) {
+	return admit.Override{}, false, errors.ErrUnsupported
+}
+func (s *refStore) DeleteOverride(ctx context.Context, key string) (bool, error) {
+	return false, errors.ErrUnsupported
+}
+func (s *refStore) Overrides(ctx context.Context, policy, cursor string, n int) ([]admit.Override, string, error) {
+	return nil, "", errors.ErrUnsupported
+}
