@@ -403,3 +403,6 @@ func (*countingStore) DeleteOverride(context.Context, string) (bool, error) {
 func (*countingStore) Overrides(context.Context, string, string, int) ([]admit.Override, string, error) {
 	return nil, "", errors.ErrUnsupported
 }
+func (*countingStore) OverrideCount(context.Context, string) (int64, error) {
+	return 0, errors.ErrUnsupported
+}

@@ -75,6 +75,9 @@ type Store interface {
 	// Overrides; an Override set or deleted during a listing may or may not be in it, every other is
 	// listed exactly once.
 	Overrides(ctx context.Context, policy, cursor string, n int) ([]Override, string, error)
+	// OverrideCount returns the number of Overrides of the policy named policy, without listing
+	// them: the unexpired ones, and at most those that expired since the Store last tidied.
+	OverrideCount(ctx context.Context, policy string) (int64, error)
 }
 
 // A Lease is one unit of a Concurrency Limit, held by an admitted request until it is released or

@@ -315,3 +315,8 @@ func (b *Breaker) DeleteOverride(ctx context.Context, key string) (bool, error) 
 func (b *Breaker) Overrides(ctx context.Context, policy, cursor string, n int) ([]admit.Override, string, error) {
 	return b.next.Overrides(ctx, policy, cursor, n)
 }
+
+// OverrideCount forwards the count to the next Store.
+func (b *Breaker) OverrideCount(ctx context.Context, policy string) (int64, error) {
+	return b.next.OverrideCount(ctx, policy)
+}

@@ -505,3 +505,10 @@ func (s *switchable) DeleteOverride(ctx context.Context, key string) (bool, erro
 func (s *switchable) Overrides(ctx context.Context, policy, cursor string, n int) ([]admit.Override, string, error) {
 	return s.next.Overrides(ctx, policy, cursor, n)
 }
+
+func (c *counting) OverrideCount(ctx context.Context, policy string) (int64, error) {
+	return c.next.OverrideCount(ctx, policy)
+}
+func (s *switchable) OverrideCount(ctx context.Context, policy string) (int64, error) {
+	return s.next.OverrideCount(ctx, policy)
+}

@@ -346,3 +346,8 @@ func (f *FailOpen) DeleteOverride(ctx context.Context, key string) (bool, error)
 func (f *FailOpen) Overrides(ctx context.Context, policy, cursor string, n int) ([]admit.Override, string, error) {
 	return f.next.Overrides(ctx, policy, cursor, n)
 }
+
+// OverrideCount forwards the count to the next Store.
+func (f *FailOpen) OverrideCount(ctx context.Context, policy string) (int64, error) {
+	return f.next.OverrideCount(ctx, policy)
+}

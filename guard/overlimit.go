@@ -502,3 +502,8 @@ func (c *OverLimitCache) DeleteOverride(ctx context.Context, key string) (bool, 
 func (c *OverLimitCache) Overrides(ctx context.Context, policy, cursor string, n int) ([]admit.Override, string, error) {
 	return c.next.Overrides(ctx, policy, cursor, n)
 }
+
+// OverrideCount forwards the count to the next Store.
+func (c *OverLimitCache) OverrideCount(ctx context.Context, policy string) (int64, error) {
+	return c.next.OverrideCount(ctx, policy)
+}

@@ -324,3 +324,10 @@ func (w *swappable) DeleteOverride(ctx context.Context, key string) (bool, error
 func (w *swappable) Overrides(ctx context.Context, policy, cursor string, n int) ([]admit.Override, string, error) {
 	return w.store().Overrides(ctx, policy, cursor, n)
 }
+
+func (g *gated) OverrideCount(ctx context.Context, policy string) (int64, error) {
+	return g.next.OverrideCount(ctx, policy)
+}
+func (w *swappable) OverrideCount(ctx context.Context, policy string) (int64, error) {
+	return w.store().OverrideCount(ctx, policy)
+}

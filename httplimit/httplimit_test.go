@@ -697,3 +697,6 @@ func (storeFunc) DeleteOverride(context.Context, string) (bool, error) {
 func (storeFunc) Overrides(context.Context, string, string, int) ([]admit.Override, string, error) {
 	return nil, "", errors.ErrUnsupported
 }
+func (storeFunc) OverrideCount(context.Context, string) (int64, error) {
+	return 0, errors.ErrUnsupported
+}

@@ -1017,3 +1017,6 @@ func (s *refStore) DeleteOverride(ctx context.Context, key string) (bool, error)
 func (s *refStore) Overrides(ctx context.Context, policy, cursor string, n int) ([]admit.Override, string, error) {
 	return nil, "", errors.ErrUnsupported
 }
+func (s *refStore) OverrideCount(context.Context, string) (int64, error) {
+	return 0, errors.ErrUnsupported
+}

@@ -29,3 +29,8 @@ func (s *Store) DeleteOverride(ctx context.Context, key string) (bool, error) {
 func (s *Store) Overrides(ctx context.Context, policy, cursor string, n int) ([]admit.Override, string, error) {
 	return nil, "", fmt.Errorf("memstore: overrides: %w", errors.ErrUnsupported)
 }
+
+// OverrideCount is not built yet.
+func (s *Store) OverrideCount(ctx context.Context, policy string) (int64, error) {
+	return 0, fmt.Errorf("memstore: overrides: %w", errors.ErrUnsupported)
+}

@@ -262,3 +262,8 @@ func (s *Store) DeleteOverride(ctx context.Context, key string) (bool, error) {
 func (s *Store) Overrides(ctx context.Context, policy, cursor string, n int) ([]admit.Override, string, error) {
 	return s.next.Overrides(ctx, policy, cursor, n)
 }
+
+// OverrideCount forwards the count to the next Store.
+func (s *Store) OverrideCount(ctx context.Context, policy string) (int64, error) {
+	return s.next.OverrideCount(ctx, policy)
+}

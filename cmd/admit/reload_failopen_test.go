@@ -110,3 +110,4 @@ func (downStore) DeleteOverride(context.Context, string) (bool, error) { return 
 func (downStore) Overrides(context.Context, string, string, int) ([]admit.Override, string, error) {
 	return nil, "", errDown
 }
+func (downStore) OverrideCount(context.Context, string) (int64, error) { return 0, errDown }
