@@ -468,6 +468,15 @@ func testOverridesInvalid(t *testing.T, b Backend) {
 			t.Errorf("DeleteOverride(%q): %v; want an error matching ErrInvalidRequest", bad, err)
 		}
 	}
+	// Numbers the Request's Limit cannot take: a cost above the Override's burst.
+	g := admit.Limit{Name: policy, Algorithm: admit.GCRA, Rate: 9, Period: time.Minute}
+	gkey := newKey()
+	setOverride(t, s, admit.Override{Key: overrideKeyOf(policy, gkey), Rate: 9, Burst: 2})
+	if _, err := s.Take(t.Context(), admit.Request{Key: gkey, Limit: g, Cost: 5, OverrideKey: overrideKeyOf(policy, gkey)}); !errors.Is(err, admit.ErrInvalidRequest) {
+		t.Errorf("a cost of 5 under an Override of burst 2: %v; want an error matching ErrInvalidRequest", err)
+	}
+	deleteOverride(t, s, overrideKeyOf(policy, gkey))
+	checkFull(t, s, gkey, g, "after a refused Take under an Override")
 	lim := admit.Limit{Name: policy, Algorithm: admit.FixedWindow, Rate: 3, Period: time.Minute}
 	state := newKey() + newSlot()
 	other := overrideKeyOf(policy, newKey()+newSlot())
