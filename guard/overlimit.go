@@ -80,10 +80,10 @@ type overEntry struct {
 	decided    admit.Limit
 	overridden bool
 	cost       int64
-	remaining int64
-	until     time.Time // the end of the RetryAfter
-	reset     time.Time // the end of the ResetAfter
-	expires   time.Time // the end of its answers: until, or MaxAge after it was learnt if earlier
+	remaining  int64
+	until      time.Time // the end of the RetryAfter
+	reset      time.Time // the end of the ResetAfter
+	expires    time.Time // the end of its answers: until, or MaxAge after it was learnt if earlier
 	// refresh, while a call asks the backend in place of this aged entry, is closed when the
 	// answer has been learnt; nil otherwise. The shard's mu guards it.
 	refresh chan struct{}
