@@ -23,6 +23,8 @@ type fastOutcome struct {
 	// deadline is the entry's deadline after the decision: a fixed window's end, which its token
 	// names.
 	deadline time.Duration
+	// over is the Limit of the Request's Override that decided, or nil for the Request's own.
+	over *overriddenLimit
 }
 
 // takeFast decides r at mono, on the live entry of its key, whose hash is h, into out, and makes
@@ -35,8 +37,15 @@ func (sh *shard) takeFast(tab *table, r *admit.Request, known *knownLimit, h uin
 	if lim.Algorithm != admit.GCRA && lim.Algorithm != admit.FixedWindow {
 		return false
 	}
-	if sh.override(r.OverrideKey, mono) != nil {
-		return false // decided under other numbers: the general path (override.go)
+	out.over = nil
+	if so := sh.override(r.OverrideKey, mono); so != nil {
+		// Decided under the Override's numbers (override.go); numbers that cannot decide r are
+		// the general path's to report.
+		ol := so.limitFor(lim)
+		if !ol.decides(r) {
+			return false
+		}
+		out.over, lim, known = ol, &ol.lim, nil
 	}
 	i, ok := sh.find(r.Key, h)
 	if !ok {
@@ -75,9 +84,12 @@ func (sh *shard) takeFast(tab *table, r *admit.Request, known *knownLimit, h uin
 		return true
 	}
 	var g algo.GCRAParams
-	if known != nil {
+	switch {
+	case out.over != nil:
+		g = out.over.gcra
+	case known != nil:
 		g = known.gcra
-	} else {
+	default:
 		g = algo.NewGCRAParams(*lim)
 	}
 	now := int64(mono / time.Microsecond) // micros
