@@ -9,7 +9,8 @@ import (
 )
 
 // Take's fast path: a single Request under a fixed window (aligned or not) or GCRA Limit, on a key
-// that holds live state of that algorithm, the common case of a busy key. It holds the shard's lock
+// that holds live state of that algorithm, the common case of a busy key, under the numbers of its
+// Override when it has one (override.go). It holds the shard's lock
 // for reading only, reads the entry's one changing word atomically, and writes an admission with a
 // compare-and-swap of it, deciding again if another caller changed it in between. Its decisions and
 // writes are exactly the general path's (shard.takeOne), which decides every other case and which
