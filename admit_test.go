@@ -390,3 +390,19 @@ func TestLimiterRefusesAsRequestValidate(t *testing.T) {
 		t.Fatalf("%d cases refused and %d decided: the test misses its cases", refused, decided)
 	}
 }
+
+func (*countingStore) SetOverride(context.Context, admit.Override) error {
+	return errors.ErrUnsupported
+}
+func (*countingStore) Override(context.Context, string) (admit.Override, bool, error) {
+	return admit.Override{}, false, errors.ErrUnsupported
+}
+func (*countingStore) DeleteOverride(context.Context, string) (bool, error) {
+	return false, errors.ErrUnsupported
+}
+func (*countingStore) Overrides(context.Context, string, string, int) ([]admit.Override, string, error) {
+	return nil, "", errors.ErrUnsupported
+}
+func (*countingStore) OverrideCount(context.Context, string) (int64, error) {
+	return 0, errors.ErrUnsupported
+}

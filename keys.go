@@ -73,22 +73,8 @@ func NewKeyBuilder(secret []byte) (*KeyBuilder, error) {
 // 64 characters of a-z, 0-9, '_' and '-'), and ErrInvalidRequest for an empty or oversized
 // subject.
 func (b *KeyBuilder) Key(lim Limit, version string, s Subject) (string, error) {
-	if err := lim.Validate(); err != nil {
+	if err := checkKey(lim, version, s); err != nil {
 		return "", err
-	}
-	switch {
-	case lim.Name == "":
-		return "", fmt.Errorf("%w: a key needs a policy name", ErrInvalidLimit)
-	case !validName(version):
-		return "", fmt.Errorf("%w: key version %q: want 1-%d characters of a-z, 0-9, '_' and '-'", ErrInvalidLimit, version, bound.MaxNameLen)
-	case s.ID == "":
-		return "", fmt.Errorf("%w: empty subject", ErrInvalidRequest)
-	case len(s.ID) > bound.MaxSubjectLen || len(s.Slot) > bound.MaxSubjectLen:
-		return "", fmt.Errorf("%w: subject of more than %d bytes", ErrInvalidRequest, bound.MaxSubjectLen)
-	}
-	slot := s.Slot
-	if slot == "" {
-		slot = s.ID
 	}
 	var buf [keyBufLen]byte // the key is built on the stack: string(k) is its one allocation
 	k := append(buf[:0], "rl:"...)
@@ -97,6 +83,91 @@ func (b *KeyBuilder) Key(lim Limit, version string, s Subject) (string, error) {
 	k = append(k, version...)
 	k = append(k, '-')
 	k = lim.appendShape(k)
+	return string(b.appendSubject(k, s)), nil
+}
+
+// keys returns the Key of subject s under lim in version, and the OverrideKey of s under lim's
+// policy, with Key's checks and errors: the two built into one string, sliced, so that they cost one
+// allocation and each digest is computed once.
+func (b *KeyBuilder) keys(lim Limit, version string, s Subject) (key, overrideKey string, err error) {
+	if err := checkKey(lim, version, s); err != nil {
+		return "", "", err
+	}
+	var buf [2 * keyBufLen]byte // both keys on the stack: string(k) is their one allocation
+	k := append(buf[:0], "rl:"...)
+	k = append(k, lim.Name...)
+	k = append(k, ":v"...)
+	k = append(k, version...)
+	k = append(k, '-')
+	k = lim.appendShape(k)
+	at := len(k)
+	k = b.appendSubject(k, s)
+	subject := len(k) - at // the subject part, the same in both keys: copied, not digested again
+	n := len(k)
+	k = append(k, "rl:"...)
+	k = append(k, lim.Name...)
+	k = append(k, ":o"...)
+	k = append(k, k[at:at+subject]...)
+	both := string(k)
+	return both[:n], both[n:], nil
+}
+
+// OverrideKey returns the key of subject s's [Override] under the policy named policy:
+//
+//	rl:<policy>:o:{<slot digest>}
+//	rl:<policy>:o:{<slot digest>}:<subject digest>   when Subject.Slot is set and differs from ID
+//
+// in the hash slot of every key of s, so that a Store reads it with the subject's state in one
+// call. It holds neither a version nor a shape: an Override outlives a new version or shape of its
+// policy. It reports an error matching ErrInvalidLimit for an invalid policy name, and
+// ErrInvalidRequest for an empty or oversized subject.
+func (b *KeyBuilder) OverrideKey(policy string, s Subject) (string, error) {
+	if !validName(policy) {
+		return "", fmt.Errorf("%w: policy name %q: want 1-%d characters of a-z, 0-9, '_' and '-'", ErrInvalidLimit, policy, bound.MaxNameLen)
+	}
+	if err := checkSubject(s); err != nil {
+		return "", err
+	}
+	var buf [keyBufLen]byte
+	k := append(buf[:0], "rl:"...)
+	k = append(k, policy...)
+	k = append(k, ":o"...)
+	return string(b.appendSubject(k, s)), nil
+}
+
+// checkKey reports why no key of subject s under lim in version can be made, with Key's errors, or
+// nil.
+func checkKey(lim Limit, version string, s Subject) error {
+	if err := lim.Validate(); err != nil {
+		return err
+	}
+	switch {
+	case lim.Name == "":
+		return fmt.Errorf("%w: a key needs a policy name", ErrInvalidLimit)
+	case !validName(version):
+		return fmt.Errorf("%w: key version %q: want 1-%d characters of a-z, 0-9, '_' and '-'", ErrInvalidLimit, version, bound.MaxNameLen)
+	}
+	return checkSubject(s)
+}
+
+// checkSubject reports why s cannot be in a key, as an error matching ErrInvalidRequest, or nil.
+func checkSubject(s Subject) error {
+	switch {
+	case s.ID == "":
+		return fmt.Errorf("%w: empty subject", ErrInvalidRequest)
+	case len(s.ID) > bound.MaxSubjectLen || len(s.Slot) > bound.MaxSubjectLen:
+		return fmt.Errorf("%w: subject of more than %d bytes", ErrInvalidRequest, bound.MaxSubjectLen)
+	}
+	return nil
+}
+
+// appendSubject appends the subject part of every key of s: ":{<slot digest>}", then
+// ":<subject digest>" when s.Slot is set and differs from s.ID.
+func (b *KeyBuilder) appendSubject(k []byte, s Subject) []byte {
+	slot := s.Slot
+	if slot == "" {
+		slot = s.ID
+	}
 	k = append(k, ":{"...)
 	k = b.appendDigest(k, "slot", slot)
 	k = append(k, '}')
@@ -104,7 +175,7 @@ func (b *KeyBuilder) Key(lim Limit, version string, s Subject) (string, error) {
 		k = append(k, ':')
 		k = b.appendDigest(k, "subject", s.ID)
 	}
-	return string(k), nil
+	return k
 }
 
 // keyBufLen is the room Key reserves on the stack for a key: enough for every key of a policy name

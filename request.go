@@ -27,6 +27,11 @@ type Request struct {
 	Cost int64
 	// ID identifies the request for idempotent retries; empty for none. At most 128 bytes.
 	ID string
+	// OverrideKey is the key of the subject's [Override] under this policy, in Key's hash slot, or
+	// empty for none: the Store reads it in the same call as Key's state and, when an unexpired
+	// Override is stored there, decides under its numbers (Decision.Overridden). [Requests] sets it;
+	// Validate refuses one that is not an override key in Key's hash slot.
+	OverrideKey string
 }
 
 // Validate reports why r cannot be decided, as an error matching [ErrInvalidLimit] or
@@ -41,7 +46,10 @@ func (r *Request) Validate() error {
 // validateKnownLimit is [Request.Validate] for a Request whose Limit is known to be valid: it checks
 // only the Request's own fields, against the Limit, with Validate's errors.
 func (r *Request) validateKnownLimit() error {
-	return validate.Request(r.Key, r.Cost, r.ID, r.Limit.Algorithm == Concurrency, r.Limit.Capacity())
+	if err := validate.Request(r.Key, r.Cost, r.ID, r.Limit.Algorithm == Concurrency, r.Limit.Capacity()); err != nil {
+		return err
+	}
+	return validate.RequestOverrideKey(r.Key, r.OverrideKey)
 }
 
 // ValidateAll reports why rs cannot be decided together by TakeAll into ds, as an error matching
@@ -91,8 +99,11 @@ type Decision struct {
 	// Allowed reports whether the request was admitted. A peek (cost 0) is allowed unless the key
 	// is already over its limit.
 	Allowed bool
-	// Limit is the Limit that decided; its Name names the policy.
+	// Limit is the Limit that decided; its Name names the policy. Under an Override it is the
+	// Request's Limit with the Override's numbers.
 	Limit Limit
+	// Overridden reports that an Override's numbers decided (Request.OverrideKey), not the Limit's.
+	Overridden bool
 	// Remaining is the number of units still available in the current window.
 	Remaining int64
 	// RetryAfter is 0 when Allowed; otherwise the time after which the same request could first be

@@ -44,7 +44,9 @@ type Store interface {
 	// [Reservation.Validate], before any I/O (it refuses Concurrency, whose leases are released); a
 	// Store that cannot settle an algorithm answers errors.ErrUnsupported (memstore and redisstore
 	// settle every other). Settle keeps no record of settlements: settling one reservation twice
-	// settles it twice ([Limiter.Reserve]'s settle settles once).
+	// settles it twice ([Limiter.Reserve]'s settle settles once). Settle ignores Overrides: it
+	// settles under res.Request.Limit, whatever Override decided the Take (a GCRA bucket an Override
+	// left fuller than that Limit holds is then corrupt state, docs/gcra.md#overrides-the-clamp).
 	Settle(ctx context.Context, res Reservation, actual int64) (Decision, error)
 	// Reset deletes the state of keys, whatever the algorithm that wrote it: the next Take of one
 	// finds it missing, with its full allowance. Keys without state are fine; idempotency records
@@ -54,8 +56,32 @@ type Store interface {
 	// requests still in flight are not counted, so the key may hold up to its limit more in flight
 	// for a Period at most, and their later Release does nothing (compare-and-delete). A Reservation
 	// taken before is settled on the key as it is now: a refund gives nothing back to a window the
-	// reset ended (docs/concurrency.md, docs/reserve-settle.md).
+	// reset ended (docs/concurrency.md, docs/reserve-settle.md). Reset deletes state only: a
+	// subject's Override stays, and decides the reset key's next Take (delete it with
+	// DeleteOverride).
 	Reset(ctx context.Context, keys []string) error
+	// SetOverride stores o at o.Key, replacing any Override there: from then on a Request whose
+	// OverrideKey is o.Key is decided under o's numbers, by every process sharing the Store, until
+	// o.Expires. o must pass the checks of an Override — a key made by KeyBuilder.OverrideKey, Rate
+	// 1 to the largest Rate, Burst 0 to the largest Rate, Reason at most 200 bytes, Expires zero or
+	// after now — checked before any I/O (ErrInvalidRequest).
+	SetOverride(ctx context.Context, o Override) error
+	// Override returns the Override stored at key and true, or false when there is none (an
+	// expired Override is none). Stored bytes that no SetOverride writes are an error matching
+	// ErrCorruptState; the Store changes nothing.
+	Override(ctx context.Context, key string) (Override, bool, error)
+	// DeleteOverride deletes the Override at key and reports whether there was one: the next
+	// Request with that OverrideKey is decided under its own Limit.
+	DeleteOverride(ctx context.Context, key string) (bool, error)
+	// Overrides lists the unexpired Overrides of the policy named policy in key order: at most n
+	// (1 to 1,000) of those after cursor ("" for the first page), and the cursor of the next page,
+	// "" after the last. A listing holds one page in memory at a time, whatever the number of
+	// Overrides; an Override set or deleted during a listing may or may not be in it, every other is
+	// listed exactly once.
+	Overrides(ctx context.Context, policy, cursor string, n int) ([]Override, string, error)
+	// OverrideCount returns the number of Overrides of the policy named policy, without listing
+	// them: the unexpired ones, and at most those that expired since the Store last tidied.
+	OverrideCount(ctx context.Context, policy string) (int64, error)
 }
 
 // A Lease is one unit of a Concurrency Limit, held by an admitted request until it is released or

@@ -479,3 +479,51 @@ func TestBreakerCountsOnlyConsecutiveFailures(t *testing.T) {
 		t.Fatalf("Opened() = %d, want 1", got)
 	}
 }
+
+func (c *counting) SetOverride(ctx context.Context, o admit.Override) error {
+	return c.next.SetOverride(ctx, o)
+}
+func (c *counting) Override(ctx context.Context, key string) (admit.Override, bool, error) {
+	return c.next.Override(ctx, key)
+}
+func (c *counting) DeleteOverride(ctx context.Context, key string) (bool, error) {
+	return c.next.DeleteOverride(ctx, key)
+}
+func (c *counting) Overrides(ctx context.Context, policy, cursor string, n int) ([]admit.Override, string, error) {
+	return c.next.Overrides(ctx, policy, cursor, n)
+}
+
+func (s *switchable) SetOverride(ctx context.Context, o admit.Override) error {
+	if s.down.Load() {
+		return errDown
+	}
+	return s.next.SetOverride(ctx, o)
+}
+func (s *switchable) Override(ctx context.Context, key string) (admit.Override, bool, error) {
+	if s.down.Load() {
+		return admit.Override{}, false, errDown
+	}
+	return s.next.Override(ctx, key)
+}
+func (s *switchable) DeleteOverride(ctx context.Context, key string) (bool, error) {
+	if s.down.Load() {
+		return false, errDown
+	}
+	return s.next.DeleteOverride(ctx, key)
+}
+func (s *switchable) Overrides(ctx context.Context, policy, cursor string, n int) ([]admit.Override, string, error) {
+	if s.down.Load() {
+		return nil, "", errDown
+	}
+	return s.next.Overrides(ctx, policy, cursor, n)
+}
+
+func (c *counting) OverrideCount(ctx context.Context, policy string) (int64, error) {
+	return c.next.OverrideCount(ctx, policy)
+}
+func (s *switchable) OverrideCount(ctx context.Context, policy string) (int64, error) {
+	if s.down.Load() {
+		return 0, errDown
+	}
+	return s.next.OverrideCount(ctx, policy)
+}

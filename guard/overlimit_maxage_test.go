@@ -298,3 +298,36 @@ func (g *gated) Settle(ctx context.Context, res admit.Reservation, actual int64)
 }
 
 func (g *gated) Reset(ctx context.Context, keys []string) error { return g.next.Reset(ctx, keys) }
+
+func (g *gated) SetOverride(ctx context.Context, o admit.Override) error {
+	return g.next.SetOverride(ctx, o)
+}
+func (g *gated) Override(ctx context.Context, key string) (admit.Override, bool, error) {
+	return g.next.Override(ctx, key)
+}
+func (g *gated) DeleteOverride(ctx context.Context, key string) (bool, error) {
+	return g.next.DeleteOverride(ctx, key)
+}
+func (g *gated) Overrides(ctx context.Context, policy, cursor string, n int) ([]admit.Override, string, error) {
+	return g.next.Overrides(ctx, policy, cursor, n)
+}
+
+func (w *swappable) SetOverride(ctx context.Context, o admit.Override) error {
+	return w.store().SetOverride(ctx, o)
+}
+func (w *swappable) Override(ctx context.Context, key string) (admit.Override, bool, error) {
+	return w.store().Override(ctx, key)
+}
+func (w *swappable) DeleteOverride(ctx context.Context, key string) (bool, error) {
+	return w.store().DeleteOverride(ctx, key)
+}
+func (w *swappable) Overrides(ctx context.Context, policy, cursor string, n int) ([]admit.Override, string, error) {
+	return w.store().Overrides(ctx, policy, cursor, n)
+}
+
+func (g *gated) OverrideCount(ctx context.Context, policy string) (int64, error) {
+	return g.next.OverrideCount(ctx, policy)
+}
+func (w *swappable) OverrideCount(ctx context.Context, policy string) (int64, error) {
+	return w.store().OverrideCount(ctx, policy)
+}

@@ -225,18 +225,22 @@ func TestConstant(t *testing.T) {
 }
 
 // TestMiddlewareTakesOneUnitOfTheSubject checks the Request the middleware makes: one unit of the
-// subject the subject function returns, slot subject and all, keyed by the Limiter's KeyBuilder,
-// with no request ID.
+// subject the subject function returns, slot subject and all, keyed by the Limiter's KeyBuilder
+// (its override key too), with no request ID.
 func TestMiddlewareTakesOneUnitOfTheSubject(t *testing.T) {
 	subject := admit.Subject{ID: "alice", Slot: "tenant-7"}
 	wantKey, err := newKeys(t).Key(demoLimit, bound.DefaultVersion, subject)
 	if err != nil {
 		t.Fatal(err)
 	}
+	wantOverride, err := newKeys(t).OverrideKey(demoLimit.Name, subject)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var calls int
 	store := storeFunc(func(_ context.Context, r admit.Request) (admit.Decision, error) {
 		calls++
-		if want := (admit.Request{Key: wantKey, Limit: demoLimit, Cost: 1}); r != want {
+		if want := (admit.Request{Key: wantKey, Limit: demoLimit, Cost: 1, OverrideKey: wantOverride}); r != want {
 			t.Errorf("Take(%+v), want Take(%+v)", r, want)
 		}
 		return admit.Decision{Allowed: true, Limit: r.Limit, Remaining: 2}, nil
@@ -685,4 +689,18 @@ func TestMiddlewareConcurrent(t *testing.T) {
 	if admitted != 3 || count[200] != 3 || count[429] != len(codes)-3 {
 		t.Errorf("admitted %d, statuses %v; want 3 admitted, 3×200, %d×429", admitted, count, len(codes)-3)
 	}
+}
+
+func (storeFunc) SetOverride(context.Context, admit.Override) error { return errors.ErrUnsupported }
+func (storeFunc) Override(context.Context, string) (admit.Override, bool, error) {
+	return admit.Override{}, false, errors.ErrUnsupported
+}
+func (storeFunc) DeleteOverride(context.Context, string) (bool, error) {
+	return false, errors.ErrUnsupported
+}
+func (storeFunc) Overrides(context.Context, string, string, int) ([]admit.Override, string, error) {
+	return nil, "", errors.ErrUnsupported
+}
+func (storeFunc) OverrideCount(context.Context, string) (int64, error) {
+	return 0, errors.ErrUnsupported
 }

@@ -242,3 +242,28 @@ func Kind(err error) string {
 	}
 	return KindOther
 }
+
+// SetOverride forwards o to the next Store.
+func (s *Store) SetOverride(ctx context.Context, o admit.Override) error {
+	return s.next.SetOverride(ctx, o)
+}
+
+// Override forwards key to the next Store.
+func (s *Store) Override(ctx context.Context, key string) (admit.Override, bool, error) {
+	return s.next.Override(ctx, key)
+}
+
+// DeleteOverride forwards key to the next Store.
+func (s *Store) DeleteOverride(ctx context.Context, key string) (bool, error) {
+	return s.next.DeleteOverride(ctx, key)
+}
+
+// Overrides forwards the listing to the next Store.
+func (s *Store) Overrides(ctx context.Context, policy, cursor string, n int) ([]admit.Override, string, error) {
+	return s.next.Overrides(ctx, policy, cursor, n)
+}
+
+// OverrideCount forwards the count to the next Store.
+func (s *Store) OverrideCount(ctx context.Context, policy string) (int64, error) {
+	return s.next.OverrideCount(ctx, policy)
+}

@@ -101,3 +101,13 @@ func TestDemoConfigIsDemoLimit(t *testing.T) {
 		t.Errorf("built-in configuration %+v; want the one policy %v in version %s", cfg.Policies, demoLimit(), bound.DefaultVersion)
 	}
 }
+
+func (downStore) SetOverride(context.Context, admit.Override) error { return errDown }
+func (downStore) Override(context.Context, string) (admit.Override, bool, error) {
+	return admit.Override{}, false, errDown
+}
+func (downStore) DeleteOverride(context.Context, string) (bool, error) { return false, errDown }
+func (downStore) Overrides(context.Context, string, string, int) ([]admit.Override, string, error) {
+	return nil, "", errDown
+}
+func (downStore) OverrideCount(context.Context, string) (int64, error) { return 0, errDown }
