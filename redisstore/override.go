@@ -114,8 +114,10 @@ func (s *Store) SetOverride(ctx context.Context, o admit.Override) error {
 		return fmt.Errorf("redisstore: set override: %w", err)
 	}
 	set := c.B().Set().Key(o.Key).Value(encodeOverride(o))
-	cmd := set.Build()
-	if !o.Expires.IsZero() {
+	var cmd rueidis.Completed
+	if o.Expires.IsZero() {
+		cmd = set.Build()
+	} else {
 		ns := o.Expires.UnixNano()
 		cmd = set.PxatMillisecondsTimestamp((ns + int64(time.Millisecond) - 1) / int64(time.Millisecond)).Build()
 	}
