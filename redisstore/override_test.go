@@ -183,17 +183,23 @@ func TestOverrideGCRABurst(t *testing.T) {
 func TestOverrideGCRAClamp(t *testing.T) {
 	srv := redistest.Start(t)
 	s := openPatient(t, srv.URL())
-	for _, name := range []string{"lead", "expiry"} {
+	for _, name := range []string{"lead", "expiry", "lead/id", "expiry/id"} { // an ID: the general path
 		t.Run(name, func(t *testing.T) {
 			key := newKey(t)
 			okey := overrideKeyOf("test", key)
 			lim := admit.Limit{Algorithm: admit.GCRA, Rate: 2, Period: time.Hour, Burst: 2}
 			r := admit.Request{Key: key, Limit: lim, Cost: 1, OverrideKey: okey}
 			setOverride(t, s, admit.Override{Key: okey, Rate: 2, Burst: 50})
-			for range 10 {
+			for i := range 10 {
+				if strings.HasSuffix(name, "/id") {
+					r.ID = "fill" + strconv.Itoa(i)
+				}
 				takeReq(t, s, r)
 			}
-			if name == "expiry" { // the TAT within the bucket, its expiry not
+			if strings.HasSuffix(name, "/id") {
+				r.ID = "after"
+			}
+			if strings.HasPrefix(name, "expiry") { // the TAT within the bucket, its expiry not
 				tat, _ := srv.Do(t, "GET", key).ToString()
 				if err := srv.Do(t, "PEXPIRE", key, strconv.FormatInt(10*time.Hour.Milliseconds(), 10)).Error(); err != nil {
 					t.Fatal(err)
@@ -595,4 +601,69 @@ func second[A, B any](_ A, b B) B { return b }
 func third[A, B, C any](_ A, b B, c C) C {
 	_ = b
 	return c
+}
+
+// On a Redis Cluster an override key made by KeyBuilder.OverrideKey is in the hash slot of the
+// subject's state keys, so the script reads it in the same call, wherever the slot is; the indexes
+// of the policies live in slots of their own, and the methods work across them.
+func TestOverrideCluster(t *testing.T) {
+	c := redistest.StartCluster(t)
+	s := openPatient(t, c.URL())
+	ctx := context.Background()
+	kb, err := admit.NewKeyBuilder([]byte("a secret of the test, long enough"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lims := []admit.Limit{
+		{Name: "cla", Algorithm: admit.FixedWindow, Rate: 2, Period: time.Minute},
+		{Name: "clb", Algorithm: admit.GCRA, Rate: 2, Period: time.Minute},
+	}
+	masters := map[string]bool{}
+	for i := range 12 {
+		subject := admit.Subject{ID: newKey(t) + strconv.Itoa(i)}
+		rs := make([]admit.Request, len(lims))
+		for j, lim := range lims {
+			key, err := kb.Key(lim, "v1", subject)
+			if err != nil {
+				t.Fatal(err)
+			}
+			okey, err := kb.OverrideKey(lim.Name, subject)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Slot(t, okey) != c.Slot(t, key) {
+				t.Fatalf("override key %s in slot %d, its state key %s in %d", okey, c.Slot(t, okey), key, c.Slot(t, key))
+			}
+			rs[j] = admit.Request{Key: key, Limit: lim, Cost: 1, OverrideKey: okey}
+			setOverride(t, s, admit.Override{Key: okey, Rate: 5, Reason: "cluster"})
+		}
+		masters[c.MasterOfKey(t, rs[0].Key).Addr()] = true
+		ds := make([]admit.Decision, len(rs))
+		for n := range 5 {
+			ok, err := s.TakeAll(ctx, rs, ds)
+			if err != nil || !ok || !ds[0].Overridden || !ds[1].Overridden || ds[0].Remaining != int64(4-n) {
+				t.Fatalf("subject %d, TakeAll %d: %v, %v, %+v; want admitted under 5", i, n, ok, err, ds)
+			}
+		}
+		if d := takeReq(t, s, rs[0]); d.Allowed {
+			t.Fatalf("subject %d: the sixth: %+v; want rejected", i, d)
+		}
+	}
+	if len(masters) < 2 {
+		t.Fatalf("the subjects' slots are on %d masters; want several", len(masters))
+	}
+	for _, lim := range lims {
+		if n, err := s.OverrideCount(ctx, lim.Name); err != nil || n < 12 {
+			t.Fatalf("OverrideCount(%s): %d, %v; want at least 12", lim.Name, n, err)
+		}
+		page, next, err := s.Overrides(ctx, lim.Name, "", validate.MaxOverridePage)
+		if err != nil || len(page) < 12 || next != "" {
+			t.Fatalf("Overrides(%s): %d, %q, %v", lim.Name, len(page), next, err)
+		}
+		for _, o := range page {
+			if existed, err := s.DeleteOverride(ctx, o.Key); err != nil || !existed {
+				t.Fatalf("DeleteOverride(%s): %v, %v", o.Key, existed, err)
+			}
+		}
+	}
 }
