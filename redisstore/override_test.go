@@ -667,3 +667,48 @@ func TestOverrideCluster(t *testing.T) {
 		}
 	}
 }
+
+// parseTake reads the triples an overridden policy adds to the reply, and refuses what the script
+// never sends: an override of a Request without an OverrideKey, of a policy out of range or out of
+// order, numbers out of range, a reply of the wrong length, a remaining beyond the override's.
+func TestOverrideReplyParsing(t *testing.T) {
+	srv := redistest.Start(t)
+	lim := admit.Limit{Algorithm: admit.FixedWindow, Rate: 3, Period: time.Minute}
+	with := admit.Request{Key: "rl:t:{a}", Limit: lim, Cost: 1, OverrideKey: "rl:t:o:{a}"}
+	without := with
+	without.OverrideKey = ""
+	with2 := admit.Request{Key: "rl:u:{a}", Limit: lim, Cost: 1, OverrideKey: "rl:u:o:{a}"}
+	for _, tc := range []struct {
+		reply string
+		rs    []admit.Request
+		ok    bool
+	}{
+		{"1,0,1,5,0,5,0,1,6,0", []admit.Request{with}, true},
+		{"1,0,1,2,0,5,0", []admit.Request{with}, true},
+		{"1,0,1,5,0,5,0,1,6,0", []admit.Request{without}, false},
+		{"1,0,1,2,0,5,0,2,6,0", []admit.Request{with}, false},
+		{"1,0,1,2,0,5,0,0,6,0", []admit.Request{with}, false},
+		{"1,0,1,2,0,5,0,1,0,0", []admit.Request{with}, false},
+		{"1,0,1,2,0,5,0,1,6,-1", []admit.Request{with}, false},
+		{"1,0,1,2,0,5,0,1,6", []admit.Request{with}, false},
+		{"1,0,1,2,0,5,0,1,6,0,1,6,0", []admit.Request{with}, false},
+		{"1,0,1,5,0,5,0,1,4,0", []admit.Request{with}, false},
+		{"1,0,1,5,0,5,0,1,6,0", []admit.Request{with}, true},
+		{"1,0,1,2,0,5,0,1,2,0,5,0,2,6,0,1,6,0", []admit.Request{with, with2}, false},
+		{"1,0,1,2,0,5,0,1,2,0,5,0,1,6,0,2,6,0", []admit.Request{with, with2}, true},
+		{"1,0,1,2,0,5,0,1,2,0,5,0,1,6,0,1,6,0", []admit.Request{with, with2}, false},
+	} {
+		msg, err := srv.Do(t, "EVAL", "return {"+tc.reply+"}", "0").ToMessage()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ds := make([]admit.Decision, len(tc.rs))
+		_, err = parseTake(msg, tc.rs, ds, make([]uint64, len(tc.rs)))
+		if tc.ok != (err == nil) || err != nil && !errors.Is(err, admit.ErrUnavailable) {
+			t.Fatalf("reply {%s} for %d requests: %v; want ok %v", tc.reply, len(tc.rs), err, tc.ok)
+		}
+		if overridden := strings.Count(tc.reply, ",") > 6; tc.ok && (ds[0].Overridden != overridden || overridden && ds[0].Limit.Rate != 6) {
+			t.Fatalf("reply {%s}: %+v; want overridden under 6", tc.reply, ds[0])
+		}
+	}
+}

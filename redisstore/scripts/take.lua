@@ -74,20 +74,21 @@ for k = 1, n do
   local ors, obs, orate, oburst, why = nil, nil, nil, nil, nil
   if flag >= 2 then
     o = o + 1
-    local okey, match, byte = KEYS[o], string.match, string.byte
+    local okey, match = KEYS[o], string.match
     --@fragment override_read
     -- An override's key read as SetOverride writes it: '<rate> <burst> <expires> <reason>', the
     -- rate 1..MAX, the burst 0..MAX and the expiry (Unix ns, 0 for never) strict decimal integers,
     -- each followed by one space, the reason the rest, at most MAX_REASON bytes. Reads okey, match,
-    -- byte, tonumber. Sets why (declared nil) to why the key is corrupt, else, when it holds an
-    -- override, ors and obs (declared nil) to its rate's and burst's decimal strings and orate and
-    -- oburst (declared nil) to their values.
+    -- tonumber. Sets why (declared nil) to why the key is corrupt, else, when it holds an override,
+    -- ors and obs (declared nil) to its rate's and burst's decimal strings and orate and oburst
+    -- (declared nil) to their values.
     local raw = redis.pcall('GET', okey)
     if raw then
       if type(raw) == 'table' then
         why = 'override key holds a value that is not a string'
       else
         local r, b, e = match(raw, '^([1-9]%d*) (%d+) (%d+) ')
+        local byte = string.byte
         local rv = r and #r <= MAX_DIGITS and tonumber(r)
         local bv = rv and #b <= MAX_DIGITS and (b == '0' or byte(b) ~= 48) and tonumber(b)
         if not (rv and rv <= MAX and bv and bv <= MAX and #e <= 19 and (e == '0' or byte(e) ~= 48) and
