@@ -712,3 +712,33 @@ func TestOverrideReplyParsing(t *testing.T) {
 		}
 	}
 }
+
+// As a user with ACLRules alone (no ResetACLRules), every override method works but the
+// publication: SetOverride and DeleteOverride store and delete, then answer ErrPermission saying so.
+func TestOverrideLeastPrivilege(t *testing.T) {
+	srv := redistest.Start(t)
+	s := openPatient(t, setUser(t, srv, "nopublish", ACLRules()))
+	ctx := context.Background()
+	okey := overrideKeyOf("acl", newKey(t))
+	err := s.SetOverride(ctx, admit.Override{Key: okey, Rate: 5})
+	if !errors.Is(err, ErrPermission) || !strings.Contains(err.Error(), "stored and listed") {
+		t.Fatalf("SetOverride without +publish: %v; want ErrPermission after storing", err)
+	}
+	if o, ok, err := s.Override(ctx, okey); err != nil || !ok || o.Rate != 5 {
+		t.Fatalf("Override: %+v, %v, %v", o, ok, err)
+	}
+	d, err := s.Take(ctx, admit.Request{Key: "rl:acl:" + okey[strings.Index(okey, "{"):], Limit: threePerMinute, Cost: 1, OverrideKey: okey})
+	if err != nil || !d.Overridden {
+		t.Fatalf("Take: %+v, %v; want overridden", d, err)
+	}
+	if page, _, err := s.Overrides(ctx, "acl", "", 10); err != nil || len(page) != 1 {
+		t.Fatalf("Overrides: %v, %v", page, err)
+	}
+	if n, err := s.OverrideCount(ctx, "acl"); err != nil || n != 1 {
+		t.Fatalf("OverrideCount: %d, %v", n, err)
+	}
+	existed, err := s.DeleteOverride(ctx, okey)
+	if !existed || !errors.Is(err, ErrPermission) || !strings.Contains(err.Error(), "deleted") {
+		t.Fatalf("DeleteOverride without +publish: %v, %v; want deleted, then ErrPermission", existed, err)
+	}
+}
