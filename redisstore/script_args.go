@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -64,18 +65,27 @@ func flagMask(rs []admit.Request) string {
 	if !any {
 		return ""
 	}
-	if len(rs) == 1 { // the common call: a constant string, no allocation
-		return flagDigits[flags(&rs[0])]
-	}
-	mask := make([]byte, len(rs))
+	var buf [bound.MaxRequests]byte
+	same := true
 	for i := range rs {
-		mask[i] = '0' + flags(&rs[i])
+		buf[i] = '0' + flags(&rs[i])
+		same = same && buf[i] == buf[0]
 	}
-	return string(mask)
+	if same { // the common call (every policy with an override key, say): a string made once
+		return sameFlags[buf[0]-'0'][len(rs)]
+	}
+	return string(buf[:len(rs)])
 }
 
-// flagDigits are the one-policy masks, by flags.
-var flagDigits = [8]string{"0", "1", "2", "3", "4", "5", "6", "7"}
+// sameFlags are the masks whose policies all have the same flags: sameFlags[f][n] is n digits f.
+var sameFlags = func() (m [8][bound.MaxRequests + 1]string) {
+	for f := range m {
+		for n := range m[f] {
+			m[f][n] = strings.Repeat(string(rune('0'+f)), n)
+		}
+	}
+	return m
+}()
 
 // flags returns r's flags in the take script's mask (flagMask).
 func flags(r *admit.Request) byte {
