@@ -9,7 +9,7 @@
 -- ARGV[3]     the policies' flags: '' for none at all, else N digits, each the sum of 1 for a policy
 --             in shadow mode, 2 for one with an override key, and 4 for a gcra policy with an
 --             override key whose burst follows its rate (admit.Limit.Burst 0): '0', '1', '2', '3',
---             '6' or '7'
+--             '6' or '7'; or one digit, every policy's
 -- ARGV[4..]   each policy in turn: its algorithm's name, then that algorithm's own arguments
 --             (and, in a test assembly only, the time in Unix microseconds last)
 --
@@ -41,13 +41,14 @@ local fp, shadow = ARGV[2], ARGV[3]
 if not n or not fp or not (fp == '' or string.match(fp, '^%x+$')) then
   return redis.error_reply('ADMIT_INVALID take needs a policy count in 1..' .. MAX_REQUESTS .. ' and a fingerprint')
 end
-if not shadow or not (shadow == '' or #shadow == n and string.match(shadow, '^[0-367]+$')) then
-  return redis.error_reply('ADMIT_INVALID take needs the policies\' flags: nothing, or a 0, 1, 2, 3, 6 or 7 per policy')
+if not shadow or not (shadow == '' or (#shadow == n or #shadow == 1) and string.match(shadow, '^[0-367]+$')) then
+  return redis.error_reply('ADMIT_INVALID take needs the policies\' flags: nothing, or a 0, 1, 2, 3, 6 or 7 per policy or for all')
 end
 local shadowed = shadow ~= '' -- any policy may be in shadow mode, or have an override key
+local uniform = #shadow == 1 -- one digit: every policy's flags
 local overrides = 0 -- how many policies have an override key
 for k = 1, shadowed and n or 0 do
-  if string.byte(shadow, k) >= 50 then -- '2' or more: an override key
+  if string.byte(shadow, uniform and 1 or k) >= 50 then -- '2' or more: an override key
     overrides = overrides + 1
   end
 end
@@ -70,7 +71,7 @@ for k = 1, n do
   if not alg then
     return redis.error_reply('ADMIT_INVALID policy ' .. k .. ': unknown algorithm')
   end
-  local flag = shadowed and string.byte(shadow, k) - 48 or 0
+  local flag = shadowed and string.byte(shadow, uniform and 1 or k) - 48 or 0
   local ors, obs, orate, oburst, why = nil, nil, nil, nil, nil
   if flag >= 2 then
     o = o + 1
@@ -186,7 +187,7 @@ for k = 1, n do
   local at = 5 * k - 2
   local allowed, remaining, retry, reset = p.alg.decide(p, p.cost)
   reply[at], reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4] = allowed, remaining, retry, reset, 0
-  if allowed == 0 and not (shadowed and string.byte(shadow, k) % 2 == 1) then -- odd: a shadow rejection rejects nothing
+  if allowed == 0 and not (shadowed and string.byte(shadow, uniform and 1 or k) % 2 == 1) then -- odd: a shadow rejection rejects nothing
     reply[1] = 0
   end
   consumed = consumed or p.cost > 0

@@ -42,7 +42,7 @@ local mask = ARGV[3] -- the policies' flags: '' for none, else a digit per polic
 if ARGV[1] == '1' and ARGV[2] == '' and (#KEYS == 1 and (mask == '' or mask == '0' or mask == '1') or
     #KEYS == 2 and (mask == '2' or mask == '3' or mask == '6' or mask == '7')) then
   local name, match, tonumber = ARGV[4], string.match, tonumber
-  local refused = mask == '1' and 1 or 0 -- a rejection's first element: a shadow rejection rejects nothing
+  local refused = (mask == '1' or mask == '3' or mask == '7') and 1 or 0 -- a rejection's first element: a shadow rejection rejects nothing
   local ors, obs, orate, oburst, ocap, o1, clamp = nil, nil, nil, nil, nil, nil, false
   if #KEYS == 2 then
     local okey, why = KEYS[2], nil
@@ -63,14 +63,14 @@ if ARGV[1] == '1' and ARGV[2] == '' and (#KEYS == 1 and (mask == '' or mask == '
         end
       end
     end
-    clamp, refused = true, mask ~= '2' and mask ~= '6' and 1 or 0
+    clamp = true
     if why then
       name = nil -- corrupt: the general path refuses it
     elseif orate then
       o1 = 1
       if oburst > 0 then
         ocap = oburst
-      elseif mask >= '6' then
+      elseif mask == '6' or mask == '7' then
         ocap = orate -- the policy's burst follows the rate (else it stays)
       end
     end
@@ -594,9 +594,11 @@ elseif ARGV[2] == '' then
   local ns, match, tonumber, byte = ARGV[1], string.match, tonumber, string.byte
   local n = #ns <= 2 and match(ns, '^[1-9]%d?$') and tonumber(ns)
   -- With a mask, KEYS holds an override key more per '2' or more in it: checked once the first pass
-  -- has read them (o, below), before any write.
-  local ok, i = n and n >= 2 and n <= MAX_REQUESTS and (mask == '' and #KEYS == n or #mask == n and
-    #KEYS >= n and match(mask, '^[0-367]+$')), 4
+  -- has read them (o, below), before any write. A mask of one digit is every policy's (one).
+  local one = mask and #mask == 1 and (mask == '2' and 2 or mask == '1' and 1 or mask == '3' and 3 or mask == '6' and 6 or
+    mask == '7' and 7)
+  local ok, i = n and n >= 2 and n <= MAX_REQUESTS and (mask == '' and #KEYS == n or #KEYS >= n and
+    (one or #mask == n and match(mask, '^[0-367]+$'))), 4
   for _ = 1, ok and n or 0 do -- every algorithm one this path decides, before any key is read
     local name = ARGV[i]
     if name == 'fixed_window' or name == 'gcra' then
@@ -618,7 +620,7 @@ elseif ARGV[2] == '' then
     i = 4
     while ok and k <= n do
       local name, at, key = ARGV[i], 5 * k - 2, KEYS[k]
-      local flag, ors, obs, orate, oburst, ocap = mask == '' and 0 or byte(mask, k) - 48, nil, nil, nil, nil, nil
+      local flag, ors, obs, orate, oburst, ocap = one or mask == '' and 0 or byte(mask, k) - 48, nil, nil, nil, nil, nil
       if flag >= 2 then
         local why
         o = o + 1
