@@ -742,3 +742,29 @@ func TestOverrideLeastPrivilege(t *testing.T) {
 		t.Fatalf("DeleteOverride without +publish: %v, %v; want deleted, then ErrPermission", existed, err)
 	}
 }
+
+// A retry of a request admitted under an Override, after the Override is deleted, replays the
+// recorded Decision cut to the Limit now in force, not an error.
+func TestOverrideReplayAfterDelete(t *testing.T) {
+	srv := redistest.Start(t)
+	s := openPatient(t, srv.URL())
+	for _, lim := range []admit.Limit{
+		{Algorithm: admit.FixedWindow, Rate: 3, Period: time.Minute},
+		{Algorithm: admit.GCRA, Rate: 3, Period: time.Minute},
+	} {
+		key := newKey(t)
+		okey := overrideKeyOf("test", key)
+		setOverride(t, s, admit.Override{Key: okey, Rate: 10, Burst: 10})
+		r := admit.Request{Key: key, Limit: lim, Cost: 1, ID: "retried", OverrideKey: okey}
+		if d := takeReq(t, s, r); !d.Allowed || d.Remaining != 9 {
+			t.Fatalf("%v: under the Override: %+v; want 9 left", lim, d)
+		}
+		if _, err := s.DeleteOverride(context.Background(), okey); err != nil {
+			t.Fatal(err)
+		}
+		d := takeReq(t, s, r)
+		if !d.Replayed || d.Overridden || d.Remaining != 3 || d.ResetAfter > lim.MaxWait() {
+			t.Fatalf("%v: the retry after the deletion: %+v; want replayed, cut to 3 left", lim, d)
+		}
+	}
+}

@@ -30,6 +30,9 @@
 -- nothing and writes nothing; when the others admit, it is written if it admits too. A replay reports
 -- it as admitted: the record keeps remaining and reset_after only.
 --
+-- A replay of a policy with an override key reports its recorded remaining and reset_after cut to the
+-- numbers in force, which an Override set, changed or deleted since the admission may have lowered.
+--
 -- A policy's override key is read first, before any state: when it holds an override (docs/redis.md,
 -- "Overrides"), the policy is decided with the override's rate in place of its own, and for gcra the
 -- override's burst when above 0 (else the rate, when the policy's burst follows it); corrupt override
@@ -158,8 +161,21 @@ if record then
     end
     local reply = {1, 1}
     for k = 1, n do
-      local remaining = integer(words[2 * k], 0, policies[k].limit)
-      local reset = integer(words[2 * k + 1], 0, policies[k].max_wait or MAX_WINDOW) -- a module's longest reset_after
+      local p = policies[k]
+      local limit, longest = p.limit, p.max_wait or MAX_WINDOW -- a module's longest reset_after
+      if p.clamp then
+        -- An override key: the record may hold numbers of an Override set, changed or deleted since,
+        -- reported cut to the numbers in force.
+        limit, longest = MAX, MAX
+      end
+      local remaining = integer(words[2 * k], 0, limit)
+      local reset = integer(words[2 * k + 1], 0, longest)
+      if remaining and remaining > p.limit then
+        remaining = p.limit
+      end
+      if reset and reset > (p.max_wait or MAX_WINDOW) then
+        reset = p.max_wait or MAX_WINDOW
+      end
       if not remaining or not reset then
         return redis.error_reply('ADMIT_CORRUPT request record holds a decision out of range')
       end
