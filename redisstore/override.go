@@ -134,23 +134,31 @@ func (s *Store) SetOverride(ctx context.Context, o admit.Override) error {
 	return nil
 }
 
-// publishOverride publishes key on ResetChannel and calls this Store's listeners.
+// publishOverride calls this Store's listeners with key, whose Override was just stored or
+// deleted, and publishes it on ResetChannel for the other Stores'.
 func (s *Store) publishOverride(ctx context.Context, c rueidis.Client, key string) error {
 	keys := []string{key}
+	s.resets.notify(keys)
 	if err := c.Do(ctx, c.B().Publish().Channel(ResetChannel).Message(encodeKeys(keys)).Build()).Error(); err != nil {
 		return fmt.Errorf("not published on %s: %w", ResetChannel, commandError(err))
 	}
-	s.resets.notify(keys)
 	return nil
 }
 
-// commandError classifies err, a command's: a refusal by the ACL also matches ErrPermission;
-// everything matches admit.ErrUnavailable.
+// commandError classifies err, a command's: a refusal by the ACL also matches ErrPermission, naming
+// what the user lacks; everything matches admit.ErrUnavailable.
 func commandError(err error) error {
-	if strings.Contains(err.Error(), "NOPERM") {
-		return fmt.Errorf("%w: %w (the user needs %s)", ErrPermission, unavailable(err), ResetACLRules)
+	msg := err.Error()
+	if !strings.Contains(msg, "NOPERM") {
+		return unavailable(err)
 	}
-	return unavailable(err)
+	need := ResetACLRules
+	if strings.Contains(msg, "keys") {
+		need = "a key pattern covering the keys"
+	} else if !strings.Contains(msg, "channel") && !strings.Contains(msg, "publish") {
+		need = "the rules of ACLRules"
+	}
+	return fmt.Errorf("%w: %w (the user needs %s)", ErrPermission, unavailable(err), need)
 }
 
 // Override returns the Override stored at key (GET). A key holding what SetOverride never writes is

@@ -721,8 +721,12 @@ func TestOverrideLeastPrivilege(t *testing.T) {
 	ctx := context.Background()
 	okey := overrideKeyOf("acl", newKey(t))
 	err := s.SetOverride(ctx, admit.Override{Key: okey, Rate: 5})
-	if !errors.Is(err, ErrPermission) || !strings.Contains(err.Error(), "stored and listed") {
-		t.Fatalf("SetOverride without +publish: %v; want ErrPermission after storing", err)
+	if !errors.Is(err, ErrPermission) || !strings.Contains(err.Error(), "stored and listed") || !strings.Contains(err.Error(), ResetACLRules) {
+		t.Fatalf("SetOverride without +publish: %v; want ErrPermission after storing, naming %s", err, ResetACLRules)
+	}
+	other := openPatient(t, setUser(t, srv, "otherkeys", strings.Replace(ACLRules(), "~rl:*", "~other:*", 1)+" "+ResetACLRules))
+	if err := other.SetOverride(ctx, admit.Override{Key: okey, Rate: 6}); !errors.Is(err, ErrPermission) || !strings.Contains(err.Error(), "key pattern") {
+		t.Fatalf("SetOverride as a user of other keys: %v; want ErrPermission naming the key pattern", err)
 	}
 	if o, ok, err := s.Override(ctx, okey); err != nil || !ok || o.Rate != 5 {
 		t.Fatalf("Override: %+v, %v, %v", o, ok, err)
