@@ -9,7 +9,8 @@ import (
 )
 
 // Take's fast path: a single Request under a fixed window (aligned or not) or GCRA Limit, on a key
-// that holds live state of that algorithm, the common case of a busy key. It holds the shard's lock
+// that holds live state of that algorithm, the common case of a busy key, under the numbers of its
+// Override when it has one (override.go). It holds the shard's lock
 // for reading only, reads the entry's one changing word atomically, and writes an admission with a
 // compare-and-swap of it, deciding again if another caller changed it in between. Its decisions and
 // writes are exactly the general path's (shard.takeOne), which decides every other case and which
@@ -23,6 +24,8 @@ type fastOutcome struct {
 	// deadline is the entry's deadline after the decision: a fixed window's end, which its token
 	// names.
 	deadline time.Duration
+	// over is the Limit of the Request's Override that decided, or nil for the Request's own.
+	over *overriddenLimit
 }
 
 // takeFast decides r at mono, on the live entry of its key, whose hash is h, into out, and makes
@@ -35,8 +38,15 @@ func (sh *shard) takeFast(tab *table, r *admit.Request, known *knownLimit, h uin
 	if lim.Algorithm != admit.GCRA && lim.Algorithm != admit.FixedWindow {
 		return false
 	}
-	if sh.override(r.OverrideKey, mono) != nil {
-		return false // decided under other numbers: the general path (override.go)
+	out.over = nil
+	if so := sh.override(r.OverrideKey, mono); so != nil {
+		// Decided under the Override's numbers (override.go); numbers that cannot decide r are
+		// the general path's to report.
+		ol := so.limitFor(lim)
+		if !ol.decides(r) {
+			return false
+		}
+		out.over, lim, known = ol, &ol.lim, nil
 	}
 	i, ok := sh.find(r.Key, h)
 	if !ok {
@@ -75,9 +85,12 @@ func (sh *shard) takeFast(tab *table, r *admit.Request, known *knownLimit, h uin
 		return true
 	}
 	var g algo.GCRAParams
-	if known != nil {
+	switch {
+	case out.over != nil:
+		g = out.over.gcra
+	case known != nil:
 		g = known.gcra
-	} else {
+	default:
 		g = algo.NewGCRAParams(*lim)
 	}
 	now := int64(mono / time.Microsecond) // micros

@@ -18,7 +18,8 @@ import (
 // one clock, Take on one (its fast path wherever it applies) and TakeAll of one Request on the other
 // (always the general path), and checks that every Decision, token and error is the same: fixed
 // windows, aligned ones, GCRA, peeks, costs over the limit, shadow policies, keys switched to
-// another algorithm, and state a longer Period left (corrupt for the shorter).
+// another algorithm, state a longer Period left (corrupt for the shorter), and Requests under
+// Overrides set and deleted meanwhile (GCRA's clamp among them, and numbers a cost does not fit).
 func TestFastPathDecidesAsTheGeneralPath(t *testing.T) {
 	clock := newClock()
 	fast := New(Options{Now: clock.Now, SweepInterval: -1})
@@ -34,7 +35,7 @@ func TestFastPathDecidesAsTheGeneralPath(t *testing.T) {
 		{Algorithm: admit.SlidingWindow, Rate: 3, Period: time.Second},
 	}
 	rng := rand.New(rand.NewPCG(3, 4))
-	fastCases := 0
+	fastCases, overriddenCases := 0, 0
 	for step := range 20_000 {
 		clock.Advance(time.Duration(rng.IntN(40_000)) * time.Microsecond)
 		lim := limits[rng.IntN(len(limits))]
@@ -42,8 +43,25 @@ func TestFastPathDecidesAsTheGeneralPath(t *testing.T) {
 			lim = limits[[]int{0, 4}[rng.IntN(2)]]
 		}
 		r := admit.Request{Key: fmt.Sprint("k", rng.IntN(6)), Limit: lim, Cost: rng.Int64N(lim.Capacity() + 1)}
+		if rng.IntN(2) == 0 { // under the subject's Override, when one is set
+			r.OverrideKey = "rl:p:o:{" + r.Key + "}"
+		}
+		if rng.IntN(50) == 0 { // an Override set or deleted, on both Stores alike
+			o := admit.Override{Key: "rl:p:o:{" + fmt.Sprint("k", rng.IntN(6)) + "}", Rate: 1 + rng.Int64N(12), Burst: rng.Int64N(7)}
+			del := rng.IntN(3) == 0
+			for _, s := range []*Store{fast, general} {
+				if del {
+					s.DeleteOverride(context.Background(), o.Key)
+				} else if err := s.SetOverride(context.Background(), o); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
 		if sh := fast.tab.shard(r.Key); sh.live(r.Key) != nil && sh.live(r.Key).alg == lim.Algorithm {
 			fastCases++
+			if sh.override(r.OverrideKey, fast.tab.now()) != nil {
+				overriddenCases++
+			}
 		}
 		got, gotErr := fast.Take(context.Background(), r)
 		var want [1]admit.Decision
@@ -52,8 +70,8 @@ func TestFastPathDecidesAsTheGeneralPath(t *testing.T) {
 			t.Fatalf("step %d, %+v: Take = %+v, %v; the general path %+v, %v", step, r, got, gotErr, want[0], wantErr)
 		}
 	}
-	if fastCases < 5_000 {
-		t.Fatalf("only %d of the steps found live state of their algorithm: the test misses the fast path", fastCases)
+	if fastCases < 5_000 || overriddenCases < 1_000 {
+		t.Fatalf("only %d of the steps found live state of their algorithm, %d of them under an Override: the test misses the fast path", fastCases, overriddenCases)
 	}
 }
 

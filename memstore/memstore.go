@@ -112,7 +112,12 @@ func (s *Store) Take(ctx context.Context, r admit.Request) (d admit.Decision, er
 		var out fastOutcome
 		if sh.takeFast(s.tab, &r, known, h, sh.at(read), &out) {
 			sh.mu.RUnlock()
-			out.fill(&r.Limit, s.tab.baseNano, &d) // after the lock: see fastpath.go
+			if out.over != nil {
+				out.fill(&out.over.lim, s.tab.baseNano, &d) // after the lock: see fastpath.go
+				d.Overridden = true
+				return d, nil
+			}
+			out.fill(&r.Limit, s.tab.baseNano, &d)
 			return d, nil
 		}
 		sh.mu.RUnlock()

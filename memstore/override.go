@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/algo"
 	"github.com/admit-dev/admit/internal/validate"
 )
 
@@ -21,12 +24,46 @@ import (
 // an expired Override reads as none everywhere and is removed when a listing, a count or the
 // sweeper meets it (docs/memstore.md#overrides).
 
-// A storedOverride is an Override as a shard keeps it. It is never changed once stored: SetOverride
-// stores a new one, so a Take may read it under the shard's read lock.
+// A storedOverride is an Override as a shard keeps it. It is never changed once stored but for
+// derived, a cache: SetOverride stores a new one, so a Take may read it under the shard's read lock.
 type storedOverride struct {
 	o        admit.Override
 	deadline time.Duration // since table.base: from then on it is expired; ignored when forever
 	forever  bool          // o.Expires is zero
+	// derived is the Limit the Override makes of the Limit it last decided under (limitFor): most
+	// Requests of one override key are of one policy's Limit, whose overridden figures are then
+	// computed once, not on every decision.
+	derived atomic.Pointer[overriddenLimit]
+}
+
+// An overriddenLimit is a Limit with an Override's numbers, and what deciding under it needs.
+type overriddenLimit struct {
+	base admit.Limit     // the Request's Limit it was made from
+	lim  admit.Limit     // base with the Override's numbers (overridden)
+	gcra algo.GCRAParams // lim's figures, when it is a valid GCRA Limit
+	err  error           // why lim is not a valid Limit, or nil
+}
+
+// limitFor returns base with so's numbers, from derived when it was made from a Limit equal to
+// base. Safe under the shard's read lock: callers that race store equal values.
+func (so *storedOverride) limitFor(base *admit.Limit) *overriddenLimit {
+	if ol := so.derived.Load(); ol != nil && sameLimit(&ol.base, base) {
+		return ol
+	}
+	ol := &overriddenLimit{base: *base}
+	// The copy owns its names: a caller's string might share bytes it later changes (unsafe).
+	ol.base.Name, ol.base.Tier = strings.Clone(base.Name), strings.Clone(base.Tier)
+	ol.lim = overridden(ol.base, so.o)
+	if ol.err = ol.lim.Validate(); ol.err == nil && ol.lim.Algorithm == admit.GCRA {
+		ol.gcra = algo.NewGCRAParams(ol.lim)
+	}
+	so.derived.Store(ol)
+	return ol
+}
+
+// decides reports whether ol decides r: its Limit is valid, and r's cost within its capacity.
+func (ol *overriddenLimit) decides(r *admit.Request) bool {
+	return ol.err == nil && r.Cost <= ol.lim.Capacity()
 }
 
 // expired reports whether so has expired at mono.
@@ -81,8 +118,9 @@ func (sh *shard) limitOf(r *admit.Request, mono time.Duration, over *admit.Limit
 //
 //go:noinline
 func overrideLimit(r *admit.Request, so *storedOverride, over *admit.Limit) error {
-	*over = overridden(r.Limit, so.o)
-	err := over.Validate()
+	ol := so.limitFor(&r.Limit)
+	*over = ol.lim
+	err := ol.err
 	if err == nil {
 		// The Request's own checks under the new numbers: its cost against their capacity.
 		err = validate.Request(r.Key, r.Cost, r.ID, over.Algorithm == admit.Concurrency, over.Capacity())

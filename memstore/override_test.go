@@ -123,3 +123,84 @@ func TestOverrideTheLimitCannotTake(t *testing.T) {
 		}
 	}
 }
+
+// Takes of overridden keys, through the fast path and the general path, race with Overrides set,
+// deleted, listed, counted and swept: no call fails, and every Decision is under the Limit or one of
+// the Overrides' numbers, marked as such (run it with -race).
+func TestOverridesUnderChurn(t *testing.T) {
+	clock := newFakeClock()
+	s := memstore.New(memstore.Options{Now: clock.Now, SweepInterval: -1, Shards: 2})
+	defer s.Close()
+	lims := []admit.Limit{
+		{Name: "p", Algorithm: admit.FixedWindow, Rate: 1000, Period: time.Hour},
+		{Name: "p", Algorithm: admit.GCRA, Rate: 1000, Period: time.Second, Burst: 1000},
+	}
+	rates := map[int64]bool{1000: true, 2000: true, 3000: true}
+	done := make(chan struct{})
+	errs := make(chan error, 8)
+	for g := range 4 {
+		go func() {
+			for i := 0; ; i++ {
+				select {
+				case <-done:
+					errs <- nil
+					return
+				default:
+				}
+				subject := "s" + string(rune('0'+i%4))
+				lim := lims[g%2]
+				r := admit.Request{Key: "rl:p:v1-" + lim.Algorithm.String() + ":{" + subject + "}", Limit: lim, Cost: 1, OverrideKey: "rl:p:o:{" + subject + "}"}
+				var d admit.Decision
+				var err error
+				if g >= 2 {
+					var ds [1]admit.Decision
+					_, err = s.TakeAll(t.Context(), []admit.Request{r}, ds[:])
+					d = ds[0]
+				} else {
+					d, err = s.Take(t.Context(), r)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+				if !rates[d.Limit.Rate] || d.Overridden != (d.Limit.Rate != lim.Rate) {
+					errs <- errors.New("a Decision under numbers no Override set: " + d.Limit.String())
+					return
+				}
+			}
+		}()
+	}
+	for i := range 2000 {
+		key := "rl:p:o:{s" + string(rune('0'+i%4)) + "}"
+		switch i % 5 {
+		case 0, 1:
+			o := admit.Override{Key: key, Rate: 2000 + 1000*int64(i%2), Burst: 1000 * int64(1+i%2)}
+			if i%4 == 0 {
+				o.Expires = clock.Now().Add(time.Millisecond)
+			}
+			if err := s.SetOverride(t.Context(), o); err != nil {
+				t.Fatal(err)
+			}
+		case 2:
+			if _, err := s.DeleteOverride(t.Context(), key); err != nil {
+				t.Fatal(err)
+			}
+		case 3:
+			if _, _, err := s.Overrides(t.Context(), "p", "", 2); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.OverrideCount(t.Context(), "p"); err != nil {
+				t.Fatal(err)
+			}
+		case 4:
+			clock.Advance(time.Millisecond)
+			memstore.Sweep(s)
+		}
+	}
+	close(done)
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
