@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/algo"
 	"github.com/admit-dev/admit/internal/redistest"
 	"github.com/admit-dev/admit/internal/validate"
 )
@@ -769,6 +770,31 @@ func TestOverrideReplayAfterDelete(t *testing.T) {
 		d := takeReq(t, s, r)
 		if !d.Replayed || d.Overridden || d.Remaining != 3 || d.ResetAfter > lim.MaxWait() {
 			t.Fatalf("%v: the retry after the deletion: %+v; want replayed, cut to 3 left", lim, d)
+		}
+	}
+}
+
+// Building a take's keys and arguments allocates nothing for override keys: one Request, or several
+// with the same flags (what admit.Requests makes), get a mask made once.
+func TestOverrideArgsAllocateNothing(t *testing.T) {
+	lim := admit.Limit{Algorithm: admit.GCRA, Rate: 5, Period: time.Minute}
+	one := []admit.Request{{Key: "rl:a:v1:{s}", Limit: lim, Cost: 1, OverrideKey: "rl:a:o:{s}"}}
+	three := []admit.Request{one[0], one[0], one[0]}
+	three[1].Key, three[1].OverrideKey = "rl:b:v1:{s}", "rl:b:o:{s}"
+	three[2].Key, three[2].OverrideKey = "rl:c:v1:{s}", "rl:c:o:{s}"
+	src := algo.NewTokenSource()
+	for _, rs := range [][]admit.Request{one, three} {
+		var tokens [3]uint64
+		var keys [7]string
+		var args [3 + 3*takeArgsPerPolicy]string
+		var gotKeys, gotArgs []string
+		if n := testing.AllocsPerRun(100, func() {
+			gotKeys, gotArgs = appendTakeArgs(keys[:0], args[:0], rs, src, tokens[:len(rs)])
+		}); n != 0 {
+			t.Errorf("%d policies: %v allocations", len(rs), n)
+		}
+		if len(gotKeys) != 2*len(rs) || gotKeys[len(rs)] != rs[0].OverrideKey || gotArgs[2] != "6" {
+			t.Errorf("%d policies: keys %q, args %q; want the override keys after the policies', mask 6", len(rs), gotKeys, gotArgs)
 		}
 	}
 }
