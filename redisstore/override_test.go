@@ -237,7 +237,7 @@ func TestOverrideCorrupt(t *testing.T) {
 	for _, bad := range []string{
 		"", "5", "5 0", "5 0 0", "05 0 0 r", "5 00 0 r", "5 0 00 r", "0 0 0 r", "-5 0 0 r", "5 -1 0 r",
 		"1e3 0 0 r", "5  0 0 r", "10000000000000000 0 0 r", "5 10000000000000000 0 r", "5 0 0 " + long,
-		"5 0 12345678901234567890 r", "hash", "list",
+		"5 0 12345678901234567890 r", "5 0 9223372036854775808 r", "hash", "list",
 	} {
 		t.Run(strconv.Quote(bad), func(t *testing.T) {
 			slot := newKey(t)

@@ -81,11 +81,11 @@ for k = 1, n do
     local okey, match = KEYS[o], string.match
     --@fragment override_read
     -- An override's key read as SetOverride writes it: '<rate> <burst> <expires> <reason>', the
-    -- rate 1..MAX, the burst 0..MAX and the expiry (Unix ns, 0 for never) strict decimal integers,
-    -- each followed by one space, the reason the rest, at most MAX_REASON bytes. Reads okey, match,
-    -- tonumber. Sets why (declared nil) to why the key is corrupt, else, when it holds an override,
-    -- ors and obs (declared nil) to its rate's and burst's decimal strings and orate and oburst
-    -- (declared nil) to their values.
+    -- rate 1..MAX, the burst 0..MAX and the expiry (Unix ns below 2^63, 0 for never) strict
+    -- decimal integers, each followed by one space, the reason the rest, at most MAX_REASON bytes.
+    -- Reads okey, match, tonumber. Sets why (declared nil) to why the key is corrupt, else, when it
+    -- holds an override, ors and obs (declared nil) to its rate's and burst's decimal strings and
+    -- orate and oburst (declared nil) to their values.
     local raw = redis.pcall('GET', okey)
     if raw then
       if type(raw) == 'table' then
@@ -95,7 +95,7 @@ for k = 1, n do
         local byte = string.byte
         local rv = r and #r <= MAX_DIGITS and tonumber(r)
         local bv = rv and #b <= MAX_DIGITS and (b == '0' or byte(b) ~= 48) and tonumber(b)
-        if not (rv and rv <= MAX and bv and bv <= MAX and #e <= 19 and (e == '0' or byte(e) ~= 48) and
+        if not (rv and rv <= MAX and bv and bv <= MAX and (#e < 19 or #e == 19 and e <= '9223372036854775807') and (e == '0' or byte(e) ~= 48) and
             #raw - #r - #b - #e - 3 <= MAX_REASON) then
           why = 'override is not a rate, a burst, an expiry and a reason'
         else

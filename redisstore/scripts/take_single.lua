@@ -55,7 +55,7 @@ if ARGV[1] == '1' and ARGV[2] == '' and (#KEYS == 1 and (mask == '' or mask == '
         local byte = string.byte
         local rv = r and #r <= MAX_DIGITS and tonumber(r)
         local bv = rv and #b <= MAX_DIGITS and (b == '0' or byte(b) ~= 48) and tonumber(b)
-        if not (rv and rv <= MAX and bv and bv <= MAX and #e <= 19 and (e == '0' or byte(e) ~= 48) and
+        if not (rv and rv <= MAX and bv and bv <= MAX and (#e < 19 or #e == 19 and e <= '9223372036854775807') and (e == '0' or byte(e) ~= 48) and
             #raw - #r - #b - #e - 3 <= MAX_REASON) then
           why = 'override is not a rate, a burst, an expiry and a reason'
         else
@@ -634,7 +634,7 @@ elseif ARGV[2] == '' then
             local byte = string.byte
             local rv = r and #r <= MAX_DIGITS and tonumber(r)
             local bv = rv and #b <= MAX_DIGITS and (b == '0' or byte(b) ~= 48) and tonumber(b)
-            if not (rv and rv <= MAX and bv and bv <= MAX and #e <= 19 and (e == '0' or byte(e) ~= 48) and
+            if not (rv and rv <= MAX and bv and bv <= MAX and (#e < 19 or #e == 19 and e <= '9223372036854775807') and (e == '0' or byte(e) ~= 48) and
                 #raw - #r - #b - #e - 3 <= MAX_REASON) then
               why = 'override is not a rate, a burst, an expiry and a reason'
             else
