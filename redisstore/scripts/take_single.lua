@@ -38,13 +38,14 @@
 -- with the policy's number and the override's rate and burst (o1, orate, oburst: nil, and so left
 -- out, without an override). Corrupt override bytes fall through, as a corrupt key does. A call
 -- without override keys pays the comparisons that pick the path and three nils in each reply.
-local mask = ARGV[3] -- the policies' flags: '' for none, else a digit per policy (take.lua)
-if ARGV[1] == '1' and ARGV[2] == '' and (#KEYS == 1 and (mask == '' or mask == '0' or mask == '1') or
-    #KEYS == 2 and (mask == '2' or mask == '3' or mask == '6' or mask == '7')) then
+local mask, nkeys = ARGV[3], #KEYS -- the policies' flags: '' for none, else a digit per policy (take.lua)
+if ARGV[1] == '1' and ARGV[2] == '' and (nkeys == 1 and (mask == '' or mask == '0' or mask == '1') or
+    nkeys == 2 and (mask == '2' or mask == '3' or mask == '6' or mask == '7')) then
   local name, match, tonumber = ARGV[4], string.match, tonumber
-  local refused = (mask == '1' or mask == '3' or mask == '7') and 1 or 0 -- a rejection's first element: a shadow rejection rejects nothing
-  local ors, obs, orate, oburst, ocap, o1, clamp = nil, nil, nil, nil, nil, nil, false
-  if #KEYS == 2 then
+  -- refused: a rejection's first element, 1 in shadow mode (a shadow rejection rejects nothing);
+  -- clamp: an override key (gcra_read's clamp)
+  local refused, ors, obs, orate, oburst, ocap, o1, clamp = 0, nil, nil, nil, nil, nil, nil, nkeys == 2
+  if clamp then
     local okey, why = KEYS[2], nil
     local raw = redis.pcall('GET', okey)
     if raw then
@@ -63,7 +64,9 @@ if ARGV[1] == '1' and ARGV[2] == '' and (#KEYS == 1 and (mask == '' or mask == '
         end
       end
     end
-    clamp = true
+    if mask ~= '2' and mask ~= '6' then
+      refused = 1
+    end
     if why then
       name = nil -- corrupt: the general path refuses it
     elseif orate then
@@ -74,6 +77,8 @@ if ARGV[1] == '1' and ARGV[2] == '' and (#KEYS == 1 and (mask == '' or mask == '
         ocap = orate -- the policy's burst follows the rate (else it stays)
       end
     end
+  elseif mask == '1' then
+    refused = 1
   end
   if name == 'fixed_window' and #ARGV == (CLOCK_FROM_ARGV and 9 or 8) then
     local ls, ws, cs, aligned, key, why = ARGV[5], ARGV[6], ARGV[7], ARGV[8], KEYS[1], nil
@@ -597,7 +602,7 @@ elseif ARGV[2] == '' then
   -- has read them (o, below), before any write. A mask of one digit is every policy's (one).
   local one = mask and #mask == 1 and (mask == '2' and 2 or mask == '1' and 1 or mask == '3' and 3 or mask == '6' and 6 or
     mask == '7' and 7)
-  local ok, i = n and n >= 2 and n <= MAX_REQUESTS and (mask == '' and #KEYS == n or #KEYS >= n and
+  local ok, i = n and n >= 2 and n <= MAX_REQUESTS and (mask == '' and nkeys == n or nkeys >= n and
     (one or #mask == n and match(mask, '^[0-367]+$'))), 4
   for _ = 1, ok and n or 0 do -- every algorithm one this path decides, before any key is read
     local name = ARGV[i]
@@ -969,7 +974,7 @@ elseif ARGV[2] == '' then
       end
       k = k + 1
     end
-    ok = ok and o == #KEYS -- every override key read, and no key more
+    ok = ok and o == nkeys -- every override key read, and no key more
     if ok and reply[1] == 0 then
       -- A rejection writes nothing: a policy that would have admitted reports its key as it is, as a
       -- peek: its cost back in remaining, and a peek's reset_after.
