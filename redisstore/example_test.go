@@ -37,3 +37,31 @@ func Example() {
 	}
 	// Output: 503 limiter unavailable
 }
+
+// An Override raises one subject's limit under one policy, for every instance sharing the Redis,
+// until it expires; the Limiter's decisions for that subject then say Overridden. Its key comes from
+// the KeyBuilder the Limiter uses. It is checked before any I/O; nothing listens on port 1 here, so
+// a valid one cannot be stored.
+func ExampleStore_SetOverride() {
+	store, err := redisstore.New(redisstore.Config{URL: "redis://127.0.0.1:1"})
+	if err != nil {
+		panic(err)
+	}
+	defer store.Close()
+	keys, err := admit.NewKeyBuilder([]byte("the secret every instance shares"))
+	if err != nil {
+		panic(err)
+	}
+	key, err := keys.OverrideKey("demo", admit.Subject{ID: "big-customer"})
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	err = store.SetOverride(ctx, admit.Override{Key: key, Rate: 0})
+	fmt.Println("rate 0 invalid:", errors.Is(err, admit.ErrInvalidRequest))
+	err = store.SetOverride(ctx, admit.Override{Key: key, Rate: 30, Expires: time.Now().Add(24 * time.Hour), Reason: "ticket 123"})
+	fmt.Println("Redis down:", errors.Is(err, admit.ErrUnavailable))
+	// Output:
+	// rate 0 invalid: true
+	// Redis down: true
+}

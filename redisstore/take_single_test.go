@@ -74,15 +74,39 @@ func TestSinglePolicyPathAgreesWithGeneralPath(t *testing.T) {
 	} {
 		for _, shadow := range []bool{false, true} {
 			lim.Shadow = shadow
-			testSinglePolicyPath(t, srv, s, start, lim)
+			for _, ov := range []string{"", "missing", "set"} {
+				testSinglePolicyPath(t, srv, s, start, lim, ov)
+			}
 		}
 	}
 }
 
+// pathOverride gives r an override key in its slot when ov is not "", and stores an Override there
+// when ov is "set": a larger rate (and for gcra a burst of its own), which r's costs fit.
+func pathOverride(t *testing.T, srv *redistest.Server, r *admit.Request, ov string) {
+	t.Helper()
+	if ov == "" {
+		return
+	}
+	r.OverrideKey = overrideKeyOf("path", r.Key)
+	if ov != "set" {
+		return
+	}
+	o := admit.Override{Key: r.OverrideKey, Rate: min(2*r.Limit.Rate, bound.MaxRate)}
+	if r.Limit.Algorithm == admit.GCRA {
+		o.Rate, o.Burst = r.Limit.Rate+1, r.Limit.Capacity()+3
+	}
+	if err := srv.Do(t, "SET", o.Key, encodeOverride(o)).Error(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // testSinglePolicyPath runs TestSinglePolicyPathAgreesWithGeneralPath's sequence under lim.
-func testSinglePolicyPath(t *testing.T, srv *redistest.Server, s *Store, start time.Time, lim admit.Limit) {
-	t.Run(fmt.Sprintf("%v_%d_per_%v_aligned_%v_shadow_%v", lim.Algorithm, lim.Rate, lim.Period, lim.Aligned, lim.Shadow), func(t *testing.T) {
-		single, general := newKey(t), newKey(t)
+func testSinglePolicyPath(t *testing.T, srv *redistest.Server, s *Store, start time.Time, lim admit.Limit, ov string) {
+	t.Run(fmt.Sprintf("%v_%d_per_%v_aligned_%v_shadow_%v_override_%q", lim.Algorithm, lim.Rate, lim.Period, lim.Aligned, lim.Shadow, ov), func(t *testing.T) {
+		single, general := admit.Request{Key: newKey(t), Limit: lim}, admit.Request{Key: newKey(t), Limit: lim}
+		pathOverride(t, srv, &single, ov)
+		pathOverride(t, srv, &general, ov)
 		at := start
 		for step, cost := range []int64{1, 0, 3, 2, 1, 0, 5, 1, 4, 0, 3, 2, 0} {
 			cost = min(cost, lim.Capacity()) // a larger cost is refused
@@ -103,19 +127,23 @@ func testSinglePolicyPath(t *testing.T, srv *redistest.Server, s *Store, start t
 			}
 			at = at.Add(time.Millisecond)
 			clock := strconv.FormatInt(at.UnixMicro(), 10)
-			keys, args := testArgs([]admit.Request{{Key: single, Limit: lim, Cost: cost}})
+			single.Cost, general.Cost = cost, cost
+			keys, args := testArgs([]admit.Request{single})
 			got, err := runInts(t, s, testSingleScript, keys, append(args, clock))
 			if err != nil {
 				t.Fatalf("step %d (cost %d): the single-policy path: %v", step, cost, err)
 			}
-			keys, args = testArgs([]admit.Request{{Key: general, Limit: lim, Cost: cost}})
+			if n := len(got); ov == "set" && (n != 10 || got[7] != 1) || ov != "set" && n != 7 {
+				t.Fatalf("step %d (cost %d): reply %v: an override reported %v", step, cost, got, n == 10)
+			}
+			keys, args = testArgs([]admit.Request{general})
 			want, err := runInts(t, s, testGeneralTakeScript, keys, append(args, clock))
 			if err != nil {
 				t.Fatalf("step %d (cost %d): the general path: %v", step, cost, err)
 			}
 			if lim.Algorithm == admit.FixedWindow && !lim.Aligned {
-				checkExpiryToken(t, srv, single, got)
-				checkExpiryToken(t, srv, general, want)
+				checkExpiryToken(t, srv, single.Key, got)
+				checkExpiryToken(t, srv, general.Key, want)
 				for _, i := range []int{4, 5} { // retry_after, reset_after
 					if d := got[i] - want[i]; d < -1000 || d > 1000 {
 						t.Fatalf("step %d (cost %d): element %d: single-policy path %v, general path %v", step, cost, i, got, want)
@@ -158,13 +186,17 @@ func TestSeveralPoliciesPathAgreesWithGeneralPath(t *testing.T) {
 			if shadow >= 0 {
 				lims[shadow].Shadow = true
 			}
-			testSeveralPoliciesPath(t, srv, s, start, strings.Join(name, "+")+"/shadow_"+strconv.Itoa(shadow), lims)
+			for _, ov := range []string{"", "missing", "set"} {
+				testSeveralPoliciesPath(t, srv, s, start, strings.Join(name, "+")+"/shadow_"+strconv.Itoa(shadow)+"/override_"+strconv.Quote(ov), lims, ov)
+			}
 		}
 	}
 }
 
 // testSeveralPoliciesPath runs TestSeveralPoliciesPathAgreesWithGeneralPath's sequence under lims.
-func testSeveralPoliciesPath(t *testing.T, srv *redistest.Server, s *Store, start time.Time, name string, lims []admit.Limit) {
+// With ov "missing" every policy has an override key and none an Override; with "set", the even
+// policies have an Override (pathOverride's), the odd ones an override key only.
+func testSeveralPoliciesPath(t *testing.T, srv *redistest.Server, s *Store, start time.Time, name string, lims []admit.Limit, ov string) {
 	t.Run(name, func(t *testing.T) {
 		var sets [2][]string
 		for i := range sets {
@@ -188,6 +220,15 @@ func testSeveralPoliciesPath(t *testing.T, srv *redistest.Server, s *Store, star
 				rs := make([]admit.Request, len(lims))
 				for p := range lims {
 					rs[p] = admit.Request{Key: sets[i][p], Limit: lims[p], Cost: cost}
+					if ov != "" {
+						rs[p].OverrideKey = overrideKeyOf("path"+strconv.Itoa(p), rs[p].Key)
+					}
+					if ov == "set" && p%2 == 0 && step == 0 {
+						o := admit.Override{Key: rs[p].OverrideKey, Rate: lims[p].Rate + 2, Burst: lims[p].Capacity() + 1}
+						if err := srv.Do(t, "SET", o.Key, encodeOverride(o)).Error(); err != nil {
+							t.Fatal(err)
+						}
+					}
 				}
 				keys, args := testArgs(rs)
 				var err error
@@ -196,6 +237,9 @@ func testSeveralPoliciesPath(t *testing.T, srv *redistest.Server, s *Store, star
 				}
 			}
 			got, want := replies[0], replies[1]
+			if n := 2 + 5*len(lims) + 3*((len(lims)+1)/2); ov == "set" && len(got) != n {
+				t.Fatalf("step %d: reply %v; want %d elements, the even policies overridden", step, got, n)
+			}
 			for p, lim := range lims {
 				at := 2 + 5*p
 				if lim.Algorithm != admit.FixedWindow || lim.Aligned {
@@ -289,7 +333,15 @@ func TestSinglePolicyPathFallsThrough(t *testing.T) {
 		{"a request ID", nil, []string{"1", "ab", "", "fixed_window", "3", "60000", "1", "0"}},
 		{"shadow mask 2", nil, []string{"1", "", "2", "fixed_window", "3", "60000", "1", "0"}},
 		{"shadow mask of two for one policy", nil, []string{"1", "", "11", "fixed_window", "3", "60000", "1", "0"}},
-		{"two policies, a shadow mask of one", []string{"SET", "KEY:2", "1", "PX", "60000"}, []string{"2", "", "1", "fixed_window", "3", "60000", "1", "0", "fixed_window", "3", "60000", "1", "0"}},
+		{"two policies, a mask of one 4", []string{"SET", "KEY:2", "1", "PX", "60000"}, []string{"2", "", "4", "fixed_window", "3", "60000", "1", "0", "fixed_window", "3", "60000", "1", "0"}},
+		{"two policies, a mask of one 2 without their override keys", nil, []string{"2", "", "2", "fixed_window", "3", "60000", "1", "0", "fixed_window", "3", "60000", "1", "0"}},
+		{"two policies, a mask 22 and one override key", nil, []string{"2", "", "22", "fixed_window", "3", "60000", "1", "0", "fixed_window", "3", "60000", "1", "0"}},
+		{"override corrupt", []string{"SET", "KEY:o", "05 0 0 r"}, []string{"1", "", "2", "fixed_window", "3", "60000", "1", "0"}},
+		{"override in a hash", []string{"HSET", "KEY:o", "a", "1"}, []string{"1", "", "2", "gcra", "5", "60000", "1", "4"}},
+		{"override rate above the sliding log's", []string{"SET", "KEY:o", "20000 0 0 r"}, []string{"1", "", "2", "sliding_log", "3", "60000", "1"}},
+		{"override burst below the cost", []string{"SET", "KEY:o", "5 1 0 r"}, []string{"1", "", "2", "gcra", "5", "60000", "2", "4"}},
+		{"override key with a mask 0", []string{"SET", "KEY:o", "5 0 0 r"}, []string{"1", "", "0", "fixed_window", "3", "60000", "1", "0"}},
+		{"two policies, an override corrupt", []string{"SET", "KEY:o", "5 0 0"}, []string{"2", "", "02", "fixed_window", "3", "60000", "1", "0", "sliding_window", "3", "60000", "1"}},
 		{"two policies, a shadow mask 1x", nil, []string{"2", "", "1x", "fixed_window", "3", "60000", "1", "0", "fixed_window", "3", "60000", "1", "0"}},
 		{"two policies, one a sliding log", nil, []string{"2", "", "", "fixed_window", "3", "60000", "1", "0", "sliding_log", "3", "60000", "1"}},
 		{"two policies, the second corrupt", []string{"HSET", "KEY:2", "start", "0"}, []string{"2", "", "", "gcra", "5", "60000", "1", "4", "sliding_window", "3", "60000", "1"}},
@@ -348,6 +400,9 @@ func TestSinglePolicyPathFallsThrough(t *testing.T) {
 			keys := []string{key}
 			if tc.args[0] == "2" && !strings.HasSuffix(tc.name, "a key short") || tc.args[0] == "02" {
 				keys = append(keys, key+":2")
+			}
+			if strings.Contains(tc.name, "override") {
+				keys = append(keys, key+":o")
 			}
 			if tc.args[1] != "" {
 				keys = append(keys, key+":record")

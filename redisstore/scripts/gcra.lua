@@ -23,16 +23,18 @@ if named_gcra then
   -- parse reads the arguments from ARGV[i] on and returns the policy's table and the index after them,
   -- or nil and why they are invalid. limit is the burst, the most remaining can be.
   function gcra.parse(i)
-    local rs, ws, cs, bs, why = ARGV[i] or '', ARGV[i + 1] or '', ARGV[i + 2] or '', ARGV[i + 3] or '', nil
+    local rs, ws, cs, bs, why, orate, ocap = ARGV[i] or '', ARGV[i + 1] or '', ARGV[i + 2] or '', ARGV[i + 3] or '', nil,
+      nil, nil -- take.lua passes an override's numbers as arguments
     --@fragment gcra_parse
     -- A gcra bucket's arguments, parsed strictly from their decimal strings rs, ws, cs, bs, as
     -- fixed_window_parse parses them, and checked as admit.Limit.Validate checks them. Declares rate,
     -- window, burst, cost, and interval (the emission interval, µs, rounded up: exact, the period is
     -- below 2^53) and tolerance (burst × interval, exact when at most MAX_TOLERANCE); sets why
     -- (declared nil) to why they are invalid.
-    local rate = #rs <= MAX_DIGITS and match(rs, '^[1-9]%d*$') and tonumber(rs)
+    -- orate and ocap (declared), when not nil, are an override's rate and burst, already parsed.
+    local rate = orate or #rs <= MAX_DIGITS and match(rs, '^[1-9]%d*$') and tonumber(rs)
     local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
-    local burst = #bs <= MAX_DIGITS and match(bs, '^[1-9]%d*$') and tonumber(bs)
+    local burst = ocap or #bs <= MAX_DIGITS and match(bs, '^[1-9]%d*$') and tonumber(bs)
     local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
     local interval, tolerance
     if not (rate and rate <= MAX and window and window <= MAX_WINDOW and burst and burst <= MAX) then
@@ -56,18 +58,20 @@ if named_gcra then
       return nil, why
     end
     return {alg = gcra, limit = burst, window = window, cost = cost, interval = interval,
-      tolerance = tolerance, max_wait = math.ceil(tolerance / 1000), backlog = 0}, i + 4
+      tolerance = tolerance, max_wait = math.ceil(tolerance / 1000), backlog = 0, clamp = false}, i + 4
   end
 
   -- read reads the key's state into p: p.backlog, how far the TAT is ahead of now, stays 0 when the key
   -- is missing or its bucket has emptied (TAT at or before now). It returns true, or nil and why the key
-  -- is corrupt.
+  -- is corrupt. p.clamp is true for a request with an override key (take.lua).
   function gcra.read(key, p)
-    local now, tolerance, why, backlog = now(), p.tolerance, nil, 0
+    local now, tolerance, why, backlog, clamp = now(), p.tolerance, nil, 0, p.clamp
     --@fragment gcra_read
-    -- A gcra bucket's key read as admit writes it. Reads key, tolerance, now (µs), match, tonumber.
-    -- Sets why (declared nil) to why the key is corrupt, else backlog (declared 0) to the stored TAT's
-    -- lead over now, 0 to tolerance.
+    -- A gcra bucket's key read as admit writes it. Reads key, tolerance, now (µs), match, tonumber,
+    -- clamp. Sets why (declared nil) to why the key is corrupt, else backlog (declared 0) to the
+    -- stored TAT's lead over now, 0 to tolerance. With clamp (a request with an override key, whose
+    -- numbers may have changed since the TAT was written) a TAT further ahead than a full bucket, or
+    -- expiring later than one empties, reads as a full bucket (backlog = tolerance), not as corrupt.
     local raw = redis.pcall('GET', key)
     if raw then
       if type(raw) == 'table' then
@@ -81,13 +85,21 @@ if named_gcra then
           if ttl < 0 then
             why = 'theoretical arrival time has no expiry'
           elseif ttl > math.ceil(tolerance / 1000) + 1 then
-            why = 'theoretical arrival time expires later than a full bucket empties'
+            if clamp then
+              backlog = tolerance
+            else
+              why = 'theoretical arrival time expires later than a full bucket empties'
+            end
           else
             backlog = tat - now
-            if backlog > tolerance then
+            if backlog <= tolerance then
+              if backlog < 0 then
+                backlog = 0
+              end
+            elseif clamp then
+              backlog = tolerance
+            else
               why = 'theoretical arrival time is further ahead than a full bucket'
-            elseif backlog < 0 then
-              backlog = 0
             end
           end
         end

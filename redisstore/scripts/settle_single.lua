@@ -20,12 +20,13 @@ local settle_token_at = (ARGV[1] == 'sliding_window' or ARGV[1] == 'sliding_log'
 if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_token_at + 1) then
   local name, match, tonumber, key = ARGV[1], string.match, tonumber, KEYS[1]
   local ts, as = ARGV[settle_token_at], ARGV[settle_token_at + 1]
+  local orate, ocap = nil, nil -- the parse fragments' override numbers: a settlement ignores overrides
   local token = ts == '0' and 0 or #ts <= MAX_DIGITS and match(ts, '^[1-9]%d*$') and tonumber(ts)
   local actual = as == '0' and 0 or as == '1' and 1 or #as <= MAX_DIGITS and match(as, '^[1-9]%d*$') and tonumber(as)
   if token and token <= MAX_TAT and actual and actual <= MAX then
     if name == 'fixed_window' then
       local ls, ws, cs, aligned, why = ARGV[2], ARGV[3], ARGV[4], ARGV[5], nil
-      local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
+      local limit = orate or #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
       local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
       local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
       if not (limit and limit <= MAX and window and window <= MAX_WINDOW) then
@@ -140,9 +141,9 @@ if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_to
       end
     elseif name == 'gcra' then
       local rs, ws, cs, bs, why = ARGV[2], ARGV[3], ARGV[4], ARGV[5], nil
-      local rate = #rs <= MAX_DIGITS and match(rs, '^[1-9]%d*$') and tonumber(rs)
+      local rate = orate or #rs <= MAX_DIGITS and match(rs, '^[1-9]%d*$') and tonumber(rs)
       local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
-      local burst = #bs <= MAX_DIGITS and match(bs, '^[1-9]%d*$') and tonumber(bs)
+      local burst = ocap or #bs <= MAX_DIGITS and match(bs, '^[1-9]%d*$') and tonumber(bs)
       local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
       local interval, tolerance
       if not (rate and rate <= MAX and window and window <= MAX_WINDOW and burst and burst <= MAX) then
@@ -170,7 +171,7 @@ if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_to
           local tm = redis.call('TIME')
           now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
         end
-        local why, backlog = nil, 0
+        local why, backlog, clamp = nil, 0, false -- a settlement ignores overrides
         local raw = redis.pcall('GET', key)
         if raw then
           if type(raw) == 'table' then
@@ -184,13 +185,21 @@ if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_to
               if ttl < 0 then
                 why = 'theoretical arrival time has no expiry'
               elseif ttl > math.ceil(tolerance / 1000) + 1 then
-                why = 'theoretical arrival time expires later than a full bucket empties'
+                if clamp then
+                  backlog = tolerance
+                else
+                  why = 'theoretical arrival time expires later than a full bucket empties'
+                end
               else
                 backlog = tat - now
-                if backlog > tolerance then
+                if backlog <= tolerance then
+                  if backlog < 0 then
+                    backlog = 0
+                  end
+                elseif clamp then
+                  backlog = tolerance
+                else
                   why = 'theoretical arrival time is further ahead than a full bucket'
-                elseif backlog < 0 then
-                  backlog = 0
                 end
               end
             end
@@ -244,7 +253,7 @@ if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_to
       end
     elseif name == 'sliding_window' then
       local ls, ws, cs, why = ARGV[2], ARGV[3], ARGV[4], nil
-      local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
+      local limit = orate or #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
       local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
       local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
       if not (limit and limit <= MAX and window and window <= MAX_WINDOW) then
@@ -449,7 +458,7 @@ if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_to
       -- key found corrupt before the write falls through to the general path; after it, it cannot be
       -- (admit's writes keep a log well formed), but would be refused as settle.lua refuses it.
       local ls, ws, cs, why = ARGV[2], ARGV[3], ARGV[4], nil
-      local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
+      local limit = orate or #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
       local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
       local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
       if not (limit and limit <= MAX_LOG and window and window <= MAX_WINDOW) then

@@ -19,6 +19,7 @@ local settle_token_at = (ARGV[1] == 'sliding_window' or ARGV[1] == 'sliding_log'
 if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_token_at + 1) then
   local name, match, tonumber, key = ARGV[1], string.match, tonumber, KEYS[1]
   local ts, as = ARGV[settle_token_at], ARGV[settle_token_at + 1]
+  local orate, ocap = nil, nil -- the parse fragments' override numbers: a settlement ignores overrides
   --@inline settle_token_actual
   if token and token <= MAX_TAT and actual and actual <= MAX then
     if name == 'fixed_window' then
@@ -64,7 +65,7 @@ if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_to
       if not why and reserved > 0 then -- a reservation's cost is never 0
         local now
         --@inline clock_us
-        local why, backlog = nil, 0
+        local why, backlog, clamp = nil, 0, false -- a settlement ignores overrides
         --@inline gcra_read
         if not why then
           local delta, cost = actual - reserved, 0 -- cost: what the decision after the write looks for room for

@@ -30,10 +30,39 @@
 -- internal/tools/luagen (go generate) writes ../take_single.lua with each fragment's text spliced in,
 -- indented as the line, so the script runs the same statements as if each were written out, with
 -- no function. A fragment's header comment names the locals it reads and sets.
-local mask = ARGV[3] -- the policies in shadow mode: '' for none, else a '0' or '1' per policy
-if ARGV[1] == '1' and ARGV[2] == '' and #KEYS == 1 and (mask == '' or mask == '0' or mask == '1') then
+--
+-- A policy with an override key (its flag 2, 3, 6 or 7, take.lua) reads it first: an override's rate,
+-- and for gcra its burst (or its rate, when the policy's burst follows the rate: flag 6 or 7), stand
+-- in for the arguments' (orate, ocap: the parse fragments take them as parsed), and the reply ends
+-- with the policy's number and the override's rate and burst (o1, orate, oburst: nil, and so left
+-- out, without an override). Corrupt override bytes fall through, as a corrupt key does. A call
+-- without override keys pays the comparisons that pick the path and three nils in each reply.
+local mask, nkeys = ARGV[3], #KEYS -- the policies' flags: '' for none, else a digit per policy (take.lua)
+if ARGV[1] == '1' and ARGV[2] == '' and (nkeys == 1 and (mask == '' or mask == '0' or mask == '1') or
+    nkeys == 2 and (mask == '2' or mask == '3' or mask == '6' or mask == '7')) then
   local name, match, tonumber = ARGV[4], string.match, tonumber
-  local refused = mask == '1' and 1 or 0 -- a rejection's first element: a shadow rejection rejects nothing
+  -- refused: a rejection's first element, 1 in shadow mode (a shadow rejection rejects nothing);
+  -- clamp: an override key (gcra_read's clamp)
+  local refused, ors, obs, orate, oburst, ocap, o1, clamp = 0, nil, nil, nil, nil, nil, nil, nkeys == 2
+  if clamp then
+    local okey, why = KEYS[2], nil
+    --@inline override_read
+    if mask ~= '2' and mask ~= '6' then
+      refused = 1
+    end
+    if why then
+      name = nil -- corrupt: the general path refuses it
+    elseif orate then
+      o1 = 1
+      if oburst > 0 then
+        ocap = oburst
+      elseif mask == '6' or mask == '7' then
+        ocap = orate -- the policy's burst follows the rate (else it stays)
+      end
+    end
+  elseif mask == '1' then
+    refused = 1
+  end
   if name == 'fixed_window' and #ARGV == (CLOCK_FROM_ARGV and 9 or 8) then
     local ls, ws, cs, aligned, key, why = ARGV[5], ARGV[6], ARGV[7], ARGV[8], KEYS[1], nil
     --@inline fixed_window_parse
@@ -49,16 +78,16 @@ if ARGV[1] == '1' and ARGV[2] == '' and #KEYS == 1 and (mask == '' or mask == '0
       if not why then
         --@inline fixed_window_decide
         if allowed == 0 then
-          return {refused, 0, 0, remaining, retry, reset, 0}
+          return {refused, 0, 0, remaining, retry, reset, 0, o1, orate, oburst}
         end
         if cost == 0 then
-          return {1, 0, 1, remaining, 0, reset, 0}
+          return {1, 0, 1, remaining, 0, reset, 0, o1, orate, oburst}
         end
         --@inline fixed_window_write
         if not t then
-          return {1, 0, 1, remaining, 0, reset, redis.call('PEXPIRETIME', key)}
+          return {1, 0, 1, remaining, 0, reset, redis.call('PEXPIRETIME', key), o1, orate, oburst}
         end
-        return {1, 0, 1, remaining, 0, reset, count > 0 and t + ttl or ends}
+        return {1, 0, 1, remaining, 0, reset, count > 0 and t + ttl or ends, o1, orate, oburst}
       end
     end
   elseif name == 'gcra' and #ARGV == (CLOCK_FROM_ARGV and 9 or 8) then
@@ -72,14 +101,14 @@ if ARGV[1] == '1' and ARGV[2] == '' and #KEYS == 1 and (mask == '' or mask == '0
       if not why then
         --@inline gcra_decide
         if allowed == 0 then
-          return {refused, 0, 0, remaining, retry, reset, 0}
+          return {refused, 0, 0, remaining, retry, reset, 0, o1, orate, oburst}
         end
         if cost == 0 then
-          return {1, 0, 1, remaining, 0, reset, 0}
+          return {1, 0, 1, remaining, 0, reset, 0, o1, orate, oburst}
         end
         backlog = backlog + need
         --@inline gcra_set
-        return {1, 0, 1, remaining, 0, reset, now + backlog}
+        return {1, 0, 1, remaining, 0, reset, now + backlog, o1, orate, oburst}
       end
     end
   elseif name == 'sliding_window' and #ARGV == (CLOCK_FROM_ARGV and 8 or 7) then
@@ -108,15 +137,15 @@ if ARGV[1] == '1' and ARGV[2] == '' and #KEYS == 1 and (mask == '' or mask == '0
           --@inline sliding_window_reset
           reset = (reset - reset % 1000) / 1000
           if cost == 0 then
-            return {1, 0, 1, limit - used, 0, reset, 0}
+            return {1, 0, 1, limit - used, 0, reset, 0, o1, orate, oburst}
           end
           --@inline sliding_window_write
-          return {1, 0, 1, limit - used - cost, 0, reset, cur}
+          return {1, 0, 1, limit - used - cost, 0, reset, cur, o1, orate, oburst}
         end
         --@inline sliding_window_rejection
         if not c or ab2 < 4503599627370496 then
           --@inline sliding_window_wait
-          return {refused, 0, 0, remaining, (wait - wait % 1000) / 1000, (reset - reset % 1000) / 1000, 0}
+          return {refused, 0, 0, remaining, (wait - wait % 1000) / 1000, (reset - reset % 1000) / 1000, 0, o1, orate, oburst}
         end
       end
     end
@@ -132,12 +161,12 @@ if ARGV[1] == '1' and ARGV[2] == '' and #KEYS == 1 and (mask == '' or mask == '0
       if not why then
         --@inline concurrency_decide
         if allowed == 0 then
-          return {refused, 0, 0, remaining, retry, reset, 0}
+          return {refused, 0, 0, remaining, retry, reset, 0, o1, orate, oburst}
         end
         if cost == 1 then
           --@inline concurrency_apply
         end
-        return {1, 0, 1, remaining, 0, reset, 0}
+        return {1, 0, 1, remaining, 0, reset, 0, o1, orate, oburst}
       end
     end
   elseif name == 'sliding_log' and #ARGV == (CLOCK_FROM_ARGV and 8 or 7) then
@@ -152,14 +181,14 @@ if ARGV[1] == '1' and ARGV[2] == '' and #KEYS == 1 and (mask == '' or mask == '0
       if not why then
         --@inline sliding_log_decide
         if allowed == 0 then
-          return {refused, 0, 0, remaining, retry, reset, 0}
+          return {refused, 0, 0, remaining, retry, reset, 0, o1, orate, oburst}
         end
         if cost == 0 then
-          return {1, 0, 1, remaining, 0, reset, 0}
+          return {1, 0, 1, remaining, 0, reset, 0, o1, orate, oburst}
         end
         local units = cost
         --@inline sliding_log_append
-        return {1, 0, 1, remaining, 0, reset, now}
+        return {1, 0, 1, remaining, 0, reset, now, o1, orate, oburst}
       end
     end
   end
@@ -177,10 +206,14 @@ elseif ARGV[2] == '' then
   --   the retry slot (0 in an admission's reply): the reset_after a peek reports.
   -- On a rejection, the policies that would have admitted report their keys as peeks; else the last
   -- pass makes the writes. The clock (TIME) is read once, when a policy first needs it.
-  local ns, match, tonumber = ARGV[1], string.match, tonumber
+  local ns, match, tonumber, byte = ARGV[1], string.match, tonumber, string.byte
   local n = #ns <= 2 and match(ns, '^[1-9]%d?$') and tonumber(ns)
-  local ok, i = n and n >= 2 and n <= MAX_REQUESTS and #KEYS == n and
-    (mask == '' or #mask == n and match(mask, '^[01]+$')), 4
+  -- With a mask, KEYS holds an override key more per '2' or more in it: checked once the first pass
+  -- has read them (o, below), before any write. A mask of one digit is every policy's (one).
+  local one = mask and #mask == 1 and (mask == '2' and 2 or mask == '1' and 1 or mask == '3' and 3 or mask == '6' and 6 or
+    mask == '7' and 7)
+  local ok, i = n and n >= 2 and n <= MAX_REQUESTS and (mask == '' and nkeys == n or nkeys >= n and
+    (one or #mask == n and match(mask, '^[0-367]+$'))), 4
   for _ = 1, ok and n or 0 do -- every algorithm one this path decides, before any key is read
     local name = ARGV[i]
     if name == 'fixed_window' or name == 'gcra' then
@@ -193,7 +226,7 @@ elseif ARGV[2] == '' then
     end
   end
   if ok and #ARGV == (CLOCK_FROM_ARGV and i or i - 1) then
-    local reply, now, prevs, k = {1, 0}, nil, nil, 1
+    local reply, now, prevs, k, o, x = {1, 0}, nil, nil, 1, n, 2 + 5 * n -- o: the last override key read; x: the reply's last
     if n == 2 then -- made whole: growing it rehashes
       reply = {1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
     elseif n == 3 then
@@ -202,7 +235,25 @@ elseif ARGV[2] == '' then
     i = 4
     while ok and k <= n do
       local name, at, key = ARGV[i], 5 * k - 2, KEYS[k]
-      if name == 'fixed_window' then
+      local flag, ors, obs, orate, oburst, ocap = one or mask == '' and 0 or byte(mask, k) - 48, nil, nil, nil, nil, nil
+      if flag >= 2 then
+        local why
+        o = o + 1
+        local okey = KEYS[o] -- nil past the last: GET refuses it, and the call falls through
+        --@inline override_read
+        ok = not why
+        if orate then
+          reply[x + 1], reply[x + 2], reply[x + 3], x = k, orate, oburst, x + 3
+          if oburst > 0 then
+            ocap = oburst
+          elseif flag >= 6 then
+            ocap = orate -- the policy's burst follows the rate (else it stays)
+          end
+        end
+      end
+      if not ok then
+        break -- corrupt: the general path refuses it
+      elseif name == 'fixed_window' then
         local ls, ws, cs, aligned, why = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], nil
         --@inline fixed_window_parse
         ok = not why
@@ -234,7 +285,7 @@ elseif ARGV[2] == '' then
         local rs, ws, cs, bs, why = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], nil
         --@inline gcra_parse
         ok = not why
-        local backlog = 0
+        local backlog, clamp = 0, flag >= 2
         if ok then
           if not now then
             --@inline clock_us
@@ -308,11 +359,12 @@ elseif ARGV[2] == '' then
         end
         i = i + 4
       end
-      if reply[at] == 0 and (mask == '' or string.byte(mask, k) ~= 49) then -- '1': a shadow rejection rejects nothing
+      if reply[at] == 0 and flag % 2 == 0 then -- odd: a shadow rejection rejects nothing
         reply[1] = 0
       end
       k = k + 1
     end
+    ok = ok and o == nkeys -- every override key read, and no key more
     if ok and reply[1] == 0 then
       -- A rejection writes nothing: a policy that would have admitted reports its key as it is, as a
       -- peek: its cost back in remaining, and a peek's reset_after.
