@@ -17,7 +17,7 @@ const (
 )
 
 // Actions returns every action a Handler may report to Options.OnChange.
-func Actions() []string { return []string{ActionReset} }
+func Actions() []string { return []string{ActionReset, ActionOverrideSet, ActionOverrideDelete} }
 
 // The results of an audit record beside "ok": the class of the error that refused a change.
 const (
@@ -65,6 +65,8 @@ func resultOf(err error) string {
 	switch {
 	case err == nil:
 		return resultOK
+	case errors.Is(err, errNoOverride):
+		return resultNone
 	case errors.Is(err, service.ErrUnknownPolicy):
 		return resultUnknownPolicy
 	case errors.Is(err, policy.ErrUnknownTier):
