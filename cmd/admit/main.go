@@ -8,6 +8,7 @@
 //	admit check --config FILE --policy P [--policy Q] --key K [--cost N] [--request-id ID] [--redis URL]
 //	admit state [--admin URL] [--admin-token-file PATH] [--policy P [--tier T]] --key K
 //	admit reset [--admin URL] [--admin-token-file PATH] [--policy P] [--reason TEXT] --key K
+//	admit override set|delete|list [--admin URL] [--admin-token-file PATH] --policy P [--key K] [--limit N] [--burst N] [--expires-in D] [--reason TEXT] [--cursor C] [--n N]
 //	admit bench [--target URL|memory] [--rate N/s | --concurrency N] [--duration D] [--keys N | --hot-key] [--json]
 //	admit version
 //	admit help
@@ -95,6 +96,7 @@ Commands:
 	config    check a configuration file: admit config validate FILE
 	state     ask a running admit serve's admin API for a subject's state under its policies
 	reset     ask a running admit serve's admin API to reset a subject's state under its policies
+	override  set, delete or list, through the admin API, a subject's numbers in place of a policy's
 	bench     a load generator: decisions/s and latency of admit serve (HTTP, gRPC) or of a store
 	version   print the version
 	help      print this help
@@ -187,6 +189,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return state(ctx, rest, stdout, stderr)
 	case "reset":
 		return reset(ctx, rest, stdout, stderr)
+	case "override":
+		return override(ctx, rest, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, versionString())
 		return exitOK
@@ -211,6 +215,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		if len(rest) > 0 && rest[0] == "reset" {
 			return reset(ctx, []string{"--help"}, stdout, stderr)
+		}
+		if len(rest) > 0 && rest[0] == "override" {
+			return override(ctx, []string{"--help"}, stdout, stderr)
 		}
 		if len(rest) > 0 && rest[0] != "help" && rest[0] != "version" {
 			fmt.Fprintf(stderr, "admit help: unknown command %q\n", rest[0])
