@@ -364,6 +364,9 @@ func respond(checks []check, ds []admit.Decision) *rlsv3.RateLimitResponse {
 			continue
 		}
 		d := &ds[c.item]
+		if d.Overridden { // an override of the admin API: its numbers are in force
+			st.CurrentLimit.RequestsPerUnit = uint32(min(d.Limit.Rate, math.MaxUint32))
+		}
 		st.LimitRemaining = uint32(min(max(d.Remaining, 0), math.MaxUint32))
 		st.DurationUntilReset = durationpb.New(d.ResetAfter)
 		if !d.Allowed && !lim.Shadow {
