@@ -359,12 +359,11 @@ func (d *daemon) start(ctx context.Context, cfg serveConfig) (int, error) {
 		return exitError, err
 	}
 	d.store = store
-	if d.svc, err = service.New(store, d.keys, policies); err != nil {
-		logger.Error("cannot build the service", "error", err)
-		return exitError, err
+	if d.svc, err = service.New(store, d.keys, policies); err == nil {
+		err = metrics.RegisterOverrides(d.reg, overrideCounter(d.svc))
 	}
-	if err := metrics.RegisterOverrides(d.reg, overrideCounter(d.svc)); err != nil {
-		logger.Error("cannot register the metrics", "error", err)
+	if err != nil {
+		logger.Error("cannot build the service", "error", err)
 		return exitError, err
 	}
 	configMetrics.Loaded(policies.Hash, false)
@@ -374,17 +373,6 @@ func (d *daemon) start(ctx context.Context, cfg serveConfig) (int, error) {
 		go r.run(ctx, reloadPollInterval)
 	}
 	return exitOK, nil
-}
-
-// overrideCounter returns the counter of admit_overrides: svc's OverrideCounts.
-func overrideCounter(svc *service.Service) metrics.OverrideCounter {
-	return func(ctx context.Context, each func(string, int64)) error {
-		counts, err := svc.OverrideCounts(ctx)
-		for _, c := range counts {
-			each(c.Policy, c.Count)
-		}
-		return err
-	}
 }
 
 // A guarded is the backend within the bad-day decorators of package guard.
