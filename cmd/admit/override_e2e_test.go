@@ -1,16 +1,24 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/admit-dev/admit/internal/redistest"
+	"github.com/admit-dev/admit/policy/envoyconf"
 	"github.com/admit-dev/admit/transport/admin"
+	"github.com/admit-dev/admit/transport/rls"
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 )
 
 // adminDo sends method url with body and the bearer token, and returns the status and the body.
@@ -141,5 +149,63 @@ func TestE2EOverrideAcrossInstances(t *testing.T) {
 	}
 	if strings.Contains(a.logs.String(), `"alice"`) || strings.Contains(a.logs.String(), "key=alice") {
 		t.Errorf("A's log holds a subject:\n%s", a.logs)
+	}
+}
+
+// TestE2EEnvoyOverride runs admit serve --envoy-config with the admin API: a descriptor spent under
+// its rule is admitted again once an override is set through the admin API, addressed by the
+// rule's name and the descriptor's key (rls.DescriptorKey), and limited again once it is deleted.
+func TestE2EEnvoyOverride(t *testing.T) {
+	dir := t.TempDir()
+	yaml := "domain: mongo_cps\ndescriptors:\n  - key: database\n    value: users\n    rate_limit:\n      name: users-db\n      unit: day\n      requests_per_unit: 2\n"
+	if err := os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startAdmitEnv(t, admitEnv(secretEnv+"="+testSecret, adminTokenEnv+"="+testAdminToken),
+		"--envoy-config", dir, "--grpc-listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0")
+	adminURL := "http://" + p.logs.waitAdminAddr(t)
+	p.logs.waitLine(t, "listening for gRPC")
+	m := grpcListeningRE.FindStringSubmatch(p.logs.String())
+	if m == nil {
+		t.Fatalf("no gRPC address in the log:\n%s", p.logs)
+	}
+	conn, err := grpc.NewClient(m[1], grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	c := rlsv3.NewRateLimitServiceClient(conn)
+	ask := func(what string, want rlsv3.RateLimitResponse_Code) *rlsv3.RateLimitResponse {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		defer cancel()
+		resp, err := c.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "mongo_cps", Descriptors: []*ratelimitv3.RateLimitDescriptor{{
+			Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "database", Value: "users"}},
+		}}})
+		if err != nil || resp.OverallCode != want {
+			t.Fatalf("%s: ShouldRateLimit = %v, %v; want %v", what, resp, err, want)
+		}
+		return resp
+	}
+	ask("request 1", rlsv3.RateLimitResponse_OK)
+	ask("request 2", rlsv3.RateLimitResponse_OK)
+	ask("request 3, over the rule's 2", rlsv3.RateLimitResponse_OVER_LIMIT)
+	key := rls.DescriptorKey("mongo_cps", envoyconf.Entry{Key: "database", Value: "users"})
+	body, _ := json.Marshal(admin.OverrideRequest{Policy: "users-db", Key: key, Limit: 5, Reason: "batch import"})
+	o := putOverride(t, adminURL, string(body))
+	if o.Policy != "users-db" || o.Limit != 5 {
+		t.Errorf("the override as stored: %+v", o)
+	}
+	if r := ask("under the override of 5", rlsv3.RateLimitResponse_OK); r.Statuses[0].CurrentLimit.GetRequestsPerUnit() != 5 {
+		t.Errorf("under the override: current_limit %v; want 5 per day", r.Statuses[0].CurrentLimit)
+	}
+	body, _ = json.Marshal(admin.OverrideDeleteRequest{Policy: "users-db", Key: key})
+	if status, answer := adminDo(t, http.MethodDelete, adminURL+"/v1/overrides", testAdminToken, string(body)); status != http.StatusOK {
+		t.Fatalf("DELETE /v1/overrides = %d %s; want 200", status, answer)
+	}
+	ask("after the delete", rlsv3.RateLimitResponse_OVER_LIMIT)
+	body, _ = json.Marshal(admin.OverrideRequest{Policy: "no-such-rule", Key: key, Limit: 5})
+	if status, answer := adminDo(t, http.MethodPut, adminURL+"/v1/overrides", testAdminToken, string(body)); status != http.StatusBadRequest || !strings.Contains(answer, `unknown policy \"no-such-rule\"`) {
+		t.Errorf("an override of a name no rule has = %d %s; want 400 unknown policy", status, answer)
 	}
 }
