@@ -270,7 +270,7 @@ func (s *Store) Take(ctx context.Context, r admit.Request) (admit.Decision, erro
 	// Arrays sized for one policy, not bound.MaxRequests: nothing to clear but what is used.
 	var (
 		tokens  [1]uint64
-		keyBuf  [2]string
+		keyBuf  [3]string
 		argsBuf [3 + takeArgsPerPolicy]string
 	)
 	_, err := s.take(ctx, rs[:], ds[:], tokens[:], keyBuf[:0], argsBuf[:0])
@@ -281,7 +281,7 @@ func (s *Store) Take(ctx context.Context, r admit.Request) (admit.Decision, erro
 func (s *Store) TakeAll(ctx context.Context, rs []admit.Request, ds []admit.Decision) (bool, error) {
 	var (
 		tokens  [bound.MaxRequests]uint64
-		keyBuf  [bound.MaxRequests + 1]string
+		keyBuf  [2*bound.MaxRequests + 1]string
 		argsBuf [3 + takeArgsPerPolicy*bound.MaxRequests]string
 	)
 	return s.take(ctx, rs, ds, tokens[:], keyBuf[:0], argsBuf[:0])

@@ -11,6 +11,7 @@ import (
 	"github.com/admit-dev/admit/internal/algo"
 	"github.com/admit-dev/admit/internal/bound"
 	"github.com/admit-dev/admit/internal/luasource"
+	"github.com/admit-dev/admit/internal/validate"
 )
 
 // A script is one Lua file and its SHA1, the name EVALSHA calls it by.
@@ -106,12 +107,13 @@ func assemble(entry string, testClock bool) string {
 //	MAX_REQUESTS  the most policies one call decides: bound.MaxRequests
 //	MAX_LOG       the largest limit of a sliding log, and the most entries its key holds: bound.MaxSlidingLogRate
 //	MAX_LEASES    the largest limit of a concurrency key, and the most leases it holds: bound.MaxConcurrency
+//	MAX_REASON    the longest reason of an override, in bytes: validate.MaxReasonLen
 func constants() string {
 	maxWindow := bound.MaxPeriod.Milliseconds()
 	digits := max(len(strconv.FormatInt(bound.MaxRate, 10)), len(strconv.FormatInt(maxWindow, 10)))
 	return fmt.Sprintf("local MAX = %d\nlocal MAX_WINDOW = %d\nlocal MAX_DIGITS = %d\nlocal MAX_REQUESTS = %d\n",
 		bound.MaxRate, maxWindow, digits, bound.MaxRequests) +
-		fmt.Sprintf("local MAX_LOG = %d\nlocal MAX_LEASES = %d\n", bound.MaxSlidingLogRate, bound.MaxConcurrency)
+		fmt.Sprintf("local MAX_LOG = %d\nlocal MAX_LEASES = %d\nlocal MAX_REASON = %d\n", bound.MaxSlidingLogRate, bound.MaxConcurrency, validate.MaxReasonLen)
 }
 
 // gcraConstants returns the Lua that defines the bounds of the GCRA module, rendered from the Go

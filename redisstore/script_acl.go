@@ -9,7 +9,8 @@ import (
 // ACLRules returns the ACL SETUSER rules of a least-privilege user of this store: keys under rl:*,
 // no channels, and no command but EVALSHA, SCRIPT LOAD, MULTI and EXEC (the transaction of the
 // NOSCRIPT fallback, see run), PING and the data commands the scripts call, derived from the
-// scripts themselves; never EVAL. A cluster's user needs clusterACLRules besides. docs/redis.md
+// scripts themselves, with those the Override methods send (overrideCommands: an override key
+// rl:<policy>:o:{…} and a policy's index rl:<policy>:o:index are under rl:*); never EVAL. A cluster's user needs clusterACLRules besides. docs/redis.md
 // gives the same line; a test keeps them equal.
 //
 // MULTI and EXEC are in the line on every topology, not only a cluster's, where the fallback is
@@ -28,9 +29,16 @@ func ACLRules() string {
 // scriptCalls matches every call a script makes to Redis, and the command it names.
 var scriptCalls = regexp.MustCompile(`redis\.p?call\(\s*('([A-Za-z|]+)')?`)
 
-// scriptCommands returns the Redis commands the scripts call, sorted, each once.
+// overrideCommands are the commands SetOverride, Override, DeleteOverride, Overrides and
+// OverrideCount send, besides PUBLISH (ResetACLRules).
+var overrideCommands = []string{"DEL", "GET", "SET", "ZADD", "ZCARD", "ZRANGE", "ZREM"}
+
+// scriptCommands returns the Redis commands the scripts call and overrideCommands, sorted, each once.
 func scriptCommands() []string {
 	seen := map[string]bool{}
+	for _, c := range overrideCommands {
+		seen[c] = true
+	}
 	for _, src := range append(append([]string{preludeSrc}, entryPoints...), modules...) {
 		for _, m := range scriptCalls.FindAllStringSubmatch(src, -1) {
 			seen[strings.ToUpper(m[2])] = true

@@ -14,12 +14,13 @@ import (
 	"github.com/admit-dev/admit/internal/bound"
 )
 
-// takeArgs returns the KEYS and ARGV of the take script for rs: each policy's key, then the record's
-// key for a request with an ID; the policy count, the fingerprint (” without an ID), then each
+// takeArgs returns the KEYS and ARGV of the take script for rs: each policy's key, then each
+// override key (Request.OverrideKey, in order), then the record's key for a request with an ID; the
+// policy count, the fingerprint (” without an ID), the policies' flags (flagMask), then each
 // policy's algorithm and arguments. It fills tokens, of len(rs) elements, with the lease each
 // Request acquires if admitted, made by src (see algo.LeaseTokens), or 0.
 func takeArgs(rs []admit.Request, src *algo.TokenSource, tokens []uint64) (keys, args []string) {
-	return appendTakeArgs(make([]string, 0, len(rs)+1), make([]string, 0, 3+takeArgsPerPolicy*len(rs)), rs, src, tokens)
+	return appendTakeArgs(make([]string, 0, 2*len(rs)+1), make([]string, 0, 3+takeArgsPerPolicy*len(rs)), rs, src, tokens)
 }
 
 // takeArgsPerPolicy is the most arguments policyArgs appends for one policy.
@@ -34,11 +35,16 @@ func appendTakeArgs(keys, args []string, rs []admit.Request, src *algo.TokenSour
 		fp = algo.Fingerprint(rs)
 	}
 	algo.LeaseTokens(src, rs, fp, tokens)
-	args = append(args, formatInt(int64(len(rs))), fp, shadowMask(rs))
+	args = append(args, formatInt(int64(len(rs))), fp, flagMask(rs))
 	for i := range rs {
 		r := &rs[i]
 		keys = append(keys, r.Key)
 		args = policyArgs(args, r, tokens[i])
+	}
+	for i := range rs {
+		if rs[i].OverrideKey != "" {
+			keys = append(keys, rs[i].OverrideKey)
+		}
 	}
 	if id != "" {
 		keys = append(keys, algo.RecordKey(rs[0].Key, id))
@@ -46,24 +52,44 @@ func appendTakeArgs(keys, args []string, rs []admit.Request, src *algo.TokenSour
 	return keys, args
 }
 
-// shadowMask returns the take script's argument naming the policies of rs in shadow mode: "" for
-// none, else a '1' or '0' per policy.
-func shadowMask(rs []admit.Request) string {
+// flagMask returns the take script's argument of the policies' flags: "" when no policy is in
+// shadow mode nor has an override key, else a digit per policy, the sum of 1 for shadow mode, 2 for
+// an override key, and 4 for a GCRA policy with an override key whose burst follows its rate (Burst
+// 0: an override's rate is then its burst too, unless the override sets a burst).
+func flagMask(rs []admit.Request) string {
 	any := false
 	for i := range rs {
-		any = any || rs[i].Limit.Shadow
+		any = any || rs[i].Limit.Shadow || rs[i].OverrideKey != ""
 	}
 	if !any {
 		return ""
 	}
+	if len(rs) == 1 { // the common call: a constant string, no allocation
+		return flagDigits[flags(&rs[0])]
+	}
 	mask := make([]byte, len(rs))
 	for i := range rs {
-		mask[i] = '0'
-		if rs[i].Limit.Shadow {
-			mask[i] = '1'
-		}
+		mask[i] = '0' + flags(&rs[i])
 	}
 	return string(mask)
+}
+
+// flagDigits are the one-policy masks, by flags.
+var flagDigits = [8]string{"0", "1", "2", "3", "4", "5", "6", "7"}
+
+// flags returns r's flags in the take script's mask (flagMask).
+func flags(r *admit.Request) byte {
+	var f byte
+	if r.Limit.Shadow {
+		f |= 1
+	}
+	if r.OverrideKey != "" {
+		f |= 2
+		if r.Limit.Algorithm == admit.GCRA && r.Limit.Burst == 0 {
+			f |= 4
+		}
+	}
+	return f
 }
 
 // policyArgs appends the take script's arguments of r's policy: its algorithm's name, then the
@@ -128,16 +154,20 @@ func formatInt(n int64) string {
 var errBadReply = errors.New("malformed script reply")
 
 // parseTake reads the take script's reply {allowed, replayed, then per policy: allowed, remaining,
-// retry_after_ms, reset_after_ms, token} into ds, checking every element's type and range: a token is
-// 0 unless its policy admitted a cost above 0 afresh. When all are admitted, the Token of a Decision
-// whose Request passed a lease token in tokens (a concurrency policy's) is that token (for a replay,
-// the same: a request with an ID derives its tokens from it).
+// retry_after_ms, reset_after_ms, token, then per policy decided under an override: its number,
+// the override's rate and burst} into ds, checking every element's type and range: a token is 0
+// unless its policy admitted a cost above 0 afresh, and only a Request with an OverrideKey is
+// overridden. When all are admitted, the Token of a Decision whose Request passed a lease token in
+// tokens (a concurrency policy's) is that token (for a replay, the same: a request with an ID
+// derives its tokens from it). An overridden Decision's Limit is its Request's with the override's
+// Rate, and for GCRA its Burst when above 0.
 func parseTake(msg rueidis.RedisMessage, rs []admit.Request, ds []admit.Decision, tokens []uint64) (bool, error) {
 	arr, err := msg.ToArray()
-	if err != nil || len(arr) != 2+perPolicy*len(rs) {
-		return false, unavailable(fmt.Errorf("%w: want an array of %d integers", errBadReply, 2+perPolicy*len(rs)))
+	base := 2 + perPolicy*len(rs)
+	if err != nil || len(arr) < base || (len(arr)-base)%3 != 0 || len(arr) > base+3*len(rs) {
+		return false, unavailable(fmt.Errorf("%w: want an array of %d integers, and 3 per policy overridden", errBadReply, base))
 	}
-	var v [2 + perPolicy*bound.MaxRequests]int64
+	var v [2 + (perPolicy+3)*bound.MaxRequests]int64
 	for i := range arr {
 		if v[i], err = arr[i].AsInt64(); err != nil {
 			return false, unavailable(fmt.Errorf("%w: element %d: %v", errBadReply, i, err))
@@ -147,10 +177,21 @@ func parseTake(msg rueidis.RedisMessage, rs []admit.Request, ds []admit.Decision
 	if allowed != 0 && allowed != 1 || replayed != 0 && replayed != 1 || replayed == 1 && allowed == 0 {
 		return false, unavailable(fmt.Errorf("%w: allowed %d, replayed %d", errBadReply, allowed, replayed))
 	}
-	all := true
+	all, x := true, base
 	for i := range rs {
 		at := 2 + perPolicy*i
-		d, err := decision(v[at:at+4], rs[i].Limit)
+		lim, over := rs[i].Limit, false
+		if x < len(arr) && v[x] == int64(i+1) {
+			rate, burst := v[x+1], v[x+2]
+			if rs[i].OverrideKey == "" || rate < 1 || rate > bound.MaxRate || burst < 0 || burst > bound.MaxRate {
+				return false, unavailable(fmt.Errorf("%w: policy %d: override %d, %d", errBadReply, i, rate, burst))
+			}
+			lim.Rate, over, x = rate, true, x+3
+			if lim.Algorithm == admit.GCRA && burst > 0 {
+				lim.Burst = burst
+			}
+		}
+		d, err := decision(v[at:at+4], lim)
 		if err != nil {
 			return false, err
 		}
@@ -158,9 +199,12 @@ func parseTake(msg rueidis.RedisMessage, rs []admit.Request, ds []admit.Decision
 		if token < 0 || token > 0 && (!d.Allowed || replayed == 1 || rs[i].Cost == 0) {
 			return false, unavailable(fmt.Errorf("%w: policy %d: token %d of a decision that holds nothing", errBadReply, i, token))
 		}
-		d.Replayed, d.Token = replayed == 1, uint64(token)
+		d.Replayed, d.Token, d.Overridden = replayed == 1, uint64(token), over
 		ds[i] = d
 		all = all && (d.Allowed || rs[i].Limit.Shadow) // a shadow rejection rejects nothing
+	}
+	if x != len(arr) {
+		return false, unavailable(fmt.Errorf("%w: override of a policy out of order or out of range", errBadReply))
 	}
 	if all != (allowed == 1) {
 		return false, unavailable(fmt.Errorf("%w: overall allowed %d disagrees with the policies'", errBadReply, allowed))

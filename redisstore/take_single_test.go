@@ -74,15 +74,39 @@ func TestSinglePolicyPathAgreesWithGeneralPath(t *testing.T) {
 	} {
 		for _, shadow := range []bool{false, true} {
 			lim.Shadow = shadow
-			testSinglePolicyPath(t, srv, s, start, lim)
+			for _, ov := range []string{"", "missing", "set"} {
+				testSinglePolicyPath(t, srv, s, start, lim, ov)
+			}
 		}
 	}
 }
 
+// pathOverride gives r an override key in its slot when ov is not "", and stores an Override there
+// when ov is "set": a larger rate (and for gcra a burst of its own), which r's costs fit.
+func pathOverride(t *testing.T, srv *redistest.Server, r *admit.Request, ov string) {
+	t.Helper()
+	if ov == "" {
+		return
+	}
+	r.OverrideKey = overrideKeyOf("path", r.Key)
+	if ov != "set" {
+		return
+	}
+	o := admit.Override{Key: r.OverrideKey, Rate: min(2*r.Limit.Rate, bound.MaxRate)}
+	if r.Limit.Algorithm == admit.GCRA {
+		o.Rate, o.Burst = r.Limit.Rate+1, r.Limit.Capacity()+3
+	}
+	if err := srv.Do(t, "SET", o.Key, encodeOverride(o)).Error(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // testSinglePolicyPath runs TestSinglePolicyPathAgreesWithGeneralPath's sequence under lim.
-func testSinglePolicyPath(t *testing.T, srv *redistest.Server, s *Store, start time.Time, lim admit.Limit) {
-	t.Run(fmt.Sprintf("%v_%d_per_%v_aligned_%v_shadow_%v", lim.Algorithm, lim.Rate, lim.Period, lim.Aligned, lim.Shadow), func(t *testing.T) {
-		single, general := newKey(t), newKey(t)
+func testSinglePolicyPath(t *testing.T, srv *redistest.Server, s *Store, start time.Time, lim admit.Limit, ov string) {
+	t.Run(fmt.Sprintf("%v_%d_per_%v_aligned_%v_shadow_%v_override_%q", lim.Algorithm, lim.Rate, lim.Period, lim.Aligned, lim.Shadow, ov), func(t *testing.T) {
+		single, general := admit.Request{Key: newKey(t), Limit: lim}, admit.Request{Key: newKey(t), Limit: lim}
+		pathOverride(t, srv, &single, ov)
+		pathOverride(t, srv, &general, ov)
 		at := start
 		for step, cost := range []int64{1, 0, 3, 2, 1, 0, 5, 1, 4, 0, 3, 2, 0} {
 			cost = min(cost, lim.Capacity()) // a larger cost is refused
@@ -103,19 +127,23 @@ func testSinglePolicyPath(t *testing.T, srv *redistest.Server, s *Store, start t
 			}
 			at = at.Add(time.Millisecond)
 			clock := strconv.FormatInt(at.UnixMicro(), 10)
-			keys, args := testArgs([]admit.Request{{Key: single, Limit: lim, Cost: cost}})
+			single.Cost, general.Cost = cost, cost
+			keys, args := testArgs([]admit.Request{single})
 			got, err := runInts(t, s, testSingleScript, keys, append(args, clock))
 			if err != nil {
 				t.Fatalf("step %d (cost %d): the single-policy path: %v", step, cost, err)
 			}
-			keys, args = testArgs([]admit.Request{{Key: general, Limit: lim, Cost: cost}})
+			if n := len(got); ov == "set" && (n != 10 || got[7] != 1) || ov != "set" && n != 7 {
+				t.Fatalf("step %d (cost %d): reply %v: an override reported %v", step, cost, got, n == 10)
+			}
+			keys, args = testArgs([]admit.Request{general})
 			want, err := runInts(t, s, testGeneralTakeScript, keys, append(args, clock))
 			if err != nil {
 				t.Fatalf("step %d (cost %d): the general path: %v", step, cost, err)
 			}
 			if lim.Algorithm == admit.FixedWindow && !lim.Aligned {
-				checkExpiryToken(t, srv, single, got)
-				checkExpiryToken(t, srv, general, want)
+				checkExpiryToken(t, srv, single.Key, got)
+				checkExpiryToken(t, srv, general.Key, want)
 				for _, i := range []int{4, 5} { // retry_after, reset_after
 					if d := got[i] - want[i]; d < -1000 || d > 1000 {
 						t.Fatalf("step %d (cost %d): element %d: single-policy path %v, general path %v", step, cost, i, got, want)
@@ -158,13 +186,17 @@ func TestSeveralPoliciesPathAgreesWithGeneralPath(t *testing.T) {
 			if shadow >= 0 {
 				lims[shadow].Shadow = true
 			}
-			testSeveralPoliciesPath(t, srv, s, start, strings.Join(name, "+")+"/shadow_"+strconv.Itoa(shadow), lims)
+			for _, ov := range []string{"", "missing", "set"} {
+				testSeveralPoliciesPath(t, srv, s, start, strings.Join(name, "+")+"/shadow_"+strconv.Itoa(shadow)+"/override_"+strconv.Quote(ov), lims, ov)
+			}
 		}
 	}
 }
 
 // testSeveralPoliciesPath runs TestSeveralPoliciesPathAgreesWithGeneralPath's sequence under lims.
-func testSeveralPoliciesPath(t *testing.T, srv *redistest.Server, s *Store, start time.Time, name string, lims []admit.Limit) {
+// With ov "missing" every policy has an override key and none an Override; with "set", the even
+// policies have an Override (pathOverride's), the odd ones an override key only.
+func testSeveralPoliciesPath(t *testing.T, srv *redistest.Server, s *Store, start time.Time, name string, lims []admit.Limit, ov string) {
 	t.Run(name, func(t *testing.T) {
 		var sets [2][]string
 		for i := range sets {
@@ -188,6 +220,15 @@ func testSeveralPoliciesPath(t *testing.T, srv *redistest.Server, s *Store, star
 				rs := make([]admit.Request, len(lims))
 				for p := range lims {
 					rs[p] = admit.Request{Key: sets[i][p], Limit: lims[p], Cost: cost}
+					if ov != "" {
+						rs[p].OverrideKey = overrideKeyOf("path"+strconv.Itoa(p), rs[p].Key)
+					}
+					if ov == "set" && p%2 == 0 && step == 0 {
+						o := admit.Override{Key: rs[p].OverrideKey, Rate: lims[p].Rate + 2, Burst: lims[p].Capacity() + 1}
+						if err := srv.Do(t, "SET", o.Key, encodeOverride(o)).Error(); err != nil {
+							t.Fatal(err)
+						}
+					}
 				}
 				keys, args := testArgs(rs)
 				var err error
@@ -196,6 +237,9 @@ func testSeveralPoliciesPath(t *testing.T, srv *redistest.Server, s *Store, star
 				}
 			}
 			got, want := replies[0], replies[1]
+			if n := 2 + 5*len(lims) + 3*((len(lims)+1)/2); ov == "set" && len(got) != n {
+				t.Fatalf("step %d: reply %v; want %d elements, the even policies overridden", step, got, n)
+			}
 			for p, lim := range lims {
 				at := 2 + 5*p
 				if lim.Algorithm != admit.FixedWindow || lim.Aligned {

@@ -56,18 +56,20 @@ if named_gcra then
       return nil, why
     end
     return {alg = gcra, limit = burst, window = window, cost = cost, interval = interval,
-      tolerance = tolerance, max_wait = math.ceil(tolerance / 1000), backlog = 0}, i + 4
+      tolerance = tolerance, max_wait = math.ceil(tolerance / 1000), backlog = 0, clamp = false}, i + 4
   end
 
   -- read reads the key's state into p: p.backlog, how far the TAT is ahead of now, stays 0 when the key
   -- is missing or its bucket has emptied (TAT at or before now). It returns true, or nil and why the key
-  -- is corrupt.
+  -- is corrupt. p.clamp is true for a request with an override key (take.lua).
   function gcra.read(key, p)
-    local now, tolerance, why, backlog = now(), p.tolerance, nil, 0
+    local now, tolerance, why, backlog, clamp = now(), p.tolerance, nil, 0, p.clamp
     --@fragment gcra_read
-    -- A gcra bucket's key read as admit writes it. Reads key, tolerance, now (µs), match, tonumber.
-    -- Sets why (declared nil) to why the key is corrupt, else backlog (declared 0) to the stored TAT's
-    -- lead over now, 0 to tolerance.
+    -- A gcra bucket's key read as admit writes it. Reads key, tolerance, now (µs), match, tonumber,
+    -- clamp. Sets why (declared nil) to why the key is corrupt, else backlog (declared 0) to the
+    -- stored TAT's lead over now, 0 to tolerance. With clamp (a request with an override key, whose
+    -- numbers may have changed since the TAT was written) a TAT further ahead than a full bucket, or
+    -- expiring later than one empties, reads as a full bucket (backlog = tolerance), not as corrupt.
     local raw = redis.pcall('GET', key)
     if raw then
       if type(raw) == 'table' then
@@ -81,13 +83,21 @@ if named_gcra then
           if ttl < 0 then
             why = 'theoretical arrival time has no expiry'
           elseif ttl > math.ceil(tolerance / 1000) + 1 then
-            why = 'theoretical arrival time expires later than a full bucket empties'
+            if clamp then
+              backlog = tolerance
+            else
+              why = 'theoretical arrival time expires later than a full bucket empties'
+            end
           else
             backlog = tat - now
-            if backlog > tolerance then
+            if backlog <= tolerance then
+              if backlog < 0 then
+                backlog = 0
+              end
+            elseif clamp then
+              backlog = tolerance
+            else
               why = 'theoretical arrival time is further ahead than a full bucket'
-            elseif backlog < 0 then
-              backlog = 0
             end
           end
         end

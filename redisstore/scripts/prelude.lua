@@ -10,6 +10,7 @@
 --                 (admit.MaxSlidingLogRate)
 --   MAX_LEASES    the largest limit of a concurrency key, and the most leases it holds
 --                 (admit.MaxConcurrency)
+--   MAX_REASON    the longest reason of an override, in bytes
 -- and CLOCK_FROM_ARGV, false but in a test assembly, which takes the time from its last argument.
 --
 -- Errors are raised as 'ADMIT_INVALID <why>' for bad arguments and 'ADMIT_CORRUPT <why>' for a key

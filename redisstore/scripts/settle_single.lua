@@ -170,7 +170,7 @@ if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_to
           local tm = redis.call('TIME')
           now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
         end
-        local why, backlog = nil, 0
+        local why, backlog, clamp = nil, 0, false -- a settlement ignores overrides
         local raw = redis.pcall('GET', key)
         if raw then
           if type(raw) == 'table' then
@@ -184,13 +184,21 @@ if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_to
               if ttl < 0 then
                 why = 'theoretical arrival time has no expiry'
               elseif ttl > math.ceil(tolerance / 1000) + 1 then
-                why = 'theoretical arrival time expires later than a full bucket empties'
+                if clamp then
+                  backlog = tolerance
+                else
+                  why = 'theoretical arrival time expires later than a full bucket empties'
+                end
               else
                 backlog = tat - now
-                if backlog > tolerance then
+                if backlog <= tolerance then
+                  if backlog < 0 then
+                    backlog = 0
+                  end
+                elseif clamp then
+                  backlog = tolerance
+                else
                   why = 'theoretical arrival time is further ahead than a full bucket'
-                elseif backlog < 0 then
-                  backlog = 0
                 end
               end
             end

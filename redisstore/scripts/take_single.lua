@@ -31,12 +31,49 @@
 -- internal/tools/luagen (go generate) writes ../take_single.lua with each fragment's text spliced in,
 -- indented as the line, so the script runs the same statements as if each were written out, with
 -- no function. A fragment's header comment names the locals it reads and sets.
-local mask = ARGV[3] -- the policies in shadow mode: '' for none, else a '0' or '1' per policy
-if ARGV[1] == '1' and ARGV[2] == '' and #KEYS == 1 and (mask == '' or mask == '0' or mask == '1') then
+--
+-- A policy with an override key (its flag 2, 3, 6 or 7, take.lua) reads it first: an override's rate,
+-- and for gcra its burst (or its rate, when the policy's burst follows the rate: flag 6 or 7), stand
+-- in for the arguments before they are parsed, and the reply ends with the policy's number and the
+-- override's rate and burst (o1, orate, oburst: nil, and so left out, without an override). Corrupt
+-- override bytes fall through, as a corrupt key does. A call without override keys pays the
+-- comparisons that pick the path and three nils in each reply.
+local mask = ARGV[3] -- the policies' flags: '' for none, else a digit per policy (take.lua)
+if ARGV[1] == '1' and ARGV[2] == '' and (#KEYS == 1 and (mask == '' or mask == '0' or mask == '1') or
+    #KEYS == 2 and (mask == '2' or mask == '3' or mask == '6' or mask == '7')) then
   local name, match, tonumber = ARGV[4], string.match, tonumber
   local refused = mask == '1' and 1 or 0 -- a rejection's first element: a shadow rejection rejects nothing
+  local ors, obs, orate, oburst, o1, clamp = nil, nil, nil, nil, nil, false
+  if #KEYS == 2 then
+    local okey, byte, why = KEYS[2], string.byte, nil
+    local raw = redis.pcall('GET', okey)
+    if raw then
+      if type(raw) == 'table' then
+        why = 'override key holds a value that is not a string'
+      else
+        local r, b, e = match(raw, '^([1-9]%d*) (%d+) (%d+) ')
+        local rv = r and #r <= MAX_DIGITS and tonumber(r)
+        local bv = rv and #b <= MAX_DIGITS and (b == '0' or byte(b) ~= 48) and tonumber(b)
+        if not (rv and rv <= MAX and bv and bv <= MAX and #e <= 19 and (e == '0' or byte(e) ~= 48) and
+            #raw - #r - #b - #e - 3 <= MAX_REASON) then
+          why = 'override is not a rate, a burst, an expiry and a reason'
+        else
+          ors, obs, orate, oburst = r, b, rv, bv
+        end
+      end
+    end
+    clamp, refused = true, mask ~= '2' and mask ~= '6' and 1 or 0
+    if why then
+      name = nil -- corrupt: the general path refuses it
+    elseif ors then
+      o1 = 1
+      if name == 'gcra' and obs == '0' then
+        obs = mask >= '6' and ors or nil -- the policy's burst follows the rate, or stays
+      end
+    end
+  end
   if name == 'fixed_window' and #ARGV == (CLOCK_FROM_ARGV and 9 or 8) then
-    local ls, ws, cs, aligned, key, why = ARGV[5], ARGV[6], ARGV[7], ARGV[8], KEYS[1], nil
+    local ls, ws, cs, aligned, key, why = ors or ARGV[5], ARGV[6], ARGV[7], ARGV[8], KEYS[1], nil
     local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
     local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
     local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
@@ -106,10 +143,10 @@ if ARGV[1] == '1' and ARGV[2] == '' and #KEYS == 1 and (mask == '' or mask == '0
           end
         end
         if allowed == 0 then
-          return {refused, 0, 0, remaining, retry, reset, 0}
+          return {refused, 0, 0, remaining, retry, reset, 0, o1, orate, oburst}
         end
         if cost == 0 then
-          return {1, 0, 1, remaining, 0, reset, 0}
+          return {1, 0, 1, remaining, 0, reset, 0, o1, orate, oburst}
         end
         if count > 0 then
           redis.call('INCRBY', key, cs)
@@ -119,13 +156,13 @@ if ARGV[1] == '1' and ARGV[2] == '' and #KEYS == 1 and (mask == '' or mask == '0
           redis.call('SET', key, cs, 'PX', ws)
         end
         if not t then
-          return {1, 0, 1, remaining, 0, reset, redis.call('PEXPIRETIME', key)}
+          return {1, 0, 1, remaining, 0, reset, redis.call('PEXPIRETIME', key), o1, orate, oburst}
         end
-        return {1, 0, 1, remaining, 0, reset, count > 0 and t + ttl or ends}
+        return {1, 0, 1, remaining, 0, reset, count > 0 and t + ttl or ends, o1, orate, oburst}
       end
     end
   elseif name == 'gcra' and #ARGV == (CLOCK_FROM_ARGV and 9 or 8) then
-    local rs, ws, cs, bs, key, why = ARGV[5], ARGV[6], ARGV[7], ARGV[8], KEYS[1], nil
+    local rs, ws, cs, bs, key, why = ors or ARGV[5], ARGV[6], ARGV[7], obs or ARGV[8], KEYS[1], nil
     local rate = #rs <= MAX_DIGITS and match(rs, '^[1-9]%d*$') and tonumber(rs)
     local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
     local burst = #bs <= MAX_DIGITS and match(bs, '^[1-9]%d*$') and tonumber(bs)
@@ -169,13 +206,21 @@ if ARGV[1] == '1' and ARGV[2] == '' and #KEYS == 1 and (mask == '' or mask == '0
             if ttl < 0 then
               why = 'theoretical arrival time has no expiry'
             elseif ttl > math.ceil(tolerance / 1000) + 1 then
-              why = 'theoretical arrival time expires later than a full bucket empties'
+              if clamp then
+                backlog = tolerance
+              else
+                why = 'theoretical arrival time expires later than a full bucket empties'
+              end
             else
               backlog = tat - now
-              if backlog > tolerance then
+              if backlog <= tolerance then
+                if backlog < 0 then
+                  backlog = 0
+                end
+              elseif clamp then
+                backlog = tolerance
+              else
                 why = 'theoretical arrival time is further ahead than a full bucket'
-              elseif backlog < 0 then
-                backlog = 0
               end
             end
           end
@@ -193,19 +238,19 @@ if ARGV[1] == '1' and ARGV[2] == '' and #KEYS == 1 and (mask == '' or mask == '0
         local remaining = (room - room % interval) / interval
         reset = (reset - reset % 1000) / 1000
         if allowed == 0 then
-          return {refused, 0, 0, remaining, retry, reset, 0}
+          return {refused, 0, 0, remaining, retry, reset, 0, o1, orate, oburst}
         end
         if cost == 0 then
-          return {1, 0, 1, remaining, 0, reset, 0}
+          return {1, 0, 1, remaining, 0, reset, 0, o1, orate, oburst}
         end
         backlog = backlog + need
         local expires = backlog + 999
         redis.call('SET', key, string.format('%d', now + backlog), 'PX', string.format('%d', (expires - expires % 1000) / 1000 + 1))
-        return {1, 0, 1, remaining, 0, reset, now + backlog}
+        return {1, 0, 1, remaining, 0, reset, now + backlog, o1, orate, oburst}
       end
     end
   elseif name == 'sliding_window' and #ARGV == (CLOCK_FROM_ARGV and 8 or 7) then
-    local ls, ws, cs, key, why = ARGV[5], ARGV[6], ARGV[7], KEYS[1], nil
+    local ls, ws, cs, key, why = ors or ARGV[5], ARGV[6], ARGV[7], KEYS[1], nil
     local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
     local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
     local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
@@ -295,7 +340,7 @@ if ARGV[1] == '1' and ARGV[2] == '' and #KEYS == 1 and (mask == '' or mask == '0
           end
           reset = (reset - reset % 1000) / 1000
           if cost == 0 then
-            return {1, 0, 1, limit - used, 0, reset, 0}
+            return {1, 0, 1, limit - used, 0, reset, 0, o1, orate, oburst}
           end
           if same then
             redis.call('HINCRBY', key, 'curr', cs)
@@ -303,7 +348,7 @@ if ARGV[1] == '1' and ARGV[2] == '' and #KEYS == 1 and (mask == '' or mask == '0
             redis.call('HSET', key, 'start', string.format('%d', cur / 1000), 'prev', string.format('%d', prev), 'curr', cs)
             redis.call('PEXPIREAT', key, string.format('%d', (cur + 2 * w) / 1000))
           end
-          return {1, 0, 1, limit - used - cost, 0, reset, cur}
+          return {1, 0, 1, limit - used - cost, 0, reset, cur, o1, orate, oburst}
         end
         local r, wait, c = limit - curr - cost, -e, prev
         if r < 0 then
@@ -330,12 +375,12 @@ if ARGV[1] == '1' and ARGV[2] == '' and #KEYS == 1 and (mask == '' or mask == '0
             remaining = 0
           end
           wait = wait + 999
-          return {refused, 0, 0, remaining, (wait - wait % 1000) / 1000, (reset - reset % 1000) / 1000, 0}
+          return {refused, 0, 0, remaining, (wait - wait % 1000) / 1000, (reset - reset % 1000) / 1000, 0, o1, orate, oburst}
         end
       end
     end
   elseif name == 'concurrency' and #ARGV == (CLOCK_FROM_ARGV and 9 or 8) then
-    local ls, ws, cs, tok, key, why = ARGV[5], ARGV[6], ARGV[7], ARGV[8], KEYS[1], nil
+    local ls, ws, cs, tok, key, why = ors or ARGV[5], ARGV[6], ARGV[7], ARGV[8], KEYS[1], nil
     local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
     local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
     local cost = cs == '1' and 1 or cs == '0' and 0
@@ -414,7 +459,7 @@ if ARGV[1] == '1' and ARGV[2] == '' and #KEYS == 1 and (mask == '' or mask == '0
           retry, reset = (retry - retry % 1000) / 1000, (reset - reset % 1000) / 1000
         end
         if allowed == 0 then
-          return {refused, 0, 0, remaining, retry, reset, 0}
+          return {refused, 0, 0, remaining, retry, reset, 0, o1, orate, oburst}
         end
         if cost == 1 then
           if card > live then
@@ -428,11 +473,11 @@ if ARGV[1] == '1' and ARGV[2] == '' and #KEYS == 1 and (mask == '' or mask == '0
           expiry = expiry + 999
           redis.call('PEXPIREAT', key, string.format('%d', (expiry - expiry % 1000) / 1000))
         end
-        return {1, 0, 1, remaining, 0, reset, 0}
+        return {1, 0, 1, remaining, 0, reset, 0, o1, orate, oburst}
       end
     end
   elseif name == 'sliding_log' and #ARGV == (CLOCK_FROM_ARGV and 8 or 7) then
-    local ls, ws, cs, key, why = ARGV[5], ARGV[6], ARGV[7], KEYS[1], nil
+    local ls, ws, cs, key, why = ors or ARGV[5], ARGV[6], ARGV[7], KEYS[1], nil
     local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
     local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
     local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
@@ -496,10 +541,10 @@ if ARGV[1] == '1' and ARGV[2] == '' and #KEYS == 1 and (mask == '' or mask == '0
           retry, reset = (retry - retry % 1000) / 1000, (reset - reset % 1000) / 1000
         end
         if allowed == 0 then
-          return {refused, 0, 0, remaining, retry, reset, 0}
+          return {refused, 0, 0, remaining, retry, reset, 0, o1, orate, oburst}
         end
         if cost == 0 then
-          return {1, 0, 1, remaining, 0, reset, 0}
+          return {1, 0, 1, remaining, 0, reset, 0, o1, orate, oburst}
         end
         local units = cost
         local at = string.format('%d', now)
@@ -525,7 +570,7 @@ if ARGV[1] == '1' and ARGV[2] == '' and #KEYS == 1 and (mask == '' or mask == '0
         end
         local ends = now + w + 999
         redis.call('PEXPIREAT', key, string.format('%d', (ends - ends % 1000) / 1000))
-        return {1, 0, 1, remaining, 0, reset, now}
+        return {1, 0, 1, remaining, 0, reset, now, o1, orate, oburst}
       end
     end
   end
@@ -543,10 +588,19 @@ elseif ARGV[2] == '' then
   --   the retry slot (0 in an admission's reply): the reset_after a peek reports.
   -- On a rejection, the policies that would have admitted report their keys as peeks; else the last
   -- pass makes the writes. The clock (TIME) is read once, when a policy first needs it.
-  local ns, match, tonumber = ARGV[1], string.match, tonumber
+  local ns, match, tonumber, byte = ARGV[1], string.match, tonumber, string.byte
   local n = #ns <= 2 and match(ns, '^[1-9]%d?$') and tonumber(ns)
-  local ok, i = n and n >= 2 and n <= MAX_REQUESTS and #KEYS == n and
-    (mask == '' or #mask == n and match(mask, '^[01]+$')), 4
+  local ok, i = n and n >= 2 and n <= MAX_REQUESTS and (mask == '' and #KEYS == n or #mask == n and
+    match(mask, '^[0-367]+$')), 4
+  if ok and mask ~= '' then -- one key more for each override key ('2' or more in the mask)
+    local want = n
+    for k = 1, n do
+      if byte(mask, k) >= 50 then
+        want = want + 1
+      end
+    end
+    ok = #KEYS == want
+  end
   for _ = 1, ok and n or 0 do -- every algorithm one this path decides, before any key is read
     local name = ARGV[i]
     if name == 'fixed_window' or name == 'gcra' then
@@ -559,7 +613,7 @@ elseif ARGV[2] == '' then
     end
   end
   if ok and #ARGV == (CLOCK_FROM_ARGV and i or i - 1) then
-    local reply, now, prevs, k = {1, 0}, nil, nil, 1
+    local reply, now, prevs, k, o, x = {1, 0}, nil, nil, 1, n, 2 + 5 * n -- o: the last override key read; x: the reply's last
     if n == 2 then -- made whole: growing it rehashes
       reply = {1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
     elseif n == 3 then
@@ -568,8 +622,39 @@ elseif ARGV[2] == '' then
     i = 4
     while ok and k <= n do
       local name, at, key = ARGV[i], 5 * k - 2, KEYS[k]
-      if name == 'fixed_window' then
-        local ls, ws, cs, aligned, why = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], nil
+      local flag, ors, obs, orate, oburst = mask == '' and 0 or byte(mask, k) - 48, nil, nil, nil, nil
+      if flag >= 2 then
+        local why
+        o = o + 1
+        local okey = KEYS[o]
+        local raw = redis.pcall('GET', okey)
+        if raw then
+          if type(raw) == 'table' then
+            why = 'override key holds a value that is not a string'
+          else
+            local r, b, e = match(raw, '^([1-9]%d*) (%d+) (%d+) ')
+            local rv = r and #r <= MAX_DIGITS and tonumber(r)
+            local bv = rv and #b <= MAX_DIGITS and (b == '0' or byte(b) ~= 48) and tonumber(b)
+            if not (rv and rv <= MAX and bv and bv <= MAX and #e <= 19 and (e == '0' or byte(e) ~= 48) and
+                #raw - #r - #b - #e - 3 <= MAX_REASON) then
+              why = 'override is not a rate, a burst, an expiry and a reason'
+            else
+              ors, obs, orate, oburst = r, b, rv, bv
+            end
+          end
+        end
+        ok = not why
+        if ors then
+          reply[x + 1], reply[x + 2], reply[x + 3], x = k, orate, oburst, x + 3
+          if obs == '0' then
+            obs = flag >= 6 and ors or nil -- the policy's burst follows the rate, or stays
+          end
+        end
+      end
+      if not ok then
+        break -- corrupt: the general path refuses it
+      elseif name == 'fixed_window' then
+        local ls, ws, cs, aligned, why = ors or ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], nil
         local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
         local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
         local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
@@ -653,7 +738,7 @@ elseif ARGV[2] == '' then
         end
         i = i + 5
       elseif name == 'gcra' then
-        local rs, ws, cs, bs, why = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], nil
+        local rs, ws, cs, bs, why = ors or ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], obs or ARGV[i + 4], nil
         local rate = #rs <= MAX_DIGITS and match(rs, '^[1-9]%d*$') and tonumber(rs)
         local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
         local burst = #bs <= MAX_DIGITS and match(bs, '^[1-9]%d*$') and tonumber(bs)
@@ -676,7 +761,7 @@ elseif ARGV[2] == '' then
           end
         end
         ok = not why
-        local backlog = 0
+        local backlog, clamp = 0, flag >= 2
         if ok then
           if not now then
             if CLOCK_FROM_ARGV then
@@ -699,13 +784,21 @@ elseif ARGV[2] == '' then
                 if ttl < 0 then
                   why = 'theoretical arrival time has no expiry'
                 elseif ttl > math.ceil(tolerance / 1000) + 1 then
-                  why = 'theoretical arrival time expires later than a full bucket empties'
+                  if clamp then
+                    backlog = tolerance
+                  else
+                    why = 'theoretical arrival time expires later than a full bucket empties'
+                  end
                 else
                   backlog = tat - now
-                  if backlog > tolerance then
+                  if backlog <= tolerance then
+                    if backlog < 0 then
+                      backlog = 0
+                    end
+                  elseif clamp then
+                    backlog = tolerance
+                  else
                     why = 'theoretical arrival time is further ahead than a full bucket'
-                  elseif backlog < 0 then
-                    backlog = 0
                   end
                 end
               end
@@ -733,7 +826,7 @@ elseif ARGV[2] == '' then
         end
         i = i + 5
       else -- sliding_window
-        local ls, ws, cs, why = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], nil
+        local ls, ws, cs, why = ors or ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], nil
         local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
         local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
         local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
@@ -870,7 +963,7 @@ elseif ARGV[2] == '' then
         end
         i = i + 4
       end
-      if reply[at] == 0 and (mask == '' or string.byte(mask, k) ~= 49) then -- '1': a shadow rejection rejects nothing
+      if reply[at] == 0 and flag % 2 == 0 then -- odd: a shadow rejection rejects nothing
         reply[1] = 0
       end
       k = k + 1

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # all.sh DIR — callgrind.sh for every row of the script-cost table (BENCHMARKS.md, "Redis CPU per decision"), on the
 # scripts dump.go wrote to DIR. Prints "row<TAB>instructions per call<TAB>ratio to the minimal script".
-# ONLY=regex runs the rows whose name matches.
+# ONLY=regex runs the rows whose name matches. A row's fifth field, when there is one, is the rate and
+# burst of an override that override_setup.lua stores first at every key rl:x:{n}:1 (the policy's
+# override key: KEYS[2]).
 set -euo pipefail
 dir=$1
 here=$(dirname "$0")
@@ -19,6 +21,13 @@ rows=(
   "take 3 fixed windows|$dir/take.lua|3|3 '' '' fixed_window $M 60000 1 0 fixed_window $M $H 1 0 fixed_window $M $D 1 0"
   "take fixed_window shadow|$dir/take.lua|1|1 '' 1 fixed_window $M $H 1 0"
   "take 2 policies, one shadow|$dir/take.lua|2|2 '' 01 fixed_window $M $H 1 0 fixed_window $M $D 1 0"
+  "take fixed_window, override key, none set|$dir/take.lua|2|1 '' 2 fixed_window $M $H 1 0"
+  "take fixed_window, override set|$dir/take.lua|2|1 '' 2 fixed_window $M $H 1 0|$M 0"
+  "take gcra, override key, none set|$dir/take.lua|2|1 '' 2 gcra 1000 $H 1 1000000"
+  "take gcra, override set|$dir/take.lua|2|1 '' 2 gcra 1000 $H 1 1000000|2000 1000000"
+  "take sliding_window, override key, none set|$dir/take.lua|2|1 '' 2 sliding_window $M $H 1"
+  "take sliding_window, override set|$dir/take.lua|2|1 '' 2 sliding_window $M $H 1|$M 0"
+  "take 3 policies, override keys, none set|$dir/take.lua|6|3 '' 222 fixed_window $M $H 1 0 sliding_window $M $H 1 gcra 1000 $H 1 1000000"
   "release|$dir/release.lua|1|12345678901234567"
   "settle fixed_window overrun|$dir/settle.lua|1|fixed_window $M $H 2 0 0 3"
   "settle gcra overrun|$dir/settle.lua|1|gcra 1000 $H 2 1000000 0 3"
@@ -27,10 +36,15 @@ rows=(
 )
 ref=
 for row in "${rows[@]}"; do
-  IFS='|' read -r name script nkeys args <<<"$row"
+  IFS='|' read -r name script nkeys args setup <<<"$row"
   [[ $name == minimal || -z ${ONLY:-} || $name =~ $ONLY ]] || continue
   eval "set -- $args"
-  n=$("$here/callgrind.sh" "$script" "$nkeys" "$@" 2>/dev/null | tail -1)
+  if [[ -n $setup ]]; then
+    n=$(SETUP_SCRIPT=$here/override_setup.lua SETUP_ARGS="1 rl:x:{__rand_int__}:1 $setup" \
+      "$here/callgrind.sh" "$script" "$nkeys" "$@" 2>/dev/null | tail -1)
+  else
+    n=$("$here/callgrind.sh" "$script" "$nkeys" "$@" 2>/dev/null | tail -1)
+  fi
   [[ -n $ref ]] || ref=$n
   printf '%s\t%s\t%s\n' "$name" "$n" "$(awk -v a="$n" -v b="$ref" 'BEGIN{printf "%.2f", a/b}')"
 done

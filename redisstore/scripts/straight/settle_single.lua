@@ -64,7 +64,7 @@ if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_to
       if not why and reserved > 0 then -- a reservation's cost is never 0
         local now
         --@inline clock_us
-        local why, backlog = nil, 0
+        local why, backlog, clamp = nil, 0, false -- a settlement ignores overrides
         --@inline gcra_read
         if not why then
           local delta, cost = actual - reserved, 0 -- cost: what the decision after the write looks for room for

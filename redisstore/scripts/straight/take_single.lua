@@ -30,12 +30,34 @@
 -- internal/tools/luagen (go generate) writes ../take_single.lua with each fragment's text spliced in,
 -- indented as the line, so the script runs the same statements as if each were written out, with
 -- no function. A fragment's header comment names the locals it reads and sets.
-local mask = ARGV[3] -- the policies in shadow mode: '' for none, else a '0' or '1' per policy
-if ARGV[1] == '1' and ARGV[2] == '' and #KEYS == 1 and (mask == '' or mask == '0' or mask == '1') then
+--
+-- A policy with an override key (its flag 2, 3, 6 or 7, take.lua) reads it first: an override's rate,
+-- and for gcra its burst (or its rate, when the policy's burst follows the rate: flag 6 or 7), stand
+-- in for the arguments before they are parsed, and the reply ends with the policy's number and the
+-- override's rate and burst (o1, orate, oburst: nil, and so left out, without an override). Corrupt
+-- override bytes fall through, as a corrupt key does. A call without override keys pays the
+-- comparisons that pick the path and three nils in each reply.
+local mask = ARGV[3] -- the policies' flags: '' for none, else a digit per policy (take.lua)
+if ARGV[1] == '1' and ARGV[2] == '' and (#KEYS == 1 and (mask == '' or mask == '0' or mask == '1') or
+    #KEYS == 2 and (mask == '2' or mask == '3' or mask == '6' or mask == '7')) then
   local name, match, tonumber = ARGV[4], string.match, tonumber
   local refused = mask == '1' and 1 or 0 -- a rejection's first element: a shadow rejection rejects nothing
+  local ors, obs, orate, oburst, o1, clamp = nil, nil, nil, nil, nil, false
+  if #KEYS == 2 then
+    local okey, byte, why = KEYS[2], string.byte, nil
+    --@inline override_read
+    clamp, refused = true, mask ~= '2' and mask ~= '6' and 1 or 0
+    if why then
+      name = nil -- corrupt: the general path refuses it
+    elseif ors then
+      o1 = 1
+      if name == 'gcra' and obs == '0' then
+        obs = mask >= '6' and ors or nil -- the policy's burst follows the rate, or stays
+      end
+    end
+  end
   if name == 'fixed_window' and #ARGV == (CLOCK_FROM_ARGV and 9 or 8) then
-    local ls, ws, cs, aligned, key, why = ARGV[5], ARGV[6], ARGV[7], ARGV[8], KEYS[1], nil
+    local ls, ws, cs, aligned, key, why = ors or ARGV[5], ARGV[6], ARGV[7], ARGV[8], KEYS[1], nil
     --@inline fixed_window_parse
     if not why then
       local count, ttl, t, ends, expires, why = 0, 0, nil, nil, nil, nil -- count 0: missing, or its window has ended
@@ -49,20 +71,20 @@ if ARGV[1] == '1' and ARGV[2] == '' and #KEYS == 1 and (mask == '' or mask == '0
       if not why then
         --@inline fixed_window_decide
         if allowed == 0 then
-          return {refused, 0, 0, remaining, retry, reset, 0}
+          return {refused, 0, 0, remaining, retry, reset, 0, o1, orate, oburst}
         end
         if cost == 0 then
-          return {1, 0, 1, remaining, 0, reset, 0}
+          return {1, 0, 1, remaining, 0, reset, 0, o1, orate, oburst}
         end
         --@inline fixed_window_write
         if not t then
-          return {1, 0, 1, remaining, 0, reset, redis.call('PEXPIRETIME', key)}
+          return {1, 0, 1, remaining, 0, reset, redis.call('PEXPIRETIME', key), o1, orate, oburst}
         end
-        return {1, 0, 1, remaining, 0, reset, count > 0 and t + ttl or ends}
+        return {1, 0, 1, remaining, 0, reset, count > 0 and t + ttl or ends, o1, orate, oburst}
       end
     end
   elseif name == 'gcra' and #ARGV == (CLOCK_FROM_ARGV and 9 or 8) then
-    local rs, ws, cs, bs, key, why = ARGV[5], ARGV[6], ARGV[7], ARGV[8], KEYS[1], nil
+    local rs, ws, cs, bs, key, why = ors or ARGV[5], ARGV[6], ARGV[7], obs or ARGV[8], KEYS[1], nil
     --@inline gcra_parse
     if not why then
       local now
@@ -72,18 +94,18 @@ if ARGV[1] == '1' and ARGV[2] == '' and #KEYS == 1 and (mask == '' or mask == '0
       if not why then
         --@inline gcra_decide
         if allowed == 0 then
-          return {refused, 0, 0, remaining, retry, reset, 0}
+          return {refused, 0, 0, remaining, retry, reset, 0, o1, orate, oburst}
         end
         if cost == 0 then
-          return {1, 0, 1, remaining, 0, reset, 0}
+          return {1, 0, 1, remaining, 0, reset, 0, o1, orate, oburst}
         end
         backlog = backlog + need
         --@inline gcra_set
-        return {1, 0, 1, remaining, 0, reset, now + backlog}
+        return {1, 0, 1, remaining, 0, reset, now + backlog, o1, orate, oburst}
       end
     end
   elseif name == 'sliding_window' and #ARGV == (CLOCK_FROM_ARGV and 8 or 7) then
-    local ls, ws, cs, key, why = ARGV[5], ARGV[6], ARGV[7], KEYS[1], nil
+    local ls, ws, cs, key, why = ors or ARGV[5], ARGV[6], ARGV[7], KEYS[1], nil
     --@inline sliding_window_parse
     if not why then
       local now
@@ -108,20 +130,20 @@ if ARGV[1] == '1' and ARGV[2] == '' and #KEYS == 1 and (mask == '' or mask == '0
           --@inline sliding_window_reset
           reset = (reset - reset % 1000) / 1000
           if cost == 0 then
-            return {1, 0, 1, limit - used, 0, reset, 0}
+            return {1, 0, 1, limit - used, 0, reset, 0, o1, orate, oburst}
           end
           --@inline sliding_window_write
-          return {1, 0, 1, limit - used - cost, 0, reset, cur}
+          return {1, 0, 1, limit - used - cost, 0, reset, cur, o1, orate, oburst}
         end
         --@inline sliding_window_rejection
         if not c or ab2 < 4503599627370496 then
           --@inline sliding_window_wait
-          return {refused, 0, 0, remaining, (wait - wait % 1000) / 1000, (reset - reset % 1000) / 1000, 0}
+          return {refused, 0, 0, remaining, (wait - wait % 1000) / 1000, (reset - reset % 1000) / 1000, 0, o1, orate, oburst}
         end
       end
     end
   elseif name == 'concurrency' and #ARGV == (CLOCK_FROM_ARGV and 9 or 8) then
-    local ls, ws, cs, tok, key, why = ARGV[5], ARGV[6], ARGV[7], ARGV[8], KEYS[1], nil
+    local ls, ws, cs, tok, key, why = ors or ARGV[5], ARGV[6], ARGV[7], ARGV[8], KEYS[1], nil
     --@inline concurrency_parse
     if not why then
       local now
@@ -132,16 +154,16 @@ if ARGV[1] == '1' and ARGV[2] == '' and #KEYS == 1 and (mask == '' or mask == '0
       if not why then
         --@inline concurrency_decide
         if allowed == 0 then
-          return {refused, 0, 0, remaining, retry, reset, 0}
+          return {refused, 0, 0, remaining, retry, reset, 0, o1, orate, oburst}
         end
         if cost == 1 then
           --@inline concurrency_apply
         end
-        return {1, 0, 1, remaining, 0, reset, 0}
+        return {1, 0, 1, remaining, 0, reset, 0, o1, orate, oburst}
       end
     end
   elseif name == 'sliding_log' and #ARGV == (CLOCK_FROM_ARGV and 8 or 7) then
-    local ls, ws, cs, key, why = ARGV[5], ARGV[6], ARGV[7], KEYS[1], nil
+    local ls, ws, cs, key, why = ors or ARGV[5], ARGV[6], ARGV[7], KEYS[1], nil
     --@inline sliding_log_parse
     if not why then
       local now
@@ -152,14 +174,14 @@ if ARGV[1] == '1' and ARGV[2] == '' and #KEYS == 1 and (mask == '' or mask == '0
       if not why then
         --@inline sliding_log_decide
         if allowed == 0 then
-          return {refused, 0, 0, remaining, retry, reset, 0}
+          return {refused, 0, 0, remaining, retry, reset, 0, o1, orate, oburst}
         end
         if cost == 0 then
-          return {1, 0, 1, remaining, 0, reset, 0}
+          return {1, 0, 1, remaining, 0, reset, 0, o1, orate, oburst}
         end
         local units = cost
         --@inline sliding_log_append
-        return {1, 0, 1, remaining, 0, reset, now}
+        return {1, 0, 1, remaining, 0, reset, now, o1, orate, oburst}
       end
     end
   end
@@ -177,10 +199,19 @@ elseif ARGV[2] == '' then
   --   the retry slot (0 in an admission's reply): the reset_after a peek reports.
   -- On a rejection, the policies that would have admitted report their keys as peeks; else the last
   -- pass makes the writes. The clock (TIME) is read once, when a policy first needs it.
-  local ns, match, tonumber = ARGV[1], string.match, tonumber
+  local ns, match, tonumber, byte = ARGV[1], string.match, tonumber, string.byte
   local n = #ns <= 2 and match(ns, '^[1-9]%d?$') and tonumber(ns)
-  local ok, i = n and n >= 2 and n <= MAX_REQUESTS and #KEYS == n and
-    (mask == '' or #mask == n and match(mask, '^[01]+$')), 4
+  local ok, i = n and n >= 2 and n <= MAX_REQUESTS and (mask == '' and #KEYS == n or #mask == n and
+    match(mask, '^[0-367]+$')), 4
+  if ok and mask ~= '' then -- one key more for each override key ('2' or more in the mask)
+    local want = n
+    for k = 1, n do
+      if byte(mask, k) >= 50 then
+        want = want + 1
+      end
+    end
+    ok = #KEYS == want
+  end
   for _ = 1, ok and n or 0 do -- every algorithm one this path decides, before any key is read
     local name = ARGV[i]
     if name == 'fixed_window' or name == 'gcra' then
@@ -193,7 +224,7 @@ elseif ARGV[2] == '' then
     end
   end
   if ok and #ARGV == (CLOCK_FROM_ARGV and i or i - 1) then
-    local reply, now, prevs, k = {1, 0}, nil, nil, 1
+    local reply, now, prevs, k, o, x = {1, 0}, nil, nil, 1, n, 2 + 5 * n -- o: the last override key read; x: the reply's last
     if n == 2 then -- made whole: growing it rehashes
       reply = {1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
     elseif n == 3 then
@@ -202,8 +233,24 @@ elseif ARGV[2] == '' then
     i = 4
     while ok and k <= n do
       local name, at, key = ARGV[i], 5 * k - 2, KEYS[k]
-      if name == 'fixed_window' then
-        local ls, ws, cs, aligned, why = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], nil
+      local flag, ors, obs, orate, oburst = mask == '' and 0 or byte(mask, k) - 48, nil, nil, nil, nil
+      if flag >= 2 then
+        local why
+        o = o + 1
+        local okey = KEYS[o]
+        --@inline override_read
+        ok = not why
+        if ors then
+          reply[x + 1], reply[x + 2], reply[x + 3], x = k, orate, oburst, x + 3
+          if obs == '0' then
+            obs = flag >= 6 and ors or nil -- the policy's burst follows the rate, or stays
+          end
+        end
+      end
+      if not ok then
+        break -- corrupt: the general path refuses it
+      elseif name == 'fixed_window' then
+        local ls, ws, cs, aligned, why = ors or ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], nil
         --@inline fixed_window_parse
         ok = not why
         if ok then
@@ -231,10 +278,10 @@ elseif ARGV[2] == '' then
         end
         i = i + 5
       elseif name == 'gcra' then
-        local rs, ws, cs, bs, why = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], nil
+        local rs, ws, cs, bs, why = ors or ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], obs or ARGV[i + 4], nil
         --@inline gcra_parse
         ok = not why
-        local backlog = 0
+        local backlog, clamp = 0, flag >= 2
         if ok then
           if not now then
             --@inline clock_us
@@ -253,7 +300,7 @@ elseif ARGV[2] == '' then
         end
         i = i + 5
       else -- sliding_window
-        local ls, ws, cs, why = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], nil
+        local ls, ws, cs, why = ors or ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], nil
         --@inline sliding_window_parse
         ok = not why
         if ok then
@@ -308,7 +355,7 @@ elseif ARGV[2] == '' then
         end
         i = i + 4
       end
-      if reply[at] == 0 and (mask == '' or string.byte(mask, k) ~= 49) then -- '1': a shadow rejection rejects nothing
+      if reply[at] == 0 and flag % 2 == 0 then -- odd: a shadow rejection rejects nothing
         reply[1] = 0
       end
       k = k + 1
