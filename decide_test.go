@@ -32,6 +32,27 @@ func TestRequests(t *testing.T) {
 		if r := rs[i]; r.Key != want || r.Cost != 2 || r.ID != "req-1" {
 			t.Errorf("request %d: %+v; want key %s (version %s), cost 2, ID req-1", i, r, want, v)
 		}
+		wantOverride, err := keys.OverrideKey(rs[i].Limit.Name, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := rs[i]; r.OverrideKey != wantOverride {
+			t.Errorf("request %d: override key %q; want KeyBuilder.OverrideKey's %q", i, r.OverrideKey, wantOverride)
+		}
+	}
+	// A subject with a slot subject of its own: both digests in both keys.
+	tenant := admit.Subject{ID: "alice", Slot: "acme"}
+	rs = []admit.Request{{Limit: a}}
+	if err := admit.Requests(rs, keys, []string{"1"}, tenant, 1, ""); err != nil {
+		t.Fatal(err)
+	}
+	wantKey, _ := keys.Key(a, "1", tenant)
+	wantOverride, _ := keys.OverrideKey(a.Name, tenant)
+	if rs[0].Key != wantKey || rs[0].OverrideKey != wantOverride {
+		t.Errorf("with a slot subject: keys %q, %q; want %q, %q", rs[0].Key, rs[0].OverrideKey, wantKey, wantOverride)
+	}
+	if n := testing.AllocsPerRun(100, func() { admit.Requests(rs, keys, []string{"1"}, tenant, 1, "") }); n != 1 {
+		t.Errorf("Requests of one policy: %v allocations; want 1, both keys in one string", n)
 	}
 	rs = []admit.Request{{Limit: a}, {Limit: b}}
 	err = admit.Requests(rs, keys, []string{"1"}, s, 3, "")

@@ -73,16 +73,7 @@ func NewKeyBuilder(secret []byte) (*KeyBuilder, error) {
 // 64 characters of a-z, 0-9, '_' and '-'), and ErrInvalidRequest for an empty or oversized
 // subject.
 func (b *KeyBuilder) Key(lim Limit, version string, s Subject) (string, error) {
-	if err := lim.Validate(); err != nil {
-		return "", err
-	}
-	switch {
-	case lim.Name == "":
-		return "", fmt.Errorf("%w: a key needs a policy name", ErrInvalidLimit)
-	case !validName(version):
-		return "", fmt.Errorf("%w: key version %q: want 1-%d characters of a-z, 0-9, '_' and '-'", ErrInvalidLimit, version, bound.MaxNameLen)
-	}
-	if err := checkSubject(s); err != nil {
+	if err := checkKey(lim, version, s); err != nil {
 		return "", err
 	}
 	var buf [keyBufLen]byte // the key is built on the stack: string(k) is its one allocation
@@ -93,6 +84,32 @@ func (b *KeyBuilder) Key(lim Limit, version string, s Subject) (string, error) {
 	k = append(k, '-')
 	k = lim.appendShape(k)
 	return string(b.appendSubject(k, s)), nil
+}
+
+// keys returns the Key of subject s under lim in version, and the OverrideKey of s under lim's
+// policy, with Key's checks and errors: the two built into one string, sliced, so that they cost one
+// allocation and each digest is computed once.
+func (b *KeyBuilder) keys(lim Limit, version string, s Subject) (key, overrideKey string, err error) {
+	if err := checkKey(lim, version, s); err != nil {
+		return "", "", err
+	}
+	var buf [2 * keyBufLen]byte // both keys on the stack: string(k) is their one allocation
+	k := append(buf[:0], "rl:"...)
+	k = append(k, lim.Name...)
+	k = append(k, ":v"...)
+	k = append(k, version...)
+	k = append(k, '-')
+	k = lim.appendShape(k)
+	at := len(k)
+	k = b.appendSubject(k, s)
+	subject := len(k) - at // the subject part, the same in both keys: copied, not digested again
+	n := len(k)
+	k = append(k, "rl:"...)
+	k = append(k, lim.Name...)
+	k = append(k, ":o"...)
+	k = append(k, k[at:at+subject]...)
+	both := string(k)
+	return both[:n], both[n:], nil
 }
 
 // OverrideKey returns the key of subject s's [Override] under the policy named policy:
@@ -116,6 +133,21 @@ func (b *KeyBuilder) OverrideKey(policy string, s Subject) (string, error) {
 	k = append(k, policy...)
 	k = append(k, ":o"...)
 	return string(b.appendSubject(k, s)), nil
+}
+
+// checkKey reports why no key of subject s under lim in version can be made, with Key's errors, or
+// nil.
+func checkKey(lim Limit, version string, s Subject) error {
+	if err := lim.Validate(); err != nil {
+		return err
+	}
+	switch {
+	case lim.Name == "":
+		return fmt.Errorf("%w: a key needs a policy name", ErrInvalidLimit)
+	case !validName(version):
+		return fmt.Errorf("%w: key version %q: want 1-%d characters of a-z, 0-9, '_' and '-'", ErrInvalidLimit, version, bound.MaxNameLen)
+	}
+	return checkSubject(s)
 }
 
 // checkSubject reports why s cannot be in a key, as an error matching ErrInvalidRequest, or nil.
