@@ -184,6 +184,9 @@ func (s *Service) Overrides(ctx context.Context, policyName, cursor string, n in
 	if err := validate.OverridePage(policyName, cursor, n); err != nil {
 		return nil, "", err
 	}
+	if named := (admit.Limit{Name: policyName, Algorithm: admit.FixedWindow, Rate: 1, Period: time.Second}); named.Validate() != nil {
+		return nil, "", fmt.Errorf("%w: override listing of policy %q: want 1-64 characters of a-z, 0-9, '_' and '-'", admit.ErrInvalidRequest, policyName)
+	}
 	_, _, known := s.target(s.cfg.Load(), policyName, admit.Subject{})
 	os, next, err := s.store.Overrides(ctx, policyName, cursor, n)
 	if err != nil {
