@@ -29,7 +29,8 @@ type Request struct {
 	ID string
 	// OverrideKey is the key of the subject's [Override] under this policy, in Key's hash slot, or
 	// empty for none: the Store reads it in the same call as Key's state and, when an unexpired
-	// Override is stored there, decides under its numbers (Decision.Overridden). [Requests] sets it.
+	// Override is stored there, decides under its numbers (Decision.Overridden). [Requests] sets it;
+	// Validate refuses one that is not an override key in Key's hash slot.
 	OverrideKey string
 }
 
@@ -45,7 +46,10 @@ func (r *Request) Validate() error {
 // validateKnownLimit is [Request.Validate] for a Request whose Limit is known to be valid: it checks
 // only the Request's own fields, against the Limit, with Validate's errors.
 func (r *Request) validateKnownLimit() error {
-	return validate.Request(r.Key, r.Cost, r.ID, r.Limit.Algorithm == Concurrency, r.Limit.Capacity())
+	if err := validate.Request(r.Key, r.Cost, r.ID, r.Limit.Algorithm == Concurrency, r.Limit.Capacity()); err != nil {
+		return err
+	}
+	return validate.RequestOverrideKey(r.Key, r.OverrideKey)
 }
 
 // ValidateAll reports why rs cannot be decided together by TakeAll into ds, as an error matching

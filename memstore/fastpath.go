@@ -35,6 +35,9 @@ func (sh *shard) takeFast(tab *table, r *admit.Request, known *knownLimit, h uin
 	if lim.Algorithm != admit.GCRA && lim.Algorithm != admit.FixedWindow {
 		return false
 	}
+	if sh.override(r.OverrideKey, mono) != nil {
+		return false // decided under other numbers: the general path (override.go)
+	}
 	i, ok := sh.find(r.Key, h)
 	if !ok {
 		return false

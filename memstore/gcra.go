@@ -15,20 +15,28 @@ import (
 
 func gcraLive(e *entry, now instant) bool { return e.deadline > now.mono }
 
-func gcraCheck(e *entry, lim *admit.Limit, g *algo.GCRAParams, now instant) error {
+// gcraCheck checks e under lim, clamping (algo.GCRAParams.Clamp) a TAT too far ahead when clamp is
+// set: a Request with an OverrideKey.
+func gcraCheck(e *entry, lim *admit.Limit, g *algo.GCRAParams, now instant, clamp bool) error {
 	st := algo.GCRAState{TAT: gcraTAT(e), TTL: e.deadline - now.mono}
-	if err := g.Check(st, micros(now)); err != nil {
+	check := g.Check(st, micros(now))
+	if clamp {
+		_, check = g.Clamp(st, micros(now))
+	}
+	if err := check; err != nil {
 		return fmt.Errorf("%w (TAT %v ahead, Limit %v)", err, st.TTL, *lim)
 	}
 	return nil
 }
 
 // gcraDecide also returns the TAT an admission writes, which gcraApply then stores: the transition
-// runs once per decision. g are lim's figures (see shard.gcraParams).
+// runs once per decision. g are lim's figures (see shard.gcraParams). It decides on the TAT
+// clamped to lim (algo.GCRAParams.Clamp): e passed gcraCheck, so only a Request with an
+// OverrideKey can hold a TAT that the clamp changes.
 func gcraDecide(e *entry, lim *admit.Limit, g *algo.GCRAParams, cost int64, now instant, d *admit.Decision) (write, int64) {
 	var tat int64 // a missing key
 	if e != nil {
-		tat = gcraTAT(e)
+		tat, _ = g.Clamp(algo.GCRAState{TAT: gcraTAT(e), TTL: e.deadline - now.mono}, micros(now))
 	}
 	res := g.Decide(tat, micros(now), cost)
 	decided(d, lim, res.Allowed, res.Remaining, res.RetryAfter, res.ResetAfter)

@@ -35,8 +35,8 @@ func (k kernel) live(e *entry, now instant) bool {
 
 // check reports why e's live state, with its further state x (shard.ext), cannot be lim's — it is
 // corrupt for lim — or nil. g are lim's figures when it is a GCRA Limit (shard.gcraParams), and
-// unused otherwise.
-func (k kernel) check(e *entry, x *sliding, lim *admit.Limit, g *algo.GCRAParams, now instant) error {
+// unused otherwise. clamp is shard.read's.
+func (k kernel) check(e *entry, x *sliding, lim *admit.Limit, g *algo.GCRAParams, now instant, clamp bool) error {
 	switch admit.Algorithm(k) {
 	case admit.FixedWindow:
 		return fixedWindowCheck(e, lim, now)
@@ -45,7 +45,7 @@ func (k kernel) check(e *entry, x *sliding, lim *admit.Limit, g *algo.GCRAParams
 	case admit.SlidingLog:
 		return slidingLogCheck(x, lim, now)
 	case admit.GCRA:
-		return gcraCheck(e, lim, g, now)
+		return gcraCheck(e, lim, g, now, clamp)
 	case admit.Concurrency:
 		return concurrencyCheck(x, lim, now)
 	}
@@ -88,6 +88,7 @@ func decided(d *admit.Decision, lim *admit.Limit, allowed bool, remaining int64,
 	d.ResetAfter = resetAfter
 	d.Replayed = false
 	d.Degraded = false
+	d.Overridden = false
 	d.Token = 0
 }
 

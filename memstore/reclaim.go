@@ -11,13 +11,14 @@ import (
 const liveExaminedPerInsert = 2
 
 // sweep examines every entry of every shard, removes those whose window has ended, and returns how
-// many entries it examined and removed.
+// many entries it examined and removed; then it removes the expired Overrides (tidyOverrides).
 func (t *table) sweep() (examined, removed int) {
 	for i := range t.shards {
 		e, r := t.shards[i].sweep(t.now)
 		examined += e
 		removed += r
 	}
+	t.tidyOverrides()
 	return examined, removed
 }
 

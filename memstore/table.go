@@ -21,6 +21,8 @@ type table struct {
 	base   time.Time        // the clock at New; times are kept as durations since base
 	// baseNano is base in Unix nanoseconds, from which tokens are told in Unix time.
 	baseNano int64
+	// overrides lists the keys of the Overrides the shards hold, by policy (override.go).
+	overrides overrideIndex
 }
 
 // newTable returns the empty table that opts describe, with their defaults applied.
@@ -150,6 +152,9 @@ type shard struct {
 	capacity int          // the most entries the shard holds: its share of Options.MaxEntries
 	budget   int          // Options.SweepBudget: the most entries examined at once to sweep or make room
 	gcra     gcraCache    // the figures of the GCRA Limit the shard decided under last
+	// overrides are the Overrides whose keys are in the shard's slots, by key (override.go); nil
+	// until the first.
+	overrides map[string]*storedOverride
 	_        [64]byte
 }
 
@@ -178,15 +183,20 @@ func (sh *shard) takeAll(rs []admit.Request, ds []admit.Decision, tokens []uint6
 	allowed, moved := true, false
 	for k := range rs {
 		r, p := &rs[k], &ps[k]
-		p.kernel, p.hash = kernel(r.Limit.Algorithm), sh.hash(r.Key)
-		p.figures(sh, &r.Limit)
-		var e *entry
 		var err error
-		if p.index, e, err = sh.read(r.Key, p.hash, &r.Limit, p.kernel, &p.gcra, now, &moved); err != nil {
+		if p.overridden, err = sh.limitOf(r, now.mono, &p.over); err != nil {
+			return false, err
+		}
+		lim := p.limit(r)
+		p.kernel, p.hash = kernel(r.Limit.Algorithm), sh.hash(r.Key)
+		p.figures(sh, lim)
+		var e *entry
+		if p.index, e, err = sh.read(r.Key, p.hash, lim, p.kernel, &p.gcra, now, r.OverrideKey != "", &moved); err != nil {
 			return false, err
 		}
 		// Decide now, while e is where read found it: a later read may move entries.
-		p.write, p.next = p.kernel.decide(e, sh.ext(e), &r.Limit, &p.gcra, r.Cost, now, &ds[k])
+		p.write, p.next = p.kernel.decide(e, sh.ext(e), lim, &p.gcra, r.Cost, now, &ds[k])
+		ds[k].Overridden = p.overridden
 		allowed = allowed && (ds[k].Allowed || r.Limit.Shadow) // a shadow rejection rejects nothing
 	}
 	if !allowed {
@@ -194,7 +204,8 @@ func (sh *shard) takeAll(rs []admit.Request, ds []admit.Decision, tokens []uint6
 		for k := range rs {
 			if ds[k].Allowed {
 				e := sh.live(rs[k].Key)
-				ps[k].kernel.decide(e, sh.ext(e), &rs[k].Limit, &ps[k].gcra, 0, now, &ds[k])
+				ps[k].kernel.decide(e, sh.ext(e), ps[k].limit(&rs[k]), &ps[k].gcra, 0, now, &ds[k])
+				ds[k].Overridden = ps[k].overridden
 			}
 		}
 		return false, nil
@@ -231,14 +242,19 @@ func (sh *shard) takeAll(rs []admit.Request, ds []admit.Decision, tokens []uint6
 // caller holds sh.mu.
 func (sh *shard) takeOne(r *admit.Request, h uint32, now instant, d *admit.Decision) error {
 	p := pending{kernel: kernel(r.Limit.Algorithm), hash: h}
-	p.figures(sh, &r.Limit)
-	var e *entry
 	var err error
-	moved := false
-	if p.index, e, err = sh.read(r.Key, h, &r.Limit, p.kernel, &p.gcra, now, &moved); err != nil {
+	if p.overridden, err = sh.limitOf(r, now.mono, &p.over); err != nil {
 		return err
 	}
-	p.write, p.next = p.kernel.decide(e, sh.ext(e), &r.Limit, &p.gcra, r.Cost, now, d)
+	lim := p.limit(r)
+	p.figures(sh, lim)
+	var e *entry
+	moved := false
+	if p.index, e, err = sh.read(r.Key, h, lim, p.kernel, &p.gcra, now, r.OverrideKey != "", &moved); err != nil {
+		return err
+	}
+	p.write, p.next = p.kernel.decide(e, sh.ext(e), lim, &p.gcra, r.Cost, now, d)
+	d.Overridden = p.overridden
 	if !d.Allowed && !r.Limit.Shadow {
 		return nil // a rejection writes nothing; a shadow rejection rejects nothing
 	}
@@ -261,7 +277,7 @@ func (sh *shard) settle(res *admit.Reservation, actual int64, now instant) (admi
 	k := p.kernel
 	var moved bool // read removes only an ended entry, and then returns none: i stays valid
 	h := sh.hash(r.Key)
-	i, e, err := sh.read(r.Key, h, &r.Limit, k, &p.gcra, now, &moved)
+	i, e, err := sh.read(r.Key, h, &r.Limit, k, &p.gcra, now, false, &moved) // a settlement ignores overrides
 	if err != nil {
 		return admit.Decision{}, err
 	}
@@ -293,7 +309,19 @@ type pending struct {
 	index  int             // the key's entry, when it has a live one
 	write  write           // the write an admission makes
 	next   int64           // the state the write stores, when decide computed it (see kernel.decide)
-	gcra   algo.GCRAParams // the figures of the Request's Limit, when it is a GCRA Limit
+	gcra   algo.GCRAParams // the figures of lim, when it is a GCRA Limit
+	// overridden reports that over, the Request's Limit with its Override's numbers, decides
+	// (limit).
+	overridden bool
+	over       admit.Limit
+}
+
+// limit returns the Limit that decides p's Request r: over when overridden, else r's.
+func (p *pending) limit(r *admit.Request) *admit.Limit {
+	if p.overridden {
+		return &p.over
+	}
+	return &r.Limit
 }
 
 // figures sets p.gcra to the figures of lim, when p's kernel is GCRA's. The caller holds sh.mu.
@@ -345,9 +373,11 @@ func (sh *shard) replay(recordKey, fingerprint string, rs []admit.Request, ds []
 
 // read returns the entry of key, whose hash is h, and its index, if it is live for k at now; nil when the key is
 // missing or its state has ended — an ended entry is removed, and *moved set, since removing moves another entry — or an
-// error when the state cannot be lim's. g are lim's figures when it is a GCRA Limit. The entry stays
-// where it is until the next removal. The caller holds sh.mu.
-func (sh *shard) read(key string, h uint32, lim *admit.Limit, k kernel, g *algo.GCRAParams, now instant, moved *bool) (int, *entry, error) {
+// error when the state cannot be lim's. g are lim's figures when it is a GCRA Limit. clamp is true
+// for a Request with an OverrideKey, whose numbers may have changed since the state was written: a
+// GCRA TAT too far ahead for lim is then clamped (algo.GCRAParams.Clamp), not corrupt. The entry
+// stays where it is until the next removal. The caller holds sh.mu.
+func (sh *shard) read(key string, h uint32, lim *admit.Limit, k kernel, g *algo.GCRAParams, now instant, clamp bool, moved *bool) (int, *entry, error) {
 	i, found := sh.find(key, h)
 	if !found {
 		return 0, nil, nil
@@ -365,7 +395,7 @@ func (sh *shard) read(key string, h uint32, lim *admit.Limit, k kernel, g *algo.
 			return 0, nil, fmt.Errorf("memstore: %v: %w: key %q holds %v state", lim.Algorithm, admit.ErrCorruptState, key, e.alg)
 		}
 	case k.live(e, now):
-		if err := k.check(e, sh.ext(e), lim, g, now); err != nil {
+		if err := k.check(e, sh.ext(e), lim, g, now, clamp); err != nil {
 			return 0, nil, fmt.Errorf("memstore: %v: %w: %w", lim.Algorithm, admit.ErrCorruptState, err)
 		}
 		return i, e, nil
@@ -401,7 +431,7 @@ func (sh *shard) apply(r *admit.Request, p *pending, moved bool, now instant, le
 	case writeCreate:
 		e := entry{alg: r.Limit.Algorithm}
 		var x *sliding
-		p.kernel.apply(&e, &x, writeCreate, &r.Limit, r.Cost, now, lease, p.next)
+		p.kernel.apply(&e, &x, writeCreate, p.limit(r), r.Cost, now, lease, p.next)
 		sh.insert(r.Key, p.hash, e, x)
 		return p.kernel.token(&e, x, now, lease)
 	case writeUpdate:
@@ -411,7 +441,7 @@ func (sh *shard) apply(r *admit.Request, p *pending, moved bool, now instant, le
 		}
 		e := &sh.entries[i]
 		var spare *sliding
-		p.kernel.apply(e, sh.extSlot(e, &spare), writeUpdate, &r.Limit, r.Cost, now, lease, p.next)
+		p.kernel.apply(e, sh.extSlot(e, &spare), writeUpdate, p.limit(r), r.Cost, now, lease, p.next)
 		return p.kernel.token(e, sh.ext(e), now, lease)
 	}
 	return 0

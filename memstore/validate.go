@@ -41,7 +41,10 @@ func (c *validLimits) validate(r *admit.Request) (*knownLimit, error) {
 	lim := &r.Limit
 	slot := &c.slots[limitSlot(lim)]
 	if known := slot.Load(); known != nil && sameLimit(&known.Limit, lim) {
-		return known, validate.Request(r.Key, r.Cost, r.ID, lim.Algorithm == admit.Concurrency, lim.Capacity())
+		if err := validate.Request(r.Key, r.Cost, r.ID, lim.Algorithm == admit.Concurrency, lim.Capacity()); err != nil {
+			return known, err
+		}
+		return known, validate.RequestOverrideKey(r.Key, r.OverrideKey)
 	}
 	if err := r.Validate(); err != nil {
 		return nil, err

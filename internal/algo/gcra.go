@@ -131,3 +131,21 @@ func (p GCRAParams) Decide(tat, now, n int64) GCRAResult {
 func ceilMillisecond(us int64) time.Duration {
 	return time.Duration((us+999)/1000) * time.Millisecond
 }
+
+// Clamp is [GCRAParams.Check] for a Request with an override key, whose numbers may have changed
+// since the TAT was written (an Override set, changed or deleted): it returns the TAT to decide
+// on. A TAT further ahead than a full bucket (now + τ), or whose TTL exceeds GCRAExpiry(τ), is not
+// corrupt but clamped to now + τ, a bucket empty under the numbers now in force; the stored state
+// is left as it is (a rejection still writes nothing, and an admission writes from the clamped
+// TAT). A TAT outside 1 … MaxTAT or without an expiry stays corrupt: no numbers write it.
+func (p GCRAParams) Clamp(st GCRAState, now int64) (int64, error) {
+	switch {
+	case st.TAT < 1 || st.TAT > MaxTAT:
+		return 0, ErrTATOutOfRange
+	case st.TTL < 0:
+		return 0, ErrTATNoExpiry
+	case st.TTL > GCRAExpiry(p.Tolerance) || st.TAT-now > p.Tolerance:
+		return now + p.Tolerance, nil
+	}
+	return st.TAT, nil
+}

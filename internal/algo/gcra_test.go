@@ -119,6 +119,45 @@ func TestCheckGCRA(t *testing.T) {
 	}
 }
 
+// Clamp, for a Request with an override key, reads every state CheckGCRA accepts as it is, and a
+// TAT too far ahead or expiring too late as an empty bucket at now + τ; the states no numbers write
+// stay corrupt. A decision on the clamped TAT rejects any cost, and a peek reports the bucket empty.
+func TestGCRAClamp(t *testing.T) {
+	lim := gcraLimit(3, 30*time.Second, 0) // τ = 30 s
+	p := NewGCRAParams(lim)
+	const tolerance = 30_000_000
+	for _, tc := range []struct {
+		st      GCRAState
+		wantTAT int64
+		wantErr error
+	}{
+		{GCRAState{now + tolerance, GCRAExpiry(tolerance)}, now + tolerance, nil},
+		{GCRAState{now + 1, time.Millisecond}, now + 1, nil},
+		{GCRAState{now - 5_000_000, 0}, now - 5_000_000, nil},
+		{GCRAState{now + tolerance + 1, time.Second}, now + tolerance, nil},                  // further ahead than the bucket
+		{GCRAState{now + 10*tolerance, 10 * time.Minute}, now + tolerance, nil},              // and expiring later
+		{GCRAState{now + 1, GCRAExpiry(tolerance) + time.Millisecond}, now + tolerance, nil}, // expiring later only
+		{GCRAState{0, time.Second}, 0, ErrTATOutOfRange},
+		{GCRAState{MaxTAT + 1, time.Second}, 0, ErrTATOutOfRange},
+		{GCRAState{now + 10*tolerance, -1}, 0, ErrTATNoExpiry},
+	} {
+		tat, err := p.Clamp(tc.st, now)
+		if tat != tc.wantTAT || err != tc.wantErr {
+			t.Errorf("Clamp(TAT now%+d µs, TTL %v) = now%+d µs, %v; want now%+d µs, %v", tc.st.TAT-now, tc.st.TTL, tat-now, err, tc.wantTAT-now, tc.wantErr)
+		}
+		if check := p.Check(tc.st, now); check == nil && (tat != tc.st.TAT || err != nil) {
+			t.Errorf("Clamp changed TAT now%+d µs, TTL %v, a state Check accepts", tc.st.TAT-now, tc.st.TTL)
+		}
+	}
+	tat, _ := p.Clamp(GCRAState{now + 5*tolerance, time.Hour}, now)
+	if res := p.Decide(tat, now, 1); res.Allowed || res.Write || res.Remaining != 0 {
+		t.Errorf("a unit on a clamped bucket: %+v; want a rejection, nothing written", res)
+	}
+	if res := p.Decide(tat, now, 0); !res.Allowed || res.Remaining != 0 || res.ResetAfter != 30*time.Second {
+		t.Errorf("a peek of a clamped bucket: %+v; want an empty bucket, full again in 30 s", res)
+	}
+}
+
 func TestGCRAExpiry(t *testing.T) {
 	for backlog, want := range map[int64]time.Duration{
 		1: 2 * time.Millisecond, 999: 2 * time.Millisecond, 1000: 2 * time.Millisecond, 1001: 3 * time.Millisecond,

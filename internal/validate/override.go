@@ -81,3 +81,19 @@ func OverridePage(policy, cursor string, n int) error {
 	}
 	return nil
 }
+
+// RequestOverrideKey reports why overrideKey cannot be the OverrideKey of a Request of key, as an
+// error matching ErrInvalidRequest, or nil: it is empty, or an override key (OverrideKey) in key's
+// Redis Cluster hash slot, so that a Store reads both in one call.
+func RequestOverrideKey(key, overrideKey string) error {
+	if overrideKey == "" {
+		return nil
+	}
+	if err := OverrideKey(overrideKey); err != nil {
+		return err
+	}
+	if slot.Tag(key) != slot.Tag(overrideKey) && slot.Of(key) != slot.Of(overrideKey) {
+		return fmt.Errorf("%w: override key in hash slot %d, the key's in %d: want KeyBuilder.OverrideKey of the key's subject", ErrInvalidRequest, slot.Of(overrideKey), slot.Of(key))
+	}
+	return nil
+}
