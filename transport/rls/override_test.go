@@ -72,8 +72,8 @@ func TestOverrideOfADescriptor(t *testing.T) {
 			}
 			r := askServer(t, s, c.domain, d)
 			wantCodes(t, "under the override", r, "OK", "OK")
-			if st := r.Statuses[0]; st.CurrentLimit.GetRequestsPerUnit() != c.rule+3 || st.LimitRemaining != 1 {
-				t.Errorf("under the override: %v; want %d per unit, 1 remaining", st, c.rule+3)
+			if st := r.Statuses[0]; st.CurrentLimit.GetRequestsPerUnit() != c.rule+3 || st.LimitRemaining != 2 {
+				t.Errorf("under the override: %v; want %d per unit, 2 remaining (the rejected hit was not counted)", st, c.rule+3)
 			}
 			if existed, err := svc.DeleteOverride(t.Context(), envoyconf.DefaultName, admit.Subject{ID: key}); err != nil || !existed {
 				t.Fatalf("DeleteOverride = %v, %v", existed, err)
