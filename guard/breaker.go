@@ -296,27 +296,58 @@ func outcomeOf(ctx context.Context, err error) outcome {
 	return neutral
 }
 
-// SetOverride forwards o to the next Store.
+// SetOverride forwards o to the next Store, as every operation: refused with ErrOpen while the
+// Breaker is open (an invalid Override is reported as such), its outcome counted.
 func (b *Breaker) SetOverride(ctx context.Context, o admit.Override) error {
-	return b.next.SetOverride(ctx, o)
+	probe, err := b.before(func() error { return validate.Override(o.Key, o.Rate, o.Burst, o.Expires, o.Reason, b.now()) })
+	if err != nil {
+		return err
+	}
+	err = b.next.SetOverride(ctx, o)
+	b.after(ctx, probe, err)
+	return err
 }
 
-// Override forwards key to the next Store.
+// Override forwards key to the next Store, as SetOverride.
 func (b *Breaker) Override(ctx context.Context, key string) (admit.Override, bool, error) {
-	return b.next.Override(ctx, key)
+	probe, err := b.before(func() error { return validate.OverrideKey(key) })
+	if err != nil {
+		return admit.Override{}, false, err
+	}
+	o, ok, err := b.next.Override(ctx, key)
+	b.after(ctx, probe, err)
+	return o, ok, err
 }
 
-// DeleteOverride forwards key to the next Store.
+// DeleteOverride forwards key to the next Store, as SetOverride.
 func (b *Breaker) DeleteOverride(ctx context.Context, key string) (bool, error) {
-	return b.next.DeleteOverride(ctx, key)
+	probe, err := b.before(func() error { return validate.OverrideKey(key) })
+	if err != nil {
+		return false, err
+	}
+	existed, err := b.next.DeleteOverride(ctx, key)
+	b.after(ctx, probe, err)
+	return existed, err
 }
 
-// Overrides forwards the listing to the next Store.
+// Overrides forwards the listing to the next Store, as SetOverride.
 func (b *Breaker) Overrides(ctx context.Context, policy, cursor string, n int) ([]admit.Override, string, error) {
-	return b.next.Overrides(ctx, policy, cursor, n)
+	probe, err := b.before(func() error { return validate.OverridePage(policy, cursor, n) })
+	if err != nil {
+		return nil, "", err
+	}
+	page, next, err := b.next.Overrides(ctx, policy, cursor, n)
+	b.after(ctx, probe, err)
+	return page, next, err
 }
 
-// OverrideCount forwards the count to the next Store.
+// OverrideCount forwards the count to the next Store, as SetOverride.
 func (b *Breaker) OverrideCount(ctx context.Context, policy string) (int64, error) {
-	return b.next.OverrideCount(ctx, policy)
+	probe, err := b.before(func() error { return validate.OverridePage(policy, "", 1) })
+	if err != nil {
+		return 0, err
+	}
+	n, err := b.next.OverrideCount(ctx, policy)
+	b.after(ctx, probe, err)
+	return n, err
 }

@@ -494,15 +494,27 @@ func (c *counting) Overrides(ctx context.Context, policy, cursor string, n int) 
 }
 
 func (s *switchable) SetOverride(ctx context.Context, o admit.Override) error {
+	if s.down.Load() {
+		return errDown
+	}
 	return s.next.SetOverride(ctx, o)
 }
 func (s *switchable) Override(ctx context.Context, key string) (admit.Override, bool, error) {
+	if s.down.Load() {
+		return admit.Override{}, false, errDown
+	}
 	return s.next.Override(ctx, key)
 }
 func (s *switchable) DeleteOverride(ctx context.Context, key string) (bool, error) {
+	if s.down.Load() {
+		return false, errDown
+	}
 	return s.next.DeleteOverride(ctx, key)
 }
 func (s *switchable) Overrides(ctx context.Context, policy, cursor string, n int) ([]admit.Override, string, error) {
+	if s.down.Load() {
+		return nil, "", errDown
+	}
 	return s.next.Overrides(ctx, policy, cursor, n)
 }
 
@@ -510,5 +522,8 @@ func (c *counting) OverrideCount(ctx context.Context, policy string) (int64, err
 	return c.next.OverrideCount(ctx, policy)
 }
 func (s *switchable) OverrideCount(ctx context.Context, policy string) (int64, error) {
+	if s.down.Load() {
+		return 0, errDown
+	}
 	return s.next.OverrideCount(ctx, policy)
 }

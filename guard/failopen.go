@@ -46,7 +46,10 @@ type FailOpenOptions struct {
 // with next's error. The local limiter is a [memstore.Store] made on the first call that fails
 // open: it decides the same Requests, all-or-nothing, with each Rate replaced by its local limit,
 // and its Decisions are marked Degraded. Leases and reservations it hands out are released and
-// settled locally, never on next. While next cannot decide, P processes admit per key at most
+// settled locally, never on next. Overrides (admit.Override) are not applied when failing open:
+// next's are out of reach, and the local limiter decides under the local limit of the Request's
+// own Limit, not overridden; the override methods go to next and never fail open. While next
+// cannot decide, P processes admit per key at most
 // P x local limit x (windows of the outage + 1), on top of what next admitted before: the rules,
 // the bound and the table's cap are in docs/failure-modes.md#guardfailopen-in-the-library.
 type FailOpen struct {
@@ -327,7 +330,8 @@ func (f *FailOpen) tracking(key string, token uint64, forget bool) (*memstore.St
 	return f.local, true
 }
 
-// SetOverride forwards o to the next Store.
+// SetOverride forwards o to the next Store; it never fails open: an error of next is returned.
+// The local limiter keeps no Overrides.
 func (f *FailOpen) SetOverride(ctx context.Context, o admit.Override) error {
 	return f.next.SetOverride(ctx, o)
 }

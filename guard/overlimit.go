@@ -9,6 +9,8 @@ import (
 
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/internal/bound"
+	"github.com/admit-dev/admit/internal/slot"
+	"github.com/admit-dev/admit/internal/validate"
 )
 
 // DefaultMaxEntries is the most entries an [OverLimitCache] holds when its options do not say.
@@ -43,7 +45,10 @@ type OverLimitOptions struct {
 // then a Take of the key under the same Limit and cost (or, under a FixedWindow Limit, at least
 // that cost) is rejected locally, as the backend would reject it. Only what cannot be admitted
 // earlier is cached: not Concurrency or shadow Limits, peeks, Requests with an ID, nor a key after
-// a refund. The cache can reject more than the backend would for at most MaxAge, and never admits.
+// a refund. A remembered rejection answers only a Request of the same OverrideKey, with the
+// Decision's own Limit and Overridden, and is forgotten when that Override is set or deleted through
+// the cache, or named to [OverLimitCache.Forget] (an Override changed through another instance).
+// The cache can reject more than the backend would for at most MaxAge, and never admits.
 // What it remembers, what it answers and what always goes to the backend, in full:
 // docs/failure-modes.md#guardoverlimitcache-in-the-library.
 type OverLimitCache struct {
@@ -67,12 +72,18 @@ type overShard struct {
 
 // An overEntry is one remembered rejection.
 type overEntry struct {
-	limit     admit.Limit
-	cost      int64
-	remaining int64
-	until     time.Time // the end of the RetryAfter
-	reset     time.Time // the end of the ResetAfter
-	expires   time.Time // the end of its answers: until, or MaxAge after it was learnt if earlier
+	limit admit.Limit // the Request's
+	// overrideKey is the Request's OverrideKey: forgetting it (Forget, SetOverride, DeleteOverride)
+	// forgets the entry.
+	overrideKey string
+	// decided is the Limit that decided, the Decision's (an Override's numbers, when overridden).
+	decided    admit.Limit
+	overridden bool
+	cost       int64
+	remaining  int64
+	until      time.Time // the end of the RetryAfter
+	reset      time.Time // the end of the ResetAfter
+	expires    time.Time // the end of its answers: until, or MaxAge after it was learnt if earlier
 	// refresh, while a call asks the backend in place of this aged entry, is closed when the
 	// answer has been learnt; nil otherwise. The shard's mu guards it.
 	refresh chan struct{}
@@ -351,9 +362,10 @@ func (c *OverLimitCache) Reset(ctx context.Context, keys []string) error {
 	return err
 }
 
-// Forget deletes the remembered rejections of keys, and makes a rejection of one of them in flight
-// not remembered: the next Take of each asks the next Store. Use it as the listener of resets made
-// through other instances (redisstore's OnReset).
+// Forget deletes the remembered rejections of keys, and of the Requests whose OverrideKey is one of
+// keys, and makes a rejection of one of them in flight not remembered: the next Take of each asks
+// the next Store. Use it as the listener of resets, and of Overrides set or deleted, made through
+// other instances (redisstore's OnReset).
 func (c *OverLimitCache) Forget(keys []string) {
 	for _, k := range keys {
 		c.forget(k)
@@ -373,12 +385,14 @@ func covers(cost int64, r *admit.Request) bool {
 	return r.Cost == cost || r.Cost > cost && r.Limit.Algorithm == admit.FixedWindow
 }
 
-// shard returns the shard of key.
+// shard returns the shard of key: the one of its hash tag (its Redis Cluster slot's), so that a
+// subject's keys and its override keys (KeyBuilder.OverrideKey: the same tag) share one, and
+// forgetting an override key examines one shard.
 func (c *OverLimitCache) shard(key string) *overShard {
 	if len(c.shards) == 1 {
 		return &c.shards[0]
 	}
-	return &c.shards[maphash.String(c.seed, key)%uint64(len(c.shards))]
+	return &c.shards[maphash.String(c.seed, slot.Tag(key))%uint64(len(c.shards))]
 }
 
 // remembered returns the remembered rejection of r's key and a copy of it, if there is one of r's
@@ -391,7 +405,7 @@ func (c *OverLimitCache) remembered(sh *overShard, r *admit.Request) (*overEntry
 		e = *p
 	}
 	sh.mu.RUnlock()
-	return p, e, p != nil && e.limit == r.Limit && covers(e.cost, r)
+	return p, e, p != nil && e.limit == r.Limit && e.overrideKey == r.OverrideKey && covers(e.cost, r)
 }
 
 // answer returns the local rejection of r at now by the remembered rejection e, if e still covers
@@ -402,7 +416,8 @@ func answer(e *overEntry, r *admit.Request, now time.Time) (admit.Decision, bool
 	}
 	retry := e.until.Sub(now)
 	d := admit.Decision{
-		Limit:      r.Limit,
+		Limit:      e.decided, // r.Limit, or its Override's numbers: the backend's answer
+		Overridden: e.overridden,
 		Remaining:  e.remaining,
 		RetryAfter: retry,
 		ResetAfter: max(e.reset.Sub(now), retry),
@@ -410,7 +425,7 @@ func answer(e *overEntry, r *admit.Request, now time.Time) (admit.Decision, bool
 	if r.Limit.Algorithm == admit.GCRA {
 		// A GCRA key's Remaining grows as its backlog drains; once the request fits, the
 		// remembered RetryAfter (rounded up to the millisecond by the backend) is too late: ask.
-		if d.Remaining = gcraRemaining(r.Limit, d.ResetAfter, e.remaining); d.Remaining >= r.Cost {
+		if d.Remaining = gcraRemaining(e.decided, d.ResetAfter, e.remaining); d.Remaining >= r.Cost {
 			return admit.Decision{}, false
 		}
 	}
@@ -445,7 +460,8 @@ func (c *OverLimitCache) learn(sh *overShard, epoch uint64, sent time.Time, r *a
 	case c.maxAge < 0 || !cacheable(&admit.Request{Cost: r.Cost, Limit: r.Limit}) || d.RetryAfter <= 0:
 		return
 	}
-	e := &overEntry{limit: r.Limit, cost: r.Cost, remaining: d.Remaining, until: sent.Add(d.RetryAfter), reset: sent.Add(d.ResetAfter)}
+	e := &overEntry{limit: r.Limit, overrideKey: r.OverrideKey, decided: d.Limit, overridden: d.Overridden,
+		cost: r.Cost, remaining: d.Remaining, until: sent.Add(d.RetryAfter), reset: sent.Add(d.ResetAfter)}
 	e.expires = sent.Add(min(d.RetryAfter, c.maxAge))
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -474,18 +490,31 @@ func (sh *overShard) evictLocked(now time.Time) bool {
 	return freed
 }
 
-// forget deletes key's entry, and makes a rejection of key in flight not remembered.
+// forget deletes key's entry, and, when key is an override key, the entries of the Requests whose
+// OverrideKey it is (in key's shard: they share its tag), and makes a rejection in flight of any of
+// them not remembered.
 func (c *OverLimitCache) forget(key string) {
 	sh := c.shard(key)
+	override := validate.OverridePolicy(key) != ""
 	sh.mu.Lock()
 	delete(sh.entries, key)
+	if override {
+		for k, e := range sh.entries {
+			if e.overrideKey == key {
+				delete(sh.entries, k)
+			}
+		}
+	}
 	sh.epoch.Add(1)
 	sh.mu.Unlock()
 }
 
-// SetOverride forwards o to the next Store.
+// SetOverride forwards o to the next Store, then forgets o.Key, whatever the outcome: a rejection
+// remembered under the numbers before is not answered after (see [OverLimitCache.Forget]).
 func (c *OverLimitCache) SetOverride(ctx context.Context, o admit.Override) error {
-	return c.next.SetOverride(ctx, o)
+	err := c.next.SetOverride(ctx, o)
+	c.forget(o.Key)
+	return err
 }
 
 // Override forwards key to the next Store.
@@ -493,9 +522,12 @@ func (c *OverLimitCache) Override(ctx context.Context, key string) (admit.Overri
 	return c.next.Override(ctx, key)
 }
 
-// DeleteOverride forwards key to the next Store.
+// DeleteOverride forwards key to the next Store, then forgets key, whatever the outcome, as
+// SetOverride.
 func (c *OverLimitCache) DeleteOverride(ctx context.Context, key string) (bool, error) {
-	return c.next.DeleteOverride(ctx, key)
+	existed, err := c.next.DeleteOverride(ctx, key)
+	c.forget(key)
+	return existed, err
 }
 
 // Overrides forwards the listing to the next Store.

@@ -37,6 +37,7 @@ func gcra() *algorithm {
 			{"ResetAfterIsWhenFull", testResetAfterIsWhenFull},
 			{"PeekExistingKey", testGCRAPeekExistingKey},
 			{"RoundedInterval", testRoundedInterval},
+			{"Override/Clamp", testOverrideGCRAClamp},
 		},
 	}
 }

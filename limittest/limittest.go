@@ -27,7 +27,8 @@ type Backend interface {
 // subtests named after the algorithm (TestConformance/fixed_window/Concurrent; fixed windows aligned
 // to the clock are TestConformance/fixed_window_aligned/…); then the cases of the
 // request model: several policies at once (MultiPolicy/…), tiers of one policy (Tiers/…),
-// idempotent retries (Idempotency/…),
+// idempotent retries (Idempotency/…), per-subject overrides (<algorithm>/Override/… for each
+// algorithm, Overrides/… once: limittest/override.go),
 // and, for a [SharedBackend], a race between
 // several OS processes with exact totals (MultiProcess). The subtests run one after the other, on
 // the calling goroutine, and may be selected with -run as usual.
@@ -62,12 +63,22 @@ func TestStore(t *testing.T, newBackend func(t *testing.T) Backend) {
 					c.run(t, b, a)
 				})
 			}
+			for _, c := range overrideCases {
+				t.Run(c.name, func(t *testing.T) {
+					b := newBackend(t)
+					a.prepare(t, b)
+					c.run(t, b, a)
+				})
+			}
 			for _, c := range a.cases {
 				t.Run(c.name, func(t *testing.T) { c.run(t, newBackend(t)) })
 			}
 		})
 	}
 	for _, c := range requestCases {
+		t.Run(c.name, func(t *testing.T) { c.run(t, newBackend(t)) })
+	}
+	for _, c := range overrideRequestCases {
 		t.Run(c.name, func(t *testing.T) { c.run(t, newBackend(t)) })
 	}
 }

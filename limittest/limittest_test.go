@@ -16,6 +16,8 @@ import (
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/internal/algo"
 	"github.com/admit-dev/admit/internal/bound"
+	"github.com/admit-dev/admit/internal/slot"
+	"github.com/admit-dev/admit/internal/validate"
 	"github.com/admit-dev/admit/limittest"
 )
 
@@ -115,6 +117,22 @@ var mutants = []struct {
 	{"concurrency-replay-new-token", []string{"concurrency/Idempotency"}},
 	{"concurrency-no-token", []string{"concurrency/AcquireUpToTheLimit", "concurrency/ReleaseFreesASlot"}},
 	{"concurrency-key-expires-with-new-lease", []string{"concurrency/ShortLeaseKeepsLongerLeases"}},
+	// Bugs of overrides.
+	{"override-ignored", []string{"fixed_window/Override/ChangesTheNextDecision", "fixed_window_aligned/Override/ChangesTheNextDecision",
+		"gcra/Override/ChangesTheNextDecision", "sliding_window/Override/ChangesTheNextDecision", "sliding_log/Override/ChangesTheNextDecision",
+		"concurrency/Override/ChangesTheNextDecision", "fixed_window/Override/Expires", "Overrides/TakeAll"}},
+	{"override-unmarked", []string{"fixed_window/Override/ChangesTheNextDecision", "Overrides/TakeAll"}},
+	{"override-limit-unreported", []string{"fixed_window/Override/ChangesTheNextDecision", "gcra/Override/DeleteRestores", "Overrides/TakeAll"}},
+	{"override-never-expires", []string{"fixed_window/Override/Expires", "gcra/Override/Expires", "Overrides/Count"}},
+	{"override-delete-noop", []string{"fixed_window/Override/DeleteRestores", "concurrency/Override/DeleteRestores", "gcra/Override/Clamp"}},
+	{"override-unvalidated", []string{"Overrides/Invalid"}},
+	{"override-cost-unchecked", []string{"Overrides/Invalid"}},
+	{"override-page-overlap", []string{"Overrides/Listing"}},
+	{"override-count-expired", []string{"Overrides/Count"}},
+	{"reset-deletes-overrides", []string{"fixed_window/Override/ResetKeepsIt", "sliding_log/Override/ResetKeepsIt"}},
+	{"gcra-clamp-corrupt", []string{"gcra/Override/Clamp", "gcra/Override/DeleteRestores"}},
+	{"gcra-clamp-unclamped", []string{"gcra/Override/Clamp"}},
+	{"gcra-clamp-everywhere", []string{"gcra/Override/Clamp", "gcra/Override/ChangesTheNextDecision"}},
 }
 
 // mutantEnv names the bug that TestMutant builds into the reference Store.
@@ -187,7 +205,7 @@ func (b *refBackend) newStore(bug string) *refStore {
 	}
 	return &refStore{now: now, start: now(), bug: bug, m: map[string]refEntry{}, records: map[string]refRecord{},
 		windows: map[string]algo.SlidingWindowState{}, logs: map[string][]int64{}, leases: map[string][]algo.Lease{},
-		tokens: algo.NewTokenSource()}
+		overrides: map[string]refOverride{}, tokens: algo.NewTokenSource()}
 }
 
 func (b *refBackend) Open(t *testing.T) admit.Store {
@@ -229,6 +247,8 @@ type refStore struct {
 	logs    map[string][]int64                 // sliding_log keys
 	leases  map[string][]algo.Lease            // concurrency keys
 	tokens  *algo.TokenSource
+	// overrides are the Overrides, by key; an expired one stays, and reads as none.
+	overrides map[string]refOverride
 }
 
 type refEntry struct {
@@ -304,6 +324,13 @@ func (s *refStore) Reset(ctx context.Context, keys []string) error {
 		return nil
 	}
 	for _, k := range keys {
+		if s.bug == "reset-deletes-overrides" {
+			for ok := range s.overrides {
+				if slot.Tag(ok) == slot.Tag(k) {
+					delete(s.overrides, ok)
+				}
+			}
+		}
 		delete(s.m, k)
 		delete(s.windows, k)
 		delete(s.logs, k)
@@ -381,7 +408,7 @@ func (s *refStore) Settle(ctx context.Context, res admit.Reservation, actual int
 		}
 		d.Allowed, d.Remaining, d.RetryAfter, d.ResetAfter = sr.Allowed, sr.Remaining, sr.RetryAfter, sr.ResetAfter
 	case admit.GCRA:
-		tat, err := s.readGCRA(key, lim, at)
+		tat, err := s.readGCRA(key, lim, at, false) // a settlement ignores overrides
 		if err != nil {
 			return admit.Decision{}, err
 		}
@@ -561,6 +588,11 @@ func (s *refStore) TakeAll(ctx context.Context, rs []admit.Request, ds []admit.D
 		}
 	}
 
+	orig := rs
+	rs, over, err := s.overrideRequests(rs, now)
+	if err != nil {
+		return false, err
+	}
 	states := make([]*algo.FixedWindowState, len(rs))
 	slides := make([]refSliding, len(rs)) // the sliding algorithms' own
 	tats := make([]int64, len(rs))        // GCRA's: 0 for a missing key
@@ -576,7 +608,7 @@ func (s *refStore) TakeAll(ctx context.Context, rs []admit.Request, ds []admit.D
 		}
 		if r.Limit.Algorithm == admit.GCRA {
 			var err error
-			if tats[i], err = s.readGCRA(keys[i], r.Limit, now.UnixMicro()); err != nil {
+			if tats[i], err = s.readGCRA(keys[i], r.Limit, now.UnixMicro(), r.OverrideKey != ""); err != nil {
 				return false, err
 			}
 			continue
@@ -679,6 +711,15 @@ func (s *refStore) TakeAll(ctx context.Context, rs []admit.Request, ds []admit.D
 			ds[i].Token = refToken(s.m[keys[i]].deadline) // the window's end
 		}
 	}
+	for i := range ds {
+		switch {
+		case bug == "override-unmarked":
+		case bug == "override-limit-unreported":
+			ds[i].Overridden, ds[i].Limit = over[i], orig[i].Limit
+		default:
+			ds[i].Overridden = over[i]
+		}
+	}
 	if recordKey != "" && (all || bug == "record-rejection") && algo.Recorded(rs) {
 		s.records[recordKey] = refRecord{fingerprint: fp, ds: append([]admit.Decision(nil), ds...), deadline: now.Add(algo.RecordTTL(rs))}
 	}
@@ -763,7 +804,9 @@ func (s *refStore) decide(st *algo.FixedWindowState, lim admit.Limit, limit, n i
 
 // readGCRA returns the TAT of a GCRA key at now (µs), 0 for a missing key or an emptied bucket, or
 // why its state is corrupt, with the bugs that touch reading.
-func (s *refStore) readGCRA(key string, lim admit.Limit, now int64) (int64, error) {
+// A Request with an OverrideKey (clamp) reads a TAT too far ahead for lim as an empty bucket
+// (algo.GCRAParams.Clamp).
+func (s *refStore) readGCRA(key string, lim admit.Limit, now int64, clamp bool) (int64, error) {
 	e, ok := s.m[key]
 	switch {
 	case !ok:
@@ -775,6 +818,16 @@ func (s *refStore) readGCRA(key string, lim admit.Limit, now int64) (int64, erro
 		return 0, nil
 	}
 	st := algo.GCRAState{TAT: e.gcra.tat, TTL: time.Duration(e.gcra.tat-now) * time.Microsecond}
+	switch {
+	case s.bug == "gcra-clamp-everywhere" || clamp && s.bug != "gcra-clamp-corrupt" && s.bug != "gcra-clamp-unclamped":
+		tat, err := algo.NewGCRAParams(lim).Clamp(st, now)
+		if err != nil {
+			return 0, fmt.Errorf("%w: %w", admit.ErrCorruptState, err)
+		}
+		return tat, nil
+	case clamp && s.bug == "gcra-clamp-unclamped":
+		return e.gcra.tat, nil // not corrupt, but decided as it is
+	}
 	if err := algo.CheckGCRA(st, now, lim); err != nil {
 		return 0, fmt.Errorf("%w: %w", admit.ErrCorruptState, err)
 	}
@@ -1004,19 +1057,133 @@ func (sl *refSliding) oldest() int64 {
 	return sl.leases[0].Expiry - 1
 }
 
-// TODO(override): the reference Store's overrides.
+// refOverride is an Override as the reference Store keeps it.
+type refOverride struct {
+	o admit.Override
+}
+
+// live reports whether ro has not expired at now, with the bug that touches expiry.
+func (s *refStore) liveOverride(key string, now time.Time) (admit.Override, bool) {
+	ro, ok := s.overrides[key]
+	if !ok || key == "" {
+		return admit.Override{}, false
+	}
+	if !ro.o.Expires.IsZero() && !ro.o.Expires.After(now) && s.bug != "override-never-expires" {
+		return admit.Override{}, false
+	}
+	return ro.o, true
+}
+
+// overrideRequests returns rs with each Limit replaced by its Override's numbers where one is live
+// at now, and which were, with the bugs that touch deciding under an Override; or an error matching
+// ErrInvalidRequest for numbers a Request cannot take.
+func (s *refStore) overrideRequests(rs []admit.Request, now time.Time) ([]admit.Request, []bool, error) {
+	out := append([]admit.Request(nil), rs...)
+	over := make([]bool, len(rs))
+	if s.bug == "override-ignored" {
+		return out, over, nil
+	}
+	for i := range out {
+		o, ok := s.liveOverride(out[i].OverrideKey, now)
+		if !ok {
+			continue
+		}
+		lim := out[i].Limit
+		lim.Rate = o.Rate
+		if lim.Algorithm == admit.GCRA && o.Burst > 0 {
+			lim.Burst = o.Burst
+		}
+		r := out[i]
+		r.Limit = lim
+		if err := r.Validate(); err != nil && s.bug != "override-cost-unchecked" {
+			return nil, nil, fmt.Errorf("%w: override %q: %v", admit.ErrInvalidRequest, r.OverrideKey, err)
+		}
+		out[i].Limit, over[i] = lim, true
+	}
+	return out, over, nil
+}
+
+// SetOverride stores o, checked as every Store checks it, with the bugs that touch storing.
 func (s *refStore) SetOverride(ctx context.Context, o admit.Override) error {
-	return errors.ErrUnsupported
+	if s.bug != "override-unvalidated" {
+		if err := validate.Override(o.Key, o.Rate, o.Burst, o.Expires, o.Reason, s.now()); err != nil {
+			return err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%w: %w", admit.ErrUnavailable, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.overrides[o.Key] = refOverride{o: o}
+	return nil
 }
+
 func (s *refStore) Override(ctx context.Context, key string) (admit.Override, bool, error) {
-	return admit.Override{}, false, errors.ErrUnsupported
+	if err := validate.OverrideKey(key); err != nil {
+		return admit.Override{}, false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o, ok := s.liveOverride(key, s.now())
+	return o, ok, nil
 }
+
 func (s *refStore) DeleteOverride(ctx context.Context, key string) (bool, error) {
-	return false, errors.ErrUnsupported
+	if err := validate.OverrideKey(key); err != nil {
+		return false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, existed := s.liveOverride(key, s.now())
+	if s.bug != "override-delete-noop" {
+		delete(s.overrides, key)
+	}
+	return existed, nil
 }
+
+// Overrides lists the live Overrides of policy after cursor, sorted by key, with the bug that
+// touches paging.
 func (s *refStore) Overrides(ctx context.Context, policy, cursor string, n int) ([]admit.Override, string, error) {
-	return nil, "", errors.ErrUnsupported
+	if err := validate.OverridePage(policy, cursor, n); err != nil {
+		return nil, "", err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	var keys []string
+	for k := range s.overrides {
+		_, live := s.liveOverride(k, now)
+		if live && validate.OverridePolicy(k) == policy && (k > cursor || s.bug == "override-page-overlap" && k == cursor) {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	next := ""
+	if len(keys) > n {
+		keys, next = keys[:n], keys[n-1]
+	}
+	page := make([]admit.Override, len(keys))
+	for i, k := range keys {
+		page[i] = s.overrides[k].o
+	}
+	return page, next, nil
 }
-func (s *refStore) OverrideCount(context.Context, string) (int64, error) {
-	return 0, errors.ErrUnsupported
+
+// OverrideCount counts the live Overrides of policy, with the bug that touches counting.
+func (s *refStore) OverrideCount(ctx context.Context, policy string) (int64, error) {
+	if err := validate.OverridePage(policy, "", 1); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	var n int64
+	for k := range s.overrides {
+		_, live := s.liveOverride(k, now)
+		if validate.OverridePolicy(k) == policy && (live || s.bug == "override-count-expired") {
+			n++
+		}
+	}
+	return n, nil
 }

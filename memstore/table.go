@@ -155,7 +155,7 @@ type shard struct {
 	// overrides are the Overrides whose keys are in the shard's slots, by key (override.go); nil
 	// until the first.
 	overrides map[string]*storedOverride
-	_        [64]byte
+	_         [64]byte
 }
 
 // A recordID names the idempotency record of a request with an ID: its key and the request's
