@@ -222,6 +222,19 @@ func (s *Service) OverrideCounts(ctx context.Context) ([]PolicyCount, error) {
 	return out, nil
 }
 
+// OverrideDigest returns the digest by which the override of subject under the policy named
+// policyName is listed (OverrideInfo.Digest): the subject's digest (SubjectDigest), or, for an
+// Envoy rule's descriptor in an atomic domain, its slot's and its own, joined by ':'. An invalid
+// policy name or subject is an error matching admit.ErrInvalidRequest or admit.ErrInvalidLimit.
+func (s *Service) OverrideDigest(policyName string, subject admit.Subject) (string, error) {
+	_, subject, _ = s.target(s.cfg.Load(), policyName, subject)
+	key, err := s.keys.OverrideKey(policyName, subject)
+	if err != nil {
+		return "", err
+	}
+	return overrideDigest(key), nil
+}
+
 // overrideOf returns the override of subject under p, if one is stored: for Service.State.
 func (s *Service) overrideOf(ctx context.Context, p policy.Policy, subject admit.Subject) (*admit.Override, error) {
 	key, err := s.keys.OverrideKey(p.Limit.Name, subject)

@@ -39,9 +39,13 @@ type change struct {
 
 // audit logs the record of c at Info, "admin change", with its result: "ok" for a nil err, else
 // err's class; and reports a change made to OnChange. The subject is logged as its digest
-// (service.Service.SubjectDigest), never as itself.
+// (service.Service.SubjectDigest; for an override, service.Service.OverrideDigest, the digest its
+// listing shows), never as itself.
 func (h *Handler) audit(ctx context.Context, c change, err error) {
 	digest, derr := h.svc.SubjectDigest(c.subject)
+	if c.action == ActionOverrideSet || c.action == ActionOverrideDelete {
+		digest, derr = h.svc.OverrideDigest(c.policy, c.subject)
+	}
 	if derr != nil {
 		digest = "" // an invalid subject has no digest; it is not logged either
 	}

@@ -1,6 +1,7 @@
 package rls_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/admit-dev/admit"
@@ -67,8 +68,13 @@ func TestOverrideOfADescriptor(t *testing.T) {
 				entries = append(entries, envoyconf.Entry{Key: c.entries[i], Value: c.entries[i+1]})
 			}
 			key := rls.DescriptorKey(c.domain, entries...)
-			if _, err := svc.SetOverride(t.Context(), service.OverrideSpec{Policy: envoyconf.DefaultName, Subject: admit.Subject{ID: key}, Limit: int64(c.rule) + 3}); err != nil {
+			info, err := svc.SetOverride(t.Context(), service.OverrideSpec{Policy: envoyconf.DefaultName, Subject: admit.Subject{ID: key}, Limit: int64(c.rule) + 3})
+			if err != nil {
 				t.Fatal(err)
+			}
+			// The audit records' digest is the listing's: in an atomic domain, the slot's and the descriptor's.
+			if d, err := svc.OverrideDigest(envoyconf.DefaultName, admit.Subject{ID: key}); err != nil || d != info.Digest || strings.Contains(d, ":") != (c.domain == "atomic") {
+				t.Errorf("OverrideDigest = %q, %v; want the stored override's %q", d, err, info.Digest)
 			}
 			r := askServer(t, s, c.domain, d)
 			wantCodes(t, "under the override", r, "OK", "OK")
