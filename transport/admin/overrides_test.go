@@ -13,6 +13,7 @@ import (
 
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/internal/redistest"
+	"github.com/admit-dev/admit/policy"
 	"github.com/admit-dev/admit/redisstore"
 	"github.com/admit-dev/admit/transport/admin"
 )
@@ -248,4 +249,31 @@ func TestOverridesGuarded(t *testing.T) {
 	big := `{"policy":"per-minute","key":"k","limit":5,"reason":"` + strings.Repeat("r", admin.MaxBody) + `"}`
 	rec = serve(h, call{method: "PUT", target: "/v1/overrides", auth: bearer(testToken), body: bytes.NewReader([]byte(big))})
 	wantError(t, "PUT /v1/overrides over MaxBody", rec, http.StatusRequestEntityTooLarge, "want at most")
+}
+
+// TestOverridesOfARemovedPolicy checks a reload that removes a policy: its overrides stay, listed
+// "unused": true; a new one is refused, and the old ones can still be deleted.
+func TestOverridesOfARemovedPolicy(t *testing.T) {
+	h, svc := newHandler(t, nil)
+	if rec := overrideCall(h, http.MethodPut, `{"policy":"per-day","key":"k","limit":9}`); rec.Code != http.StatusOK {
+		t.Fatalf("PUT = %d %s", rec.Code, rec.Body)
+	}
+	if rec := serve(h, call{method: http.MethodGet, target: "/v1/overrides?policy=per-day", auth: bearer(testToken)}); rec.Code != http.StatusOK ||
+		!strings.Contains(rec.Body.String(), `"limit":9`) || strings.Contains(rec.Body.String(), "unused") {
+		t.Errorf("while per-day is loaded: %d %s; want one override, without \"unused\"", rec.Code, rec.Body)
+	}
+	cfg, err := policy.Parse("test.yaml", []byte(testConfig[:strings.Index(testConfig, "  - name: per-day")]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc.Swap(cfg)
+	rec := serve(h, call{method: http.MethodGet, target: "/v1/overrides?policy=per-day", auth: bearer(testToken)})
+	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `"limit":9`) || !strings.Contains(rec.Body.String(), `"unused":true`) {
+		t.Errorf("after a reload without per-day: %d %s; want the override, unused", rec.Code, rec.Body)
+	}
+	wantError(t, "a new override of the removed policy", overrideCall(h, http.MethodPut, `{"policy":"per-day","key":"k2","limit":9}`),
+		http.StatusBadRequest, `unknown policy "per-day"`)
+	if rec := overrideCall(h, http.MethodDelete, `{"policy":"per-day","key":"k"}`); rec.Code != http.StatusOK {
+		t.Errorf("DELETE of the unused override = %d %s; want 200", rec.Code, rec.Body)
+	}
 }
