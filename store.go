@@ -44,7 +44,9 @@ type Store interface {
 	// [Reservation.Validate], before any I/O (it refuses Concurrency, whose leases are released); a
 	// Store that cannot settle an algorithm answers errors.ErrUnsupported (memstore and redisstore
 	// settle every other). Settle keeps no record of settlements: settling one reservation twice
-	// settles it twice ([Limiter.Reserve]'s settle settles once).
+	// settles it twice ([Limiter.Reserve]'s settle settles once). Settle ignores Overrides: it
+	// settles under res.Request.Limit, whatever Override decided the Take (a GCRA bucket an Override
+	// left fuller than that Limit holds is then corrupt state, docs/gcra.md#overrides-the-clamp).
 	Settle(ctx context.Context, res Reservation, actual int64) (Decision, error)
 	// Reset deletes the state of keys, whatever the algorithm that wrote it: the next Take of one
 	// finds it missing, with its full allowance. Keys without state are fine; idempotency records
@@ -54,7 +56,9 @@ type Store interface {
 	// requests still in flight are not counted, so the key may hold up to its limit more in flight
 	// for a Period at most, and their later Release does nothing (compare-and-delete). A Reservation
 	// taken before is settled on the key as it is now: a refund gives nothing back to a window the
-	// reset ended (docs/concurrency.md, docs/reserve-settle.md).
+	// reset ended (docs/concurrency.md, docs/reserve-settle.md). Reset deletes state only: a
+	// subject's Override stays, and decides the reset key's next Take (delete it with
+	// DeleteOverride).
 	Reset(ctx context.Context, keys []string) error
 	// SetOverride stores o at o.Key, replacing any Override there: from then on a Request whose
 	// OverrideKey is o.Key is decided under o's numbers, by every process sharing the Store, until

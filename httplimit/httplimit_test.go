@@ -225,18 +225,22 @@ func TestConstant(t *testing.T) {
 }
 
 // TestMiddlewareTakesOneUnitOfTheSubject checks the Request the middleware makes: one unit of the
-// subject the subject function returns, slot subject and all, keyed by the Limiter's KeyBuilder,
-// with no request ID.
+// subject the subject function returns, slot subject and all, keyed by the Limiter's KeyBuilder
+// (its override key too), with no request ID.
 func TestMiddlewareTakesOneUnitOfTheSubject(t *testing.T) {
 	subject := admit.Subject{ID: "alice", Slot: "tenant-7"}
 	wantKey, err := newKeys(t).Key(demoLimit, bound.DefaultVersion, subject)
 	if err != nil {
 		t.Fatal(err)
 	}
+	wantOverride, err := newKeys(t).OverrideKey(demoLimit.Name, subject)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var calls int
 	store := storeFunc(func(_ context.Context, r admit.Request) (admit.Decision, error) {
 		calls++
-		if want := (admit.Request{Key: wantKey, Limit: demoLimit, Cost: 1}); r != want {
+		if want := (admit.Request{Key: wantKey, Limit: demoLimit, Cost: 1, OverrideKey: wantOverride}); r != want {
 			t.Errorf("Take(%+v), want Take(%+v)", r, want)
 		}
 		return admit.Decision{Allowed: true, Limit: r.Limit, Remaining: 2}, nil
