@@ -36,7 +36,8 @@ var gcraLimits = []admit.Limit{
 }
 
 // The script decides as internal/algo, the executable spec, at a fixed time, on every state a key
-// may hold: missing, emptied, part-full, full, and every corrupt shape. Each probe pipelines SET, PTTL
+// may hold: missing, emptied, part-full, full, and every corrupt shape; for a request with an override
+// key, a TAT too far ahead or expiring too late is a full bucket (the clamp), the rest as without. Each probe pipelines SET, PTTL
 // and the script, so the script sees the expiry algo is given (a margin of 50 ms keeps the cases at a
 // bound on their side of it); an admission must write exactly algo's TAT with the expiry GCRAExpiry
 // gives, and anything else must leave the key byte for byte as it was.
@@ -95,10 +96,14 @@ func TestGCRAScriptAgreesWithAlgo(t *testing.T) {
 			{"corrupt: hash", "1", longTTL, "hash"},
 		}
 		for _, st := range states {
-			for _, n := range []int64{0, 1, lim.Capacity(), 1 + r.Int64N(lim.Capacity())} {
-				name := fmt.Sprintf("%v, %s, cost %d", lim, st.name, n)
+			for i, n := range []int64{0, 1, lim.Capacity(), 1 + r.Int64N(lim.Capacity()), 0, 1, lim.Capacity()} {
+				ov := i >= 4 // a request with an override key (no Override stored): the clamp
+				name := fmt.Sprintf("%v, %s, cost %d, override key %v", lim, st.name, n, ov)
 				key := newKey(t)
 				rs := []admit.Request{{Key: key, Limit: lim, Cost: n}}
+				if ov {
+					rs[0].OverrideKey = overrideKeyOf("test", key)
+				}
 				keys, args := testArgs(rs)
 				args = append(args, strconv.FormatInt(at, 10))
 				var cmds rueidis.Commands
@@ -148,6 +153,10 @@ func TestGCRAScriptAgreesWithAlgo(t *testing.T) {
 					}
 					want = algo.CheckGCRA(algo.GCRAState{TAT: v, TTL: time.Duration(ttl) * time.Millisecond}, at, lim)
 					stored = v
+					if ov && (errors.Is(want, algo.ErrTATTooFar) || errors.Is(want, algo.ErrTATExpiryTooLong)) {
+						want, stored = nil, at+tolerance // clamped: a full bucket (docs/redis.md, "Overrides")
+						seen["clamped"]++
+					}
 				}
 				if want != nil {
 					seen["corrupt"]++
@@ -190,6 +199,9 @@ func TestGCRAScriptAgreesWithAlgo(t *testing.T) {
 	// a script that wrote a millisecond less would never show it.
 	if seen["expiry exact"] < seen["written"]/2 {
 		t.Errorf("%d of %d admissions showed PTTL = GCRAExpiry right after the write; want most", seen["expiry exact"], seen["written"])
+	}
+	if seen["clamped"] == 0 {
+		t.Error("no state was clamped under an override key")
 	}
 	t.Logf("cases by outcome: %v", seen)
 }

@@ -667,3 +667,104 @@ func TestOverrideCluster(t *testing.T) {
 		}
 	}
 }
+
+// parseTake reads the triples an overridden policy adds to the reply, and refuses what the script
+// never sends: an override of a Request without an OverrideKey, of a policy out of range or out of
+// order, numbers out of range, a reply of the wrong length, a remaining beyond the override's.
+func TestOverrideReplyParsing(t *testing.T) {
+	srv := redistest.Start(t)
+	lim := admit.Limit{Algorithm: admit.FixedWindow, Rate: 3, Period: time.Minute}
+	with := admit.Request{Key: "rl:t:{a}", Limit: lim, Cost: 1, OverrideKey: "rl:t:o:{a}"}
+	without := with
+	without.OverrideKey = ""
+	with2 := admit.Request{Key: "rl:u:{a}", Limit: lim, Cost: 1, OverrideKey: "rl:u:o:{a}"}
+	for _, tc := range []struct {
+		reply string
+		rs    []admit.Request
+		ok    bool
+	}{
+		{"1,0,1,5,0,5,0,1,6,0", []admit.Request{with}, true},
+		{"1,0,1,2,0,5,0", []admit.Request{with}, true},
+		{"1,0,1,5,0,5,0,1,6,0", []admit.Request{without}, false},
+		{"1,0,1,2,0,5,0,2,6,0", []admit.Request{with}, false},
+		{"1,0,1,2,0,5,0,0,6,0", []admit.Request{with}, false},
+		{"1,0,1,2,0,5,0,1,0,0", []admit.Request{with}, false},
+		{"1,0,1,2,0,5,0,1,6,-1", []admit.Request{with}, false},
+		{"1,0,1,2,0,5,0,1,6", []admit.Request{with}, false},
+		{"1,0,1,2,0,5,0,1,6,0,1,6,0", []admit.Request{with}, false},
+		{"1,0,1,5,0,5,0,1,4,0", []admit.Request{with}, false},
+		{"1,0,1,5,0,5,0,1,6,0", []admit.Request{with}, true},
+		{"1,0,1,2,0,5,0,1,2,0,5,0,2,6,0,1,6,0", []admit.Request{with, with2}, false},
+		{"1,0,1,2,0,5,0,1,2,0,5,0,1,6,0,2,6,0", []admit.Request{with, with2}, true},
+		{"1,0,1,2,0,5,0,1,2,0,5,0,1,6,0,1,6,0", []admit.Request{with, with2}, false},
+	} {
+		msg, err := srv.Do(t, "EVAL", "return {"+tc.reply+"}", "0").ToMessage()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ds := make([]admit.Decision, len(tc.rs))
+		_, err = parseTake(msg, tc.rs, ds, make([]uint64, len(tc.rs)))
+		if tc.ok != (err == nil) || err != nil && !errors.Is(err, admit.ErrUnavailable) {
+			t.Fatalf("reply {%s} for %d requests: %v; want ok %v", tc.reply, len(tc.rs), err, tc.ok)
+		}
+		if overridden := strings.Count(tc.reply, ",") > 6; tc.ok && (ds[0].Overridden != overridden || overridden && ds[0].Limit.Rate != 6) {
+			t.Fatalf("reply {%s}: %+v; want overridden under 6", tc.reply, ds[0])
+		}
+	}
+}
+
+// As a user with ACLRules alone (no ResetACLRules), every override method works but the
+// publication: SetOverride and DeleteOverride store and delete, then answer ErrPermission saying so.
+func TestOverrideLeastPrivilege(t *testing.T) {
+	srv := redistest.Start(t)
+	s := openPatient(t, setUser(t, srv, "nopublish", ACLRules()))
+	ctx := context.Background()
+	okey := overrideKeyOf("acl", newKey(t))
+	err := s.SetOverride(ctx, admit.Override{Key: okey, Rate: 5})
+	if !errors.Is(err, ErrPermission) || !strings.Contains(err.Error(), "stored and listed") {
+		t.Fatalf("SetOverride without +publish: %v; want ErrPermission after storing", err)
+	}
+	if o, ok, err := s.Override(ctx, okey); err != nil || !ok || o.Rate != 5 {
+		t.Fatalf("Override: %+v, %v, %v", o, ok, err)
+	}
+	d, err := s.Take(ctx, admit.Request{Key: "rl:acl:" + okey[strings.Index(okey, "{"):], Limit: threePerMinute, Cost: 1, OverrideKey: okey})
+	if err != nil || !d.Overridden {
+		t.Fatalf("Take: %+v, %v; want overridden", d, err)
+	}
+	if page, _, err := s.Overrides(ctx, "acl", "", 10); err != nil || len(page) != 1 {
+		t.Fatalf("Overrides: %v, %v", page, err)
+	}
+	if n, err := s.OverrideCount(ctx, "acl"); err != nil || n != 1 {
+		t.Fatalf("OverrideCount: %d, %v", n, err)
+	}
+	existed, err := s.DeleteOverride(ctx, okey)
+	if !existed || !errors.Is(err, ErrPermission) || !strings.Contains(err.Error(), "deleted") {
+		t.Fatalf("DeleteOverride without +publish: %v, %v; want deleted, then ErrPermission", existed, err)
+	}
+}
+
+// A retry of a request admitted under an Override, after the Override is deleted, replays the
+// recorded Decision cut to the Limit now in force, not an error.
+func TestOverrideReplayAfterDelete(t *testing.T) {
+	srv := redistest.Start(t)
+	s := openPatient(t, srv.URL())
+	for _, lim := range []admit.Limit{
+		{Algorithm: admit.FixedWindow, Rate: 3, Period: time.Minute},
+		{Algorithm: admit.GCRA, Rate: 3, Period: time.Minute},
+	} {
+		key := newKey(t)
+		okey := overrideKeyOf("test", key)
+		setOverride(t, s, admit.Override{Key: okey, Rate: 10, Burst: 10})
+		r := admit.Request{Key: key, Limit: lim, Cost: 1, ID: "retried", OverrideKey: okey}
+		if d := takeReq(t, s, r); !d.Allowed || d.Remaining != 9 {
+			t.Fatalf("%v: under the Override: %+v; want 9 left", lim, d)
+		}
+		if _, err := s.DeleteOverride(context.Background(), okey); err != nil {
+			t.Fatal(err)
+		}
+		d := takeReq(t, s, r)
+		if !d.Replayed || d.Overridden || d.Remaining != 3 || d.ResetAfter > lim.MaxWait() {
+			t.Fatalf("%v: the retry after the deletion: %+v; want replayed, cut to 3 left", lim, d)
+		}
+	}
+}

@@ -55,7 +55,8 @@ func appendTakeArgs(keys, args []string, rs []admit.Request, src *algo.TokenSour
 // flagMask returns the take script's argument of the policies' flags: "" when no policy is in
 // shadow mode nor has an override key, else a digit per policy, the sum of 1 for shadow mode, 2 for
 // an override key, and 4 for a GCRA policy with an override key whose burst follows its rate (Burst
-// 0: an override's rate is then its burst too, unless the override sets a burst).
+// 0: an override's rate is then its burst too, unless the override sets a burst); one digit when
+// every policy's is the same.
 func flagMask(rs []admit.Request) string {
 	any := false
 	for i := range rs {
@@ -64,17 +65,19 @@ func flagMask(rs []admit.Request) string {
 	if !any {
 		return ""
 	}
-	if len(rs) == 1 { // the common call: a constant string, no allocation
-		return flagDigits[flags(&rs[0])]
-	}
-	mask := make([]byte, len(rs))
+	var buf [bound.MaxRequests]byte
+	same := true
 	for i := range rs {
-		mask[i] = '0' + flags(&rs[i])
+		buf[i] = '0' + flags(&rs[i])
+		same = same && buf[i] == buf[0]
 	}
-	return string(mask)
+	if same { // the common call (every policy with an override key, say): one digit for all
+		return flagDigits[buf[0]-'0']
+	}
+	return string(buf[:len(rs)])
 }
 
-// flagDigits are the one-policy masks, by flags.
+// flagDigits are the masks of one digit, by flags.
 var flagDigits = [8]string{"0", "1", "2", "3", "4", "5", "6", "7"}
 
 // flags returns r's flags in the take script's mask (flagMask).

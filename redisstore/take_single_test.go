@@ -333,7 +333,15 @@ func TestSinglePolicyPathFallsThrough(t *testing.T) {
 		{"a request ID", nil, []string{"1", "ab", "", "fixed_window", "3", "60000", "1", "0"}},
 		{"shadow mask 2", nil, []string{"1", "", "2", "fixed_window", "3", "60000", "1", "0"}},
 		{"shadow mask of two for one policy", nil, []string{"1", "", "11", "fixed_window", "3", "60000", "1", "0"}},
-		{"two policies, a shadow mask of one", []string{"SET", "KEY:2", "1", "PX", "60000"}, []string{"2", "", "1", "fixed_window", "3", "60000", "1", "0", "fixed_window", "3", "60000", "1", "0"}},
+		{"two policies, a mask of one 4", []string{"SET", "KEY:2", "1", "PX", "60000"}, []string{"2", "", "4", "fixed_window", "3", "60000", "1", "0", "fixed_window", "3", "60000", "1", "0"}},
+		{"two policies, a mask of one 2 without their override keys", nil, []string{"2", "", "2", "fixed_window", "3", "60000", "1", "0", "fixed_window", "3", "60000", "1", "0"}},
+		{"two policies, a mask 22 and one override key", nil, []string{"2", "", "22", "fixed_window", "3", "60000", "1", "0", "fixed_window", "3", "60000", "1", "0"}},
+		{"override corrupt", []string{"SET", "KEY:o", "05 0 0 r"}, []string{"1", "", "2", "fixed_window", "3", "60000", "1", "0"}},
+		{"override in a hash", []string{"HSET", "KEY:o", "a", "1"}, []string{"1", "", "2", "gcra", "5", "60000", "1", "4"}},
+		{"override rate above the sliding log's", []string{"SET", "KEY:o", "20000 0 0 r"}, []string{"1", "", "2", "sliding_log", "3", "60000", "1"}},
+		{"override burst below the cost", []string{"SET", "KEY:o", "5 1 0 r"}, []string{"1", "", "2", "gcra", "5", "60000", "2", "4"}},
+		{"override key with a mask 0", []string{"SET", "KEY:o", "5 0 0 r"}, []string{"1", "", "0", "fixed_window", "3", "60000", "1", "0"}},
+		{"two policies, an override corrupt", []string{"SET", "KEY:o", "5 0 0"}, []string{"2", "", "02", "fixed_window", "3", "60000", "1", "0", "sliding_window", "3", "60000", "1"}},
 		{"two policies, a shadow mask 1x", nil, []string{"2", "", "1x", "fixed_window", "3", "60000", "1", "0", "fixed_window", "3", "60000", "1", "0"}},
 		{"two policies, one a sliding log", nil, []string{"2", "", "", "fixed_window", "3", "60000", "1", "0", "sliding_log", "3", "60000", "1"}},
 		{"two policies, the second corrupt", []string{"HSET", "KEY:2", "start", "0"}, []string{"2", "", "", "gcra", "5", "60000", "1", "4", "sliding_window", "3", "60000", "1"}},
@@ -392,6 +400,9 @@ func TestSinglePolicyPathFallsThrough(t *testing.T) {
 			keys := []string{key}
 			if tc.args[0] == "2" && !strings.HasSuffix(tc.name, "a key short") || tc.args[0] == "02" {
 				keys = append(keys, key+":2")
+			}
+			if strings.Contains(tc.name, "override") {
+				keys = append(keys, key+":o")
 			}
 			if tc.args[1] != "" {
 				keys = append(keys, key+":record")

@@ -133,12 +133,14 @@ if named_concurrency then
   -- or nil and why they are invalid.
   function concurrency.parse(i)
     local ls, ws, cs, tok, why = ARGV[i] or '', ARGV[i + 1] or '', ARGV[i + 2], ARGV[i + 3] or '', nil
+    local orate = nil -- take.lua passes an override's rate as an argument
     --@fragment concurrency_parse
     -- A concurrency limit's arguments, parsed strictly from their decimal strings ls, ws (as
     -- fixed_window_parse parses them), cs ('0' or '1') and tok, the lease's token: a decimal integer
     -- in 1 … 2^64 − 1, kept as a string (a Lua number cannot hold every one), or '0' for a peek.
     -- Declares limit, window and cost; sets why (declared nil) to why they are invalid.
-    local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
+    -- orate (declared), when not nil, is an override's rate, already parsed: the limit.
+    local limit = orate or #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
     local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
     local cost = cs == '1' and 1 or cs == '0' and 0
     if not (limit and limit <= MAX_LEASES and window and window <= MAX_WINDOW) then

@@ -28,12 +28,14 @@ if named_fixed_window then
   -- ended. Aligned, read adds t, now in ms, ends, the window's end, and expires, the key's.
   function fixed_window.parse(i)
     local ls, ws, cs, aligned, why = ARGV[i] or '', ARGV[i + 1] or '', ARGV[i + 2] or '', ARGV[i + 3], nil
+    local orate = nil -- take.lua passes an override's rate as an argument
     --@fragment fixed_window_parse
     -- A fixed window's arguments, parsed strictly from their decimal strings ls, ws, cs (at most
     -- MAX_DIGITS digits matching ^[1-9]%d*$, then tonumber, then the range; a cost of '0' or '1'
     -- compared, not parsed) and aligned. Declares limit, window and cost; sets why (declared nil) to
     -- why they are invalid.
-    local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
+    -- orate (declared), when not nil, is an override's rate, already parsed: the limit.
+    local limit = orate or #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
     local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
     local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
     if not (limit and limit <= MAX and window and window <= MAX_WINDOW) then

@@ -23,16 +23,18 @@ if named_gcra then
   -- parse reads the arguments from ARGV[i] on and returns the policy's table and the index after them,
   -- or nil and why they are invalid. limit is the burst, the most remaining can be.
   function gcra.parse(i)
-    local rs, ws, cs, bs, why = ARGV[i] or '', ARGV[i + 1] or '', ARGV[i + 2] or '', ARGV[i + 3] or '', nil
+    local rs, ws, cs, bs, why, orate, ocap = ARGV[i] or '', ARGV[i + 1] or '', ARGV[i + 2] or '', ARGV[i + 3] or '', nil,
+      nil, nil -- take.lua passes an override's numbers as arguments
     --@fragment gcra_parse
     -- A gcra bucket's arguments, parsed strictly from their decimal strings rs, ws, cs, bs, as
     -- fixed_window_parse parses them, and checked as admit.Limit.Validate checks them. Declares rate,
     -- window, burst, cost, and interval (the emission interval, µs, rounded up: exact, the period is
     -- below 2^53) and tolerance (burst × interval, exact when at most MAX_TOLERANCE); sets why
     -- (declared nil) to why they are invalid.
-    local rate = #rs <= MAX_DIGITS and match(rs, '^[1-9]%d*$') and tonumber(rs)
+    -- orate and ocap (declared), when not nil, are an override's rate and burst, already parsed.
+    local rate = orate or #rs <= MAX_DIGITS and match(rs, '^[1-9]%d*$') and tonumber(rs)
     local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
-    local burst = #bs <= MAX_DIGITS and match(bs, '^[1-9]%d*$') and tonumber(bs)
+    local burst = ocap or #bs <= MAX_DIGITS and match(bs, '^[1-9]%d*$') and tonumber(bs)
     local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
     local interval, tolerance
     if not (rate and rate <= MAX and window and window <= MAX_WINDOW and burst and burst <= MAX) then

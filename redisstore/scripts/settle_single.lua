@@ -20,12 +20,13 @@ local settle_token_at = (ARGV[1] == 'sliding_window' or ARGV[1] == 'sliding_log'
 if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_token_at + 1) then
   local name, match, tonumber, key = ARGV[1], string.match, tonumber, KEYS[1]
   local ts, as = ARGV[settle_token_at], ARGV[settle_token_at + 1]
+  local orate, ocap = nil, nil -- the parse fragments' override numbers: a settlement ignores overrides
   local token = ts == '0' and 0 or #ts <= MAX_DIGITS and match(ts, '^[1-9]%d*$') and tonumber(ts)
   local actual = as == '0' and 0 or as == '1' and 1 or #as <= MAX_DIGITS and match(as, '^[1-9]%d*$') and tonumber(as)
   if token and token <= MAX_TAT and actual and actual <= MAX then
     if name == 'fixed_window' then
       local ls, ws, cs, aligned, why = ARGV[2], ARGV[3], ARGV[4], ARGV[5], nil
-      local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
+      local limit = orate or #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
       local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
       local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
       if not (limit and limit <= MAX and window and window <= MAX_WINDOW) then
@@ -140,9 +141,9 @@ if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_to
       end
     elseif name == 'gcra' then
       local rs, ws, cs, bs, why = ARGV[2], ARGV[3], ARGV[4], ARGV[5], nil
-      local rate = #rs <= MAX_DIGITS and match(rs, '^[1-9]%d*$') and tonumber(rs)
+      local rate = orate or #rs <= MAX_DIGITS and match(rs, '^[1-9]%d*$') and tonumber(rs)
       local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
-      local burst = #bs <= MAX_DIGITS and match(bs, '^[1-9]%d*$') and tonumber(bs)
+      local burst = ocap or #bs <= MAX_DIGITS and match(bs, '^[1-9]%d*$') and tonumber(bs)
       local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
       local interval, tolerance
       if not (rate and rate <= MAX and window and window <= MAX_WINDOW and burst and burst <= MAX) then
@@ -252,7 +253,7 @@ if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_to
       end
     elseif name == 'sliding_window' then
       local ls, ws, cs, why = ARGV[2], ARGV[3], ARGV[4], nil
-      local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
+      local limit = orate or #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
       local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
       local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
       if not (limit and limit <= MAX and window and window <= MAX_WINDOW) then
@@ -457,7 +458,7 @@ if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_to
       -- key found corrupt before the write falls through to the general path; after it, it cannot be
       -- (admit's writes keep a log well formed), but would be refused as settle.lua refuses it.
       local ls, ws, cs, why = ARGV[2], ARGV[3], ARGV[4], nil
-      local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
+      local limit = orate or #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
       local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
       local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
       if not (limit and limit <= MAX_LOG and window and window <= MAX_WINDOW) then

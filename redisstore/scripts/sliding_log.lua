@@ -187,11 +187,13 @@ if named_sliding_log then
   -- or nil and why they are invalid.
   function sliding_log.parse(i)
     local ls, ws, cs, why = ARGV[i] or '', ARGV[i + 1] or '', ARGV[i + 2] or '', nil
+    local orate = nil -- take.lua passes an override's rate as an argument
     --@fragment sliding_log_parse
     -- A sliding log's arguments, parsed strictly from their decimal strings ls, ws, cs, as
     -- fixed_window_parse parses them; the limit at most MAX_LOG. Declares limit, window and cost;
     -- sets why (declared nil) to why they are invalid.
-    local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
+    -- orate (declared), when not nil, is an override's rate, already parsed: the limit.
+    local limit = orate or #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
     local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
     local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
     if not (limit and limit <= MAX_LOG and window and window <= MAX_WINDOW) then

@@ -9,7 +9,7 @@
 -- ARGV[3]     the policies' flags: '' for none at all, else N digits, each the sum of 1 for a policy
 --             in shadow mode, 2 for one with an override key, and 4 for a gcra policy with an
 --             override key whose burst follows its rate (admit.Limit.Burst 0): '0', '1', '2', '3',
---             '6' or '7'
+--             '6' or '7'; or one digit, every policy's
 -- ARGV[4..]   each policy in turn: its algorithm's name, then that algorithm's own arguments
 --             (and, in a test assembly only, the time in Unix microseconds last)
 --
@@ -30,6 +30,9 @@
 -- nothing and writes nothing; when the others admit, it is written if it admits too. A replay reports
 -- it as admitted: the record keeps remaining and reset_after only.
 --
+-- A replay of a policy with an override key reports its recorded remaining and reset_after cut to the
+-- numbers in force, which an Override set, changed or deleted since the admission may have lowered.
+--
 -- A policy's override key is read first, before any state: when it holds an override (docs/redis.md,
 -- "Overrides"), the policy is decided with the override's rate in place of its own, and for gcra the
 -- override's burst when above 0 (else the rate, when the policy's burst follows it); corrupt override
@@ -41,13 +44,14 @@ local fp, shadow = ARGV[2], ARGV[3]
 if not n or not fp or not (fp == '' or string.match(fp, '^%x+$')) then
   return redis.error_reply('ADMIT_INVALID take needs a policy count in 1..' .. MAX_REQUESTS .. ' and a fingerprint')
 end
-if not shadow or not (shadow == '' or #shadow == n and string.match(shadow, '^[0-367]+$')) then
-  return redis.error_reply('ADMIT_INVALID take needs the policies\' flags: nothing, or a 0, 1, 2, 3, 6 or 7 per policy')
+if not shadow or not (shadow == '' or (#shadow == n or #shadow == 1) and string.match(shadow, '^[0-367]+$')) then
+  return redis.error_reply('ADMIT_INVALID take needs the policies\' flags: nothing, or a 0, 1, 2, 3, 6 or 7 per policy or for all')
 end
 local shadowed = shadow ~= '' -- any policy may be in shadow mode, or have an override key
+local uniform = #shadow == 1 -- one digit: every policy's flags
 local overrides = 0 -- how many policies have an override key
 for k = 1, shadowed and n or 0 do
-  if string.byte(shadow, k) >= 50 then -- '2' or more: an override key
+  if string.byte(shadow, uniform and 1 or k) >= 50 then -- '2' or more: an override key
     overrides = overrides + 1
   end
 end
@@ -70,24 +74,25 @@ for k = 1, n do
   if not alg then
     return redis.error_reply('ADMIT_INVALID policy ' .. k .. ': unknown algorithm')
   end
-  local flag = shadowed and string.byte(shadow, k) - 48 or 0
+  local flag = shadowed and string.byte(shadow, uniform and 1 or k) - 48 or 0
   local ors, obs, orate, oburst, why = nil, nil, nil, nil, nil
   if flag >= 2 then
     o = o + 1
-    local okey, match, byte = KEYS[o], string.match, string.byte
+    local okey, match = KEYS[o], string.match
     --@fragment override_read
     -- An override's key read as SetOverride writes it: '<rate> <burst> <expires> <reason>', the
     -- rate 1..MAX, the burst 0..MAX and the expiry (Unix ns, 0 for never) strict decimal integers,
     -- each followed by one space, the reason the rest, at most MAX_REASON bytes. Reads okey, match,
-    -- byte, tonumber. Sets why (declared nil) to why the key is corrupt, else, when it holds an
-    -- override, ors and obs (declared nil) to its rate's and burst's decimal strings and orate and
-    -- oburst (declared nil) to their values.
+    -- tonumber. Sets why (declared nil) to why the key is corrupt, else, when it holds an override,
+    -- ors and obs (declared nil) to its rate's and burst's decimal strings and orate and oburst
+    -- (declared nil) to their values.
     local raw = redis.pcall('GET', okey)
     if raw then
       if type(raw) == 'table' then
         why = 'override key holds a value that is not a string'
       else
         local r, b, e = match(raw, '^([1-9]%d*) (%d+) (%d+) ')
+        local byte = string.byte
         local rv = r and #r <= MAX_DIGITS and tonumber(r)
         local bv = rv and #b <= MAX_DIGITS and (b == '0' or byte(b) ~= 48) and tonumber(b)
         if not (rv and rv <= MAX and bv and bv <= MAX and #e <= 19 and (e == '0' or byte(e) ~= 48) and
@@ -156,8 +161,21 @@ if record then
     end
     local reply = {1, 1}
     for k = 1, n do
-      local remaining = integer(words[2 * k], 0, policies[k].limit)
-      local reset = integer(words[2 * k + 1], 0, policies[k].max_wait or MAX_WINDOW) -- a module's longest reset_after
+      local p = policies[k]
+      local limit, longest = p.limit, p.max_wait or MAX_WINDOW -- a module's longest reset_after
+      if p.clamp then
+        -- An override key: the record may hold numbers of an Override set, changed or deleted since,
+        -- reported cut to the numbers in force.
+        limit, longest = MAX, MAX
+      end
+      local remaining = integer(words[2 * k], 0, limit)
+      local reset = integer(words[2 * k + 1], 0, longest)
+      if remaining and remaining > p.limit then
+        remaining = p.limit
+      end
+      if reset and reset > (p.max_wait or MAX_WINDOW) then
+        reset = p.max_wait or MAX_WINDOW
+      end
       if not remaining or not reset then
         return redis.error_reply('ADMIT_CORRUPT request record holds a decision out of range')
       end
@@ -185,7 +203,7 @@ for k = 1, n do
   local at = 5 * k - 2
   local allowed, remaining, retry, reset = p.alg.decide(p, p.cost)
   reply[at], reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4] = allowed, remaining, retry, reset, 0
-  if allowed == 0 and not (shadowed and string.byte(shadow, k) % 2 == 1) then -- odd: a shadow rejection rejects nothing
+  if allowed == 0 and not (shadowed and string.byte(shadow, uniform and 1 or k) % 2 == 1) then -- odd: a shadow rejection rejects nothing
     reply[1] = 0
   end
   consumed = consumed or p.cost > 0

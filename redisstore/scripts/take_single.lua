@@ -34,24 +34,25 @@
 --
 -- A policy with an override key (its flag 2, 3, 6 or 7, take.lua) reads it first: an override's rate,
 -- and for gcra its burst (or its rate, when the policy's burst follows the rate: flag 6 or 7), stand
--- in for the arguments before they are parsed, and the reply ends with the policy's number and the
--- override's rate and burst (o1, orate, oburst: nil, and so left out, without an override). Corrupt
--- override bytes fall through, as a corrupt key does. A call without override keys pays the
--- comparisons that pick the path and three nils in each reply.
+-- in for the arguments' (orate, ocap: the parse fragments take them as parsed), and the reply ends
+-- with the policy's number and the override's rate and burst (o1, orate, oburst: nil, and so left
+-- out, without an override). Corrupt override bytes fall through, as a corrupt key does. A call
+-- without override keys pays the comparisons that pick the path and three nils in each reply.
 local mask = ARGV[3] -- the policies' flags: '' for none, else a digit per policy (take.lua)
 if ARGV[1] == '1' and ARGV[2] == '' and (#KEYS == 1 and (mask == '' or mask == '0' or mask == '1') or
     #KEYS == 2 and (mask == '2' or mask == '3' or mask == '6' or mask == '7')) then
   local name, match, tonumber = ARGV[4], string.match, tonumber
-  local refused = mask == '1' and 1 or 0 -- a rejection's first element: a shadow rejection rejects nothing
-  local ors, obs, orate, oburst, o1, clamp = nil, nil, nil, nil, nil, false
+  local refused = (mask == '1' or mask == '3' or mask == '7') and 1 or 0 -- a rejection's first element: a shadow rejection rejects nothing
+  local ors, obs, orate, oburst, ocap, o1, clamp = nil, nil, nil, nil, nil, nil, false
   if #KEYS == 2 then
-    local okey, byte, why = KEYS[2], string.byte, nil
+    local okey, why = KEYS[2], nil
     local raw = redis.pcall('GET', okey)
     if raw then
       if type(raw) == 'table' then
         why = 'override key holds a value that is not a string'
       else
         local r, b, e = match(raw, '^([1-9]%d*) (%d+) (%d+) ')
+        local byte = string.byte
         local rv = r and #r <= MAX_DIGITS and tonumber(r)
         local bv = rv and #b <= MAX_DIGITS and (b == '0' or byte(b) ~= 48) and tonumber(b)
         if not (rv and rv <= MAX and bv and bv <= MAX and #e <= 19 and (e == '0' or byte(e) ~= 48) and
@@ -62,19 +63,21 @@ if ARGV[1] == '1' and ARGV[2] == '' and (#KEYS == 1 and (mask == '' or mask == '
         end
       end
     end
-    clamp, refused = true, mask ~= '2' and mask ~= '6' and 1 or 0
+    clamp = true
     if why then
       name = nil -- corrupt: the general path refuses it
-    elseif ors then
+    elseif orate then
       o1 = 1
-      if name == 'gcra' and obs == '0' then
-        obs = mask >= '6' and ors or nil -- the policy's burst follows the rate, or stays
+      if oburst > 0 then
+        ocap = oburst
+      elseif mask == '6' or mask == '7' then
+        ocap = orate -- the policy's burst follows the rate (else it stays)
       end
     end
   end
   if name == 'fixed_window' and #ARGV == (CLOCK_FROM_ARGV and 9 or 8) then
-    local ls, ws, cs, aligned, key, why = ors or ARGV[5], ARGV[6], ARGV[7], ARGV[8], KEYS[1], nil
-    local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
+    local ls, ws, cs, aligned, key, why = ARGV[5], ARGV[6], ARGV[7], ARGV[8], KEYS[1], nil
+    local limit = orate or #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
     local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
     local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
     if not (limit and limit <= MAX and window and window <= MAX_WINDOW) then
@@ -162,10 +165,10 @@ if ARGV[1] == '1' and ARGV[2] == '' and (#KEYS == 1 and (mask == '' or mask == '
       end
     end
   elseif name == 'gcra' and #ARGV == (CLOCK_FROM_ARGV and 9 or 8) then
-    local rs, ws, cs, bs, key, why = ors or ARGV[5], ARGV[6], ARGV[7], obs or ARGV[8], KEYS[1], nil
-    local rate = #rs <= MAX_DIGITS and match(rs, '^[1-9]%d*$') and tonumber(rs)
+    local rs, ws, cs, bs, key, why = ARGV[5], ARGV[6], ARGV[7], ARGV[8], KEYS[1], nil
+    local rate = orate or #rs <= MAX_DIGITS and match(rs, '^[1-9]%d*$') and tonumber(rs)
     local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
-    local burst = #bs <= MAX_DIGITS and match(bs, '^[1-9]%d*$') and tonumber(bs)
+    local burst = ocap or #bs <= MAX_DIGITS and match(bs, '^[1-9]%d*$') and tonumber(bs)
     local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
     local interval, tolerance
     if not (rate and rate <= MAX and window and window <= MAX_WINDOW and burst and burst <= MAX) then
@@ -250,8 +253,8 @@ if ARGV[1] == '1' and ARGV[2] == '' and (#KEYS == 1 and (mask == '' or mask == '
       end
     end
   elseif name == 'sliding_window' and #ARGV == (CLOCK_FROM_ARGV and 8 or 7) then
-    local ls, ws, cs, key, why = ors or ARGV[5], ARGV[6], ARGV[7], KEYS[1], nil
-    local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
+    local ls, ws, cs, key, why = ARGV[5], ARGV[6], ARGV[7], KEYS[1], nil
+    local limit = orate or #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
     local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
     local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
     if not (limit and limit <= MAX and window and window <= MAX_WINDOW) then
@@ -380,8 +383,8 @@ if ARGV[1] == '1' and ARGV[2] == '' and (#KEYS == 1 and (mask == '' or mask == '
       end
     end
   elseif name == 'concurrency' and #ARGV == (CLOCK_FROM_ARGV and 9 or 8) then
-    local ls, ws, cs, tok, key, why = ors or ARGV[5], ARGV[6], ARGV[7], ARGV[8], KEYS[1], nil
-    local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
+    local ls, ws, cs, tok, key, why = ARGV[5], ARGV[6], ARGV[7], ARGV[8], KEYS[1], nil
+    local limit = orate or #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
     local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
     local cost = cs == '1' and 1 or cs == '0' and 0
     if not (limit and limit <= MAX_LEASES and window and window <= MAX_WINDOW) then
@@ -477,8 +480,8 @@ if ARGV[1] == '1' and ARGV[2] == '' and (#KEYS == 1 and (mask == '' or mask == '
       end
     end
   elseif name == 'sliding_log' and #ARGV == (CLOCK_FROM_ARGV and 8 or 7) then
-    local ls, ws, cs, key, why = ors or ARGV[5], ARGV[6], ARGV[7], KEYS[1], nil
-    local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
+    local ls, ws, cs, key, why = ARGV[5], ARGV[6], ARGV[7], KEYS[1], nil
+    local limit = orate or #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
     local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
     local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
     if not (limit and limit <= MAX_LOG and window and window <= MAX_WINDOW) then
@@ -590,17 +593,12 @@ elseif ARGV[2] == '' then
   -- pass makes the writes. The clock (TIME) is read once, when a policy first needs it.
   local ns, match, tonumber, byte = ARGV[1], string.match, tonumber, string.byte
   local n = #ns <= 2 and match(ns, '^[1-9]%d?$') and tonumber(ns)
-  local ok, i = n and n >= 2 and n <= MAX_REQUESTS and (mask == '' and #KEYS == n or #mask == n and
-    match(mask, '^[0-367]+$')), 4
-  if ok and mask ~= '' then -- one key more for each override key ('2' or more in the mask)
-    local want = n
-    for k = 1, n do
-      if byte(mask, k) >= 50 then
-        want = want + 1
-      end
-    end
-    ok = #KEYS == want
-  end
+  -- With a mask, KEYS holds an override key more per '2' or more in it: checked once the first pass
+  -- has read them (o, below), before any write. A mask of one digit is every policy's (one).
+  local one = mask and #mask == 1 and (mask == '2' and 2 or mask == '1' and 1 or mask == '3' and 3 or mask == '6' and 6 or
+    mask == '7' and 7)
+  local ok, i = n and n >= 2 and n <= MAX_REQUESTS and (mask == '' and #KEYS == n or #KEYS >= n and
+    (one or #mask == n and match(mask, '^[0-367]+$'))), 4
   for _ = 1, ok and n or 0 do -- every algorithm one this path decides, before any key is read
     local name = ARGV[i]
     if name == 'fixed_window' or name == 'gcra' then
@@ -622,17 +620,18 @@ elseif ARGV[2] == '' then
     i = 4
     while ok and k <= n do
       local name, at, key = ARGV[i], 5 * k - 2, KEYS[k]
-      local flag, ors, obs, orate, oburst = mask == '' and 0 or byte(mask, k) - 48, nil, nil, nil, nil
+      local flag, ors, obs, orate, oburst, ocap = one or mask == '' and 0 or byte(mask, k) - 48, nil, nil, nil, nil, nil
       if flag >= 2 then
         local why
         o = o + 1
-        local okey = KEYS[o]
+        local okey = KEYS[o] -- nil past the last: GET refuses it, and the call falls through
         local raw = redis.pcall('GET', okey)
         if raw then
           if type(raw) == 'table' then
             why = 'override key holds a value that is not a string'
           else
             local r, b, e = match(raw, '^([1-9]%d*) (%d+) (%d+) ')
+            local byte = string.byte
             local rv = r and #r <= MAX_DIGITS and tonumber(r)
             local bv = rv and #b <= MAX_DIGITS and (b == '0' or byte(b) ~= 48) and tonumber(b)
             if not (rv and rv <= MAX and bv and bv <= MAX and #e <= 19 and (e == '0' or byte(e) ~= 48) and
@@ -644,18 +643,20 @@ elseif ARGV[2] == '' then
           end
         end
         ok = not why
-        if ors then
+        if orate then
           reply[x + 1], reply[x + 2], reply[x + 3], x = k, orate, oburst, x + 3
-          if obs == '0' then
-            obs = flag >= 6 and ors or nil -- the policy's burst follows the rate, or stays
+          if oburst > 0 then
+            ocap = oburst
+          elseif flag >= 6 then
+            ocap = orate -- the policy's burst follows the rate (else it stays)
           end
         end
       end
       if not ok then
         break -- corrupt: the general path refuses it
       elseif name == 'fixed_window' then
-        local ls, ws, cs, aligned, why = ors or ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], nil
-        local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
+        local ls, ws, cs, aligned, why = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], nil
+        local limit = orate or #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
         local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
         local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
         if not (limit and limit <= MAX and window and window <= MAX_WINDOW) then
@@ -738,10 +739,10 @@ elseif ARGV[2] == '' then
         end
         i = i + 5
       elseif name == 'gcra' then
-        local rs, ws, cs, bs, why = ors or ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], obs or ARGV[i + 4], nil
-        local rate = #rs <= MAX_DIGITS and match(rs, '^[1-9]%d*$') and tonumber(rs)
+        local rs, ws, cs, bs, why = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], nil
+        local rate = orate or #rs <= MAX_DIGITS and match(rs, '^[1-9]%d*$') and tonumber(rs)
         local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
-        local burst = #bs <= MAX_DIGITS and match(bs, '^[1-9]%d*$') and tonumber(bs)
+        local burst = ocap or #bs <= MAX_DIGITS and match(bs, '^[1-9]%d*$') and tonumber(bs)
         local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
         local interval, tolerance
         if not (rate and rate <= MAX and window and window <= MAX_WINDOW and burst and burst <= MAX) then
@@ -826,8 +827,8 @@ elseif ARGV[2] == '' then
         end
         i = i + 5
       else -- sliding_window
-        local ls, ws, cs, why = ors or ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], nil
-        local limit = #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
+        local ls, ws, cs, why = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], nil
+        local limit = orate or #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
         local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
         local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
         if not (limit and limit <= MAX and window and window <= MAX_WINDOW) then
@@ -968,6 +969,7 @@ elseif ARGV[2] == '' then
       end
       k = k + 1
     end
+    ok = ok and o == #KEYS -- every override key read, and no key more
     if ok and reply[1] == 0 then
       -- A rejection writes nothing: a policy that would have admitted reports its key as it is, as a
       -- peek: its cost back in remaining, and a peek's reset_after.

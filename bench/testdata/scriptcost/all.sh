@@ -27,7 +27,7 @@ rows=(
   "take gcra, override set|$dir/take.lua|2|1 '' 2 gcra 1000 $H 1 1000000|2000 1000000"
   "take sliding_window, override key, none set|$dir/take.lua|2|1 '' 2 sliding_window $M $H 1"
   "take sliding_window, override set|$dir/take.lua|2|1 '' 2 sliding_window $M $H 1|$M 0"
-  "take 3 policies, override keys, none set|$dir/take.lua|6|3 '' 222 fixed_window $M $H 1 0 sliding_window $M $H 1 gcra 1000 $H 1 1000000"
+  "take 3 policies, override keys, none set|$dir/take.lua|6|3 '' 2 fixed_window $M $H 1 0 sliding_window $M $H 1 gcra 1000 $H 1 1000000"
   "release|$dir/release.lua|1|12345678901234567"
   "settle fixed_window overrun|$dir/settle.lua|1|fixed_window $M $H 2 0 0 3"
   "settle gcra overrun|$dir/settle.lua|1|gcra 1000 $H 2 1000000 0 3"

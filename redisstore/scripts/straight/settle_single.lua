@@ -19,6 +19,7 @@ local settle_token_at = (ARGV[1] == 'sliding_window' or ARGV[1] == 'sliding_log'
 if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_token_at + 1) then
   local name, match, tonumber, key = ARGV[1], string.match, tonumber, KEYS[1]
   local ts, as = ARGV[settle_token_at], ARGV[settle_token_at + 1]
+  local orate, ocap = nil, nil -- the parse fragments' override numbers: a settlement ignores overrides
   --@inline settle_token_actual
   if token and token <= MAX_TAT and actual and actual <= MAX then
     if name == 'fixed_window' then

@@ -33,31 +33,33 @@
 --
 -- A policy with an override key (its flag 2, 3, 6 or 7, take.lua) reads it first: an override's rate,
 -- and for gcra its burst (or its rate, when the policy's burst follows the rate: flag 6 or 7), stand
--- in for the arguments before they are parsed, and the reply ends with the policy's number and the
--- override's rate and burst (o1, orate, oburst: nil, and so left out, without an override). Corrupt
--- override bytes fall through, as a corrupt key does. A call without override keys pays the
--- comparisons that pick the path and three nils in each reply.
+-- in for the arguments' (orate, ocap: the parse fragments take them as parsed), and the reply ends
+-- with the policy's number and the override's rate and burst (o1, orate, oburst: nil, and so left
+-- out, without an override). Corrupt override bytes fall through, as a corrupt key does. A call
+-- without override keys pays the comparisons that pick the path and three nils in each reply.
 local mask = ARGV[3] -- the policies' flags: '' for none, else a digit per policy (take.lua)
 if ARGV[1] == '1' and ARGV[2] == '' and (#KEYS == 1 and (mask == '' or mask == '0' or mask == '1') or
     #KEYS == 2 and (mask == '2' or mask == '3' or mask == '6' or mask == '7')) then
   local name, match, tonumber = ARGV[4], string.match, tonumber
-  local refused = mask == '1' and 1 or 0 -- a rejection's first element: a shadow rejection rejects nothing
-  local ors, obs, orate, oburst, o1, clamp = nil, nil, nil, nil, nil, false
+  local refused = (mask == '1' or mask == '3' or mask == '7') and 1 or 0 -- a rejection's first element: a shadow rejection rejects nothing
+  local ors, obs, orate, oburst, ocap, o1, clamp = nil, nil, nil, nil, nil, nil, false
   if #KEYS == 2 then
-    local okey, byte, why = KEYS[2], string.byte, nil
+    local okey, why = KEYS[2], nil
     --@inline override_read
-    clamp, refused = true, mask ~= '2' and mask ~= '6' and 1 or 0
+    clamp = true
     if why then
       name = nil -- corrupt: the general path refuses it
-    elseif ors then
+    elseif orate then
       o1 = 1
-      if name == 'gcra' and obs == '0' then
-        obs = mask >= '6' and ors or nil -- the policy's burst follows the rate, or stays
+      if oburst > 0 then
+        ocap = oburst
+      elseif mask == '6' or mask == '7' then
+        ocap = orate -- the policy's burst follows the rate (else it stays)
       end
     end
   end
   if name == 'fixed_window' and #ARGV == (CLOCK_FROM_ARGV and 9 or 8) then
-    local ls, ws, cs, aligned, key, why = ors or ARGV[5], ARGV[6], ARGV[7], ARGV[8], KEYS[1], nil
+    local ls, ws, cs, aligned, key, why = ARGV[5], ARGV[6], ARGV[7], ARGV[8], KEYS[1], nil
     --@inline fixed_window_parse
     if not why then
       local count, ttl, t, ends, expires, why = 0, 0, nil, nil, nil, nil -- count 0: missing, or its window has ended
@@ -84,7 +86,7 @@ if ARGV[1] == '1' and ARGV[2] == '' and (#KEYS == 1 and (mask == '' or mask == '
       end
     end
   elseif name == 'gcra' and #ARGV == (CLOCK_FROM_ARGV and 9 or 8) then
-    local rs, ws, cs, bs, key, why = ors or ARGV[5], ARGV[6], ARGV[7], obs or ARGV[8], KEYS[1], nil
+    local rs, ws, cs, bs, key, why = ARGV[5], ARGV[6], ARGV[7], ARGV[8], KEYS[1], nil
     --@inline gcra_parse
     if not why then
       local now
@@ -105,7 +107,7 @@ if ARGV[1] == '1' and ARGV[2] == '' and (#KEYS == 1 and (mask == '' or mask == '
       end
     end
   elseif name == 'sliding_window' and #ARGV == (CLOCK_FROM_ARGV and 8 or 7) then
-    local ls, ws, cs, key, why = ors or ARGV[5], ARGV[6], ARGV[7], KEYS[1], nil
+    local ls, ws, cs, key, why = ARGV[5], ARGV[6], ARGV[7], KEYS[1], nil
     --@inline sliding_window_parse
     if not why then
       local now
@@ -143,7 +145,7 @@ if ARGV[1] == '1' and ARGV[2] == '' and (#KEYS == 1 and (mask == '' or mask == '
       end
     end
   elseif name == 'concurrency' and #ARGV == (CLOCK_FROM_ARGV and 9 or 8) then
-    local ls, ws, cs, tok, key, why = ors or ARGV[5], ARGV[6], ARGV[7], ARGV[8], KEYS[1], nil
+    local ls, ws, cs, tok, key, why = ARGV[5], ARGV[6], ARGV[7], ARGV[8], KEYS[1], nil
     --@inline concurrency_parse
     if not why then
       local now
@@ -163,7 +165,7 @@ if ARGV[1] == '1' and ARGV[2] == '' and (#KEYS == 1 and (mask == '' or mask == '
       end
     end
   elseif name == 'sliding_log' and #ARGV == (CLOCK_FROM_ARGV and 8 or 7) then
-    local ls, ws, cs, key, why = ors or ARGV[5], ARGV[6], ARGV[7], KEYS[1], nil
+    local ls, ws, cs, key, why = ARGV[5], ARGV[6], ARGV[7], KEYS[1], nil
     --@inline sliding_log_parse
     if not why then
       local now
@@ -201,17 +203,12 @@ elseif ARGV[2] == '' then
   -- pass makes the writes. The clock (TIME) is read once, when a policy first needs it.
   local ns, match, tonumber, byte = ARGV[1], string.match, tonumber, string.byte
   local n = #ns <= 2 and match(ns, '^[1-9]%d?$') and tonumber(ns)
-  local ok, i = n and n >= 2 and n <= MAX_REQUESTS and (mask == '' and #KEYS == n or #mask == n and
-    match(mask, '^[0-367]+$')), 4
-  if ok and mask ~= '' then -- one key more for each override key ('2' or more in the mask)
-    local want = n
-    for k = 1, n do
-      if byte(mask, k) >= 50 then
-        want = want + 1
-      end
-    end
-    ok = #KEYS == want
-  end
+  -- With a mask, KEYS holds an override key more per '2' or more in it: checked once the first pass
+  -- has read them (o, below), before any write. A mask of one digit is every policy's (one).
+  local one = mask and #mask == 1 and (mask == '2' and 2 or mask == '1' and 1 or mask == '3' and 3 or mask == '6' and 6 or
+    mask == '7' and 7)
+  local ok, i = n and n >= 2 and n <= MAX_REQUESTS and (mask == '' and #KEYS == n or #KEYS >= n and
+    (one or #mask == n and match(mask, '^[0-367]+$'))), 4
   for _ = 1, ok and n or 0 do -- every algorithm one this path decides, before any key is read
     local name = ARGV[i]
     if name == 'fixed_window' or name == 'gcra' then
@@ -233,24 +230,26 @@ elseif ARGV[2] == '' then
     i = 4
     while ok and k <= n do
       local name, at, key = ARGV[i], 5 * k - 2, KEYS[k]
-      local flag, ors, obs, orate, oburst = mask == '' and 0 or byte(mask, k) - 48, nil, nil, nil, nil
+      local flag, ors, obs, orate, oburst, ocap = one or mask == '' and 0 or byte(mask, k) - 48, nil, nil, nil, nil, nil
       if flag >= 2 then
         local why
         o = o + 1
-        local okey = KEYS[o]
+        local okey = KEYS[o] -- nil past the last: GET refuses it, and the call falls through
         --@inline override_read
         ok = not why
-        if ors then
+        if orate then
           reply[x + 1], reply[x + 2], reply[x + 3], x = k, orate, oburst, x + 3
-          if obs == '0' then
-            obs = flag >= 6 and ors or nil -- the policy's burst follows the rate, or stays
+          if oburst > 0 then
+            ocap = oburst
+          elseif flag >= 6 then
+            ocap = orate -- the policy's burst follows the rate (else it stays)
           end
         end
       end
       if not ok then
         break -- corrupt: the general path refuses it
       elseif name == 'fixed_window' then
-        local ls, ws, cs, aligned, why = ors or ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], nil
+        local ls, ws, cs, aligned, why = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], nil
         --@inline fixed_window_parse
         ok = not why
         if ok then
@@ -278,7 +277,7 @@ elseif ARGV[2] == '' then
         end
         i = i + 5
       elseif name == 'gcra' then
-        local rs, ws, cs, bs, why = ors or ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], obs or ARGV[i + 4], nil
+        local rs, ws, cs, bs, why = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], nil
         --@inline gcra_parse
         ok = not why
         local backlog, clamp = 0, flag >= 2
@@ -300,7 +299,7 @@ elseif ARGV[2] == '' then
         end
         i = i + 5
       else -- sliding_window
-        local ls, ws, cs, why = ors or ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], nil
+        local ls, ws, cs, why = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], nil
         --@inline sliding_window_parse
         ok = not why
         if ok then
@@ -360,6 +359,7 @@ elseif ARGV[2] == '' then
       end
       k = k + 1
     end
+    ok = ok and o == #KEYS -- every override key read, and no key more
     if ok and reply[1] == 0 then
       -- A rejection writes nothing: a policy that would have admitted reports its key as it is, as a
       -- peek: its cost back in remaining, and a peek's reset_after.
