@@ -30,9 +30,17 @@ var entryPoints = []struct {
 	{"ShouldRateLimit", "../transport/rls", "Server.ShouldRateLimit"},
 }
 
-// resetMethod is the Store's one method that decides nothing: Service.Reset alone calls it, and
-// transports call Service.Reset, which is not a way to a decision.
-const resetMethod = "Reset"
+// adminMethods are the Store's methods that decide nothing — a reset and the overrides' — each
+// with the one function of the Service that calls it; transports call those Service methods of
+// the same names, which are not a way to a decision.
+var adminMethods = map[string]string{
+	"Reset":          "Service.Reset",
+	"SetOverride":    "Service.SetOverride",
+	"Override":       "Service.overrideOf",
+	"DeleteOverride": "Service.DeleteOverride",
+	"Overrides":      "Service.Overrides",
+	"OverrideCount":  "Service.OverrideCounts",
+}
 
 // serviceMethods are the Service's deciding methods, each of which must call decide.
 var serviceMethods = []string{"Check", "Admit", "DecideItems"}
@@ -150,8 +158,8 @@ func storeAPI(t *testing.T) (methods, funcs []string) {
 }
 
 // TestOneDecisionCore walks the sources of package service and the transports: the only calls of
-// a Store's deciding methods (Take, TakeAll, Release, Settle, by name, on any receiver; Reset only in
-// Service.Reset) and of the root
+// a Store's deciding methods (Take, TakeAll, Release, Settle, by name, on any receiver; Reset and
+// the overrides' methods only in their Service methods, adminMethods) and of the root
 // functions that take a Store (admit.Hold, admit.NewLimiter) are in (*Service).decide, which
 // calls TakeAll and admit.Hold; no transport names admit.Store; Check, Admit and DecideItems call
 // decide; and each entry point of admit serve reaches one of them.
@@ -196,8 +204,8 @@ func TestOneDecisionCore(t *testing.T) {
 					if !store {
 						return true
 					}
-					if sel.Sel.Name == resetMethod && (dir != "." || fd != nil && funcName(fd) == "Service."+resetMethod) {
-						return true // the admin operation, no decision: Service.Reset's, which transports call
+					if owner, ok := adminMethods[sel.Sel.Name]; ok && (dir != "." || fd != nil && funcName(fd) == owner) {
+						return true // an admin operation, no decision: its Service method's, which transports call
 					}
 					if dir == "." && fd != nil && funcName(fd) == decideFunc {
 						inDecide = append(inDecide, sel.Sel.Name)

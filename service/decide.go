@@ -92,9 +92,9 @@ type plan struct {
 func (s *Service) decide(ctx context.Context, items []Item, ds []admit.Decision, p plan) (allowed bool, release func(), err error) {
 	// The Requests in the Items' order; BySlot, which regroups them, keeps only their keys.
 	var rs []admit.Request
-	var keys []string
+	var keys, okeys []string // BySlot's: each Request's Key and OverrideKey
 	if p.grouping == BySlot {
-		keys = make([]string, len(items))
+		keys, okeys = make([]string, len(items)), make([]string, len(items))
 	} else {
 		rs = make([]admit.Request, len(items))
 	}
@@ -116,7 +116,7 @@ func (s *Service) decide(ctx context.Context, items []Item, ds []admit.Decision,
 		}
 		r[0].Cost = items[i].Cost
 		if keys != nil {
-			keys[i] = r[0].Key
+			keys[i], okeys[i] = r[0].Key, r[0].OverrideKey
 		}
 	}
 	switch p.grouping {
@@ -146,7 +146,7 @@ func (s *Service) decide(ctx context.Context, items []Item, ds []admit.Decision,
 		}
 		return allowed, nil, nil
 	}
-	b := newBatch(items, keys)
+	b := newBatch(items, keys, okeys)
 	allowed = true
 	start := 0
 	for _, end := range b.ends {
@@ -203,11 +203,11 @@ type batch struct {
 	of   []int            // per Item, the index in rs of the Request that decides it
 }
 
-// newBatch returns the batch of items, whose keys are keys: an Item whose key shares a hash slot
+// newBatch returns the batch of items, whose keys are keys and override keys okeys: an Item whose key shares a hash slot
 // joins the first group of that slot with room (bound.MaxRequests), or the one that has its key
 // under its Limit, whose cost its own joins; a key under another Limit (a limit override) goes
 // apart.
-func newBatch(items []Item, keys []string) batch {
+func newBatch(items []Item, keys, okeys []string) batch {
 	n := len(items)
 	idx := make([]int, 2*n)
 	b := batch{of: idx[:n], ends: idx[n:n]}
@@ -276,7 +276,7 @@ func newBatch(items []Item, keys []string) batch {
 		q := &reqs[d]
 		g := &groups[q.group]
 		q.at, g.next = g.next, g.next+1
-		b.rs[q.at] = admit.Request{Key: keys[q.first], Limit: items[q.first].Limit, Cost: q.cost}
+		b.rs[q.at] = admit.Request{Key: keys[q.first], OverrideKey: okeys[q.first], Limit: items[q.first].Limit, Cost: q.cost}
 	}
 	for i, j := range b.of {
 		b.of[i] = reqs[j].at

@@ -84,3 +84,48 @@ func ExampleService_DecideItems() {
 	// client allowed=true remaining=8; path allowed=true remaining=0
 	// client allowed=true remaining=8; path allowed=false remaining=0
 }
+
+// SetOverride gives one subject other numbers under a policy, on every instance sharing the
+// Store, until the override expires or is deleted.
+func ExampleService_SetOverride() {
+	cfg, err := policy.Parse("admit.yaml", []byte("policies:\n  - name: api\n    algorithm: fixed_window\n    limit: 1\n    window: 1h\n"))
+	if err != nil {
+		panic(err)
+	}
+	store := memstore.New(memstore.Options{})
+	defer store.Close()
+	keys, err := admit.NewKeyBuilder([]byte("a secret every instance shares"))
+	if err != nil {
+		panic(err)
+	}
+	svc, err := service.New(store, keys, cfg)
+	if err != nil {
+		panic(err)
+	}
+	ctx := context.Background()
+	check := service.Check{Policies: []string{"api"}, Subject: admit.Subject{ID: "tenant-42"}, Cost: 1}
+	spend := func() {
+		res, err := svc.Check(ctx, check)
+		if err != nil {
+			panic(err)
+		}
+		d := res.Decisions[0]
+		fmt.Printf("allowed=%v limit=%d overridden=%v\n", res.Allowed, d.Limit.Rate, d.Overridden)
+	}
+	spend()
+	spend()
+	spec := service.OverrideSpec{Policy: "api", Subject: check.Subject, Limit: 3, ExpiresIn: 7 * 24 * time.Hour, Reason: "migration week"}
+	if _, err := svc.SetOverride(ctx, spec); err != nil {
+		panic(err)
+	}
+	spend()
+	if _, err := svc.DeleteOverride(ctx, "api", check.Subject); err != nil {
+		panic(err)
+	}
+	spend()
+	// Output:
+	// allowed=true limit=1 overridden=false
+	// allowed=false limit=1 overridden=false
+	// allowed=true limit=3 overridden=true
+	// allowed=false limit=1 overridden=false
+}

@@ -45,7 +45,8 @@ type Service struct {
 	store admit.Store
 	keys  *admit.KeyBuilder
 	cfg   atomic.Pointer[policy.Config]
-	top   atomic.Pointer[tops] // the sketches of cfg's policies (server.top)
+	top   atomic.Pointer[tops]        // the sketches of cfg's policies (server.top)
+	rules atomic.Pointer[rulesHolder] // SetRules's, for overrides
 }
 
 // New returns a Service deciding on store, with keys from keys, under cfg. It reports an error when

@@ -29,12 +29,17 @@ const (
 	SourceTier = "tier"
 )
 
+// Precedence: an override of the subject (SourceOverride) replaces the numbers of the policy and of
+// whichever tier the subject is in; a tier's replace the policy's.
+
 // A State is a subject's state under one policy, as a peek reads it.
 type State struct {
 	// Tier is the tier whose numbers are in force, or empty for the policy's own.
 	Tier string
-	// Source says where the numbers in force come from: SourcePolicy or SourceTier.
+	// Source says where the numbers in force come from: SourcePolicy, SourceTier or SourceOverride.
 	Source string
+	// Override is the subject's override under the policy when Source is SourceOverride, else nil.
+	Override *admit.Override
 	// Decision is the peek's: its Limit holds the numbers in force (its Name the policy's);
 	// Remaining, RetryAfter and ResetAfter the subject's state under them.
 	Decision admit.Decision
@@ -42,7 +47,8 @@ type State struct {
 
 // State reads the state of q.Subject under the policy q names, or under every policy of the
 // loaded configuration in its order, by peeks (cost 0): it consumes nothing and writes nothing to
-// the Store. It returns one State per policy. Its errors match ErrUnknownPolicy, policy.ErrUnknownTier
+// the Store. It returns one State per policy; one under an override of the subject has Source
+// SourceOverride and the Override (read from the Store before the peek). Its errors match ErrUnknownPolicy, policy.ErrUnknownTier
 // or admit.ErrInvalidRequest (a tier without a policy, a bad subject), found before any I/O, or
 // admit.ErrUnavailable when the Store could not decide.
 func (s *Service) State(ctx context.Context, q StateQuery) ([]State, error) {
@@ -69,6 +75,15 @@ func (s *Service) State(ctx context.Context, q StateQuery) ([]State, error) {
 		states[i] = State{Tier: q.Tier, Source: SourcePolicy}
 		if q.Tier != "" {
 			states[i].Source = SourceTier
+		}
+	}
+	for i, p := range policies { // before the peeks: an override set between them is the peek's
+		o, err := s.overrideOf(ctx, p, q.Subject)
+		if err != nil {
+			return nil, err
+		}
+		if o != nil {
+			states[i].Source, states[i].Override = SourceOverride, o
 		}
 	}
 	ds := make([]admit.Decision, len(items))

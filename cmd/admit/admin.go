@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/admit-dev/admit/metrics"
+	"github.com/admit-dev/admit/service"
 	"github.com/admit-dev/admit/transport/admin"
 )
 
@@ -109,4 +110,15 @@ func startAdmin(ctx context.Context, d *daemon, done chan int) (context.Context,
 		done <- code
 	}()
 	return ctx, exitOK
+}
+
+// overrideCounter returns the counter of admit_overrides: svc's OverrideCounts.
+func overrideCounter(svc *service.Service) metrics.OverrideCounter {
+	return func(ctx context.Context, each func(string, int64)) error {
+		counts, err := svc.OverrideCounts(ctx)
+		for _, c := range counts {
+			each(c.Policy, c.Count)
+		}
+		return err
+	}
 }

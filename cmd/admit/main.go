@@ -9,6 +9,7 @@
 //	admit state [--admin URL] [--admin-token-file PATH] [--policy P [--tier T]] --key K
 //	admit reset [--admin URL] [--admin-token-file PATH] [--policy P] [--reason TEXT] --key K
 //	admit top [--admin URL[,URL...]] [--admin-token-file PATH] [--policy P] [-n N]
+//	admit override set|delete|list [--admin URL] [--admin-token-file PATH] --policy P [--key K] [--limit N] [--burst N] [--expires-in D] [--reason TEXT] [--cursor C] [--n N]
 //	admit bench [--target URL|memory] [--rate N/s | --concurrency N] [--duration D] [--keys N | --hot-key] [--json]
 //	admit version
 //	admit help
@@ -98,6 +99,7 @@ Commands:
 	state     ask a running admit serve's admin API for a subject's state under its policies
 	reset     ask a running admit serve's admin API to reset a subject's state under its policies
 	top       ask the admin API of one or several admit serve for the subjects a policy rejected most
+	override  set, delete or list, through the admin API, a subject's numbers in place of a policy's
 	bench     a load generator: decisions/s and latency of admit serve (HTTP, gRPC) or of a store
 	version   print the version
 	help      print this help
@@ -192,6 +194,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return reset(ctx, rest, stdout, stderr)
 	case "top":
 		return top(ctx, rest, stdout, stderr)
+	case "override":
+		return override(ctx, rest, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, versionString())
 		return exitOK
@@ -219,6 +223,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		if len(rest) > 0 && rest[0] == "top" {
 			return top(ctx, []string{"--help"}, stdout, stderr)
+		}
+		if len(rest) > 0 && rest[0] == "override" {
+			return override(ctx, []string{"--help"}, stdout, stderr)
 		}
 		if len(rest) > 0 && rest[0] != "help" && rest[0] != "version" {
 			fmt.Fprintf(stderr, "admit help: unknown command %q\n", rest[0])

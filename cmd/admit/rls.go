@@ -33,6 +33,7 @@ func startRLS(ctx context.Context, d *daemon, done chan int) (context.Context, i
 		logger.Error("cannot build the Envoy rate limit service", "error", err)
 		return ctx, exitError
 	}
+	d.svc.SetRules(s) // the admin API's overrides address its rules by name and descriptor key
 	ln, err := net.Listen("tcp", d.cfg.grpcListen)
 	if err != nil {
 		logger.Error("cannot listen for gRPC", "error", err)

@@ -364,7 +364,10 @@ func (d *daemon) start(ctx context.Context, cfg serveConfig) (int, error) {
 		return exitError, err
 	}
 	d.store = store
-	if d.svc, err = service.New(store, d.keys, policies); err != nil {
+	if d.svc, err = service.New(store, d.keys, policies); err == nil {
+		err = metrics.RegisterOverrides(d.reg, overrideCounter(d.svc))
+	}
+	if err != nil {
 		logger.Error("cannot build the service", "error", err)
 		return exitError, err
 	}

@@ -23,6 +23,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -154,6 +155,26 @@ func (c *Config) Domains() []string {
 // so that a request's descriptors with one first entry are decided together, all-or-nothing
 // (docs/envoy.md, "Atomicity").
 func (c *Config) Atomic(domain string) bool { return c.atomic[domain] }
+
+// Limits returns the Limits of the limited rules whose Limit.Name is name (a rate_limit's name, or
+// DefaultName), each once, in domain order and then depth-first in key order: what an override of
+// that name applies to.
+func (c *Config) Limits(name string) []admit.Limit {
+	var out []admit.Limit
+	var walk func(n *node)
+	walk = func(n *node) {
+		if r := n.rule; r != nil && !r.Unlimited && r.Limit.Rate > 0 && r.Limit.Name == name && !slices.Contains(out, r.Limit) {
+			out = append(out, r.Limit)
+		}
+		for _, k := range slices.Sorted(maps.Keys(n.children)) {
+			walk(n.children[k])
+		}
+	}
+	for _, d := range c.Domains() {
+		walk(c.domains[d])
+	}
+	return out
+}
 
 // Match returns the rule of a request's descriptor of entries in domain, or nil when no rule
 // applies, as envoyproxy/ratelimit finds it: walking the tree level by level, each entry matches

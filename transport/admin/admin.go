@@ -1,7 +1,8 @@
 // Package admin is the admin API of `admit serve`: an http.Handler for a listener of its own, never
 // the data plane's, that answers only requests bearing the admin token (`Authorization: Bearer
 // TOKEN`). It reads a subject's state under the loaded policies (GET /v1/state) and the subjects
-// a policy rejected most in this process (GET /v1/top), and resets a subject (POST /v1/reset),
+// a policy rejected most in this process (GET /v1/top), resets a subject (POST /v1/reset), and
+// sets, deletes and lists the overrides of a subject's numbers (PUT, DELETE, GET /v1/overrides),
 // through a service.Service; every change is logged, as an audit record with the subject's digest
 // and never the subject, and counted through Options.OnChange.
 //
@@ -81,6 +82,9 @@ type Options struct {
 //	POST /v1/reset {"policy":P,"key":K}      forget K's state under each policy, or P
 //	GET /v1/top?policy=P[&n=N]              the N subjects (default DefaultTopN) P rejected most here,
 //	                                         or, without policy, each policy's
+//	PUT /v1/overrides {"policy":P,"key":K,"limit":L,...}   K's numbers under P in place of P's
+//	DELETE /v1/overrides {"policy":P,"key":K}             back to P's numbers
+//	GET /v1/overrides?policy=P[&cursor=C][&n=N]         P's overrides, a page of N (default 100)
 //
 // An unknown path is answered 404, another method 405 with an Allow field, a body over MaxBody 413;
 // every error is JSON, {"error":"..."}.
@@ -91,10 +95,10 @@ type Handler struct {
 	onChange func(action string) // never nil
 	failures *service.Service    // failed authentications per client address: failurePolicy
 	log      *lograte.Limiter
-	routes   map[string]route
+	routes   map[string][]route
 }
 
-// A route is the one method of a path and its handler, which gets the body read.
+// A route is a method of a path and its handler, which gets the body read.
 type route struct {
 	method string
 	serve  func(w http.ResponseWriter, r *http.Request, body []byte)
@@ -160,10 +164,13 @@ func New(opts Options) (*Handler, error) {
 		failures: failures,
 		log:      lograte.New(logger, lograte.DefaultInterval, logKinds...),
 	}
-	h.routes = map[string]route{
-		"/v1/state": {http.MethodGet, h.state},
-		"/v1/reset": {http.MethodPost, h.reset},
-		"/v1/top":   {http.MethodGet, h.top},
+	h.routes = map[string][]route{
+		"/v1/state": {{http.MethodGet, h.state}},
+		"/v1/reset": {{http.MethodPost, h.reset}},
+		"/v1/top":   {{http.MethodGet, h.top}},
+		"/v1/overrides": {
+			{http.MethodGet, h.listOverrides}, {http.MethodPut, h.setOverride}, {http.MethodDelete, h.deleteOverride},
+		},
 	}
 	return h, nil
 }
@@ -173,14 +180,19 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !h.authorized(w, r) {
 		return
 	}
-	rt, ok := h.routes[r.URL.Path]
+	routes, ok := h.routes[r.URL.Path]
+	i := slices.IndexFunc(routes, func(rt route) bool { return rt.method == r.Method })
 	switch {
 	case !ok:
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no admin endpoint %q", r.URL.Path))
 		return
-	case r.Method != rt.method:
-		w.Header().Set("Allow", rt.method)
-		writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("%s answers %s only", r.URL.Path, rt.method))
+	case i < 0:
+		methods := make([]string, len(routes))
+		for j, rt := range routes {
+			methods[j] = rt.method
+		}
+		w.Header().Set("Allow", strings.Join(methods, ", "))
+		writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("%s answers %s only", r.URL.Path, strings.Join(methods, ", ")))
 		return
 	case r.ContentLength > MaxBody:
 		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body of %d bytes; want at most %d", r.ContentLength, MaxBody))
@@ -196,7 +208,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "cannot read the body")
 		return
 	}
-	rt.serve(w, r, body)
+	routes[i].serve(w, r, body)
 }
 
 // authorized reports whether r bears the token and its client address has failures left in its

@@ -210,6 +210,9 @@ func TestUnauthorized(t *testing.T) {
 		{method: "GET", target: "/v1/nothing-here", auth: bearer("x")},
 		{method: "DELETE", target: "/v1/state", auth: bearer("x")},
 		{method: "PUT", target: "/v1/state", auth: bearer("x"), body: bytes.NewReader(make([]byte, admin.MaxBody+1))},
+		{method: "PUT", target: "/v1/overrides", body: strings.NewReader(`{"policy":"per-minute","key":"k","limit":9}`)},
+		{method: "DELETE", target: "/v1/overrides", auth: bearer("x"), body: strings.NewReader(`{"policy":"per-minute","key":"k"}`)},
+		{method: "GET", target: "/v1/overrides?policy=per-minute", auth: bearer(testToken[1:])},
 	} {
 		c.remote = fmt.Sprintf("192.0.2.%d:1234", i+1) // each within its budget of failures
 		rec := serve(h, c)
@@ -297,7 +300,7 @@ func TestFailuresRateLimited(t *testing.T) {
 // method: JSON 404 and 405 with Allow.
 func TestRoutes(t *testing.T) {
 	h, _ := newHandler(t, nil)
-	for _, path := range []string{"/", "/v1/nothing", "/v1/state/", "/v1/overrides", "/v1/reset/"} {
+	for _, path := range []string{"/", "/v1/nothing", "/v1/state/", "/v1/overrides/", "/v1/reset/"} {
 		wantError(t, "GET "+path, serve(h, call{method: "GET", target: path, auth: bearer(testToken)}), http.StatusNotFound, fmt.Sprintf("no admin endpoint %q", path))
 	}
 	for _, method := range []string{"POST", "PUT", "DELETE", "HEAD"} {

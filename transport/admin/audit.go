@@ -17,7 +17,7 @@ const (
 )
 
 // Actions returns every action a Handler may report to Options.OnChange.
-func Actions() []string { return []string{ActionReset} }
+func Actions() []string { return []string{ActionReset, ActionOverrideSet, ActionOverrideDelete} }
 
 // The results of an audit record beside "ok": the class of the error that refused a change.
 const (
@@ -39,9 +39,13 @@ type change struct {
 
 // audit logs the record of c at Info, "admin change", with its result: "ok" for a nil err, else
 // err's class; and reports a change made to OnChange. The subject is logged as its digest
-// (service.Service.SubjectDigest), never as itself.
+// (service.Service.SubjectDigest; for an override, service.Service.OverrideDigest, the digest its
+// listing shows), never as itself.
 func (h *Handler) audit(ctx context.Context, c change, err error) {
 	digest, derr := h.svc.SubjectDigest(c.subject)
+	if c.action == ActionOverrideSet || c.action == ActionOverrideDelete {
+		digest, derr = h.svc.OverrideDigest(c.policy, c.subject)
+	}
 	if derr != nil {
 		digest = "" // an invalid subject has no digest; it is not logged either
 	}
@@ -65,6 +69,8 @@ func resultOf(err error) string {
 	switch {
 	case err == nil:
 		return resultOK
+	case errors.Is(err, errNoOverride):
+		return resultNone
 	case errors.Is(err, service.ErrUnknownPolicy):
 		return resultUnknownPolicy
 	case errors.Is(err, policy.ErrUnknownTier):

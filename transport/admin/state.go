@@ -3,6 +3,7 @@ package admin
 import (
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/policy"
@@ -21,7 +22,8 @@ type PolicyState struct {
 	Policy string `json:"policy"`
 	// Tier is the tier whose numbers are in force; omitted for the policy's own.
 	Tier string `json:"tier,omitempty"`
-	// Source says where the numbers in force come from: "policy" or "tier".
+	// Source says where the numbers in force come from: "policy", "tier" or "override" (an
+	// override of the subject, which replaces the tier's numbers too).
 	Source    string `json:"source"`
 	Algorithm string `json:"algorithm"`
 	// Limit is the quota in force, as /v1/check's limit is (admit.Limit.Capacity): for gcra, the
@@ -42,6 +44,10 @@ type PolicyState struct {
 	// Degraded reports that a local limiter answered while the backend could not (a policy with
 	// failure: open): the numbers are this instance's, not global. Omitted when false.
 	Degraded bool `json:"degraded,omitempty"`
+	// ExpiresInMS is the time left of the override in force, in milliseconds, and Reason its
+	// reason: for source "override" only, ExpiresInMS omitted for one without expiry.
+	ExpiresInMS int64  `json:"expires_in_ms,omitempty"`
+	Reason      string `json:"reason,omitempty"`
 }
 
 // state serves GET /v1/state?policy=P&key=K[&tier=T]: 200 and a StateResponse, 400 for a bad query,
@@ -81,6 +87,12 @@ func (h *Handler) state(w http.ResponseWriter, r *http.Request, _ []byte) {
 			Remaining: d.Remaining, Limited: !d.Allowed || d.Remaining == 0,
 			ResetAfterMS: d.ResetAfter.Milliseconds(), RetryAfterMS: d.RetryAfter.Milliseconds(),
 			Shadow: d.Limit.Shadow, Degraded: d.Degraded,
+		}
+		if o := st.Override; o != nil {
+			out.Decisions[i].Reason = o.Reason
+			if !o.Expires.IsZero() {
+				out.Decisions[i].ExpiresInMS = max(time.Until(o.Expires), time.Millisecond).Milliseconds()
+			}
 		}
 	}
 	writeJSON(w, http.StatusOK, out)

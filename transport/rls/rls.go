@@ -26,6 +26,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -272,6 +274,58 @@ func override(rule *envoyconf.Rule, o *ratelimitv3.RateLimitDescriptor_RateLimit
 	return &r
 }
 
+// DescriptorKey returns the subject the Server limits a descriptor of entries in domain by: the
+// key the admin API's overrides address it with (docs/envoy.md, "Overrides"), such as
+// "9:mongo_cps|8:database=5:users" for the entry database=users of domain mongo_cps: the domain,
+// then each entry's key and value, every string after its length in bytes.
+func DescriptorKey(domain string, entries ...envoyconf.Entry) string { return subject(domain, entries) }
+
+// RuleLimits returns the Limits of the rules named name in the loaded configuration
+// (envoyconf.Config.Limits): the Server is the service.Rules of admit serve's overrides.
+func (s *Server) RuleLimits(name string) []admit.Limit { return s.cfg.Load().Limits(name) }
+
+// RuleSubject returns the Subject whose Items the Server decides for key, a DescriptorKey: with the
+// Slot of its first entry in an atomic domain, as plan makes it. Any other key is the Subject key.
+func (s *Server) RuleSubject(_, key string) admit.Subject {
+	sub := admit.Subject{ID: key}
+	if domain, entries, ok := parseDescriptorKey(key); ok && len(entries) > 0 && s.cfg.Load().Atomic(domain) {
+		sub.Slot = subject(domain, entries[:1])
+	}
+	return sub
+}
+
+var _ service.Rules = (*Server)(nil)
+
+// parseDescriptorKey returns the domain and entries of a DescriptorKey, or false when key is none.
+func parseDescriptorKey(key string) (domain string, entries []envoyconf.Entry, ok bool) {
+	str := func(s string) (v, rest string, ok bool) { // a string after its length and ':'
+		n, rest, found := strings.Cut(s, ":")
+		l, err := strconv.Atoi(n)
+		if !found || err != nil || l < 0 || l > len(rest) {
+			return "", "", false
+		}
+		return rest[:l], rest[l:], true
+	}
+	domain, rest, ok := str(key)
+	for ok && rest != "" {
+		var k, v string
+		if ok = rest[0] == '|'; !ok {
+			break
+		}
+		if k, rest, ok = str(rest[1:]); !ok || rest == "" || rest[0] != '=' {
+			ok = false
+			break
+		}
+		if v, rest, ok = str(rest[1:]); ok {
+			entries = append(entries, envoyconf.Entry{Key: k, Value: v})
+		}
+	}
+	if !ok || subject(domain, entries) != key { // one spelling only: "+5:" is no length
+		return "", nil, false
+	}
+	return domain, entries, true
+}
+
 // subject returns the subject of a descriptor of entries in domain: each string length-prefixed,
 // so that no two descriptors share one.
 func subject(domain string, entries []envoyconf.Entry) string {
@@ -310,6 +364,9 @@ func respond(checks []check, ds []admit.Decision) *rlsv3.RateLimitResponse {
 			continue
 		}
 		d := &ds[c.item]
+		if d.Overridden { // an override of the admin API: its numbers are in force
+			st.CurrentLimit.RequestsPerUnit = uint32(min(d.Limit.Rate, math.MaxUint32))
+		}
 		st.LimitRemaining = uint32(min(max(d.Remaining, 0), math.MaxUint32))
 		st.DurationUntilReset = durationpb.New(d.ResetAfter)
 		if !d.Allowed && !lim.Shadow {
