@@ -62,11 +62,11 @@ func TestCheckFailsOnAStaleCopy(t *testing.T) {
 	for _, tc := range []struct {
 		file, old, new string
 	}{
-		{"take_single.lua", "local mask = ARGV[3]", "local mask = ARGV[3] "},  // the output edited
-		{"sliding_log.lua", "if #args == 2000 or", "if #args == 1000 or"},     // a module's fragment
-		{"prelude.lua", "tonumber(tm[2])", "tonumber(tm[2]) + 0"},             // the prelude's fragment
-		{"straight/settle_single.lua", "local ts, as =", "local ts, as, x ="}, // a template
-		{"sliding_window.lua", "used = used + q\n", "used = used + q + 0\n"},  // a fragment settle uses too
+		{"take_single.lua", "local mask, nkeys = ARGV[3], #KEYS", "local mask, nkeys = ARGV[3], #KEYS "}, // the output edited
+		{"sliding_log.lua", "if #args == 2000 or", "if #args == 1000 or"},                                // a module's fragment
+		{"prelude.lua", "tonumber(tm[2])", "tonumber(tm[2]) + 0"},                                        // the prelude's fragment
+		{"straight/settle_single.lua", "local ts, as =", "local ts, as, x ="},                            // a template
+		{"sliding_window.lua", "used = used + q\n", "used = used + q + 0\n"},                             // a fragment settle uses too
 	} {
 		fsys := copyScripts(t)
 		f := fsys[tc.file]
