@@ -194,8 +194,15 @@ type keyState struct {
 	pexpiretime int64
 }
 
-// snapshot returns the DUMP and PEXPIRETIME of each of keys.
+// snapshot returns the DUMP and PEXPIRETIME of each of keys, every one of which must expire.
 func snapshot(t *testing.T, srv *redistest.Server, keys []string) []keyState {
+	t.Helper()
+	return snapshotOf(t, srv, keys, true)
+}
+
+// snapshotOf returns the DUMP and PEXPIRETIME of each of keys (-1 for none), failing t on a key
+// without an expiry when each must expire.
+func snapshotOf(t *testing.T, srv *redistest.Server, keys []string, mustExpire bool) []keyState {
 	t.Helper()
 	out := make([]keyState, len(keys))
 	for i, k := range keys {
@@ -204,7 +211,7 @@ func snapshot(t *testing.T, srv *redistest.Server, keys []string) []keyState {
 			t.Fatalf("DUMP %s: %v", k, err)
 		}
 		exp, err := srv.Do(t, "PEXPIRETIME", k).AsInt64()
-		if err != nil || exp <= 0 {
+		if err != nil || exp == -2 || (mustExpire && exp <= 0) {
 			t.Fatalf("PEXPIRETIME %s = %d, %v; want an expiry", k, exp, err)
 		}
 		out[i] = keyState{dump, exp}
