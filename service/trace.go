@@ -36,7 +36,12 @@ func (s *Service) Trace(t Tracing) {
 }
 
 // startDecide starts the decision span of items, a child of ctx's span, and returns its context.
+// The attributes are made only for a span that is recorded (sampled).
 func (s *Service) startDecide(ctx context.Context, items []Item, p plan) (context.Context, trace.Span) {
+	ctx, span := s.tracing.Tracer.Start(ctx, DecisionSpan, trace.WithSpanKind(trace.SpanKindInternal))
+	if !span.IsRecording() {
+		return ctx, span
+	}
 	names := make([]string, len(items))
 	algorithms := make([]string, len(items))
 	for i := range items {
@@ -49,16 +54,21 @@ func (s *Service) startDecide(ctx context.Context, items []Item, p plan) (contex
 	case BySlot:
 		grouping = "by_slot"
 	}
-	return s.tracing.Tracer.Start(ctx, DecisionSpan, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(
+	span.SetAttributes(
 		attribute.StringSlice("admit.policies", names),
 		attribute.StringSlice("admit.algorithms", algorithms),
 		attribute.String("admit.grouping", grouping),
 		s.backendAttr,
-	))
+	)
+	return ctx, span
 }
 
 // endDecide ends span, the decision span of ds, decided allowed or failed with err.
 func endDecide(span trace.Span, ds []admit.Decision, allowed bool, err error) {
+	if !span.IsRecording() {
+		span.End()
+		return
+	}
 	result := outcome(allowed, err)
 	degraded, replayed := false, false
 	for i := range ds {
@@ -103,10 +113,11 @@ func (s *Service) storeSpan(ctx context.Context, n int) (context.Context, trace.
 
 // startStore starts the span of a call of the Store on n Requests.
 func (s *Service) startStore(ctx context.Context, n int) (context.Context, trace.Span) {
-	return s.tracing.Tracer.Start(ctx, StoreSpan, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
-		s.backendAttr,
-		attribute.Int("admit.requests", n),
-	))
+	ctx, span := s.tracing.Tracer.Start(ctx, StoreSpan, trace.WithSpanKind(trace.SpanKindClient))
+	if span.IsRecording() {
+		span.SetAttributes(s.backendAttr, attribute.Int("admit.requests", n))
+	}
+	return ctx, span
 }
 
 // endStore ends span, a store span or nil, of a call that failed with err or not.
