@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/hex"
+	"errors"
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -298,4 +300,22 @@ func digestOf(key string) string {
 		return key
 	}
 	return key[i+1 : j]
+}
+
+// TestE2ETracesBadEnvironment checks that admit serve refuses to start, exit 2, with a wrong OTel
+// variable, and says which.
+func TestE2ETracesBadEnvironment(t *testing.T) {
+	for _, bad := range []string{"OTEL_TRACES_EXPORTER=zipkin", "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf", "OTEL_TRACES_SAMPLER=often"} {
+		cmd := exec.Command(admitBinary(t), "serve", "--listen", "127.0.0.1:0")
+		cmd.Env = append(withoutEnv(admitEnv(), "OTEL_TRACES_EXPORTER", "OTEL_SDK_DISABLED"), "OTEL_TRACES_EXPORTER=otlp", bad)
+		out, err := cmd.CombinedOutput()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != exitUsage {
+			t.Errorf("%s: %v; want exit %d\n%s", bad, err, exitUsage, out)
+		}
+		name, _, _ := strings.Cut(bad, "=")
+		if !bytes.Contains(out, []byte("cannot start tracing")) || !bytes.Contains(out, []byte(name)) {
+			t.Errorf("%s: the log does not say which variable is wrong:\n%s", bad, out)
+		}
+	}
 }
