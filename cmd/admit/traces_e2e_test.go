@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -317,5 +318,51 @@ func TestE2ETracesBadEnvironment(t *testing.T) {
 		if !bytes.Contains(out, []byte("cannot start tracing")) || !bytes.Contains(out, []byte(name)) {
 			t.Errorf("%s: the log does not say which variable is wrong:\n%s", bad, out)
 		}
+	}
+}
+
+// TestE2ETracesProxy runs admit proxy in memory with tracing on: a routed request's decision span
+// is the child of its traceparent's span, and the app receives the traceparent unchanged.
+func TestE2ETracesProxy(t *testing.T) {
+	col, addr := startCollector(t)
+	seen := make(chan string, 1)
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen <- r.Header.Get("Traceparent")
+	}))
+	defer upstream.Close()
+	config := filepath.Join(t.TempDir(), "proxy.yaml")
+	writeConfig(t, config, proxyConfig)
+	env := withoutEnv(admitEnv(secretEnv+"="+testSecret), "OTEL_SDK_DISABLED", "OTEL_TRACES_SAMPLER", "OTEL_EXPORTER_OTLP_ENDPOINT")
+	env = append(env, "OTEL_TRACES_EXPORTER=otlp", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=http://"+addr)
+	p := startCommand(t, env, "proxy", "--upstream", upstream.URL, "--config", config)
+	tp := newTraceparent(0x60)
+	req, err := http.NewRequest("GET", p.base+"/api/items", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Traceparent", tp.header())
+	do(t, req)
+	if got := <-seen; got != tp.header() {
+		t.Errorf("the app received traceparent %q; want the client's %q", got, tp.header())
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	if code := p.wait(t); code != 0 {
+		t.Fatalf("exit %d after SIGTERM, want 0", code)
+	}
+	col.mu.Lock()
+	defer col.mu.Unlock()
+	var found bool
+	for _, s := range col.spans {
+		if s.GetName() != "admit.decide" || hex.EncodeToString(s.GetTraceId()) != tp.trace {
+			continue
+		}
+		found = true
+		a := attrs(s)
+		if hex.EncodeToString(s.GetParentSpanId()) != tp.span || a["admit.policies"] != "api" || a["admit.backend"] != "memory" || a["admit.result"] != "allowed" {
+			t.Errorf("the proxy's decision span: parent %x, %v; want parent %s, api, memory, allowed", s.GetParentSpanId(), a, tp.span)
+		}
+	}
+	if !found {
+		t.Errorf("no admit.decide span in the trace of the request among %d spans", len(col.spans))
 	}
 }
