@@ -8,6 +8,7 @@ import (
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/internal/bound"
 	"github.com/admit-dev/admit/internal/slot"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // An Item is one Limit to decide for a subject with [Service.DecideItems]: a limit that a
@@ -90,6 +91,11 @@ type plan struct {
 // its policies' top sketches (countRejections), in memory. allowed reports whether every
 // Item was allowed but those in shadow mode; release is admit.Hold's when p.hold, else nil.
 func (s *Service) decide(ctx context.Context, items []Item, ds []admit.Decision, p plan) (allowed bool, release func(), err error) {
+	if s.tracing.Tracer != nil { // off: no span, no allocation (TestTracingOffAllocates)
+		var span trace.Span
+		ctx, span = s.startDecide(ctx, items, p)
+		defer func() { endDecide(span, ds, allowed, err) }()
+	}
 	// The Requests in the Items' order; BySlot, which regroups them, keeps only their keys.
 	var rs []admit.Request
 	var keys, okeys []string // BySlot's: each Request's Key and OverrideKey
@@ -121,11 +127,13 @@ func (s *Service) decide(ctx context.Context, items []Item, ds []admit.Decision,
 	}
 	switch p.grouping {
 	case together: // a Check's policies: their rejections are counted (Service.Top)
+		sctx, span := s.storeSpan(ctx, len(rs))
 		if p.hold {
-			allowed, release, err = admit.Hold(ctx, s.store, rs, ds)
+			allowed, release, err = admit.Hold(sctx, s.store, rs, ds)
 		} else {
-			allowed, err = s.store.TakeAll(ctx, rs, ds)
+			allowed, err = s.store.TakeAll(sctx, rs, ds)
 		}
+		endStore(span, err)
 		if err == nil {
 			s.countRejections(items, rs, ds)
 		}
@@ -135,7 +143,9 @@ func (s *Service) decide(ctx context.Context, items []Item, ds []admit.Decision,
 		for i := range rs {
 			var over [1]bool
 			peeked := peek(rs[i:i+1], over[:])
-			ok, err := s.store.TakeAll(ctx, rs[i:i+1], ds[i:i+1])
+			sctx, span := s.storeSpan(ctx, 1)
+			ok, err := s.store.TakeAll(sctx, rs[i:i+1], ds[i:i+1])
+			endStore(span, err)
 			if err != nil {
 				return false, nil, err
 			}
@@ -151,7 +161,9 @@ func (s *Service) decide(ctx context.Context, items []Item, ds []admit.Decision,
 	start := 0
 	for _, end := range b.ends {
 		peeked := peek(b.rs[start:end], b.over[start:end])
-		ok, err := s.store.TakeAll(ctx, b.rs[start:end], b.ds[start:end])
+		sctx, span := s.storeSpan(ctx, end-start)
+		ok, err := s.store.TakeAll(sctx, b.rs[start:end], b.ds[start:end])
+		endStore(span, err)
 		if err != nil {
 			return false, nil, err
 		}

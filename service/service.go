@@ -27,6 +27,7 @@ import (
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/internal/bound"
 	"github.com/admit-dev/admit/policy"
+	"go.opentelemetry.io/otel/attribute"
 )
 
 // ErrUnknownPolicy is the error of a Check that names a policy the loaded configuration does not
@@ -47,6 +48,9 @@ type Service struct {
 	cfg   atomic.Pointer[policy.Config]
 	top   atomic.Pointer[tops]        // the sketches of cfg's policies (server.top)
 	rules atomic.Pointer[rulesHolder] // SetRules's, for overrides
+
+	tracing     Tracing            // Trace's; off when its Tracer is nil
+	backendAttr attribute.KeyValue // admit.backend, of tracing.Backend
 }
 
 // New returns a Service deciding on store, with keys from keys, under cfg. It reports an error when

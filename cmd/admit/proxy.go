@@ -102,7 +102,7 @@ func proxy(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return code
 		}
 	}
-	srv := newServer(p, d.logger)
+	srv := newServer(d.tracing.HTTP(p), d.logger)
 	srv.ReadTimeout, srv.WriteTimeout = 0, 0 // streams and WebSockets last as long as they last
 	code = listenAndServe(ctx, cfg.listen, srv, nil, d.logger)
 	stop()

@@ -40,7 +40,7 @@ func startRLS(ctx context.Context, d *daemon, done chan int) (context.Context, i
 		return ctx, exitError
 	}
 	logger.Info("Envoy rate limit configuration", "dir", d.cfg.envoyConfig, "domains", len(cfg.Domains()), "hash", cfg.Hash)
-	g, h := rls.NewGRPCServer(s, d.expose.grpcOptions()...)
+	g, h := rls.NewGRPCServer(s, append(d.expose.grpcOptions(), d.tracing.GRPC()...)...)
 	ctx, cancel := context.WithCancel(ctx)
 	<-done
 	go func() {

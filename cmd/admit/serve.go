@@ -19,6 +19,7 @@ import (
 	"github.com/admit-dev/admit/httplimit"
 	"github.com/admit-dev/admit/internal/bound"
 	"github.com/admit-dev/admit/internal/logrelay"
+	"github.com/admit-dev/admit/internal/tracing"
 	"github.com/admit-dev/admit/memstore"
 	"github.com/admit-dev/admit/metrics"
 	"github.com/admit-dev/admit/policy"
@@ -286,9 +287,10 @@ type daemon struct {
 	keys    *admit.KeyBuilder
 	svc     *service.Service
 	reg     *prometheus.Registry
-	expose  exposure        // admit serve's TLS and client tokens
-	relay   *logrelay.Relay // the log's queue to stderr, whose drops admit_log_lines_dropped_total counts
-	closers []func()        // run by stop, last first
+	expose  exposure         // admit serve's TLS and client tokens
+	relay   *logrelay.Relay  // the log's queue to stderr, whose drops admit_log_lines_dropped_total counts
+	tracing *tracing.Tracing // nil: tracing off
+	closers []func()         // run by stop, last first
 }
 
 // stop closes what d opened: the backend, then the log.
@@ -375,6 +377,9 @@ func (d *daemon) start(ctx context.Context, cfg serveConfig) (int, error) {
 		logger.Error("cannot register the metrics", "error", err)
 		return exitError, err
 	}
+	if code, err := d.startTracing(ctx); err != nil {
+		return code, err
+	}
 	configMetrics.Loaded(policies.Hash, false)
 	logger.Info("configuration", "file", cfg.configFile, "policies", len(policies.Policies), "routes", len(policies.Routes), "hash", policies.Hash)
 	if cfg.configFile != "" {
@@ -440,7 +445,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return code
 		}
 	}
-	code = listenAndServe(ctx, d.cfg.listen, newServer(d.expose.handler(api), logger), d.expose.tlsConfig(), logger)
+	code = listenAndServe(ctx, d.cfg.listen, newServer(d.tracing.HTTP(d.expose.handler(api)), logger), d.expose.tlsConfig(), logger)
 	stop()
 	return max(code, <-grpcDone, <-adminDone) // after the gRPC and admin servers' graceful stops too
 }
