@@ -163,6 +163,9 @@ func (c *Config) Domains() []string {
 	return ds
 }
 
+// HasDomain reports whether a file configures domain.
+func (c *Config) HasDomain(domain string) bool { return c.domains[domain] != nil }
+
 // Atomic reports whether domain's file sets admit's extension atomic: true. Then the keys of
 // every descriptor of the domain whose first entries are equal share one Redis Cluster hash slot,
 // so that a request's descriptors with one first entry are decided together, all-or-nothing
