@@ -146,7 +146,7 @@ type Config struct {
 // A node is a level of a domain's descriptor tree.
 type node struct {
 	key, value string           // the descriptor's, as written
-	line       int              // the line of the descriptor in its file
+	line, col  int              // the place of the descriptor in its file
 	share      bool             // share_threshold: the values its wildcard matches share one counter
 	rule       *Rule            // nil for none
 	children   map[string]*node // by "key_value", or "key" for a descriptor with no value
@@ -418,7 +418,7 @@ func merge(dst, src *node, file, prev string) policy.ErrorList {
 	var errs policy.ErrorList
 	for _, name := range slices.Sorted(maps.Keys(src.children)) {
 		if dst.children[name] != nil {
-			errs = append(errs, &policy.Error{File: file, Line: src.children[name].line, Column: 1,
+			errs = append(errs, &policy.Error{File: file, Line: src.children[name].line, Column: src.children[name].col,
 				Msg: fmt.Sprintf("duplicate descriptor %q: %s has it too", name, prev)})
 		}
 	}

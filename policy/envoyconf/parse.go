@@ -113,7 +113,7 @@ func (d *decoder) descriptors(parent *node, n *yaml.Node, path string, depth int
 			d.errorf(item, "%s: duplicate descriptor %q", p, name)
 			continue
 		}
-		child := &node{key: key, value: value, line: item.Line}
+		child := &node{key: key, value: value, line: item.Line, col: item.Column}
 		parent.children[name] = child
 		if strings.Contains(value, "*") {
 			parent.wildcards = append(parent.wildcards, name)
