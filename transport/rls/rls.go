@@ -3,7 +3,8 @@
 // its limits, configured with envoyproxy/ratelimit's YAML (package policy/envoyconf).
 //
 // ShouldRateLimit decides each descriptor of a request under the rule that envoyconf.Config.Match
-// finds for it, with hits_addend units (the descriptor's, else the request's; 0 means 1), on a key
+// finds for it (envoyconf.Config.Lookup), with hits_addend units (the descriptor's, else the
+// request's; the request's 0 means 1, the descriptor's 0 checks without counting), on a key
 // per domain and descriptor — its entries' keys and values — made by an admit.KeyBuilder; in a
 // domain with atomic: true (envoyconf.Config.Atomic) the keys of descriptors with one first entry
 // share a hash slot, and are decided together, all-or-nothing; a descriptor repeated in one such
@@ -11,7 +12,9 @@
 // descriptor is decided on its own, a repeated one counted once per repetition. The
 // response has a status per descriptor, with current_limit, limit_remaining and
 // duration_until_reset, and is OVER_LIMIT when any enforced descriptor is over its limit; one in
-// shadow_mode never is (its status is OK, as envoyproxy/ratelimit answers). When admit cannot
+// shadow_mode or quota_mode never is (its status is OK, as envoyproxy/ratelimit answers;
+// Options.DynamicMetadata reports quota_mode's in the response's dynamic metadata). A request's
+// limit override applies to a descriptor with no rule, or an unlimited one, too. When admit cannot
 // decide, ShouldRateLimit answers the gRPC status UNAVAILABLE, never OK with code UNKNOWN, which
 // Envoy treats as allowed: Envoy's failure_mode_deny then decides. An invalid request is
 // INVALID_ARGUMENT, before any call to the Store.
