@@ -2,22 +2,18 @@
 // over gRPC: the way Envoy, Istio, Envoy Gateway and Contour ask admit whether a request is over
 // its limits, configured with envoyproxy/ratelimit's YAML (package policy/envoyconf).
 //
-// ShouldRateLimit decides each descriptor of a request under the rule that envoyconf.Config.Match
-// finds for it (envoyconf.Config.Lookup), with hits_addend units (the descriptor's, else the
-// request's; the request's 0 means 1, the descriptor's 0 checks without counting), on a key
-// per domain and descriptor — its entries' keys and values — made by an admit.KeyBuilder; in a
-// domain with atomic: true (envoyconf.Config.Atomic) the keys of descriptors with one first entry
-// share a hash slot, and are decided together, all-or-nothing; a descriptor repeated in one such
-// request is decided once, for the hits of every repetition summed. In any other domain each
-// descriptor is decided on its own, a repeated one counted once per repetition. The
-// response has a status per descriptor, with current_limit, limit_remaining and
+// ShouldRateLimit decides each descriptor of a request under the rule envoyconf.Config.Lookup
+// finds for it, with hits_addend units (the descriptor's, else the request's; the request's 0
+// means 1, the descriptor's 0 checks without counting), on a key per domain and descriptor made
+// by an admit.KeyBuilder; in a domain with atomic: true the descriptors with one first entry are
+// decided together, all-or-nothing, a repeated one once for its hits summed; elsewhere each on its
+// own. The response has a status per descriptor, with current_limit, limit_remaining and
 // duration_until_reset, and is OVER_LIMIT when any enforced descriptor is over its limit; one in
-// shadow_mode or quota_mode never is (its status is OK, as envoyproxy/ratelimit answers;
-// Options.DynamicMetadata reports quota_mode's in the response's dynamic metadata). A request's
-// limit override applies to a descriptor with no rule, or an unlimited one, too. When admit cannot
-// decide, ShouldRateLimit answers the gRPC status UNAVAILABLE, never OK with code UNKNOWN, which
-// Envoy treats as allowed: Envoy's failure_mode_deny then decides. An invalid request is
-// INVALID_ARGUMENT, before any call to the Store.
+// shadow_mode or quota_mode never is (OK, as envoyproxy/ratelimit answers; Options.DynamicMetadata
+// reports quota_mode's). A request's limit override applies to a descriptor with no rule, or an
+// unlimited one, too. When admit cannot decide, ShouldRateLimit answers the gRPC status
+// UNAVAILABLE, never OK with code UNKNOWN, which Envoy treats as allowed: Envoy's
+// failure_mode_deny then decides. An invalid request is INVALID_ARGUMENT, before any I/O.
 //
 // The Server decides through a service.Service (service.Service.DecideItems, the one decision
 // function of admit serve): it translates the protobuf request into Items and Decisions back.
