@@ -213,7 +213,7 @@ func (c *Config) Lookup(domain string, entries []Entry) (*Rule, []Entry) {
 	if n == nil {
 		return nil, entries
 	}
-	keyed := entries
+	keyed, copied := entries, false
 	var rule *Rule
 	for i, e := range entries {
 		next := n.children[e.Key+"_"+e.Value]
@@ -225,8 +225,8 @@ func (c *Config) Lookup(domain string, entries []Entry) (*Rule, []Entry) {
 				}
 			}
 			if next != nil && next.share {
-				if &keyed[0] == &entries[0] {
-					keyed = slices.Clone(entries)
+				if !copied {
+					keyed, copied = slices.Clone(entries), true
 				}
 				keyed[i].Value = next.value
 			}

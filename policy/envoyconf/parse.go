@@ -123,6 +123,9 @@ func (d *decoder) descriptors(parent *node, n *yaml.Node, path string, depth int
 		detailed, _ := d.yf.Bool(f["detailed_metric"], p+".detailed_metric")
 		valueMetric, _ := d.yf.Bool(f["value_to_metric"], p+".value_to_metric")
 		child.share, _ = d.yf.Bool(f["share_threshold"], p+".share_threshold")
+		if child.share && !strings.Contains(value, "*") {
+			d.errorf(f["share_threshold"], "%s.share_threshold: only a value with '*' shares its counter, and %q has none", p, value)
+		}
 		if rl := f["rate_limit"]; rl != nil {
 			child.rule = d.rateLimit(rl, p+".rate_limit", shadow || quota)
 			if child.rule != nil {
