@@ -80,8 +80,9 @@ type Options struct {
 	// never counted.
 	IncrementOverLimit bool
 	// DynamicMetadata puts envoyproxy/ratelimit's dynamic metadata in every response, as its
-	// RESPONSE_DYNAMIC_METADATA=true does: the domain, each descriptor's entries as "key=value",
-	// hitsAddend when not 0, quotaModeEnabled, and quotaModeViolations, the indexes of the
+	// RESPONSE_DYNAMIC_METADATA=true does: the domain, each descriptor's entries as "key=value"
+	// (and its own hitsAddend when set), the request's hitsAddend when not 0, quotaModeEnabled,
+	// and quotaModeViolations, the indexes of the
 	// descriptors in quota_mode found over their limits. Envoy stores it in the namespace
 	// envoy.filters.http.ratelimit.
 	DynamicMetadata bool
@@ -457,8 +458,11 @@ func metadata(req *rlsv3.RateLimitRequest, checks []check) *structpb.Struct {
 		for j, e := range d.GetEntries() {
 			es[j] = structpb.NewStringValue(e.GetKey() + "=" + e.GetValue())
 		}
-		descs[i] = structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{
-			"entries": structpb.NewListValue(&structpb.ListValue{Values: es})}})
+		df := map[string]*structpb.Value{"entries": structpb.NewListValue(&structpb.ListValue{Values: es})}
+		if h := d.GetHitsAddend(); h != nil {
+			df["hitsAddend"] = structpb.NewNumberValue(float64(h.GetValue()))
+		}
+		descs[i] = structpb.NewStructValue(&structpb.Struct{Fields: df})
 	}
 	f := map[string]*structpb.Value{
 		"domain":      structpb.NewStringValue(req.GetDomain()),

@@ -181,12 +181,12 @@ func TestQuotaMode(t *testing.T) {
 		if got := meta(r); got != want {
 			t.Errorf("first: metadata %s, want %s", got, want)
 		}
-		r = ask(t, c, "quota", 2, two, one)
+		r = ask(t, c, "quota", 2, two, hits(desc("service", "service_1"), 1))
 		wantCodes(t, "over", r, "OK", "OK", "OK")
 		if r.Statuses[0].LimitRemaining != 1 || r.Statuses[1].LimitRemaining != 0 {
 			t.Errorf("over: statuses %v", r.Statuses)
 		}
-		want = `{"descriptors":[{"entries":["service=service_2"]},{"entries":["service=service_1"]}],"domain":"quota","hitsAddend":2,"quotaModeEnabled":true,"quotaModeViolations":[0,1]}`
+		want = `{"descriptors":[{"entries":["service=service_2"]},{"entries":["service=service_1"],"hitsAddend":1}],"domain":"quota","hitsAddend":2,"quotaModeEnabled":true,"quotaModeViolations":[0,1]}`
 		if got := meta(r); got != want {
 			t.Errorf("over: metadata %s, want %s", got, want)
 		}
