@@ -1,6 +1,7 @@
 package rls_test
 
 import (
+	"fmt"
 	"net"
 	"slices"
 	"strings"
@@ -252,6 +253,29 @@ func TestWildcardsLimit(t *testing.T) {
 		r := ask(t, c, "fields", 0, desc("path", "/v1/a2/b3"))
 		if l := r.Statuses[0].CurrentLimit; l.GetRequestsPerUnit() != 4 {
 			t.Errorf("/v*/a*/b*: current_limit %v", l)
+		}
+	})
+}
+
+// TestMaxDescriptorsDecided: a request of MaxDescriptors descriptors, each with a rule, in a
+// domain with and one without atomic, is decided, each descriptor counted.
+func TestMaxDescriptorsDecided(t *testing.T) {
+	stores(t, func(t *testing.T, store admit.Store) {
+		c, _ := serve(t, store)
+		for _, tc := range []struct{ domain, key string }{{"messaging", "to_number"}, {"atomic", "client"}} {
+			var ds []*ratelimitv3.RateLimitDescriptor
+			for i := range rls.MaxDescriptors {
+				ds = append(ds, desc(tc.key, fmt.Sprint(i)))
+			}
+			r := ask(t, c, tc.domain, 0, ds...)
+			if r.OverallCode != rlsv3.RateLimitResponse_OK || len(r.Statuses) != rls.MaxDescriptors {
+				t.Fatalf("%s: %v, %d statuses", tc.domain, r.OverallCode, len(r.Statuses))
+			}
+			for i, st := range r.Statuses {
+				if st.CurrentLimit == nil || st.LimitRemaining != st.CurrentLimit.RequestsPerUnit-1 {
+					t.Fatalf("%s: descriptor %d: %v", tc.domain, i, st)
+				}
+			}
 		}
 	})
 }
