@@ -13,8 +13,10 @@
 //
 // admit adds algorithm, window and burst to rate_limit, and atomic to a file ([Config.Atomic]).
 // Parsing is strict; each error has its file:line:column ([policy.Error]). The fields are in
-// docs/envoy.md#the-configuration. [Config.Match] finds the rule of a request's descriptor as
-// envoyproxy/ratelimit does (docs/envoy.md#how-a-request-is-decided).
+// docs/envoy.md#the-configuration. [Load] walks a directory and its subdirectories as
+// envoyproxy/ratelimit's runtime loader does; [Options] merges the files of one domain.
+// [Config.Lookup] finds the rule of a request's descriptor as envoyproxy/ratelimit does, '*' of
+// a value standing for any run of bytes (docs/envoy.md#how-a-request-is-decided).
 package envoyconf
 
 import (
