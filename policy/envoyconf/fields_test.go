@@ -70,6 +70,11 @@ func TestNewerFields(t *testing.T) {
 	if r := cfg.Match("fields", []e{{"empty", "x"}}); r == nil || r.Limit.Rate != 7 {
 		t.Errorf("empty descriptors: %+v", r)
 	}
+	// descriptors: with nothing at the top too, as envoyproxy/ratelimit reads it.
+	empty, err := envoyconf.Parse(envoyconf.File{Name: "e.yaml", Data: []byte("domain: empty\ndescriptors:\n")})
+	if err != nil || !empty.HasDomain("empty") || empty.Match("empty", []e{{"a", "b"}}) != nil {
+		t.Errorf("a file of descriptors: with nothing: %v", err)
+	}
 	// share_threshold: every value the wildcard matches is counted by the wildcard's value.
 	for _, v := range []string{"/shared/a", "/shared/b"} {
 		r, keyed := cfg.Lookup("fields", []e{{"path", v}})
