@@ -82,9 +82,8 @@ type Options struct {
 	// DynamicMetadata puts envoyproxy/ratelimit's dynamic metadata in every response, as its
 	// RESPONSE_DYNAMIC_METADATA=true does: the domain, each descriptor's entries as "key=value"
 	// (and its own hitsAddend when set), the request's hitsAddend when not 0, quotaModeEnabled,
-	// and quotaModeViolations, the indexes of the
-	// descriptors in quota_mode found over their limits. Envoy stores it in the namespace
-	// envoy.filters.http.ratelimit.
+	// and quotaModeViolations, the indexes of the descriptors in quota_mode found over their
+	// limits. Envoy stores it in the namespace envoy.filters.http.ratelimit.
 	DynamicMetadata bool
 }
 
