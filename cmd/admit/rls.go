@@ -23,12 +23,14 @@ import (
 // gRPC server fails, so that the HTTP server stops too.
 func startRLS(ctx context.Context, d *daemon, done chan int) (context.Context, int) {
 	logger := d.logger
-	cfg, err := envoyconf.Load(d.cfg.envoyConfig)
+	load := envoyconf.Options{MergeDomains: d.cfg.envoy.mergeDomains}
+	cfg, err := load.Load(d.cfg.envoyConfig)
 	if err != nil {
 		logger.Error("cannot load the Envoy rate limit configuration", "dir", d.cfg.envoyConfig, "error", err)
 		return ctx, exitUsage
 	}
-	s, err := rls.New(rls.Options{Service: d.svc, Config: cfg, Logger: logger})
+	s, err := rls.New(rls.Options{Service: d.svc, Config: cfg, Logger: logger,
+		IncrementOverLimit: d.cfg.envoy.incrementOverLimit, DynamicMetadata: d.cfg.envoy.dynamicMetadata})
 	if err != nil {
 		logger.Error("cannot build the Envoy rate limit service", "error", err)
 		return ctx, exitError
@@ -46,8 +48,15 @@ func startRLS(ctx context.Context, d *daemon, done chan int) (context.Context, i
 	go func() {
 		done <- serveGRPC(ctx, cancel, ln, g, h, logger)
 	}()
-	go reloadEnvoy(ctx, d.cfg.envoyConfig, s, logger, reloadPollInterval)
+	go reloadEnvoy(ctx, d.cfg.envoyConfig, load, s, logger, reloadPollInterval)
 	return ctx, exitOK
+}
+
+// envoyFlags are admit serve's flags of envoyproxy/ratelimit's settings, with --envoy-config.
+type envoyFlags struct {
+	mergeDomains       bool // --envoy-merge-domains: MERGE_DOMAIN_CONFIG=true
+	incrementOverLimit bool // --envoy-increment-over-limit: STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false
+	dynamicMetadata    bool // --envoy-dynamic-metadata: RESPONSE_DYNAMIC_METADATA=true
 }
 
 // serveGRPC serves g on ln until ctx is done, then stops gracefully: health NOT_SERVING, no new
@@ -73,7 +82,7 @@ func serveGRPC(ctx context.Context, cancel context.CancelFunc, ln net.Listener, 
 // reloadEnvoy reloads the directory dir into s until ctx is done: on SIGHUP, and when its files
 // change, looked at every poll. A directory with errors is logged, and the loaded configuration
 // keeps serving.
-func reloadEnvoy(ctx context.Context, dir string, s *rls.Server, logger *slog.Logger, poll time.Duration) {
+func reloadEnvoy(ctx context.Context, dir string, load envoyconf.Options, s *rls.Server, logger *slog.Logger, poll time.Duration) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -89,7 +98,7 @@ func reloadEnvoy(ctx context.Context, dir string, s *rls.Server, logger *slog.Lo
 			force = true
 		case <-tick.C:
 		}
-		cfg, err := envoyconf.Load(dir)
+		cfg, err := load.Load(dir)
 		switch {
 		case err != nil:
 			if err.Error() != bad || force {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"os"
@@ -78,5 +79,81 @@ func TestE2EEnvoyRLS(t *testing.T) {
 func TestGRPCListenNeedsEnvoyConfig(t *testing.T) {
 	if _, code, done := parseServe([]string{"--grpc-listen", "127.0.0.1:9999"}, io.Discard, io.Discard); !done || code != exitUsage {
 		t.Errorf("parseServe(--grpc-listen alone) = %d, %v; want exit %d", code, done, exitUsage)
+	}
+}
+
+// TestEnvoyFlagsNeedEnvoyConfig checks that the --envoy-* settings alone are a usage error.
+func TestEnvoyFlagsNeedEnvoyConfig(t *testing.T) {
+	for _, f := range []string{"--envoy-merge-domains", "--envoy-increment-over-limit", "--envoy-dynamic-metadata"} {
+		if _, code, done := parseServe([]string{f}, io.Discard, io.Discard); !done || code != exitUsage {
+			t.Errorf("parseServe(%s alone) = %d, %v; want exit %d", f, code, done, exitUsage)
+		}
+	}
+}
+
+// TestE2EEnvoySettings runs admit serve with envoyproxy/ratelimit's settings: two files of one
+// domain, one in a subdirectory, refused at start without --envoy-merge-domains and merged with
+// it; with --envoy-dynamic-metadata a quota_mode descriptor over its limit is OK and reported;
+// with --envoy-increment-over-limit a rejected hit fills the window.
+func TestE2EEnvoySettings(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "team"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for name, yaml := range map[string]string{
+		"a.yaml":      "domain: api\ndescriptors:\n  - key: quota\n    quota_mode: true\n    rate_limit: {unit: day, requests_per_unit: 1}\n",
+		"team/b.yaml": "domain: api\ndescriptors:\n  - key: client\n    rate_limit: {unit: day, requests_per_unit: 3}\n",
+	} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	useSecret(t)
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"serve", "--envoy-config", dir, "--grpc-listen", "127.0.0.1:0", "--listen", "127.0.0.1:0"}, &stdout, &stderr); code != exitUsage {
+		t.Fatalf("two files of one domain without --envoy-merge-domains: exit %d, want %d\n%s", code, exitUsage, stderr.String())
+	}
+	if !regexp.MustCompile(`configured in \S+a\.yaml too`).MatchString(stderr.String()) {
+		t.Errorf("the error does not name the other file:\n%s", stderr.String())
+	}
+	p := startAdmit(t, "--envoy-config", dir, "--grpc-listen", "127.0.0.1:0", "--envoy-merge-domains", "--envoy-dynamic-metadata", "--envoy-increment-over-limit")
+	p.logs.waitLine(t, "listening for gRPC")
+	m := grpcListeningRE.FindStringSubmatch(p.logs.String())
+	if m == nil {
+		t.Fatalf("no gRPC address in the log:\n%s", p.logs)
+	}
+	conn, err := grpc.NewClient(m[1], grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	c := rlsv3.NewRateLimitServiceClient(conn)
+	ask := func(key string, hits uint32) *rlsv3.RateLimitResponse {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		resp, err := c.ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "api", HitsAddend: hits, Descriptors: []*ratelimitv3.RateLimitDescriptor{{
+			Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: key, Value: "x"}},
+		}}})
+		if err != nil {
+			t.Fatalf("ShouldRateLimit: %v", err)
+		}
+		return resp
+	}
+	ask("quota", 1)
+	r := ask("quota", 1)
+	if r.OverallCode != rlsv3.RateLimitResponse_OK || r.DynamicMetadata.GetFields()["quotaModeViolations"] == nil {
+		t.Errorf("quota mode over: %v, metadata %v; want OK with quotaModeViolations", r.OverallCode, r.DynamicMetadata)
+	}
+	ask("client", 2) // 2 of 3
+	if r := ask("client", 2); r.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT {
+		t.Fatalf("2 more of 3: %v", r.OverallCode)
+	}
+	if r := ask("client", 1); r.OverallCode != rlsv3.RateLimitResponse_OVER_LIMIT {
+		t.Errorf("after a rejection counted: %v, want OVER_LIMIT", r.OverallCode)
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	if code := p.wait(t); code != 0 {
+		t.Fatalf("exit %d after SIGTERM, want 0", code)
 	}
 }

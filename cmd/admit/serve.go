@@ -48,6 +48,7 @@ type serveConfig struct {
 	grpcListenSet  bool            // --grpc-listen was given
 	redisTLS       policy.RedisTLS // the file's server.redis_tls
 	envoyConfig    string          // --envoy-config of admit serve: the directory of envoyproxy/ratelimit's files, or ""
+	envoy          envoyFlags      // the other --envoy-* flags of admit serve
 	admin          adminConfig     // the admin API's flags of admit serve
 }
 
@@ -70,6 +71,9 @@ func parseServe(args []string, stdout, stderr io.Writer) (cfg serveConfig, code 
 	cfg, code, done = parseCommand("serve", defaultListen, serveUsage, args, stdout, stderr, func(fs *flag.FlagSet, cfg *serveConfig) {
 		fs.StringVar(&cfg.grpcListen, "grpc-listen", defaultGRPCListen, "`address` to serve Envoy's rate limit service (gRPC) on, with --envoy-config")
 		fs.StringVar(&cfg.envoyConfig, "envoy-config", "", "the `DIR`ectory of envoyproxy/ratelimit's YAML files: serves Envoy's rate limit service (docs/envoy.md)")
+		fs.BoolVar(&cfg.envoy.mergeDomains, "envoy-merge-domains", false, "merge the files of one domain, as envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG=true")
+		fs.BoolVar(&cfg.envoy.incrementOverLimit, "envoy-increment-over-limit", false, "count the hits of a descriptor over its limit, as envoyproxy/ratelimit does by default (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false)")
+		fs.BoolVar(&cfg.envoy.dynamicMetadata, "envoy-dynamic-metadata", false, "answer envoyproxy/ratelimit's dynamic metadata, quota mode's violations in it, as its RESPONSE_DYNAMIC_METADATA=true")
 		adminFlags(fs, cfg)
 	})
 	if done {
@@ -80,6 +84,9 @@ func parseServe(args []string, stdout, stderr io.Writer) (cfg serveConfig, code 
 	}
 	if cfg.grpcListen != defaultGRPCListen && cfg.envoyConfig == "" {
 		return cfg, badUsage(stderr, "serve", "--grpc-listen needs --envoy-config DIR, the configuration of Envoy's rate limit service"), true
+	}
+	if cfg.envoy != (envoyFlags{}) && cfg.envoyConfig == "" {
+		return cfg, badUsage(stderr, "serve", "--envoy-merge-domains, --envoy-increment-over-limit and --envoy-dynamic-metadata need --envoy-config DIR"), true
 	}
 	if cfg.admin.listenSet && !cfg.admin.tokenFileSet && os.Getenv(adminTokenEnv) == "" {
 		return cfg, badUsage(stderr, "serve", "--admin-listen needs an admin token: --%s PATH or %s", adminTokenFileFlag, adminTokenEnv), true
@@ -113,7 +120,10 @@ most ` + "{{grace}}" + `) and exits 0.
 With --envoy-config DIR, it also serves Envoy's rate limit service, gRPC
 envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit and grpc.health.v1, on
 --grpc-listen (default ` + defaultGRPCListen + `), configured by the envoyproxy/ratelimit YAML
-files (*.yaml, *.yml) of DIR (docs/envoy.md); DIR is reloaded on SIGHUP and when it changes.
+files (*.yaml, *.yml) of DIR and its subdirectories (docs/envoy.md); DIR is reloaded on SIGHUP
+and when it changes. --envoy-merge-domains, --envoy-increment-over-limit and
+--envoy-dynamic-metadata are envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG=true,
+STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false and RESPONSE_DYNAMIC_METADATA=true.
 
 With an admin token (--admin-token-file PATH, else $` + adminTokenEnv + `; at least 16 bytes, never
 logged), it also serves the admin API on a listener of its own, --admin-listen (default

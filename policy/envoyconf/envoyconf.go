@@ -13,8 +13,10 @@
 //
 // admit adds algorithm, window and burst to rate_limit, and atomic to a file ([Config.Atomic]).
 // Parsing is strict; each error has its file:line:column ([policy.Error]). The fields are in
-// docs/envoy.md#the-configuration. [Config.Match] finds the rule of a request's descriptor as
-// envoyproxy/ratelimit does (docs/envoy.md#how-a-request-is-decided).
+// docs/envoy.md#the-configuration. [Load] walks a directory and its subdirectories as
+// envoyproxy/ratelimit's runtime loader does; [Options] merges the files of one domain.
+// [Config.Lookup] finds the rule of a request's descriptor as envoyproxy/ratelimit does, '*' of
+// a value standing for any run of bytes (docs/envoy.md#how-a-request-is-decided).
 package envoyconf
 
 import (
@@ -23,6 +25,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -102,7 +105,7 @@ type Rule struct {
 	// each level's key, and "_value" when it names a value, joined by '.'.
 	Path string
 	// Limit is what admit decides under: by default a FixedWindow of RequestsPerUnit per Unit,
-	// Aligned to Unix time, with Shadow set by shadow_mode. Its Rate is 0 for requests_per_unit 0,
+	// Aligned to Unix time, with Shadow set by shadow_mode or quota_mode. Its Rate is 0 for requests_per_unit 0,
 	// which limits every request (and is no valid Limit: it is never passed to a Store). It is the
 	// zero Limit for an unlimited rule.
 	Limit admit.Limit
@@ -117,6 +120,15 @@ type Rule struct {
 	// DetailedMetric is detailed_metric as written. admit never puts descriptor values into metric
 	// labels, so it changes nothing (docs/envoy.md).
 	DetailedMetric bool
+	// ValueToMetric is value_to_metric as written; like DetailedMetric, it changes nothing.
+	ValueToMetric bool
+	// QuotaMode is quota_mode: the descriptor is decided and counted as usual, but answered OK when
+	// over its limit, the response reporting it in its dynamic metadata (package transport/rls).
+	// Limit.Shadow is set with it.
+	QuotaMode bool
+	// ShareThreshold is share_threshold of the rule's own descriptor: when its value has a '*',
+	// every value it matches shares one counter ([Config.Lookup]).
+	ShareThreshold bool
 }
 
 // An Entry is one entry of a request's descriptor.
@@ -135,9 +147,12 @@ type Config struct {
 
 // A node is a level of a domain's descriptor tree.
 type node struct {
-	rule      *Rule            // nil for none
-	children  map[string]*node // by "key_value", or "key" for a descriptor with no value
-	wildcards []string         // children's names that end in '*', in file order
+	key, value string           // the descriptor's, as written
+	line, col  int              // the place of the descriptor in its file
+	share      bool             // share_threshold: the values its wildcard matches share one counter
+	rule       *Rule            // nil for none
+	children   map[string]*node // by "key_value", or "key" for a descriptor with no value
+	wildcards  []string         // children's names whose values have a '*', in file order
 }
 
 // Domains returns the names of the configured domains, sorted.
@@ -149,6 +164,9 @@ func (c *Config) Domains() []string {
 	slices.Sort(ds)
 	return ds
 }
+
+// HasDomain reports whether a file configures domain.
+func (c *Config) HasDomain(domain string) bool { return c.domains[domain] != nil }
 
 // Atomic reports whether domain's file sets admit's extension atomic: true. Then the keys of
 // every descriptor of the domain whose first entries are equal share one Redis Cluster hash slot,
@@ -178,31 +196,48 @@ func (c *Config) Limits(name string) []admit.Limit {
 
 // Match returns the rule of a request's descriptor of entries in domain, or nil when no rule
 // applies, as envoyproxy/ratelimit finds it: walking the tree level by level, each entry matches
-// the child "key_value" exactly, else the first wildcard child whose value is a prefix of the
-// entry's value, else the child "key" with no value; the rule is that of the node the last entry
-// matches. A descriptor deeper or shallower than the tree's rule has none.
+// the child "key_value" exactly, else the first wildcard child (in file order) whose value
+// matches the entry's, each '*' of it standing for any run of bytes, empty too ("/api/*",
+// "bar*b", "foo*bar*baz"), else the child "key" with no value; the rule is that of the node the
+// last entry matches. A descriptor deeper or shallower than the tree's rule has none.
 func (c *Config) Match(domain string, entries []Entry) *Rule {
+	rule, _ := c.Lookup(domain, entries)
+	return rule
+}
+
+// Lookup is Match, and returns too the entries the descriptor is counted by: entries itself,
+// except that an entry matched by a wildcard descriptor with share_threshold: true carries the
+// wildcard's value as written (such as "/api/*") instead of its own, so that every value the
+// wildcard matches shares one counter, as envoyproxy/ratelimit shares them. entries is never
+// modified; a copy is returned when an entry changes.
+func (c *Config) Lookup(domain string, entries []Entry) (*Rule, []Entry) {
 	n := c.domains[domain]
 	if n == nil {
-		return nil
+		return nil, entries
 	}
+	keyed, copied := entries, false
 	var rule *Rule
 	for i, e := range entries {
-		full := e.Key + "_" + e.Value
-		next := n.children[full]
+		next := n.children[e.Key+"_"+e.Value]
 		if next == nil {
 			for _, w := range n.wildcards {
-				if strings.HasPrefix(full, strings.TrimSuffix(w, "*")) {
-					next = n.children[w]
+				if wc := n.children[w]; e.Key == wc.key && Wildcard(wc.value, e.Value) {
+					next = wc
 					break
 				}
+			}
+			if next != nil && next.share {
+				if !copied {
+					keyed, copied = slices.Clone(entries), true
+				}
+				keyed[i].Value = next.value
 			}
 		}
 		if next == nil {
 			next = n.children[e.Key]
 		}
 		if next == nil {
-			return nil
+			return nil, entries
 		}
 		if i == len(entries)-1 {
 			rule = next.rule
@@ -212,33 +247,96 @@ func (c *Config) Match(domain string, entries []Entry) *Rule {
 		}
 		n = next
 	}
-	return rule
+	return rule, keyed
 }
 
-// Load reads every file of dir whose name ends in ".yaml" or ".yml", and not starting with '.',
-// as [Parse] does. A directory with no such file is an error.
-func Load(dir string) (*Config, error) {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
+// Wildcard reports whether value matches pattern, a descriptor's value in which each '*' stands
+// for any run of bytes, empty too: "/api/*" matches "/api/" and "/api/x", "bar*b" matches "barb"
+// and "bar-b", "foo*bar*baz" matches "foo-bar-baz". A pattern without '*' matches itself only.
+func Wildcard(pattern, value string) bool {
+	first, rest, found := strings.Cut(pattern, "*")
+	if !found {
+		return pattern == value
+	}
+	if !strings.HasPrefix(value, first) {
+		return false
+	}
+	value = value[len(first):]
+	parts := strings.Split(rest, "*")
+	last := parts[len(parts)-1]
+	for _, p := range parts[:len(parts)-1] {
+		i := strings.Index(value, p)
+		if i < 0 {
+			return false
+		}
+		value = value[i+len(p):]
+	}
+	return strings.HasSuffix(value, last)
+}
+
+// Load reads dir as [Options.Load] does with no options: two files of one domain are an error.
+func Load(dir string) (*Config, error) { return Options{}.Load(dir) }
+
+// Options are how a configuration is loaded.
+type Options struct {
+	// MergeDomains merges the files of one domain into one tree, as envoyproxy/ratelimit's
+	// MERGE_DOMAIN_CONFIG=true does: each file's descriptors are added to the domain's, in the
+	// files' name order; a descriptor that two files give at one level is an error, and so are
+	// files of one domain that disagree on atomic. Without it, two files of one domain are an
+	// error.
+	MergeDomains bool
+}
+
+// Load reads the files of the tree under dir, subdirectories included, as envoyproxy/ratelimit's
+// runtime loader walks its directory (every file of RUNTIME_ROOT/RUNTIME_SUBDIRECTORY, at any
+// depth), and parses them as [Options.Parse] does. admit reads only the files whose names end in
+// ".yaml" or ".yml", and skips every file and directory whose name starts with '.' (as
+// RUNTIME_IGNOREDOTFILES=true does; a Kubernetes ConfigMap's "..data" copy among them). A
+// symbolic link to a file is read; one to a directory is not followed, as filepath.Walk does not
+// follow it in envoyproxy/ratelimit. A tree with no such file is an error.
+func (o Options) Load(dir string) (*Config, error) {
+	if _, err := os.Stat(dir); err != nil {
 		return nil, err
 	}
 	var files []File
-	for _, e := range ents {
-		name := e.Name()
-		if e.IsDir() || strings.HasPrefix(name, ".") || !(strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml")) {
-			continue
+	err := filepath.WalkDir(dir, func(path string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
 		}
-		path := filepath.Join(dir, name)
+		name := e.Name()
+		if path == dir {
+			return nil
+		}
+		if strings.HasPrefix(name, ".") {
+			if e.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if e.IsDir() || !(strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml")) {
+			return nil
+		}
+		if e.Type()&fs.ModeSymlink != 0 {
+			if fi, err := os.Stat(path); err != nil || fi.IsDir() {
+				return err // a dangling link is an error; one to a directory is skipped
+			}
+		} else if !e.Type().IsRegular() {
+			return nil
+		}
 		data, err := readFile(path)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		files = append(files, File{Name: path, Data: data})
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if len(files) == 0 {
 		return nil, fmt.Errorf("%s: no .yaml or .yml file", dir)
 	}
-	return Parse(files...)
+	return o.Parse(files...)
 }
 
 // readFile reads the file at path, refusing one larger than MaxFileSize.
@@ -264,12 +362,16 @@ type File struct {
 	Data []byte
 }
 
+// Parse parses files as [Options.Parse] does with no options.
+func Parse(files ...File) (*Config, error) { return Options{}.Parse(files...) }
+
 // Parse parses files, each one domain's configuration, into a Config. It reports every error found
-// as a [policy.ErrorList], each at its file:line:column; two files of one domain are an error.
-func Parse(files ...File) (*Config, error) {
+// as a [policy.ErrorList], each at its file:line:column; two files of one domain are an error,
+// unless o.MergeDomains.
+func (o Options) Parse(files ...File) (*Config, error) {
 	cfg := &Config{domains: make(map[string]*node), atomic: make(map[string]bool)}
 	var errs policy.ErrorList
-	where := make(map[string]string) // domain → the file that configured it
+	where := make(map[string]string) // domain → the file that configured it first
 	files = slices.Clone(files)
 	slices.SortFunc(files, func(a, b File) int { return strings.Compare(a.Name, b.Name) })
 	h := sha256.New()
@@ -285,9 +387,18 @@ func Parse(files ...File) (*Config, error) {
 		if len(d.errs) > 0 {
 			continue
 		}
-		if prev, ok := where[domain]; ok {
+		prev, ok := where[domain]
+		switch {
+		case ok && !o.MergeDomains:
 			errs = append(errs, &policy.Error{File: f.Name, Line: line, Column: 1,
-				Msg: fmt.Sprintf("domain: %q is configured in %s too", domain, prev)})
+				Msg: fmt.Sprintf("domain: %q is configured in %s too; admit serve --envoy-merge-domains merges them", domain, prev)})
+			continue
+		case ok && atomic != cfg.atomic[domain]:
+			errs = append(errs, &policy.Error{File: f.Name, Line: line, Column: 1,
+				Msg: fmt.Sprintf("atomic: %v here, %v in %s, another file of domain %q", atomic, cfg.atomic[domain], prev, domain)})
+			continue
+		case ok:
+			errs = append(errs, merge(cfg.domains[domain], root, f.Name, prev)...)
 			continue
 		}
 		where[domain] = f.Name
@@ -301,4 +412,25 @@ func Parse(files ...File) (*Config, error) {
 	}
 	cfg.Hash = hex.EncodeToString(h.Sum(nil))
 	return cfg, nil
+}
+
+// merge adds the top-level descriptors of src, a tree of file, to dst, the tree of the same
+// domain from prev, as envoyproxy/ratelimit merges them: a descriptor dst has already is an error.
+func merge(dst, src *node, file, prev string) policy.ErrorList {
+	var errs policy.ErrorList
+	for _, name := range slices.Sorted(maps.Keys(src.children)) {
+		if dst.children[name] != nil {
+			errs = append(errs, &policy.Error{File: file, Line: src.children[name].line, Column: src.children[name].col,
+				Msg: fmt.Sprintf("duplicate descriptor %q: %s has it too", name, prev)})
+		}
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+	if dst.children == nil {
+		dst.children = make(map[string]*node)
+	}
+	maps.Copy(dst.children, src.children)
+	dst.wildcards = append(dst.wildcards, src.wildcards...)
+	return nil
 }

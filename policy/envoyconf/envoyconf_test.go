@@ -108,7 +108,7 @@ func TestErrors(t *testing.T) {
 		{"", "e.yaml: empty file: want a domain"},
 		{"descriptors: []\n", "e.yaml:1:1: domain: missing"},
 		{"domain: \"\"\n", "e.yaml:1:9: domain: empty"},
-		{"domain: d\nfoo: 1\n", "e.yaml:2:1: foo: unknown field (want one of domain, descriptors, atomic)"},
+		{"domain: d\nfoo: 1\n", "e.yaml:2:1: foo: unknown field (want one of domain, descriptors, atomic, metadata)"},
 		{"domain: d\natomic: yes please\n", `e.yaml:2:9: atomic: want true or false, found the string "yes please"`},
 		{"domain: d\ndescriptors:\n  - value: v\n", "e.yaml:3:5: descriptors[0].key: missing"},
 		{"domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: fortnight\n      requests_per_unit: 1\n",
@@ -144,7 +144,7 @@ func TestDuplicateDomain(t *testing.T) {
 	}
 	os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("not yaml"), 0o600)
 	_, err := envoyconf.Load(dir)
-	want := filepath.Join(dir, "b.yml") + `:1:1: domain: "d" is configured in ` + filepath.Join(dir, "a.yaml") + " too"
+	want := filepath.Join(dir, "b.yml") + `:1:1: domain: "d" is configured in ` + filepath.Join(dir, "a.yaml") + " too; admit serve --envoy-merge-domains merges them"
 	if err == nil || err.Error() != want {
 		t.Errorf("Load: %v, want %s", err, want)
 	}

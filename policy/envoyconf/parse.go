@@ -41,7 +41,7 @@ func (d *decoder) parseFile(data []byte) (domain string, root *node, line int, a
 	if !ok {
 		return "", nil, 0, false
 	}
-	f, ok := d.yf.Mapping(doc, "", "domain", "descriptors", "atomic")
+	f, ok := d.yf.Mapping(doc, "", "domain", "descriptors", "atomic", "metadata")
 	if !ok {
 		return "", nil, 0, false
 	}
@@ -74,8 +74,8 @@ func setDomain(n *node, domain string) {
 
 // descriptors parses the list n of descriptors, at path, into parent's children.
 func (d *decoder) descriptors(parent *node, n *yaml.Node, path string, depth int) {
-	if n == nil {
-		return
+	if n == nil || (n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null") {
+		return // descriptors: with nothing, as envoyproxy/ratelimit reads it: none
 	}
 	if depth > MaxDepth {
 		d.errorf(n, "%s: descriptors nested more than %d deep", path, MaxDepth)
@@ -84,7 +84,8 @@ func (d *decoder) descriptors(parent *node, n *yaml.Node, path string, depth int
 	items, _ := d.yf.Sequence(n, path)
 	for i, item := range items {
 		p := fmt.Sprintf("%s[%d]", path, i)
-		f, ok := d.yf.Mapping(item, p, "key", "value", "rate_limit", "descriptors", "shadow_mode", "detailed_metric")
+		f, ok := d.yf.Mapping(item, p, "key", "value", "rate_limit", "descriptors", "shadow_mode", "detailed_metric",
+			"quota_mode", "share_threshold", "value_to_metric", "metadata")
 		if !ok {
 			continue
 		}
@@ -112,18 +113,27 @@ func (d *decoder) descriptors(parent *node, n *yaml.Node, path string, depth int
 			d.errorf(item, "%s: duplicate descriptor %q", p, name)
 			continue
 		}
-		child := &node{}
+		child := &node{key: key, value: value, line: item.Line, col: item.Column}
 		parent.children[name] = child
-		if strings.HasSuffix(value, "*") {
+		if strings.Contains(value, "*") {
 			parent.wildcards = append(parent.wildcards, name)
 		}
 		shadow, _ := d.yf.Bool(f["shadow_mode"], p+".shadow_mode")
+		quota, _ := d.yf.Bool(f["quota_mode"], p+".quota_mode")
 		detailed, _ := d.yf.Bool(f["detailed_metric"], p+".detailed_metric")
+		valueMetric, _ := d.yf.Bool(f["value_to_metric"], p+".value_to_metric")
+		child.share, _ = d.yf.Bool(f["share_threshold"], p+".share_threshold")
+		if child.share && !strings.Contains(value, "*") {
+			d.errorf(f["share_threshold"], "%s.share_threshold: only a value with '*' shares its counter, and %q has none", p, value)
+		}
 		if rl := f["rate_limit"]; rl != nil {
-			child.rule = d.rateLimit(rl, p+".rate_limit", shadow)
+			child.rule = d.rateLimit(rl, p+".rate_limit", shadow || quota)
 			if child.rule != nil {
 				child.rule.Path = name
 				child.rule.DetailedMetric = detailed
+				child.rule.ValueToMetric = valueMetric
+				child.rule.QuotaMode = quota
+				child.rule.ShareThreshold = child.share
 			}
 		}
 		d.descriptors(child, f["descriptors"], p+".descriptors", depth+1)
@@ -164,6 +174,8 @@ func (d *decoder) rateLimit(n *yaml.Node, path string, shadow bool) *Rule {
 			d.errorf(item, "%s.name: missing", p)
 		case ok && name == "":
 			d.errorf(rf["name"], "%s.name: empty", p)
+		case ok && name == r.Name:
+			d.errorf(rf["name"], "%s.name: %q is the rule's own name: a rule cannot replace itself", p, name)
 		case ok:
 			r.Replaces = append(r.Replaces, name)
 		}

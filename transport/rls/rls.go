@@ -2,19 +2,18 @@
 // over gRPC: the way Envoy, Istio, Envoy Gateway and Contour ask admit whether a request is over
 // its limits, configured with envoyproxy/ratelimit's YAML (package policy/envoyconf).
 //
-// ShouldRateLimit decides each descriptor of a request under the rule that envoyconf.Config.Match
-// finds for it, with hits_addend units (the descriptor's, else the request's; 0 means 1), on a key
-// per domain and descriptor — its entries' keys and values — made by an admit.KeyBuilder; in a
-// domain with atomic: true (envoyconf.Config.Atomic) the keys of descriptors with one first entry
-// share a hash slot, and are decided together, all-or-nothing; a descriptor repeated in one such
-// request is decided once, for the hits of every repetition summed. In any other domain each
-// descriptor is decided on its own, a repeated one counted once per repetition. The
-// response has a status per descriptor, with current_limit, limit_remaining and
+// ShouldRateLimit decides each descriptor of a request under the rule envoyconf.Config.Lookup
+// finds for it, with hits_addend units (the descriptor's, else the request's; the request's 0
+// means 1, the descriptor's 0 checks without counting), on a key per domain and descriptor made
+// by an admit.KeyBuilder; in a domain with atomic: true the descriptors with one first entry are
+// decided together, all-or-nothing, a repeated one once for its hits summed; elsewhere each on its
+// own. The response has a status per descriptor, with current_limit, limit_remaining and
 // duration_until_reset, and is OVER_LIMIT when any enforced descriptor is over its limit; one in
-// shadow_mode never is (its status is OK, as envoyproxy/ratelimit answers). When admit cannot
-// decide, ShouldRateLimit answers the gRPC status UNAVAILABLE, never OK with code UNKNOWN, which
-// Envoy treats as allowed: Envoy's failure_mode_deny then decides. An invalid request is
-// INVALID_ARGUMENT, before any call to the Store.
+// shadow_mode or quota_mode never is (OK, as envoyproxy/ratelimit answers; Options.DynamicMetadata
+// reports quota_mode's). A request's limit override applies to a descriptor with no rule, or an
+// unlimited one, too. When admit cannot decide, ShouldRateLimit answers the gRPC status
+// UNAVAILABLE, never OK with code UNKNOWN, which Envoy treats as allowed: Envoy's
+// failure_mode_deny then decides. An invalid request is INVALID_ARGUMENT, before any I/O.
 //
 // The Server decides through a service.Service (service.Service.DecideItems, the one decision
 // function of admit serve): it translates the protobuf request into Items and Decisions back.
@@ -40,6 +39,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/internal/lograte"
@@ -47,18 +47,17 @@ import (
 	"github.com/admit-dev/admit/service"
 )
 
-// Bounds on a request, beyond which it is INVALID_ARGUMENT.
+// Bounds on a request, beyond which it is INVALID_ARGUMENT: safety bounds far above what Envoy
+// sends (envoyproxy/ratelimit has none but the gRPC message size). Keys and values have no bound
+// of their own: a descriptor's entries are digested into its key, whatever their length.
 const (
 	// MaxDescriptors is the most descriptors of one request.
-	MaxDescriptors = 64
+	MaxDescriptors = 4096
 	// MaxEntries is the most entries of one descriptor.
-	MaxEntries = 32
-	// MaxDomainLen is the longest domain, in bytes.
-	MaxDomainLen = 256
-	// MaxEntryLen is the longest key, and the longest value, of an entry, in bytes.
-	MaxEntryLen = 4096
-	// MaxMessageSize is the largest message the gRPC server of [NewGRPCServer] receives or sends.
-	MaxMessageSize = 1 << 20
+	MaxEntries = 1024
+	// MaxMessageSize is the largest message the gRPC server of [NewGRPCServer] receives or sends:
+	// gRPC's default, which envoyproxy/ratelimit's server keeps.
+	MaxMessageSize = 4 << 20
 )
 
 // KeyVersion is the policy version of every key the Server makes (admit.KeyBuilder.Key).
@@ -74,15 +73,28 @@ type Options struct {
 	// Logger logs the requests the Store could not decide, at a bounded rate: the first at once,
 	// then one summary per 10 seconds (the DefaultLogInterval of package httplimit) with the number of the others. Nil discards.
 	Logger *slog.Logger
+	// IncrementOverLimit counts the hits of a descriptor over its limit, as envoyproxy/ratelimit
+	// does by default (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false): after the decision, each
+	// descriptor found over takes what was left of its limit, so that its window stays full and
+	// the descriptor is over until it resets. Without it (admit's default) a rejected hit is
+	// never counted.
+	IncrementOverLimit bool
+	// DynamicMetadata puts envoyproxy/ratelimit's dynamic metadata in every response, as its
+	// RESPONSE_DYNAMIC_METADATA=true does: the domain, each descriptor's entries as "key=value"
+	// (and its own hitsAddend when set), the request's hitsAddend when not 0, quotaModeEnabled,
+	// and quotaModeViolations, the indexes of the descriptors in quota_mode found over their
+	// limits. Envoy stores it in the namespace envoy.filters.http.ratelimit.
+	DynamicMetadata bool
 }
 
 // A Server answers ShouldRateLimit. It is safe for concurrent use. Make one with [New]; the zero
 // value is not usable.
 type Server struct {
 	rlsv3.UnimplementedRateLimitServiceServer
-	svc *service.Service
-	log *lograte.Limiter // nil: nothing is logged
-	cfg atomic.Pointer[envoyconf.Config]
+	svc  *service.Service
+	log  *lograte.Limiter // nil: nothing is logged
+	cfg  atomic.Pointer[envoyconf.Config]
+	opts Options
 }
 
 var _ rlsv3.RateLimitServiceServer = (*Server)(nil)
@@ -96,7 +108,7 @@ func New(opts Options) (*Server, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{svc: opts.Service,
+	s := &Server{svc: opts.Service, opts: opts,
 		log: lograte.New(logger, lograte.DefaultInterval, lograte.Kind{Level: slog.LevelWarn, Msg: "rls: cannot decide"})}
 	s.cfg.Store(opts.Config)
 	return s, nil
@@ -137,8 +149,9 @@ func NewGRPCServer(s *Server, opts ...grpc.ServerOption) (*grpc.Server, *health.
 
 // A check is one descriptor of a request, as planned.
 type check struct {
-	rule *envoyconf.Rule // nil: no rule, or replaced
-	item int             // its index in the Items decided; -1 for none
+	rule      *envoyconf.Rule // nil: no rule, or replaced
+	item      int             // its index in the Items decided; -1 for none
+	quotaOver bool            // in quota_mode, and over its limit: answered OK
 }
 
 // ShouldRateLimit decides req (see the package doc).
@@ -163,7 +176,41 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 		s.log.Log(ctx, 0, err, slog.String("domain", req.GetDomain()))
 		return nil, status.Error(codes.Unavailable, "admit: cannot decide: "+err.Error())
 	}
-	return respond(checks, ds), nil
+	if s.opts.IncrementOverLimit {
+		if err := s.countOver(ctx, items, ds); err != nil {
+			s.log.Log(ctx, 0, err, slog.String("domain", req.GetDomain()))
+			return nil, status.Error(codes.Unavailable, "admit: cannot decide: "+err.Error())
+		}
+	}
+	resp := respond(checks, ds, time.Now())
+	if s.opts.DynamicMetadata {
+		resp.DynamicMetadata = metadata(req, checks)
+	}
+	return resp, nil
+}
+
+// countOver counts the hits of the Items ds found over their limits, as envoyproxy/ratelimit
+// counts them: each takes what was left of its limit, on its own, and then has nothing left.
+func (s *Server) countOver(ctx context.Context, items []service.Item, ds []admit.Decision) error {
+	var over []service.Item
+	var at []int
+	for i := range items {
+		if !ds[i].Allowed && items[i].Cost > 0 && ds[i].Remaining > 0 {
+			it := items[i]
+			it.Cost = min(ds[i].Remaining, it.Limit.Capacity())
+			over, at = append(over, it), append(at, i)
+		}
+	}
+	if len(over) == 0 {
+		return nil
+	}
+	if err := s.svc.DecideItems(ctx, over, make([]admit.Decision, len(over)), service.Separately); err != nil {
+		return err
+	}
+	for _, i := range at {
+		ds[i].Remaining = 0
+	}
+	return nil
 }
 
 // plan validates req, finds each descriptor's rule, subject and cost, and returns the Items of
@@ -173,8 +220,6 @@ func plan(cfg *envoyconf.Config, req *rlsv3.RateLimitRequest) ([]check, []servic
 	switch {
 	case domain == "":
 		return nil, nil, errors.New("empty domain")
-	case len(domain) > MaxDomainLen:
-		return nil, nil, fmt.Errorf("domain of %d bytes; want at most %d", len(domain), MaxDomainLen)
 	case len(ds) == 0:
 		return nil, nil, errors.New("no descriptors")
 	case len(ds) > MaxDescriptors:
@@ -183,8 +228,9 @@ func plan(cfg *envoyconf.Config, req *rlsv3.RateLimitRequest) ([]check, []servic
 	checks := make([]check, len(ds))
 	items := make([]service.Item, 0, len(ds))
 	replaced := make(map[string]bool)
-	entries := make([]envoyconf.Entry, 0, MaxEntries)
+	entries := make([]envoyconf.Entry, 0, 8)
 	atomicDomain := cfg.Atomic(domain)
+	known := cfg.HasDomain(domain)
 	for i, d := range ds {
 		checks[i].item = -1
 		es := d.GetEntries()
@@ -198,32 +244,38 @@ func plan(cfg *envoyconf.Config, req *rlsv3.RateLimitRequest) ([]check, []servic
 		}
 		entries = entries[:0]
 		for j, e := range es {
-			if e.GetKey() == "" || len(e.GetKey()) > MaxEntryLen || len(e.GetValue()) > MaxEntryLen {
-				return nil, nil, fmt.Errorf("descriptor %d, entry %d: want a key of 1-%d bytes and a value of at most %d", i, j, MaxEntryLen, MaxEntryLen)
+			if e.GetKey() == "" {
+				return nil, nil, fmt.Errorf("descriptor %d, entry %d: empty key", i, j)
 			}
 			entries = append(entries, envoyconf.Entry{Key: e.GetKey(), Value: e.GetValue()})
 		}
-		cost := int64(req.GetHitsAddend())
+		cost := int64(max(req.GetHitsAddend(), 1)) // the request's 0 means 1, as Envoy defines it
 		if h := d.GetHitsAddend(); h != nil {
 			if h.GetValue() > math.MaxUint32 {
 				return nil, nil, fmt.Errorf("descriptor %d: hits_addend %d; want at most %d", i, h.GetValue(), uint32(math.MaxUint32))
 			}
-			cost = int64(h.GetValue())
+			cost = int64(h.GetValue()) // the descriptor's 0 checks without counting
 		}
-		cost = max(cost, 1) // 0 means 1, as Envoy defines it
-		rule := cfg.Match(domain, entries)
+		rule, keyed := cfg.Lookup(domain, entries)
+		if o := d.GetLimit(); o != nil && rule != nil && !rule.Unlimited {
+			rule = override(rule, o)
+		} else if o != nil && known {
+			// envoyproxy/ratelimit applies a request's limit before looking at the rules: on a
+			// descriptor of a configured domain with no rule, or an unlimited one, too.
+			base := &envoyconf.Rule{Domain: domain, Limit: admit.Limit{Name: envoyconf.DefaultName}}
+			if r := override(base, o); r != base {
+				rule = r
+			}
+		}
 		if rule == nil || rule.Unlimited {
 			checks[i].rule = rule
 			continue
 		}
-		if o := d.GetLimit(); o != nil {
-			rule = override(rule, o)
-		}
 		checks[i].rule = rule
 		if rule.Limit.Rate > 0 {
-			sub := admit.Subject{ID: subject(domain, entries)}
+			sub := admit.Subject{ID: subject(domain, keyed)}
 			if atomicDomain {
-				sub.Slot = subject(domain, entries[:1])
+				sub.Slot = subject(domain, keyed[:1])
 			}
 			checks[i].item = len(items)
 			items = append(items, service.Item{Limit: rule.Limit, Version: KeyVersion, Subject: sub, Cost: cost})
@@ -337,8 +389,9 @@ func subject(domain string, entries []envoyconf.Entry) string {
 	return string(b)
 }
 
-// respond returns the response of checks, whose Items' Decisions are ds.
-func respond(checks []check, ds []admit.Decision) *rlsv3.RateLimitResponse {
+// respond returns the response of checks, whose Items' Decisions are ds, at now; it marks the
+// checks in quota_mode found over.
+func respond(checks []check, ds []admit.Decision, now time.Time) *rlsv3.RateLimitResponse {
 	resp := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK, Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(checks))}
 	for i := range checks {
 		c := &checks[i]
@@ -353,28 +406,85 @@ func respond(checks []check, ds []admit.Decision) *rlsv3.RateLimitResponse {
 		}
 		lim := c.rule.Limit
 		st.CurrentLimit = &rlsv3.RateLimitResponse_RateLimit{Name: c.rule.Name, RequestsPerUnit: uint32(lim.Rate), Unit: unitOf(c.rule.Unit)}
-		if c.item < 0 { // requests_per_unit 0: every request is over
-			if !lim.Shadow {
-				st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
-				resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
-			}
-			if p := c.rule.Unit.Duration(); p > 0 {
-				st.DurationUntilReset = durationpb.New(p - time.Duration(time.Now().UnixNano())%p)
-			}
-			continue
+		var d admit.Decision // requests_per_unit 0: every request is over
+		if c.item >= 0 {
+			d = ds[c.item]
 		}
-		d := &ds[c.item]
 		if d.Overridden { // an override of the admin API: its numbers are in force
 			st.CurrentLimit.RequestsPerUnit = uint32(min(d.Limit.Rate, math.MaxUint32))
 		}
 		st.LimitRemaining = uint32(min(max(d.Remaining, 0), math.MaxUint32))
-		st.DurationUntilReset = durationpb.New(d.ResetAfter)
-		if !d.Allowed && !lim.Shadow {
+		if reset := resetAfter(c.rule, &d, now); reset > 0 {
+			st.DurationUntilReset = durationpb.New(reset)
+		}
+		switch {
+		case d.Allowed:
+		case c.rule.QuotaMode:
+			c.quotaOver = true // answered OK, reported in the dynamic metadata
+		case !lim.Shadow:
 			st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
 			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 		}
 	}
 	return resp
+}
+
+// resetAfter returns the duration_until_reset of a descriptor of rule decided d at now: the
+// Decision's ResetAfter, else, for a rejection that reports none (a requests_per_unit of 0, a
+// hits_addend above the limit on a key not yet counted), the end of the rule's window: the
+// aligned window's as envoyproxy/ratelimit computes it (a unit minus now modulo the unit), or a
+// whole window.
+func resetAfter(rule *envoyconf.Rule, d *admit.Decision, now time.Time) time.Duration {
+	if d.ResetAfter > 0 || d.Allowed {
+		return d.ResetAfter
+	}
+	p := rule.Limit.Period
+	if p <= 0 {
+		return 0
+	}
+	if rule.Limit.Aligned {
+		return p - time.Duration(now.UnixNano())%p
+	}
+	return max(d.RetryAfter, p)
+}
+
+// metadata returns envoyproxy/ratelimit's dynamic metadata of req, answered after checks
+// (Options.DynamicMetadata).
+func metadata(req *rlsv3.RateLimitRequest, checks []check) *structpb.Struct {
+	descs := make([]*structpb.Value, len(req.GetDescriptors()))
+	for i, d := range req.GetDescriptors() {
+		es := make([]*structpb.Value, len(d.GetEntries()))
+		for j, e := range d.GetEntries() {
+			es[j] = structpb.NewStringValue(e.GetKey() + "=" + e.GetValue())
+		}
+		df := map[string]*structpb.Value{"entries": structpb.NewListValue(&structpb.ListValue{Values: es})}
+		if h := d.GetHitsAddend(); h != nil {
+			df["hitsAddend"] = structpb.NewNumberValue(float64(h.GetValue()))
+		}
+		descs[i] = structpb.NewStructValue(&structpb.Struct{Fields: df})
+	}
+	f := map[string]*structpb.Value{
+		"domain":      structpb.NewStringValue(req.GetDomain()),
+		"descriptors": structpb.NewListValue(&structpb.ListValue{Values: descs}),
+	}
+	if h := req.GetHitsAddend(); h != 0 {
+		f["hitsAddend"] = structpb.NewNumberValue(float64(h))
+	}
+	enabled := false
+	var violations []*structpb.Value
+	for i := range checks {
+		if r := checks[i].rule; r != nil && r.QuotaMode {
+			enabled = true
+		}
+		if checks[i].quotaOver {
+			violations = append(violations, structpb.NewNumberValue(float64(i)))
+		}
+	}
+	f["quotaModeEnabled"] = structpb.NewBoolValue(enabled)
+	if len(violations) > 0 {
+		f["quotaModeViolations"] = structpb.NewListValue(&structpb.ListValue{Values: violations})
+	}
+	return &structpb.Struct{Fields: f}
 }
 
 // unitOf returns the RLS unit of u; UNKNOWN for UnitNone, a window of admit's.

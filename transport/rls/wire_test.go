@@ -1,0 +1,281 @@
+package rls_test
+
+import (
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/policy"
+	"github.com/admit-dev/admit/policy/envoyconf"
+	"github.com/admit-dev/admit/service"
+	"github.com/admit-dev/admit/transport/rls"
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+// serveWith serves the configuration of dir on store with opts (its Service and Config set here).
+func serveWith(t *testing.T, store admit.Store, dir string, opts rls.Options) rlsv3.RateLimitServiceClient {
+	t.Helper()
+	cfg, err := envoyconf.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := admit.NewKeyBuilder([]byte("0123456789abcdef0123456789abcdef"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, err := service.New(store, keys, &policy.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Service, opts.Config = svc, cfg
+	s, err := rls.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, _ := rls.NewGRPCServer(s)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go g.Serve(ln)
+	t.Cleanup(g.Stop)
+	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return rlsv3.NewRateLimitServiceClient(conn)
+}
+
+const (
+	fieldsDir   = "../../policy/envoyconf/testdata/fields"
+	upstreamDir = "../../policy/envoyconf/testdata/upstream"
+)
+
+// hits returns d with its own hits_addend n.
+func hits(d *ratelimitv3.RateLimitDescriptor, n uint64) *ratelimitv3.RateLimitDescriptor {
+	d.HitsAddend = wrapperspb.UInt64(n)
+	return d
+}
+
+// TestHitsAddendZeroChecks: a descriptor's hits_addend 0 checks without counting, as
+// envoyproxy/ratelimit reads it; the request's 0 still means 1.
+func TestHitsAddendZeroChecks(t *testing.T) {
+	stores(t, func(t *testing.T, store admit.Store) {
+		c, _ := serve(t, store)
+		for range 3 { // 3 per hour: the checks take nothing
+			r := ask(t, c, "features", 0, hits(desc("path", "/api/x"), 0))
+			wantCodes(t, "check", r, "OK", "OK")
+			if r.Statuses[0].LimitRemaining != 3 {
+				t.Fatalf("remaining %d after checks, want 3", r.Statuses[0].LimitRemaining)
+			}
+		}
+		wantCodes(t, "take 3", ask(t, c, "features", 3, desc("path", "/api/x")), "OK", "OK")
+		r := ask(t, c, "features", 0, hits(desc("path", "/api/x"), 0))
+		wantCodes(t, "check at the limit", r, "OK", "OK") // 3 of 3, none more asked
+		if r.Statuses[0].LimitRemaining != 0 {
+			t.Errorf("remaining %d, want 0", r.Statuses[0].LimitRemaining)
+		}
+		wantCodes(t, "one more", ask(t, c, "features", 0, desc("path", "/api/x")), "OVER_LIMIT", "OVER_LIMIT")
+	})
+}
+
+// TestLimitOverrideWithoutRule: a request's limit applies to a descriptor with no rule and to an
+// unlimited one, as envoyproxy/ratelimit applies it before its rules; not in an unknown domain.
+func TestLimitOverrideWithoutRule(t *testing.T) {
+	stores(t, func(t *testing.T, store admit.Store) {
+		c, _ := serve(t, store)
+		limited := func(d *ratelimitv3.RateLimitDescriptor) *ratelimitv3.RateLimitDescriptor {
+			d.Limit = &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1, Unit: typev3.RateLimitUnit_HOUR}
+			return d
+		}
+		for name, d := range map[string]func() *ratelimitv3.RateLimitDescriptor{
+			"no rule":   func() *ratelimitv3.RateLimitDescriptor { return limited(desc("nothing", "here")) },
+			"unlimited": func() *ratelimitv3.RateLimitDescriptor { return limited(desc("path", "/api/admin")) },
+		} {
+			r := ask(t, c, "features", 0, d())
+			wantCodes(t, name+" 1", r, "OK", "OK")
+			if l := r.Statuses[0].CurrentLimit; l.GetRequestsPerUnit() != 1 || l.GetUnit() != rlsv3.RateLimitResponse_RateLimit_HOUR {
+				t.Errorf("%s: current_limit %v", name, l)
+			}
+			wantCodes(t, name+" 2", ask(t, c, "features", 0, d()), "OVER_LIMIT", "OVER_LIMIT")
+		}
+		for range 3 {
+			wantCodes(t, "unknown domain", ask(t, c, "nope", 0, limited(desc("a", "b"))), "OK", "OK")
+		}
+		// The unlimited rule still stands for the descriptor without the override.
+		wantCodes(t, "unlimited alone", ask(t, c, "features", 0, desc("path", "/api/admin")), "OK", "OK")
+	})
+}
+
+// TestNoSmallBounds: a value of 64 KiB, 100 descriptors and 100 entries are answered, not
+// INVALID_ARGUMENT: envoyproxy/ratelimit bounds them by the message size only, and admit digests
+// entries into keys whatever their length.
+func TestNoSmallBounds(t *testing.T) {
+	c, _ := serve(t, memStore(t))
+	long := strings.Repeat("v", 64<<10)
+	wantCodes(t, "long 1", ask(t, c, "mongo_cps", 0, desc("database", "users", "x", long)), "OK", "OK")
+	r := ask(t, c, "edge_proxy_per_ip", 0, desc("remote_address", long)) // 10 per second
+	if r.Statuses[0].LimitRemaining != 9 {
+		t.Errorf("long value: remaining %d, want 9", r.Statuses[0].LimitRemaining)
+	}
+	var ds []*ratelimitv3.RateLimitDescriptor
+	for range 100 {
+		ds = append(ds, desc("message_type", "other"))
+	}
+	deep := desc()
+	for range 100 {
+		deep.Entries = append(deep.Entries, desc("k", "v").Entries...)
+	}
+	ds = append(ds, deep)
+	if r := ask(t, c, "messaging", 0, ds...); len(r.Statuses) != 101 || r.OverallCode != rlsv3.RateLimitResponse_OK {
+		t.Errorf("101 descriptors: %v", r.OverallCode)
+	}
+}
+
+// TestDurationUntilResetWhenOver: a descriptor over its limit reports the time until its window
+// resets, whichever way it is over: counted full, a hits_addend above the limit on a key never
+// counted, requests_per_unit 0.
+func TestDurationUntilResetWhenOver(t *testing.T) {
+	stores(t, func(t *testing.T, store admit.Store) {
+		c, _ := serve(t, store)
+		check := func(step string, r *rlsv3.RateLimitResponse, most time.Duration) {
+			t.Helper()
+			wantCodes(t, step, r, "OVER_LIMIT", "OVER_LIMIT")
+			if du := r.Statuses[0].DurationUntilReset.AsDuration(); du <= 0 || du > most {
+				t.Errorf("%s: duration_until_reset %v, want in (0, %v]", step, du, most)
+			}
+		}
+		check("above the limit, never counted", ask(t, c, "features", 0, hits(desc("path", "/api/never"), 4)), time.Hour)
+		ask(t, c, "features", 3, desc("path", "/api/full"))
+		check("full", ask(t, c, "features", 0, desc("path", "/api/full")), time.Hour)
+		check("requests_per_unit 0", ask(t, c, "edge_proxy_per_ip", 0, desc("remote_address", "50.0.0.5")), time.Second)
+	})
+}
+
+// TestQuotaMode: a descriptor in quota_mode over its limit is answered OK; with DynamicMetadata
+// the response says so in quotaModeViolations, as envoyproxy/ratelimit's does.
+func TestQuotaMode(t *testing.T) {
+	stores(t, func(t *testing.T, store admit.Store) {
+		c := serveWith(t, store, upstreamDir, rls.Options{DynamicMetadata: true})
+		one, two := desc("service", "service_1"), desc("service", "service_2") // 1 and 2 per minute
+		meta := func(r *rlsv3.RateLimitResponse) string {
+			b, err := protojson.Marshal(r.DynamicMetadata)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return strings.ReplaceAll(string(b), " ", "")
+		}
+		r := ask(t, c, "quota", 0, one, two)
+		wantCodes(t, "first", r, "OK", "OK", "OK")
+		want := `{"descriptors":[{"entries":["service=service_1"]},{"entries":["service=service_2"]}],"domain":"quota","quotaModeEnabled":true}`
+		if got := meta(r); got != want {
+			t.Errorf("first: metadata %s, want %s", got, want)
+		}
+		r = ask(t, c, "quota", 2, two, hits(desc("service", "service_1"), 1))
+		wantCodes(t, "over", r, "OK", "OK", "OK")
+		if r.Statuses[0].LimitRemaining != 1 || r.Statuses[1].LimitRemaining != 0 {
+			t.Errorf("over: statuses %v", r.Statuses)
+		}
+		want = `{"descriptors":[{"entries":["service=service_2"]},{"entries":["service=service_1"],"hitsAddend":1}],"domain":"quota","hitsAddend":2,"quotaModeEnabled":true,"quotaModeViolations":[0,1]}`
+		if got := meta(r); got != want {
+			t.Errorf("over: metadata %s, want %s", got, want)
+		}
+		r = ask(t, c, "rl", 0, desc("foo", "x"))
+		if got, want := meta(r), `{"descriptors":[{"entries":["foo=x"]}],"domain":"rl","quotaModeEnabled":false}`; got != want {
+			t.Errorf("no quota mode: metadata %s, want %s", got, want)
+		}
+		// Without DynamicMetadata: still OK, and no metadata.
+		plain := serveWith(t, store, upstreamDir, rls.Options{})
+		r = ask(t, plain, "quota", 5, desc("service", "service_1"))
+		wantCodes(t, "plain", r, "OK", "OK")
+		if r.DynamicMetadata != nil {
+			t.Errorf("plain: metadata %v", r.DynamicMetadata)
+		}
+	})
+}
+
+// TestIncrementOverLimit: with IncrementOverLimit a rejected hit fills what was left of the
+// limit, as envoyproxy/ratelimit counts it, so the next small request is over too; by default it
+// is not counted.
+func TestIncrementOverLimit(t *testing.T) {
+	stores(t, func(t *testing.T, store admit.Store) {
+		for _, tc := range []struct {
+			opts rls.Options
+			last string // the code of 1 hit after 2 of 3 taken and 2 rejected
+		}{
+			{rls.Options{}, "OK"},
+			{rls.Options{IncrementOverLimit: true}, "OVER_LIMIT"},
+		} {
+			c := serveWith(t, store, "../../policy/envoyconf/testdata/readme", tc.opts)
+			path := desc("path", "/api/"+tc.last) // 3 per hour, a key per case
+			wantCodes(t, "2 of 3", ask(t, c, "features", 2, path), "OK", "OK")
+			r := ask(t, c, "features", 2, path)
+			wantCodes(t, "2 more", r, "OVER_LIMIT", "OVER_LIMIT")
+			if tc.opts.IncrementOverLimit && r.Statuses[0].LimitRemaining != 0 {
+				t.Errorf("counted over: remaining %d, want 0", r.Statuses[0].LimitRemaining)
+			}
+			wantCodes(t, "1 more", ask(t, c, "features", 1, path), tc.last, tc.last)
+		}
+	})
+}
+
+// TestWildcardsLimit: a value with '*' in the middle, or several, limits the traffic it matches
+// (it loaded, and matched nothing, before); share_threshold makes its values share one counter.
+func TestWildcardsLimit(t *testing.T) {
+	stores(t, func(t *testing.T, store admit.Store) {
+		c := serveWith(t, store, fieldsDir, rls.Options{})
+		for i := range 7 { // host bar*b: 6 per hour, one counter per value
+			want := "OK"
+			if i == 6 {
+				want = "OVER_LIMIT"
+			}
+			wantCodes(t, "bar-b", ask(t, c, "fields", 0, desc("host", "bar-b")), want, want)
+		}
+		wantCodes(t, "barb", ask(t, c, "fields", 0, desc("host", "barb")), "OK", "OK")
+		var remaining []uint32
+		for _, v := range []string{"/shared/a", "/shared/b", "/shared/c"} { // 5 per hour, shared
+			remaining = append(remaining, ask(t, c, "fields", 0, desc("path", v)).Statuses[0].LimitRemaining)
+		}
+		if !slices.Equal(remaining, []uint32{4, 3, 2}) {
+			t.Errorf("share_threshold: remaining %v, want [4 3 2]", remaining)
+		}
+		r := ask(t, c, "fields", 0, desc("path", "/v1/a2/b3"))
+		if l := r.Statuses[0].CurrentLimit; l.GetRequestsPerUnit() != 4 {
+			t.Errorf("/v*/a*/b*: current_limit %v", l)
+		}
+	})
+}
+
+// TestMaxDescriptorsDecided: a request of MaxDescriptors descriptors, each with a rule, in a
+// domain with and one without atomic, is decided, each descriptor counted.
+func TestMaxDescriptorsDecided(t *testing.T) {
+	stores(t, func(t *testing.T, store admit.Store) {
+		c, _ := serve(t, store)
+		for _, tc := range []struct{ domain, key string }{{"messaging", "to_number"}, {"atomic", "client"}} {
+			var ds []*ratelimitv3.RateLimitDescriptor
+			for i := range rls.MaxDescriptors {
+				ds = append(ds, desc(tc.key, fmt.Sprint(i)))
+			}
+			r := ask(t, c, tc.domain, 0, ds...)
+			if r.OverallCode != rlsv3.RateLimitResponse_OK || len(r.Statuses) != rls.MaxDescriptors {
+				t.Fatalf("%s: %v, %d statuses", tc.domain, r.OverallCode, len(r.Statuses))
+			}
+			for i, st := range r.Statuses {
+				if st.CurrentLimit == nil || st.LimitRemaining != st.CurrentLimit.RequestsPerUnit-1 {
+					t.Fatalf("%s: descriptor %d: %v", tc.domain, i, st)
+				}
+			}
+		}
+	})
+}
