@@ -90,8 +90,9 @@ test-deps:
 bench: check-redis
 	BENCHTIME=$(BENCHTIME) COUNT=$(COUNT) ./scripts/bench.sh
 
-## pictures: redraw docs/algorithms.svg from internal/algo (a test fails while the checked-in file is stale),
-## and take docs/console.png, the operator console in chromium (transport/admin/uitest, ADMIT_PICTURES=1).
+## pictures: redraw docs/algorithms.svg from internal/algo (a test fails while the checked-in file is stale)
+## and its copy the console serves, and take docs/console.png, the operator console in chromium (transport/admin/uitest, ADMIT_PICTURES=1).
 pictures:
 	$(GO) run ./internal/tools/algopicture -o docs/algorithms.svg
+	cp docs/algorithms.svg transport/admin/console/algorithms.svg
 	cd transport/admin/uitest && ADMIT_PICTURES=1 ADMIT_REQUIRE_REDIS=1 $(GO) test -count=1 -run 'TestConsole$$' ./...

@@ -6,10 +6,11 @@ import (
 	"strings"
 )
 
-// consoleFiles are the operator console's page, script and style sheet: everything it needs, no
+// consoleFiles are the operator console's page, script, style sheet and picture of the algorithms:
+// everything it needs, no
 // other origin's, so that it works offline.
 //
-//go:embed console/index.html console/console.js console/console.css
+//go:embed console/index.html console/console.js console/console.css console/algorithms.svg
 var consoleFiles embed.FS
 
 // consolePaths are the console's paths and the file and media type each serves.
@@ -18,6 +19,8 @@ var consolePaths = map[string][2]string{
 	"/ui/":            {"console/index.html", "text/html; charset=utf-8"},
 	"/ui/console.js":  {"console/console.js", "text/javascript; charset=utf-8"},
 	"/ui/console.css": {"console/console.css", "text/css; charset=utf-8"},
+	// A copy of docs/algorithms.svg (make pictures writes both; a test holds them equal).
+	"/ui/algorithms.svg": {"console/algorithms.svg", "image/svg+xml"},
 }
 
 // consolePolicy is the Content-Security-Policy of the console's files: its own script and style

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -25,10 +26,11 @@ func TestConsoleFiles(t *testing.T) {
 	h, _ := newHandler(t, nil)
 	for path, typ := range map[string]string{
 		"/ui": "text/html", "/ui/": "text/html", "/ui/console.js": "text/javascript", "/ui/console.css": "text/css",
+		"/ui/algorithms.svg": "image/svg+xml",
 	} {
 		rec := serve(h, call{method: http.MethodGet, target: path})
 		hdr := rec.Header()
-		if rec.Code != http.StatusOK || !strings.HasPrefix(hdr.Get("Content-Type"), typ+";") || rec.Body.Len() == 0 {
+		if rec.Code != http.StatusOK || !strings.HasPrefix(hdr.Get("Content-Type"), typ) || rec.Body.Len() == 0 {
 			t.Errorf("GET %s = %d %q, %d bytes; want 200 %s", path, rec.Code, hdr.Get("Content-Type"), rec.Body.Len(), typ)
 		}
 		if csp := hdr.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") || !strings.Contains(csp, "connect-src 'self'") ||
@@ -61,7 +63,7 @@ func get(t *testing.T, h http.Handler, path string) string {
 func TestConsoleIsOffline(t *testing.T) {
 	h, _ := newHandler(t, nil)
 	page := get(t, h, "/ui")
-	for _, path := range []string{"/ui", "/ui/console.js", "/ui/console.css"} {
+	for _, path := range []string{"/ui", "/ui/console.js", "/ui/console.css", "/ui/algorithms.svg"} {
 		body := strings.ReplaceAll(get(t, h, path), "http://www.w3.org/2000/svg", "")
 		if m := regexp.MustCompile(`(?i)(https?:)?//[a-z0-9.-]+\.[a-z]{2,}|@import|url\(`).FindString(body); m != "" {
 			t.Errorf("%s names %q: the console must need nothing but its own files", path, m)
@@ -72,8 +74,21 @@ func TestConsoleIsOffline(t *testing.T) {
 		refs = append(refs, m[1])
 	}
 	slices.Sort(refs)
-	if want := []string{"/ui/console.css", "/ui/console.js", "data:,"}; !slices.Equal(refs, want) {
+	if want := []string{"/ui/algorithms.svg", "/ui/console.css", "/ui/console.js", "data:,"}; !slices.Equal(refs, want) {
 		t.Errorf("the page loads %q; want %q", refs, want)
+	}
+}
+
+// TestConsoleAlgorithmsPicture checks that the console's picture of the algorithms is
+// docs/algorithms.svg, which internal/tools/algopicture keeps current: make pictures copies it.
+func TestConsoleAlgorithmsPicture(t *testing.T) {
+	h, _ := newHandler(t, nil)
+	docs, err := os.ReadFile("../../docs/algorithms.svg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if get(t, h, "/ui/algorithms.svg") != string(docs) {
+		t.Error("the console's algorithms.svg differs from docs/algorithms.svg: run make pictures and commit both")
 	}
 }
 

@@ -282,6 +282,9 @@ func TestConsole(t *testing.T) {
 	if got := eval("the token", `document.getElementById("token").value`); got != "" {
 		t.Errorf("the token field still holds %q after use", got)
 	}
+	run("the algorithms' picture", chromedp.Click("details summary"))
+	waitFor("the algorithms' picture", `document.getElementById("algorithms").complete && document.getElementById("algorithms").naturalWidth > 0`)
+	run("the algorithms' picture, closed", chromedp.Click("details summary"))
 
 	// Limit carol under api: she shows in the top list, with her limited decisions in the rates.
 	for i, want := range []int{200, 200, 429, 429} {
@@ -302,6 +305,14 @@ func TestConsole(t *testing.T) {
 		t.Errorf("carol's state row: %q; want api, from the policy, 0 of 2 left per 1h, limited", got)
 	}
 	if os.Getenv("ADMIT_PICTURES") == "1" {
+		// A few more subjects over a few polls, for charts worth a look.
+		for i := range 6 {
+			polls := eval("the polls", `String(history.length)`)
+			for _, key := range []string{fmt.Sprintf("user-%d", i), fmt.Sprintf("user-%d", i), fmt.Sprintf("user-%d", i), "carol"} {
+				s.check(t, key)
+			}
+			waitFor("a poll", `history.length > `+polls)
+		}
 		screenshot(t, ctx)
 	}
 
