@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -65,6 +66,7 @@ func chromium(t *testing.T) string {
 // server is a running admit serve: its data plane's and admin API's base URLs.
 type server struct {
 	data, admin string
+	log         *syncBuilder // its log so far
 }
 
 // serve builds admit and runs admit serve with config on the memory backend and the admin API on,
@@ -92,7 +94,7 @@ func serve(t *testing.T) server {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	var log syncBuilder
+	log := new(syncBuilder)
 	t.Cleanup(func() {
 		cancel()
 		cmd.Wait()
@@ -117,7 +119,7 @@ func serve(t *testing.T) server {
 			}
 		}
 	}()
-	var s server
+	s := server{log: log}
 	deadline := time.After(60 * time.Second)
 	for s.data == "" || s.admin == "" {
 		select {
@@ -134,6 +136,23 @@ func serve(t *testing.T) server {
 		}
 	}
 	return s
+}
+
+// waitLog waits for a line of admit serve's log that holds each of parts.
+func waitLog(t *testing.T, s server, parts ...string) {
+	t.Helper()
+	deadline := time.Now().Add(pollTimeout)
+	for {
+		for line := range strings.Lines(s.log.String()) {
+			if !slices.ContainsFunc(parts, func(p string) bool { return !strings.Contains(line, p) }) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("admit serve logged no line with %q within %v", parts, pollTimeout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // syncBuilder is a strings.Builder safe for concurrent use.
@@ -194,7 +213,8 @@ const pollTimeout = 60 * time.Second
 // TestConsole runs the console in chromium against a live admit serve: without the token it shows
 // nothing and a wrong one is a 401 message; with the token it shows the configured policies and the
 // instance's rates, a subject limited by the test appears in the top list, a reset cancelled in the
-// page's confirm step changes nothing, and one confirmed lets the subject in on its next request. It
+// page's confirm step changes nothing, and one confirmed (by keyboard) lets the subject in on its
+// next request, audited; an override set and deleted in the page decides her next requests. It
 // fails on any console error or warning and on any uncaught exception; the only messages allowed are
 // the browser's own network errors of the refused calls, before the right token is entered. With
 // ADMIT_PICTURES=1 it saves the page's screenshot to docs/console.png.
@@ -335,6 +355,23 @@ func TestConsole(t *testing.T) {
 	if got := s.check(t, "carol"); got != http.StatusOK {
 		t.Fatalf("carol after the reset confirmed in the page: %d; want 200", got)
 	}
+	waitLog(t, s, `msg="admin change" action=reset policy=api subject_digest=`, `reason="ticket 4711"`, "result=ok")
+
+	// An override set in the page: carol, one request in, gets two more of her new 3, then none;
+	// deleted in the page, she is back under the policy's 2, which she is over.
+	run("set an override", chromedp.Steps(chromedp.SendKeys("#ov-limit", "3"), chromedp.SendKeys("#ov-expires", "1h"),
+		chromedp.Click("#set-override"), chromedp.WaitVisible("#confirm-yes"), chromedp.Click("#confirm-yes")))
+	waitFor("set an override", `document.getElementById("subject-result").textContent.includes("Override set: api limit 3")`)
+	for i, want := range []int{200, 200, 429} {
+		if got := s.check(t, "carol"); got != want {
+			t.Fatalf("carol's check %d under the override of 3 set in the page: %d; want %d", i+2, got, want)
+		}
+	}
+	run("delete the override", chromedp.Steps(chromedp.Click("#delete-override"), chromedp.WaitVisible("#confirm-yes"), chromedp.Click("#confirm-yes")))
+	waitFor("delete the override", `document.getElementById("subject-result").textContent.includes("deleted")`)
+	waitLog(t, s, "action=override_delete policy=api", "result=ok")
+	run("inspect carol again", chromedp.Click("#inspect"))
+	waitFor("inspect carol again", `document.querySelector("#state-table tbody tr") !== null && document.querySelector("#state-table tbody tr").cells[1].textContent === "policy"`)
 
 	// At 200% zoom (half the CSS width) the page still fits its width: only a wide table scrolls, in
 	// its own box.
