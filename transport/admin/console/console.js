@@ -80,10 +80,19 @@ function refused(status, msg, retryAfter) {
     sessionStorage.removeItem(tokenKey);
     holding(false);
     say("401 unauthorized: the admin API refused the token. Enter the admin token of this instance.", "error");
+    $("token").focus();
   } else {
-    say("429: " + msg + (retryAfter ? "; try again in " + retryAfter + " s." : "."), "error");
+    // The budget of failures of this address is spent: every call is refused, the right token's
+    // too, until its window ends. Try again then, with the token held.
+    const wait = Math.max(1, Number(retryAfter) || 60);
+    say("429: " + msg + "; trying again in " + wait + " s.", "error");
+    const gen = generation;
+    setTimeout(() => {
+      if (gen === generation && token()) {
+        start();
+      }
+    }, wait * 1000);
   }
-  $("token").focus();
 }
 
 function cell(tr, text, cls) {
