@@ -19,8 +19,9 @@ build:
 ## the compatibility tests (compat/, a module of its own: admit against go-redis/redis_rate) and the
 ## image's (deploy/image, a module of its own: make image, run in podman), the Helm chart's
 ## (deploy/helm), the Envoy, Istio and Envoy Gateway configurations' (deploy/envoy) and the Prometheus
-## rules' and Grafana dashboard's (deploy/prometheus: promtool, a live admit), each a module of its own,
-## each even when one before failed; it fails if any did.
+## rules' and Grafana dashboard's (deploy/prometheus: promtool, a live admit) and the operator console's
+## (transport/admin/uitest: chromium, a live admit), each a module of its own, each even when one
+## before failed; it fails if any did.
 test: check-redis vet
 	status=0; ADMIT_REQUIRE_REDIS=1 $(GO) test -race -count=1 ./... || status=1; \
 	(cd compat && ADMIT_REQUIRE_REDIS=1 $(GO) test -race -count=1 ./...) || status=1; \
@@ -28,6 +29,7 @@ test: check-redis vet
 	(cd deploy/helm && $(GO) test -race -count=1 ./...) || status=1; \
 	(cd deploy/envoy && $(GO) test -race -count=1 ./...) || status=1; \
 	(cd deploy/prometheus && ADMIT_REQUIRE_REDIS=1 $(GO) test -race -count=1 ./...) || status=1; \
+	(cd transport/admin/uitest && ADMIT_REQUIRE_REDIS=1 $(GO) test -race -count=1 ./...) || status=1; \
 	exit $$status
 
 vet:
@@ -38,6 +40,7 @@ vet:
 	cd deploy/helm && $(GO) vet ./...
 	cd deploy/envoy && $(GO) vet ./...
 	cd deploy/prometheus && $(GO) vet ./...
+	cd transport/admin/uitest && $(GO) vet ./...
 
 # The release build of admit: static, without local paths, stamped with the commit (admit version
 # reads it from the build info; -buildvcs=auto overrides a GOFLAGS of -buildvcs=false).
@@ -87,6 +90,9 @@ test-deps:
 bench: check-redis
 	BENCHTIME=$(BENCHTIME) COUNT=$(COUNT) ./scripts/bench.sh
 
-## pictures: redraw docs/algorithms.svg from internal/algo (a test fails while the checked-in file is stale).
+## pictures: redraw docs/algorithms.svg from internal/algo (a test fails while the checked-in file is stale)
+## and its copy the console serves, and take docs/console.png, the operator console in chromium (transport/admin/uitest, ADMIT_PICTURES=1).
 pictures:
 	$(GO) run ./internal/tools/algopicture -o docs/algorithms.svg
+	cp docs/algorithms.svg transport/admin/console/algorithms.svg
+	cd transport/admin/uitest && ADMIT_PICTURES=1 ADMIT_REQUIRE_REDIS=1 $(GO) test -count=1 -run 'TestConsole$$' ./...

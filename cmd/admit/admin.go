@@ -11,6 +11,8 @@ import (
 	"github.com/admit-dev/admit/metrics"
 	"github.com/admit-dev/admit/service"
 	"github.com/admit-dev/admit/transport/admin"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // Where admit serve and the admin commands find the admin token, and where the admin API listens.
@@ -86,7 +88,7 @@ func startAdmin(ctx context.Context, d *daemon, done chan int) (context.Context,
 		logger.Error("cannot register the admin API's metrics", "error", err)
 		return ctx, exitError
 	}
-	h, err := admin.New(admin.Options{Service: d.svc, Token: token, Logger: logger, OnChange: changes.Changed})
+	h, err := admin.New(admin.Options{Service: d.svc, Token: token, Logger: logger, OnChange: changes.Changed, Stats: adminStats(d.reg)})
 	if err != nil {
 		logger.Error("cannot build the admin API", "error", err)
 		return ctx, exitError
@@ -120,5 +122,45 @@ func overrideCounter(svc *service.Service) metrics.OverrideCounter {
 			each(c.Policy, c.Count)
 		}
 		return err
+	}
+}
+
+// adminStats returns the Stats of the admin API (GET /v1/stats): the admit_* counters and gauges of
+// reg, each series as one Sample; histograms and the Go runtime's and process's series are left
+// out, the console has no use for them.
+func adminStats(reg prometheus.Gatherer) func() ([]admin.Sample, error) {
+	return func() ([]admin.Sample, error) {
+		families, err := reg.Gather()
+		var out []admin.Sample
+		for _, f := range families {
+			if !strings.HasPrefix(f.GetName(), "admit_") {
+				continue
+			}
+			for _, m := range f.GetMetric() {
+				var v float64
+				switch f.GetType() {
+				case dto.MetricType_COUNTER:
+					v = m.GetCounter().GetValue()
+				case dto.MetricType_GAUGE:
+					v = m.GetGauge().GetValue()
+				case dto.MetricType_UNTYPED:
+					v = m.GetUntyped().GetValue()
+				default:
+					continue
+				}
+				s := admin.Sample{Name: f.GetName(), Value: v}
+				if len(m.GetLabel()) > 0 {
+					s.Labels = make(map[string]string, len(m.GetLabel()))
+					for _, l := range m.GetLabel() {
+						s.Labels[l.GetName()] = l.GetValue()
+					}
+				}
+				out = append(out, s)
+			}
+		}
+		if len(out) > 0 {
+			err = nil // a collector that failed leaves the others' samples: show them
+		}
+		return out, err
 	}
 }

@@ -127,7 +127,8 @@ STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false and RESPONSE_DYNAMIC_METADATA=true
 
 With an admin token (--admin-token-file PATH, else $` + adminTokenEnv + `; at least 16 bytes, never
 logged), it also serves the admin API on a listener of its own, --admin-listen (default
-` + defaultAdminListen + `): GET /v1/state, with Authorization: Bearer TOKEN (docs/operations.md).
+` + defaultAdminListen + `): GET /v1/state, with Authorization: Bearer TOKEN (docs/operations.md);
+its GET /ui is the operator console, a page for a browser.
 
 The file's server.tls serves both listeners over TLS (client_ca_file: client certificates
 required), and its server.client_tokens_file makes every path but /healthz, /readyz and /metrics

@@ -6,6 +6,9 @@
 // through a service.Service; every change is logged, as an audit record with the subject's digest
 // and never the subject, and counted through Options.OnChange.
 //
+// GET /ui is the operator console, one page embedded in the binary: it keeps the token in the
+// browser's sessionStorage and sends it as the Authorization field of each API call it makes.
+//
 // The token is compared in constant time, by its SHA-256 digest, so that neither its bytes nor its
 // length leak through timing. A request without the right token is answered 401
 // `{"error":"unauthorized"}` and nothing more, and counted against its client address (an IPv6
@@ -71,13 +74,19 @@ type Options struct {
 	// OnChange, if not nil, is called with the action (ActionReset, …) of every change made, once
 	// it is made: refused changes are not.
 	OnChange func(action string)
+	// Stats, if not nil, returns the instance's own counters and gauges for GET /v1/stats (admit
+	// serve: the admit_* series of its metrics registry). Nil answers GET /v1/stats 404.
+	Stats func() ([]Sample, error)
 }
 
 // A Handler serves the admin API. It is safe for concurrent use. Make one with [New]; the zero
 // value is not usable.
 //
-// Every request needs the token; then:
+// Every request needs the token, but for the operator console's page (GET /ui and its script and
+// style sheet, which hold no data: every call it makes is one of these, with the token); then:
 //
+//	GET /v1/policies                         the policies in force, their tiers, modes and failure modes
+//	GET /v1/stats                            the instance's own counters (Options.Stats), for rates
 //	GET /v1/state?policy=P&key=K[&tier=T]   the state of the subject K under each policy, or P
 //	POST /v1/reset {"policy":P,"key":K}      forget K's state under each policy, or P
 //	GET /v1/top?policy=P[&n=N]              the N subjects (default DefaultTopN) P rejected most here,
@@ -93,7 +102,8 @@ type Handler struct {
 	token    [sha256.Size]byte
 	logger   *slog.Logger        // the audit records'
 	onChange func(action string) // never nil
-	failures *service.Service    // failed authentications per client address: failurePolicy
+	statsOf  func() ([]Sample, error)
+	failures *service.Service // failed authentications per client address: failurePolicy
 	log      *lograte.Limiter
 	routes   map[string][]route
 }
@@ -161,13 +171,16 @@ func New(opts Options) (*Handler, error) {
 		token:    sha256.Sum256(opts.Token),
 		logger:   logger,
 		onChange: onChange,
+		statsOf:  opts.Stats,
 		failures: failures,
 		log:      lograte.New(logger, lograte.DefaultInterval, logKinds...),
 	}
 	h.routes = map[string][]route{
-		"/v1/state": {{http.MethodGet, h.state}},
-		"/v1/reset": {{http.MethodPost, h.reset}},
-		"/v1/top":   {{http.MethodGet, h.top}},
+		"/v1/state":    {{http.MethodGet, h.state}},
+		"/v1/reset":    {{http.MethodPost, h.reset}},
+		"/v1/top":      {{http.MethodGet, h.top}},
+		"/v1/policies": {{http.MethodGet, h.policies}},
+		"/v1/stats":    {{http.MethodGet, h.stats}},
 		"/v1/overrides": {
 			{http.MethodGet, h.listOverrides}, {http.MethodPut, h.setOverride}, {http.MethodDelete, h.deleteOverride},
 		},
@@ -177,6 +190,10 @@ func New(opts Options) (*Handler, error) {
 
 // ServeHTTP answers r: 401 or 429 without the right token, else its endpoint's answer.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if isConsole(r.URL.Path) {
+		h.console(w, r)
+		return
+	}
 	if !h.authorized(w, r) {
 		return
 	}

@@ -213,6 +213,9 @@ func TestUnauthorized(t *testing.T) {
 		{method: "PUT", target: "/v1/overrides", body: strings.NewReader(`{"policy":"per-minute","key":"k","limit":9}`)},
 		{method: "DELETE", target: "/v1/overrides", auth: bearer("x"), body: strings.NewReader(`{"policy":"per-minute","key":"k"}`)},
 		{method: "GET", target: "/v1/overrides?policy=per-minute", auth: bearer(testToken[1:])},
+		{method: "GET", target: "/v1/policies"},
+		{method: "GET", target: "/v1/stats", auth: bearer("x")},
+		{method: "GET", target: "/uix"},
 	} {
 		c.remote = fmt.Sprintf("192.0.2.%d:1234", i+1) // each within its budget of failures
 		rec := serve(h, c)
