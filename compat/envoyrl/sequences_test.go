@@ -3,6 +3,7 @@ package envoyrl
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path"
@@ -199,6 +200,8 @@ type oracle struct {
 	seen     *sightings
 	counters map[string]*counter // by counterKey, what each service counted
 	compared int                 // statuses compared
+	limited  int                 // of them, with a current_limit in both
+	over     int                 // of them, OVER_LIMIT in both
 }
 
 // A counter is what each service counted of one counter key, by the hits of the statuses with a
@@ -305,6 +308,12 @@ func (o *oracle) step(req *rlsv3.RateLimitRequest) {
 	for i, d := range req.GetDescriptors() {
 		rs, as := refResp.GetStatuses()[i], admResp.GetStatuses()[i]
 		o.compared++
+		if rs.GetCurrentLimit() != nil && as.GetCurrentLimit() != nil {
+			o.limited++
+		}
+		if rs.GetCode() == rlsv3.RateLimitResponse_OVER_LIMIT && as.GetCode() == rlsv3.RateLimitResponse_OVER_LIMIT {
+			o.over++
+		}
 		refKey := counterKey(req.GetDomain(), d, rs.GetCurrentLimit().GetUnit().String())
 		admKey := counterKey(req.GetDomain(), d, as.GetCurrentLimit().GetUnit().String())
 		adm := as
@@ -374,7 +383,11 @@ func (o *oracle) allow(req *rlsv3.RateLimitRequest, d *ratelimitv3.RateLimitDesc
 		return as // fits in admit
 	}
 	if rs.GetLimitRemaining() == 0 && as.GetLimitRemaining() > 0 {
-		o.seen.saw(o.t, "rejected hits counted")
+		if as.GetCode() == rlsv3.RateLimitResponse_OK { // shadow_mode
+			o.seen.saw(o.t, "shadow remaining")
+		} else {
+			o.seen.saw(o.t, "rejected hits counted")
+		}
 		as.LimitRemaining = 0
 	}
 	if as.GetDurationUntilReset().AsDuration() == 0 && rs.GetDurationUntilReset().AsDuration() > 0 {
@@ -457,6 +470,9 @@ func (o *oracle) explain(req *rlsv3.RateLimitRequest, d *ratelimitv3.RateLimitDe
 		return "middle wildcard"
 	case rs.GetCurrentLimit() == nil && as.GetCurrentLimit() != nil && o.unlimitedReplaces(req):
 		return "unlimited replaces"
+	case rule != nil && rule.Unlimited && rule.Name != "" && rs.GetCurrentLimit() == nil && as.GetCurrentLimit() == nil &&
+		rs.GetLimitRemaining() == math.MaxUint32 && as.GetLimitRemaining() == 0:
+		return "replaced unlimited"
 	case d.GetHitsAddend() != nil && d.GetHitsAddend().GetValue() == 0:
 		return "hits_addend 0"
 	}
@@ -543,7 +559,7 @@ func request(domain string, hits uint32, descriptors ...[]string) *rlsv3.RateLim
 // trees with wildcards, shadow_mode, unlimited, names and replaces; requests with hits_addend,
 // per-descriptor hits_addend and limit overrides), then requests beyond admit's size limits.
 func TestRequestSequences(t *testing.T) {
-	seen := newSightings(t, "rejected hits counted", "override keeps the rule", "middle wildcard", "hits_addend 0", "override without a rule", "size limits", "reset over limit", "unlimited replaces")
+	seen := newSightings(t, "rejected hits counted", "override keeps the rule", "middle wildcard", "hits_addend 0", "override without a rule", "size limits", "reset over limit", "unlimited replaces", "replaced unlimited", "shadow remaining")
 	files := integrationFiles(t)
 	seed := uint64(time.Now().UnixNano())
 	if v := os.Getenv(seedEnv); v != "" {
@@ -601,5 +617,8 @@ func TestRequestSequences(t *testing.T) {
 	}
 	o.step(request("basic", 1, long))
 	o.step(request("basic", 1, []string{"key1", strings.Repeat("v", 5000)}))
-	t.Logf("%d statuses compared", o.compared)
+	t.Logf("%d statuses compared, %d with a current_limit, %d OVER_LIMIT", o.compared, o.limited, o.over)
+	if o.limited < o.compared/4 || o.over < 50 {
+		t.Errorf("the sequences limited too little to compare the services: %d statuses, %d with a current_limit, %d OVER_LIMIT", o.compared, o.limited, o.over)
+	}
 }
