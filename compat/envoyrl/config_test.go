@@ -152,16 +152,19 @@ func admitMeanings(err error) []string {
 // test/config, its integration test's runtime directory and its example), each alone and each
 // directory as one, with envoyproxy/ratelimit's loader and with admit's (policy/envoyconf), and
 // checks that both accept it, or both refuse it for the same reason (envoyproxy/ratelimit's one error
-// among admit's), except where the differences table allows otherwise.
+// among admit's), except where the differences table allows otherwise. Where both accept it, each
+// descriptor of its files (with a value its wildcard matches, or any value for a key alone) must
+// find the same rule in both (compareRules).
 func TestConfigFixtures(t *testing.T) {
 	seen := newSightings(t, "newer config fields", "replaces itself", "empty descriptors")
 	for _, fx := range fixtures(t) {
-		_, refErr := referenceLoad(fx.files)
-		_, admitErr := envoyconf.Parse(fx.files...)
+		refCfg, refErr := referenceLoad(fx.files)
+		admitCfg, admitErr := envoyconf.Parse(fx.files...)
 		t.Logf("%s: envoyproxy/ratelimit: %v; admit: %v", fx.name, refErr, admitErr)
 		var got string
 		switch {
 		case refErr == nil && admitErr == nil:
+			compareRules(t, fx, refCfg, admitCfg)
 			continue
 		case refErr != nil && admitErr != nil:
 			rm, am := referenceMeaning(refErr), admitMeanings(admitErr)
@@ -190,4 +193,68 @@ func referenceMatch(cfg config.RateLimitConfig, domain string, entries []envoyco
 		d.Entries = append(d.Entries, &ratelimitv3.RateLimitDescriptor_Entry{Key: e.Key, Value: e.Value})
 	}
 	return cfg.GetLimit(context.Background(), domain, d)
+}
+
+// descriptorPaths returns the entries of a request that reach each descriptor of ds under prefix:
+// its value, a value its trailing wildcard matches, or "any" for a key alone.
+func descriptorPaths(prefix []envoyconf.Entry, ds []config.YamlDescriptor) [][]envoyconf.Entry {
+	var out [][]envoyconf.Entry
+	for _, d := range ds {
+		value := d.Value
+		switch {
+		case value == "":
+			value = "any"
+		case strings.HasSuffix(value, "*"):
+			value = strings.TrimSuffix(value, "*") + "matched"
+		}
+		path := append(slices.Clone(prefix), envoyconf.Entry{Key: d.Key, Value: value})
+		out = append(out, path)
+		out = append(out, descriptorPaths(path, d.Descriptors)...)
+	}
+	return out
+}
+
+// compareRules checks that every descriptor of the files of fx finds the same rule in
+// envoyproxy/ratelimit's configuration ref and admit's adm: none in both, or the same
+// requests_per_unit, unit, unlimited, shadow_mode, name and replaces.
+func compareRules(t *testing.T, fx fixture, ref config.RateLimitConfig, adm *envoyconf.Config) {
+	t.Helper()
+	n, limited := 0, 0
+	defer func() { t.Logf("%s: %d descriptors find the same rule in both, %d of them a limit", fx.name, n, limited) }()
+	for _, f := range fx.files {
+		root := config.ConfigFileContentToYaml(f.Name, string(f.Data))
+		for _, entries := range descriptorPaths(nil, root.Descriptors) {
+			want, got := describeReference(referenceMatch(ref, root.Domain, entries)), describeAdmit(adm.Match(root.Domain, entries))
+			if want != got {
+				t.Errorf("%s: domain %s, descriptor %v: envoyproxy/ratelimit's rule is %s, admit's %s", fx.name, root.Domain, entries, want, got)
+				continue
+			}
+			n++
+			if want != "none" {
+				limited++
+			}
+		}
+	}
+}
+
+// describeReference describes envoyproxy/ratelimit's rule r for compareRules.
+func describeReference(r *config.RateLimit) string {
+	switch {
+	case r == nil:
+		return "none"
+	case r.Unlimited:
+		return fmt.Sprintf("unlimited shadow=%t name=%q replaces=%q", r.ShadowMode, r.Name, r.Replaces)
+	}
+	return fmt.Sprintf("%d per %s shadow=%t name=%q replaces=%q", r.Limit.GetRequestsPerUnit(), strings.ToLower(r.Limit.GetUnit().String()), r.ShadowMode, r.Name, r.Replaces)
+}
+
+// describeAdmit describes admit's rule r for compareRules.
+func describeAdmit(r *envoyconf.Rule) string {
+	switch {
+	case r == nil:
+		return "none"
+	case r.Unlimited:
+		return fmt.Sprintf("unlimited shadow=%t name=%q replaces=%q", r.Limit.Shadow, r.Name, r.Replaces)
+	}
+	return fmt.Sprintf("%d per %s shadow=%t name=%q replaces=%q", r.Limit.Rate, r.Unit, r.Limit.Shadow, r.Name, r.Replaces)
 }
