@@ -48,7 +48,7 @@ var differences = []difference{
 	{"empty descriptors", beingFixed,
 		"a file with an empty descriptors: is accepted by envoyproxy/ratelimit, refused by admit"},
 	{"middle wildcard", beingFixed,
-		"a value with a * before its end (m*z): envoyproxy/ratelimit, at the version go.mod pins, has only a trailing * for a wildcard and matches such a value literally, as admit does today; admit matching it as a pattern would differ"},
+		"a value with a * before its end (bar*b in envoyproxy/ratelimit's test/config/wildcard.yaml): envoyproxy/ratelimit, at the version go.mod pins, has only a trailing * for a wildcard (its own test: not supported) and matches such a value literally, as admit does today; admit matching it as a pattern differs"},
 	{"hits_addend 0", beingFixed,
 		"a descriptor's hits_addend of 0 checks without counting in envoyproxy/ratelimit, counts 1 in admit"},
 	{"override without a rule", beingFixed,
@@ -81,7 +81,7 @@ func newSightings(t *testing.T, names ...string) *sightings {
 			if n := s.seen[d.name]; n > 0 {
 				t.Logf("allowed difference %q (%s) occurred %d times", d.name, d.kind, n)
 			} else if d.kind != deliberate {
-				t.Logf("allowed difference %q (%s) no longer occurs here: delete it from differences and docs/envoy.md once no test shows it", d.name, d.kind)
+				t.Logf("allowed difference %q (%s) did not occur in this test: once no test shows it, delete it from differences and docs/envoy.md", d.name, d.kind)
 			}
 		}
 	})
