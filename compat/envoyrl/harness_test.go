@@ -3,6 +3,7 @@ package envoyrl
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -18,7 +19,9 @@ import (
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/admit-dev/admit/internal/redistest"
 )
@@ -125,9 +128,13 @@ func start(t *testing.T, name string, cmd *exec.Cmd, logs *syncBuffer) <-chan st
 	return exited
 }
 
+// errExited is dial's error when the process exited before answering.
+var errExited = errors.New("exited before answering")
+
 // dial connects to the gRPC server at addr and waits until it answers a ShouldRateLimit of
-// domain (any answer, even an error of the service, but not one of the transport).
-func dial(t *testing.T, name, addr, domain string, exited <-chan struct{}, logs *syncBuffer) *service {
+// domain (any answer, even an error of the service, but not one of the transport). It returns
+// errExited when the process exits first.
+func dial(t *testing.T, name, addr, domain string, exited <-chan struct{}, logs *syncBuffer) (*service, error) {
 	t.Helper()
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -138,14 +145,14 @@ func dial(t *testing.T, name, addr, domain string, exited <-chan struct{}, logs 
 	deadline := time.Now().Add(startTimeout)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_, err := s.client.ShouldRateLimit(ctx, probe(domain), grpc.WaitForReady(true))
+		_, err := s.client.ShouldRateLimit(ctx, probe(domain))
 		cancel()
-		if err == nil {
-			return s
+		if err == nil || status.Code(err) != codes.Unavailable && status.Code(err) != codes.DeadlineExceeded {
+			return s, nil
 		}
 		select {
 		case <-exited:
-			t.Fatalf("%s exited before answering: %v\n%s", name, err, logs)
+			return nil, errExited
 		default:
 		}
 		if time.Now().After(deadline) {
@@ -187,20 +194,20 @@ func writeConfig(t *testing.T, dir string, files map[string]string) {
 	}
 }
 
-// startReference runs envoyproxy/ratelimit's service on a redis-server of its own with the
+// startReference runs envoyproxy/ratelimit's service on the redis-server srv with the
 // configuration files, loaded from its runtime directory, and returns a client once it answers
-// ShouldRateLimit for domain. A port another process took in between is tried again.
-func startReference(t *testing.T, files map[string]string, domain string) *service {
+// ShouldRateLimit for domain. A port another process took in between is tried again. Its
+// environment is only its settings (and PATH): none of the caller's variables reaches it.
+func startReference(t *testing.T, srv *redistest.Server, files map[string]string, domain string) *service {
 	t.Helper()
 	bin := binary(t, "ratelimit", referencePackage)
-	srv := redistest.Start(t)
 	root := t.TempDir()
 	writeConfig(t, filepath.Join(root, "ratelimit", "config"), files)
 	var lastLogs string
 	for range 3 {
 		ports := freePorts(t, 3)
 		cmd := exec.Command(bin)
-		cmd.Env = append(os.Environ(),
+		cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")},
 			"HOST=127.0.0.1", "PORT="+strconv.Itoa(ports[0]),
 			"GRPC_HOST=127.0.0.1", "GRPC_PORT="+strconv.Itoa(ports[1]),
 			"DEBUG_HOST=127.0.0.1", "DEBUG_PORT="+strconv.Itoa(ports[2]),
@@ -211,16 +218,14 @@ func startReference(t *testing.T, files map[string]string, domain string) *servi
 		)
 		logs := &syncBuffer{}
 		exited := start(t, "envoyproxy/ratelimit", cmd, logs)
-		select {
-		case <-exited:
-			lastLogs = logs.String()
-			if strings.Contains(lastLogs, "address already in use") {
-				continue
-			}
-			t.Fatalf("envoyproxy/ratelimit exited at start:\n%s", lastLogs)
-		case <-time.After(200 * time.Millisecond):
+		s, err := dial(t, "envoyproxy/ratelimit", "127.0.0.1:"+strconv.Itoa(ports[1]), domain, exited, logs)
+		if err == nil {
+			return s
 		}
-		return dial(t, "envoyproxy/ratelimit", "127.0.0.1:"+strconv.Itoa(ports[1]), domain, exited, logs)
+		lastLogs = logs.String()
+		if !strings.Contains(lastLogs, "address already in use") {
+			t.Fatalf("envoyproxy/ratelimit exited at start:\n%s", lastLogs)
+		}
 	}
 	t.Fatalf("envoyproxy/ratelimit found its ports taken three times:\n%s", lastLogs)
 	return nil
@@ -228,12 +233,12 @@ func startReference(t *testing.T, files map[string]string, domain string) *servi
 
 var grpcListening = regexp.MustCompile(`msg="listening for gRPC" addr=(\S+)`)
 
-// startAdmit runs admit serve --envoy-config on a redis-server of its own with the configuration
-// files, and returns a client once it answers ShouldRateLimit for domain.
-func startAdmit(t *testing.T, files map[string]string, domain string) *service {
+// startAdmit runs admit serve --envoy-config on the redis-server srv (as its least-privilege
+// user) with the configuration files, and returns a client once it answers ShouldRateLimit for
+// domain.
+func startAdmit(t *testing.T, srv *redistest.Server, files map[string]string, domain string) *service {
 	t.Helper()
 	bin := binary(t, "admit", "github.com/admit-dev/admit/cmd/admit")
-	srv := redistest.Start(t)
 	dir := t.TempDir()
 	writeConfig(t, dir, files)
 	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--envoy-config", dir,
@@ -244,7 +249,11 @@ func startAdmit(t *testing.T, files map[string]string, domain string) *service {
 	deadline := time.Now().Add(startTimeout)
 	for {
 		if m := grpcListening.FindStringSubmatch(logs.String()); m != nil {
-			return dial(t, "admit", m[1], domain, exited, logs)
+			s, err := dial(t, "admit", m[1], domain, exited, logs)
+			if err != nil {
+				t.Fatalf("admit %v:\n%s", err, logs)
+			}
+			return s
 		}
 		select {
 		case <-exited:

@@ -23,6 +23,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/admit-dev/admit/internal/redistest"
 	"github.com/admit-dev/admit/policy/envoyconf"
 )
 
@@ -225,14 +226,15 @@ func newOracle(t *testing.T, files map[string]string, seen *sightings) *oracle {
 		t.Fatalf("envoyproxy/ratelimit's loader refuses the test's configuration: %v", err)
 	}
 	o := &oracle{t: t, cfg: cfg, seen: seen, counters: map[string]*counter{}}
+	refRedis, admRedis := redistest.Start(t), redistest.Start(t)
 	done := make(chan struct{})
 	go func() { // build and start the reference while admit builds and starts
 		defer close(done)
-		o.ref = startReference(t, files, "oracle")
+		o.ref = startReference(t, refRedis, files, "oracle")
 	}()
-	o.adm = startAdmit(t, files, "oracle")
+	o.adm = startAdmit(t, admRedis, files, "oracle")
 	<-done
-	if o.ref == nil {
+	if o.ref == nil { // startReference failed the test, in its goroutine
 		t.FailNow()
 	}
 	return o
