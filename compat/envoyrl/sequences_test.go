@@ -364,8 +364,8 @@ func (o *oracle) compareStatus(rs, as *rlsv3.RateLimitResponse_DescriptorStatus,
 // allow returns admit's status as with the parts an allowed difference explains set to
 // envoyproxy/ratelimit's status rs, recording each difference, for descriptor d of req, whose
 // counter in admit is admKey: admit's over (its counter and the hits above its current limit)
-// answers what is left, uncounted, where envoyproxy/ratelimit answers 0; and a duration_until_reset
-// of 0.
+// answers what is left, uncounted (exactly the limit less the counter), where envoyproxy/ratelimit
+// answers 0; and a duration_until_reset of 0.
 func (o *oracle) allow(req *rlsv3.RateLimitRequest, d *ratelimitv3.RateLimitDescriptor, rs, as *rlsv3.RateLimitResponse_DescriptorStatus, admKey string) *rlsv3.RateLimitResponse_DescriptorStatus {
 	as = proto.CloneOf(as)
 	if d.GetLimit() != nil && rs.GetCurrentLimit() != nil && as.GetCurrentLimit() != nil &&
@@ -381,10 +381,11 @@ func (o *oracle) allow(req *rlsv3.RateLimitRequest, d *ratelimitv3.RateLimitDesc
 	if c := o.counters[admKey]; c != nil {
 		used = c.admit
 	}
-	if used+ha <= uint64(as.GetCurrentLimit().GetRequestsPerUnit()) {
+	limit := uint64(as.GetCurrentLimit().GetRequestsPerUnit())
+	if used+ha <= limit {
 		return as // fits in admit
 	}
-	if rs.GetLimitRemaining() == 0 && as.GetLimitRemaining() > 0 {
+	if left := uint64(as.GetLimitRemaining()); rs.GetLimitRemaining() == 0 && left > 0 && used+left == limit {
 		if as.GetCode() == rlsv3.RateLimitResponse_OK { // shadow_mode
 			o.seen.saw(o.t, "shadow remaining")
 		} else {
