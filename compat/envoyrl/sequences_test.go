@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -469,8 +470,8 @@ func (o *oracle) explain(req *rlsv3.RateLimitRequest, d *ratelimitv3.RateLimitDe
 		return "override without a rule"
 	case o.overridesRule(req):
 		return "override keeps the rule"
-	case (rs.GetCurrentLimit() == nil) != (as.GetCurrentLimit() == nil) && middleWildcardValue(d):
-		return "middle wildcard"
+	case slices.ContainsFunc(req.GetDescriptors(), middleWildcardValue):
+		return "middle wildcard" // this descriptor's rule, or through replaces another's
 	case rs.GetCurrentLimit() == nil && as.GetCurrentLimit() != nil && o.unlimitedReplaces(req):
 		return "unlimited replaces"
 	case rule != nil && rule.Unlimited && rule.Name != "" && rs.GetCurrentLimit() == nil && as.GetCurrentLimit() == nil &&
