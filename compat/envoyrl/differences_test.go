@@ -48,7 +48,7 @@ var differences = []difference{
 	{"empty descriptors", beingFixed,
 		"a file with an empty descriptors: is accepted by envoyproxy/ratelimit, refused by admit"},
 	{"middle wildcard", beingFixed,
-		"a value with a * before its end (bar*b in envoyproxy/ratelimit's test/config/wildcard.yaml): envoyproxy/ratelimit, at the version go.mod pins, has only a trailing * for a wildcard (its own test: not supported) and matches such a value literally, as admit does today; admit matching it as a pattern differs"},
+		"a value with a * before its end (bar*b in envoyproxy/ratelimit's test/config/wildcard.yaml): envoyproxy/ratelimit, at the version go.mod pins, has only a trailing * for a wildcard (its own test: not supported) and matches such a value literally, as admit does today; a change making admit match it as a pattern makes them differ"},
 	{"hits_addend 0", beingFixed,
 		"a descriptor's hits_addend of 0 checks without counting in envoyproxy/ratelimit, counts 1 in admit"},
 	{"override without a rule", beingFixed,
