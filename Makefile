@@ -16,7 +16,8 @@ build:
 	$(GO) build -o bin/admit ./cmd/admit
 
 ## test: go vet, then every test with the race detector, Redis tests against real redis-server; then
-## the compatibility tests (compat/, a module of its own: admit against go-redis/redis_rate) and the
+## the compatibility tests (compat/, a module of its own: admit against go-redis/redis_rate;
+## compat/envoyrl, one of its own: admit serve against envoyproxy/ratelimit's service, live) and the
 ## image's (deploy/image, a module of its own: make image, run in podman), the Helm chart's
 ## (deploy/helm), the Envoy, Istio and Envoy Gateway configurations' (deploy/envoy) and the Prometheus
 ## rules' and Grafana dashboard's (deploy/prometheus: promtool, a live admit) and the operator console's
@@ -25,6 +26,7 @@ build:
 test: check-redis vet
 	status=0; ADMIT_REQUIRE_REDIS=1 $(GO) test -race -count=1 ./... || status=1; \
 	(cd compat && ADMIT_REQUIRE_REDIS=1 $(GO) test -race -count=1 ./...) || status=1; \
+	(cd compat/envoyrl && ADMIT_REQUIRE_REDIS=1 $(GO) test -race -count=1 ./...) || status=1; \
 	(cd deploy/image && ADMIT_REQUIRE_REDIS=1 $(GO) test -race -count=1 ./...) || status=1; \
 	(cd deploy/helm && $(GO) test -race -count=1 ./...) || status=1; \
 	(cd deploy/envoy && $(GO) test -race -count=1 ./...) || status=1; \
@@ -36,6 +38,7 @@ vet:
 	$(GO) vet ./...
 	cd bench && $(GO) vet ./...
 	cd compat && $(GO) vet ./...
+	cd compat/envoyrl && $(GO) vet ./...
 	cd deploy/image && $(GO) vet ./...
 	cd deploy/helm && $(GO) vet ./...
 	cd deploy/envoy && $(GO) vet ./...

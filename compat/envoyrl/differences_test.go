@@ -1,0 +1,186 @@
+package envoyrl
+
+import (
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// The kinds of an allowed difference.
+const (
+	// deliberate is a difference admit keeps by design.
+	deliberate = "deliberate"
+	// beingFixed is a known difference admit is to lose: when it no longer occurs, the test says so
+	// (t.Log) and the entry is to be deleted, here and in docs/envoy.md.
+	beingFixed = "being fixed"
+	// toFix is a difference the oracle found that no one is fixing yet; like one being fixed, it is
+	// logged when it no longer occurs.
+	toFix = "to fix"
+)
+
+// A difference is an allowed difference between envoyproxy/ratelimit and admit: the only answers in
+// which the tests let them disagree.
+type difference struct {
+	name   string
+	kind   string // deliberate, beingFixed or toFix
+	reason string
+}
+
+// differences is the one list of allowed differences; docs/envoy.md's "The live oracle" lists the
+// same, in the same order (TestDifferencesDocumented).
+var differences = []difference{
+	{"rejected hits counted", deliberate,
+		"envoyproxy/ratelimit counts a rejected hit (INCRBY before the check), admit never does: once a descriptor was refused hits that did not fit, admit's limit_remaining is what is left, envoyproxy/ratelimit's 0, and a later smaller hits_addend may fit in admit only"},
+	{"override keeps the rule", toFix,
+		"a descriptor's limit override is a rule of its own in envoyproxy/ratelimit, without the configured rule's name, shadow_mode and replaces (it neither replaces nor is replaced); admit replaces only the numbers and keeps the rest"},
+	{"unlimited replaces", toFix,
+		"the replaces of an unlimited rule apply in envoyproxy/ratelimit, not in admit"},
+	{"replaced unlimited", toFix,
+		"an unlimited rule another descriptor's rule replaces is still unlimited in envoyproxy/ratelimit (limit_remaining 4294967295), replaced in admit (limit_remaining 0)"},
+	{"shadow remaining", toFix,
+		"a shadow_mode descriptor over its limit answers OK with limit_remaining 0 in envoyproxy/ratelimit (as admit's own docs say), what is left in admit"},
+	{"newer config fields", beingFixed,
+		"metadata, quota_mode, share_threshold and value_to_metric are refused by admit as unknown fields"},
+	{"replaces itself", beingFixed,
+		"a rule whose replaces names itself is refused by envoyproxy/ratelimit, accepted by admit"},
+	{"empty descriptors", beingFixed,
+		"a file with an empty descriptors: is accepted by envoyproxy/ratelimit, refused by admit"},
+	{"middle wildcard", beingFixed,
+		"a value with a * before its end (bar*b in envoyproxy/ratelimit's test/config/wildcard.yaml): envoyproxy/ratelimit, at the version go.mod pins, has only a trailing * for a wildcard (its own test: not supported) and matches such a value literally, as admit does today; a change making admit match it as a pattern makes them differ"},
+	{"hits_addend 0", beingFixed,
+		"a descriptor's hits_addend of 0 checks without counting in envoyproxy/ratelimit, counts 1 in admit"},
+	{"override without a rule", beingFixed,
+		"a request's limit override on a descriptor with no rule, or an unlimited one, limits in envoyproxy/ratelimit, not in admit"},
+	{"size limits", beingFixed,
+		"admit refuses a request of more than 64 descriptors, 32 entries or a value over 4096 bytes (INVALID_ARGUMENT); envoyproxy/ratelimit decides it"},
+	{"reset over limit", beingFixed,
+		"an OVER_LIMIT status has duration_until_reset 0 in admit, the time to the window's end in envoyproxy/ratelimit"},
+}
+
+// sightings records which allowed differences occurred in a test, and at its end logs each of those
+// that did not: a difference being fixed that no longer occurs is to be deleted from the table.
+type sightings struct {
+	mu   sync.Mutex
+	seen map[string]int
+}
+
+// newSightings returns the sightings of t, whose cleanup logs the differences of names (all when
+// none) that did not occur.
+func newSightings(t *testing.T, names ...string) *sightings {
+	s := &sightings{seen: map[string]int{}}
+	t.Cleanup(func() {
+		if t.Failed() {
+			return
+		}
+		for _, d := range differences {
+			if len(names) > 0 && !containsString(names, d.name) {
+				continue
+			}
+			if n := s.seen[d.name]; n > 0 {
+				t.Logf("allowed difference %q (%s) occurred %d times", d.name, d.kind, n)
+			} else if d.kind != deliberate {
+				t.Logf("allowed difference %q (%s) did not occur in this test: once no test shows it, delete it from differences and docs/envoy.md", d.name, d.kind)
+			}
+		}
+	})
+	return s
+}
+
+// saw records an occurrence of the difference name, which must be in the table.
+func (s *sightings) saw(t *testing.T, name string) {
+	t.Helper()
+	if !slicesContainsDifference(name) {
+		t.Fatalf("difference %q is not in the table", name)
+	}
+	s.mu.Lock()
+	s.seen[name]++
+	s.mu.Unlock()
+}
+
+func slicesContainsDifference(name string) bool {
+	for _, d := range differences {
+		if d.name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func containsString(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+var (
+	newerField       = regexp.MustCompile(`\.(metadata|quota_mode|share_threshold|value_to_metric)(\.[^:]*)?: unknown field`)
+	emptyDescriptors = regexp.MustCompile(`^[^ ]+:\d+:\d+: descriptors: want a list$`)
+)
+
+// allLines reports whether every line of err matches re.
+func allLines(err error, re *regexp.Regexp) bool {
+	for _, line := range strings.Split(err.Error(), "\n") {
+		if !re.MatchString(line) {
+			return false
+		}
+	}
+	return true
+}
+
+// configDifference returns the allowed difference that explains the answers to the fixture fx, or
+// "": admit refusing a file envoyproxy/ratelimit accepts only for newer fields (every line of its
+// error one of them) or only for an empty descriptors:, or accepting one whose rule replaces
+// itself.
+func (s *sightings) configDifference(t *testing.T, fx fixture, refErr, admitErr error) string {
+	name := ""
+	switch {
+	case refErr == nil && admitErr != nil && allLines(admitErr, newerField):
+		name = "newer config fields"
+	case refErr == nil && admitErr != nil && allLines(admitErr, emptyDescriptors):
+		name = "empty descriptors"
+	case refErr != nil && admitErr == nil && strings.HasSuffix(refErr.Error(), ": replaces should not contain name of same descriptor"):
+		name = "replaces itself"
+	}
+	if name != "" {
+		s.saw(t, name)
+	}
+	return name
+}
+
+var docRow = regexp.MustCompile(`^\| (.+?) \| (deliberate|being fixed|to fix) \| (.+) \|$`)
+
+// TestDifferencesDocumented checks that docs/envoy.md's "The live oracle" lists the differences of
+// the table, in its order, with its kinds and reasons.
+func TestDifferencesDocumented(t *testing.T) {
+	data, err := os.ReadFile("../../docs/envoy.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(data), "\n## The live oracle\n")
+	if !ok {
+		t.Fatal(`docs/envoy.md has no "## The live oracle" section`)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	var got []difference
+	for _, line := range strings.Split(section, "\n") {
+		if m := docRow.FindStringSubmatch(line); m != nil {
+			got = append(got, difference{name: strings.Trim(m[1], "`"), kind: m[2], reason: m[3]})
+		}
+	}
+	for i := range max(len(got), len(differences)) {
+		switch {
+		case i >= len(got):
+			t.Errorf("docs/envoy.md lacks the difference %q: add the row\n| %s | %s | %s |", differences[i].name, differences[i].name, differences[i].kind, differences[i].reason)
+		case i >= len(differences):
+			t.Errorf("docs/envoy.md lists %q, which the table of differences_test.go has not", got[i].name)
+		case got[i] != differences[i]:
+			t.Errorf("docs/envoy.md's difference %d is\n| %s | %s | %s |\nwant\n| %s | %s | %s |", i+1,
+				got[i].name, got[i].kind, got[i].reason, differences[i].name, differences[i].kind, differences[i].reason)
+		}
+	}
+}
