@@ -26,9 +26,13 @@ import (
 	"github.com/admit-dev/admit/internal/redistest"
 )
 
-// referencePackage is the main package of envoyproxy/ratelimit's service, built at the version
-// go.mod pins (a tool of this module, so go.sum holds its dependencies).
+// referencePackage is the main package of envoyproxy/ratelimit's service, built in referenceModule
+// at the version its go.mod pins (a tool of that module, so its go.sum holds its dependencies).
 const referencePackage = "github.com/envoyproxy/ratelimit/src/service_cmd"
+
+// referenceModule is the directory of the module envoyproxy/ratelimit's service is built in: one of
+// its own, so that admit's dependencies (OpenTelemetry's, newer than its) do not change its build.
+const referenceModule = "refsvc"
 
 // startTimeout bounds how long a service may take to start and answer: patient, as a loaded
 // machine may take seconds.
@@ -61,14 +65,16 @@ type build struct {
 	out  []byte
 }
 
-// binary builds pkg (once per test run, into the Go build cache) and returns the program's path.
-func binary(t *testing.T, name, pkg string) string {
+// binary builds pkg in the module of directory dir (once per test run, into the
+// Go build cache), and returns the program's path.
+func binary(t *testing.T, name, dir, pkg string) string {
 	t.Helper()
 	v, _ := builds.LoadOrStore(name, &build{})
 	b := v.(*build)
 	b.once.Do(func() {
 		b.path = filepath.Join(binDir, name)
 		cmd := exec.Command("go", "build", "-o", b.path, pkg)
+		cmd.Dir = dir
 		b.out, b.err = cmd.CombinedOutput()
 	})
 	if b.err != nil {
@@ -200,7 +206,7 @@ func writeConfig(t *testing.T, dir string, files map[string]string) {
 // environment is only its settings (and PATH): none of the caller's variables reaches it.
 func startReference(t *testing.T, srv *redistest.Server, files map[string]string, domain string) *service {
 	t.Helper()
-	bin := binary(t, "ratelimit", referencePackage)
+	bin := binary(t, "ratelimit", referenceModule, referencePackage)
 	root := t.TempDir()
 	writeConfig(t, filepath.Join(root, "ratelimit", "config"), files)
 	var lastLogs string
@@ -238,7 +244,7 @@ var grpcListening = regexp.MustCompile(`msg="listening for gRPC" addr=(\S+)`)
 // domain.
 func startAdmit(t *testing.T, srv *redistest.Server, files map[string]string, domain string) *service {
 	t.Helper()
-	bin := binary(t, "admit", "github.com/admit-dev/admit/cmd/admit")
+	bin := binary(t, "admit", "../..", "github.com/admit-dev/admit/cmd/admit") // in admit's own module
 	dir := t.TempDir()
 	writeConfig(t, dir, files)
 	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--envoy-config", dir,
