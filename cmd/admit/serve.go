@@ -48,6 +48,8 @@ type serveConfig struct {
 	redisTLS       policy.RedisTLS // the file's server.redis_tls
 	envoyConfig    string          // --envoy-config of admit serve: the directory of envoyproxy/ratelimit's files, or ""
 	admin          adminConfig     // the admin API's flags of admit serve
+	ops            opsConfig       // envoyproxy/ratelimit's operations surface of admit serve
+	given          map[string]bool // the flags given
 }
 
 // applyFile applies the server settings of the configuration file to cfg, where no flag or
@@ -60,7 +62,9 @@ func (cfg *serveConfig) applyFile(s policy.Server) {
 		cfg.redisURL = s.Redis
 	}
 	cfg.fileSecretFile = s.HMACSecretFile
-	cfg.redisTLS = s.RedisTLS
+	if !cfg.ops.redisTLSSet {
+		cfg.redisTLS = s.RedisTLS
+	}
 }
 
 // parseServe parses the flags of admit serve. On --help it writes the usage to stdout and returns
@@ -70,12 +74,24 @@ func parseServe(args []string, stdout, stderr io.Writer) (cfg serveConfig, code 
 		fs.StringVar(&cfg.grpcListen, "grpc-listen", defaultGRPCListen, "`address` to serve Envoy's rate limit service (gRPC) on, with --envoy-config")
 		fs.StringVar(&cfg.envoyConfig, "envoy-config", "", "the `DIR`ectory of envoyproxy/ratelimit's YAML files: serves Envoy's rate limit service (docs/envoy.md)")
 		adminFlags(fs, cfg)
+		opsFlags(fs, cfg)
 	})
 	if done {
 		return cfg, code, done
 	}
+	if cfg.ops.envoyEnv {
+		if err := cfg.applyEnvoyEnv(os.Getenv); err != nil {
+			return cfg, badUsage(stderr, "serve", "%v", err), true
+		}
+		if err := checkRedisURL("REDIS_URL (envoyproxy/ratelimit's)", cfg.redisURL); err != nil {
+			return cfg, badUsage(stderr, "serve", "--envoy-env: %v", err), true
+		}
+	}
 	if env := os.Getenv(listenEnv); !cfg.listenSet && env != "" {
 		cfg.listen, cfg.listenSet = env, true // flag, then environment, then file
+	}
+	if err := cfg.ops.check(); err != nil {
+		return cfg, badUsage(stderr, "serve", "%v", err), true
 	}
 	if cfg.grpcListen != defaultGRPCListen && cfg.envoyConfig == "" {
 		return cfg, badUsage(stderr, "serve", "--grpc-listen needs --envoy-config DIR, the configuration of Envoy's rate limit service"), true
@@ -175,14 +191,16 @@ func parseCommand(name, listen, usage string, args []string, stdout, stderr io.W
 		return cfg, badUsage(stderr, name, "--log-format %q: want text or json", cfg.logFormat), true
 	}
 	redisSet := false
+	cfg.given = map[string]bool{}
 	fs.Visit(func(f *flag.Flag) {
+		cfg.given[f.Name] = true
 		redisSet = redisSet || f.Name == "redis"
 		cfg.listenSet = cfg.listenSet || f.Name == "listen"
 		cfg.secretFileSet = cfg.secretFileSet || f.Name == secretFileFlag
 		cfg.admin.visit(f)
 	})
 	source := "--redis"
-	if !redisSet {
+	if !redisSet && !cfg.ops.envoyEnv { // under --envoy-env, REDIS_URL is envoyproxy/ratelimit's
 		cfg.redisURL, source = os.Getenv("REDIS_URL"), "REDIS_URL"
 	}
 	if err := checkRedisURL(source, cfg.redisURL); err != nil {
@@ -286,6 +304,7 @@ type daemon struct {
 	keys    *admit.KeyBuilder
 	svc     *service.Service
 	reg     *prometheus.Registry
+	near    *metrics.NearLimit // admit_rls_near_limit_total, at 0 without --envoy-config
 	expose  exposure        // admit serve's TLS and client tokens
 	relay   *logrelay.Relay // the log's queue to stderr, whose drops admit_log_lines_dropped_total counts
 	closers []func()        // run by stop, last first
@@ -351,7 +370,8 @@ func (d *daemon) start(ctx context.Context, cfg serveConfig) (int, error) {
 	}
 
 	d.reg = prometheus.NewRegistry()
-	guarded, err := guardStack(d.reg, backend, cfg.redisURL != "", policies.Server.LocalCacheMaxAge)
+	entries, maxAge := cfg.ops.overLimitCache(policies.Server.LocalCacheMaxAge)
+	guarded, err := guardStack(d.reg, backend, cfg.redisURL != "", entries, maxAge)
 	if err != nil {
 		logger.Error("cannot register the metrics", "error", err)
 		return exitError, err
@@ -371,7 +391,10 @@ func (d *daemon) start(ctx context.Context, cfg serveConfig) (int, error) {
 		logger.Error("cannot build the service", "error", err)
 		return exitError, err
 	}
-	if err := errors.Join(metrics.RegisterTopSubjects(d.reg, d.svc), metrics.RegisterLogDropped(d.reg, d.relay)); err != nil {
+	if d.near, err = metrics.NewNearLimit(d.reg); err == nil {
+		err = errors.Join(metrics.RegisterTopSubjects(d.reg, d.svc), metrics.RegisterLogDropped(d.reg, d.relay))
+	}
+	if err != nil {
 		logger.Error("cannot register the metrics", "error", err)
 		return exitError, err
 	}
@@ -396,6 +419,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	defer d.stop()
 	logger := d.logger
+	d.cfg.ops.warnIgnored(logger)
 	srv := d.svc.Config().Server
 	clientIP, err := httplimit.ConfigureClientIP(srv.TrustedProxies, srv.ForwardedHeader, srv.IPv6Prefix)
 	if err != nil {
@@ -426,21 +450,31 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if d.cfg.envoyConfig != "" {
 		listens = append(listens, d.cfg.grpcListen)
 	}
+	grpcOnlyTLS := d.cfg.ops.grpcTLS.Enabled() // GRPC_SERVER_USE_TLS: TLS on gRPC, as envoyproxy/ratelimit has it
+	if grpcOnlyTLS {
+		if srv.TLS.Enabled() {
+			logger.Error("GRPC_SERVER_USE_TLS and the file's server.tls both set: keep one")
+			return exitUsage
+		}
+		srv.TLS = d.cfg.ops.grpcTLS
+	}
 	if d.expose, code = startExposure(ctx, srv, listens, logger); code != exitOK {
 		return code
 	}
+	d.expose.plainHTTP = grpcOnlyTLS
 	grpcDone, adminDone := make(chan int, 1), make(chan int, 1)
 	grpcDone <- exitOK
 	adminDone <- exitOK
 	if ctx, code = startAdmin(ctx, d, adminDone); code != exitOK {
 		return code
 	}
+	handler := http.Handler(api)
 	if d.cfg.envoyConfig != "" {
-		if ctx, code = startRLS(ctx, d, grpcDone); code != exitOK {
+		if ctx, handler, code = startRLS(ctx, d, api, grpcDone); code != exitOK {
 			return code
 		}
 	}
-	code = listenAndServe(ctx, d.cfg.listen, newServer(d.expose.handler(api), logger), d.expose.tlsConfig(), logger)
+	code = listenAndServe(ctx, d.cfg.listen, newServer(d.expose.handler(handler), logger), d.expose.tlsConfig(), logger)
 	stop()
 	return max(code, <-grpcDone, <-adminDone) // after the gRPC and admin servers' graceful stops too
 }
