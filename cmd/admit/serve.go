@@ -305,9 +305,9 @@ type daemon struct {
 	svc     *service.Service
 	reg     *prometheus.Registry
 	near    *metrics.NearLimit // admit_rls_near_limit_total, at 0 without --envoy-config
-	expose  exposure        // admit serve's TLS and client tokens
-	relay   *logrelay.Relay // the log's queue to stderr, whose drops admit_log_lines_dropped_total counts
-	closers []func()        // run by stop, last first
+	expose  exposure           // admit serve's TLS and client tokens
+	relay   *logrelay.Relay    // the log's queue to stderr, whose drops admit_log_lines_dropped_total counts
+	closers []func()           // run by stop, last first
 }
 
 // stop closes what d opened: the backend, then the log.
