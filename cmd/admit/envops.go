@@ -40,10 +40,10 @@ func opsFlags(fs *flag.FlagSet, cfg *serveConfig) {
 	fs.Int64Var(&o.localCacheSize, "local-cache-size", -1, "`BYTES` of the local cache of over-limit keys (0: none; default: server.local_cache_max_age decides)")
 }
 
-// applyEnvoyEnv applies envoyproxy/ratelimit's environment, read through getenv, to cfg, where
+// applyEnvoyEnv applies envoyproxy/ratelimit's variables of environ to cfg, where
 // no flag was given.
-func (cfg *serveConfig) applyEnvoyEnv(getenv func(string) string) error {
-	e, err := readEnvoyEnv(getenv)
+func (cfg *serveConfig) applyEnvoyEnv(environ []string) error {
+	e, err := readEnvoyEnv(environ)
 	if err != nil {
 		return fmt.Errorf("--envoy-env: %w", err)
 	}

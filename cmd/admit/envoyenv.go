@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -28,63 +29,69 @@ type envoyVar struct {
 // warning at startup. The values refused (CONFIG_TYPE, BACKEND_TYPE other than admit's) refuse
 // to start.
 var envoyVars = []envoyVar{
-	{"RUNTIME_ROOT", "/srv/runtime_data/current", "the root of the runtime directory", "`--envoy-config` is RUNTIME_ROOT/RUNTIME_SUBDIRECTORY/RUNTIME_APPDIRECTORY", true},
-	{"RUNTIME_SUBDIRECTORY", "", "the runtime's subdirectory of RUNTIME_ROOT", "part of `--envoy-config`", true},
+	{"RUNTIME_ROOT", "/srv/runtime_data/current", "the root of the runtime directory", "`--envoy-config` is `$RUNTIME_ROOT/$RUNTIME_SUBDIRECTORY/$RUNTIME_APPDIRECTORY`", true},
+	{"RUNTIME_SUBDIRECTORY", "", "the runtime's subdirectory of `RUNTIME_ROOT`", "part of `--envoy-config`", true},
 	{"RUNTIME_APPDIRECTORY", "config", "the directory of the YAML files in the subdirectory", "part of `--envoy-config`", true},
-	{"RUNTIME_WATCH_ROOT", "true", "watch the root (a symlink swap) rather than the subdirectory", "admit polls the files of `--envoy-config`, which sees both a symlink swap and an edit in place: either value works", true},
-	{"RUNTIME_IGNOREDOTFILES", "false", "skip files whose names start with a dot", "not honoured: admit reads the *.yaml and *.yml files of the directory", false},
+	{"RUNTIME_WATCH_ROOT", "true", "watch the root (a symlink swap) rather than the subdirectory (edits in place)", "either value: admit rereads the directory's files every second and reloads when they change (a ConfigMap's symlink swap too), and on SIGHUP", true},
+	{"RUNTIME_IGNOREDOTFILES", "false", "skip files whose names start with a dot", "always: files starting with `.` are skipped, as are names not ending in `.yaml` or `.yml`", true},
+	{"CONFIG_TYPE", "FILE", "`FILE`, or `GRPC_XDS_SOTW` for xDS", "`FILE` only: any other value refuses to start (exit 2)", true},
+	{"CONFIG_GRPC_XDS_*", "", "the xDS configuration source", "not honoured: no xDS", false},
+	{"XDS_CLIENT_*", "", "the xDS client's backoff", "not honoured: no xDS", false},
+	{"FORCE_START_WITHOUT_INITIAL_CONFIG", "false", "start without a configuration", "not honoured: admit refuses to start on a missing or invalid directory; a bad reload keeps the last good one", false},
+	{"MERGE_DOMAIN_CONFIG", "false", "merge the files of one domain", "not honoured: two files of one domain are an error", false},
+	{"HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", "false", "unhealthy until a configuration loads", "always: admit never serves without a configuration", true},
 	{"HOST", "0.0.0.0", "the HTTP listener's host", "the host of `--listen`", true},
-	{"PORT", "8080", "the HTTP listener's port: /healthcheck, /json", "the port of `--listen`, which serves /healthcheck, /json, /metrics and admit's own paths", true},
+	{"PORT", "8080", "the HTTP listener's port: `/healthcheck`, `/json`", "the port of `--listen`, which serves `/healthcheck`, `/json`, `/metrics` and admit's own paths", true},
 	{"GRPC_HOST", "0.0.0.0", "the gRPC listener's host", "the host of `--grpc-listen`", true},
 	{"GRPC_PORT", "8081", "the gRPC listener's port", "the port of `--grpc-listen`", true},
-	{"GRPC_UDS", "", "a Unix socket for gRPC instead of GRPC_HOST:GRPC_PORT", "not honoured: admit listens for gRPC on TCP", false},
-	{"DEBUG_HOST", "0.0.0.0", "the debug listener's host", "not honoured: admit has no debug listener; its /metrics is on PORT", false},
-	{"DEBUG_PORT", "6070", "the debug listener's port: /rlconfig, /stats, pprof", "not honoured: admit has no debug listener; its /metrics is on PORT", false},
-	{"GRPC_MAX_CONNECTION_AGE", "24h", "the longest life of a gRPC connection", "not honoured: admit closes connections idle for 5 minutes", false},
-	{"GRPC_MAX_CONNECTION_AGE_GRACE", "1h", "the grace after GRPC_MAX_CONNECTION_AGE", "not honoured", false},
-	{"GRPC_SERVER_USE_TLS", "false", "serve gRPC over TLS", "serves gRPC (only) over TLS, reloaded as `server.tls` is", true},
-	{"GRPC_SERVER_TLS_CERT", "", "the gRPC server's certificate chain", "as `server.tls.cert_file`, for gRPC only", true},
-	{"GRPC_SERVER_TLS_KEY", "", "the gRPC server's key", "as `server.tls.key_file`, for gRPC only", true},
-	{"GRPC_CLIENT_TLS_CACERT", "", "the CAs of client certificates: mutual TLS", "as `server.tls.client_ca_file`, for gRPC only", true},
+	{"GRPC_UDS", "", "a Unix socket for gRPC instead of `GRPC_HOST:GRPC_PORT`", "not honoured: admit listens for gRPC on TCP", false},
+	{"DEBUG_HOST", "0.0.0.0", "the debug listener's host", "not honoured: no debug listener; `/metrics` is on `PORT`, the configuration's hash is logged at each load", false},
+	{"DEBUG_PORT", "6070", "the debug listener's port: pprof, `/rlconfig`, `/stats`", "not honoured, as `DEBUG_HOST`", false},
+	{"GRPC_MAX_CONNECTION_AGE", "24h", "the longest life of a gRPC connection", "not honoured: idle connections close after 5 minutes", false},
+	{"GRPC_MAX_CONNECTION_AGE_GRACE", "1h", "the grace after `GRPC_MAX_CONNECTION_AGE`", "not honoured", false},
+	{"GRPC_SERVER_USE_TLS", "false", "serve gRPC over TLS", "gRPC, and only gRPC, over TLS, its files reloaded as `server.tls`'s are; refused with the file's `server.tls`", true},
+	{"GRPC_SERVER_TLS_CERT", "", "the gRPC server's certificate chain", "as `server.tls.cert_file`, for gRPC", true},
+	{"GRPC_SERVER_TLS_KEY", "", "the gRPC server's key", "as `server.tls.key_file`, for gRPC", true},
+	{"GRPC_CLIENT_TLS_CACERT", "", "the CAs of client certificates: mutual TLS", "as `server.tls.client_ca_file`, for gRPC", true},
 	{"GRPC_CLIENT_TLS_SAN", "", "the SAN a client certificate must have", "not honoured: any certificate of the CAs is accepted", false},
-	{"LOG_LEVEL", "WARN", "the least level logged", "not honoured: admit logs from INFO", false},
-	{"LOG_FORMAT", "text", "text or json", "`--log-format`", true},
-	{"CONFIG_TYPE", "FILE", "FILE, or GRPC_XDS_SOTW for xDS", "FILE only: any other value refuses to start", true},
-	{"REDIS_SOCKET_TYPE", "unix", "tcp or unix", "with REDIS_URL, the scheme of `--redis`: redis:// (rediss:// with REDIS_TLS) or unix://", true},
-	{"REDIS_TYPE", "SINGLE", "SINGLE, SENTINEL or CLUSTER", "the form of `--redis`: SENTINEL's REDIS_URL `master,sentinel1:port,…` becomes `?master_set=master&addr=…`, CLUSTER's `host1:port,host2:port` becomes `?addr=…`", true},
-	{"REDIS_URL", "/var/run/nutcracker/ratelimit.sock", "Redis's address (host:port) or socket", "`--redis`, made a URL; admit's own REDIS_URL is not read under `--envoy-env`", true},
-	{"REDIS_AUTH", "", "Redis's password, or user:password", "the user and password of `--redis`", true},
-	{"REDIS_TLS", "false", "connect to Redis over TLS", "rediss:// in `--redis`", true},
+	{"LOG_LEVEL", "WARN", "the least level logged", "not honoured: admit logs loads, reloads and errors, and undecided requests at a bounded rate", false},
+	{"LOG_FORMAT", "text", "`text` or `json`", "`--log-format`", true},
+	{"BACKEND_TYPE", "redis", "`redis` or `memcache`", "`redis` only: any other value refuses to start (exit 2)", true},
+	{"REDIS_SOCKET_TYPE", "unix", "`tcp` or `unix`", "the scheme of `--redis`: `redis://` (`rediss://` with `REDIS_TLS`) or `unix://`", true},
+	{"REDIS_TYPE", "SINGLE", "`SINGLE`, `SENTINEL` or `CLUSTER`, in any case", "the form of `--redis`: `SENTINEL`'s `master,s1:p,s2:p` becomes `redis://s1:p?addr=s2:p&master_set=master`, `CLUSTER`'s `h1:p,h2:p` becomes `redis://h1:p?addr=h2:p`", true},
+	{"REDIS_URL", "/var/run/nutcracker/ratelimit.sock", "Redis's `host:port`, socket path, or list", "`--redis`, made a URL as above (under `--envoy-env` admit's own `REDIS_URL`, a URL, is not read)", true},
+	{"REDIS_AUTH", "", "Redis's password, or `user:password`", "the user and password of `--redis` (never logged)", true},
+	{"REDIS_TLS", "false", "connect to Redis over TLS", "`rediss://`, verified against the system roots or `REDIS_TLS_CACERT`", true},
 	{"REDIS_TLS_CACERT", "", "the CAs of Redis's certificate", "`server.redis_tls.ca_file`", true},
 	{"REDIS_TLS_CLIENT_CERT", "", "the client certificate for Redis", "`server.redis_tls.cert_file`", true},
 	{"REDIS_TLS_CLIENT_KEY", "", "the client certificate's key", "`server.redis_tls.key_file`", true},
-	{"REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", "false", "skip the check of Redis's host name", "not honoured: admit always verifies", false},
-	{"REDIS_POOL_SIZE", "10", "connections to Redis", "not honoured: admit pipelines on one connection per Redis node", false},
-	{"REDIS_PIPELINE_WINDOW", "0", "how long commands wait to share a write", "not honoured (admit's `max_flush_delay` URL option is its own)", false},
+	{"REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", "false", "skip the check of Redis's host name", "not honoured: admit always verifies the certificate", false},
+	{"REDIS_POOL_SIZE", "10", "connections to Redis", "not honoured: one script a decision, pipelined on the client's own connections", false},
+	{"REDIS_PIPELINE_WINDOW", "0", "how long commands wait to share a write", "not honoured (the URL option `max_flush_delay` is admit's own)", false},
 	{"REDIS_PIPELINE_LIMIT", "0", "the most commands of one pipeline", "not honoured", false},
-	{"REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", "false", "health fails without a Redis connection", "always: health follows a peek of Redis every second", true},
-	{"REDIS_PERSECOND", "false", "a second Redis for per-second limits", "not honoured: one Redis decides every unit", false},
-	{"REDIS_PERSECOND_URL", "/var/run/nutcracker/ratelimitpersecond.sock", "the per-second Redis", "not honoured", false},
-	{"BACKEND_TYPE", "redis", "redis or memcache", "redis only: any other value refuses to start", true},
-	{"MEMCACHE_HOST_PORT", "", "memcached's addresses", "not honoured: admit decides on Redis", false},
+	{"REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", "false", "health fails while Redis is unreachable", "always: the health service and `/healthcheck` follow a peek of Redis every second, as `GET /readyz` does", true},
+	{"REDIS_PERSECOND*", "", "a second Redis for per-second limits", "not honoured: every limit is on `--redis`; a Redis Cluster spreads keys over its slots instead", false},
+	{"MEMCACHE_*", "", "memcached's settings", "not honoured: admit decides on Redis", false},
+	{"CACHE_KEY_PREFIX", "", "a prefix of every Redis key", "not honoured: keys are `rl:<name>:…`; separate tenants with a database (`/N`) or different HMAC secrets", false},
+	{"EXPIRATION_JITTER_MAX_SECONDS", "300", "a random extra life of each key", "not honoured: a key expires when its state is no longer needed", false},
+	{"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "false", "stop counting hits over the limit", "always, and more: a rejected hit is never counted", true},
 	{"SHADOW_MODE", "false", "every rule in shadow mode", "`--shadow-mode`", true},
-	{"LOCAL_CACHE_SIZE_IN_BYTES", "0", "the size of the local cache of over-limit keys (0: none)", "`--local-cache-size`: admit's over-limit cache, of size/256 entries (0: none)", true},
+	{"LOCAL_CACHE_SIZE_IN_BYTES", "0", "the size of the local cache of over-limit keys (0: none)", "`--local-cache-size`: admit's over-limit cache of BYTES/256 entries (0: none)", true},
 	{"NEAR_LIMIT_RATIO", "0.8", "the part of a limit past which a hit is near it", "`--near-limit-ratio`, counted in `admit_rls_near_limit_total`", true},
-	{"LIMIT_RESPONSE_HEADERS_ENABLED", "false", "add RateLimit-Limit, -Remaining and -Reset to responses", "`--limit-response-headers`", true},
-	{"LIMIT_LIMIT_HEADER", "RateLimit-Limit", "the name of the limit header", "not honoured: admit uses the default name", false},
-	{"LIMIT_REMAINING_HEADER", "RateLimit-Remaining", "the name of the remaining header", "not honoured: admit uses the default name", false},
-	{"LIMIT_RESET_HEADER", "RateLimit-Reset", "the name of the reset header", "not honoured: admit uses the default name", false},
-	{"EXPIRATION_JITTER_MAX_SECONDS", "300", "a random extra life of each key", "not honoured: admit's keys expire with their windows", false},
-	{"CACHE_KEY_PREFIX", "", "a prefix of every Redis key", "not honoured: admit's keys are its own (`rl:`…), so counters start afresh", false},
-	{"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "false", "stop counting hits over the limit", "not honoured: admit never counts a rejected hit", false},
-	{"HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", "false", "unhealthy until a configuration loads", "not honoured: admit refuses to start without a configuration", false},
-	{"MERGE_DOMAIN_CONFIG", "false", "merge files of one domain", "not honoured", false},
-	{"USE_STATSD", "true", "send stats to statsd", "not honoured: admit serves Prometheus metrics on /metrics", false},
+	{"LIMIT_RESPONSE_HEADERS_ENABLED", "false", "add the limit headers to every response", "`--limit-response-headers`", true},
+	{"LIMIT_LIMIT_HEADER", "RateLimit-Limit", "the name of the limit header", "not honoured: always `RateLimit-Limit`", false},
+	{"LIMIT_REMAINING_HEADER", "RateLimit-Remaining", "the name of the remaining header", "not honoured: always `RateLimit-Remaining`", false},
+	{"LIMIT_RESET_HEADER", "RateLimit-Reset", "the name of the reset header", "not honoured: always `RateLimit-Reset`", false},
+	{"USE_STATSD", "true", "send stats to statsd", "not honoured: no statsd; Prometheus metrics on `GET /metrics`", false},
 	{"STATSD_HOST", "localhost", "statsd's host", "not honoured", false},
 	{"STATSD_PORT", "8125", "statsd's port", "not honoured", false},
-	{"USE_PROMETHEUS", "false", "serve Prometheus metrics", "not honoured: /metrics is always on PORT", false},
-	{"PROMETHEUS_ADDR", ":9090", "the Prometheus listener", "not honoured: /metrics is on PORT", false},
-	{"TRACING_ENABLED", "false", "OpenTelemetry traces", "not honoured", false},
+	{"USE_DOG_STATSD*", "", "DogStatsD", "not honoured", false},
+	{"EXTRA_TAGS", "", "tags of every stat", "not honoured", false},
+	{"STATS_FLUSH_INTERVAL", "10s", "how often stats are sent", "not honoured", false},
+	{"DISABLE_STATS", "false", "no stats", "not honoured: `/metrics` is always served", false},
+	{"USE_PROMETHEUS", "false", "serve Prometheus metrics", "not honoured: always on, at `/metrics` of `PORT`, with admit's names", false},
+	{"PROMETHEUS_*", "", "the Prometheus listener, path and mapper", "not honoured: `/metrics` of `PORT`", false},
+	{"TRACING_*", "", "OpenTelemetry traces", "not honoured", false},
 }
 
 // envoyEnv is what the environment of envoyproxy/ratelimit makes of admit serve's settings.
@@ -100,9 +107,16 @@ type envoyEnv struct {
 	ignored                         []string         // the variables set and not honoured
 }
 
-// readEnvoyEnv reads envoyproxy/ratelimit's environment through getenv; a variable is set when
-// it is not empty. Its errors name the variable, never a password.
-func readEnvoyEnv(getenv func(string) string) (envoyEnv, error) {
+// readEnvoyEnv reads envoyproxy/ratelimit's variables of environ (NAME=value each, as os.Environ);
+// a variable is set when it is not empty. Its errors name the variable, never a password.
+func readEnvoyEnv(environ []string) (envoyEnv, error) {
+	vars := make(map[string]string, len(environ))
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok && v != "" {
+			vars[k] = v
+		}
+	}
+	getenv := func(name string) string { return vars[name] }
 	get := func(name string) string {
 		if v := getenv(name); v != "" {
 			return v
@@ -166,10 +180,17 @@ func readEnvoyEnv(getenv func(string) string) (envoyEnv, error) {
 		}
 	}
 	for _, v := range envoyVars {
-		if !v.honoured && getenv(v.name) != "" {
-			e.ignored = append(e.ignored, v.name)
+		if v.honoured {
+			continue
+		}
+		prefix, family := strings.CutSuffix(v.name, "*")
+		for name := range vars {
+			if name == v.name || family && strings.HasPrefix(name, prefix) {
+				e.ignored = append(e.ignored, name)
+			}
 		}
 	}
+	slices.Sort(e.ignored)
 	return e, errors.Join(errs...)
 }
 

@@ -80,7 +80,7 @@ func parseServe(args []string, stdout, stderr io.Writer) (cfg serveConfig, code 
 		return cfg, code, done
 	}
 	if cfg.ops.envoyEnv {
-		if err := cfg.applyEnvoyEnv(os.Getenv); err != nil {
+		if err := cfg.applyEnvoyEnv(os.Environ()); err != nil {
 			return cfg, badUsage(stderr, "serve", "%v", err), true
 		}
 		if err := checkRedisURL("REDIS_URL (envoyproxy/ratelimit's)", cfg.redisURL); err != nil {
