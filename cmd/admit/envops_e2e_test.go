@@ -13,11 +13,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/admit-dev/admit/internal/certtest"
 	"github.com/admit-dev/admit/internal/redistest"
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
@@ -236,5 +238,59 @@ func TestE2EGRPCReflection(t *testing.T) {
 		if r := askUsers(t, c); r.OverallCode.String() != want {
 			t.Fatalf("enforced, request %d: %v, want %s", i+1, r.OverallCode, want)
 		}
+	}
+}
+
+// TestE2EEnvoyEnvGRPCTLS serves gRPC over mutual TLS from GRPC_SERVER_USE_TLS and its files, with
+// the HTTP listener left plain, as envoyproxy/ratelimit has them.
+func TestE2EEnvoyEnvGRPCTLS(t *testing.T) {
+	redis := redistest.Start(t)
+	dir := t.TempDir()
+	ca, other := certtest.NewCA(t, "admit CA"), certtest.NewCA(t, "another CA")
+	server := ca.Server(t).Write(t, dir, "server")
+	certtest.WriteFile(t, filepath.Join(dir, "ca.crt"), ca.PEM)
+	conf := filepath.Join(dir, "config")
+	if err := os.Mkdir(conf, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	certtest.WriteFile(t, filepath.Join(conf, "config.yaml"), []byte(envoyYAML))
+	env := admitEnv(secretEnv+"="+testSecret, "RUNTIME_ROOT="+dir, "GRPC_HOST=127.0.0.1", "GRPC_PORT=0",
+		"REDIS_SOCKET_TYPE=tcp", "REDIS_URL="+redis.Addr(), "REDIS_AUTH="+redistest.User+":"+redistest.Password,
+		"GRPC_SERVER_USE_TLS=true", "GRPC_SERVER_TLS_CERT="+server.CertFile, "GRPC_SERVER_TLS_KEY="+server.KeyFile,
+		"GRPC_CLIENT_TLS_CACERT="+filepath.Join(dir, "ca.crt"))
+	p := startAdmitEnv(t, env, "--envoy-env")
+	p.logs.waitLine(t, "listening for gRPC")
+	m := grpcListeningRE.FindStringSubmatch(p.logs.String())
+	if m == nil {
+		t.Fatalf("no gRPC address in the log:\n%s", p.logs)
+	}
+	check := func(creds credentials.TransportCredentials) error {
+		conn, err := grpc.NewClient(m[1], grpc.WithTransportCredentials(creds))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		r, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: "ratelimit"})
+		if err == nil && r.Status != healthpb.HealthCheckResponse_SERVING {
+			t.Errorf("Check over mTLS: %v, want SERVING", r.Status)
+		}
+		return err
+	}
+	if err := check(credentials.NewTLS(tlsClient(ca.Pool(), ca.Client(t, "envoy")))); err != nil {
+		t.Fatalf("a client certificate of the CA: %v", err)
+	}
+	for name, creds := range map[string]credentials.TransportCredentials{
+		"plaintext":      insecure.NewCredentials(),
+		"no certificate": credentials.NewTLS(tlsClient(ca.Pool(), nil)),
+		"another CA":     credentials.NewTLS(tlsClient(ca.Pool(), other.Client(t, "envoy"))),
+	} {
+		if err := check(creds); err == nil {
+			t.Errorf("%s: answered; want refused", name)
+		}
+	}
+	if r := get(t, p.base+"/healthcheck"); r.status != 200 || r.body != "OK" {
+		t.Errorf("plain HTTP /healthcheck: %d %q; want 200 OK: TLS is gRPC's only", r.status, r.body)
 	}
 }

@@ -221,7 +221,7 @@ func envoyRedisURL(socket, typ, addr, auth string, tls bool) (string, error) {
 		}
 	case "SENTINEL":
 		if len(addrs) < 2 {
-			return "", fmt.Errorf("REDIS_URL %q: REDIS_TYPE SENTINEL wants master_name,sentinel:port[,…]", addr)
+			return "", fmt.Errorf("REDIS_URL %q: REDIS_TYPE SENTINEL wants master_name,sentinel:port[,...]", addr)
 		}
 		q.Set("master_set", addrs[0])
 		addrs = addrs[1:]
