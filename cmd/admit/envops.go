@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -78,6 +79,20 @@ func (o opsConfig) check() error {
 		return fmt.Errorf("--local-cache-size %d: want 0 or more bytes", o.localCacheSize)
 	}
 	return nil
+}
+
+// useGRPCTLS puts the TLS of GRPC_SERVER_USE_TLS, if any, in srv.TLS, and reports whether it
+// did: then TLS is gRPC's only, as envoyproxy/ratelimit has it. With the file's server.tls too it
+// is an error.
+func (o opsConfig) useGRPCTLS(srv *policy.Server) (bool, error) {
+	if !o.grpcTLS.Enabled() {
+		return false, nil
+	}
+	if srv.TLS.Enabled() {
+		return false, errors.New("GRPC_SERVER_USE_TLS and the file's server.tls are both set: keep one")
+	}
+	srv.TLS = o.grpcTLS
+	return true, nil
 }
 
 // warnIgnored logs, once, the variables of envoyproxy/ratelimit that are set and that admit does

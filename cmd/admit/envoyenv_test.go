@@ -239,3 +239,18 @@ func TestEnvoyVarsWellFormed(t *testing.T) {
 		}
 	}
 }
+
+func TestGRPCTLSAndServerTLSRefused(t *testing.T) {
+	o := opsConfig{grpcTLS: policy.ServerTLS{CertFile: "/c.pem", KeyFile: "/k.pem"}}
+	srv := policy.Server{TLS: policy.ServerTLS{CertFile: "/file.pem", KeyFile: "/file.key"}}
+	if only, err := o.useGRPCTLS(&srv); err == nil || only {
+		t.Errorf("GRPC_SERVER_USE_TLS with server.tls: %v, %v; want an error", only, err)
+	}
+	srv = policy.Server{}
+	if only, err := o.useGRPCTLS(&srv); err != nil || !only || srv.TLS != o.grpcTLS {
+		t.Errorf("GRPC_SERVER_USE_TLS alone: %v, %v, %+v; want gRPC's TLS", only, err, srv.TLS)
+	}
+	if only, err := (opsConfig{}).useGRPCTLS(&srv); err != nil || only {
+		t.Errorf("no GRPC_SERVER_USE_TLS: %v, %v", only, err)
+	}
+}

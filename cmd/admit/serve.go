@@ -110,7 +110,7 @@ const listenEnv = "ADMIT_LISTEN"
 const defaultGRPCListen = "127.0.0.1:8081"
 
 // serveUsage is the usage of admit serve, before its flags.
-const serveUsage = `Usage: admit serve [--config FILE] [--listen ADDR] [--envoy-config DIR [--grpc-listen ADDR]] [--admin-token-file PATH [--admin-listen ADDR]] [--redis URL] [--hmac-secret-file PATH] [--log-format text|json]
+const serveUsage = `Usage: admit serve [--config FILE] [--listen ADDR] [--envoy-config DIR [--grpc-listen ADDR]] [--envoy-env] [--admin-token-file PATH [--admin-listen ADDR]] [--redis URL] [--hmac-secret-file PATH] [--log-format text|json]
 
 Serves the admit HTTP API until SIGINT or SIGTERM, then finishes the requests in flight (for at
 most ` + "{{grace}}" + `) and exits 0.
@@ -129,6 +129,12 @@ With --envoy-config DIR, it also serves Envoy's rate limit service, gRPC
 envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit and grpc.health.v1, on
 --grpc-listen (default ` + defaultGRPCListen + `), configured by the envoyproxy/ratelimit YAML
 files (*.yaml, *.yml) of DIR (docs/envoy.md); DIR is reloaded on SIGHUP and when it changes.
+The health service answers for "", ratelimit and the service's name, NOT_SERVING while the backend
+does not answer and from SIGTERM on; the HTTP listener adds envoyproxy/ratelimit's
+GET /healthcheck (200 "OK", else 500) and POST /json (ShouldRateLimit in JSON: 200, or 429 when
+OVER_LIMIT). --envoy-env reads envoyproxy/ratelimit's environment variables (RUNTIME_ROOT, PORT,
+GRPC_PORT, REDIS_URL, SHADOW_MODE, ...) where no flag is given, and names in one warning those set
+that admit does not honour.
 
 With an admin token (--admin-token-file PATH, else $` + adminTokenEnv + `; at least 16 bytes, never
 logged), it also serves the admin API on a listener of its own, --admin-listen (default
@@ -450,13 +456,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if d.cfg.envoyConfig != "" {
 		listens = append(listens, d.cfg.grpcListen)
 	}
-	grpcOnlyTLS := d.cfg.ops.grpcTLS.Enabled() // GRPC_SERVER_USE_TLS: TLS on gRPC, as envoyproxy/ratelimit has it
-	if grpcOnlyTLS {
-		if srv.TLS.Enabled() {
-			logger.Error("GRPC_SERVER_USE_TLS and the file's server.tls both set: keep one")
-			return exitUsage
-		}
-		srv.TLS = d.cfg.ops.grpcTLS
+	grpcOnlyTLS, err := d.cfg.ops.useGRPCTLS(&srv)
+	if err != nil {
+		logger.Error("cannot serve gRPC over TLS", "error", err)
+		return exitUsage
 	}
 	if d.expose, code = startExposure(ctx, srv, listens, logger); code != exitOK {
 		return code
