@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -292,5 +294,46 @@ func TestE2EEnvoyEnvGRPCTLS(t *testing.T) {
 	}
 	if r := get(t, p.base+"/healthcheck"); r.status != 200 || r.body != "OK" {
 		t.Errorf("plain HTTP /healthcheck: %d %q; want 200 OK: TLS is gRPC's only", r.status, r.body)
+	}
+}
+
+// TestE2EEnvoyEnvRefusals runs admit serve --envoy-env with values it refuses (exit 2, naming the
+// variable), and on Redis without an HMAC secret: the warning of the variables not honoured comes
+// first, before the failure.
+func TestE2EEnvoyEnvRefusals(t *testing.T) {
+	run := func(env ...string) (int, string) {
+		t.Helper()
+		cmd := exec.Command(admitBinary(t), "serve", "--envoy-env")
+		cmd.Env = admitEnv(append([]string{"GRPC_HOST=127.0.0.1", "GRPC_PORT=0", "HOST=127.0.0.1", "PORT=0"}, env...)...)
+		timer := time.AfterFunc(time.Minute, func() { cmd.Process.Kill() }) // a hang guard, not a timing
+		defer timer.Stop()
+		out, err := cmd.CombinedOutput()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) {
+			t.Fatalf("admit serve --envoy-env %q: %v, want an exit code\n%s", env, err, out)
+		}
+		return exit.ExitCode(), string(out)
+	}
+	for _, c := range []struct{ env, want string }{
+		{"CONFIG_TYPE=GRPC_XDS_SOTW", "CONFIG_TYPE"},
+		{"BACKEND_TYPE=memcache", "BACKEND_TYPE"},
+		{"NEAR_LIMIT_RATIO=two", "NEAR_LIMIT_RATIO"},
+		{"REDIS_TYPE=ring", "REDIS_TYPE"},
+	} {
+		if code, out := run(c.env); code != exitUsage || !strings.Contains(out, c.want) {
+			t.Errorf("%s: exit %d, want %d naming %s:\n%s", c.env, code, exitUsage, c.want, out)
+		}
+	}
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "config"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "config", "config.yaml"), []byte(envoyYAML), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out := run("RUNTIME_ROOT="+dir, "REDIS_SOCKET_TYPE=tcp", "REDIS_URL="+redistest.ClosedPort(t), "DEBUG_PORT=6070", "TRACING_ENABLED=true")
+	warn, fail := strings.Index(out, "variables=DEBUG_PORT,TRACING_ENABLED"), strings.Index(out, `msg="no usable HMAC secret"`)
+	if code != exitUsage || warn < 0 || fail < warn || strings.Count(out, "settings not honoured") != 1 {
+		t.Errorf("no HMAC secret: exit %d, want %d after one warning naming DEBUG_PORT,TRACING_ENABLED first:\n%s", code, exitUsage, out)
 	}
 }

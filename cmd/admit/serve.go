@@ -340,6 +340,7 @@ func startDaemon(ctx context.Context, cfg serveConfig, stderr io.Writer) (*daemo
 		handler = newJSONHandler(relay)
 	}
 	d.logger = slog.New(handler)
+	cfg.ops.warnIgnored(d.logger) // first, whatever fails next
 	code, err := d.start(ctx, cfg)
 	if err != nil {
 		d.stop()
@@ -425,7 +426,6 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	defer d.stop()
 	logger := d.logger
-	d.cfg.ops.warnIgnored(logger)
 	srv := d.svc.Config().Server
 	clientIP, err := httplimit.ConfigureClientIP(srv.TrustedProxies, srv.ForwardedHeader, srv.IPv6Prefix)
 	if err != nil {
