@@ -18,11 +18,6 @@
 //
 // The Server decides through a service.Service (service.Service.DecideItems, the one decision
 // function of admit serve): it translates the protobuf request into Items and Decisions back.
-//
-// Beside ShouldRateLimit, the package serves envoyproxy/ratelimit's operations surface: the gRPC
-// health service of [Health] (also its HTTP /healthcheck), [JSONHandler] (its POST /json), and
-// the settings of its environment in [Ops]: global shadow mode, response headers, near-limit
-// counting.
 package rls
 
 import (
