@@ -209,6 +209,9 @@ func envoyRedisURL(socket, typ, addr, auth string, tls bool) (string, error) {
 			u.User = url.UserPassword("", auth)
 		}
 	}
+	if strings.Contains(addr, "://") {
+		return "", fmt.Errorf("REDIS_URL: under --envoy-env it is envoyproxy/ratelimit's host:port (or socket path); give a URL with --redis")
+	}
 	addrs := strings.Split(addr, ",")
 	for i := range addrs {
 		addrs[i] = strings.TrimSpace(addrs[i])

@@ -39,6 +39,7 @@ func TestEnvoyRedisURL(t *testing.T) {
 		{"tcp", "REPLICATED", "h1:1", `REDIS_TYPE "REPLICATED"`},
 		{"udp", "SINGLE", "h1:1", `REDIS_SOCKET_TYPE "udp"`},
 		{"unix", "CLUSTER", "/a,/b", "REDIS_SOCKET_TYPE unix"},
+		{"tcp", "SINGLE", "redis://:s3cret-pw@h1:1", "give a URL with --redis"},
 	} {
 		if _, err := envoyRedisURL(c.socket, c.typ, c.addr, "s3cret-pw", false); err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "s3cret-pw") {
 			t.Errorf("envoyRedisURL(%q, %q, %q): %v; want an error with %q, without the password", c.socket, c.typ, c.addr, err, c.want)
