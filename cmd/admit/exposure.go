@@ -24,13 +24,16 @@ import (
 
 // openPaths are the paths of admit serve's HTTP listener that ask for no client token: the
 // probes and the scrape.
-var openPaths = []string{"/healthz", "/readyz", "/metrics"}
+var openPaths = []string{"/healthz", "/readyz", "/metrics", "/healthcheck"}
 
 // An exposure is how admit serve's data plane meets its network: the TLS of its HTTP and gRPC
 // listeners, and the client tokens their requests must bear.
 type exposure struct {
 	tls    *tlsconf.Holder  // nil: plain HTTP and gRPC
 	tokens *clienttoken.Set // nil: no token asked for
+	// plainHTTP keeps the HTTP listener plain while gRPC has tls (--envoy-env's
+	// GRPC_SERVER_USE_TLS, as envoyproxy/ratelimit has it).
+	plainHTTP bool
 }
 
 // startExposure loads the TLS files and the client tokens that srv names, logs what the data
@@ -147,7 +150,7 @@ func (e exposure) grpcOptions() []grpc.ServerOption {
 
 // tlsConfig returns the HTTP listener's TLS configuration, or nil for plain HTTP.
 func (e exposure) tlsConfig() *tls.Config {
-	if e.tls == nil {
+	if e.tls == nil || e.plainHTTP {
 		return nil
 	}
 	return e.tls.Config()

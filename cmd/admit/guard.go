@@ -20,11 +20,12 @@ type guarded struct {
 // OverLimitCache → FailOpen → Breaker → backend for Redis, where the cache saves round trips of a
 // hammered full key and the breaker answers at once during an outage; FailOpen alone in memory,
 // whose own errors (a full table) are not an outage. cacheMaxAge is the cache's MaxAge
-// (server.local_cache_max_age): a change made in Redis is seen within it; 0 stacks no cache. The
+// (server.local_cache_max_age): a change made in Redis is seen within it; 0 stacks no cache;
+// cacheEntries its MaxEntries (--local-cache-size), 0 for guard's default. The
 // cache forgets the keys of every reset published in Redis (redisstore.Store.OnReset).
 // FailOpen fails every Limit closed until it is given the local limits of a configuration
 // (guard.FailOpen.SetLocalLimits).
-func guardStack(reg prometheus.Registerer, backend admit.Store, redis bool, cacheMaxAge time.Duration) (guarded, error) {
+func guardStack(reg prometheus.Registerer, backend admit.Store, redis bool, cacheEntries int, cacheMaxAge time.Duration) (guarded, error) {
 	next := backend
 	if redis {
 		b := guard.NewBreaker(backend, guard.BreakerOptions{})
@@ -36,7 +37,7 @@ func guardStack(reg prometheus.Registerer, backend admit.Store, redis bool, cach
 	failOpen := guard.NewFailOpen(next, guard.FailOpenOptions{})
 	g := guarded{top: failOpen, failOpen: failOpen, close: failOpen.Close}
 	if redis && cacheMaxAge > 0 {
-		c := guard.NewOverLimitCache(failOpen, guard.OverLimitOptions{MaxAge: cacheMaxAge})
+		c := guard.NewOverLimitCache(failOpen, guard.OverLimitOptions{MaxEntries: cacheEntries, MaxAge: cacheMaxAge})
 		if err := metrics.RegisterOverLimitCache(reg, "redis", c); err != nil {
 			return guarded{}, err
 		}

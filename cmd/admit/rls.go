@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -12,44 +13,56 @@ import (
 	"github.com/admit-dev/admit/policy/envoyconf"
 	"github.com/admit-dev/admit/transport/rls"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/health"
+	"google.golang.org/grpc/reflection"
 )
 
 // startRLS starts Envoy's rate limit service of admit serve: it loads the directory of
 // --envoy-config, listens on --grpc-listen, and serves there through d's Service until ctx is done, then
 // stops gracefully within shutdownGrace and sends the exit code to done, which holds one code to
-// replace. It reloads the directory on SIGHUP and when its files change. On a failure to start it
-// returns the exit code, having logged why; else exitOK and a context that is cancelled when the
-// gRPC server fails, so that the HTTP server stops too.
-func startRLS(ctx context.Context, d *daemon, done chan int) (context.Context, int) {
+// replace. It reloads the directory on SIGHUP and when its files change, and follows the backend's
+// health as /readyz sees it. It returns api with envoyproxy/ratelimit's HTTP paths beside it:
+// GET /healthcheck and POST /json. On a failure to start it returns the exit code, having logged
+// why; else exitOK and a context that is cancelled when the gRPC server fails, so that the HTTP
+// server stops too.
+func startRLS(ctx context.Context, d *daemon, api http.Handler, done chan int) (context.Context, http.Handler, int) {
 	logger := d.logger
 	load := envoyconf.Options{MergeDomains: d.cfg.envoy.mergeDomains}
 	cfg, err := load.Load(d.cfg.envoyConfig)
 	if err != nil {
 		logger.Error("cannot load the Envoy rate limit configuration", "dir", d.cfg.envoyConfig, "error", err)
-		return ctx, exitUsage
+		return ctx, nil, exitUsage
 	}
-	s, err := rls.New(rls.Options{Service: d.svc, Config: cfg, Logger: logger,
+	s, err := rls.New(rls.Options{Service: d.svc, Config: cfg, Logger: logger, Ops: d.cfg.ops.rlsOps(d.near.Add),
 		IncrementOverLimit: d.cfg.envoy.incrementOverLimit, DynamicMetadata: d.cfg.envoy.dynamicMetadata})
 	if err != nil {
 		logger.Error("cannot build the Envoy rate limit service", "error", err)
-		return ctx, exitError
+		return ctx, nil, exitError
 	}
 	d.svc.SetRules(s) // the admin API's overrides address its rules by name and descriptor key
 	ln, err := net.Listen("tcp", d.cfg.grpcListen)
 	if err != nil {
 		logger.Error("cannot listen for gRPC", "error", err)
-		return ctx, exitError
+		return ctx, nil, exitError
 	}
-	logger.Info("Envoy rate limit configuration", "dir", d.cfg.envoyConfig, "domains", len(cfg.Domains()), "hash", cfg.Hash)
+	logger.Info("Envoy rate limit configuration", "dir", d.cfg.envoyConfig, "domains", len(cfg.Domains()), "hash", cfg.Hash,
+		"shadow_mode", d.cfg.ops.shadowMode, "response_headers", d.cfg.ops.responseHeaders, "near_limit_ratio", d.cfg.ops.nearLimitRatio)
 	g, h := rls.NewGRPCServer(s, append(d.expose.grpcOptions(), d.tracing.GRPC()...)...)
+	if d.cfg.ops.reflection {
+		reflection.Register(g)
+		logger.Info("gRPC server reflection", "state", "on")
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	<-done
 	go func() {
 		done <- serveGRPC(ctx, cancel, ln, g, h, logger)
 	}()
 	go reloadEnvoy(ctx, d.cfg.envoyConfig, load, s, logger, reloadPollInterval)
-	return ctx, exitOK
+	go h.Run(ctx, func(ctx context.Context) error { return ready(ctx, d.backend) }, rls.DefaultHealthInterval)
+	mux := http.NewServeMux()
+	mux.Handle("/", api)
+	mux.Handle("GET /healthcheck", h)
+	mux.Handle("/json", rls.JSONHandler(s))
+	return ctx, mux, exitOK
 }
 
 // envoyFlags are admit serve's flags of envoyproxy/ratelimit's settings, with --envoy-config.
@@ -61,7 +74,7 @@ type envoyFlags struct {
 
 // serveGRPC serves g on ln until ctx is done, then stops gracefully: health NOT_SERVING, no new
 // streams, in-flight calls finished within shutdownGrace, else cut. A failure of Serve cancels.
-func serveGRPC(ctx context.Context, cancel context.CancelFunc, ln net.Listener, g *grpc.Server, h *health.Server, logger *slog.Logger) int {
+func serveGRPC(ctx context.Context, cancel context.CancelFunc, ln net.Listener, g *grpc.Server, h *rls.Health, logger *slog.Logger) int {
 	served := goServe(ln, g.Serve, logger, "listening for gRPC")
 	if stoppedEarly(ctx, cancel, served, logger, "gRPC server stopped") {
 		return exitError

@@ -50,6 +50,8 @@ type serveConfig struct {
 	envoyConfig    string          // --envoy-config of admit serve: the directory of envoyproxy/ratelimit's files, or ""
 	envoy          envoyFlags      // the other --envoy-* flags of admit serve
 	admin          adminConfig     // the admin API's flags of admit serve
+	ops            opsConfig       // envoyproxy/ratelimit's operations surface of admit serve
+	given          map[string]bool // the flags given
 }
 
 // applyFile applies the server settings of the configuration file to cfg, where no flag or
@@ -62,7 +64,9 @@ func (cfg *serveConfig) applyFile(s policy.Server) {
 		cfg.redisURL = s.Redis
 	}
 	cfg.fileSecretFile = s.HMACSecretFile
-	cfg.redisTLS = s.RedisTLS
+	if !cfg.ops.redisTLSSet {
+		cfg.redisTLS = s.RedisTLS
+	}
 }
 
 // parseServe parses the flags of admit serve. On --help it writes the usage to stdout and returns
@@ -75,12 +79,24 @@ func parseServe(args []string, stdout, stderr io.Writer) (cfg serveConfig, code 
 		fs.BoolVar(&cfg.envoy.incrementOverLimit, "envoy-increment-over-limit", false, "count the hits of a descriptor over its limit, as envoyproxy/ratelimit does by default (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false)")
 		fs.BoolVar(&cfg.envoy.dynamicMetadata, "envoy-dynamic-metadata", false, "answer envoyproxy/ratelimit's dynamic metadata, quota mode's violations in it, as its RESPONSE_DYNAMIC_METADATA=true")
 		adminFlags(fs, cfg)
+		opsFlags(fs, cfg)
 	})
 	if done {
 		return cfg, code, done
 	}
+	if cfg.ops.envoyEnv {
+		if err := cfg.applyEnvoyEnv(os.Environ()); err != nil {
+			return cfg, badUsage(stderr, "serve", "%v", err), true
+		}
+		if err := checkRedisURL("REDIS_URL (envoyproxy/ratelimit's)", cfg.redisURL); err != nil {
+			return cfg, badUsage(stderr, "serve", "--envoy-env: %v", err), true
+		}
+	}
 	if env := os.Getenv(listenEnv); !cfg.listenSet && env != "" {
 		cfg.listen, cfg.listenSet = env, true // flag, then environment, then file
+	}
+	if err := cfg.ops.check(); err != nil {
+		return cfg, badUsage(stderr, "serve", "%v", err), true
 	}
 	if cfg.grpcListen != defaultGRPCListen && cfg.envoyConfig == "" {
 		return cfg, badUsage(stderr, "serve", "--grpc-listen needs --envoy-config DIR, the configuration of Envoy's rate limit service"), true
@@ -102,7 +118,7 @@ const listenEnv = "ADMIT_LISTEN"
 const defaultGRPCListen = "127.0.0.1:8081"
 
 // serveUsage is the usage of admit serve, before its flags.
-const serveUsage = `Usage: admit serve [--config FILE] [--listen ADDR] [--envoy-config DIR [--grpc-listen ADDR]] [--admin-token-file PATH [--admin-listen ADDR]] [--redis URL] [--hmac-secret-file PATH] [--log-format text|json]
+const serveUsage = `Usage: admit serve [--config FILE] [--listen ADDR] [--envoy-config DIR [--grpc-listen ADDR]] [--envoy-env] [--admin-token-file PATH [--admin-listen ADDR]] [--redis URL] [--hmac-secret-file PATH] [--log-format text|json]
 
 Serves the admit HTTP API until SIGINT or SIGTERM, then finishes the requests in flight (for at
 most ` + "{{grace}}" + `) and exits 0.
@@ -124,6 +140,12 @@ files (*.yaml, *.yml) of DIR and its subdirectories (docs/envoy.md); DIR is relo
 and when it changes. --envoy-merge-domains, --envoy-increment-over-limit and
 --envoy-dynamic-metadata are envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG=true,
 STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false and RESPONSE_DYNAMIC_METADATA=true.
+The health service answers for "", ratelimit and the service's name, NOT_SERVING while the backend
+does not answer and from SIGTERM on; the HTTP listener adds envoyproxy/ratelimit's
+GET /healthcheck (200 "OK", else 500) and POST /json (ShouldRateLimit in JSON: 200, or 429 when
+OVER_LIMIT). --envoy-env reads envoyproxy/ratelimit's environment variables (RUNTIME_ROOT, PORT,
+GRPC_PORT, REDIS_URL, SHADOW_MODE, ...) where no flag is given, and names in one warning those set
+that admit does not honour.
 
 With an admin token (--admin-token-file PATH, else $` + adminTokenEnv + `; at least 16 bytes, never
 logged), it also serves the admin API on a listener of its own, --admin-listen (default
@@ -187,14 +209,16 @@ func parseCommand(name, listen, usage string, args []string, stdout, stderr io.W
 		return cfg, badUsage(stderr, name, "--log-format %q: want text or json", cfg.logFormat), true
 	}
 	redisSet := false
+	cfg.given = map[string]bool{}
 	fs.Visit(func(f *flag.Flag) {
+		cfg.given[f.Name] = true
 		redisSet = redisSet || f.Name == "redis"
 		cfg.listenSet = cfg.listenSet || f.Name == "listen"
 		cfg.secretFileSet = cfg.secretFileSet || f.Name == secretFileFlag
 		cfg.admin.visit(f)
 	})
 	source := "--redis"
-	if !redisSet {
+	if !redisSet && !cfg.ops.envoyEnv { // under --envoy-env, REDIS_URL is envoyproxy/ratelimit's
 		cfg.redisURL, source = os.Getenv("REDIS_URL"), "REDIS_URL"
 	}
 	if err := checkRedisURL(source, cfg.redisURL); err != nil {
@@ -298,10 +322,11 @@ type daemon struct {
 	keys    *admit.KeyBuilder
 	svc     *service.Service
 	reg     *prometheus.Registry
-	expose  exposure         // admit serve's TLS and client tokens
-	relay   *logrelay.Relay  // the log's queue to stderr, whose drops admit_log_lines_dropped_total counts
-	tracing *tracing.Tracing // nil: tracing off
-	closers []func()         // run by stop, last first
+	near    *metrics.NearLimit // admit_rls_near_limit_total, at 0 without --envoy-config
+	expose  exposure           // admit serve's TLS and client tokens
+	relay   *logrelay.Relay    // the log's queue to stderr, whose drops admit_log_lines_dropped_total counts
+	tracing *tracing.Tracing   // nil: tracing off
+	closers []func()           // run by stop, last first
 }
 
 // stop closes what d opened: the backend, then the log.
@@ -328,6 +353,7 @@ func startDaemon(ctx context.Context, cfg serveConfig, stderr io.Writer) (*daemo
 		handler = newJSONHandler(relay)
 	}
 	d.logger = slog.New(handler)
+	cfg.ops.warnIgnored(d.logger) // first, whatever fails next
 	code, err := d.start(ctx, cfg)
 	if err != nil {
 		d.stop()
@@ -364,7 +390,8 @@ func (d *daemon) start(ctx context.Context, cfg serveConfig) (int, error) {
 	}
 
 	d.reg = prometheus.NewRegistry()
-	guarded, err := guardStack(d.reg, backend, cfg.redisURL != "", policies.Server.LocalCacheMaxAge)
+	entries, maxAge := cfg.ops.overLimitCache(policies.Server.LocalCacheMaxAge)
+	guarded, err := guardStack(d.reg, backend, cfg.redisURL != "", entries, maxAge)
 	if err != nil {
 		logger.Error("cannot register the metrics", "error", err)
 		return exitError, err
@@ -384,7 +411,10 @@ func (d *daemon) start(ctx context.Context, cfg serveConfig) (int, error) {
 		logger.Error("cannot build the service", "error", err)
 		return exitError, err
 	}
-	if err := errors.Join(metrics.RegisterTopSubjects(d.reg, d.svc), metrics.RegisterLogDropped(d.reg, d.relay)); err != nil {
+	if d.near, err = metrics.NewNearLimit(d.reg); err == nil {
+		err = errors.Join(metrics.RegisterTopSubjects(d.reg, d.svc), metrics.RegisterLogDropped(d.reg, d.relay))
+	}
+	if err != nil {
 		logger.Error("cannot register the metrics", "error", err)
 		return exitError, err
 	}
@@ -442,21 +472,28 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if d.cfg.envoyConfig != "" {
 		listens = append(listens, d.cfg.grpcListen)
 	}
+	grpcOnlyTLS, err := d.cfg.ops.useGRPCTLS(&srv)
+	if err != nil {
+		logger.Error("cannot serve gRPC over TLS", "error", err)
+		return exitUsage
+	}
 	if d.expose, code = startExposure(ctx, srv, listens, logger); code != exitOK {
 		return code
 	}
+	d.expose.plainHTTP = grpcOnlyTLS
 	grpcDone, adminDone := make(chan int, 1), make(chan int, 1)
 	grpcDone <- exitOK
 	adminDone <- exitOK
 	if ctx, code = startAdmin(ctx, d, adminDone); code != exitOK {
 		return code
 	}
+	handler := http.Handler(api)
 	if d.cfg.envoyConfig != "" {
-		if ctx, code = startRLS(ctx, d, grpcDone); code != exitOK {
+		if ctx, handler, code = startRLS(ctx, d, api, grpcDone); code != exitOK {
 			return code
 		}
 	}
-	code = listenAndServe(ctx, d.cfg.listen, newServer(d.tracing.HTTP(d.expose.handler(api)), logger), d.expose.tlsConfig(), logger)
+	code = listenAndServe(ctx, d.cfg.listen, newServer(d.tracing.HTTP(d.expose.handler(handler)), logger), d.expose.tlsConfig(), logger)
 	stop()
 	return max(code, <-grpcDone, <-adminDone) // after the gRPC and admin servers' graceful stops too
 }

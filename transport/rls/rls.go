@@ -34,7 +34,6 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
@@ -85,6 +84,8 @@ type Options struct {
 	// and quotaModeViolations, the indexes of the descriptors in quota_mode found over their
 	// limits. Envoy stores it in the namespace envoy.filters.http.ratelimit.
 	DynamicMetadata bool
+	// The settings of envoyproxy/ratelimit's environment (docs/envoy.md, "Operations").
+	Ops Ops
 }
 
 // A Server answers ShouldRateLimit. It is safe for concurrent use. Make one with [New]; the zero
@@ -93,6 +94,7 @@ type Server struct {
 	rlsv3.UnimplementedRateLimitServiceServer
 	svc  *service.Service
 	log  *lograte.Limiter // nil: nothing is logged
+	ops  Ops
 	cfg  atomic.Pointer[envoyconf.Config]
 	opts Options
 }
@@ -108,7 +110,10 @@ func New(opts Options) (*Server, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{svc: opts.Service, opts: opts,
+	if err := opts.Ops.check(); err != nil {
+		return nil, err
+	}
+	s := &Server{svc: opts.Service, opts: opts, ops: opts.Ops,
 		log: lograte.New(logger, lograte.DefaultInterval, lograte.Kind{Level: slog.LevelWarn, Msg: "rls: cannot decide"})}
 	s.cfg.Store(opts.Config)
 	return s, nil
@@ -127,11 +132,11 @@ func (s *Server) Swap(cfg *envoyconf.Config) *envoyconf.Config {
 }
 
 // NewGRPCServer returns a gRPC server with s's RateLimitService and the standard health service
-// (grpc.health.v1, SERVING for "" and for envoy.service.ratelimit.v3.RateLimitService), with
-// message sizes capped at MaxMessageSize, keepalive pings from clients accepted at most every 10 s
-// (more often closes the connection), idle connections closed after 5 minutes, and opts after
-// these. It returns the health server too, to report NOT_SERVING while shutting down.
-func NewGRPCServer(s *Server, opts ...grpc.ServerOption) (*grpc.Server, *health.Server) {
+// (grpc.health.v1 of a [Health], SERVING for each of [HealthServices]), with message sizes capped
+// at MaxMessageSize, keepalive pings from clients accepted at most every 10 s (more often closes
+// the connection), idle connections closed after 5 minutes, and opts after these. It returns the
+// Health too, to follow the backend (Health.Run) and to report NOT_SERVING while shutting down.
+func NewGRPCServer(s *Server, opts ...grpc.ServerOption) (*grpc.Server, *Health) {
 	all := append([]grpc.ServerOption{
 		grpc.MaxRecvMsgSize(MaxMessageSize),
 		grpc.MaxSendMsgSize(MaxMessageSize),
@@ -140,9 +145,7 @@ func NewGRPCServer(s *Server, opts ...grpc.ServerOption) (*grpc.Server, *health.
 	}, opts...)
 	g := grpc.NewServer(all...)
 	rlsv3.RegisterRateLimitServiceServer(g, s)
-	h := health.NewServer()
-	h.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	h.SetServingStatus(rlsv3.RateLimitService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	h := NewHealth()
 	healthpb.RegisterHealthServer(g, h)
 	return g, h
 }
@@ -161,6 +164,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
+	s.shadowAll(items)
 	grouping := service.Separately
 	if cfg.Atomic(req.GetDomain()) {
 		grouping = service.BySlot
@@ -182,7 +186,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 			return nil, status.Error(codes.Unavailable, "admit: cannot decide: "+err.Error())
 		}
 	}
-	resp := respond(checks, ds, time.Now())
+	resp := s.finish(req.GetDomain(), items, ds, respond(checks, ds, time.Now()))
 	if s.opts.DynamicMetadata {
 		resp.DynamicMetadata = metadata(req, checks)
 	}
