@@ -212,8 +212,10 @@ func TestTracingOffAllocates(t *testing.T) {
 			t.Fatalf("TakeAll: %v, %v", ok, err)
 		}
 	})
-	if off != bare {
-		t.Errorf("a Check with tracing off: %v allocations; the same decision without the Service: %v", off, bare)
+	// Under the race detector sync.Pool drops what it is given at random, and the KeyBuilder's
+	// digesters are made anew: the counts then vary by the digesters a decision takes from the pool.
+	if slack := raceSlack(); off > bare+slack || (slack == 0 && off != bare) {
+		t.Errorf("a Check with tracing off: %v allocations; the same decision without the Service: %v (race detector's slack %v)", off, bare, slack)
 	}
 	on, _ := traced(t, mem, tracePolicies, "memory")
 	traced := testing.AllocsPerRun(200, func() {
