@@ -3,16 +3,34 @@
 package jsonanswer
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
+	"sync"
 )
+
+// buffers are the answers' bodies, reused: an answer is encoded into one and written from it, which
+// costs no allocation of its own (io.Writer promises not to keep what it is given).
+var buffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// maxPooled is the largest buffer put back into buffers: an unusually large answer (a long
+// list of the admin API) is left to the collector rather than kept for every small one.
+const maxPooled = 64 << 10
 
 // Write answers status with v as JSON and a newline, with Content-Type application/json,
 // Cache-Control no-store and X-Content-Type-Options nosniff. v must marshal: it panics otherwise,
 // as a caller's own answer types always do.
 func Write(w http.ResponseWriter, status int, v any) {
-	body, err := json.Marshal(v)
-	if err != nil {
+	buf := buffers.Get().(*bytes.Buffer)
+	buf.Reset()
+	defer func() {
+		if buf.Cap() <= maxPooled {
+			buffers.Put(buf)
+		}
+	}()
+	// Encode writes what json.Marshal returns and a newline, HTML escaped alike, and nothing on
+	// an error.
+	if err := json.NewEncoder(buf).Encode(v); err != nil {
 		panic(err)
 	}
 	hdr := w.Header()
@@ -20,5 +38,5 @@ func Write(w http.ResponseWriter, status int, v any) {
 	hdr.Set("Cache-Control", "no-store")
 	hdr.Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
-	w.Write(append(body, '\n'))
+	w.Write(buf.Bytes())
 }

@@ -397,9 +397,15 @@ func subject(domain string, entries []envoyconf.Entry) string {
 // checks in quota_mode found over.
 func respond(checks []check, ds []admit.Decision, now time.Time) *rlsv3.RateLimitResponse {
 	resp := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK, Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(checks))}
+	// The messages of the statuses are allocated together, one slice of each kind, rather than
+	// one allocation per message: three allocations per response instead of three per descriptor.
+	sts := make([]rlsv3.RateLimitResponse_DescriptorStatus, len(checks))
+	lims := make([]rlsv3.RateLimitResponse_RateLimit, len(checks))
+	durs := make([]durationpb.Duration, len(checks))
 	for i := range checks {
 		c := &checks[i]
-		st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+		st := &sts[i]
+		st.Code = rlsv3.RateLimitResponse_OK
 		resp.Statuses[i] = st
 		switch {
 		case c.rule == nil:
@@ -409,7 +415,9 @@ func respond(checks []check, ds []admit.Decision, now time.Time) *rlsv3.RateLimi
 			continue
 		}
 		lim := c.rule.Limit
-		st.CurrentLimit = &rlsv3.RateLimitResponse_RateLimit{Name: c.rule.Name, RequestsPerUnit: uint32(lim.Rate), Unit: unitOf(c.rule.Unit)}
+		cl := &lims[i]
+		cl.Name, cl.RequestsPerUnit, cl.Unit = c.rule.Name, uint32(lim.Rate), unitOf(c.rule.Unit)
+		st.CurrentLimit = cl
 		var d admit.Decision // requests_per_unit 0: every request is over
 		if c.item >= 0 {
 			d = ds[c.item]
@@ -419,7 +427,9 @@ func respond(checks []check, ds []admit.Decision, now time.Time) *rlsv3.RateLimi
 		}
 		st.LimitRemaining = uint32(min(max(d.Remaining, 0), math.MaxUint32))
 		if reset := resetAfter(c.rule, &d, now); reset > 0 {
-			st.DurationUntilReset = durationpb.New(reset)
+			du := &durs[i] // what durationpb.New(reset) holds
+			du.Seconds, du.Nanos = int64(reset/time.Second), int32(reset%time.Second)
+			st.DurationUntilReset = du
 		}
 		switch {
 		case d.Allowed:
