@@ -396,10 +396,10 @@ func subject(domain string, entries []envoyconf.Entry) string {
 // respond returns the response of checks, whose Items' Decisions are ds, at now; it marks the
 // checks in quota_mode found over.
 func respond(checks []check, ds []admit.Decision, now time.Time) *rlsv3.RateLimitResponse {
-	resp := &rlsv3.RateLimitResponse{OverallCode: rlsv3.RateLimitResponse_OK, Statuses: make([]*rlsv3.RateLimitResponse_DescriptorStatus, len(checks))}
+	resp, msgs := newResponse(len(checks))
 	for i := range checks {
 		c := &checks[i]
-		st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+		st := &msgs[i].status
 		resp.Statuses[i] = st
 		switch {
 		case c.rule == nil:
@@ -409,7 +409,9 @@ func respond(checks []check, ds []admit.Decision, now time.Time) *rlsv3.RateLimi
 			continue
 		}
 		lim := c.rule.Limit
-		st.CurrentLimit = &rlsv3.RateLimitResponse_RateLimit{Name: c.rule.Name, RequestsPerUnit: uint32(lim.Rate), Unit: unitOf(c.rule.Unit)}
+		cl := &msgs[i].limit
+		cl.Name, cl.RequestsPerUnit, cl.Unit = c.rule.Name, uint32(lim.Rate), unitOf(c.rule.Unit)
+		st.CurrentLimit = cl
 		var d admit.Decision // requests_per_unit 0: every request is over
 		if c.item >= 0 {
 			d = ds[c.item]
@@ -419,7 +421,9 @@ func respond(checks []check, ds []admit.Decision, now time.Time) *rlsv3.RateLimi
 		}
 		st.LimitRemaining = uint32(min(max(d.Remaining, 0), math.MaxUint32))
 		if reset := resetAfter(c.rule, &d, now); reset > 0 {
-			st.DurationUntilReset = durationpb.New(reset)
+			du := &msgs[i].reset // what durationpb.New(reset) holds
+			du.Seconds, du.Nanos = int64(reset/time.Second), int32(reset%time.Second)
+			st.DurationUntilReset = du
 		}
 		switch {
 		case d.Allowed:
@@ -431,6 +435,40 @@ func respond(checks []check, ds []admit.Decision, now time.Time) *rlsv3.RateLimi
 		}
 	}
 	return resp
+}
+
+// statusMessages are the messages of one descriptor's status in a response, allocated together.
+type statusMessages struct {
+	status rlsv3.RateLimitResponse_DescriptorStatus
+	limit  rlsv3.RateLimitResponse_RateLimit
+	reset  durationpb.Duration
+}
+
+// oneStatus is a response of one descriptor, the common request, in one allocation.
+type oneStatus struct {
+	resp     rlsv3.RateLimitResponse
+	statuses [1]*rlsv3.RateLimitResponse_DescriptorStatus
+	msgs     [1]statusMessages
+}
+
+// newResponse returns a response of n statuses, OK, each to be pointed at one of the messages it
+// returns: one allocation for one descriptor, three for more, where a message each cost one.
+func newResponse(n int) (*rlsv3.RateLimitResponse, []statusMessages) {
+	var resp *rlsv3.RateLimitResponse
+	var msgs []statusMessages
+	if n == 1 {
+		one := &oneStatus{}
+		resp, msgs = &one.resp, one.msgs[:]
+		resp.Statuses = one.statuses[:]
+	} else {
+		resp, msgs = &rlsv3.RateLimitResponse{}, make([]statusMessages, n)
+		resp.Statuses = make([]*rlsv3.RateLimitResponse_DescriptorStatus, n)
+	}
+	resp.OverallCode = rlsv3.RateLimitResponse_OK
+	for i := range msgs {
+		msgs[i].status.Code = rlsv3.RateLimitResponse_OK
+	}
+	return resp, msgs
 }
 
 // resetAfter returns the duration_until_reset of a descriptor of rule decided d at now: the
