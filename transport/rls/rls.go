@@ -10,7 +10,8 @@
 // own. The response has a status per descriptor, with current_limit, limit_remaining and
 // duration_until_reset, and is OVER_LIMIT when any enforced descriptor is over its limit; one in
 // shadow_mode or quota_mode never is (OK, as envoyproxy/ratelimit answers; Options.DynamicMetadata
-// reports quota_mode's). A request's limit override applies to a descriptor with no rule, or an
+// reports quota_mode's), with limit_remaining 0 when over. A request's limit override is a rule of
+// its own (no name, shadow_mode or replaces), applied to a descriptor with no rule, or an
 // unlimited one, too. When admit cannot decide, ShouldRateLimit answers the gRPC status
 // UNAVAILABLE, never OK with code UNKNOWN, which Envoy treats as allowed: Envoy's
 // failure_mode_deny then decides. An invalid request is INVALID_ARGUMENT, before any I/O.
@@ -261,21 +262,29 @@ func plan(cfg *envoyconf.Config, req *rlsv3.RateLimitRequest) ([]check, []servic
 			cost = int64(h.GetValue()) // the descriptor's 0 checks without counting
 		}
 		rule, keyed := cfg.Lookup(domain, entries)
-		if o := d.GetLimit(); o != nil && rule != nil && !rule.Unlimited {
-			rule = override(rule, o)
-		} else if o != nil && known {
-			// envoyproxy/ratelimit applies a request's limit before looking at the rules: on a
-			// descriptor of a configured domain with no rule, or an unlimited one, too.
+		if o := d.GetLimit(); o != nil && known {
+			// envoyproxy/ratelimit applies a request's limit before looking at the rules, as a
+			// rule of its own: on a descriptor of a configured domain with no rule, or an
+			// unlimited one, too, and without the configured rule's name, shadow_mode, quota_mode
+			// and replaces (it neither replaces nor is replaced).
 			base := &envoyconf.Rule{Domain: domain, Limit: admit.Limit{Name: envoyconf.DefaultName}}
+			if rule != nil {
+				base.Path = rule.Path
+			}
 			if r := override(base, o); r != base {
 				rule = r
 			}
 		}
-		if rule == nil || rule.Unlimited {
-			checks[i].rule = rule
+		checks[i].rule = rule
+		if rule == nil {
 			continue
 		}
-		checks[i].rule = rule
+		for _, r := range rule.Replaces { // an unlimited rule's too, as envoyproxy/ratelimit's
+			replaced[r] = true
+		}
+		if rule.Unlimited {
+			continue
+		}
 		if rule.Limit.Rate > 0 {
 			sub := admit.Subject{ID: subject(domain, keyed)}
 			if atomicDomain {
@@ -284,15 +293,14 @@ func plan(cfg *envoyconf.Config, req *rlsv3.RateLimitRequest) ([]check, []servic
 			checks[i].item = len(items)
 			items = append(items, service.Item{Limit: rule.Limit, Version: KeyVersion, Subject: sub, Cost: cost})
 		}
-		for _, r := range rule.Replaces {
-			replaced[r] = true
-		}
 	}
 	n := 0 // the Items of the descriptors not replaced, in order
 	for i := range checks {
 		c := &checks[i]
-		if c.rule != nil && c.rule.Name != "" && replaced[c.rule.Name] {
-			c.rule, c.item = nil, -1 // replaced by another descriptor's rule: not limited
+		if c.rule != nil && !c.rule.Unlimited && c.rule.Name != "" && replaced[c.rule.Name] {
+			// replaced by another descriptor's rule: not limited. An unlimited rule stays
+			// unlimited, as envoyproxy/ratelimit answers it.
+			c.rule, c.item = nil, -1
 		}
 		if c.item >= 0 {
 			items[n], c.item = items[c.item], n
@@ -313,7 +321,8 @@ func descriptorOf(checks []check, item int) int {
 }
 
 // override returns rule with the requests per unit and unit of a descriptor's limit override, as
-// envoyproxy/ratelimit applies one: a fixed window aligned to Unix time, named as the rule is.
+// envoyproxy/ratelimit applies one: a fixed window aligned to Unix time, named as the rule is, in
+// shadow mode when it is.
 func override(rule *envoyconf.Rule, o *ratelimitv3.RateLimitDescriptor_RateLimitOverride) *envoyconf.Rule {
 	r := *rule
 	r.Unit = envoyconf.Unit(0)
@@ -425,7 +434,10 @@ func respond(checks []check, ds []admit.Decision, now time.Time) *rlsv3.RateLimi
 		case d.Allowed:
 		case c.rule.QuotaMode:
 			c.quotaOver = true // answered OK, reported in the dynamic metadata
-		case !lim.Shadow:
+			st.LimitRemaining = 0
+		case lim.Shadow:
+			st.LimitRemaining = 0 // answered OK with nothing left, as envoyproxy/ratelimit answers
+		default:
 			st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
 			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 		}
