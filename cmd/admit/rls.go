@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/admit-dev/admit/metrics"
 	"github.com/admit-dev/admit/policy/envoyconf"
 	"github.com/admit-dev/admit/transport/rls"
 	"google.golang.org/grpc"
@@ -32,8 +33,17 @@ func startRLS(ctx context.Context, d *daemon, api http.Handler, done chan int) (
 		logger.Error("cannot load the Envoy rate limit configuration", "dir", d.cfg.envoyConfig, "error", err)
 		return ctx, nil, exitUsage
 	}
-	s, err := rls.New(rls.Options{Service: d.svc, Config: cfg, Logger: logger, Ops: d.cfg.ops.rlsOps(d.near.Add),
-		IncrementOverLimit: d.cfg.envoy.incrementOverLimit, DynamicMetadata: d.cfg.envoy.dynamicMetadata})
+	opts := rls.Options{Service: d.svc, Config: cfg, Logger: logger, Ops: d.cfg.ops.rlsOps(d.near.Add),
+		IncrementOverLimit: d.cfg.envoy.incrementOverLimit, DynamicMetadata: d.cfg.envoy.dynamicMetadata}
+	if d.cfg.envoy.metrics {
+		stats, err := metrics.NewEnvoyStats(d.reg)
+		if err != nil {
+			logger.Error("cannot register the metrics", "error", err)
+			return ctx, nil, exitError
+		}
+		opts.Stats = func(rule, key string, c rls.Counts) { stats.Add(rule, key, metrics.EnvoyCounts(c)) }
+	}
+	s, err := rls.New(opts)
 	if err != nil {
 		logger.Error("cannot build the Envoy rate limit service", "error", err)
 		return ctx, nil, exitError
@@ -70,6 +80,7 @@ type envoyFlags struct {
 	mergeDomains       bool // --envoy-merge-domains: MERGE_DOMAIN_CONFIG=true
 	incrementOverLimit bool // --envoy-increment-over-limit: STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false
 	dynamicMetadata    bool // --envoy-dynamic-metadata: RESPONSE_DYNAMIC_METADATA=true
+	metrics            bool // --envoy-metrics: envoyproxy/ratelimit's per-rule series, USE_PROMETHEUS=true
 }
 
 // serveGRPC serves g on ln until ctx is done, then stops gracefully: health NOT_SERVING, no new

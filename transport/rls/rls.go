@@ -85,6 +85,13 @@ type Options struct {
 	// and quotaModeViolations, the indexes of the descriptors in quota_mode found over their
 	// limits. Envoy stores it in the namespace envoy.filters.http.ratelimit.
 	DynamicMetadata bool
+	// Stats, if not nil, is told the Counts of each descriptor decided under a rule that limits
+	// (not one unlimited, replaced or without a rule), as envoyproxy/ratelimit counts its
+	// per-rule stats: rule is the rule's StatsKey (for a limit override with no rule, the domain
+	// and the entries' keys), key the series envoyproxy/ratelimit counts it in: rule, or with
+	// detailed_metric the descriptor's own values, such as "mongo_cps.database_users". admit
+	// serve's --envoy-metrics exports them (package metrics, EnvoyStats), bounded there.
+	Stats func(rule, key string, c Counts)
 	// The settings of envoyproxy/ratelimit's environment (docs/envoy.md, "Operations").
 	Ops Ops
 }
@@ -156,12 +163,15 @@ type check struct {
 	rule      *envoyconf.Rule // nil: no rule, or replaced
 	item      int             // its index in the Items decided; -1 for none
 	quotaOver bool            // in quota_mode, and over its limit: answered OK
+	cost      int64           // the hits asked for
+	// The stats keys of the descriptor (Options.Stats), when asked for.
+	ruleKey, statKey string
 }
 
 // ShouldRateLimit decides req (see the package doc).
 func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	cfg := s.cfg.Load()
-	checks, items, err := plan(cfg, req)
+	checks, items, err := plan(cfg, req, s.opts.Stats != nil)
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
@@ -188,6 +198,9 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 		}
 	}
 	resp := s.finish(req.GetDomain(), items, ds, respond(checks, ds, time.Now()))
+	if s.opts.Stats != nil {
+		s.stats(checks, items, ds)
+	}
 	if s.opts.DynamicMetadata {
 		resp.DynamicMetadata = metadata(req, checks)
 	}
@@ -220,7 +233,7 @@ func (s *Server) countOver(ctx context.Context, items []service.Item, ds []admit
 
 // plan validates req, finds each descriptor's rule, subject and cost, and returns the Items of
 // the descriptors whose rules limit, without I/O.
-func plan(cfg *envoyconf.Config, req *rlsv3.RateLimitRequest) ([]check, []service.Item, error) {
+func plan(cfg *envoyconf.Config, req *rlsv3.RateLimitRequest, withStats bool) ([]check, []service.Item, error) {
 	domain, ds := req.GetDomain(), req.GetDescriptors()
 	switch {
 	case domain == "":
@@ -266,18 +279,26 @@ func plan(cfg *envoyconf.Config, req *rlsv3.RateLimitRequest) ([]check, []servic
 			// envoyproxy/ratelimit applies a request's limit before looking at the rules, as a
 			// rule of its own: on a descriptor of a configured domain with no rule, or an
 			// unlimited one, too, and without the configured rule's name, shadow_mode, quota_mode
-			// and replaces (it neither replaces nor is replaced).
+			// and replaces (it neither replaces nor is replaced). It counts on the rule's key, as
+			// envoyproxy/ratelimit's counter is the descriptor's whatever its rule: the Limit keeps
+			// the rule's name (the key's policy name and the admin API's overrides').
 			base := &envoyconf.Rule{Domain: domain, Limit: admit.Limit{Name: envoyconf.DefaultName}}
 			if rule != nil {
 				base.Path = rule.Path
+				if rule.Limit.Name != "" { // an unlimited rule's Limit is the zero Limit
+					base.Limit.Name = rule.Limit.Name
+				}
 			}
 			if r := override(base, o); r != base {
 				rule = r
 			}
 		}
-		checks[i].rule = rule
+		checks[i].rule, checks[i].cost = rule, cost
 		if rule == nil {
 			continue
+		}
+		if withStats && !rule.Unlimited {
+			checks[i].ruleKey, checks[i].statKey = statKeys(domain, rule, entries, keyed)
 		}
 		for _, r := range rule.Replaces { // an unlimited rule's too, as envoyproxy/ratelimit's
 			replaced[r] = true
