@@ -48,7 +48,7 @@ type EnvoyCounts struct {
 type EnvoyStats struct {
 	vecs [5]*prometheus.CounterVec // total_hits, over_limit, near_limit, within_limit, shadow_mode
 
-	mu       sync.Mutex
+	mu       sync.RWMutex
 	series   map[string]*envoySeries // by key
 	detailed map[string]int          // the detailed series of each rule, by rule key
 }
@@ -91,6 +91,12 @@ func (e *EnvoyStats) Add(rule, key string, c EnvoyCounts) {
 
 // seriesOf returns the series of key under rule, made if need be within the bounds.
 func (e *EnvoyStats) seriesOf(rule, key string) *envoySeries {
+	e.mu.RLock()
+	s := e.series[key]
+	e.mu.RUnlock()
+	if s != nil { // the usual case: a key seen before
+		return s
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if s := e.series[key]; s != nil {
