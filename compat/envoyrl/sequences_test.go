@@ -375,10 +375,10 @@ func (o *oracle) allow(req *rlsv3.RateLimitRequest, d *ratelimitv3.RateLimitDesc
 
 // hits returns the hits descriptor d of req asks for, as envoyproxy/ratelimit counts them
 // (reference) and as admit does: its own hits_addend if set, else the request's; the request's 0
-// is 1 in both, the descriptor's 0 is 0 in envoyproxy/ratelimit.
+// is 1 in both, the descriptor's 0 is 0 in both (a check that counts nothing).
 func hits(req *rlsv3.RateLimitRequest, d *ratelimitv3.RateLimitDescriptor) (reference, admit uint64) {
 	if h := d.GetHitsAddend(); h != nil {
-		return h.GetValue(), max(h.GetValue(), 1)
+		return h.GetValue(), h.GetValue()
 	}
 	h := max(uint64(req.GetHitsAddend()), 1)
 	return h, h
