@@ -108,6 +108,13 @@ func TestOverrideIsARuleOfItsOwn(t *testing.T) {
 				t.Errorf("request %d: gold's current_limit %v, want 10 per hour without a name", i, l)
 			}
 		}
+		// The override counts on the rule's counter: 1 of free's, then 1 more of the override's 2.
+		wantCodes(t, "free q", ask(t, c, "sem", 0, desc("free", "q")), "OK", "OK")
+		r = ask(t, c, "sem", 0, overridden(desc("free", "q"), 2))
+		wantCodes(t, "free q overridden", r, "OK", "OK")
+		if r.Statuses[0].LimitRemaining != 0 {
+			t.Errorf("free q overridden: %d left of 2, want 0: the override shares the rule's counter", r.Statuses[0].LimitRemaining)
+		}
 		// free overridden is replaced no more: gold replaces the name free, which the override has not.
 		r = ask(t, c, "sem", 0, overridden(desc("free", "f2"), 7), desc("gold", "g2"))
 		if l := r.Statuses[0].CurrentLimit; l.GetRequestsPerUnit() != 7 || l.GetName() != "" {
