@@ -98,7 +98,7 @@ func TestE2EEnvoyEnv(t *testing.T) {
 		"GRPC_HOST=127.0.0.1", "GRPC_PORT=0",
 		"REDIS_SOCKET_TYPE=tcp", "REDIS_TYPE=single", "REDIS_URL="+redis.Addr(), "REDIS_AUTH="+redistest.User+":"+redistest.Password,
 		"LIMIT_RESPONSE_HEADERS_ENABLED=true", "NEAR_LIMIT_RATIO=0.5", "LOCAL_CACHE_SIZE_IN_BYTES=0",
-		"DEBUG_PORT=6070", "USE_STATSD=false", "LOG_LEVEL=debug")
+		"DEBUG_PORT=6070", "USE_STATSD=false", "LOG_LEVEL=debug", "USE_PROMETHEUS=true")
 	p := startAdmitEnv(t, env, "--envoy-env")
 	conn := grpcConn(t, p)
 	logs := p.logs.String()
@@ -164,6 +164,15 @@ func TestE2EEnvoyEnv(t *testing.T) {
 	// The second request used 2 of 2, past 0.5 × 2 = 1: one near-limit hit; the others were not.
 	if m := regexp.MustCompile(`(?m)^admit_rls_near_limit_total (\S+)$`).FindStringSubmatch(get(t, p.base+"/metrics").body); m == nil || m[1] != "1" {
 		t.Fatalf("admit_rls_near_limit_total: %v, want 1", m)
+	}
+	// USE_PROMETHEUS=true: envoyproxy/ratelimit's series of the rule, by its stats key; the
+	// fourth hit, over, was the one of POST /json.
+	page := get(t, p.base+"/metrics").body
+	for name, want := range map[string]string{"total_hits": "4", "within_limit": "2", "near_limit": "1", "over_limit": "2", "shadow_mode": "0"} {
+		re := regexp.MustCompile(`(?m)^ratelimit_service_rate_limit_` + name + `\{domain="mongo_cps",key="mongo_cps.database_users",key1="database_users",key2=""\} (\S+)$`)
+		if m := re.FindStringSubmatch(page); m == nil || m[1] != want {
+			t.Errorf("ratelimit_service_rate_limit_%s: %v, want %s in\n%s", name, m, want, page)
+		}
 	}
 
 	redis.Kill(t)

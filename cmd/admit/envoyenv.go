@@ -90,7 +90,7 @@ var envoyVars = []envoyVar{
 	{"EXTRA_TAGS", "", "tags of every stat", "not honoured", false},
 	{"STATS_FLUSH_INTERVAL", "10s", "how often stats are sent", "not honoured", false},
 	{"DISABLE_STATS", "false", "no stats", "not honoured: `/metrics` is always served", false},
-	{"USE_PROMETHEUS", "false", "serve Prometheus metrics", "not honoured: always on, at `/metrics` of `PORT`, with admit's names", false},
+	{"USE_PROMETHEUS", "false", "serve Prometheus metrics", "admit's metrics are always on, at `/metrics` of `PORT`; `true`: `--envoy-metrics`, envoyproxy/ratelimit's per-rule series beside them, named as its mapping names them", true},
 	{"PROMETHEUS_*", "", "the Prometheus listener, path and mapper", "not honoured: `/metrics` of `PORT`", false},
 	{"TRACING_*", "", "OpenTelemetry traces", "not honoured", false},
 }
@@ -101,7 +101,7 @@ type envoyEnv struct {
 	redisURL                        string
 	logFormat                       string
 	shadowMode, responseHeaders     bool
-	envoy                           envoyFlags // MERGE_DOMAIN_CONFIG, STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT, RESPONSE_DYNAMIC_METADATA
+	envoy                           envoyFlags // MERGE_DOMAIN_CONFIG, STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT, RESPONSE_DYNAMIC_METADATA, USE_PROMETHEUS
 	nearLimitRatio                  float64
 	localCacheSize                  int64
 	grpcTLS                         policy.ServerTLS // GRPC_SERVER_*: the gRPC listener's TLS
@@ -163,6 +163,7 @@ func readEnvoyEnv(environ []string) (envoyEnv, error) {
 	e.shadowMode = boolOf("SHADOW_MODE")
 	e.envoy.mergeDomains = boolOf("MERGE_DOMAIN_CONFIG")
 	e.envoy.dynamicMetadata = boolOf("RESPONSE_DYNAMIC_METADATA")
+	e.envoy.metrics = boolOf("USE_PROMETHEUS")
 	// Only an explicit false asks for envoyproxy/ratelimit's counting: unset keeps admit's rule.
 	e.envoy.incrementOverLimit = getenv("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT") != "" && !boolOf("STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT")
 	e.responseHeaders = boolOf("LIMIT_RESPONSE_HEADERS_ENABLED")

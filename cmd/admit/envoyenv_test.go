@@ -267,6 +267,8 @@ func TestEnvoyEnvSettingsFlags(t *testing.T) {
 		{[]string{"MERGE_DOMAIN_CONFIG=true", "RESPONSE_DYNAMIC_METADATA=true"}, envoyFlags{mergeDomains: true, dynamicMetadata: true}},
 		{[]string{"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false"}, envoyFlags{incrementOverLimit: true}},
 		{[]string{"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=true"}, envoyFlags{}},
+		{[]string{"USE_PROMETHEUS=true"}, envoyFlags{metrics: true}},
+		{[]string{"USE_PROMETHEUS=false"}, envoyFlags{}},
 	} {
 		e, err := readEnvoyEnv(tc.environ)
 		if err != nil {
@@ -279,7 +281,9 @@ func TestEnvoyEnvSettingsFlags(t *testing.T) {
 			t.Errorf("readEnvoyEnv(%q) ignores %q; want them honoured", tc.environ, e.ignored)
 		}
 	}
-	if _, err := readEnvoyEnv([]string{"MERGE_DOMAIN_CONFIG=maybe"}); err == nil || !strings.Contains(err.Error(), "MERGE_DOMAIN_CONFIG") {
-		t.Errorf("MERGE_DOMAIN_CONFIG=maybe: %v; want an error naming it", err)
+	for _, name := range []string{"MERGE_DOMAIN_CONFIG", "USE_PROMETHEUS"} {
+		if _, err := readEnvoyEnv([]string{name + "=maybe"}); err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s=maybe: %v; want an error naming it", name, err)
+		}
 	}
 }

@@ -1,14 +1,22 @@
 package main
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
 	"strings"
 	"testing"
+	"time"
+
+	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/admit-dev/admit/internal/redistest"
 )
@@ -156,6 +164,12 @@ func TestMetricsDocumented(t *testing.T) {
 			}
 		}
 	}
+	// admit serve --envoy-metrics adds envoyproxy/ratelimit's series, once a rule decided.
+	for name, f := range parseExposition(t, envoyMetrics(t, redis)) {
+		if strings.HasPrefix(name, "ratelimit_") {
+			exposed[name] = f
+		}
+	}
 	docs := readMetricsTable(t)
 
 	documented := map[string]metricDoc{}
@@ -228,6 +242,41 @@ func proxyMetrics(t *testing.T, redis *redistest.Server) string {
 	r := get(t, ops+"/metrics")
 	if r.status != 200 {
 		t.Fatalf("admit proxy's GET /metrics: %d\n%s", r.status, r.body)
+	}
+	return r.body
+}
+
+// envoyMetrics starts admit serve on redis with --envoy-config and --envoy-metrics, asks its rate
+// limit service one descriptor of a rule, and returns the page of its /metrics.
+func envoyMetrics(t *testing.T, redis *redistest.Server) string {
+	t.Helper()
+	dir := t.TempDir()
+	yaml := "domain: mongo_cps\ndescriptors:\n  - key: database\n    value: users\n    rate_limit:\n      unit: day\n      requests_per_unit: 2\n"
+	if err := os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base, logs, _ := serveInProcess(t, "--redis", redis.URL(), "--envoy-config", dir, "--grpc-listen", "127.0.0.1:0", "--envoy-metrics")
+	logs.waitLine(t, "listening for gRPC")
+	m := grpcListeningRE.FindStringSubmatch(logs.String())
+	if m == nil {
+		t.Fatalf("no gRPC address in the log:\n%s", logs)
+	}
+	conn, err := grpc.NewClient(m[1], grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = rlsv3.NewRateLimitServiceClient(conn).ShouldRateLimit(ctx, &rlsv3.RateLimitRequest{Domain: "mongo_cps", Descriptors: []*ratelimitv3.RateLimitDescriptor{{
+		Entries: []*ratelimitv3.RateLimitDescriptor_Entry{{Key: "database", Value: "users"}},
+	}}})
+	if err != nil {
+		t.Fatalf("ShouldRateLimit: %v", err)
+	}
+	r := get(t, base+"/metrics")
+	if r.status != 200 {
+		t.Fatalf("GET /metrics: %d\n%s", r.status, r.body)
 	}
 	return r.body
 }

@@ -63,7 +63,7 @@ func proxy(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cfg, code, done := parseCommand("proxy", defaultProxyListen, proxyUsage, args, stdout, stderr, func(fs *flag.FlagSet, cfg *serveConfig) {
 		fs.StringVar(&cfg.upstream, "upstream", "", "the `URL` of the app to forward to (http:// or https://); required")
 		fs.StringVar(&metricsListen, "metrics-listen", "", "`address` to serve /healthz, /readyz and /metrics on, never the proxied one (host:port; port 0 picks a free one); default none")
-		cfg.ops.localCacheSize = -1 // no --local-cache-size here: server.local_cache_max_age decides
+		cfg.ops.localCacheSize = -1 // no --local-cache-size here: server.local_cache_max_age decides, as without the flag
 	})
 	if done {
 		return code

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"log/slog"
 	"net"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/admit-dev/admit/metrics"
 	"github.com/admit-dev/admit/policy/envoyconf"
 	"github.com/admit-dev/admit/transport/rls"
 	"google.golang.org/grpc"
@@ -32,8 +34,17 @@ func startRLS(ctx context.Context, d *daemon, api http.Handler, done chan int) (
 		logger.Error("cannot load the Envoy rate limit configuration", "dir", d.cfg.envoyConfig, "error", err)
 		return ctx, nil, exitUsage
 	}
-	s, err := rls.New(rls.Options{Service: d.svc, Config: cfg, Logger: logger, Ops: d.cfg.ops.rlsOps(d.near.Add),
-		IncrementOverLimit: d.cfg.envoy.incrementOverLimit, DynamicMetadata: d.cfg.envoy.dynamicMetadata})
+	opts := rls.Options{Service: d.svc, Config: cfg, Logger: logger, Ops: d.cfg.ops.rlsOps(d.near.Add),
+		IncrementOverLimit: d.cfg.envoy.incrementOverLimit, DynamicMetadata: d.cfg.envoy.dynamicMetadata}
+	if d.cfg.envoy.metrics {
+		stats, err := metrics.NewEnvoyStats(d.reg)
+		if err != nil {
+			logger.Error("cannot register the metrics", "error", err)
+			return ctx, nil, exitError
+		}
+		opts.Stats = func(rule, key string, c rls.Counts) { stats.Add(rule, key, metrics.EnvoyCounts(c)) }
+	}
+	s, err := rls.New(opts)
 	if err != nil {
 		logger.Error("cannot build the Envoy rate limit service", "error", err)
 		return ctx, nil, exitError
@@ -70,6 +81,19 @@ type envoyFlags struct {
 	mergeDomains       bool // --envoy-merge-domains: MERGE_DOMAIN_CONFIG=true
 	incrementOverLimit bool // --envoy-increment-over-limit: STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false
 	dynamicMetadata    bool // --envoy-dynamic-metadata: RESPONSE_DYNAMIC_METADATA=true
+	metrics            bool // --envoy-metrics: envoyproxy/ratelimit's per-rule series, USE_PROMETHEUS=true
+}
+
+// envoyServeFlags defines admit serve's flags of Envoy's rate limit service on fs, into cfg:
+// --grpc-listen, --envoy-config and the envoyFlags.
+func envoyServeFlags(fs *flag.FlagSet, cfg *serveConfig) {
+	fs.StringVar(&cfg.grpcListen, "grpc-listen", defaultGRPCListen, "`address` to serve Envoy's rate limit service (gRPC) on, with --envoy-config")
+	fs.StringVar(&cfg.envoyConfig, "envoy-config", "", "the `DIR`ectory of envoyproxy/ratelimit's YAML files: serves Envoy's rate limit service (docs/envoy.md)")
+	e := &cfg.envoy
+	fs.BoolVar(&e.mergeDomains, "envoy-merge-domains", false, "merge the files of one domain, as envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG=true")
+	fs.BoolVar(&e.incrementOverLimit, "envoy-increment-over-limit", false, "count the hits of a descriptor over its limit, as envoyproxy/ratelimit does by default (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false)")
+	fs.BoolVar(&e.dynamicMetadata, "envoy-dynamic-metadata", false, "answer envoyproxy/ratelimit's dynamic metadata, quota mode's violations in it, as its RESPONSE_DYNAMIC_METADATA=true")
+	fs.BoolVar(&e.metrics, "envoy-metrics", false, "export envoyproxy/ratelimit's per-rule metrics (ratelimit_service_rate_limit_*, as its Prometheus mapping names them) beside admit's")
 }
 
 // serveGRPC serves g on ln until ctx is done, then stops gracefully: health NOT_SERVING, no new

@@ -84,7 +84,7 @@ func TestGRPCListenNeedsEnvoyConfig(t *testing.T) {
 
 // TestEnvoyFlagsNeedEnvoyConfig checks that the --envoy-* settings alone are a usage error.
 func TestEnvoyFlagsNeedEnvoyConfig(t *testing.T) {
-	for _, f := range []string{"--envoy-merge-domains", "--envoy-increment-over-limit", "--envoy-dynamic-metadata"} {
+	for _, f := range []string{"--envoy-merge-domains", "--envoy-increment-over-limit", "--envoy-dynamic-metadata", "--envoy-metrics"} {
 		if _, code, done := parseServe([]string{f}, io.Discard, io.Discard); !done || code != exitUsage {
 			t.Errorf("parseServe(%s alone) = %d, %v; want exit %d", f, code, done, exitUsage)
 		}

@@ -71,11 +71,7 @@ func (cfg *serveConfig) applyFile(s policy.Server) {
 // done; on a bad command line it writes the error and a hint to stderr and returns exitUsage.
 func parseServe(args []string, stdout, stderr io.Writer) (cfg serveConfig, code int, done bool) {
 	cfg, code, done = parseCommand("serve", defaultListen, serveUsage, args, stdout, stderr, func(fs *flag.FlagSet, cfg *serveConfig) {
-		fs.StringVar(&cfg.grpcListen, "grpc-listen", defaultGRPCListen, "`address` to serve Envoy's rate limit service (gRPC) on, with --envoy-config")
-		fs.StringVar(&cfg.envoyConfig, "envoy-config", "", "the `DIR`ectory of envoyproxy/ratelimit's YAML files: serves Envoy's rate limit service (docs/envoy.md)")
-		fs.BoolVar(&cfg.envoy.mergeDomains, "envoy-merge-domains", false, "merge the files of one domain, as envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG=true")
-		fs.BoolVar(&cfg.envoy.incrementOverLimit, "envoy-increment-over-limit", false, "count the hits of a descriptor over its limit, as envoyproxy/ratelimit does by default (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false)")
-		fs.BoolVar(&cfg.envoy.dynamicMetadata, "envoy-dynamic-metadata", false, "answer envoyproxy/ratelimit's dynamic metadata, quota mode's violations in it, as its RESPONSE_DYNAMIC_METADATA=true")
+		envoyServeFlags(fs, cfg)
 		adminFlags(fs, cfg)
 		opsFlags(fs, cfg)
 	})
@@ -100,7 +96,7 @@ func parseServe(args []string, stdout, stderr io.Writer) (cfg serveConfig, code 
 		return cfg, badUsage(stderr, "serve", "--grpc-listen needs --envoy-config DIR, the configuration of Envoy's rate limit service"), true
 	}
 	if cfg.envoy != (envoyFlags{}) && cfg.envoyConfig == "" {
-		return cfg, badUsage(stderr, "serve", "--envoy-merge-domains, --envoy-increment-over-limit and --envoy-dynamic-metadata need --envoy-config DIR"), true
+		return cfg, badUsage(stderr, "serve", "--envoy-merge-domains, --envoy-increment-over-limit, --envoy-dynamic-metadata and --envoy-metrics need --envoy-config DIR"), true
 	}
 	if cfg.admin.listenSet && !cfg.admin.tokenFileSet && os.Getenv(adminTokenEnv) == "" {
 		return cfg, badUsage(stderr, "serve", "--admin-listen needs an admin token: --%s PATH or %s", adminTokenFileFlag, adminTokenEnv), true

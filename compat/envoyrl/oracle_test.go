@@ -53,9 +53,17 @@ func TestOracleReportsDifferences(t *testing.T) {
 	if got := o.explain(zero, zero.Descriptors[0], base, status(ok, 2, 100*time.Second), key, key); got != "hits_addend 0" {
 		t.Errorf("explain of hits_addend 0 = %q, want %q", got, "hits_addend 0")
 	}
+	// A check counts nothing in either: the counter does not differ afterwards.
 	o.count(zero, zero.Descriptors[0], base, status(ok, 2, 100*time.Second), key, key, "hits_addend 0")
-	if got := o.explain(req, req.Descriptors[0], base, status(ok, 2, 100*time.Second), key, key); got != "hits_addend 0" {
-		t.Errorf("explain after hits_addend 0 = %q, want %q", got, "hits_addend 0")
+	if got := o.explain(req, req.Descriptors[0], base, status(ok, 2, 100*time.Second), key, key); got != "" {
+		t.Errorf("explain after hits_addend 0 = %q, want none", got)
+	}
+	// Hits above the limit: envoyproxy/ratelimit counts them, admit does not, and the counter's
+	// later differences are allowed.
+	six := request("t", 6, []string{"k", "v"})
+	o.count(six, six.Descriptors[0], status(over, 0, 100*time.Second), status(over, 5, 100*time.Second), key, key, "")
+	if got := o.explain(req, req.Descriptors[0], base, status(ok, 2, 100*time.Second), key, key); got != "rejected hits counted" {
+		t.Errorf("explain after rejected hits = %q, want %q", got, "rejected hits counted")
 	}
 }
 

@@ -117,10 +117,11 @@ type Rule struct {
 	Name string
 	// Replaces are the names of the rules this one replaces when both match one request.
 	Replaces []string
-	// DetailedMetric is detailed_metric as written. admit never puts descriptor values into metric
-	// labels, so it changes nothing (docs/envoy.md).
+	// DetailedMetric is detailed_metric as written. admit's own metrics never put descriptor
+	// values into labels; envoyproxy/ratelimit's stats (transport/rls, Options.Stats) count the
+	// rule's descriptors by their values with it, bounded (docs/envoy.md).
 	DetailedMetric bool
-	// ValueToMetric is value_to_metric as written; like DetailedMetric, it changes nothing.
+	// ValueToMetric is value_to_metric as written; it changes nothing.
 	ValueToMetric bool
 	// QuotaMode is quota_mode: the descriptor is decided and counted as usual, but answered OK when
 	// over its limit, the response reporting it in its dynamic metadata (package transport/rls).

@@ -10,7 +10,8 @@
 // own. The response has a status per descriptor, with current_limit, limit_remaining and
 // duration_until_reset, and is OVER_LIMIT when any enforced descriptor is over its limit; one in
 // shadow_mode or quota_mode never is (OK, as envoyproxy/ratelimit answers; Options.DynamicMetadata
-// reports quota_mode's). A request's limit override applies to a descriptor with no rule, or an
+// reports quota_mode's), with limit_remaining 0 when over. A request's limit override is a rule of
+// its own (no name, shadow_mode or replaces), applied to a descriptor with no rule, or an
 // unlimited one, too. When admit cannot decide, ShouldRateLimit answers the gRPC status
 // UNAVAILABLE, never OK with code UNKNOWN, which Envoy treats as allowed: Envoy's
 // failure_mode_deny then decides. An invalid request is INVALID_ARGUMENT, before any I/O.
@@ -84,6 +85,13 @@ type Options struct {
 	// and quotaModeViolations, the indexes of the descriptors in quota_mode found over their
 	// limits. Envoy stores it in the namespace envoy.filters.http.ratelimit.
 	DynamicMetadata bool
+	// Stats, if not nil, is told the Counts of each descriptor decided under a rule that limits
+	// (not one unlimited, replaced or without a rule), as envoyproxy/ratelimit counts its
+	// per-rule stats: rule is the rule's StatsKey (for a limit override with no rule, the domain
+	// and the entries' keys), key the series envoyproxy/ratelimit counts it in: rule, or with
+	// detailed_metric the descriptor's own values, such as "mongo_cps.database_users". admit
+	// serve's --envoy-metrics exports them (package metrics, EnvoyStats), bounded there.
+	Stats func(rule, key string, c Counts)
 	// The settings of envoyproxy/ratelimit's environment (docs/envoy.md, "Operations").
 	Ops Ops
 }
@@ -155,12 +163,15 @@ type check struct {
 	rule      *envoyconf.Rule // nil: no rule, or replaced
 	item      int             // its index in the Items decided; -1 for none
 	quotaOver bool            // in quota_mode, and over its limit: answered OK
+	cost      int64           // the hits asked for
+	// The stats keys of the descriptor (Options.Stats), when asked for.
+	ruleKey, statKey string
 }
 
 // ShouldRateLimit decides req (see the package doc).
 func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	cfg := s.cfg.Load()
-	checks, items, err := plan(cfg, req)
+	checks, items, err := plan(cfg, req, s.opts.Stats != nil)
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
@@ -187,6 +198,9 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 		}
 	}
 	resp := s.finish(req.GetDomain(), items, ds, respond(checks, ds, time.Now()))
+	if s.opts.Stats != nil {
+		s.stats(checks, items, ds)
+	}
 	if s.opts.DynamicMetadata {
 		resp.DynamicMetadata = metadata(req, checks)
 	}
@@ -219,7 +233,7 @@ func (s *Server) countOver(ctx context.Context, items []service.Item, ds []admit
 
 // plan validates req, finds each descriptor's rule, subject and cost, and returns the Items of
 // the descriptors whose rules limit, without I/O.
-func plan(cfg *envoyconf.Config, req *rlsv3.RateLimitRequest) ([]check, []service.Item, error) {
+func plan(cfg *envoyconf.Config, req *rlsv3.RateLimitRequest, withStats bool) ([]check, []service.Item, error) {
 	domain, ds := req.GetDomain(), req.GetDescriptors()
 	switch {
 	case domain == "":
@@ -261,21 +275,37 @@ func plan(cfg *envoyconf.Config, req *rlsv3.RateLimitRequest) ([]check, []servic
 			cost = int64(h.GetValue()) // the descriptor's 0 checks without counting
 		}
 		rule, keyed := cfg.Lookup(domain, entries)
-		if o := d.GetLimit(); o != nil && rule != nil && !rule.Unlimited {
-			rule = override(rule, o)
-		} else if o != nil && known {
-			// envoyproxy/ratelimit applies a request's limit before looking at the rules: on a
-			// descriptor of a configured domain with no rule, or an unlimited one, too.
+		if o := d.GetLimit(); o != nil && known {
+			// envoyproxy/ratelimit applies a request's limit before looking at the rules, as a
+			// rule of its own: on a descriptor of a configured domain with no rule, or an
+			// unlimited one, too, and without the configured rule's name, shadow_mode, quota_mode
+			// and replaces (it neither replaces nor is replaced). It counts on the rule's key, as
+			// envoyproxy/ratelimit's counter is the descriptor's whatever its rule: the Limit keeps
+			// the rule's name (the key's policy name and the admin API's overrides').
 			base := &envoyconf.Rule{Domain: domain, Limit: admit.Limit{Name: envoyconf.DefaultName}}
+			if rule != nil {
+				base.Path = rule.Path
+				if rule.Limit.Name != "" { // an unlimited rule's Limit is the zero Limit
+					base.Limit.Name = rule.Limit.Name
+				}
+			}
 			if r := override(base, o); r != base {
 				rule = r
 			}
 		}
-		if rule == nil || rule.Unlimited {
-			checks[i].rule = rule
+		checks[i].rule, checks[i].cost = rule, cost
+		if rule == nil {
 			continue
 		}
-		checks[i].rule = rule
+		if withStats && !rule.Unlimited {
+			checks[i].ruleKey, checks[i].statKey = statKeys(domain, rule, entries, keyed)
+		}
+		for _, r := range rule.Replaces { // an unlimited rule's too, as envoyproxy/ratelimit's
+			replaced[r] = true
+		}
+		if rule.Unlimited {
+			continue
+		}
 		if rule.Limit.Rate > 0 {
 			sub := admit.Subject{ID: subject(domain, keyed)}
 			if atomicDomain {
@@ -284,15 +314,14 @@ func plan(cfg *envoyconf.Config, req *rlsv3.RateLimitRequest) ([]check, []servic
 			checks[i].item = len(items)
 			items = append(items, service.Item{Limit: rule.Limit, Version: KeyVersion, Subject: sub, Cost: cost})
 		}
-		for _, r := range rule.Replaces {
-			replaced[r] = true
-		}
 	}
 	n := 0 // the Items of the descriptors not replaced, in order
 	for i := range checks {
 		c := &checks[i]
-		if c.rule != nil && c.rule.Name != "" && replaced[c.rule.Name] {
-			c.rule, c.item = nil, -1 // replaced by another descriptor's rule: not limited
+		if c.rule != nil && !c.rule.Unlimited && c.rule.Name != "" && replaced[c.rule.Name] {
+			// replaced by another descriptor's rule: not limited. An unlimited rule stays
+			// unlimited, as envoyproxy/ratelimit answers it.
+			c.rule, c.item = nil, -1
 		}
 		if c.item >= 0 {
 			items[n], c.item = items[c.item], n
@@ -313,7 +342,8 @@ func descriptorOf(checks []check, item int) int {
 }
 
 // override returns rule with the requests per unit and unit of a descriptor's limit override, as
-// envoyproxy/ratelimit applies one: a fixed window aligned to Unix time, named as the rule is.
+// envoyproxy/ratelimit applies one: a fixed window aligned to Unix time, named as the rule is, in
+// shadow mode when it is.
 func override(rule *envoyconf.Rule, o *ratelimitv3.RateLimitDescriptor_RateLimitOverride) *envoyconf.Rule {
 	r := *rule
 	r.Unit = envoyconf.Unit(0)
@@ -429,7 +459,10 @@ func respond(checks []check, ds []admit.Decision, now time.Time) *rlsv3.RateLimi
 		case d.Allowed:
 		case c.rule.QuotaMode:
 			c.quotaOver = true // answered OK, reported in the dynamic metadata
-		case !lim.Shadow:
+			st.LimitRemaining = 0
+		case lim.Shadow:
+			st.LimitRemaining = 0 // answered OK with nothing left, as envoyproxy/ratelimit answers
+		default:
 			st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
 			resp.OverallCode = rlsv3.RateLimitResponse_OVER_LIMIT
 		}

@@ -47,7 +47,13 @@ func serve(t testing.TB, store admit.Store) (rlsv3.RateLimitServiceClient, *grpc
 // serveConfig is serve with the configuration cfg.
 func serveConfig(t testing.TB, store admit.Store, cfg *envoyconf.Config) (rlsv3.RateLimitServiceClient, *grpc.ClientConn) {
 	t.Helper()
-	g, _ := rls.NewGRPCServer(newServer(t, store, cfg))
+	return serveServer(t, newServer(t, store, cfg))
+}
+
+// serveServer serves s at 127.0.0.1:0 and returns a client connected over TCP.
+func serveServer(t testing.TB, s *rls.Server) (rlsv3.RateLimitServiceClient, *grpc.ClientConn) {
+	t.Helper()
+	g, _ := rls.NewGRPCServer(s)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -65,6 +71,12 @@ func serveConfig(t testing.TB, store admit.Store, cfg *envoyconf.Config) (rlsv3.
 // newServer returns a Server of cfg deciding on store.
 func newServer(t testing.TB, store admit.Store, cfg *envoyconf.Config) *rls.Server {
 	t.Helper()
+	return newServerOpts(t, store, cfg, rls.Options{})
+}
+
+// newServerOpts is newServer with opts (their Service and Config set here).
+func newServerOpts(t testing.TB, store admit.Store, cfg *envoyconf.Config, opts rls.Options) *rls.Server {
+	t.Helper()
 	keys, err := admit.NewKeyBuilder([]byte("0123456789abcdef0123456789abcdef"))
 	if err != nil {
 		t.Fatal(err)
@@ -73,7 +85,8 @@ func newServer(t testing.TB, store admit.Store, cfg *envoyconf.Config) *rls.Serv
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := rls.New(rls.Options{Service: svc, Config: cfg})
+	opts.Service, opts.Config = svc, cfg
+	s, err := rls.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
