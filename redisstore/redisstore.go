@@ -295,6 +295,9 @@ func (s *Store) take(ctx context.Context, rs []admit.Request, ds []admit.Decisio
 		return false, fmt.Errorf("redisstore: %w", err)
 	}
 	tokens = tokens[:len(rs)] // at most bound.MaxRequests, now that rs is valid
+	if n, wait := replication(rs, s.commandTimeout); n > 0 {
+		return s.takeReplicated(ctx, rs, ds, tokens, keyBuf, argsBuf, n, wait)
+	}
 	ctx, bounded := s.bound(ctx)
 	defer bounded.release()
 	keys, args := appendTakeArgs(keyBuf, argsBuf, rs, s.tokens, tokens)

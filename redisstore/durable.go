@@ -1,0 +1,78 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/admit-dev/admit"
+)
+
+// errUndecided is the error of a replicated decision whose replicas did not confirm its write in
+// time: the units stay consumed on the primary, and nothing is admitted that a failover can forget.
+var errUndecided = errors.New("undecided: the replicas did not confirm the write in time; its units stay consumed, nothing is admitted")
+
+// replication returns the replicas a decision of rs must wait for and how long, the most any of
+// its Requests asks (one wait covers the call), or 0 when none is replicated or every replicated
+// Request is a peek, which writes nothing. A ReplicaTimeout of 0 is commandTimeout.
+func replication(rs []admit.Request, commandTimeout time.Duration) (int64, time.Duration) {
+	var n int64
+	var wait time.Duration
+	for i := range rs {
+		lim := &rs[i].Limit
+		if lim.Replicas == 0 || rs[i].Cost == 0 {
+			continue
+		}
+		n = max(n, int64(lim.Replicas))
+		t := lim.ReplicaTimeout
+		if t == 0 {
+			t = commandTimeout
+		}
+		wait = max(wait, t)
+	}
+	return n, wait
+}
+
+// takeReplicated is take for a call that must wait for n replicas (docs/running-redis.md,
+// "Durability"). The script and the WAIT run on one dedicated connection of the client's pool, not
+// on the pipelined connections the other callers share: WAIT blocks the connection it is sent on,
+// and on a shared one every command queued behind it would wait as long. WAIT counts the replicas
+// that acknowledged this connection's writes, the script's among them. A rejection writes nothing
+// and waits for nothing; an admission the replicas do not confirm within wait is undecided, an
+// error matching admit.ErrUnavailable.
+//
+// The script is bounded by the command timeout, as any call; the wait by wait, and its reply by
+// the command timeout after it.
+func (s *Store) takeReplicated(parent context.Context, rs []admit.Request, ds []admit.Decision, tokens []uint64, keyBuf, argsBuf []string, n int64, wait time.Duration) (bool, error) {
+	ctx, bounded := s.bound(parent)
+	defer bounded.release()
+	c, err := s.conn(ctx)
+	if err != nil {
+		return false, fmt.Errorf("redisstore: take: %w", err)
+	}
+	dc, release := c.Dedicate()
+	defer release()
+	keys, args := appendTakeArgs(keyBuf, argsBuf, rs, s.tokens, tokens)
+	reply, err := runOn(ctx, dc, takeScript, keys, args)
+	if err != nil {
+		return false, fmt.Errorf("redisstore: take: %w", err)
+	}
+	allowed, err := parseTake(reply, rs, ds, tokens)
+	if err != nil || !allowed {
+		if err != nil {
+			err = fmt.Errorf("redisstore: take: %w", err)
+		}
+		return allowed, err
+	}
+	wctx, cancel := context.WithTimeout(parent, wait+s.commandTimeout)
+	defer cancel()
+	got, err := dc.Do(wctx, dc.B().Wait().Numreplicas(n).Timeout(wait.Milliseconds()).Build()).AsInt64()
+	switch {
+	case err != nil:
+		return false, fmt.Errorf("redisstore: take: %w", unavailable(fmt.Errorf("%w: WAIT: %w", errUndecided, err)))
+	case got < n:
+		return false, fmt.Errorf("redisstore: take: %w", unavailable(fmt.Errorf("%w: %d of %d replicas confirmed within %v", errUndecided, got, n, wait)))
+	}
+	return true, nil
+}
