@@ -68,6 +68,11 @@ func (s *Store) takeReplicated(parent context.Context, rs []admit.Request, ds []
 	wctx, cancel := context.WithTimeout(parent, wait+s.commandTimeout)
 	defer cancel()
 	got, err := dc.Do(wctx, dc.B().Wait().Numreplicas(n).Timeout(wait.Milliseconds()).Build()).AsInt64()
+	if err != nil || got < n {
+		for i := range ds { // undecided: nothing is admitted, no lease is handed out
+			ds[i].Allowed, ds[i].Token = false, 0
+		}
+	}
 	switch {
 	case err != nil:
 		return false, fmt.Errorf("redisstore: take: %w", unavailable(fmt.Errorf("%w: WAIT: %w", errUndecided, err)))
