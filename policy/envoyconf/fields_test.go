@@ -254,6 +254,9 @@ func TestDurabilityFields(t *testing.T) {
 			t.Fatalf("%q: no rule for k", tc.fields)
 		}
 		lim := rule.Limit
+		if n, where := c.Replicas(); n != tc.replicas || n > 0 && where != "d k" {
+			t.Errorf("%q: Replicas() = %d, %q; want %d, \"d k\"", tc.fields, n, where, tc.replicas)
+		}
 		if lim.Replicas != tc.replicas || lim.ReplicaTimeout != tc.timeout {
 			t.Errorf("%q: Replicas %d, ReplicaTimeout %v; want %d, %v", tc.fields, lim.Replicas, lim.ReplicaTimeout, tc.replicas, tc.timeout)
 		}
