@@ -15,7 +15,7 @@ import (
 
 // startReplicated starts a primary and n replicas of it, and waits (patiently) until the primary
 // lists them all as connected.
-func startReplicated(t *testing.T, n int) (*redistest.Server, []*redistest.Server) {
+func startReplicated(t testing.TB, n int) (*redistest.Server, []*redistest.Server) {
 	t.Helper()
 	args := []string{"--repl-diskless-sync-delay", "0"}
 	primary := redistest.Start(t, args...)
