@@ -2,16 +2,17 @@ package redisstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/validate"
 )
 
 // errUndecided is the error of a replicated decision whose replicas did not confirm its write in
 // time: the units stay consumed on the primary, and nothing is admitted that a failover can forget.
-var errUndecided = errors.New("undecided: the replicas did not confirm the write in time; its units stay consumed, nothing is admitted")
+// It matches admit.ErrUnavailable; guard tells it from an outage (the primary answered).
+var errUndecided = validate.ErrUndecided
 
 // replication returns the replicas a decision of rs must wait for and how long, the most any of
 // its Requests asks (one wait covers the call), or 0 when none is replicated or every replicated
@@ -75,9 +76,9 @@ func (s *Store) takeReplicated(parent context.Context, rs []admit.Request, ds []
 	}
 	switch {
 	case err != nil:
-		return false, fmt.Errorf("redisstore: take: %w", unavailable(fmt.Errorf("%w: WAIT: %w", errUndecided, err)))
+		return false, fmt.Errorf("redisstore: take: %w: WAIT: %w", errUndecided, err)
 	case got < n:
-		return false, fmt.Errorf("redisstore: take: %w", unavailable(fmt.Errorf("%w: %d of %d replicas confirmed within %v", errUndecided, got, n, wait)))
+		return false, fmt.Errorf("redisstore: take: %w: %d of %d replicas confirmed within %v", errUndecided, got, n, wait)
 	}
 	return true, nil
 }
