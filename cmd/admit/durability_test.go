@@ -5,12 +5,14 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/http"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/admit-dev/admit/guard"
 	"github.com/admit-dev/admit/internal/redistest"
 	"github.com/admit-dev/admit/memstore"
 	"github.com/admit-dev/admit/policy"
@@ -90,4 +92,51 @@ func waitConnected(t *testing.T, srv *redistest.Server) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Fatal("no replica connected within a minute")
+}
+
+// admit serve on a primary with one replica: a replicated policy answers 200 while the replica
+// confirms, 503 once it is stopped, while the async policy goes on answering 200; as the
+// least-privilege user (no +info) it refuses to start, saying what the user lacks.
+func TestServeReplicatedStalledReplica(t *testing.T) {
+	useSecret(t)
+	primary := redistest.Start(t, "--repl-diskless-sync-delay", "0")
+	replica := redistest.Start(t, "--replicaof", "127.0.0.1", strconv.Itoa(primary.Port()), "--repl-diskless-sync-delay", "0")
+	waitConnected(t, primary)
+	file := filepath.Join(t.TempDir(), "admit.yaml")
+	writeConfig(t, file, `policies:
+  - {name: api, algorithm: fixed_window, limit: 1000, window: 1m}
+  - {name: pay, algorithm: fixed_window, limit: 1000, window: 1m, durability: replicated, durability_timeout: 100ms}
+`)
+	var stderr bytes.Buffer
+	if code := run(t.Context(), []string{"serve", "--listen", "127.0.0.1:0", "--config", file, "--redis", primary.URL()}, &bytes.Buffer{}, &stderr); code != exitUsage ||
+		!strings.Contains(stderr.String(), "+info") {
+		t.Errorf("serve as the least-privilege user: exit %d, stderr %q; want 2 naming +info", code, stderr.String())
+	}
+
+	base, logs, _ := serveInProcess(t, "--config", file, "--redis", primary.AdminURL())
+	if !strings.Contains(logs.String(), "min-replicas-to-write is unset") {
+		t.Errorf("no warning about min-replicas-to-write in the log:\n%s", logs)
+	}
+	check := func(policy string) int {
+		t.Helper()
+		resp, err := http.Post(base+"/v1/check", "application/json", strings.NewReader(`{"policy":"`+policy+`","key":"alice"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if a, p := check("api"), check("pay"); a != http.StatusOK || p != http.StatusOK {
+		t.Fatalf("with the replica up: api %d, pay %d; want 200, 200", a, p)
+	}
+	replica.Freeze(t)
+	defer replica.Thaw(t)
+	for range 2 * guard.DefaultFailures { // more than the breaker's failures: an undecided decision does not open it
+		if p := check("pay"); p != http.StatusServiceUnavailable {
+			t.Errorf("replicated policy with the replica stopped: %d; want 503", p)
+		}
+	}
+	if a := check("api"); a != http.StatusOK {
+		t.Errorf("async policy with the replica stopped: %d; want 200", a)
+	}
 }
