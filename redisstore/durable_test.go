@@ -211,3 +211,25 @@ func TestParseReplication(t *testing.T) {
 		}
 	}
 }
+
+// A frozen primary: a replicated decision fails closed, as any decision (G4), though its script and
+// wait run on a dedicated connection; the time it takes is logged.
+func TestReplicatedFrozenPrimary(t *testing.T) {
+	primary, _ := startReplicated(t, 1)
+	s := open(t, primary.URL()) // the default 200ms command timeout
+	repl := replicatedLimit(100, 1, 0)
+	if _, err := s.Take(context.Background(), admit.Request{Key: newKey(t), Limit: repl, Cost: 1}); err != nil {
+		t.Fatalf("replicated take before the freeze: %v", err)
+	}
+	primary.Freeze(t)
+	defer primary.Thaw(t)
+	for i := range 3 {
+		begin := time.Now()
+		_, err := s.Take(context.Background(), admit.Request{Key: newKey(t), Limit: repl, Cost: 1})
+		elapsed := time.Since(begin)
+		if !errors.Is(err, admit.ErrUnavailable) {
+			t.Fatalf("replicated take %d on a frozen primary: %v; want ErrUnavailable", i, err)
+		}
+		t.Logf("replicated take %d on a frozen primary: %v after %v (command timeout %v)", i, err, elapsed.Round(time.Millisecond), DefaultCommandTimeout)
+	}
+}
