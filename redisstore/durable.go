@@ -52,6 +52,14 @@ func (s *Store) takeReplicated(parent context.Context, rs []admit.Request, ds []
 	if err != nil {
 		return false, fmt.Errorf("redisstore: take: %w", err)
 	}
+	// rueidis hands out a dedicated connection without looking at a context, waiting for one when
+	// its pool is spent: the Store's own bound, waited for no longer than ctx, keeps it from that.
+	select {
+	case s.dedicated <- struct{}{}:
+		defer func() { <-s.dedicated }()
+	case <-ctx.Done():
+		return false, fmt.Errorf("redisstore: take: %w", unavailable(fmt.Errorf("no dedicated connection free for a replicated decision: %w", ctx.Err())))
+	}
 	dc, release := c.Dedicate()
 	defer release()
 	keys, args := appendTakeArgs(keyBuf, argsBuf, rs, s.tokens, tokens)
