@@ -12,11 +12,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/guard"
 	"github.com/admit-dev/admit/internal/redistest"
 	"github.com/admit-dev/admit/memstore"
+	"github.com/admit-dev/admit/metrics"
 	"github.com/admit-dev/admit/policy"
 	"github.com/admit-dev/admit/redisstore"
+	"github.com/admit-dev/admit/service"
 )
 
 const replicatedConfig = `policies:
@@ -138,5 +143,51 @@ func TestServeReplicatedStalledReplica(t *testing.T) {
 	}
 	if a := check("api"); a != http.StatusOK {
 		t.Errorf("async policy with the replica stopped: %d; want 200", a)
+	}
+}
+
+// A replicated Envoy rule on the in-memory store refuses to start too, naming the rule.
+func TestReplicatedEnvoyRuleOnMemoryRefused(t *testing.T) {
+	dir := t.TempDir()
+	writeConfig(t, filepath.Join(dir, "pay.yaml"), "domain: pay\ndescriptors:\n  - key: account\n    rate_limit: {unit: minute, requests_per_unit: 5, durability: replicated}\n")
+	var stderr bytes.Buffer
+	code := run(t.Context(), []string{"serve", "--listen", "127.0.0.1:0", "--grpc-listen", "127.0.0.1:0", "--envoy-config", dir, "--redis", ""}, &bytes.Buffer{}, &stderr)
+	if code != exitUsage || !strings.Contains(stderr.String(), "the Envoy rule pay account has durability: replicated, and the in-memory store has no replicas") {
+		t.Errorf("serve with a replicated Envoy rule in memory: exit %d, stderr %q; want 2 saying why", code, stderr.String())
+	}
+}
+
+// A reload that makes a policy replicated on the in-memory store is refused: the loaded
+// configuration keeps serving, and the log says why.
+func TestReloadReplicatedOnMemoryRefused(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "admit.yaml")
+	writeFile(t, file, "policies:\n  - {name: pay, algorithm: fixed_window, limit: 5, window: 1m}\n")
+	cfg, err := policy.Load(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := admit.NewKeyBuilder([]byte(testSecret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := memstore.New(memstore.Options{})
+	defer store.Close()
+	svc, err := service.New(store, keys, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := metrics.NewConfig(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &logWatch{}
+	r := &reloader{file: file, svc: svc, metrics: m, logger: slog.New(slog.NewTextHandler(logs, nil)), server: cfg.Server, backend: store}
+	writeFile(t, file, "policies:\n  - {name: pay, algorithm: fixed_window, limit: 5, window: 1m, durability: replicated}\n")
+	r.reload(cfg.Hash, true)
+	if got := svc.Config().Hash; got != cfg.Hash {
+		t.Errorf("the replicated configuration was swapped in (hash %s, want the loaded %s)", got, cfg.Hash)
+	}
+	if !strings.Contains(logs.String(), "configuration not reloaded") || !strings.Contains(logs.String(), "in-memory store has no replicas") {
+		t.Errorf("the log does not say why:\n%s", logs)
 	}
 }
