@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -37,6 +38,7 @@ func testReplicatedFailover(t *testing.T, run lostWritesRun) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
+	checkPreflightReplicas(t, st.AdminURL(), 2)
 	const wait = 500 * time.Millisecond
 	medium := admit.Limit{Algorithm: admit.FixedWindow, Rate: 1500, Period: time.Hour}
 	big := admit.Limit{Algorithm: admit.FixedWindow, Rate: 1_000_000, Period: time.Hour}
@@ -136,6 +138,7 @@ func TestReplicatedClusterMasterKilled(t *testing.T) {
 		t.Fatalf("master %s has replicas %v, want one", victim.Addr(), replicas)
 	}
 	r := replicas[0]
+	checkPreflightReplicas(t, c.AdminURL(), 1)
 	big := admit.Limit{Algorithm: admit.FixedWindow, Rate: 1_000_000, Period: time.Hour}
 	medium := admit.Limit{Algorithm: admit.FixedWindow, Rate: 200, Period: time.Hour}
 	rBig, rMedium := big, medium
@@ -190,5 +193,18 @@ func TestReplicatedClusterMasterKilled(t *testing.T) {
 		}
 		t.Logf("cluster master killed, %s: %d of %d admitted decisions on the counted keys lost; %d extra admissions on the tight keys; %s",
 			g.mode, lost, admitted, extra, g.counted.window(fault))
+	}
+}
+
+// checkPreflightReplicas checks PreflightReplicas on url, whose every primary has n replicas: n
+// passes, n+1 is ErrTooFewReplicas.
+func checkPreflightReplicas(t *testing.T, url string, n int) {
+	t.Helper()
+	s := openPatient(t, url)
+	if _, err := s.PreflightReplicas(context.Background(), n); err != nil {
+		t.Fatalf("PreflightReplicas(%d) with %d replicas a primary: %v", n, n, err)
+	}
+	if _, err := s.PreflightReplicas(context.Background(), n+1); !errors.Is(err, ErrTooFewReplicas) {
+		t.Fatalf("PreflightReplicas(%d) with %d replicas a primary: %v; want ErrTooFewReplicas", n+1, n, err)
 	}
 }
