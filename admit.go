@@ -108,6 +108,18 @@ type Limit struct {
 	// others are admitted. Keys and counts do not depend on it, so a policy moves from shadow to
 	// enforced keeping its counters.
 	Shadow bool
+	// Replicas, above 0, makes the policy's durability replicated (docs/running-redis.md,
+	// "Durability"): a Store with replicas reports a decision that consumed units under it as
+	// admitted only once that many replicas confirmed the write (Redis's WAIT, after the script, on
+	// the connection that ran it). When they do not confirm within ReplicaTimeout the decision is
+	// undecided: an error matching [ErrUnavailable], the units stay consumed, nothing is admitted.
+	// Rejections and peeks wait for nothing. 0, the default, is async durability: a failover may
+	// forget the last admissions. At most 16. Stores without replicas (memstore) ignore it; admit
+	// serve refuses it on one.
+	Replicas int
+	// ReplicaTimeout bounds the wait for Replicas: 0 for the Store's command timeout, else a whole
+	// number of milliseconds up to a minute. It must be 0 when Replicas is.
+	ReplicaTimeout time.Duration
 }
 
 // Validate reports why l cannot be used, as an error matching [ErrInvalidLimit], or nil.
@@ -130,6 +142,12 @@ func (l Limit) Validate() error {
 		return fmt.Errorf("%w: burst %d: only gcra has a burst", ErrInvalidLimit, l.Burst)
 	case l.Aligned && l.Algorithm != FixedWindow:
 		return fmt.Errorf("%w: only fixed_window windows can be aligned", ErrInvalidLimit)
+	case l.Replicas < 0 || l.Replicas > bound.MaxReplicas:
+		return fmt.Errorf("%w: replicas %d outside 0-%d", ErrInvalidLimit, l.Replicas, bound.MaxReplicas)
+	case l.ReplicaTimeout != 0 && l.Replicas == 0:
+		return fmt.Errorf("%w: replica timeout %v without replicas to wait for", ErrInvalidLimit, l.ReplicaTimeout)
+	case l.ReplicaTimeout < 0 || l.ReplicaTimeout > bound.MaxReplicaTimeout || l.ReplicaTimeout%time.Millisecond != 0:
+		return fmt.Errorf("%w: replica timeout %v: want 0 or a whole number of milliseconds up to %v", ErrInvalidLimit, l.ReplicaTimeout, bound.MaxReplicaTimeout)
 	}
 	return nil
 }

@@ -50,6 +50,14 @@ func TestValidate(t *testing.T) {
 		{admit.Limit{Algorithm: admit.SlidingLog, Rate: 0, Period: time.Second}, "rate 0"},
 		{admit.Limit{Algorithm: admit.SlidingLog, Rate: 3, Period: time.Second, Aligned: true}, "only fixed_window"},
 		{admit.Limit{Algorithm: 99, Rate: 1, Period: time.Second}, "unknown algorithm Algorithm(99)"},
+		{admit.Limit{Algorithm: admit.FixedWindow, Rate: 1, Period: time.Second, Replicas: 1}, ""},
+		{admit.Limit{Algorithm: admit.GCRA, Rate: 1, Period: time.Second, Replicas: bound.MaxReplicas, ReplicaTimeout: bound.MaxReplicaTimeout}, ""},
+		{admit.Limit{Algorithm: admit.FixedWindow, Rate: 1, Period: time.Second, Replicas: -1}, "replicas -1 outside 0-16"},
+		{admit.Limit{Algorithm: admit.FixedWindow, Rate: 1, Period: time.Second, Replicas: bound.MaxReplicas + 1}, "replicas 17"},
+		{admit.Limit{Algorithm: admit.FixedWindow, Rate: 1, Period: time.Second, ReplicaTimeout: time.Second}, "without replicas"},
+		{admit.Limit{Algorithm: admit.FixedWindow, Rate: 1, Period: time.Second, Replicas: 1, ReplicaTimeout: -time.Millisecond}, "replica timeout -1ms"},
+		{admit.Limit{Algorithm: admit.FixedWindow, Rate: 1, Period: time.Second, Replicas: 1, ReplicaTimeout: 1500 * time.Microsecond}, "whole number of milliseconds"},
+		{admit.Limit{Algorithm: admit.FixedWindow, Rate: 1, Period: time.Second, Replicas: 1, ReplicaTimeout: time.Minute + time.Millisecond}, "up to 1m0s"},
 	} {
 		err := tc.lim.Validate()
 		if tc.want == "" {

@@ -284,6 +284,8 @@ func outcomeOf(ctx context.Context, err error) outcome {
 		return success
 	case errors.Is(err, admit.ErrCorruptState):
 		return success // the backend answered about one key
+	case errors.Is(err, validate.ErrUndecided):
+		return success // the primary answered; its replicas did not confirm in time (admit.Limit.Replicas)
 	case errors.Is(err, admit.ErrInvalidLimit), errors.Is(err, admit.ErrInvalidRequest), errors.Is(err, errors.ErrUnsupported):
 		return neutral
 	case errors.Is(err, context.Canceled):

@@ -11,6 +11,7 @@ import (
 
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/internal/bound"
+	"github.com/admit-dev/admit/internal/validate"
 	"github.com/admit-dev/admit/memstore"
 )
 
@@ -206,10 +207,12 @@ func (f *FailOpen) Reset(ctx context.Context, keys []string) error {
 }
 
 // failsOpen reports whether err, next's error for a call with ctx, lets the local limiter decide:
-// next was unavailable, the state is not corrupt, and the caller has not given up.
+// next was unavailable, the state is not corrupt, the decision is not undecided (a replicated
+// policy's unconfirmed admission), and the caller has not given up.
 func (f *FailOpen) failsOpen(ctx context.Context, err error) bool {
 	return f.localLimit.Load() != nil && ctx.Err() == nil &&
-		errors.Is(err, admit.ErrUnavailable) && !errors.Is(err, admit.ErrCorruptState)
+		errors.Is(err, admit.ErrUnavailable) && !errors.Is(err, admit.ErrCorruptState) &&
+		!errors.Is(err, validate.ErrUndecided) // nothing is admitted that the replicas did not confirm
 }
 
 // localFor returns the Limit the local limiter decides lim under, and whether lim fails open.

@@ -73,5 +73,6 @@ func limitSlot(lim *admit.Limit) uint64 {
 // whole.
 func sameLimit(a, b *admit.Limit) bool {
 	return a.Rate == b.Rate && a.Period == b.Period && a.Burst == b.Burst && a.Algorithm == b.Algorithm &&
-		a.Aligned == b.Aligned && a.Shadow == b.Shadow && a.Name == b.Name && a.Tier == b.Tier
+		a.Aligned == b.Aligned && a.Shadow == b.Shadow && a.Name == b.Name && a.Tier == b.Tier &&
+		a.Replicas == b.Replicas && a.ReplicaTimeout == b.ReplicaTimeout
 }

@@ -122,7 +122,7 @@ func TestSameLimitComparesEveryField(t *testing.T) {
 			f.SetString("b")
 		case reflect.Bool:
 			f.SetBool(!f.Bool())
-		case reflect.Int64:
+		case reflect.Int64, reflect.Int:
 			f.SetInt(f.Int() + 1)
 		case reflect.Uint8:
 			f.SetUint(f.Uint() + 1)

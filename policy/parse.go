@@ -115,8 +115,10 @@ type rawPolicy struct {
 	node                                    *yaml.Node
 	path                                    string // "policies[i]"
 	name, algorithm, version, mode, failure field[string]
+	durability                              field[string]
 	limit, burst, localLimit                field[int64]
-	window, leaseTTL                        field[time.Duration]
+	durabilityReplicas                      field[int64]
+	window, leaseTTL, durabilityTimeout     field[time.Duration]
 	aligned                                 field[bool]
 	tiers                                   []rawTier
 	tiersNode                               *yaml.Node // nil if absent
@@ -227,7 +229,7 @@ func (d *decoder) cacheMaxAge(n *yaml.Node, path string) field[time.Duration] {
 
 func (d *decoder) parsePolicy(n *yaml.Node, path string) rawPolicy {
 	p := rawPolicy{node: n, path: path, bad: n.Kind != yaml.MappingNode}
-	f, _ := d.yf.Mapping(n, path, "name", "algorithm", "limit", "window", "burst", "aligned", "lease_ttl", "version", "mode", "failure", "local_limit", "tiers")
+	f, _ := d.yf.Mapping(n, path, "name", "algorithm", "limit", "window", "burst", "aligned", "lease_ttl", "version", "mode", "failure", "local_limit", "tiers", "durability", "durability_replicas", "durability_timeout")
 	p.name = d.str(f["name"], path+".name")
 	if p.name.v != "" {
 		p.path = fmt.Sprintf("%s (%s)", path, p.name.v)
@@ -243,6 +245,9 @@ func (d *decoder) parsePolicy(n *yaml.Node, path string) rawPolicy {
 	p.mode = d.str(f["mode"], path+".mode")
 	p.failure = d.str(f["failure"], path+".failure")
 	p.localLimit = d.integer(f["local_limit"], path+".local_limit")
+	p.durability = d.str(f["durability"], path+".durability")
+	p.durabilityReplicas = d.integer(f["durability_replicas"], path+".durability_replicas")
+	p.durabilityTimeout = d.duration(f["durability_timeout"], path+".durability_timeout")
 	if n := f["tiers"]; n != nil {
 		d.parseTiers(&p, n)
 	}
@@ -252,7 +257,8 @@ func (d *decoder) parsePolicy(n *yaml.Node, path string) rawPolicy {
 // anyBad reports whether any of p's fields is bad.
 func (p *rawPolicy) anyBad() bool {
 	return p.name.bad || p.algorithm.bad || p.version.bad || p.mode.bad || p.failure.bad || p.limit.bad ||
-		p.burst.bad || p.localLimit.bad || p.window.bad || p.leaseTTL.bad || p.aligned.bad
+		p.burst.bad || p.localLimit.bad || p.window.bad || p.leaseTTL.bad || p.aligned.bad ||
+		p.durability.bad || p.durabilityReplicas.bad || p.durabilityTimeout.bad
 }
 
 func (d *decoder) parseRoute(n *yaml.Node, path string) rawRoute {

@@ -119,7 +119,8 @@ func (d *decoder) validateTier(p *rawPolicy, t *rawTier, pol Policy, policyOK bo
 	override(&raw.window, t.window)
 	override(&raw.burst, t.burst)
 	override(&raw.leaseTTL, t.lease)
-	lim := admit.Limit{Name: pol.Limit.Name, Tier: t.name, Algorithm: pol.Limit.Algorithm, Shadow: pol.Limit.Shadow}
+	lim := admit.Limit{Name: pol.Limit.Name, Tier: t.name, Algorithm: pol.Limit.Algorithm, Shadow: pol.Limit.Shadow,
+		Replicas: pol.Limit.Replicas, ReplicaTimeout: pol.Limit.ReplicaTimeout}
 	before := d.yf.Len()
 	d.validateNumbers(&raw, &lim)
 	if d.yf.Len() > before {

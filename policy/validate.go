@@ -3,6 +3,7 @@ package policy
 import (
 	"net/netip"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -216,6 +217,7 @@ func (d *decoder) validatePolicy(p *rawPolicy) (Policy, bool) {
 	default:
 		d.errorf(p.failure.node, "%s.failure: %q: want closed or open", path, p.failure.v)
 	}
+	d.validateDurability(p, &out)
 	ok := d.yf.Len() == before && !p.anyBad()
 	if err := lim.Validate(); ok && err != nil { // what the checks above leave: GCRA's rounding, for one
 		d.errorf(p.node, "%s: %s", path, strings.TrimPrefix(err.Error(), admit.ErrInvalidLimit.Error()+": "))
@@ -227,6 +229,50 @@ func (d *decoder) validatePolicy(p *rawPolicy) (Policy, bool) {
 	}
 	out.Tiers = tiers
 	return out, true
+}
+
+// validateDurability checks a policy's durability (docs/running-redis.md, "Durability") and sets
+// out.Limit's Replicas and ReplicaTimeout: async (the default) waits for nothing; replicated waits
+// for durability_replicas (default 1) replicas, up to durability_timeout (default the store's
+// command timeout).
+func (d *decoder) validateDurability(p *rawPolicy, out *Policy) {
+	path := p.path
+	switch p.durability.v {
+	case "", "async":
+		// missing, bad (reported) or async
+		for _, f := range []struct {
+			name string
+			node *yaml.Node
+		}{{"durability_replicas", p.durabilityReplicas.node}, {"durability_timeout", p.durabilityTimeout.node}} {
+			if f.node != nil && !p.durability.bad {
+				d.errorf(f.node, "%s.%s: only a policy with durability: replicated waits for replicas", path, f.name)
+			}
+		}
+		return
+	case "replicated":
+	default:
+		d.errorf(p.durability.node, "%s.durability: %q: want async or replicated", path, p.durability.v)
+		return
+	}
+	lim := &out.Limit
+	lim.Replicas = 1
+	switch {
+	case p.durabilityReplicas.bad:
+	case p.durabilityReplicas.set() && (p.durabilityReplicas.v < 1 || p.durabilityReplicas.v > bound.MaxReplicas):
+		d.errorf(p.durabilityReplicas.node, "%s.durability_replicas: %d is outside 1-%d", path, p.durabilityReplicas.v, bound.MaxReplicas)
+	case p.durabilityReplicas.set():
+		lim.Replicas = int(p.durabilityReplicas.v)
+	}
+	switch t := p.durabilityTimeout; {
+	case t.bad || !t.set():
+	case t.v < time.Millisecond || t.v > bound.MaxReplicaTimeout || t.v%time.Millisecond != 0:
+		d.errorf(t.node, "%s.durability_timeout: %v: want a whole number of milliseconds, 1ms to %v", path, t.v, bound.MaxReplicaTimeout)
+	default:
+		lim.ReplicaTimeout = t.v
+	}
+	if out.Failure == Open {
+		d.errorf(p.durability.node, "%s.durability: replicated with failure: open: an undecided decision would be admitted by the local limiter; a replicated policy fails closed", path)
+	}
 }
 
 // validateNumbers checks a policy's limit, window, burst, alignment and lease TTL against its

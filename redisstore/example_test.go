@@ -65,3 +65,26 @@ func ExampleStore_SetOverride() {
 	// rate 0 invalid: true
 	// Redis down: true
 }
+
+// A policy where an over-admission costs money waits for its replicas: an admission is reported
+// only once one replica holds it, else it is undecided (ErrUnavailable) with its unit consumed. The
+// async policy beside it waits for nothing. Nothing listens on port 1 here, so both are undecided.
+func Example_replicated() {
+	store, err := redisstore.New(redisstore.Config{URL: "redis://127.0.0.1:1"})
+	if err != nil {
+		panic(err)
+	}
+	defer store.Close()
+	payments := admit.Limit{Name: "payments", Algorithm: admit.FixedWindow, Rate: 5, Period: time.Minute,
+		Replicas: 1, ReplicaTimeout: 300 * time.Millisecond}
+	d, err := store.Take(context.Background(), admit.Request{Key: "rl:payments:v1:{acct-7}", Limit: payments, Cost: 1})
+	switch {
+	case errors.Is(err, admit.ErrUnavailable):
+		fmt.Println("503 undecided: no payment sent")
+	case d.Allowed:
+		fmt.Println("200 send the payment: a replica holds the admission")
+	default:
+		fmt.Println("429 over the limit")
+	}
+	// Output: 503 undecided: no payment sent
+}

@@ -38,7 +38,8 @@ type Report struct {
 }
 
 // Preflight checks, before any decision, that the store can work: it pings Redis, loads every
-// script entry point on every node (SCRIPT LOAD), and runs each once on PreflightKey — take as a
+// script entry point on every node (SCRIPT LOAD), sends every node WAIT 0 1 (a replicated
+// policy's wait, answered at once), and runs each once on PreflightKey — take as a
 // peek of every algorithm, release of a lease that does not exist, settle at the cost reserved on a
 // missing key — all of which write nothing; then it runs a permission probe, a script that calls
 // every command the scripts may call, once each, on keys under PreflightKey, and deletes what it
@@ -72,6 +73,9 @@ func (s *Store) Preflight(ctx context.Context) (Report, error) {
 			return rep, preflightError("SCRIPT LOAD of the "+sc.name+" script", err)
 		}
 	}
+	if err := preflightWait(ctx, c, s.commandTimeout); err != nil {
+		return rep, err
+	}
 	if c.Mode() == rueidis.ClientModeCluster {
 		if err := preflightAsking(ctx, c, s.commandTimeout); err != nil {
 			return rep, err
@@ -101,6 +105,19 @@ func (s *Store) Preflight(ctx context.Context) (Report, error) {
 			rep.MaxmemoryPolicy))
 	}
 	return rep, nil
+}
+
+// preflightWait sends WAIT 0 1 to every node, which answers at once: a replicated policy's
+// decisions send WAIT (durable.go), which the user may then need to run.
+func preflightWait(ctx context.Context, c rueidis.Client, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for addr, node := range c.Nodes() {
+		if err := node.Do(ctx, node.B().Wait().Numreplicas(0).Timeout(1).Build()).Error(); err != nil {
+			return preflightError("WAIT on "+addr, err)
+		}
+	}
+	return nil
 }
 
 // preflightAsking sends ASKING, then PING, to every node of a cluster: the client follows an ASK

@@ -102,6 +102,7 @@ type Store struct {
 	commandTimeout time.Duration
 	tokens         *algo.TokenSource // names the leases of Concurrency Limits
 	inflight       *inflight         // bounds the commands in the client, see maxInFlight
+	dedicated      chan struct{}     // bounds the replicated decisions in flight to the client's pool (durable.go)
 	calls          sync.Pool         // of *callCtx, each bounding one call by commandTimeout
 	epoch          time.Time         // with a monotonic reading: callCtx deadlines count from it
 
@@ -135,7 +136,8 @@ func New(cfg Config) (*Store, error) {
 	if timeout < 0 {
 		return nil, fmt.Errorf("redisstore: negative command timeout %v", timeout)
 	}
-	s := &Store{opt: opt, commandTimeout: timeout, tokens: algo.NewTokenSource(), inflight: newInflight(abandonedHold(opt))}
+	s := &Store{opt: opt, commandTimeout: timeout, tokens: algo.NewTokenSource(), inflight: newInflight(abandonedHold(opt)),
+		dedicated: make(chan struct{}, rueidis.DefaultPoolSize)}
 	s.epoch = time.Now()
 	s.calls.New = func() any { return newCallCtx(&s.calls, s.epoch) }
 	return s, nil
@@ -295,6 +297,9 @@ func (s *Store) take(ctx context.Context, rs []admit.Request, ds []admit.Decisio
 		return false, fmt.Errorf("redisstore: %w", err)
 	}
 	tokens = tokens[:len(rs)] // at most bound.MaxRequests, now that rs is valid
+	if n, wait := replication(rs, s.commandTimeout); n > 0 {
+		return s.takeReplicated(ctx, rs, ds, tokens, keyBuf, argsBuf, n, wait)
+	}
 	ctx, bounded := s.bound(ctx)
 	defer bounded.release()
 	keys, args := appendTakeArgs(keyBuf, argsBuf, rs, s.tokens, tokens)

@@ -8,7 +8,7 @@ import (
 
 // ACLRules returns the ACL SETUSER rules of a least-privilege user of this store: keys under rl:*,
 // no channels, and no command but EVALSHA, SCRIPT LOAD, MULTI and EXEC (the transaction of the
-// NOSCRIPT fallback, see run), PING and the data commands the scripts call, derived from the
+// NOSCRIPT fallback, see run), PING, WAIT (replicated policies, durable.go) and the data commands the scripts call, derived from the
 // scripts themselves, with those the Override methods send (overrideCommands: an override key
 // rl:<policy>:o:{…} and a policy's index rl:<policy>:o:index are under rl:*); never EVAL. A cluster's user needs clusterACLRules besides. docs/redis.md
 // gives the same line; a test keeps them equal.
@@ -19,7 +19,7 @@ import (
 // failover), one line serves every deployment, and they grant nothing: Redis checks every queued
 // command against the user's rules.
 func ACLRules() string {
-	rules := []string{"resetkeys", "~rl:*", "resetchannels", "-@all", "+evalsha", "+script|load", "+multi", "+exec", "+ping"}
+	rules := []string{"resetkeys", "~rl:*", "resetchannels", "-@all", "+evalsha", "+script|load", "+multi", "+exec", "+ping", "+wait"}
 	for _, c := range scriptCommands() {
 		rules = append(rules, "+"+strings.ToLower(c))
 	}

@@ -36,6 +36,19 @@ func (s *Store) run(ctx context.Context, sc *script, keys, args []string) (rueid
 	if err != nil {
 		return rueidis.RedisMessage{}, err
 	}
+	return runOn(ctx, c, sc, keys, args)
+}
+
+// A doer sends commands: the Store's pipelined client, or one of its dedicated connections
+// (durable.go).
+type doer interface {
+	B() rueidis.Builder
+	Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult
+	DoMulti(ctx context.Context, multi ...rueidis.Completed) []rueidis.RedisResult
+}
+
+// runOn is run on c.
+func runOn(ctx context.Context, c doer, sc *script, keys, args []string) (rueidis.RedisMessage, error) {
 	evalsha := func() rueidis.RedisResult {
 		return c.Do(ctx, c.B().Evalsha().Sha1(sc.sha).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build())
 	}
@@ -59,7 +72,7 @@ func (s *Store) run(ctx context.Context, sc *script, keys, args []string) (rueid
 // evalshaInTransaction sends MULTI, SCRIPT LOAD of sc, EVALSHA of sc on keys and args, EXEC in one
 // round trip, routed by the slot of keys (sendTransaction), and returns the EVALSHA's reply
 // (transactionReply).
-func evalshaInTransaction(ctx context.Context, c rueidis.Client, sc *script, keys, args []string) rueidis.RedisResult {
+func evalshaInTransaction(ctx context.Context, c doer, sc *script, keys, args []string) rueidis.RedisResult {
 	return transactionReply(sc, sendTransaction(ctx, c, sc, keys, args))
 }
 
@@ -69,7 +82,7 @@ func evalshaInTransaction(ctx context.Context, c rueidis.Client, sc *script, key
 // it was sent, unrun (EXECABORT), and the client sends the whole MULTI … EXEC again to the node
 // named (after ASKING, for an ASK): there the script is loaded and run in one atomic step, so it
 // cannot meet NOSCRIPT.
-func sendTransaction(ctx context.Context, c rueidis.Client, sc *script, keys, args []string) []rueidis.RedisResult {
+func sendTransaction(ctx context.Context, c doer, sc *script, keys, args []string) []rueidis.RedisResult {
 	return c.DoMulti(ctx,
 		c.B().Multi().Build(),
 		c.B().ScriptLoad().Script(sc.src).Build(),
@@ -107,7 +120,7 @@ func transactionReply(sc *script, resps []rueidis.RedisResult) rueidis.RedisResu
 // loadFor runs SCRIPT LOAD of sc on the node the client routes the slot of keys, a call's keys, to
 // (on a cluster: by its current view; a standalone or Sentinel client has one node), or, without
 // keys, on any node.
-func loadFor(ctx context.Context, c rueidis.Client, sc *script, keys []string) error {
+func loadFor(ctx context.Context, c doer, sc *script, keys []string) error {
 	cmd := c.B().ScriptLoad().Script(sc.src).Build()
 	if len(keys) > 0 {
 		cmd = cmd.SetSlot(keys[0])
@@ -127,7 +140,7 @@ func load(ctx context.Context, c rueidis.Client, sc *script) error {
 }
 
 // loadOn runs cmd, a SCRIPT LOAD of sc, on c and checks the SHA1 it answers.
-func loadOn(ctx context.Context, c rueidis.Client, cmd rueidis.Completed, sc *script) error {
+func loadOn(ctx context.Context, c doer, cmd rueidis.Completed, sc *script) error {
 	sha, err := c.Do(ctx, cmd).ToString()
 	if err != nil {
 		return err

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/admit-dev/admit"
+
 	"github.com/admit-dev/admit/guard"
 	"github.com/admit-dev/admit/metrics"
 	"github.com/admit-dev/admit/policy"
@@ -33,6 +35,7 @@ type reloader struct {
 	metrics  *metrics.Config
 	logger   *slog.Logger
 	server   policy.Server // the settings in effect
+	backend  admit.Store   // what a replicated policy is checked against (checkDurability); nil: not checked
 }
 
 // run reloads until ctx is done: on SIGHUP, and when the file's bytes change, looked at every poll.
@@ -91,6 +94,13 @@ func (r *reloader) reload(last string, force bool) string {
 	}
 	if cfg.Hash == last && !force {
 		return last
+	}
+	if n, which := policyReplicas(cfg); n > 0 && r.backend != nil {
+		if err := checkDurability(context.Background(), r.backend, n, which, r.logger); err != nil {
+			r.metrics.Failed()
+			r.logger.Error("configuration not reloaded; the loaded one keeps serving", "file", r.file, "error", err)
+			return cfg.Hash
+		}
 	}
 	if changed := serverChanges(r.server, cfg.Server); len(changed) > 0 {
 		r.logger.Warn("server settings changed; they take effect at the next start, the running ones stay",

@@ -34,6 +34,12 @@ func startRLS(ctx context.Context, d *daemon, api http.Handler, done chan int) (
 		logger.Error("cannot load the Envoy rate limit configuration", "dir", d.cfg.envoyConfig, "error", err)
 		return ctx, nil, exitUsage
 	}
+	if n, where := cfg.Replicas(); n > 0 {
+		if err := checkDurability(ctx, d.backend, n, "the Envoy rule "+where, logger); err != nil {
+			logger.Error("cannot serve a replicated Envoy rule", "dir", d.cfg.envoyConfig, "error", err)
+			return ctx, nil, exitUsage
+		}
+	}
 	opts := rls.Options{Service: d.svc, Config: cfg, Logger: logger, Ops: d.cfg.ops.rlsOps(d.near.Add),
 		IncrementOverLimit: d.cfg.envoy.incrementOverLimit, DynamicMetadata: d.cfg.envoy.dynamicMetadata}
 	if d.cfg.envoy.metrics {
@@ -67,7 +73,11 @@ func startRLS(ctx context.Context, d *daemon, api http.Handler, done chan int) (
 	go func() {
 		done <- serveGRPC(ctx, cancel, ln, g, h, logger)
 	}()
-	go reloadEnvoy(ctx, d.cfg.envoyConfig, load, s, logger, reloadPollInterval)
+	check := func(cfg *envoyconf.Config) error {
+		n, where := cfg.Replicas()
+		return checkDurability(ctx, d.backend, n, "the Envoy rule "+where, logger)
+	}
+	go reloadEnvoy(ctx, d.cfg.envoyConfig, load, check, s, logger, reloadPollInterval)
 	go h.Run(ctx, func(ctx context.Context) error { return ready(ctx, d.backend) }, rls.DefaultHealthInterval)
 	mux := http.NewServeMux()
 	mux.Handle("/", api)
@@ -119,7 +129,7 @@ func serveGRPC(ctx context.Context, cancel context.CancelFunc, ln net.Listener, 
 // reloadEnvoy reloads the directory dir into s until ctx is done: on SIGHUP, and when its files
 // change, looked at every poll. A directory with errors is logged, and the loaded configuration
 // keeps serving.
-func reloadEnvoy(ctx context.Context, dir string, load envoyconf.Options, s *rls.Server, logger *slog.Logger, poll time.Duration) {
+func reloadEnvoy(ctx context.Context, dir string, load envoyconf.Options, check func(*envoyconf.Config) error, s *rls.Server, logger *slog.Logger, poll time.Duration) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -136,6 +146,9 @@ func reloadEnvoy(ctx context.Context, dir string, load envoyconf.Options, s *rls
 		case <-tick.C:
 		}
 		cfg, err := load.Load(dir)
+		if err == nil {
+			err = check(cfg) // a replicated rule the backend cannot serve
+		}
 		switch {
 		case err != nil:
 			if err.Error() != bad || force {

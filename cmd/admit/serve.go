@@ -319,6 +319,12 @@ func (d *daemon) start(ctx context.Context, cfg serveConfig) (int, error) {
 			return exitUsage, err // refuse to start: the ACL user cannot do what admit needs
 		}
 	}
+	if n, which := policyReplicas(policies); n > 0 {
+		if err := checkDurability(ctx, backend, n, which, logger); err != nil {
+			logger.Error("cannot serve a replicated policy", "file", cfg.configFile, "error", err)
+			return exitUsage, err
+		}
+	}
 
 	d.reg = prometheus.NewRegistry()
 	entries, maxAge := cfg.ops.overLimitCache(policies.Server.LocalCacheMaxAge)
@@ -355,7 +361,7 @@ func (d *daemon) start(ctx context.Context, cfg serveConfig) (int, error) {
 	configMetrics.Loaded(policies.Hash, false)
 	logger.Info("configuration", "file", cfg.configFile, "policies", len(policies.Policies), "routes", len(policies.Routes), "hash", policies.Hash)
 	if cfg.configFile != "" {
-		r := &reloader{file: cfg.configFile, svc: d.svc, failOpen: guarded.failOpen, metrics: configMetrics, logger: logger, server: policies.Server}
+		r := &reloader{file: cfg.configFile, svc: d.svc, backend: backend, failOpen: guarded.failOpen, metrics: configMetrics, logger: logger, server: policies.Server}
 		go r.run(ctx, reloadPollInterval)
 	}
 	return exitOK, nil

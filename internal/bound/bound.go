@@ -24,6 +24,10 @@ const (
 	MaxConcurrency int64 = 100_000
 	// MaxNameLen is the longest policy name, and the longest key version.
 	MaxNameLen = 64
+	// MaxReplicas is the most replicas a replicated Limit may wait for.
+	MaxReplicas = 16
+	// MaxReplicaTimeout is the longest a replicated Limit may wait for its replicas.
+	MaxReplicaTimeout = time.Minute
 )
 
 // Bounds on a GCRA Limit (docs/gcra.md), enforced by admit's Limit.Validate.

@@ -59,7 +59,7 @@ const (
 // commands the scripts call, on rl:* keys. A redisstore test checks that it is what
 // redisstore derives from its scripts and what the docs say; the harness creates [User] with it on
 // every server it starts.
-const ACLRules = "resetkeys ~rl:* resetchannels -@all +evalsha +script|load +multi +exec +ping +decrby +del +get +hgetall +hincrby +hset +incrby +pexpireat +pexpiretime +pttl +set +time +zadd +zcard +zcount +zrange +zrem +zremrangebyscore"
+const ACLRules = "resetkeys ~rl:* resetchannels -@all +evalsha +script|load +multi +exec +ping +wait +decrby +del +get +hgetall +hincrby +hset +incrby +pexpireat +pexpiretime +pttl +set +time +zadd +zcard +zcount +zrange +zrem +zremrangebyscore"
 
 // ClusterACLRules are the rules a Redis Cluster node's user needs besides [ACLRules]: the client reads
 // the cluster's topology with CLUSTER SLOTS (Redis 7) or CLUSTER SHARDS (Redis 8 and later), and

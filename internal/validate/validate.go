@@ -22,6 +22,11 @@ var (
 	ErrUnavailable error = &kindError{msg: "admit: limiter unavailable"}
 	// ErrCorruptState means a key held state that no algorithm writes; it also matches ErrUnavailable.
 	ErrCorruptState error = &kindError{msg: "admit: corrupt limiter state", parent: ErrUnavailable}
+	// ErrUndecided means a replicated decision (admit.Limit.Replicas) was not confirmed by its
+	// replicas in time: its units stay consumed, nothing is admitted. It matches ErrUnavailable. The
+	// backend answered, so guard's Breaker does not count it as a failure and FailOpen does not
+	// decide it locally.
+	ErrUndecided error = &kindError{msg: "admit: undecided: the replicas did not confirm the write in time; its units stay consumed, nothing is admitted", parent: ErrUnavailable}
 )
 
 // A kindError is a sentinel that may itself be a kind of another sentinel.

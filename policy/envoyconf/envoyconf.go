@@ -195,6 +195,25 @@ func (c *Config) Limits(name string) []admit.Limit {
 	return out
 }
 
+// Replicas returns the most replicas a rule with durability: replicated waits for
+// (admit.Limit.Replicas), and the domain and path of the first such rule, in domain order and then
+// depth-first in key order; 0 when every rule is async.
+func (c *Config) Replicas() (n int, where string) {
+	var walk func(n *node)
+	walk = func(nd *node) {
+		if r := nd.rule; r != nil && r.Limit.Replicas > n {
+			n, where = r.Limit.Replicas, r.Domain+" "+r.Path
+		}
+		for _, k := range slices.Sorted(maps.Keys(nd.children)) {
+			walk(nd.children[k])
+		}
+	}
+	for _, d := range c.Domains() {
+		walk(c.domains[d])
+	}
+	return n, where
+}
+
 // Match returns the rule of a request's descriptor of entries in domain, or nil when no rule
 // applies, as envoyproxy/ratelimit finds it: walking the tree level by level, each entry matches
 // the child "key_value" exactly, else the first wildcard child (in file order) whose value

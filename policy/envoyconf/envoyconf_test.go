@@ -116,7 +116,7 @@ func TestErrors(t *testing.T) {
 		{"domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n      requests_per_unit: -1\n",
 			"e.yaml:6:26: descriptors[0].rate_limit.requests_per_unit: -1 is outside 0-4294967295"},
 		{"domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unit: second\n      requests_per_unit: 1\n      limit: 2\n",
-			"e.yaml:7:7: descriptors[0].rate_limit.limit: unknown field (want one of unit, requests_per_unit, unlimited, name, replaces, algorithm, window, burst)"},
+			"e.yaml:7:7: descriptors[0].rate_limit.limit: unknown field (want one of unit, requests_per_unit, unlimited, name, replaces, algorithm, window, burst, durability, durability_replicas, durability_timeout)"},
 		{"domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      unlimited: true\n      unit: second\n",
 			"e.yaml:6:13: descriptors[0].rate_limit.unit: an unlimited rate_limit has no unit"},
 		{"domain: d\ndescriptors:\n  - key: k\n  - key: k\n", `e.yaml:4:5: descriptors[1]: duplicate descriptor "k"`},

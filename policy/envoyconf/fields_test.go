@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/admit-dev/admit/policy"
 	"github.com/admit-dev/admit/policy/envoyconf"
@@ -202,6 +203,62 @@ func TestMergeDomains(t *testing.T) {
 		var list policy.ErrorList
 		if !errors.As(err, &list) || err.Error() != tt.want {
 			t.Errorf("Parse: %v, want %s", err, tt.want)
+		}
+	}
+}
+
+// TestDurabilityFields parses the durability extension of a rate_limit into its Limit, and refuses
+// what makes no sense.
+func TestDurabilityFields(t *testing.T) {
+	doc := func(fields string) envoyconf.File {
+		return envoyconf.File{Name: "d.yaml", Data: []byte("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, requests_per_unit: 5" + fields + "}\n")}
+	}
+	for _, tc := range []struct {
+		fields   string
+		replicas int
+		timeout  time.Duration
+		err      string
+	}{
+		{"", 0, 0, ""},
+		{", durability: async", 0, 0, ""},
+		{", durability: replicated", 1, 0, ""},
+		{", durability: replicated, durability_replicas: 3, durability_timeout: 250ms", 3, 250 * time.Millisecond, ""},
+		{", durability: quorum", 0, 0, `durability: "quorum": want async or replicated`},
+		{", durability_replicas: 2", 0, 0, "durability_replicas: only a rate_limit with durability: replicated"},
+		{", durability: replicated, durability_replicas: 17", 0, 0, "durability_replicas"},
+		{", durability: replicated, durability_timeout: 2m", 0, 0, "durability_timeout"},
+		{", durability: replicated, durability_timeout: 1500us", 0, 0, "whole number of milliseconds"},
+		{", unlimited: true, durability: replicated", 0, 0, "an unlimited rate_limit has no durability"},
+	} {
+		if strings.Contains(tc.fields, "unlimited") {
+			tc.fields = strings.Replace(tc.fields, ", unlimited: true", "", 1)
+			f := envoyconf.File{Name: "d.yaml", Data: []byte("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unlimited: true" + tc.fields + "}\n")}
+			if _, err := envoyconf.Parse(f); err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("unlimited%s: %v; want %q", tc.fields, err, tc.err)
+			}
+			continue
+		}
+		c, err := envoyconf.Parse(doc(tc.fields))
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%q: %v; want an error with %q", tc.fields, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%q: %v", tc.fields, err)
+			continue
+		}
+		rule := c.Match("d", []envoyconf.Entry{{Key: "k"}})
+		if rule == nil {
+			t.Fatalf("%q: no rule for k", tc.fields)
+		}
+		lim := rule.Limit
+		if n, where := c.Replicas(); n != tc.replicas || n > 0 && where != "d k" {
+			t.Errorf("%q: Replicas() = %d, %q; want %d, \"d k\"", tc.fields, n, where, tc.replicas)
+		}
+		if lim.Replicas != tc.replicas || lim.ReplicaTimeout != tc.timeout {
+			t.Errorf("%q: Replicas %d, ReplicaTimeout %v; want %d, %v", tc.fields, lim.Replicas, lim.ReplicaTimeout, tc.replicas, tc.timeout)
 		}
 	}
 }

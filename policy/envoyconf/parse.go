@@ -153,7 +153,7 @@ func prefixRules(n *node, name string) {
 
 // rateLimit parses the rate_limit n at path into a Rule.
 func (d *decoder) rateLimit(n *yaml.Node, path string, shadow bool) *Rule {
-	f, ok := d.yf.Mapping(n, path, "unit", "requests_per_unit", "unlimited", "name", "replaces", "algorithm", "window", "burst")
+	f, ok := d.yf.Mapping(n, path, "unit", "requests_per_unit", "unlimited", "name", "replaces", "algorithm", "window", "burst", "durability", "durability_replicas", "durability_timeout")
 	if !ok {
 		return nil
 	}
@@ -193,7 +193,7 @@ func (d *decoder) rateLimit(n *yaml.Node, path string, shadow bool) *Rule {
 	}
 	rate, _ := d.yf.Int(f["requests_per_unit"], path+".requests_per_unit", 0, math.MaxUint32)
 	if r.Unlimited {
-		for _, k := range []string{"unit", "requests_per_unit", "algorithm", "window", "burst"} {
+		for _, k := range []string{"unit", "requests_per_unit", "algorithm", "window", "burst", "durability", "durability_replicas", "durability_timeout"} {
 			if f[k] != nil {
 				d.errorf(f[k], "%s.%s: an unlimited rate_limit has no %s", path, k, k)
 			}
@@ -234,6 +234,7 @@ func (d *decoder) rateLimit(n *yaml.Node, path string, shadow bool) *Rule {
 		lim.Burst, _ = d.yf.Int(bn, path+".burst", 1, bound.MaxRate)
 	}
 	lim.Aligned = lim.Algorithm == admit.FixedWindow
+	d.durability(f, path, &lim)
 	if d.yf.Len() > errs {
 		return nil
 	}
@@ -245,6 +246,38 @@ func (d *decoder) rateLimit(n *yaml.Node, path string, shadow bool) *Rule {
 	}
 	r.Limit = lim
 	return r
+}
+
+// durability reads a rate_limit's durability extension into lim (as admit's own policies have it):
+// async (the default) or replicated, with durability_replicas (1 … 16, default 1) and
+// durability_timeout (1ms … 1m, default the Redis command timeout).
+func (d *decoder) durability(f map[string]*yaml.Node, path string, lim *admit.Limit) {
+	dn, rn, tn := f["durability"], f["durability_replicas"], f["durability_timeout"]
+	mode := "async"
+	if dn != nil {
+		mode, _ = d.yf.String(dn, path+".durability")
+	}
+	switch mode {
+	case "async":
+		for i, n := range []*yaml.Node{rn, tn} {
+			if n != nil {
+				d.errorf(n, "%s.%s: only a rate_limit with durability: replicated waits for replicas", path, [2]string{"durability_replicas", "durability_timeout"}[i])
+			}
+		}
+		return
+	case "replicated":
+	default:
+		d.errorf(dn, "%s.durability: %q: want async or replicated", path, mode)
+		return
+	}
+	lim.Replicas = 1
+	if rn != nil {
+		n, _ := d.yf.Int(rn, path+".durability_replicas", 1, bound.MaxReplicas)
+		lim.Replicas = int(n)
+	}
+	if tn != nil {
+		lim.ReplicaTimeout, _ = d.yf.Duration(tn, path+".durability_timeout", time.Millisecond, bound.MaxReplicaTimeout)
+	}
 }
 
 // validName reports whether s is a valid admit policy name.

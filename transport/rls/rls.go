@@ -356,7 +356,7 @@ func override(rule *envoyconf.Rule, o *ratelimitv3.RateLimitDescriptor_RateLimit
 		return rule // an override in a unit admit does not know: the configured rule stands
 	}
 	r.Limit = admit.Limit{Name: rule.Limit.Name, Algorithm: admit.FixedWindow, Rate: int64(o.GetRequestsPerUnit()),
-		Period: r.Unit.Duration(), Aligned: true, Shadow: rule.Limit.Shadow}
+		Period: r.Unit.Duration(), Aligned: true, Shadow: rule.Limit.Shadow, Replicas: rule.Limit.Replicas, ReplicaTimeout: rule.Limit.ReplicaTimeout}
 	return &r
 }
 

@@ -1,0 +1,193 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/guard"
+	"github.com/admit-dev/admit/internal/redistest"
+	"github.com/admit-dev/admit/memstore"
+	"github.com/admit-dev/admit/metrics"
+	"github.com/admit-dev/admit/policy"
+	"github.com/admit-dev/admit/redisstore"
+	"github.com/admit-dev/admit/service"
+)
+
+const replicatedConfig = `policies:
+  - {name: api, algorithm: fixed_window, limit: 10, window: 1s}
+  - {name: pay, algorithm: fixed_window, limit: 5, window: 1m, durability: replicated, tiers: {big: {limit: 50}}}
+routes:
+  - {path_prefix: /, policies: [api, pay]}
+`
+
+// A replicated policy on the in-memory store refuses to start, saying why.
+func TestReplicatedOnMemoryRefused(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "admit.yaml")
+	writeConfig(t, file, replicatedConfig)
+	var stderr bytes.Buffer
+	code := run(t.Context(), []string{"serve", "--listen", "127.0.0.1:0", "--config", file, "--redis", ""}, &bytes.Buffer{}, &stderr)
+	if code != exitUsage || !strings.Contains(stderr.String(), "policy pay has durability: replicated, and the in-memory store has no replicas") {
+		t.Errorf("serve with a replicated policy in memory: exit %d, stderr %q; want 2 saying why", code, stderr.String())
+	}
+}
+
+func TestPolicyReplicas(t *testing.T) {
+	cfg, err := policy.Parse("r.yaml", []byte(replicatedConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, which := policyReplicas(cfg); n != 1 || which != "policy pay" {
+		t.Errorf("policyReplicas = %d, %q; want 1, policy pay", n, which)
+	}
+	cfg, err = policy.Parse("r.yaml", []byte("policies:\n  - {name: api, algorithm: fixed_window, limit: 10, window: 1s}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := policyReplicas(cfg); n != 0 {
+		t.Errorf("policyReplicas of async policies = %d; want 0", n)
+	}
+}
+
+// checkDurability against real Redis: a lone server has no replica, a primary with one does.
+func TestCheckDurability(t *testing.T) {
+	logger := slog.New(slog.DiscardHandler)
+	ctx := context.Background()
+	if err := checkDurability(ctx, memstore.New(memstore.Options{}), 0, "nothing", logger); err != nil {
+		t.Errorf("no replicated policy on memory: %v", err)
+	}
+	lone := redistest.Start(t)
+	s, err := redisstore.New(redisstore.Config{URL: lone.AdminURL(), CommandTimeout: preflightTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := checkDurability(ctx, s, 1, "policy pay", logger); !errors.Is(err, errDurability) || !errors.Is(err, redisstore.ErrTooFewReplicas) {
+		t.Errorf("a replicated policy on a lone server: %v; want ErrTooFewReplicas", err)
+	}
+	var logs bytes.Buffer
+	redistest.Start(t, "--replicaof", "127.0.0.1", strconv.Itoa(lone.Port()))
+	waitConnected(t, lone)
+	if err := checkDurability(ctx, s, 1, "policy pay", slog.New(slog.NewTextHandler(&logs, nil))); err != nil {
+		t.Errorf("a replicated policy on a primary with a replica: %v", err)
+	}
+	if !strings.Contains(logs.String(), "min-replicas-to-write is unset") {
+		t.Errorf("no warning about min-replicas-to-write: %s", logs.String())
+	}
+}
+
+// waitConnected waits until srv lists a connected replica.
+func waitConnected(t *testing.T, srv *redistest.Server) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		if info, _ := srv.Do(t, "INFO", "replication").ToString(); strings.Contains(info, "connected_slaves:1\r\n") {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("no replica connected within a minute")
+}
+
+// admit serve on a primary with one replica: a replicated policy answers 200 while the replica
+// confirms, 503 once it is stopped, while the async policy goes on answering 200; as the
+// least-privilege user (no +info) it refuses to start, saying what the user lacks.
+func TestServeReplicatedStalledReplica(t *testing.T) {
+	useSecret(t)
+	primary := redistest.Start(t, "--repl-diskless-sync-delay", "0")
+	replica := redistest.Start(t, "--replicaof", "127.0.0.1", strconv.Itoa(primary.Port()), "--repl-diskless-sync-delay", "0")
+	waitConnected(t, primary)
+	file := filepath.Join(t.TempDir(), "admit.yaml")
+	writeConfig(t, file, `policies:
+  - {name: api, algorithm: fixed_window, limit: 1000, window: 1m}
+  - {name: pay, algorithm: fixed_window, limit: 1000, window: 1m, durability: replicated, durability_timeout: 100ms}
+`)
+	var stderr bytes.Buffer
+	if code := run(t.Context(), []string{"serve", "--listen", "127.0.0.1:0", "--config", file, "--redis", primary.URL()}, &bytes.Buffer{}, &stderr); code != exitUsage ||
+		!strings.Contains(stderr.String(), "+info") {
+		t.Errorf("serve as the least-privilege user: exit %d, stderr %q; want 2 naming +info", code, stderr.String())
+	}
+
+	base, logs, _ := serveInProcess(t, "--config", file, "--redis", primary.AdminURL())
+	if !strings.Contains(logs.String(), "min-replicas-to-write is unset") {
+		t.Errorf("no warning about min-replicas-to-write in the log:\n%s", logs)
+	}
+	check := func(policy string) int {
+		t.Helper()
+		resp, err := http.Post(base+"/v1/check", "application/json", strings.NewReader(`{"policy":"`+policy+`","key":"alice"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if a, p := check("api"), check("pay"); a != http.StatusOK || p != http.StatusOK {
+		t.Fatalf("with the replica up: api %d, pay %d; want 200, 200", a, p)
+	}
+	replica.Freeze(t)
+	defer replica.Thaw(t)
+	for range 2 * guard.DefaultFailures { // more than the breaker's failures: an undecided decision does not open it
+		if p := check("pay"); p != http.StatusServiceUnavailable {
+			t.Errorf("replicated policy with the replica stopped: %d; want 503", p)
+		}
+	}
+	if a := check("api"); a != http.StatusOK {
+		t.Errorf("async policy with the replica stopped: %d; want 200", a)
+	}
+}
+
+// A replicated Envoy rule on the in-memory store refuses to start too, naming the rule.
+func TestReplicatedEnvoyRuleOnMemoryRefused(t *testing.T) {
+	dir := t.TempDir()
+	writeConfig(t, filepath.Join(dir, "pay.yaml"), "domain: pay\ndescriptors:\n  - key: account\n    rate_limit: {unit: minute, requests_per_unit: 5, durability: replicated}\n")
+	var stderr bytes.Buffer
+	code := run(t.Context(), []string{"serve", "--listen", "127.0.0.1:0", "--grpc-listen", "127.0.0.1:0", "--envoy-config", dir, "--redis", ""}, &bytes.Buffer{}, &stderr)
+	if code != exitUsage || !strings.Contains(stderr.String(), "the Envoy rule pay account has durability: replicated, and the in-memory store has no replicas") {
+		t.Errorf("serve with a replicated Envoy rule in memory: exit %d, stderr %q; want 2 saying why", code, stderr.String())
+	}
+}
+
+// A reload that makes a policy replicated on the in-memory store is refused: the loaded
+// configuration keeps serving, and the log says why.
+func TestReloadReplicatedOnMemoryRefused(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "admit.yaml")
+	writeFile(t, file, "policies:\n  - {name: pay, algorithm: fixed_window, limit: 5, window: 1m}\n")
+	cfg, err := policy.Load(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := admit.NewKeyBuilder([]byte(testSecret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := memstore.New(memstore.Options{})
+	defer store.Close()
+	svc, err := service.New(store, keys, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := metrics.NewConfig(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &logWatch{}
+	r := &reloader{file: file, svc: svc, metrics: m, logger: slog.New(slog.NewTextHandler(logs, nil)), server: cfg.Server, backend: store}
+	writeFile(t, file, "policies:\n  - {name: pay, algorithm: fixed_window, limit: 5, window: 1m, durability: replicated}\n")
+	r.reload(cfg.Hash, true)
+	if got := svc.Config().Hash; got != cfg.Hash {
+		t.Errorf("the replicated configuration was swapped in (hash %s, want the loaded %s)", got, cfg.Hash)
+	}
+	if !strings.Contains(logs.String(), "configuration not reloaded") || !strings.Contains(logs.String(), "in-memory store has no replicas") {
+		t.Errorf("the log does not say why:\n%s", logs)
+	}
+}

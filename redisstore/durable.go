@@ -1,0 +1,92 @@
+package redisstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/validate"
+)
+
+// errUndecided is the error of a replicated decision whose replicas did not confirm its write in
+// time: the units stay consumed on the primary, and nothing is admitted that a failover can forget.
+// It matches admit.ErrUnavailable; guard tells it from an outage (the primary answered).
+var errUndecided = validate.ErrUndecided
+
+// replication returns the replicas a decision of rs must wait for and how long, the most any of
+// its Requests asks (one wait covers the call), or 0 when none is replicated or every replicated
+// Request is a peek, which writes nothing. A ReplicaTimeout of 0 is commandTimeout.
+func replication(rs []admit.Request, commandTimeout time.Duration) (int64, time.Duration) {
+	var n int64
+	var wait time.Duration
+	for i := range rs {
+		lim := &rs[i].Limit
+		if lim.Replicas == 0 || rs[i].Cost == 0 {
+			continue
+		}
+		n = max(n, int64(lim.Replicas))
+		t := lim.ReplicaTimeout
+		if t == 0 {
+			t = commandTimeout
+		}
+		wait = max(wait, t)
+	}
+	return n, wait
+}
+
+// takeReplicated is take for a call that must wait for n replicas (docs/running-redis.md,
+// "Durability"). The script and the WAIT run on one dedicated connection of the client's pool, not
+// on the pipelined connections the other callers share: WAIT blocks the connection it is sent on,
+// and on a shared one every command queued behind it would wait as long. WAIT counts the replicas
+// that acknowledged this connection's writes, the script's among them. A rejection writes nothing
+// and waits for nothing; an admission the replicas do not confirm within wait is undecided, an
+// error matching admit.ErrUnavailable.
+//
+// The script is bounded by the command timeout, as any call; the wait by wait, and its reply by
+// the command timeout after it.
+func (s *Store) takeReplicated(parent context.Context, rs []admit.Request, ds []admit.Decision, tokens []uint64, keyBuf, argsBuf []string, n int64, wait time.Duration) (bool, error) {
+	ctx, bounded := s.bound(parent)
+	defer bounded.release()
+	c, err := s.conn(ctx)
+	if err != nil {
+		return false, fmt.Errorf("redisstore: take: %w", err)
+	}
+	// rueidis hands out a dedicated connection without looking at a context, waiting for one when
+	// its pool is spent: the Store's own bound, waited for no longer than ctx, keeps it from that.
+	select {
+	case s.dedicated <- struct{}{}:
+		defer func() { <-s.dedicated }()
+	case <-ctx.Done():
+		return false, fmt.Errorf("redisstore: take: %w", unavailable(fmt.Errorf("no dedicated connection free for a replicated decision: %w", ctx.Err())))
+	}
+	dc, release := c.Dedicate()
+	defer release()
+	keys, args := appendTakeArgs(keyBuf, argsBuf, rs, s.tokens, tokens)
+	reply, err := runOn(ctx, dc, takeScript, keys, args)
+	if err != nil {
+		return false, fmt.Errorf("redisstore: take: %w", err)
+	}
+	allowed, err := parseTake(reply, rs, ds, tokens)
+	if err != nil || !allowed {
+		if err != nil {
+			err = fmt.Errorf("redisstore: take: %w", err)
+		}
+		return allowed, err
+	}
+	wctx, cancel := context.WithTimeout(parent, wait+s.commandTimeout)
+	defer cancel()
+	got, err := dc.Do(wctx, dc.B().Wait().Numreplicas(n).Timeout(wait.Milliseconds()).Build()).AsInt64()
+	if err != nil || got < n {
+		for i := range ds { // undecided: nothing is admitted, no lease is handed out
+			ds[i].Allowed, ds[i].Token = false, 0
+		}
+	}
+	switch {
+	case err != nil:
+		return false, fmt.Errorf("redisstore: take: %w: WAIT: %w", errUndecided, err)
+	case got < n:
+		return false, fmt.Errorf("redisstore: take: %w: %d of %d replicas confirmed within %v", errUndecided, got, n, wait)
+	}
+	return true, nil
+}

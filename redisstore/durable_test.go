@@ -1,0 +1,235 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/redistest"
+)
+
+// startReplicated starts a primary and n replicas of it, and waits (patiently) until the primary
+// lists them all as connected.
+func startReplicated(t testing.TB, n int) (*redistest.Server, []*redistest.Server) {
+	t.Helper()
+	args := []string{"--repl-diskless-sync-delay", "0"}
+	primary := redistest.Start(t, args...)
+	replicas := make([]*redistest.Server, n)
+	for i := range replicas {
+		replicas[i] = redistest.Start(t, append([]string{"--replicaof", "127.0.0.1", strconv.Itoa(primary.Port())}, args...)...)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		info, _ := primary.Do(t, "INFO", "replication").ToString()
+		if strings.Contains(info, "connected_slaves:"+strconv.Itoa(n)+"\r\n") && strings.Count(info, "state=online") == n {
+			return primary, replicas
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the primary does not list %d online replicas within a minute:\n%s", n, info)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// replicatedLimit is a fixed window of rate units an hour, waiting for n replicas up to wait.
+func replicatedLimit(rate int64, n int, wait time.Duration) admit.Limit {
+	return admit.Limit{Algorithm: admit.FixedWindow, Rate: rate, Period: time.Hour, Replicas: n, ReplicaTimeout: wait}
+}
+
+// Issue 28: a replica stopped (SIGSTOP) with replicated N = 1 of 1. Admitting decisions of the
+// replicated policy are undecided (ErrUnavailable, the unit consumed on the primary, nothing
+// admitted); its rejections and peeks wait for nothing; the async policy on the same Store carries
+// on, and a replicated call blocked in WAIT does not hold up async calls sharing the client.
+func TestReplicatedStalledReplica(t *testing.T) {
+	primary, replicas := startReplicated(t, 1)
+	s, err := New(Config{URL: primary.URL(), CommandTimeout: patientCommandTimeout, DialTimeout: patientCommandTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	const wait = 300 * time.Millisecond
+	repl := replicatedLimit(100, 1, wait)
+	async := admit.Limit{Algorithm: admit.FixedWindow, Rate: 1_000_000, Period: time.Hour}
+	ctx := context.Background()
+
+	key, full := newKey(t), newKey(t)
+	if d, err := s.Take(ctx, admit.Request{Key: key, Limit: repl, Cost: 1}); err != nil || !d.Allowed {
+		t.Fatalf("replicated take with its replica up: %+v, %v; want admitted", d, err)
+	}
+	if d, err := s.Take(ctx, admit.Request{Key: full, Limit: replicatedLimit(1, 1, wait), Cost: 1}); err != nil || !d.Allowed {
+		t.Fatalf("replicated take with its replica up: %+v, %v; want admitted", d, err)
+	}
+
+	replicas[0].Freeze(t)
+	t.Cleanup(func() { replicas[0].Thaw(t) })
+
+	for i := range 3 {
+		begin := time.Now()
+		d, err := s.Take(ctx, admit.Request{Key: key, Limit: repl, Cost: 1})
+		elapsed := time.Since(begin)
+		if !errors.Is(err, admit.ErrUnavailable) || !errors.Is(err, errUndecided) || d.Allowed {
+			t.Fatalf("replicated take %d with its replica stopped: %+v, %v; want undecided (ErrUnavailable), not admitted", i, d, err)
+		}
+		t.Logf("replicated take %d with its replica stopped: undecided after %v (timeout %v): %v", i, elapsed.Round(time.Millisecond), wait, err)
+	}
+	if n := counter(t, primary, key); n != 4 {
+		t.Errorf("counter on the primary %d, want 4: one admitted, three undecided, each consumed", n)
+	}
+
+	// A rejection and a peek write nothing and wait for nothing: they answer, with no error.
+	if d, err := s.Take(ctx, admit.Request{Key: full, Limit: replicatedLimit(1, 1, wait), Cost: 1}); err != nil || d.Allowed {
+		t.Errorf("replicated rejection with its replica stopped: %+v, %v; want rejected, no error", d, err)
+	}
+	if _, err := s.Take(ctx, admit.Request{Key: key, Limit: repl, Cost: 0}); err != nil {
+		t.Errorf("replicated peek with its replica stopped: %v; want no error", err)
+	}
+	// Several policies in one call, one of them replicated: the call is undecided as a whole.
+	ds := make([]admit.Decision, 2)
+	slot := newKey(t)
+	if ok, err := s.TakeAll(ctx, []admit.Request{{Key: slot, Limit: async, Cost: 1}, {Key: slot + ":b", Limit: repl, Cost: 1}}, ds); ok || !errors.Is(err, errUndecided) || ds[0].Allowed || ds[1].Allowed {
+		t.Errorf("TakeAll of an async and a replicated policy with the replica stopped: %v, %v; want undecided", ok, err)
+	}
+
+	// Async decisions carry on, also while a replicated call waits in WAIT on the stopped replica.
+	long := replicatedLimit(100, 1, 20*time.Second)
+	var wg sync.WaitGroup
+	var replErr error
+	var replDone time.Time
+	wg.Go(func() {
+		_, replErr = s.Take(ctx, admit.Request{Key: newKey(t), Limit: long, Cost: 1})
+		replDone = time.Now()
+	})
+	waitBlocked(t, primary)
+	begin := time.Now()
+	var slowest time.Duration
+	for i := range 200 {
+		b := time.Now()
+		d, err := s.Take(ctx, admit.Request{Key: newKey(t), Limit: async, Cost: 1})
+		slowest = max(slowest, time.Since(b))
+		if err != nil || !d.Allowed {
+			t.Fatalf("async take %d while a replicated call waits: %+v, %v; want admitted", i, d, err)
+		}
+	}
+	asyncDone := time.Now()
+	if blocked := blockedClients(t, primary); blocked != 1 {
+		t.Errorf("after the async calls the primary has %d blocked clients, want 1 (the replicated call's WAIT): the async calls did not overlap the wait", blocked)
+	}
+	t.Logf("200 async takes while a replicated call waited in WAIT: %v in all, slowest %v", asyncDone.Sub(begin).Round(time.Microsecond), slowest.Round(time.Microsecond))
+	replicas[0].Thaw(t)
+	wg.Wait()
+	if replDone.Before(asyncDone) {
+		t.Errorf("the replicated call returned before the async calls were done (%v): they did not overlap its wait", replErr)
+	}
+	t.Logf("the waiting replicated call, its replica thawed: %v", replErr)
+}
+
+// waitBlocked waits until a client of srv is blocked (in WAIT).
+func waitBlocked(t *testing.T, srv *redistest.Server) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for blockedClients(t, srv) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no client blocked in WAIT within 30s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// blockedClients reads INFO clients' blocked_clients of srv.
+func blockedClients(t *testing.T, srv *redistest.Server) int {
+	t.Helper()
+	info, err := srv.Do(t, "INFO", "clients").ToString()
+	if err != nil {
+		t.Fatalf("INFO clients: %v", err)
+	}
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "blocked_clients:"); ok {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				t.Fatalf("blocked_clients %q", v)
+			}
+			return n
+		}
+	}
+	t.Fatalf("no blocked_clients in INFO clients:\n%s", info)
+	return 0
+}
+
+func TestPreflightReplicas(t *testing.T) {
+	primary, _ := startReplicated(t, 1)
+	s := openPatient(t, primary.AdminURL())
+	ctx := context.Background()
+	warnings, err := s.PreflightReplicas(ctx, 1)
+	if err != nil {
+		t.Fatalf("PreflightReplicas(1) with one replica: %v", err)
+	}
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "min-replicas-to-write is unset") {
+		t.Errorf("warnings %q, want one about min-replicas-to-write", warnings)
+	}
+	if _, err := s.PreflightReplicas(ctx, 2); !errors.Is(err, ErrTooFewReplicas) || !strings.Contains(err.Error(), "1 connected replicas") {
+		t.Errorf("PreflightReplicas(2) with one replica: %v, want ErrTooFewReplicas naming 1", err)
+	}
+	primary.Do(t, "CONFIG", "SET", "min-replicas-to-write", "1")
+	if warnings, err := s.PreflightReplicas(ctx, 1); err != nil || len(warnings) != 0 {
+		t.Errorf("PreflightReplicas(1) with min-replicas-to-write 1: %q, %v; want nothing", warnings, err)
+	}
+	for _, n := range []int{0, 17} {
+		if _, err := s.PreflightReplicas(ctx, n); err == nil || !strings.Contains(err.Error(), "outside 1-16") {
+			t.Errorf("PreflightReplicas(%d): %v, want outside 1-16", n, err)
+		}
+	}
+	// The least-privilege user of ACLRules may not read INFO.
+	if _, err := openPatient(t, primary.URL()).PreflightReplicas(ctx, 1); !errors.Is(err, ErrPermission) || !strings.Contains(err.Error(), "+info") {
+		t.Errorf("PreflightReplicas as the least-privilege user: %v, want ErrPermission naming +info", err)
+	}
+	// A lone server has no replica.
+	if _, err := openPatient(t, redistest.Start(t).AdminURL()).PreflightReplicas(ctx, 1); !errors.Is(err, ErrTooFewReplicas) {
+		t.Errorf("PreflightReplicas(1) on a lone server: %v, want ErrTooFewReplicas", err)
+	}
+}
+
+func TestParseReplication(t *testing.T) {
+	for _, tc := range []struct {
+		info, role string
+		n          int
+		bad        bool
+	}{
+		{"# Replication\r\nrole:master\r\nconnected_slaves:2\r\nslave0:ip=x\r\n", "master", 2, false},
+		{"role:slave\r\nmaster_host:127.0.0.1\r\n", "slave", 0, false},
+		{"role:master\r\n", "", 0, true},
+		{"role:master\r\nconnected_slaves:x\r\n", "", 0, true},
+		{"", "", 0, true},
+	} {
+		role, n, err := parseReplication(tc.info)
+		if (err != nil) != tc.bad || role != tc.role || n != tc.n {
+			t.Errorf("parseReplication(%q) = %q, %d, %v", tc.info, role, n, err)
+		}
+	}
+}
+
+// A frozen primary: a replicated decision fails closed, as any decision (G4), though its script and
+// wait run on a dedicated connection; the time it takes is logged.
+func TestReplicatedFrozenPrimary(t *testing.T) {
+	primary, _ := startReplicated(t, 1)
+	s := open(t, primary.URL()) // the default 200ms command timeout
+	repl := replicatedLimit(100, 1, 0)
+	if _, err := s.Take(context.Background(), admit.Request{Key: newKey(t), Limit: repl, Cost: 1}); err != nil {
+		t.Fatalf("replicated take before the freeze: %v", err)
+	}
+	primary.Freeze(t)
+	defer primary.Thaw(t)
+	for i := range 3 {
+		begin := time.Now()
+		_, err := s.Take(context.Background(), admit.Request{Key: newKey(t), Limit: repl, Cost: 1})
+		elapsed := time.Since(begin)
+		if !errors.Is(err, admit.ErrUnavailable) {
+			t.Fatalf("replicated take %d on a frozen primary: %v; want ErrUnavailable", i, err)
+		}
+		t.Logf("replicated take %d on a frozen primary: %v after %v (command timeout %v)", i, err, elapsed.Round(time.Millisecond), DefaultCommandTimeout)
+	}
+}
