@@ -130,7 +130,7 @@ func (h *Handler) setOverride(w http.ResponseWriter, r *http.Request, body []byt
 	h.audit(r.Context(), c, err)
 	switch {
 	case errors.Is(err, admit.ErrInvalidRequest), errors.Is(err, admit.ErrInvalidLimit):
-		writeError(w, http.StatusBadRequest, admit.ClientMessage(err))
+		writeError(w, http.StatusBadRequest, validate.ClientMessage(err))
 	case err != nil:
 		h.unavailable(r.Context(), w, r.URL.Path, err)
 	default:
@@ -160,7 +160,7 @@ func (h *Handler) deleteOverride(w http.ResponseWriter, r *http.Request, body []
 	h.audit(r.Context(), c, err)
 	switch {
 	case errors.Is(err, admit.ErrInvalidRequest), errors.Is(err, admit.ErrInvalidLimit):
-		writeError(w, http.StatusBadRequest, admit.ClientMessage(err))
+		writeError(w, http.StatusBadRequest, validate.ClientMessage(err))
 	case err != nil:
 		h.unavailable(r.Context(), w, r.URL.Path, err)
 	default:
@@ -191,7 +191,7 @@ func (h *Handler) listOverrides(w http.ResponseWriter, r *http.Request, _ []byte
 	page, next, err := h.svc.Overrides(r.Context(), query.Get("policy"), query.Get("cursor"), n)
 	switch {
 	case errors.Is(err, admit.ErrInvalidRequest), errors.Is(err, admit.ErrInvalidLimit):
-		writeError(w, http.StatusBadRequest, admit.ClientMessage(err))
+		writeError(w, http.StatusBadRequest, validate.ClientMessage(err))
 		return
 	case err != nil:
 		h.unavailable(r.Context(), w, r.URL.Path, err)

@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/validate"
 	"github.com/admit-dev/admit/service"
 )
 
@@ -55,9 +56,9 @@ func (h *Handler) reset(w http.ResponseWriter, r *http.Request, body []byte) {
 	h.audit(r.Context(), c, err)
 	switch {
 	case errors.Is(err, service.ErrUnknownPolicy):
-		writeError(w, http.StatusNotFound, admit.ClientMessage(err))
+		writeError(w, http.StatusNotFound, validate.ClientMessage(err))
 	case errors.Is(err, admit.ErrInvalidRequest), errors.Is(err, admit.ErrInvalidLimit):
-		writeError(w, http.StatusBadRequest, admit.ClientMessage(err))
+		writeError(w, http.StatusBadRequest, validate.ClientMessage(err))
 	case err != nil:
 		h.unavailable(r.Context(), w, r.URL.Path, err)
 	default:

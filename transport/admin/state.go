@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/validate"
 	"github.com/admit-dev/admit/policy"
 	"github.com/admit-dev/admit/service"
 )
@@ -69,10 +70,10 @@ func (h *Handler) state(w http.ResponseWriter, r *http.Request, _ []byte) {
 	states, err := h.svc.State(r.Context(), q)
 	switch {
 	case errors.Is(err, service.ErrUnknownPolicy), errors.Is(err, policy.ErrUnknownTier):
-		writeError(w, http.StatusNotFound, admit.ClientMessage(err))
+		writeError(w, http.StatusNotFound, validate.ClientMessage(err))
 		return
 	case errors.Is(err, admit.ErrInvalidRequest), errors.Is(err, admit.ErrInvalidLimit):
-		writeError(w, http.StatusBadRequest, admit.ClientMessage(err))
+		writeError(w, http.StatusBadRequest, validate.ClientMessage(err))
 		return
 	case err != nil:
 		h.unavailable(r.Context(), w, r.URL.Path, err)

@@ -17,6 +17,7 @@ import (
 	"github.com/admit-dev/admit/internal/jsonanswer"
 	"github.com/admit-dev/admit/internal/lograte"
 	"github.com/admit-dev/admit/internal/ratelimitfield"
+	"github.com/admit-dev/admit/internal/validate"
 	"github.com/admit-dev/admit/service"
 )
 
@@ -159,7 +160,7 @@ func (c *check) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	case errors.Is(err, admit.ErrInvalidRequest), errors.Is(err, admit.ErrInvalidLimit):
 		// The field and its bound, for the client; not the packages the error came through.
-		writeJSON(w, http.StatusBadRequest, ErrorResponse{Error: admit.ClientMessage(err)})
+		writeJSON(w, http.StatusBadRequest, ErrorResponse{Error: validate.ClientMessage(err)})
 		return
 	case err != nil:
 		c.log.Log(r.Context(), logUnavailable, err, slog.String("path", r.URL.Path))
