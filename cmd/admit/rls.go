@@ -4,9 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"net"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/admit-dev/admit/policy/envoyconf"
@@ -83,21 +80,8 @@ func serveGRPC(ctx context.Context, cancel context.CancelFunc, ln net.Listener, 
 // change, looked at every poll. A directory with errors is logged, and the loaded configuration
 // keeps serving.
 func reloadEnvoy(ctx context.Context, dir string, load envoyconf.Options, s *rls.Server, logger *slog.Logger, poll time.Duration) {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	tick := time.NewTicker(poll)
-	defer tick.Stop()
 	bad := "" // the error of the last bad load, reported once
-	for {
-		force := false
-		select {
-		case <-ctx.Done():
-			return
-		case <-hup:
-			force = true
-		case <-tick.C:
-		}
+	onPollOrHUP(ctx, poll, func(force bool) {
 		cfg, err := load.Load(dir)
 		switch {
 		case err != nil:
@@ -110,5 +94,5 @@ func reloadEnvoy(ctx context.Context, dir string, load envoyconf.Options, s *rls
 			s.Swap(cfg)
 			logger.Info("Envoy rate limit configuration reloaded", "dir", dir, "domains", len(cfg.Domains()), "hash", cfg.Hash)
 		}
-	}
+	})
 }
