@@ -593,14 +593,21 @@ function reset() {
     "POST", "/v1/reset", body, (r) => "Reset " + whom(s) + ": " + r.keys + " keys deleted.");
 }
 
-function setOverride() {
+// overrideSubject returns the subject of an override's change, which names one policy, or, having
+// said what is missing, null.
+function overrideSubject() {
   const s = subject();
-  if (!s) {
-    return;
-  }
-  if (!s.policy) {
+  if (s && !s.policy) {
     showResult("An override is of one policy: choose it.", "error");
     $("policy").focus();
+    return null;
+  }
+  return s;
+}
+
+function setOverride() {
+  const s = overrideSubject();
+  if (!s) {
     return;
   }
   const limit = Number($("ov-limit").value);
@@ -625,13 +632,8 @@ function setOverride() {
 }
 
 function deleteOverride() {
-  const s = subject();
+  const s = overrideSubject();
   if (!s) {
-    return;
-  }
-  if (!s.policy) {
-    showResult("An override is of one policy: choose it.", "error");
-    $("policy").focus();
     return;
   }
   const body = { policy: s.policy, key: s.key };
