@@ -16,6 +16,7 @@ import (
 	"github.com/admit-dev/admit/httplimit"
 	"github.com/admit-dev/admit/internal/jsonanswer"
 	"github.com/admit-dev/admit/internal/lograte"
+	"github.com/admit-dev/admit/internal/policyjson"
 	"github.com/admit-dev/admit/internal/ratelimitfield"
 	"github.com/admit-dev/admit/internal/validate"
 	"github.com/admit-dev/admit/service"
@@ -347,27 +348,10 @@ func NewCheckResponse(res service.Result) CheckResponse {
 // writeJSON answers status with v as its JSON body, not to be cached.
 func writeJSON(w http.ResponseWriter, status int, v any) { jsonanswer.Write(w, status, v) }
 
-// PolicyInfo describes one policy in the answer of GET /v1/policies.
-type PolicyInfo struct {
-	Name      string `json:"name"`
-	Algorithm string `json:"algorithm"`
-	Limit     int64  `json:"limit"`
-	// WindowMS is the window in milliseconds; for a concurrency policy, the lease TTL.
-	WindowMS int64 `json:"window_ms"`
-	// Burst is a gcra policy's bucket size; omitted for others.
-	Burst   int64  `json:"burst,omitempty"`
-	Aligned bool   `json:"aligned,omitempty"`
-	Mode    string `json:"mode"`
-	Failure string `json:"failure"`
-}
-
-// mode returns the mode of a policy of lim: "shadow" or "enforce".
-func mode(lim admit.Limit) string {
-	if lim.Shadow {
-		return "shadow"
-	}
-	return "enforce"
-}
+// PolicyInfo describes one policy in the answer of GET /v1/policies: name, algorithm, limit,
+// window_ms, burst (gcra only), aligned, mode and failure, as the admin API's GET /v1/policies
+// describes it too.
+type PolicyInfo = policyjson.Policy
 
 // policies serves GET /v1/policies: the loaded configuration's policies, in its order.
 func policies(svc *service.Service) http.HandlerFunc {
@@ -378,11 +362,7 @@ func policies(svc *service.Service) http.HandlerFunc {
 			Hash     string       `json:"config_hash"`
 		}{Policies: make([]PolicyInfo, len(cfg.Policies)), Hash: cfg.Hash}
 		for i, p := range cfg.Policies {
-			out.Policies[i] = PolicyInfo{Name: p.Limit.Name, Algorithm: p.Limit.Algorithm.String(), Limit: p.Limit.Rate,
-				WindowMS: p.Limit.Period.Milliseconds(), Burst: p.Limit.Capacity(), Aligned: p.Limit.Aligned, Mode: mode(p.Limit), Failure: p.Failure.String()}
-			if p.Limit.Algorithm != admit.GCRA {
-				out.Policies[i].Burst = 0
-			}
+			out.Policies[i] = policyjson.Of(p)
 		}
 		writeJSON(w, http.StatusOK, out)
 	}
