@@ -1,11 +1,6 @@
 package admit
 
-import (
-	"errors"
-	"strings"
-
-	"github.com/admit-dev/admit/internal/validate"
-)
+import "github.com/admit-dev/admit/internal/validate"
 
 // The errors a Store or Limiter returns wrap one of these; match them with errors.Is.
 var (
@@ -23,26 +18,3 @@ var (
 	// ErrCorruptState also matches ErrUnavailable.
 	ErrCorruptState = validate.ErrCorruptState
 )
-
-// ClientMessage returns what to tell the client whose request err refuses, when err matches
-// ErrInvalidRequest or ErrInvalidLimit: the kind of mistake and what is wrong — the field and its
-// bound, such as "invalid request: cost 99 outside 0-3" — without the names of the packages that
-// wrapped err on its way (no "memstore: ", "redisstore: " or "admit: "), and without whatever
-// they put before it. For any other error, whose cause is for the server's log and not for a
-// client, it returns "limiter unavailable"; for nil, "".
-func ClientMessage(err error) string {
-	if err == nil {
-		return ""
-	}
-	for _, kind := range []error{ErrInvalidRequest, ErrInvalidLimit} {
-		if !errors.Is(err, kind) {
-			continue
-		}
-		msg, short := err.Error(), strings.TrimPrefix(kind.Error(), "admit: ")
-		if i := strings.LastIndex(msg, kind.Error()); i >= 0 {
-			return short + msg[i+len(kind.Error()):]
-		}
-		return short
-	}
-	return "limiter unavailable"
-}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/validate"
 )
 
 // TestClientMessage: the message for a client names the mistake and its bound, not the packages
@@ -30,7 +31,7 @@ func TestClientMessage(t *testing.T) {
 		{errors.New("something else"), "limiter unavailable"},
 		{nil, ""},
 	} {
-		if got := admit.ClientMessage(c.err); got != c.want {
+		if got := validate.ClientMessage(c.err); got != c.want {
 			t.Errorf("ClientMessage(%v) = %q; want %q", c.err, got, c.want)
 		}
 	}

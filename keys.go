@@ -77,13 +77,18 @@ func (b *KeyBuilder) Key(lim Limit, version string, s Subject) (string, error) {
 		return "", err
 	}
 	var buf [keyBufLen]byte // the key is built on the stack: string(k) is its one allocation
-	k := append(buf[:0], "rl:"...)
+	return string(b.appendSubject(appendKeyHead(buf[:0], lim, version), s)), nil
+}
+
+// appendKeyHead appends to k what a key of lim in version holds before its subject:
+// rl:<policy>:v<version>-<shape>.
+func appendKeyHead(k []byte, lim Limit, version string) []byte {
+	k = append(k, "rl:"...)
 	k = append(k, lim.Name...)
 	k = append(k, ":v"...)
 	k = append(k, version...)
 	k = append(k, '-')
-	k = lim.appendShape(k)
-	return string(b.appendSubject(k, s)), nil
+	return lim.appendShape(k)
 }
 
 // keys returns the Key of subject s under lim in version, and the OverrideKey of s under lim's
@@ -94,12 +99,7 @@ func (b *KeyBuilder) keys(lim Limit, version string, s Subject) (key, overrideKe
 		return "", "", err
 	}
 	var buf [2 * keyBufLen]byte // both keys on the stack: string(k) is their one allocation
-	k := append(buf[:0], "rl:"...)
-	k = append(k, lim.Name...)
-	k = append(k, ":v"...)
-	k = append(k, version...)
-	k = append(k, '-')
-	k = lim.appendShape(k)
+	k := appendKeyHead(buf[:0], lim, version)
 	at := len(k)
 	k = b.appendSubject(k, s)
 	subject := len(k) - at // the subject part, the same in both keys: copied, not digested again

@@ -143,7 +143,7 @@ func (l *Limiter) limitFor(lim Limit, tier string) (Limit, error) {
 }
 
 // unknownTier returns the error of a request naming tier, which the policy named policy does not
-// have: it matches ErrInvalidRequest, and ClientMessage renders it as
+// have: it matches ErrInvalidRequest, and the service answers it (internal/validate.ClientMessage) as
 // `invalid request: unknown tier "x" for policy "api"`, as package policy's LimitFor does.
 func unknownTier(tier, policy string) error {
 	return fmt.Errorf("%w: unknown tier %q for policy %q", ErrInvalidRequest, tier, policy)

@@ -561,7 +561,7 @@ func TestNoCommentEssays(t *testing.T) {
 // maxRootNames bounds the exported names of package admit, methods on its exported types counted:
 // a small root is easier to learn and to keep even. Lower it when a name goes; never raise it
 // without a reason in the commit.
-const maxRootNames = 47
+const maxRootNames = 45
 
 // TestRootAPIIsSmall counts the exported top-level names of package admit (types, funcs, consts and
 // vars) and the exported methods of its exported types, and fails when there are more than

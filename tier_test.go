@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/validate"
 	"github.com/admit-dev/admit/memstore"
 )
 
@@ -72,8 +73,8 @@ func TestLimiterTiers(t *testing.T) {
 	}
 	for _, lim := range []*admit.Limiter{l, one} {
 		_, err := lim.Allow(ctxTierTest, admit.Subject{ID: "carol", Tier: "gold"})
-		if !errors.Is(err, admit.ErrInvalidRequest) || admit.ClientMessage(err) != `invalid request: unknown tier "gold" for policy "api"` {
-			t.Errorf(`Allow(tier "gold") = %v (client message %q); want the invalid request unknown tier "gold" for policy "api"`, err, admit.ClientMessage(err))
+		if !errors.Is(err, admit.ErrInvalidRequest) || validate.ClientMessage(err) != `invalid request: unknown tier "gold" for policy "api"` {
+			t.Errorf(`Allow(tier "gold") = %v (client message %q); want the invalid request unknown tier "gold" for policy "api"`, err, validate.ClientMessage(err))
 		}
 		if _, release, err := lim.Admit(ctxTierTest, admit.Subject{ID: "carol", Tier: "gold"}, 1, "", nil); !errors.Is(err, admit.ErrInvalidRequest) {
 			t.Errorf(`Admit(tier "gold") = %v; want an invalid request`, err)

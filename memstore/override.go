@@ -203,15 +203,22 @@ func (s *Store) Override(ctx context.Context, key string) (admit.Override, bool,
 	if err := ctx.Err(); err != nil {
 		return admit.Override{}, false, fmt.Errorf("memstore: override: %w: %w", admit.ErrUnavailable, err)
 	}
+	so := s.readOverride(key)
+	if so == nil {
+		return admit.Override{}, false, nil
+	}
+	return so.o, true, nil
+}
+
+// readOverride returns the Override stored at key and not expired, or nil, read under its shard's
+// read lock.
+func (s *Store) readOverride(key string) *storedOverride {
 	sh := s.tab.shard(key)
 	read := s.tab.now()
 	sh.mu.RLock()
 	so := sh.override(key, sh.at(read))
 	sh.mu.RUnlock()
-	if so == nil {
-		return admit.Override{}, false, nil
-	}
-	return so.o, true, nil
+	return so
 }
 
 // DeleteOverride deletes the Override at key and reports whether there was an unexpired one. See
@@ -277,11 +284,7 @@ func (s *Store) Overrides(ctx context.Context, policy, cursor string, n int) ([]
 	}
 	for ; i < len(p.keys) && len(page) < n; i++ {
 		key := p.keys[i]
-		sh := s.tab.shard(key)
-		read := s.tab.now()
-		sh.mu.RLock()
-		so := sh.override(key, sh.at(read))
-		sh.mu.RUnlock()
+		so := s.readOverride(key)
 		if so == nil {
 			gone = append(gone, key)
 			continue

@@ -20,7 +20,7 @@ var ErrUnknownTier = fmt.Errorf("%w: unknown tier", admit.ErrInvalidRequest)
 
 // LimitFor returns the Limit a request naming tier is decided under: the policy's own Limit for "",
 // a tier's Limit (its Tier set) for one of Tiers. An unknown tier is an error matching
-// ErrUnknownTier, which admit.ClientMessage renders as `invalid request: unknown tier "x" for
+// ErrUnknownTier, which the service answers (validate.ClientMessage) as `invalid request: unknown tier "x" for
 // policy "api"`, as it renders an admit.Limiter's. (A check of several policies lets a policy
 // without tiers ignore the tier: docs/configuration.md#tiers.)
 func (p Policy) LimitFor(tier string) (admit.Limit, error) {

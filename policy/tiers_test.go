@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/validate"
 	"github.com/admit-dev/admit/policy"
 )
 
@@ -120,7 +121,7 @@ func TestLimitFor(t *testing.T) {
 		if !errors.Is(err, admit.ErrInvalidRequest) || !errors.Is(err, policy.ErrUnknownTier) || lim != (admit.Limit{}) {
 			t.Errorf("%s.LimitFor(%q) = %+v, %v; want ErrUnknownTier, an invalid request", tc.policy, tc.tier, lim, err)
 		}
-		if got := admit.ClientMessage(err); got != tc.msg {
+		if got := validate.ClientMessage(err); got != tc.msg {
 			t.Errorf("ClientMessage(%s.LimitFor(%q)) = %q; want %q", tc.policy, tc.tier, got, tc.msg)
 		}
 	}

@@ -141,7 +141,7 @@ func (s *Service) SetOverride(ctx context.Context, spec OverrideSpec) (OverrideI
 			if spec.Burst != 0 {
 				what = "limit and burst"
 			}
-			msg := admit.ClientMessage(err)
+			msg := validate.ClientMessage(err)
 			msg = msg[strings.Index(msg, ":")+1:]
 			return OverrideInfo{}, fmt.Errorf("%w: override %s of policy %q:%s", admit.ErrInvalidRequest, what, spec.Policy, msg)
 		}
@@ -168,7 +168,7 @@ func (s *Service) DeleteOverride(ctx context.Context, policyName string, subject
 	_, subject, _ = s.target(s.cfg.Load(), policyName, subject)
 	key, err := s.keys.OverrideKey(policyName, subject)
 	if errors.Is(err, admit.ErrInvalidLimit) { // a bad policy name: the request's
-		return false, fmt.Errorf("%w: %s", admit.ErrInvalidRequest, strings.TrimPrefix(admit.ClientMessage(err), "invalid limit: "))
+		return false, fmt.Errorf("%w: %s", admit.ErrInvalidRequest, strings.TrimPrefix(validate.ClientMessage(err), "invalid limit: "))
 	} else if err != nil {
 		return false, err
 	}

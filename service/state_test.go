@@ -9,6 +9,7 @@ import (
 
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/internal/redistest"
+	"github.com/admit-dev/admit/internal/validate"
 	"github.com/admit-dev/admit/policy"
 	"github.com/admit-dev/admit/redisstore"
 	"github.com/admit-dev/admit/service"
@@ -123,7 +124,7 @@ func TestStateErrors(t *testing.T) {
 		{"an oversized subject", service.StateQuery{Subject: admit.Subject{ID: strings.Repeat("x", 1<<20+1)}}, admit.ErrInvalidRequest, "subject of more than"},
 	} {
 		_, err := s.State(t.Context(), c.q)
-		if !errors.Is(err, c.want) || !strings.Contains(admit.ClientMessage(err), c.msg) {
+		if !errors.Is(err, c.want) || !strings.Contains(validate.ClientMessage(err), c.msg) {
 			t.Errorf("%s: State = %v; want %v saying %q", c.name, err, c.want, c.msg)
 		}
 	}

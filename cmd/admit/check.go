@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/validate"
 	"github.com/admit-dev/admit/service"
 	"github.com/admit-dev/admit/transport/httpapi"
 )
@@ -124,7 +125,7 @@ func check(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	res, err := svc.Check(ctx, service.Check{Policies: policies, Subject: admit.Subject{ID: key}, Cost: cost, RequestID: requestID})
 	switch {
 	case errors.Is(err, admit.ErrInvalidRequest), errors.Is(err, admit.ErrInvalidLimit):
-		fmt.Fprintf(stderr, "admit check: %s\n", admit.ClientMessage(err)) // the field and its bound, not the packages
+		fmt.Fprintf(stderr, "admit check: %s\n", validate.ClientMessage(err)) // the field and its bound, not the packages
 		return checkInvalid
 	case err != nil:
 		fmt.Fprintf(stderr, "admit check: %v\n", err)

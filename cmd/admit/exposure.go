@@ -8,10 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/admit-dev/admit/internal/clienttoken"
@@ -95,20 +92,7 @@ func beyondLoopback(addrs []string) []string {
 // changes, looked at every poll. A file that does not load is logged, once, and the loaded
 // certificate or tokens keep serving.
 func (e exposure) watch(ctx context.Context, logger *slog.Logger, poll time.Duration) {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	tick := time.NewTicker(poll)
-	defer tick.Stop()
-	for {
-		force := false
-		select {
-		case <-ctx.Done():
-			return
-		case <-hup:
-			force = true
-		case <-tick.C:
-		}
+	onPollOrHUP(ctx, poll, func(force bool) {
 		if e.tls != nil {
 			switch changed, err := e.tls.Reload(force); {
 			case err != nil:
@@ -125,7 +109,7 @@ func (e exposure) watch(ctx context.Context, logger *slog.Logger, poll time.Dura
 				logger.Info("client tokens reloaded", "tokens", e.tokens.Len())
 			}
 		}
-	}
+	})
 }
 
 // handler returns h behind the client tokens, if any.

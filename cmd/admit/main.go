@@ -170,6 +170,25 @@ func newJSONHandler(w io.Writer) slog.Handler {
 	}})
 }
 
+// A command is one of admit's subcommands, run with its arguments (after its name).
+type command func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+
+// commands are admit's subcommands by name: run runs them, and `admit help <name>` runs one with
+// --help.
+var commands = map[string]command{
+	"serve": serve,
+	"proxy": proxy,
+	"config": func(_ context.Context, args []string, stdout, stderr io.Writer) int {
+		return config(args, stdout, stderr)
+	},
+	"check":    check,
+	"bench":    bench,
+	"state":    state,
+	"reset":    reset,
+	"top":      top,
+	"override": override,
+}
+
 // run runs the admit command line args (without the program name) and returns the exit code.
 // It stops serving when ctx is done.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -177,55 +196,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, usage)
 		return exitUsage
 	}
-	switch cmd, rest := args[0], args[1:]; cmd {
-	case "serve":
-		return serve(ctx, rest, stdout, stderr)
-	case "proxy":
-		return proxy(ctx, rest, stdout, stderr)
-	case "config":
-		return config(rest, stdout, stderr)
-	case "check":
-		return check(ctx, rest, stdout, stderr)
-	case "bench":
-		return bench(ctx, rest, stdout, stderr)
-	case "state":
-		return state(ctx, rest, stdout, stderr)
-	case "reset":
-		return reset(ctx, rest, stdout, stderr)
-	case "top":
-		return top(ctx, rest, stdout, stderr)
-	case "override":
-		return override(ctx, rest, stdout, stderr)
+	cmd, rest := args[0], args[1:]
+	if c, ok := commands[cmd]; ok {
+		return c(ctx, rest, stdout, stderr)
+	}
+	switch cmd {
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, versionString())
 		return exitOK
 	case "help", "--help", "-help", "-h":
-		if len(rest) > 0 && rest[0] == "serve" {
-			return serve(ctx, []string{"--help"}, stdout, stderr)
-		}
-		if len(rest) > 0 && rest[0] == "proxy" {
-			return proxy(ctx, []string{"--help"}, stdout, stderr)
-		}
-		if len(rest) > 0 && rest[0] == "config" {
-			return config([]string{"--help"}, stdout, stderr)
-		}
-		if len(rest) > 0 && rest[0] == "check" {
-			return check(ctx, []string{"--help"}, stdout, stderr)
-		}
-		if len(rest) > 0 && rest[0] == "bench" {
-			return bench(ctx, []string{"--help"}, stdout, stderr)
-		}
-		if len(rest) > 0 && rest[0] == "state" {
-			return state(ctx, []string{"--help"}, stdout, stderr)
-		}
-		if len(rest) > 0 && rest[0] == "reset" {
-			return reset(ctx, []string{"--help"}, stdout, stderr)
-		}
-		if len(rest) > 0 && rest[0] == "top" {
-			return top(ctx, []string{"--help"}, stdout, stderr)
-		}
-		if len(rest) > 0 && rest[0] == "override" {
-			return override(ctx, []string{"--help"}, stdout, stderr)
+		if len(rest) > 0 {
+			if c, ok := commands[rest[0]]; ok {
+				return c(ctx, []string{"--help"}, stdout, stderr)
+			}
 		}
 		if len(rest) > 0 && rest[0] != "help" && rest[0] != "version" {
 			fmt.Fprintf(stderr, "admit help: unknown command %q\n", rest[0])

@@ -42,38 +42,51 @@ type reloader struct {
 // A file that cannot be read (deleted, say) is logged at the first poll that finds it so, once,
 // and counted as a failed reload; the loaded configuration keeps serving.
 func (r *reloader) run(ctx context.Context, poll time.Duration) {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	tick := time.NewTicker(poll)
-	defer tick.Stop()
 	last := r.svc.Config().Hash
 	unreadable := false // reported since the file was last read
+	onPollOrHUP(ctx, poll, func(hup bool) {
+		if hup {
+			r.logger.Info("reloading the configuration", "file", r.file, "cause", "SIGHUP")
+			last = r.reload(last, true)
+			return
+		}
+		data, err := os.ReadFile(r.file)
+		if err != nil {
+			if !unreadable {
+				unreadable = true
+				r.metrics.Failed()
+				r.logger.Error("cannot read the configuration file; the loaded one keeps serving", "file", r.file, "error", err)
+			}
+			return
+		}
+		if unreadable {
+			unreadable = false
+			r.logger.Info("the configuration file can be read again", "file", r.file)
+		}
+		if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != last {
+			r.logger.Info("reloading the configuration", "file", r.file, "cause", "changed")
+			last = r.reload(last, false)
+		}
+	})
+}
+
+// onPollOrHUP calls check every poll, with hup false, and on each SIGHUP, with hup true, until ctx
+// is done: the loop of every reload of admit serve (its configuration, Envoy's rules, the TLS files
+// and the client tokens). SIGHUP is caught from the call on.
+func onPollOrHUP(ctx context.Context, poll time.Duration, check func(hup bool)) {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGHUP)
+	defer signal.Stop(sig)
+	tick := time.NewTicker(poll)
+	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-hup:
-			r.logger.Info("reloading the configuration", "file", r.file, "cause", "SIGHUP")
-			last = r.reload(last, true)
+		case <-sig:
+			check(true)
 		case <-tick.C:
-			data, err := os.ReadFile(r.file)
-			if err != nil {
-				if !unreadable {
-					unreadable = true
-					r.metrics.Failed()
-					r.logger.Error("cannot read the configuration file; the loaded one keeps serving", "file", r.file, "error", err)
-				}
-				continue
-			}
-			if unreadable {
-				unreadable = false
-				r.logger.Info("the configuration file can be read again", "file", r.file)
-			}
-			if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != last {
-				r.logger.Info("reloading the configuration", "file", r.file, "cause", "changed")
-				last = r.reload(last, false)
-			}
+			check(false)
 		}
 	}
 }

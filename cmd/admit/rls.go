@@ -6,9 +6,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/admit-dev/admit/metrics"
@@ -130,21 +127,8 @@ func serveGRPC(ctx context.Context, cancel context.CancelFunc, ln net.Listener, 
 // change, looked at every poll. A directory with errors is logged, and the loaded configuration
 // keeps serving.
 func reloadEnvoy(ctx context.Context, dir string, load envoyconf.Options, check func(*envoyconf.Config) error, s *rls.Server, logger *slog.Logger, poll time.Duration) {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	tick := time.NewTicker(poll)
-	defer tick.Stop()
 	bad := "" // the error of the last bad load, reported once
-	for {
-		force := false
-		select {
-		case <-ctx.Done():
-			return
-		case <-hup:
-			force = true
-		case <-tick.C:
-		}
+	onPollOrHUP(ctx, poll, func(force bool) {
 		cfg, err := load.Load(dir)
 		if err == nil {
 			err = check(cfg) // a replicated rule the backend cannot serve
@@ -160,5 +144,5 @@ func reloadEnvoy(ctx context.Context, dir string, load envoyconf.Options, check 
 			s.Swap(cfg)
 			logger.Info("Envoy rate limit configuration reloaded", "dir", dir, "domains", len(cfg.Domains()), "hash", cfg.Hash)
 		}
-	}
+	})
 }

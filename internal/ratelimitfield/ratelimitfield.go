@@ -27,7 +27,7 @@ const (
 //
 //	"per-second";q=10;w=1, "per-day";q=1000;w=86400
 //
-// q is the quota, [admit.Limit.Capacity], and w its window, [admit.Limit.QuotaWindow], in whole
+// q is the quota, [admit.Limit.Capacity], and w its window, [Window], in whole
 // seconds, rounded up: Rate per Period; for GCRA, the bucket (Burst, or Rate) per the time an empty
 // bucket takes to fill again at the nominal rate, Burst × Period / Rate, so that q bounds the r
 // that RateLimit reports. A Concurrency Limit has q leases in flight, qu="concurrent-requests",
@@ -62,7 +62,7 @@ func appendPolicy(b []byte, limits []admit.Limit) ([]byte, bool) {
 			b = append(b, `;qu="concurrent-requests"`...)
 			continue
 		}
-		b = appendW(b, l.QuotaWindow())
+		b = appendW(b, Window(l))
 	}
 	return b, true
 }

@@ -72,40 +72,7 @@ if named_concurrency then
   -- decide returns allowed (0 or 1), remaining, retry_after and reset_after in milliseconds for a
   -- request of cost leases on the state read into p (see sliding_log.lua for cost).
   function concurrency.decide(p, cost)
-    local live, limit, window, last, kth, now, w = p.live, p.limit, p.window, p.last, p.kth, p.now, p.w
-    --@fragment concurrency_decide
-    -- A concurrency key's decision for cost leases on the state concurrency_read read. Reads live,
-    -- cost, limit, window (the lease TTL, ms), last, kth, now, w (the TTL in µs). Declares allowed (0
-    -- or 1), remaining, retry and reset: the milliseconds until an expiry, rounded up, and at most the
-    -- policy's TTL (a lease acquired under a longer TTL is reported as ending within this one).
-    local allowed, remaining, retry, reset = 1, limit - live - cost, 0, 0
-    if live + cost <= limit then
-      if cost > 0 then
-        reset = window
-      elseif live > 0 then
-        reset = last - now
-        if reset > w then
-          reset = w
-        end
-        reset = reset + 999
-        reset = (reset - reset % 1000) / 1000
-      end
-    else
-      allowed, remaining, retry, reset = 0, limit - live, kth - now, last - now
-      if retry > w then
-        retry = w
-      end
-      if reset > w then
-        reset = w
-      end
-      if remaining < 0 then
-        remaining = 0
-      end
-      retry, reset = retry + 999, reset + 999
-      retry, reset = (retry - retry % 1000) / 1000, (reset - reset % 1000) / 1000
-    end
-    --@end
-    return allowed, remaining, retry, reset
+    return count_decide(p.live, cost, p.limit, p.window, p.last, p.kth, p.now, p.w)
   end
 
   -- apply makes the writes of an admission (p.cost 1; take.lua calls it for no other) on the state
@@ -136,7 +103,7 @@ if named_concurrency then
     local orate = nil -- take.lua passes an override's rate as an argument
     --@fragment concurrency_parse
     -- A concurrency limit's arguments, parsed strictly from their decimal strings ls, ws (as
-    -- fixed_window_parse parses them), cs ('0' or '1') and tok, the lease's token: a decimal integer
+    -- window_parse parses them), cs ('0' or '1') and tok, the lease's token: a decimal integer
     -- in 1 … 2^64 − 1, kept as a string (a Lua number cannot hold every one), or '0' for a peek.
     -- Declares limit, window and cost; sets why (declared nil) to why they are invalid.
     -- orate (declared), when not nil, is an override's rate, already parsed: the limit.

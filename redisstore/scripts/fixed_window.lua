@@ -29,20 +29,12 @@ if named_fixed_window then
   function fixed_window.parse(i)
     local ls, ws, cs, aligned, why = ARGV[i] or '', ARGV[i + 1] or '', ARGV[i + 2] or '', ARGV[i + 3], nil
     local orate = nil -- take.lua passes an override's rate as an argument
+    local limit, window, cost
+    limit, window, cost, why = window_parse(ls, ws, cs, orate, MAX, 'fixed_window')
     --@fragment fixed_window_parse
-    -- A fixed window's arguments, parsed strictly from their decimal strings ls, ws, cs (at most
-    -- MAX_DIGITS digits matching ^[1-9]%d*$, then tonumber, then the range; a cost of '0' or '1'
-    -- compared, not parsed) and aligned. Declares limit, window and cost; sets why (declared nil) to
-    -- why they are invalid.
-    -- orate (declared), when not nil, is an override's rate, already parsed: the limit.
-    local limit = orate or #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
-    local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
-    local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
-    if not (limit and limit <= MAX and window and window <= MAX_WINDOW) then
-      why = 'fixed_window needs a limit in 1..' .. MAX .. ' and a window in 1..' .. MAX_WINDOW .. ' ms'
-    elseif not (cost and cost <= limit) then
-      why = 'cost must be an integer in 0..limit'
-    elseif aligned ~= '0' and aligned ~= '1' then
+    -- A fixed window's aligned argument, after window_parse: sets why, unless window_parse set it,
+    -- when aligned is neither '0' nor '1'. Reads aligned.
+    if not why and aligned ~= '0' and aligned ~= '1' then
       why = 'fixed_window needs aligned 0 or 1'
     end
     --@end

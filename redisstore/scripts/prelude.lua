@@ -18,9 +18,10 @@
 --
 -- Every function a script defines is a new closure on every call (Redis runs the whole chunk each
 -- time), and every table a new allocation, which Redis's CPU pays for twice, making it and collecting
--- it (bench/scriptcost.md measures both). So the prelude defines only integer and now, a
--- module defines its functions only when the call names its algorithm (named_*, below), and error
--- replies and formats are written where they are needed. Replies hold integers only, and writes pass
+-- it (bench/scriptcost.md measures both). So the prelude defines only integer and now (and, below,
+-- the two pieces modules share, when the call names a module that runs them), a module defines its
+-- functions only when the call names its algorithm (named_*, below), and error replies and formats
+-- are written where they are needed. Replies hold integers only, and writes pass
 -- decimal strings, never a Lua number (Redis would format a large one as a double).
 --
 -- The straight paths (take_single.lua, settle_single.lua) run before all this, with no function of
@@ -110,3 +111,74 @@ while true do
 end
 local first = ARGV[1]
 local settling = first == 'fixed_window' or first == 'gcra' or first == 'sliding_window' or first == 'sliding_log'
+
+-- The pieces modules share, defined only when the call names a module that runs them (a function
+-- is a closure made on every call): window_parse, the arguments of the fixed window, the sliding
+-- window and the sliding log; count_decide, the decision of the sliding log and of concurrency,
+-- keys that count the units in force. The straight paths splice their --@fragment regions in.
+local window_parse, count_decide = nil, nil
+if named_fixed_window or named_sliding_window or named_sliding_log then
+  -- window_parse returns limit, window and cost parsed from ls, ws and cs, and why they are invalid
+  -- (nil when they are not) under hi, the largest limit of the algorithm named alg.
+  function window_parse(ls, ws, cs, orate, hi, alg)
+    local why = nil
+    --@fragment window_parse
+    -- A window's arguments, parsed strictly from their decimal strings ls, ws, cs (at most
+    -- MAX_DIGITS digits matching ^[1-9]%d*$, then tonumber, then the range; a cost of '0' or '1'
+    -- compared, not parsed), for the algorithm named alg, whose largest limit is hi. Declares
+    -- limit, window and cost; sets why (declared nil) to why they are invalid.
+    -- orate (declared), when not nil, is an override's rate, already parsed: the limit.
+    local limit = orate or #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
+    local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
+    local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
+    if not (limit and limit <= hi and window and window <= MAX_WINDOW) then
+      why = alg .. ' needs a limit in 1..' .. hi .. ' and a window in 1..' .. MAX_WINDOW .. ' ms'
+    elseif not (cost and cost <= limit) then
+      why = 'cost must be an integer in 0..limit'
+    end
+    --@end
+    return limit, window, cost, why
+  end
+end
+if named_sliding_log or named_concurrency then
+  -- count_decide returns allowed (0 or 1), remaining, retry_after and reset_after in milliseconds
+  -- for a request of cost units on n units in force under limit.
+  function count_decide(n, cost, limit, window, ends, frees, now, w)
+    --@fragment count_decide
+    -- The decision for cost units of a key that counts the units in force, a sliding log's entries
+    -- in the window or a concurrency key's live leases. Reads n, those in force, cost, limit, window
+    -- (ms), ends, when the last of the n leaves (µs), frees, when the one whose exit lets cost fit
+    -- leaves (µs; read only when it does not fit), now (µs) and w (the window or lease TTL, µs).
+    -- Declares allowed (0 or 1), remaining, retry and reset: the milliseconds until an exit, rounded
+    -- up (ceil(a / 1000) is (a + 999 - (a + 999) % 1000) / 1000, exact below 2^53), and at most w (a
+    -- lease acquired under a longer TTL is reported as ending within this one).
+    local allowed, remaining, retry, reset = 1, limit - n - cost, 0, 0
+    if n + cost <= limit then
+      if cost > 0 then
+        reset = window
+      elseif n > 0 then
+        reset = ends - now
+        if reset > w then
+          reset = w
+        end
+        reset = reset + 999
+        reset = (reset - reset % 1000) / 1000
+      end
+    else
+      allowed, remaining, retry, reset = 0, limit - n, frees - now, ends - now
+      if retry > w then
+        retry = w
+      end
+      if reset > w then
+        reset = w
+      end
+      if remaining < 0 then
+        remaining = 0
+      end
+      retry, reset = retry + 999, reset + 999
+      retry, reset = (retry - retry % 1000) / 1000, (reset - reset % 1000) / 1000
+    end
+    --@end
+    return allowed, remaining, retry, reset
+  end
+end

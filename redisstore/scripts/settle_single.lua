@@ -25,15 +25,16 @@ if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_to
   local actual = as == '0' and 0 or as == '1' and 1 or #as <= MAX_DIGITS and match(as, '^[1-9]%d*$') and tonumber(as)
   if token and token <= MAX_TAT and actual and actual <= MAX then
     if name == 'fixed_window' then
-      local ls, ws, cs, aligned, why = ARGV[2], ARGV[3], ARGV[4], ARGV[5], nil
+      local ls, ws, cs, aligned, why, hi, alg = ARGV[2], ARGV[3], ARGV[4], ARGV[5], nil, MAX, 'fixed_window'
       local limit = orate or #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
       local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
       local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
-      if not (limit and limit <= MAX and window and window <= MAX_WINDOW) then
-        why = 'fixed_window needs a limit in 1..' .. MAX .. ' and a window in 1..' .. MAX_WINDOW .. ' ms'
+      if not (limit and limit <= hi and window and window <= MAX_WINDOW) then
+        why = alg .. ' needs a limit in 1..' .. hi .. ' and a window in 1..' .. MAX_WINDOW .. ' ms'
       elseif not (cost and cost <= limit) then
         why = 'cost must be an integer in 0..limit'
-      elseif aligned ~= '0' and aligned ~= '1' then
+      end
+      if not why and aligned ~= '0' and aligned ~= '1' then
         why = 'fixed_window needs aligned 0 or 1'
       end
       local reserved = cost
@@ -252,12 +253,12 @@ if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_to
         end
       end
     elseif name == 'sliding_window' then
-      local ls, ws, cs, why = ARGV[2], ARGV[3], ARGV[4], nil
+      local ls, ws, cs, why, hi, alg = ARGV[2], ARGV[3], ARGV[4], nil, MAX, 'sliding_window'
       local limit = orate or #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
       local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
       local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
-      if not (limit and limit <= MAX and window and window <= MAX_WINDOW) then
-        why = 'sliding_window needs a limit in 1..' .. MAX .. ' and a window in 1..' .. MAX_WINDOW .. ' ms'
+      if not (limit and limit <= hi and window and window <= MAX_WINDOW) then
+        why = alg .. ' needs a limit in 1..' .. hi .. ' and a window in 1..' .. MAX_WINDOW .. ' ms'
       elseif not (cost and cost <= limit) then
         why = 'cost must be an integer in 0..limit'
       end
@@ -457,12 +458,12 @@ if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_to
       -- (the log's newest entry and the one whose exit lets a request fit are not known otherwise). A
       -- key found corrupt before the write falls through to the general path; after it, it cannot be
       -- (admit's writes keep a log well formed), but would be refused as settle.lua refuses it.
-      local ls, ws, cs, why = ARGV[2], ARGV[3], ARGV[4], nil
+      local ls, ws, cs, why, hi, alg = ARGV[2], ARGV[3], ARGV[4], nil, MAX_LOG, 'sliding_log'
       local limit = orate or #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
       local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
       local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
-      if not (limit and limit <= MAX_LOG and window and window <= MAX_WINDOW) then
-        why = 'sliding_log needs a limit in 1..' .. MAX_LOG .. ' and a window in 1..' .. MAX_WINDOW .. ' ms'
+      if not (limit and limit <= hi and window and window <= MAX_WINDOW) then
+        why = alg .. ' needs a limit in 1..' .. hi .. ' and a window in 1..' .. MAX_WINDOW .. ' ms'
       elseif not (cost and cost <= limit) then
         why = 'cost must be an integer in 0..limit'
       end
@@ -571,19 +572,31 @@ if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_to
               return redis.error_reply('ADMIT_CORRUPT after settling: the log is not as admit writes it')
             end
             -- The decision of the state after, for cost units (0, or the probe of one).
-            local allowed, remaining, retry, reset = 1, limit - count - cost, 0, 0
-            if count + cost <= limit then
+            local n, ends, frees = count, newest + w, (kth or 0) + w
+            local allowed, remaining, retry, reset = 1, limit - n - cost, 0, 0
+            if n + cost <= limit then
               if cost > 0 then
                 reset = window
-              elseif count > 0 then
-                reset = newest + w - now + 999
+              elseif n > 0 then
+                reset = ends - now
+                if reset > w then
+                  reset = w
+                end
+                reset = reset + 999
                 reset = (reset - reset % 1000) / 1000
               end
             else
-              allowed, remaining, retry, reset = 0, limit - count, kth + w - now + 999, newest + w - now + 999
+              allowed, remaining, retry, reset = 0, limit - n, frees - now, ends - now
+              if retry > w then
+                retry = w
+              end
+              if reset > w then
+                reset = w
+              end
               if remaining < 0 then
                 remaining = 0
               end
+              retry, reset = retry + 999, reset + 999
               retry, reset = (retry - retry % 1000) / 1000, (reset - reset % 1000) / 1000
             end
             return {allowed, remaining, retry, reset}

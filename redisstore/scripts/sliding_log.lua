@@ -70,28 +70,8 @@ if named_sliding_log then
   -- policy that admits its own cost (take.lua asks no other): a rejection waits for p.kth, read for
   -- the policy's own cost.
   function sliding_log.decide(p, cost)
-    local count, limit, window, newest, kth, now, w = p.count, p.limit, p.window, p.newest, p.kth, p.now, p.w
-    --@fragment sliding_log_decide
-    -- A sliding log's decision for cost units on the state sliding_log_read read. Reads count, cost,
-    -- limit, window (ms), newest, kth, now, w. Declares allowed (0 or 1), remaining, retry and reset
-    -- (ms, rounded up: ceil(a / 1000) is (a + 999 - (a + 999) % 1000) / 1000, exact below 2^53).
-    local allowed, remaining, retry, reset = 1, limit - count - cost, 0, 0
-    if count + cost <= limit then
-      if cost > 0 then
-        reset = window
-      elseif count > 0 then
-        reset = newest + w - now + 999
-        reset = (reset - reset % 1000) / 1000
-      end
-    else
-      allowed, remaining, retry, reset = 0, limit - count, kth + w - now + 999, newest + w - now + 999
-      if remaining < 0 then
-        remaining = 0
-      end
-      retry, reset = (retry - retry % 1000) / 1000, (reset - reset % 1000) / 1000
-    end
-    --@end
-    return allowed, remaining, retry, reset
+    local w = p.w
+    return count_decide(p.count, cost, p.limit, p.window, p.newest + w, p.kth + w, p.now, w)
   end
 
   -- apply makes the writes of an admission of p.cost units (1 or more: take.lua and settle.lua call it
@@ -186,22 +166,9 @@ if named_sliding_log then
   -- parse reads the arguments from ARGV[i] on and returns the policy's table and the index after them,
   -- or nil and why they are invalid.
   function sliding_log.parse(i)
-    local ls, ws, cs, why = ARGV[i] or '', ARGV[i + 1] or '', ARGV[i + 2] or '', nil
-    local orate = nil -- take.lua passes an override's rate as an argument
-    --@fragment sliding_log_parse
-    -- A sliding log's arguments, parsed strictly from their decimal strings ls, ws, cs, as
-    -- fixed_window_parse parses them; the limit at most MAX_LOG. Declares limit, window and cost;
-    -- sets why (declared nil) to why they are invalid.
-    -- orate (declared), when not nil, is an override's rate, already parsed: the limit.
-    local limit = orate or #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
-    local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
-    local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
-    if not (limit and limit <= MAX_LOG and window and window <= MAX_WINDOW) then
-      why = 'sliding_log needs a limit in 1..' .. MAX_LOG .. ' and a window in 1..' .. MAX_WINDOW .. ' ms'
-    elseif not (cost and cost <= limit) then
-      why = 'cost must be an integer in 0..limit'
-    end
-    --@end
+    -- No override's rate (orate): take.lua passes one as an argument.
+    local limit, window, cost, why = window_parse(ARGV[i] or '', ARGV[i + 1] or '', ARGV[i + 2] or '', nil, MAX_LOG,
+      'sliding_log')
     if why then
       return nil, why
     end

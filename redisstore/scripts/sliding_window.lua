@@ -289,22 +289,9 @@ local function sliding_window_define()
   -- parse reads the arguments from ARGV[i] on and returns the policy's table and the index after them,
   -- or nil and why they are invalid.
   function sliding_window.parse(i)
-    local ls, ws, cs, why = ARGV[i] or '', ARGV[i + 1] or '', ARGV[i + 2] or '', nil
-    local orate = nil -- take.lua passes an override's rate as an argument
-    --@fragment sliding_window_parse
-    -- A sliding window's arguments, parsed strictly from their decimal strings ls, ws, cs, as
-    -- fixed_window_parse parses them. Declares limit, window and cost; sets why (declared nil) to why
-    -- they are invalid.
-    -- orate (declared), when not nil, is an override's rate, already parsed: the limit.
-    local limit = orate or #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
-    local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
-    local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
-    if not (limit and limit <= MAX and window and window <= MAX_WINDOW) then
-      why = 'sliding_window needs a limit in 1..' .. MAX .. ' and a window in 1..' .. MAX_WINDOW .. ' ms'
-    elseif not (cost and cost <= limit) then
-      why = 'cost must be an integer in 0..limit'
-    end
-    --@end
+    -- No override's rate (orate): take.lua passes one as an argument.
+    local cs = ARGV[i + 2] or ''
+    local limit, window, cost, why = window_parse(ARGV[i] or '', ARGV[i + 1] or '', cs, nil, MAX, 'sliding_window')
     if why then
       return nil, why
     end

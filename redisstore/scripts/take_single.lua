@@ -81,15 +81,16 @@ if ARGV[1] == '1' and ARGV[2] == '' and (nkeys == 1 and (mask == '' or mask == '
     refused = 1
   end
   if name == 'fixed_window' and #ARGV == (CLOCK_FROM_ARGV and 9 or 8) then
-    local ls, ws, cs, aligned, key, why = ARGV[5], ARGV[6], ARGV[7], ARGV[8], KEYS[1], nil
+    local ls, ws, cs, aligned, key, why, hi, alg = ARGV[5], ARGV[6], ARGV[7], ARGV[8], KEYS[1], nil, MAX, 'fixed_window'
     local limit = orate or #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
     local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
     local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
-    if not (limit and limit <= MAX and window and window <= MAX_WINDOW) then
-      why = 'fixed_window needs a limit in 1..' .. MAX .. ' and a window in 1..' .. MAX_WINDOW .. ' ms'
+    if not (limit and limit <= hi and window and window <= MAX_WINDOW) then
+      why = alg .. ' needs a limit in 1..' .. hi .. ' and a window in 1..' .. MAX_WINDOW .. ' ms'
     elseif not (cost and cost <= limit) then
       why = 'cost must be an integer in 0..limit'
-    elseif aligned ~= '0' and aligned ~= '1' then
+    end
+    if not why and aligned ~= '0' and aligned ~= '1' then
       why = 'fixed_window needs aligned 0 or 1'
     end
     if not why then
@@ -258,12 +259,12 @@ if ARGV[1] == '1' and ARGV[2] == '' and (nkeys == 1 and (mask == '' or mask == '
       end
     end
   elseif name == 'sliding_window' and #ARGV == (CLOCK_FROM_ARGV and 8 or 7) then
-    local ls, ws, cs, key, why = ARGV[5], ARGV[6], ARGV[7], KEYS[1], nil
+    local ls, ws, cs, key, why, hi, alg = ARGV[5], ARGV[6], ARGV[7], KEYS[1], nil, MAX, 'sliding_window'
     local limit = orate or #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
     local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
     local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
-    if not (limit and limit <= MAX and window and window <= MAX_WINDOW) then
-      why = 'sliding_window needs a limit in 1..' .. MAX .. ' and a window in 1..' .. MAX_WINDOW .. ' ms'
+    if not (limit and limit <= hi and window and window <= MAX_WINDOW) then
+      why = alg .. ' needs a limit in 1..' .. hi .. ' and a window in 1..' .. MAX_WINDOW .. ' ms'
     elseif not (cost and cost <= limit) then
       why = 'cost must be an integer in 0..limit'
     end
@@ -440,12 +441,13 @@ if ARGV[1] == '1' and ARGV[2] == '' and (nkeys == 1 and (mask == '' or mask == '
         end
       end
       if not why then
-        local allowed, remaining, retry, reset = 1, limit - live - cost, 0, 0
-        if live + cost <= limit then
+        local n, ends, frees = live, last, kth or 0
+        local allowed, remaining, retry, reset = 1, limit - n - cost, 0, 0
+        if n + cost <= limit then
           if cost > 0 then
             reset = window
-          elseif live > 0 then
-            reset = last - now
+          elseif n > 0 then
+            reset = ends - now
             if reset > w then
               reset = w
             end
@@ -453,7 +455,7 @@ if ARGV[1] == '1' and ARGV[2] == '' and (nkeys == 1 and (mask == '' or mask == '
             reset = (reset - reset % 1000) / 1000
           end
         else
-          allowed, remaining, retry, reset = 0, limit - live, kth - now, last - now
+          allowed, remaining, retry, reset = 0, limit - n, frees - now, ends - now
           if retry > w then
             retry = w
           end
@@ -485,12 +487,12 @@ if ARGV[1] == '1' and ARGV[2] == '' and (nkeys == 1 and (mask == '' or mask == '
       end
     end
   elseif name == 'sliding_log' and #ARGV == (CLOCK_FROM_ARGV and 8 or 7) then
-    local ls, ws, cs, key, why = ARGV[5], ARGV[6], ARGV[7], KEYS[1], nil
+    local ls, ws, cs, key, why, hi, alg = ARGV[5], ARGV[6], ARGV[7], KEYS[1], nil, MAX_LOG, 'sliding_log'
     local limit = orate or #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
     local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
     local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
-    if not (limit and limit <= MAX_LOG and window and window <= MAX_WINDOW) then
-      why = 'sliding_log needs a limit in 1..' .. MAX_LOG .. ' and a window in 1..' .. MAX_WINDOW .. ' ms'
+    if not (limit and limit <= hi and window and window <= MAX_WINDOW) then
+      why = alg .. ' needs a limit in 1..' .. hi .. ' and a window in 1..' .. MAX_WINDOW .. ' ms'
     elseif not (cost and cost <= limit) then
       why = 'cost must be an integer in 0..limit'
     end
@@ -533,19 +535,31 @@ if ARGV[1] == '1' and ARGV[2] == '' and (nkeys == 1 and (mask == '' or mask == '
         end
       end
       if not why then
-        local allowed, remaining, retry, reset = 1, limit - count - cost, 0, 0
-        if count + cost <= limit then
+        local n, ends, frees = count, newest + w, (kth or 0) + w
+        local allowed, remaining, retry, reset = 1, limit - n - cost, 0, 0
+        if n + cost <= limit then
           if cost > 0 then
             reset = window
-          elseif count > 0 then
-            reset = newest + w - now + 999
+          elseif n > 0 then
+            reset = ends - now
+            if reset > w then
+              reset = w
+            end
+            reset = reset + 999
             reset = (reset - reset % 1000) / 1000
           end
         else
-          allowed, remaining, retry, reset = 0, limit - count, kth + w - now + 999, newest + w - now + 999
+          allowed, remaining, retry, reset = 0, limit - n, frees - now, ends - now
+          if retry > w then
+            retry = w
+          end
+          if reset > w then
+            reset = w
+          end
           if remaining < 0 then
             remaining = 0
           end
+          retry, reset = retry + 999, reset + 999
           retry, reset = (retry - retry % 1000) / 1000, (reset - reset % 1000) / 1000
         end
         if allowed == 0 then
@@ -660,15 +674,16 @@ elseif ARGV[2] == '' then
       if not ok then
         break -- corrupt: the general path refuses it
       elseif name == 'fixed_window' then
-        local ls, ws, cs, aligned, why = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], nil
+        local ls, ws, cs, aligned, why, hi, alg = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], nil, MAX, 'fixed_window'
         local limit = orate or #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
         local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
         local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
-        if not (limit and limit <= MAX and window and window <= MAX_WINDOW) then
-          why = 'fixed_window needs a limit in 1..' .. MAX .. ' and a window in 1..' .. MAX_WINDOW .. ' ms'
+        if not (limit and limit <= hi and window and window <= MAX_WINDOW) then
+          why = alg .. ' needs a limit in 1..' .. hi .. ' and a window in 1..' .. MAX_WINDOW .. ' ms'
         elseif not (cost and cost <= limit) then
           why = 'cost must be an integer in 0..limit'
-        elseif aligned ~= '0' and aligned ~= '1' then
+        end
+        if not why and aligned ~= '0' and aligned ~= '1' then
           why = 'fixed_window needs aligned 0 or 1'
         end
         ok = not why
@@ -832,12 +847,12 @@ elseif ARGV[2] == '' then
         end
         i = i + 5
       else -- sliding_window
-        local ls, ws, cs, why = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], nil
+        local ls, ws, cs, why, hi, alg = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], nil, MAX, 'sliding_window'
         local limit = orate or #ls <= MAX_DIGITS and match(ls, '^[1-9]%d*$') and tonumber(ls)
         local window = #ws <= MAX_DIGITS and match(ws, '^[1-9]%d*$') and tonumber(ws)
         local cost = cs == '1' and 1 or cs == '0' and 0 or #cs <= MAX_DIGITS and match(cs, '^[1-9]%d*$') and tonumber(cs)
-        if not (limit and limit <= MAX and window and window <= MAX_WINDOW) then
-          why = 'sliding_window needs a limit in 1..' .. MAX .. ' and a window in 1..' .. MAX_WINDOW .. ' ms'
+        if not (limit and limit <= hi and window and window <= MAX_WINDOW) then
+          why = alg .. ' needs a limit in 1..' .. hi .. ' and a window in 1..' .. MAX_WINDOW .. ' ms'
         elseif not (cost and cost <= limit) then
           why = 'cost must be an integer in 0..limit'
         end

@@ -40,6 +40,7 @@ import (
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/internal/jsonanswer"
 	"github.com/admit-dev/admit/internal/lograte"
+	"github.com/admit-dev/admit/internal/validate"
 	"github.com/admit-dev/admit/memstore"
 	"github.com/admit-dev/admit/policy"
 	"github.com/admit-dev/admit/service"
@@ -339,6 +340,27 @@ func (h *Handler) unavailable(ctx context.Context, w http.ResponseWriter, path s
 	h.log.Log(ctx, logUnavailable, err, slog.String("path", path))
 	w.Header().Set("Retry-After", "1")
 	writeError(w, http.StatusServiceUnavailable, "limiter unavailable")
+}
+
+// failed answers err, a Service's, and reports whether there was one: 404 when it matches one of
+// notFound, 400 for a caller's mistake (admit.ErrInvalidRequest, admit.ErrInvalidLimit), each with
+// the client's message; anything else 503, logged (unavailable).
+func (h *Handler) failed(w http.ResponseWriter, r *http.Request, err error, notFound ...error) bool {
+	if err == nil {
+		return false
+	}
+	for _, kind := range notFound {
+		if errors.Is(err, kind) {
+			writeError(w, http.StatusNotFound, validate.ClientMessage(err))
+			return true
+		}
+	}
+	if errors.Is(err, admit.ErrInvalidRequest) || errors.Is(err, admit.ErrInvalidLimit) {
+		writeError(w, http.StatusBadRequest, validate.ClientMessage(err))
+	} else {
+		h.unavailable(r.Context(), w, r.URL.Path, err)
+	}
+	return true
 }
 
 // strictQuery returns the query of r, whose parameters must be among params and each given once; if

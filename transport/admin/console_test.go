@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/policyjson"
 	"github.com/admit-dev/admit/memstore"
 	"github.com/admit-dev/admit/policy"
 	"github.com/admit-dev/admit/service"
@@ -136,9 +137,9 @@ func TestPolicies(t *testing.T) {
 	want := admin.PoliciesResponse{
 		ConfigHash: svc.Config().Hash,
 		Policies: []admin.PolicyInfo{
-			{Name: "per-minute", Algorithm: "fixed_window", Limit: 3, WindowMS: 60000, Mode: "enforce", Failure: "closed",
+			{Policy: policyjson.Policy{Name: "per-minute", Algorithm: "fixed_window", Limit: 3, WindowMS: 60000, Mode: "enforce", Failure: "closed"},
 				Tiers: []admin.TierInfo{{Name: "pro", Limit: 10, WindowMS: 60000}}},
-			{Name: "per-day", Algorithm: "gcra", Limit: 5, WindowMS: 86400000, Burst: 5, Mode: "shadow", Failure: "closed"},
+			{Policy: policyjson.Policy{Name: "per-day", Algorithm: "gcra", Limit: 5, WindowMS: 86400000, Burst: 5, Mode: "shadow", Failure: "closed"}},
 		},
 		Top: admin.TopSettings{Size: policy.DefaultTopSize, PeriodMS: policy.DefaultTopPeriod.Milliseconds()},
 	}

@@ -128,12 +128,7 @@ func (h *Handler) setOverride(w http.ResponseWriter, r *http.Request, body []byt
 	spec := service.OverrideSpec{Policy: req.Policy, Subject: c.subject, Limit: req.Limit, Burst: req.Burst, ExpiresIn: expiresIn, Reason: req.Reason}
 	info, err := h.svc.SetOverride(r.Context(), spec)
 	h.audit(r.Context(), c, err)
-	switch {
-	case errors.Is(err, admit.ErrInvalidRequest), errors.Is(err, admit.ErrInvalidLimit):
-		writeError(w, http.StatusBadRequest, admit.ClientMessage(err))
-	case err != nil:
-		h.unavailable(r.Context(), w, r.URL.Path, err)
-	default:
+	if !h.failed(w, r, err) {
 		writeJSON(w, http.StatusOK, overrideResponse(info, time.Now()))
 	}
 }
@@ -158,12 +153,7 @@ func (h *Handler) deleteOverride(w http.ResponseWriter, r *http.Request, body []
 		return
 	}
 	h.audit(r.Context(), c, err)
-	switch {
-	case errors.Is(err, admit.ErrInvalidRequest), errors.Is(err, admit.ErrInvalidLimit):
-		writeError(w, http.StatusBadRequest, admit.ClientMessage(err))
-	case err != nil:
-		h.unavailable(r.Context(), w, r.URL.Path, err)
-	default:
+	if !h.failed(w, r, err) {
 		writeJSON(w, http.StatusOK, OverrideDeleteResponse{Deleted: true, Policy: req.Policy})
 	}
 }
@@ -189,12 +179,7 @@ func (h *Handler) listOverrides(w http.ResponseWriter, r *http.Request, _ []byte
 		return
 	}
 	page, next, err := h.svc.Overrides(r.Context(), query.Get("policy"), query.Get("cursor"), n)
-	switch {
-	case errors.Is(err, admit.ErrInvalidRequest), errors.Is(err, admit.ErrInvalidLimit):
-		writeError(w, http.StatusBadRequest, admit.ClientMessage(err))
-		return
-	case err != nil:
-		h.unavailable(r.Context(), w, r.URL.Path, err)
+	if h.failed(w, r, err) {
 		return
 	}
 	now := time.Now()

@@ -4,7 +4,7 @@ import (
 	"net/http"
 	"slices"
 
-	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/policyjson"
 	"github.com/admit-dev/admit/policy"
 )
 
@@ -28,21 +28,13 @@ type TopSettings struct {
 
 // PolicyInfo describes one policy in force: its numbers, its tiers', its mode and failure mode.
 type PolicyInfo struct {
-	Name      string `json:"name"`
-	Algorithm string `json:"algorithm"`
-	// Limit is the configured limit (admit.Limit.Rate) per WindowMS, the window in milliseconds
-	// (for concurrency, the lease TTL); Burst a gcra policy's bucket, omitted for others.
-	Limit    int64 `json:"limit"`
-	WindowMS int64 `json:"window_ms"`
-	Burst    int64 `json:"burst,omitempty"`
-	// Aligned reports windows aligned to the clock; omitted when false.
-	Aligned bool `json:"aligned,omitempty"`
-	// Mode is "enforce" or "shadow" (rejects nothing, counts what it would have).
-	Mode string `json:"mode"`
-	// Failure is "closed" or "open"; LocalLimit the limit per window of the local limiter that
-	// decides under "open" while the backend cannot, per instance; omitted under "closed".
-	Failure    string `json:"failure"`
-	LocalLimit int64  `json:"local_limit,omitempty"`
+	// Policy is the policy as the data plane's GET /v1/policies describes it: name, algorithm,
+	// limit, window_ms, burst (gcra only), aligned, mode ("enforce" or "shadow") and failure
+	// ("closed" or "open").
+	policyjson.Policy
+	// LocalLimit is the limit per window of the local limiter that decides under failure "open"
+	// while the backend cannot, per instance; omitted under "closed".
+	LocalLimit int64 `json:"local_limit,omitempty"`
 	// Tiers are the policy's tiers by name order; omitted when it has none.
 	Tiers []TierInfo `json:"tiers,omitempty"`
 }
@@ -73,12 +65,7 @@ func (h *Handler) policies(w http.ResponseWriter, r *http.Request, _ []byte) {
 
 // policyInfo describes p.
 func policyInfo(p policy.Policy) PolicyInfo {
-	lim := p.Limit
-	info := PolicyInfo{Name: lim.Name, Algorithm: lim.Algorithm.String(), Limit: lim.Rate, WindowMS: lim.Period.Milliseconds(),
-		Burst: burst(lim), Aligned: lim.Aligned, Mode: "enforce", Failure: p.Failure.String(), LocalLimit: p.LocalLimit}
-	if lim.Shadow {
-		info.Mode = "shadow"
-	}
+	info := PolicyInfo{Policy: policyjson.Of(p), LocalLimit: p.LocalLimit}
 	names := make([]string, 0, len(p.Tiers))
 	for name := range p.Tiers {
 		names = append(names, name)
@@ -86,15 +73,7 @@ func policyInfo(p policy.Policy) PolicyInfo {
 	slices.Sort(names)
 	for _, name := range names {
 		t := p.Tiers[name]
-		info.Tiers = append(info.Tiers, TierInfo{Name: name, Limit: t.Rate, WindowMS: t.Period.Milliseconds(), Burst: burst(t)})
+		info.Tiers = append(info.Tiers, TierInfo{Name: name, Limit: t.Rate, WindowMS: t.Period.Milliseconds(), Burst: policyjson.Burst(t)})
 	}
 	return info
-}
-
-// burst returns a gcra Limit's bucket size, 0 for another algorithm's.
-func burst(lim admit.Limit) int64 {
-	if lim.Algorithm != admit.GCRA {
-		return 0
-	}
-	return lim.Capacity()
 }

@@ -53,14 +53,7 @@ func (h *Handler) reset(w http.ResponseWriter, r *http.Request, body []byte) {
 	c := change{action: ActionReset, policy: req.Policy, subject: admit.Subject{ID: req.Key}, reason: req.Reason, client: clientAddr(r.RemoteAddr)}
 	n, err := h.svc.Reset(r.Context(), c.subject, req.Policy)
 	h.audit(r.Context(), c, err)
-	switch {
-	case errors.Is(err, service.ErrUnknownPolicy):
-		writeError(w, http.StatusNotFound, admit.ClientMessage(err))
-	case errors.Is(err, admit.ErrInvalidRequest), errors.Is(err, admit.ErrInvalidLimit):
-		writeError(w, http.StatusBadRequest, admit.ClientMessage(err))
-	case err != nil:
-		h.unavailable(r.Context(), w, r.URL.Path, err)
-	default:
+	if !h.failed(w, r, err, service.ErrUnknownPolicy) {
 		writeJSON(w, http.StatusOK, ResetResponse{Reset: true, Policy: req.Policy, Keys: n})
 	}
 }

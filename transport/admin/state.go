@@ -1,7 +1,6 @@
 package admin
 
 import (
-	"errors"
 	"net/http"
 	"time"
 
@@ -67,15 +66,7 @@ func (h *Handler) state(w http.ResponseWriter, r *http.Request, _ []byte) {
 	}
 	q := service.StateQuery{Subject: admit.Subject{ID: query.Get("key")}, Policy: query.Get("policy"), Tier: query.Get("tier")}
 	states, err := h.svc.State(r.Context(), q)
-	switch {
-	case errors.Is(err, service.ErrUnknownPolicy), errors.Is(err, policy.ErrUnknownTier):
-		writeError(w, http.StatusNotFound, admit.ClientMessage(err))
-		return
-	case errors.Is(err, admit.ErrInvalidRequest), errors.Is(err, admit.ErrInvalidLimit):
-		writeError(w, http.StatusBadRequest, admit.ClientMessage(err))
-		return
-	case err != nil:
-		h.unavailable(r.Context(), w, r.URL.Path, err)
+	if h.failed(w, r, err, service.ErrUnknownPolicy, policy.ErrUnknownTier) {
 		return
 	}
 	out := StateResponse{Decisions: make([]PolicyState, len(states))}

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/validate"
 	"github.com/admit-dev/admit/service"
 )
 
@@ -80,10 +80,10 @@ func (h *Handler) top(w http.ResponseWriter, r *http.Request, _ []byte) {
 		rep, err := h.svc.Top(name, n)
 		switch {
 		case errors.Is(err, service.ErrUnknownPolicy), errors.Is(err, service.ErrTopOff):
-			writeError(w, http.StatusNotFound, admit.ClientMessage(err))
+			writeError(w, http.StatusNotFound, validate.ClientMessage(err))
 			return
 		case err != nil:
-			writeError(w, http.StatusBadRequest, admit.ClientMessage(err))
+			writeError(w, http.StatusBadRequest, validate.ClientMessage(err))
 			return
 		}
 		out := TopResponse{Policy: rep.Policy, Size: rep.Size, PeriodMS: rep.Period.Milliseconds(), Revealed: rep.Revealed,

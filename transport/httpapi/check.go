@@ -16,7 +16,9 @@ import (
 	"github.com/admit-dev/admit/httplimit"
 	"github.com/admit-dev/admit/internal/jsonanswer"
 	"github.com/admit-dev/admit/internal/lograte"
+	"github.com/admit-dev/admit/internal/policyjson"
 	"github.com/admit-dev/admit/internal/ratelimitfield"
+	"github.com/admit-dev/admit/internal/validate"
 	"github.com/admit-dev/admit/service"
 )
 
@@ -158,7 +160,7 @@ func (c *check) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	case errors.Is(err, admit.ErrInvalidRequest), errors.Is(err, admit.ErrInvalidLimit):
 		// The field and its bound, for the client; not the packages the error came through.
-		writeJSON(w, http.StatusBadRequest, ErrorResponse{Error: admit.ClientMessage(err)})
+		writeJSON(w, http.StatusBadRequest, ErrorResponse{Error: validate.ClientMessage(err)})
 		return
 	case err != nil:
 		c.log.Log(r.Context(), logUnavailable, err, slog.String("path", r.URL.Path))
@@ -372,27 +374,10 @@ func NewCheckResponse(res service.Result) CheckResponse {
 // writeJSON answers status with v as its JSON body, not to be cached.
 func writeJSON(w http.ResponseWriter, status int, v any) { jsonanswer.Write(w, status, v) }
 
-// PolicyInfo describes one policy in the answer of GET /v1/policies.
-type PolicyInfo struct {
-	Name      string `json:"name"`
-	Algorithm string `json:"algorithm"`
-	Limit     int64  `json:"limit"`
-	// WindowMS is the window in milliseconds; for a concurrency policy, the lease TTL.
-	WindowMS int64 `json:"window_ms"`
-	// Burst is a gcra policy's bucket size; omitted for others.
-	Burst   int64  `json:"burst,omitempty"`
-	Aligned bool   `json:"aligned,omitempty"`
-	Mode    string `json:"mode"`
-	Failure string `json:"failure"`
-}
-
-// mode returns the mode of a policy of lim: "shadow" or "enforce".
-func mode(lim admit.Limit) string {
-	if lim.Shadow {
-		return "shadow"
-	}
-	return "enforce"
-}
+// PolicyInfo describes one policy in the answer of GET /v1/policies: name, algorithm, limit,
+// window_ms, burst (gcra only), aligned, mode and failure, as the admin API's GET /v1/policies
+// describes it too.
+type PolicyInfo = policyjson.Policy
 
 // policies serves GET /v1/policies: the loaded configuration's policies, in its order.
 func policies(svc *service.Service) http.HandlerFunc {
@@ -403,11 +388,7 @@ func policies(svc *service.Service) http.HandlerFunc {
 			Hash     string       `json:"config_hash"`
 		}{Policies: make([]PolicyInfo, len(cfg.Policies)), Hash: cfg.Hash}
 		for i, p := range cfg.Policies {
-			out.Policies[i] = PolicyInfo{Name: p.Limit.Name, Algorithm: p.Limit.Algorithm.String(), Limit: p.Limit.Rate,
-				WindowMS: p.Limit.Period.Milliseconds(), Burst: p.Limit.Capacity(), Aligned: p.Limit.Aligned, Mode: mode(p.Limit), Failure: p.Failure.String()}
-			if p.Limit.Algorithm != admit.GCRA {
-				out.Policies[i].Burst = 0
-			}
+			out.Policies[i] = policyjson.Of(p)
 		}
 		writeJSON(w, http.StatusOK, out)
 	}

@@ -23,7 +23,8 @@ if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_to
   --@inline settle_token_actual
   if token and token <= MAX_TAT and actual and actual <= MAX then
     if name == 'fixed_window' then
-      local ls, ws, cs, aligned, why = ARGV[2], ARGV[3], ARGV[4], ARGV[5], nil
+      local ls, ws, cs, aligned, why, hi, alg = ARGV[2], ARGV[3], ARGV[4], ARGV[5], nil, MAX, 'fixed_window'
+      --@inline window_parse
       --@inline fixed_window_parse
       local reserved = cost
       if not why and reserved > 0 then -- a reservation's cost is never 0
@@ -87,8 +88,8 @@ if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_to
         end
       end
     elseif name == 'sliding_window' then
-      local ls, ws, cs, why = ARGV[2], ARGV[3], ARGV[4], nil
-      --@inline sliding_window_parse
+      local ls, ws, cs, why, hi, alg = ARGV[2], ARGV[3], ARGV[4], nil, MAX, 'sliding_window'
+      --@inline window_parse
       local reserved = cost
       if not why and reserved > 0 then -- a reservation's cost is never 0
         local now
@@ -158,8 +159,8 @@ if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_to
       -- (the log's newest entry and the one whose exit lets a request fit are not known otherwise). A
       -- key found corrupt before the write falls through to the general path; after it, it cannot be
       -- (admit's writes keep a log well formed), but would be refused as settle.lua refuses it.
-      local ls, ws, cs, why = ARGV[2], ARGV[3], ARGV[4], nil
-      --@inline sliding_log_parse
+      local ls, ws, cs, why, hi, alg = ARGV[2], ARGV[3], ARGV[4], nil, MAX_LOG, 'sliding_log'
+      --@inline window_parse
       local reserved = cost
       if not why and reserved > 0 then -- a reservation's cost is never 0
         local now
@@ -190,7 +191,8 @@ if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_to
               return redis.error_reply('ADMIT_CORRUPT after settling: the log is not as admit writes it')
             end
             -- The decision of the state after, for cost units (0, or the probe of one).
-            --@inline sliding_log_decide
+            local n, ends, frees = count, newest + w, (kth or 0) + w
+            --@inline count_decide
             return {allowed, remaining, retry, reset}
           end
         end

@@ -64,7 +64,8 @@ if ARGV[1] == '1' and ARGV[2] == '' and (nkeys == 1 and (mask == '' or mask == '
     refused = 1
   end
   if name == 'fixed_window' and #ARGV == (CLOCK_FROM_ARGV and 9 or 8) then
-    local ls, ws, cs, aligned, key, why = ARGV[5], ARGV[6], ARGV[7], ARGV[8], KEYS[1], nil
+    local ls, ws, cs, aligned, key, why, hi, alg = ARGV[5], ARGV[6], ARGV[7], ARGV[8], KEYS[1], nil, MAX, 'fixed_window'
+    --@inline window_parse
     --@inline fixed_window_parse
     if not why then
       local count, ttl, t, ends, expires, why = 0, 0, nil, nil, nil, nil -- count 0: missing, or its window has ended
@@ -112,8 +113,8 @@ if ARGV[1] == '1' and ARGV[2] == '' and (nkeys == 1 and (mask == '' or mask == '
       end
     end
   elseif name == 'sliding_window' and #ARGV == (CLOCK_FROM_ARGV and 8 or 7) then
-    local ls, ws, cs, key, why = ARGV[5], ARGV[6], ARGV[7], KEYS[1], nil
-    --@inline sliding_window_parse
+    local ls, ws, cs, key, why, hi, alg = ARGV[5], ARGV[6], ARGV[7], KEYS[1], nil, MAX, 'sliding_window'
+    --@inline window_parse
     if not why then
       local now
       --@inline clock_us
@@ -159,7 +160,8 @@ if ARGV[1] == '1' and ARGV[2] == '' and (nkeys == 1 and (mask == '' or mask == '
       local card = redis.pcall('ZCARD', key)
       --@inline concurrency_read
       if not why then
-        --@inline concurrency_decide
+        local n, ends, frees = live, last, kth or 0
+        --@inline count_decide
         if allowed == 0 then
           return {refused, 0, 0, remaining, retry, reset, 0, o1, orate, oburst}
         end
@@ -170,8 +172,8 @@ if ARGV[1] == '1' and ARGV[2] == '' and (nkeys == 1 and (mask == '' or mask == '
       end
     end
   elseif name == 'sliding_log' and #ARGV == (CLOCK_FROM_ARGV and 8 or 7) then
-    local ls, ws, cs, key, why = ARGV[5], ARGV[6], ARGV[7], KEYS[1], nil
-    --@inline sliding_log_parse
+    local ls, ws, cs, key, why, hi, alg = ARGV[5], ARGV[6], ARGV[7], KEYS[1], nil, MAX_LOG, 'sliding_log'
+    --@inline window_parse
     if not why then
       local now
       --@inline clock_us
@@ -179,7 +181,8 @@ if ARGV[1] == '1' and ARGV[2] == '' and (nkeys == 1 and (mask == '' or mask == '
       local card = redis.pcall('ZCARD', key)
       --@inline sliding_log_read
       if not why then
-        --@inline sliding_log_decide
+        local n, ends, frees = count, newest + w, (kth or 0) + w
+        --@inline count_decide
         if allowed == 0 then
           return {refused, 0, 0, remaining, retry, reset, 0, o1, orate, oburst}
         end
@@ -254,7 +257,8 @@ elseif ARGV[2] == '' then
       if not ok then
         break -- corrupt: the general path refuses it
       elseif name == 'fixed_window' then
-        local ls, ws, cs, aligned, why = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], nil
+        local ls, ws, cs, aligned, why, hi, alg = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], nil, MAX, 'fixed_window'
+        --@inline window_parse
         --@inline fixed_window_parse
         ok = not why
         if ok then
@@ -304,8 +308,8 @@ elseif ARGV[2] == '' then
         end
         i = i + 5
       else -- sliding_window
-        local ls, ws, cs, why = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], nil
-        --@inline sliding_window_parse
+        local ls, ws, cs, why, hi, alg = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], nil, MAX, 'sliding_window'
+        --@inline window_parse
         ok = not why
         if ok then
           if not now then

@@ -105,6 +105,17 @@ function cell(tr, text, cls) {
   return td;
 }
 
+// headRow gives table a header row of the column names.
+function headRow(table, names) {
+  const head = table.createTHead().insertRow();
+  for (const name of names) {
+    const th = document.createElement("th");
+    th.scope = "col";
+    th.textContent = name;
+    head.appendChild(th);
+  }
+}
+
 function clear(el) {
   while (el.firstChild) {
     el.removeChild(el.firstChild);
@@ -372,13 +383,7 @@ function showTop(top) {
     const table = document.createElement("table");
     table.className = "top-table";
     table.dataset.policy = p.policy;
-    const head = table.createTHead().insertRow();
-    for (const name of ["Subject", "Digest", "Rejected", "Error", "Last seen", ""]) {
-      const th = document.createElement("th");
-      th.scope = "col";
-      th.textContent = name;
-      head.appendChild(th);
-    }
+    headRow(table, ["Subject", "Digest", "Rejected", "Error", "Last seen", ""]);
     const body = table.createTBody();
     for (const s of p.subjects) {
       const tr = body.insertRow();
@@ -522,13 +527,7 @@ async function inspect() {
     const out = showResult("State of " + whom(s) + " (a peek: nothing consumed):");
     const table = document.createElement("table");
     table.id = "state-table";
-    const head = table.createTHead().insertRow();
-    for (const name of ["Policy", "Numbers from", "Remaining", "Limit", "Window", "Limited", "Full again in", "Note"]) {
-      const th = document.createElement("th");
-      th.scope = "col";
-      th.textContent = name;
-      head.appendChild(th);
-    }
+    headRow(table, ["Policy", "Numbers from", "Remaining", "Limit", "Window", "Limited", "Full again in", "Note"]);
     const body = table.createTBody();
     for (const d of st.decisions) {
       const tr = body.insertRow();
@@ -593,14 +592,21 @@ function reset() {
     "POST", "/v1/reset", body, (r) => "Reset " + whom(s) + ": " + r.keys + " keys deleted.");
 }
 
-function setOverride() {
+// overrideSubject returns the subject of an override's change, which names one policy, or, having
+// said what is missing, null.
+function overrideSubject() {
   const s = subject();
-  if (!s) {
-    return;
-  }
-  if (!s.policy) {
+  if (s && !s.policy) {
     showResult("An override is of one policy: choose it.", "error");
     $("policy").focus();
+    return null;
+  }
+  return s;
+}
+
+function setOverride() {
+  const s = overrideSubject();
+  if (!s) {
     return;
   }
   const limit = Number($("ov-limit").value);
@@ -625,13 +631,8 @@ function setOverride() {
 }
 
 function deleteOverride() {
-  const s = subject();
+  const s = overrideSubject();
   if (!s) {
-    return;
-  }
-  if (!s.policy) {
-    showResult("An override is of one policy: choose it.", "error");
-    $("policy").focus();
     return;
   }
   const body = { policy: s.policy, key: s.key };

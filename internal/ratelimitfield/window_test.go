@@ -1,4 +1,4 @@
-package admit_test
+package ratelimitfield_test
 
 import (
 	"math/big"
@@ -8,9 +8,10 @@ import (
 
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/internal/bound"
+	"github.com/admit-dev/admit/internal/ratelimitfield"
 )
 
-func TestQuota(t *testing.T) {
+func TestWindow(t *testing.T) {
 	for _, tc := range []struct {
 		l      admit.Limit
 		quota  int64
@@ -26,15 +27,15 @@ func TestQuota(t *testing.T) {
 		{admit.Limit{Algorithm: admit.Concurrency, Rate: 4, Period: time.Minute}, 4, 0},
 		{admit.Limit{Algorithm: admit.GCRA}, 0, 0},
 	} {
-		if q, w := tc.l.Capacity(), tc.l.QuotaWindow(); q != tc.quota || w != tc.window {
-			t.Errorf("%v: Quota %d, QuotaWindow %v; want %d, %v", tc.l, q, w, tc.quota, tc.window)
+		if q, w := tc.l.Capacity(), ratelimitfield.Window(tc.l); q != tc.quota || w != tc.window {
+			t.Errorf("%v: Capacity %d, Window %v; want %d, %v", tc.l, q, w, tc.quota, tc.window)
 		}
 	}
 }
 
-// QuotaWindow of a GCRA Limit is Capacity × Period / Rate rounded up to the nanosecond, exactly,
+// Window of a GCRA Limit is Capacity x Period / Rate rounded up to the nanosecond, exactly,
 // for random valid Limits up to the largest figures.
-func TestQuotaWindowExact(t *testing.T) {
+func TestWindowExact(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	checked := 0
 	for range 20000 {
@@ -51,8 +52,8 @@ func TestQuotaWindowExact(t *testing.T) {
 		checked++
 		want := new(big.Int).Mul(big.NewInt(l.Capacity()), big.NewInt(int64(l.Period)))
 		want.Add(want, big.NewInt(l.Rate-1)).Quo(want, big.NewInt(l.Rate))
-		if got := l.QuotaWindow(); !want.IsInt64() || int64(got) != want.Int64() {
-			t.Fatalf("%v: QuotaWindow %d ns; want %v", l, int64(got), want)
+		if got := ratelimitfield.Window(l); !want.IsInt64() || int64(got) != want.Int64() {
+			t.Fatalf("%v: Window %d ns; want %v", l, int64(got), want)
 		}
 	}
 	if checked < 1000 {
