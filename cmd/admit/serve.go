@@ -47,6 +47,7 @@ type serveConfig struct {
 	grpcListen     string          // --grpc-listen of admit serve: the Envoy rate limit service's address
 	grpcListenSet  bool            // --grpc-listen was given
 	redisTLS       policy.RedisTLS // the file's server.redis_tls
+	rlqsListen     string          // --rlqs-listen of admit serve: the rate limit quota service's address, or ""
 	envoyConfig    string          // --envoy-config of admit serve: the directory of envoyproxy/ratelimit's files, or ""
 	envoy          envoyFlags      // the other --envoy-* flags of admit serve
 	admin          adminConfig     // the admin API's flags of admit serve
@@ -74,6 +75,7 @@ func parseServe(args []string, stdout, stderr io.Writer) (cfg serveConfig, code 
 		fs.BoolVar(&cfg.envoy.mergeDomains, "envoy-merge-domains", false, "merge the files of one domain, as envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG=true")
 		fs.BoolVar(&cfg.envoy.incrementOverLimit, "envoy-increment-over-limit", false, "count the hits of a descriptor over its limit, as envoyproxy/ratelimit does by default (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false)")
 		fs.BoolVar(&cfg.envoy.dynamicMetadata, "envoy-dynamic-metadata", false, "answer envoyproxy/ratelimit's dynamic metadata, quota mode's violations in it, as its RESPONSE_DYNAMIC_METADATA=true")
+		fs.StringVar(&cfg.rlqsListen, "rlqs-listen", "", "`address` to serve Envoy's rate limit quota service (gRPC) on; off by default (docs/rlqs.md)")
 		adminFlags(fs, cfg)
 	})
 	if done {
@@ -102,7 +104,7 @@ const listenEnv = "ADMIT_LISTEN"
 const defaultGRPCListen = "127.0.0.1:8081"
 
 // serveUsage is the usage of admit serve, before its flags.
-const serveUsage = `Usage: admit serve [--config FILE] [--listen ADDR] [--envoy-config DIR [--grpc-listen ADDR]] [--admin-token-file PATH [--admin-listen ADDR]] [--redis URL] [--hmac-secret-file PATH] [--log-format text|json]
+const serveUsage = `Usage: admit serve [--config FILE] [--listen ADDR] [--envoy-config DIR [--grpc-listen ADDR]] [--rlqs-listen ADDR] [--admin-token-file PATH [--admin-listen ADDR]] [--redis URL] [--hmac-secret-file PATH] [--log-format text|json]
 
 Serves the admit HTTP API until SIGINT or SIGTERM, then finishes the requests in flight (for at
 most ` + "{{grace}}" + `) and exits 0.
@@ -125,7 +127,7 @@ and when it changes. --envoy-merge-domains, --envoy-increment-over-limit and
 --envoy-dynamic-metadata are envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG=true,
 STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false and RESPONSE_DYNAMIC_METADATA=true.
 
-With an admin token (--admin-token-file PATH, else $` + adminTokenEnv + `; at least 16 bytes, never
+` + rlqsUsage + `With an admin token (--admin-token-file PATH, else $` + adminTokenEnv + `; at least 16 bytes, never
 logged), it also serves the admin API on a listener of its own, --admin-listen (default
 ` + defaultAdminListen + `): GET /v1/state, with Authorization: Bearer TOKEN (docs/operations.md);
 its GET /ui is the operator console, a page for a browser.
@@ -442,12 +444,16 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if d.cfg.envoyConfig != "" {
 		listens = append(listens, d.cfg.grpcListen)
 	}
+	if d.cfg.rlqsListen != "" {
+		listens = append(listens, d.cfg.rlqsListen)
+	}
 	if d.expose, code = startExposure(ctx, srv, listens, logger); code != exitOK {
 		return code
 	}
-	grpcDone, adminDone := make(chan int, 1), make(chan int, 1)
+	grpcDone, adminDone, rlqsDone := make(chan int, 1), make(chan int, 1), make(chan int, 1)
 	grpcDone <- exitOK
 	adminDone <- exitOK
+	rlqsDone <- exitOK
 	if ctx, code = startAdmin(ctx, d, adminDone); code != exitOK {
 		return code
 	}
@@ -456,9 +462,14 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return code
 		}
 	}
+	if d.cfg.rlqsListen != "" {
+		if ctx, code = startRLQS(ctx, d, rlqsDone); code != exitOK {
+			return code
+		}
+	}
 	code = listenAndServe(ctx, d.cfg.listen, newServer(d.tracing.HTTP(d.expose.handler(api)), logger), d.expose.tlsConfig(), logger)
 	stop()
-	return max(code, <-grpcDone, <-adminDone) // after the gRPC and admin servers' graceful stops too
+	return max(code, <-grpcDone, <-adminDone, <-rlqsDone) // after the gRPC and admin servers' graceful stops too
 }
 
 // loadPolicies loads the configuration file, or, for "", returns the built-in one: the demo

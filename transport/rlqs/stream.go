@@ -25,7 +25,7 @@ const (
 )
 
 // demandWeight is the weight of a new report in a bucket's demand (an exponential average).
-const demandWeight = 0.5
+const demandWeight = 0.75
 
 // ledgerTimeout bounds a Ledger call.
 const ledgerTimeout = 2 * time.Second
