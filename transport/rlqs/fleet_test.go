@@ -99,10 +99,13 @@ type fleet struct {
 	minutes, bursts []uint64
 	lastBursts      uint64
 	id              map[string]string
+	// wait is how long, in real time, a report waits for its answer: long, but short while the
+	// ledger is down and no answer comes.
+	wait time.Duration
 }
 
 func newFleet(t *testing.T, clock *fakeClock, n int, addrs func(i int) []string) *fleet {
-	f := &fleet{t: t, clock: clock, start: clock.Now(), id: apiBucket}
+	f := &fleet{t: t, clock: clock, start: clock.Now(), id: apiBucket, wait: 30 * time.Second}
 	for i := range n {
 		f.add(addrs(i))
 	}
@@ -162,16 +165,19 @@ func (f *fleet) count(n uint64) {
 // report has every Envoy report, waits for the answers, and notes the bursts handed out.
 func (f *fleet) report() {
 	f.t.Helper()
+	var wg sync.WaitGroup
 	for _, e := range f.envoys {
 		if e == nil {
 			continue
 		}
-		n := e.Received()
-		if err := e.Report(); err != nil {
-			continue // the stream failed: the next report opens another
-		}
-		e.WaitReceived(n+1, 30*time.Second)
+		wg.Go(func() {
+			n := e.Received()
+			if err := e.Report(); err == nil { // else the stream failed: the next report opens another
+				e.WaitReceived(n+1, f.wait)
+			}
+		})
 	}
+	wg.Wait()
 	var bursts uint64
 	for _, e := range f.envoys {
 		if e == nil {
@@ -399,7 +405,9 @@ func TestFleetTwoInstancesOnRedis(t *testing.T) {
 	checkExact(t, f, 6000, 5)
 
 	srv.Kill(t)
-	f.run(10*time.Second, skewed(0)) // over the 5s TTL
+	f.wait = 3 * time.Second // the ledger's timeout is 2s: no answer comes
+	f.run(7*time.Second, skewed(0)) // over the 5s TTL
+	f.wait = 30 * time.Second
 	for i, e := range f.envoys {
 		if k := e.Kind(f.id); k != "tokens expired" {
 			t.Errorf("envoy %d with Redis down: %s, want its token bucket expired (reused)", i, k)
