@@ -70,7 +70,13 @@ type instance struct {
 
 func startInstance(t *testing.T, cfg *policy.Config, ledger rlqs.Ledger, clock *fakeClock) *instance {
 	t.Helper()
-	s, err := rlqs.New(rlqs.Options{Config: cfg, Ledger: ledger, Now: clock.Now, Tick: 20 * time.Millisecond})
+	return startInstanceOpts(t, rlqs.Options{Config: cfg, Ledger: ledger}, clock)
+}
+
+func startInstanceOpts(t *testing.T, opts rlqs.Options, clock *fakeClock) *instance {
+	t.Helper()
+	opts.Now, opts.Tick = clock.Now, 20*time.Millisecond
+	s, err := rlqs.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -405,7 +411,7 @@ func TestFleetTwoInstancesOnRedis(t *testing.T) {
 	checkExact(t, f, 6000, 5)
 
 	srv.Kill(t)
-	f.wait = 3 * time.Second // the ledger's timeout is 2s: no answer comes
+	f.wait = 3 * time.Second        // the ledger's timeout is 2s: no answer comes
 	f.run(7*time.Second, skewed(0)) // over the 5s TTL
 	f.wait = 30 * time.Second
 	for i, e := range f.envoys {
