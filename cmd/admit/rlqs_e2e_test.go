@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -23,16 +24,20 @@ var rlqsListeningRE = regexp.MustCompile(`msg="Envoy rate limit quota service" l
 func TestE2ERLQSTwoInstances(t *testing.T) {
 	srv := redistest.Start(t)
 	cfg := filepath.Join(t.TempDir(), "admit.yaml")
-	if err := os.WriteFile(cfg, []byte(`policies:
-  - {name: api-global, algorithm: token_bucket, limit: 6000, window: 1m}
+	write := func(limit int) {
+		t.Helper()
+		if err := os.WriteFile(cfg, fmt.Appendf(nil, `policies:
+  - {name: api-global, algorithm: token_bucket, limit: %d, window: 1m}
 rlqs:
   - domain: mesh
     assignment_ttl: 30s
     buckets:
       - {match: {name: api}, policy: api-global}
-`), 0o600); err != nil {
-		t.Fatal(err)
+`, limit), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
+	write(6000)
 	var addrs []string
 	var procs []*proc
 	for range 2 {
@@ -70,7 +75,7 @@ rlqs:
 			e.WaitReceived(before+1, 30*time.Second)
 		}
 	}
-	check := func(when string) {
+	check := func(when string, limit float64) {
 		t.Helper()
 		total, hot := 0.0, 0.0
 		for i, e := range envoys {
@@ -86,23 +91,37 @@ rlqs:
 			}
 		}
 		t.Logf("%s: %v a minute assigned in all, %v to the hot Envoy", when, total, hot)
-		if total > 6000 {
-			t.Errorf("%s: %v a minute assigned in all, over the limit of 6000", when, total)
+		if total > limit {
+			t.Errorf("%s: %v a minute assigned in all, over the limit of %v", when, total, limit)
 		}
 	}
 	for range 3 {
 		round()
 	}
-	check("two instances")
+	check("two instances", 6000)
 	procs[0].cmd.Process.Kill()
 	procs[0].wait(t)
 	for range 3 {
 		round()
 	}
-	check("after one was killed")
+	check("after one was killed", 6000)
 	for i, e := range envoys {
 		if n, _ := e.Streams(); i%2 == 0 && n < 2 {
 			t.Errorf("envoy %d of the killed instance opened %d streams, want a second one", i, n)
 		}
 	}
+
+	// A reload pushes the assignments of the new limit to every Envoy, without a report.
+	counts := make([]int, len(envoys))
+	for i, e := range envoys {
+		counts[i] = e.Received()
+	}
+	write(1200)
+	procs[1].logs.waitLine(t, "configuration reloaded")
+	for i, e := range envoys {
+		if !e.WaitReceived(counts[i]+1, 30*time.Second) {
+			t.Errorf("envoy %d: no assignment pushed after the reload", i)
+		}
+	}
+	check("after a reload to 1200 a minute", 1200)
 }
