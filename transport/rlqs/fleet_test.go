@@ -318,7 +318,7 @@ func TestFleetConvergence(t *testing.T) {
 	after := f.rates()
 	f.run(30*time.Second, skewed(3))
 	steady := f.rates()
-	t.Logf("two reports after the shift: %v; 30s later: %v", after, steady)
+	t.Logf("before the shift: %v; two reports after: %v; 30s later: %v", prior, after, steady)
 	for _, i := range []int{0, 3} { // each has gone 3/4 of the way from before to the steady state
 		if moved, way := math.Abs(after[i]-prior[i]), math.Abs(steady[i]-prior[i]); moved < 0.75*way {
 			t.Errorf("envoy %d two reports after the shift: %v a minute, from %v; steady %v: moved %.0f%% of the way", i, after[i], prior[i], steady[i], 100*moved/way)

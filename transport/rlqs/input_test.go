@@ -94,6 +94,16 @@ func TestStreamAnswers(t *testing.T) {
 		t.Errorf("a shadow policy: %v, want ALLOW_ALL", r)
 	}
 
+	// A domain no entry names is answered nothing: the next message on its stream is the end.
+	s3 := openStream(t, rlqs.Options{FirstReport: time.Hour})
+	send(t, s3, "nowhere", usage(map[string]string{"name": "api"}, 0, 1, 0))
+	if err := s3.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := s3.Recv(); err == nil {
+		t.Errorf("a bucket of an unknown domain was answered %v", resp)
+	}
+
 	s2 := openStream(t, rlqs.Options{})
 	send(t, s2, "strict", usage(map[string]string{"name": "other"}, 0, 1, 0))
 	resp, err = s2.Recv()
