@@ -203,3 +203,39 @@ rlqs:
 		t.Fatalf("after 2s without a request: %v, %v; want an abandon action", resp, err)
 	}
 }
+
+// TestReloadAbandonsBucketsThatLostTheirRule swaps in a configuration without the bucket's rule:
+// the bucket is abandoned at once, so that Envoy falls back to its no_assignment_behavior.
+func TestReloadAbandonsBucketsThatLostTheirRule(t *testing.T) {
+	cfg, err := policy.Parse("input.yaml", []byte(inputConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := &fakeClock{t: time.Unix(1_800_000_000, 0)}
+	in := startInstanceOpts(t, rlqs.Options{Config: cfg, Ledger: &rlqs.MemoryLedger{}}, clock)
+	conn, err := grpc.NewClient(in.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	s, err := rlqsv3.NewRateLimitQuotaServiceClient(conn).StreamRateLimitQuotas(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	send(t, s, "mesh", usage(map[string]string{"name": "api"}, 0, 1, 0))
+	if resp, err := s.Recv(); err != nil || resp.GetBucketAction()[0].GetQuotaAssignmentAction() == nil {
+		t.Fatalf("first answer %v, %v", resp, err)
+	}
+	without, err := policy.Parse("without.yaml", []byte(strings.Replace(inputConfig, "      - {match: {name: api}, policy: api-global}\n      - {match: {name: watch}", "      - {match: {name: watch}", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := without.RLQSDomain("mesh"); len(d.Buckets) != 1 {
+		t.Fatalf("the edited configuration has %d rules in mesh, want 1", len(d.Buckets))
+	}
+	in.srv.Swap(without)
+	resp, err := s.Recv()
+	if err != nil || len(resp.GetBucketAction()) != 1 || resp.GetBucketAction()[0].GetAbandonAction() == nil {
+		t.Fatalf("after the reload: %v, %v; want an abandon action", resp, err)
+	}
+}
