@@ -53,6 +53,9 @@ func startRLQS(ctx context.Context, d *daemon, done chan int) (context.Context, 
 		return ctx, exitError
 	}
 	logger.Info("Envoy rate limit quota service", "listen", ln.Addr().String(), "domains", len(cfg.RLQS))
+	if len(cfg.RLQS) == 0 {
+		logger.Warn("--rlqs-listen without an rlqs section in the configuration: every bucket is answered nothing (docs/rlqs.md)")
+	}
 	g := grpc.NewServer(append(d.expose.grpcOptions(), d.tracing.GRPC()...)...)
 	rlqsv3.RegisterRateLimitQuotaServiceServer(g, s)
 	h := health.NewServer()
