@@ -430,3 +430,26 @@ func TestFleetTwoInstancesOnRedis(t *testing.T) {
 		}
 	}
 }
+
+// TestFleetExactWhileDemandMoves moves the hot spot to another Envoy every 20 seconds for four
+// minutes: the token buckets are replaced (each starting full) and every minute stays within
+// the limit plus the reassignment bound those replacements make.
+func TestFleetExactWhileDemandMoves(t *testing.T) {
+	clock := &fakeClock{t: time.Unix(1_800_000_000, 0)}
+	in := startInstance(t, parseConfig(t, 6000), &rlqs.MemoryLedger{}, clock)
+	f := newFleet(t, clock, 10, func(int) []string { return []string{in.addr} })
+	f.run(time.Minute, skewed(0))
+	for i := range 12 {
+		f.run(20*time.Second, skewed(1+i%9))
+	}
+	checkExact(t, f, 6000, 1)
+	replaced := uint64(0)
+	for _, e := range f.envoys {
+		b, _, _ := e.Bucket(f.id)
+		replaced += b.Replaced
+	}
+	t.Logf("%d token buckets replaced", replaced)
+	if replaced == 0 {
+		t.Error("no token bucket was replaced: the demand did not move the shares")
+	}
+}
