@@ -62,6 +62,17 @@ var importRules = []importRule{
 	{"transport/httpapi/...", "transport/admin/...", "transports stand side by side: the data plane knows nothing of the admin API"},
 	{"transport/httpproxy/...", "transport/admin/...", "transports stand side by side: the data plane knows nothing of the admin API"},
 	{"transport/rls/...", "transport/admin/...", "transports stand side by side: the data plane knows nothing of the admin API"},
+	{"transport/rlqs/...", "transport/rls/...", "transports stand side by side"},
+	{"transport/rlqs/...", "transport/httpapi/...", "transports stand side by side"},
+	{"transport/rlqs/...", "transport/httpproxy/...", "transports stand side by side"},
+	{"transport/rlqs/...", "transport/admin/...", "transports stand side by side: the data plane knows nothing of the admin API"},
+	{"transport/rlqs/...", "httplimit/...", "Envoy's quota service is no HTTP middleware"},
+	{"transport/rlqs/...", "redisstore/...", "the quota service records demand through its Ledger, whatever holds it"},
+	{"transport/rls/...", "transport/rlqs/...", "transports stand side by side"},
+	{"transport/httpapi/...", "transport/rlqs/...", "transports stand side by side"},
+	{"transport/httpproxy/...", "transport/rlqs/...", "transports stand side by side"},
+	{"transport/admin/...", "transport/rlqs/...", "transports stand side by side"},
+	{"redisstore/...", "transport/...", "a Store is below the transports"},
 	{"!cmd/...", "cmd/...", "only the binary wires itself"},
 }
 
@@ -71,7 +82,7 @@ func TestImportGraph(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, pkg := range []string{"", "service", "transport/rls", "transport/httpapi", "transport/httpproxy", "transport/admin", "httplimit", "policy", "guard"} {
+	for _, pkg := range []string{"", "service", "transport/rls", "transport/httpapi", "transport/httpproxy", "transport/admin", "transport/rlqs", "httplimit", "policy", "guard"} {
 		if _, ok := graph[pkg]; !ok {
 			t.Errorf("package %q not found: the graph is not the module's", pkg)
 		}

@@ -115,7 +115,7 @@ func documentedFields(t *testing.T) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sections := map[string]string{"Policies": "policies", "Server settings": "server", "Routes": "routes"}
+	sections := map[string]string{"Policies": "policies", "Server settings": "server", "Routes": "routes", "RLQS": "rlqs"}
 	row := regexp.MustCompile("^\\| `([a-z0-9_.]+)` \\|")
 	var fields []string
 	prefix := ""
@@ -132,7 +132,7 @@ func documentedFields(t *testing.T) []string {
 		}
 	}
 	if len(fields) == 0 {
-		t.Fatal("docs/configuration.md has no field table under ## Policies, ## Server settings or ## Routes")
+		t.Fatal("docs/configuration.md has no field table under ## Policies, ## Server settings, ## Routes or ## RLQS")
 	}
 	return fields
 }

@@ -90,6 +90,7 @@ type rawFile struct {
 	policies    []rawPolicy
 	policiesBad bool // the file is not a mapping, or its policies not a list
 	routes      []rawRoute
+	rlqs        []rawRLQS
 }
 
 type rawServer struct {
@@ -151,7 +152,7 @@ func (d *decoder) parse(data []byte) (raw rawFile, ok bool) {
 	if !ok || !d.yf.NoAliases(root) {
 		return raw, false
 	}
-	top, _ := d.yf.Mapping(root, "", "server", "policies", "routes")
+	top, _ := d.yf.Mapping(root, "", "server", "policies", "routes", "rlqs")
 	raw.policiesBad = root.Kind != yaml.MappingNode || top["policies"] != nil && top["policies"].Kind != yaml.SequenceNode
 	if n := top["server"]; n != nil {
 		raw.server = d.parseServer(n)
@@ -163,6 +164,9 @@ func (d *decoder) parse(data []byte) (raw rawFile, ok bool) {
 	items, _ = d.yf.Sequence(top["routes"], "routes")
 	for i, item := range items {
 		raw.routes = append(raw.routes, d.parseRoute(item, fmt.Sprintf("routes[%d]", i)))
+	}
+	if n := top["rlqs"]; n != nil {
+		raw.rlqs = d.parseRLQS(n)
 	}
 	return raw, true
 }

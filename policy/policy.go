@@ -34,6 +34,8 @@ type Config struct {
 	Policies []Policy
 	// Routes are the file's routes, in its order: the first that matches a request applies.
 	Routes []Route
+	// RLQS are the file's rlqs entries, one per domain, in its order (docs/rlqs.md).
+	RLQS []RLQSDomain
 	// Hash is the hex SHA-256 of the file's bytes, to tell which configuration is loaded.
 	Hash string
 

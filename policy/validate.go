@@ -43,6 +43,7 @@ func (d *decoder) validate(raw rawFile) *Config {
 			cfg.Routes = append(cfg.Routes, r)
 		}
 	}
+	d.validateRLQS(raw.rlqs, cfg)
 	return cfg
 }
 

@@ -142,7 +142,11 @@ func TestMetricsDocumented(t *testing.T) {
 	useSecret(t)
 	t.Setenv(adminTokenEnv, testAdminToken) // the admin API on: its counter is exported
 	redis := redistest.Start(t)
-	base, _, _ := serveInProcess(t, "--redis", redis.URL(), "--admin-listen", "127.0.0.1:0")
+	cfg := filepath.Join(t.TempDir(), "rlqs.yaml") // the RLQS service on, with a policy to label its series
+	if err := os.WriteFile(cfg, []byte("policies:\n  - {name: api-global, algorithm: token_bucket, limit: 100, window: 1s}\nrlqs:\n  - {domain: mesh, buckets: [{match: {name: api}, policy: api-global}]}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base, _, _ := serveInProcess(t, "--redis", redis.URL(), "--admin-listen", "127.0.0.1:0", "--config", cfg, "--rlqs-listen", "127.0.0.1:0")
 	checkDemo(t, base, 200) // a decision, so that the demo policy's series exist
 	r := get(t, base+"/metrics")
 	if r.status != 200 {

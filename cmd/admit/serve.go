@@ -45,6 +45,7 @@ type serveConfig struct {
 	grpcListen     string          // --grpc-listen of admit serve: the Envoy rate limit service's address
 	grpcListenSet  bool            // --grpc-listen was given
 	redisTLS       policy.RedisTLS // the file's server.redis_tls
+	rlqsListen     string          // --rlqs-listen of admit serve: the rate limit quota service's address, or ""
 	envoyConfig    string          // --envoy-config of admit serve: the directory of envoyproxy/ratelimit's files, or ""
 	envoy          envoyFlags      // the other --envoy-* flags of admit serve
 	admin          adminConfig     // the admin API's flags of admit serve
@@ -72,6 +73,7 @@ func (cfg *serveConfig) applyFile(s policy.Server) {
 func parseServe(args []string, stdout, stderr io.Writer) (cfg serveConfig, code int, done bool) {
 	cfg, code, done = parseCommand("serve", defaultListen, serveUsage, args, stdout, stderr, func(fs *flag.FlagSet, cfg *serveConfig) {
 		envoyServeFlags(fs, cfg)
+		fs.StringVar(&cfg.rlqsListen, "rlqs-listen", "", "`address` to serve Envoy's rate limit quota service (gRPC) on; off by default (docs/rlqs.md)")
 		adminFlags(fs, cfg)
 		opsFlags(fs, cfg)
 	})
@@ -112,7 +114,7 @@ const listenEnv = "ADMIT_LISTEN"
 const defaultGRPCListen = "127.0.0.1:8081"
 
 // serveUsage is the usage of admit serve, before its flags.
-const serveUsage = `Usage: admit serve [--config FILE] [--listen ADDR] [--envoy-config DIR [--grpc-listen ADDR]] [--envoy-env] [--admin-token-file PATH [--admin-listen ADDR]] [--redis URL] [--hmac-secret-file PATH] [--log-format text|json]
+const serveUsage = `Usage: admit serve [--config FILE] [--listen ADDR] [--envoy-config DIR [--grpc-listen ADDR]] [--envoy-env] [--rlqs-listen ADDR] [--admin-token-file PATH [--admin-listen ADDR]] [--redis URL] [--hmac-secret-file PATH] [--log-format text|json]
 
 Serves the admit HTTP API until SIGINT or SIGTERM, then finishes the requests in flight (for at
 most ` + "{{grace}}" + `) and exits 0.
@@ -141,7 +143,7 @@ OVER_LIMIT). --envoy-env reads envoyproxy/ratelimit's environment variables (RUN
 GRPC_PORT, REDIS_URL, SHADOW_MODE, ...) where no flag is given, and names in one warning those set
 that admit does not honour.
 
-With an admin token (--admin-token-file PATH, else $` + adminTokenEnv + `; at least 16 bytes, never
+` + rlqsUsage + `With an admin token (--admin-token-file PATH, else $` + adminTokenEnv + `; at least 16 bytes, never
 logged), it also serves the admin API on a listener of its own, --admin-listen (default
 ` + defaultAdminListen + `): GET /v1/state, with Authorization: Bearer TOKEN (docs/operations.md);
 its GET /ui is the operator console, a page for a browser.
@@ -409,6 +411,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if d.cfg.envoyConfig != "" {
 		listens = append(listens, d.cfg.grpcListen)
 	}
+	if d.cfg.rlqsListen != "" {
+		listens = append(listens, d.cfg.rlqsListen)
+	}
 	grpcOnlyTLS, err := d.cfg.ops.useGRPCTLS(&srv)
 	if err != nil {
 		logger.Error("cannot serve gRPC over TLS", "error", err)
@@ -418,9 +423,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	d.expose.plainHTTP = grpcOnlyTLS
-	grpcDone, adminDone := make(chan int, 1), make(chan int, 1)
+	grpcDone, adminDone, rlqsDone := make(chan int, 1), make(chan int, 1), make(chan int, 1)
 	grpcDone <- exitOK
 	adminDone <- exitOK
+	rlqsDone <- exitOK
 	if ctx, code = startAdmin(ctx, d, adminDone); code != exitOK {
 		return code
 	}
@@ -430,9 +436,14 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return code
 		}
 	}
+	if d.cfg.rlqsListen != "" {
+		if ctx, code = startRLQS(ctx, d, rlqsDone); code != exitOK {
+			return code
+		}
+	}
 	code = listenAndServe(ctx, d.cfg.listen, newServer(d.tracing.HTTP(d.expose.handler(handler)), logger), d.expose.tlsConfig(), logger)
 	stop()
-	return max(code, <-grpcDone, <-adminDone) // after the gRPC and admin servers' graceful stops too
+	return max(code, <-grpcDone, <-adminDone, <-rlqsDone) // after the gRPC and admin servers' graceful stops too
 }
 
 // loadPolicies loads the configuration file, or, for "", returns the built-in one: the demo

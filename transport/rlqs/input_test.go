@@ -1,0 +1,241 @@
+package rlqs_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	rlqsv3 "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/admit-dev/admit/policy"
+	"github.com/admit-dev/admit/transport/rlqs"
+)
+
+const inputConfig = `policies:
+  - {name: api-global, algorithm: token_bucket, limit: 100, window: 1s}
+  - {name: watch, algorithm: token_bucket, limit: 100, window: 1s, mode: shadow}
+rlqs:
+  - domain: mesh
+    buckets:
+      - {match: {name: api}, policy: api-global}
+      - {match: {name: watch}, policy: watch}
+  - domain: strict
+    unmatched: deny_all
+    buckets:
+      - {match: {name: api}, policy: api-global}
+`
+
+// openStream starts a Server of opts (its Config inputConfig's) and opens one stream to it.
+func openStream(t *testing.T, opts rlqs.Options) rlqsv3.RateLimitQuotaService_StreamRateLimitQuotasClient {
+	t.Helper()
+	cfg, err := policy.Parse("input.yaml", []byte(inputConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Config, opts.Ledger = cfg, &rlqs.MemoryLedger{}
+	clock := &fakeClock{t: time.Unix(1_800_000_000, 0)}
+	in := startInstanceOpts(t, opts, clock)
+	conn, err := grpc.NewClient(in.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	stream, err := rlqsv3.NewRateLimitQuotaServiceClient(conn).StreamRateLimitQuotas(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return stream
+}
+
+func usage(id map[string]string, elapsed time.Duration, allowed, denied uint64) *rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage {
+	return &rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage{BucketId: &rlqsv3.BucketId{Bucket: id},
+		TimeElapsed: durationpb.New(elapsed), NumRequestsAllowed: allowed, NumRequestsDenied: denied}
+}
+
+func send(t *testing.T, s rlqsv3.RateLimitQuotaService_StreamRateLimitQuotasClient, domain string, us ...*rlqsv3.RateLimitQuotaUsageReports_BucketQuotaUsage) {
+	t.Helper()
+	if err := s.Send(&rlqsv3.RateLimitQuotaUsageReports{Domain: domain, BucketQuotaUsages: us}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestStreamAnswers checks the actions of each kind of bucket: a token bucket of whole seconds
+// for a policy, ALLOW_ALL for a shadow policy, DENY_ALL for an unmatched bucket of a domain that
+// says so, and nothing for an unmatched bucket elsewhere.
+func TestStreamAnswers(t *testing.T) {
+	s := openStream(t, rlqs.Options{})
+	send(t, s, "mesh", usage(map[string]string{"name": "api", "tenant": "acme"}, 0, 1, 0),
+		usage(map[string]string{"name": "watch"}, 0, 1, 0), usage(map[string]string{"name": "other"}, 0, 1, 0))
+	resp, err := s.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.GetBucketAction()) != 2 {
+		t.Fatalf("%d actions, want 2 (none for the unmatched bucket): %v", len(resp.GetBucketAction()), resp)
+	}
+	budget := 100 / (1 + rlqs.Deadband)
+	tb := resp.GetBucketAction()[0].GetQuotaAssignmentAction().GetRateLimitStrategy().GetTokenBucket()
+	if tb == nil || tb.GetFillInterval().AsDuration() != time.Second || tb.GetTokensPerFill().GetValue() != uint32(budget) || tb.GetMaxTokens() != tb.GetTokensPerFill().GetValue() {
+		t.Errorf("the one Envoy of a bucket of 100/s: %v, want every token of the budget %v per 1s", tb, budget)
+	}
+	if ttl := resp.GetBucketAction()[0].GetQuotaAssignmentAction().GetAssignmentTimeToLive().AsDuration(); ttl != policy.DefaultRLQSTTL {
+		t.Errorf("TTL %v, want %v", ttl, policy.DefaultRLQSTTL)
+	}
+	if r := resp.GetBucketAction()[1].GetQuotaAssignmentAction().GetRateLimitStrategy(); r.GetBlanketRule() != typev3.RateLimitStrategy_ALLOW_ALL || r.GetStrategy() == nil {
+		t.Errorf("a shadow policy: %v, want ALLOW_ALL", r)
+	}
+
+	// A domain no entry names is answered nothing: the next message on its stream is the end.
+	s3 := openStream(t, rlqs.Options{FirstReport: time.Hour})
+	send(t, s3, "nowhere", usage(map[string]string{"name": "api"}, 0, 1, 0))
+	if err := s3.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := s3.Recv(); err == nil {
+		t.Errorf("a bucket of an unknown domain was answered %v", resp)
+	}
+
+	s2 := openStream(t, rlqs.Options{})
+	send(t, s2, "strict", usage(map[string]string{"name": "other"}, 0, 1, 0))
+	resp, err = s2.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := resp.GetBucketAction()[0].GetQuotaAssignmentAction().GetRateLimitStrategy(); r.GetBlanketRule() != typev3.RateLimitStrategy_DENY_ALL {
+		t.Errorf("an unmatched bucket of a deny_all domain: %v, want DENY_ALL", r)
+	}
+}
+
+// TestStreamRefusesBadInput checks that each bad message ends its stream with a clear gRPC error.
+func TestStreamRefusesBadInput(t *testing.T) {
+	api := map[string]string{"name": "api"}
+	for _, c := range []struct {
+		name string
+		opts rlqs.Options
+		send func(t *testing.T, s rlqsv3.RateLimitQuotaService_StreamRateLimitQuotasClient)
+		code codes.Code
+		msg  string
+	}{
+		{"no domain", rlqs.Options{}, func(t *testing.T, s rlqsv3.RateLimitQuotaService_StreamRateLimitQuotasClient) {
+			send(t, s, "", usage(api, 0, 1, 0))
+		}, codes.InvalidArgument, "must name its domain"},
+		{"another domain", rlqs.Options{}, func(t *testing.T, s rlqsv3.RateLimitQuotaService_StreamRateLimitQuotasClient) {
+			send(t, s, "mesh", usage(api, 0, 1, 0))
+			send(t, s, "strict", usage(api, 0, 1, 0))
+		}, codes.InvalidArgument, `domain "strict" in a stream of domain "mesh"`},
+		{"empty bucket id", rlqs.Options{}, func(t *testing.T, s rlqsv3.RateLimitQuotaService_StreamRateLimitQuotasClient) {
+			send(t, s, "mesh", usage(map[string]string{}, 0, 1, 0))
+		}, codes.InvalidArgument, "bucket_quota_usages[0].bucket_id: empty bucket id"},
+		{"long entry", rlqs.Options{}, func(t *testing.T, s rlqsv3.RateLimitQuotaService_StreamRateLimitQuotasClient) {
+			send(t, s, "mesh", usage(api, 0, 1, 0), usage(map[string]string{"name": strings.Repeat("x", rlqs.MaxEntryLen+1)}, 0, 1, 0))
+		}, codes.InvalidArgument, "bucket_quota_usages[1].bucket_id: bucket id entry"},
+		{"absurd count", rlqs.Options{}, func(t *testing.T, s rlqsv3.RateLimitQuotaService_StreamRateLimitQuotasClient) {
+			send(t, s, "mesh", usage(api, time.Second, rlqs.MaxRequests, 1))
+		}, codes.InvalidArgument, "more than"},
+		{"negative time", rlqs.Options{}, func(t *testing.T, s rlqsv3.RateLimitQuotaService_StreamRateLimitQuotasClient) {
+			send(t, s, "mesh", usage(api, -time.Second, 1, 0))
+		}, codes.InvalidArgument, "time_elapsed"},
+		{"a flood of buckets", rlqs.Options{MaxBuckets: 3}, func(t *testing.T, s rlqsv3.RateLimitQuotaService_StreamRateLimitQuotasClient) {
+			for _, n := range []string{"a", "b", "c", "d"} {
+				send(t, s, "mesh", usage(map[string]string{"name": "api", "tenant": n}, 0, 1, 0))
+			}
+		}, codes.ResourceExhausted, "more than 3 distinct buckets"},
+		{"never reports", rlqs.Options{FirstReport: 50 * time.Millisecond}, func(*testing.T, rlqsv3.RateLimitQuotaService_StreamRateLimitQuotasClient) {
+		}, codes.DeadlineExceeded, "no usage report within 50ms"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := openStream(t, c.opts)
+			c.send(t, s)
+			var err error
+			for err == nil {
+				_, err = s.Recv()
+			}
+			if status.Code(err) != c.code || !strings.Contains(err.Error(), c.msg) {
+				t.Errorf("stream ended with %v, want %v containing %q", err, c.code, c.msg)
+			}
+		})
+	}
+}
+
+// TestStreamAbandonsIdleBuckets checks that a bucket with no request for idle_after is abandoned.
+func TestStreamAbandonsIdleBuckets(t *testing.T) {
+	cfg, err := policy.Parse("idle.yaml", []byte(`policies:
+  - {name: api-global, algorithm: token_bucket, limit: 100, window: 1s}
+rlqs:
+  - {domain: mesh, assignment_ttl: 1s, idle_after: 2s, buckets: [{match: {name: api}, policy: api-global}]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := &fakeClock{t: time.Unix(1_800_000_000, 0)}
+	in := startInstanceOpts(t, rlqs.Options{Config: cfg, Ledger: &rlqs.MemoryLedger{}}, clock)
+	conn, err := grpc.NewClient(in.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	s, err := rlqsv3.NewRateLimitQuotaServiceClient(conn).StreamRateLimitQuotas(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := map[string]string{"name": "api"}
+	send(t, s, "mesh", usage(api, 0, 1, 0))
+	if resp, err := s.Recv(); err != nil || resp.GetBucketAction()[0].GetQuotaAssignmentAction() == nil {
+		t.Fatalf("first answer %v, %v", resp, err)
+	}
+	clock.advance(time.Second)
+	send(t, s, "mesh", usage(api, time.Second, 0, 0))
+	if resp, err := s.Recv(); err != nil || resp.GetBucketAction()[0].GetQuotaAssignmentAction() == nil {
+		t.Fatalf("answer to an idle second %v, %v: want the assignment still", resp, err)
+	}
+	clock.advance(2 * time.Second)
+	resp, err := s.Recv()
+	if err != nil || resp.GetBucketAction()[0].GetAbandonAction() == nil {
+		t.Fatalf("after 2s without a request: %v, %v; want an abandon action", resp, err)
+	}
+}
+
+// TestReloadAbandonsBucketsThatLostTheirRule swaps in a configuration without the bucket's rule:
+// the bucket is abandoned at once, so that Envoy falls back to its no_assignment_behavior.
+func TestReloadAbandonsBucketsThatLostTheirRule(t *testing.T) {
+	cfg, err := policy.Parse("input.yaml", []byte(inputConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := &fakeClock{t: time.Unix(1_800_000_000, 0)}
+	in := startInstanceOpts(t, rlqs.Options{Config: cfg, Ledger: &rlqs.MemoryLedger{}}, clock)
+	conn, err := grpc.NewClient(in.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	s, err := rlqsv3.NewRateLimitQuotaServiceClient(conn).StreamRateLimitQuotas(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	send(t, s, "mesh", usage(map[string]string{"name": "api"}, 0, 1, 0))
+	if resp, err := s.Recv(); err != nil || resp.GetBucketAction()[0].GetQuotaAssignmentAction() == nil {
+		t.Fatalf("first answer %v, %v", resp, err)
+	}
+	without, err := policy.Parse("without.yaml", []byte(strings.Replace(inputConfig, "      - {match: {name: api}, policy: api-global}\n      - {match: {name: watch}", "      - {match: {name: watch}", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := without.RLQSDomain("mesh"); len(d.Buckets) != 1 {
+		t.Fatalf("the edited configuration has %d rules in mesh, want 1", len(d.Buckets))
+	}
+	in.srv.Swap(without)
+	resp, err := s.Recv()
+	if err != nil || len(resp.GetBucketAction()) != 1 || resp.GetBucketAction()[0].GetAbandonAction() == nil {
+		t.Fatalf("after the reload: %v, %v; want an abandon action", resp, err)
+	}
+}
