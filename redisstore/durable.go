@@ -44,7 +44,8 @@ func replication(rs []admit.Request, commandTimeout time.Duration) (int64, time.
 // error matching admit.ErrUnavailable.
 //
 // The script is bounded by the command timeout, as any call; the wait by wait, and its reply by
-// the command timeout after it.
+// the command timeout after it. Redis ends a WAIT at its timeout's next server cron tick (1/hz s);
+// a new dedicated connection is dialed within the dial timeout (docs/running-redis.md, "The timeout").
 func (s *Store) takeReplicated(parent context.Context, rs []admit.Request, ds []admit.Decision, tokens []uint64, keyBuf, argsBuf []string, n int64, wait time.Duration) (bool, error) {
 	ctx, bounded := s.bound(parent)
 	defer bounded.release()
