@@ -136,6 +136,45 @@ func TestReplicatedStalledReplica(t *testing.T) {
 	t.Logf("the waiting replicated call, its replica thawed: %v", replErr)
 }
 
+// A replicated decision that needs a new dedicated connection dials it within the call's deadline,
+// not the dial timeout: with the server stopped (SIGSTOP, the kernel still accepting), the call
+// fails at its deadline, and the connection, dialed on once the server resumes, serves the next.
+func TestReplicatedDialWithinDeadline(t *testing.T) {
+	srv := redistest.Start(t)
+	s, err := New(Config{URL: srv.URL(), CommandTimeout: patientCommandTimeout, DialTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	bg := context.Background()
+	if _, err := s.Take(bg, admit.Request{Key: newKey(t), Limit: threePerMinute, Cost: 1}); err != nil {
+		t.Fatalf("async take to connect: %v", err)
+	}
+	srv.Freeze(t)
+	t.Cleanup(func() { srv.Thaw(t) })
+	ctx, cancel := context.WithTimeout(bg, 300*time.Millisecond)
+	defer cancel()
+	begin := time.Now()
+	_, err = s.Take(ctx, admit.Request{Key: newKey(t), Limit: replicatedLimit(10, 1, 10*time.Millisecond), Cost: 1})
+	elapsed := time.Since(begin)
+	srv.Thaw(t)
+	if !errors.Is(err, admit.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "no dedicated connection") {
+		t.Fatalf("replicated take with the server stopped, a 300ms deadline and a 1m dial timeout: %v; want unavailable at its deadline, dialing its dedicated connection", err)
+	}
+	t.Logf("replicated take with the server stopped: %v after %v (deadline 300ms, dial timeout 1m)", err, elapsed.Round(time.Millisecond))
+	deadline := time.Now().Add(time.Minute)
+	for len(s.dedicated) != 0 { // the abandoned dial gives its place back once it is done
+		if time.Now().After(deadline) {
+			t.Fatal("the abandoned dedicated connection still holds its place a minute after the server resumed")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	_, err = s.Take(bg, admit.Request{Key: newKey(t), Limit: replicatedLimit(10, 1, 10*time.Millisecond), Cost: 1})
+	if !errors.Is(err, errUndecided) || !strings.Contains(err.Error(), "0 of 1 replicas") {
+		t.Errorf("replicated take after the server resumed, no replica: %v; want undecided, 0 of 1 replicas", err)
+	}
+}
+
 // waitBlocked waits until a client of srv is blocked (in WAIT).
 func waitBlocked(t *testing.T, srv *redistest.Server) {
 	t.Helper()
