@@ -7,6 +7,7 @@ import (
 
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/internal/validate"
+	"github.com/redis/rueidis"
 )
 
 // errUndecided is the error of a replicated decision whose replicas did not confirm its write in
@@ -44,7 +45,9 @@ func replication(rs []admit.Request, commandTimeout time.Duration) (int64, time.
 // error matching admit.ErrUnavailable.
 //
 // The script is bounded by the command timeout, as any call; the wait by wait, and its reply by
-// the command timeout after it.
+// the command timeout after it; dialing a new dedicated connection counts within the call's
+// deadline (dedicate). Redis ends a WAIT at its timeout's next server cron tick, every 1/hz s
+// (docs/running-redis.md, "The timeout").
 func (s *Store) takeReplicated(parent context.Context, rs []admit.Request, ds []admit.Decision, tokens []uint64, keyBuf, argsBuf []string, n int64, wait time.Duration) (bool, error) {
 	ctx, bounded := s.bound(parent)
 	defer bounded.release()
@@ -56,11 +59,13 @@ func (s *Store) takeReplicated(parent context.Context, rs []admit.Request, ds []
 	// its pool is spent: the Store's own bound, waited for no longer than ctx, keeps it from that.
 	select {
 	case s.dedicated <- struct{}{}:
-		defer func() { <-s.dedicated }()
 	case <-ctx.Done():
 		return false, fmt.Errorf("redisstore: take: %w", unavailable(fmt.Errorf("no dedicated connection free for a replicated decision: %w", ctx.Err())))
 	}
-	dc, release := c.Dedicate()
+	dc, release, err := s.dedicate(ctx, c)
+	if err != nil {
+		return false, fmt.Errorf("redisstore: take: %w", err)
+	}
 	defer release()
 	keys, args := appendTakeArgs(keyBuf, argsBuf, rs, s.tokens, tokens)
 	reply, err := runOn(ctx, dc, takeScript, keys, args)
@@ -89,4 +94,34 @@ func (s *Store) takeReplicated(parent context.Context, rs []admit.Request, ds []
 		return false, fmt.Errorf("redisstore: take: %w: %d of %d replicas confirmed within %v", errUndecided, got, n, wait)
 	}
 	return true, nil
+}
+
+// A dedication is a dedicated connection and the func that gives it back.
+type dedication struct {
+	dc      rueidis.DedicatedClient
+	release func()
+}
+
+// dedicate returns a dedicated connection of c, and the func that gives it back and frees the
+// caller's place in s.dedicated, which it holds. rueidis's Dedicate takes no context and dials a
+// connection when its pool has none idle, bounded only by the dial timeout: it runs on its own
+// goroutine, waited for no longer than ctx, so that the dial counts within the call's deadline.
+// A connection that comes after ctx ended goes back to the pool, for the next call.
+func (s *Store) dedicate(ctx context.Context, c rueidis.Client) (rueidis.DedicatedClient, func(), error) {
+	got := make(chan dedication, 1)
+	go func() {
+		dc, release := c.Dedicate()
+		got <- dedication{dc, release}
+	}()
+	select {
+	case d := <-got:
+		return d.dc, func() { d.release(); <-s.dedicated }, nil
+	case <-ctx.Done():
+		go func() {
+			d := <-got
+			d.release()
+			<-s.dedicated
+		}()
+		return nil, nil, unavailable(fmt.Errorf("no dedicated connection for a replicated decision within its deadline: %w", ctx.Err()))
+	}
 }

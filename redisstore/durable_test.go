@@ -68,17 +68,25 @@ func TestReplicatedStalledReplica(t *testing.T) {
 	replicas[0].Freeze(t)
 	t.Cleanup(func() { replicas[0].Thaw(t) })
 
-	for i := range 3 {
+	// The dedicated connection was dialed by the calls above: the ones below dial nothing (the
+	// clients the primary counts are logged). Redis checks WAIT's timeout on its server cron, every
+	// 1/hz s, so a wait ends up to 100 ms late at the default hz 10, and up to 10 ms at hz 100: the
+	// times are logged for both, not asserted.
+	clientsBefore := infoField(t, primary, "clients", "connected_clients")
+	for i, hz := range []string{"10", "10", "10", "100", "100", "100"} {
+		primary.Do(t, "CONFIG", "SET", "hz", hz)
 		begin := time.Now()
 		d, err := s.Take(ctx, admit.Request{Key: key, Limit: repl, Cost: 1})
 		elapsed := time.Since(begin)
 		if !errors.Is(err, admit.ErrUnavailable) || !errors.Is(err, errUndecided) || d.Allowed {
 			t.Fatalf("replicated take %d with its replica stopped: %+v, %v; want undecided (ErrUnavailable), not admitted", i, d, err)
 		}
-		t.Logf("replicated take %d with its replica stopped: undecided after %v (timeout %v): %v", i, elapsed.Round(time.Millisecond), wait, err)
+		t.Logf("replicated take %d with its replica stopped, hz %s: undecided after %v (timeout %v): %v", i, hz, elapsed.Round(time.Millisecond), wait, err)
 	}
-	if n := counter(t, primary, key); n != 4 {
-		t.Errorf("counter on the primary %d, want 4: one admitted, three undecided, each consumed", n)
+	t.Logf("clients connected to the primary: %s before the stopped replica's calls, %s after", clientsBefore, infoField(t, primary, "clients", "connected_clients"))
+	primary.Do(t, "CONFIG", "SET", "hz", "10")
+	if n := counter(t, primary, key); n != 7 {
+		t.Errorf("counter on the primary %d, want 7: one admitted, six undecided, each consumed", n)
 	}
 
 	// A rejection and a peek write nothing and wait for nothing: they answer, with no error.
@@ -128,6 +136,45 @@ func TestReplicatedStalledReplica(t *testing.T) {
 	t.Logf("the waiting replicated call, its replica thawed: %v", replErr)
 }
 
+// A replicated decision that needs a new dedicated connection dials it within the call's deadline,
+// not the dial timeout: with the server stopped (SIGSTOP, the kernel still accepting), the call
+// fails at its deadline, and the connection, dialed on once the server resumes, serves the next.
+func TestReplicatedDialWithinDeadline(t *testing.T) {
+	srv := redistest.Start(t)
+	s, err := New(Config{URL: srv.URL(), CommandTimeout: patientCommandTimeout, DialTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	bg := context.Background()
+	if _, err := s.Take(bg, admit.Request{Key: newKey(t), Limit: threePerMinute, Cost: 1}); err != nil {
+		t.Fatalf("async take to connect: %v", err)
+	}
+	srv.Freeze(t)
+	t.Cleanup(func() { srv.Thaw(t) })
+	ctx, cancel := context.WithTimeout(bg, 300*time.Millisecond)
+	defer cancel()
+	begin := time.Now()
+	_, err = s.Take(ctx, admit.Request{Key: newKey(t), Limit: replicatedLimit(10, 1, 10*time.Millisecond), Cost: 1})
+	elapsed := time.Since(begin)
+	srv.Thaw(t)
+	if !errors.Is(err, admit.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "no dedicated connection") {
+		t.Fatalf("replicated take with the server stopped, a 300ms deadline and a 1m dial timeout: %v; want unavailable at its deadline, dialing its dedicated connection", err)
+	}
+	t.Logf("replicated take with the server stopped: %v after %v (deadline 300ms, dial timeout 1m)", err, elapsed.Round(time.Millisecond))
+	deadline := time.Now().Add(time.Minute)
+	for len(s.dedicated) != 0 { // the abandoned dial gives its place back once it is done
+		if time.Now().After(deadline) {
+			t.Fatal("the abandoned dedicated connection still holds its place a minute after the server resumed")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	_, err = s.Take(bg, admit.Request{Key: newKey(t), Limit: replicatedLimit(10, 1, 10*time.Millisecond), Cost: 1})
+	if !errors.Is(err, errUndecided) || !strings.Contains(err.Error(), "0 of 1 replicas") {
+		t.Errorf("replicated take after the server resumed, no replica: %v; want undecided, 0 of 1 replicas", err)
+	}
+}
+
 // waitBlocked waits until a client of srv is blocked (in WAIT).
 func waitBlocked(t *testing.T, srv *redistest.Server) {
 	t.Helper()
@@ -143,21 +190,28 @@ func waitBlocked(t *testing.T, srv *redistest.Server) {
 // blockedClients reads INFO clients' blocked_clients of srv.
 func blockedClients(t *testing.T, srv *redistest.Server) int {
 	t.Helper()
-	info, err := srv.Do(t, "INFO", "clients").ToString()
+	v := infoField(t, srv, "clients", "blocked_clients")
+	n, err := strconv.Atoi(v)
 	if err != nil {
-		t.Fatalf("INFO clients: %v", err)
+		t.Fatalf("blocked_clients %q", v)
+	}
+	return n
+}
+
+// infoField reads field of srv's INFO section.
+func infoField(t *testing.T, srv *redistest.Server, section, field string) string {
+	t.Helper()
+	info, err := srv.Do(t, "INFO", section).ToString()
+	if err != nil {
+		t.Fatalf("INFO %s: %v", section, err)
 	}
 	for line := range strings.Lines(info) {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "blocked_clients:"); ok {
-			n, err := strconv.Atoi(v)
-			if err != nil {
-				t.Fatalf("blocked_clients %q", v)
-			}
-			return n
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
+			return v
 		}
 	}
-	t.Fatalf("no blocked_clients in INFO clients:\n%s", info)
-	return 0
+	t.Fatalf("no %s in INFO %s:\n%s", field, section, info)
+	return ""
 }
 
 func TestPreflightReplicas(t *testing.T) {

@@ -344,7 +344,7 @@ func scriptPreflightError(sc *script, err error) error {
 		return fmt.Errorf("%w: %s refused: the user may not run %s: %s", ErrPermission, step, cmd, msg)
 	case errors.Is(err, admit.ErrCorruptState):
 		var cmds []string
-		for _, src := range append(append([]string{preludeSrc}, entryPoints...), modules...) {
+		for _, src := range scriptSources() {
 			for _, m := range pcalls.FindAllStringSubmatch(src, -1) {
 				if c := strings.ToLower(m[1]); !slices.Contains(cmds, c) {
 					cmds = append(cmds, c)

@@ -9,7 +9,7 @@ import (
 // ACLRules returns the ACL SETUSER rules of a least-privilege user of this store: keys under rl:*,
 // no channels, and no command but EVALSHA, SCRIPT LOAD, MULTI and EXEC (the transaction of the
 // NOSCRIPT fallback, see run), PING, WAIT (replicated policies, durable.go) and the data commands the scripts call, derived from the
-// scripts themselves, with those the Override methods send (overrideCommands: an override key
+// scripts themselves (scriptSources, the RLQS demand script among them), with those the Override methods send (overrideCommands: an override key
 // rl:<policy>:o:{…} and a policy's index rl:<policy>:o:index are under rl:*); never EVAL. A cluster's user needs clusterACLRules besides. docs/redis.md
 // gives the same line; a test keeps them equal.
 //
@@ -33,13 +33,19 @@ var scriptCalls = regexp.MustCompile(`redis\.p?call\(\s*('([A-Za-z|]+)')?`)
 // OverrideCount send, besides PUBLISH (ResetACLRules).
 var overrideCommands = []string{"DEL", "GET", "SET", "ZADD", "ZCARD", "ZRANGE", "ZREM"}
 
+// scriptSources are the sources of every script the Store runs: the prelude, the entry points,
+// the algorithm modules and the RLQS demand script (demand.go), which ACLRules is derived from.
+func scriptSources() []string {
+	return slices.Concat([]string{preludeSrc, demandSrc}, entryPoints, modules)
+}
+
 // scriptCommands returns the Redis commands the scripts call and overrideCommands, sorted, each once.
 func scriptCommands() []string {
 	seen := map[string]bool{}
 	for _, c := range overrideCommands {
 		seen[c] = true
 	}
-	for _, src := range append(append([]string{preludeSrc}, entryPoints...), modules...) {
+	for _, src := range scriptSources() {
 		for _, m := range scriptCalls.FindAllStringSubmatch(src, -1) {
 			seen[strings.ToUpper(m[2])] = true
 		}
