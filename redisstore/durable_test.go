@@ -58,10 +58,13 @@ func TestReplicatedStalledReplica(t *testing.T) {
 	ctx := context.Background()
 
 	key, full := newKey(t), newKey(t)
-	if d, err := s.Take(ctx, admit.Request{Key: key, Limit: repl, Cost: 1}); err != nil || !d.Allowed {
+	// With the replica up, a patient wait: on a loaded machine the replica may take more than
+	// 300 ms to acknowledge. The timeout is not in the key, so the calls below share these keys.
+	patient := replicatedLimit(100, 1, patientCommandTimeout)
+	if d, err := s.Take(ctx, admit.Request{Key: key, Limit: patient, Cost: 1}); err != nil || !d.Allowed {
 		t.Fatalf("replicated take with its replica up: %+v, %v; want admitted", d, err)
 	}
-	if d, err := s.Take(ctx, admit.Request{Key: full, Limit: replicatedLimit(1, 1, wait), Cost: 1}); err != nil || !d.Allowed {
+	if d, err := s.Take(ctx, admit.Request{Key: full, Limit: replicatedLimit(1, 1, patientCommandTimeout), Cost: 1}); err != nil || !d.Allowed {
 		t.Fatalf("replicated take with its replica up: %+v, %v; want admitted", d, err)
 	}
 
