@@ -37,6 +37,7 @@ func TestOracleReportsDifferences(t *testing.T) {
 		{status(ok, 2, 100*time.Second), "limit_remaining"},
 		{status(ok, 3, 97*time.Second), "duration_until_reset (3s apart, 1.5s allowed)"},
 		{&rlsv3.RateLimitResponse_DescriptorStatus{Code: ok, LimitRemaining: 3, DurationUntilReset: durationpb.New(100 * time.Second)}, "current_limit"},
+		{&rlsv3.RateLimitResponse_DescriptorStatus{Code: ok, CurrentLimit: limit, LimitRemaining: 3}, "duration_until_reset"},
 	} {
 		if got := o.compareStatus(base, c.admit, 500*time.Millisecond); got != c.want {
 			t.Errorf("compareStatus(%v, %v) = %q, want %q", base, c.admit, got, c.want)
@@ -47,14 +48,15 @@ func TestOracleReportsDifferences(t *testing.T) {
 	if got := o.explain(req, req.Descriptors[0], base, status(ok, 2, 100*time.Second), key, key); got != "" {
 		t.Errorf("explain of a limit_remaining off by one = %q, want none", got)
 	}
-	// A descriptor's hits_addend of 0 is allowed to differ, and its counter afterwards.
+	// A descriptor's hits_addend of 0 (a check) must agree: no difference explains its answers.
 	zero := &rlsv3.RateLimitRequest{Domain: "t", Descriptors: []*ratelimitv3.RateLimitDescriptor{{
 		Entries: req.Descriptors[0].Entries, HitsAddend: wrapUint(0)}}}
-	if got := o.explain(zero, zero.Descriptors[0], base, status(ok, 2, 100*time.Second), key, key); got != "hits_addend 0" {
-		t.Errorf("explain of hits_addend 0 = %q, want %q", got, "hits_addend 0")
+	noReset := &rlsv3.RateLimitResponse_DescriptorStatus{Code: ok, CurrentLimit: limit, LimitRemaining: 3}
+	if got := o.explain(zero, zero.Descriptors[0], base, noReset, key, key); got != "" {
+		t.Errorf("explain of a check without duration_until_reset = %q, want none", got)
 	}
 	// A check counts nothing in either: the counter does not differ afterwards.
-	o.count(zero, zero.Descriptors[0], base, status(ok, 2, 100*time.Second), key, key, "hits_addend 0")
+	o.count(zero, zero.Descriptors[0], base, base, key, key, "")
 	if got := o.explain(req, req.Descriptors[0], base, status(ok, 2, 100*time.Second), key, key); got != "" {
 		t.Errorf("explain after hits_addend 0 = %q, want none", got)
 	}

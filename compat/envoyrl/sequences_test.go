@@ -409,8 +409,6 @@ func (o *oracle) count(req *rlsv3.RateLimitRequest, d *ratelimitv3.RateLimitDesc
 			switch {
 			case name != "":
 				c.why = name
-			case hr != ha:
-				c.why = "hits_addend 0"
 			case rs.GetCurrentLimit() != nil && as.GetCurrentLimit() != nil && !admitFits:
 				c.why = "rejected hits counted"
 			default:
@@ -439,8 +437,6 @@ func (o *oracle) explain(req *rlsv3.RateLimitRequest, d *ratelimitv3.RateLimitDe
 	switch {
 	case slices.ContainsFunc(req.GetDescriptors(), middleWildcardValue):
 		return "middle wildcard" // this descriptor's rule, or through replaces another's
-	case d.GetHitsAddend() != nil && d.GetHitsAddend().GetValue() == 0:
-		return "hits_addend 0"
 	}
 	return ""
 }
@@ -481,7 +477,7 @@ func request(domain string, hits uint32, descriptors ...[]string) *rlsv3.RateLim
 // trees with wildcards, shadow_mode, unlimited, names and replaces; requests with hits_addend,
 // per-descriptor hits_addend and limit overrides), then requests beyond admit's size limits.
 func TestRequestSequences(t *testing.T) {
-	seen := newSightings(t, "rejected hits counted", "middle wildcard", "hits_addend 0")
+	seen := newSightings(t, "rejected hits counted", "middle wildcard")
 	files := integrationFiles(t)
 	seed := uint64(time.Now().UnixNano())
 	if v := os.Getenv(seedEnv); v != "" {

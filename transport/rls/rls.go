@@ -505,20 +505,21 @@ func newResponse(n int) (*rlsv3.RateLimitResponse, []statusMessages) {
 }
 
 // resetAfter returns the duration_until_reset of a descriptor of rule decided d at now: the
-// Decision's ResetAfter, else, for a rejection that reports none (a requests_per_unit of 0, a
-// hits_addend above the limit on a key not yet counted), the end of the rule's window: the
-// aligned window's as envoyproxy/ratelimit computes it (a unit minus now modulo the unit), or a
-// whole window.
+// Decision's ResetAfter, else, for a decision that reports none, the end of the rule's window. An
+// aligned window's end is envoyproxy/ratelimit's (a unit minus now modulo the unit), answered
+// for a rejection (a requests_per_unit of 0, a hits_addend above the limit on a key not yet
+// counted) and for an allowed check of a key not yet counted (a descriptor's hits_addend 0), as
+// envoyproxy/ratelimit answers every limited descriptor. A window not aligned starts at its first
+// hit: a rejection reports a whole window, an allowed check of a key not counted none.
 func resetAfter(rule *envoyconf.Rule, d *admit.Decision, now time.Time) time.Duration {
-	if d.ResetAfter > 0 || d.Allowed {
-		return d.ResetAfter
-	}
 	p := rule.Limit.Period
-	if p <= 0 {
-		return 0
-	}
-	if rule.Limit.Aligned {
+	switch {
+	case d.ResetAfter > 0 || p <= 0:
+		return d.ResetAfter
+	case rule.Limit.Aligned:
 		return p - time.Duration(now.UnixNano())%p
+	case d.Allowed:
+		return 0
 	}
 	return max(d.RetryAfter, p)
 }

@@ -90,6 +90,47 @@ func TestHitsAddendZeroChecks(t *testing.T) {
 	})
 }
 
+// TestHitsAddendZeroResetNeverCounted: a check (hits_addend 0) of a key never counted reports the
+// time until its aligned window ends, as envoyproxy/ratelimit does for every limited descriptor: on
+// a configured rule and on a request's limit override, its unit minus now modulo the unit.
+func TestHitsAddendZeroResetNeverCounted(t *testing.T) {
+	stores(t, func(t *testing.T, store admit.Store) {
+		c, _ := serve(t, store)
+		for _, tc := range []struct {
+			name   string
+			domain string
+			d      *ratelimitv3.RateLimitDescriptor
+			unit   time.Duration
+		}{
+			{"rule", "features", hits(desc("path", "/api/never"), 0), time.Hour},
+			{"override", "features", hits(overridden(desc("path", "/api/override"), 3), 0), time.Hour},
+		} {
+			before := time.Now()
+			r := ask(t, c, tc.domain, 0, tc.d)
+			after := time.Now()
+			wantCodes(t, tc.name, r, "OK", "OK")
+			st := r.Statuses[0]
+			if st.LimitRemaining != 3 {
+				t.Errorf("%s: remaining %d, want 3", tc.name, st.LimitRemaining)
+			}
+			if st.DurationUntilReset == nil {
+				t.Errorf("%s: no duration_until_reset, want the time until the window ends", tc.name)
+				continue
+			}
+			// The window's end seen at some instant between before and after.
+			du := st.DurationUntilReset.AsDuration()
+			most := tc.unit - time.Duration(before.UnixNano())%tc.unit
+			least := tc.unit - time.Duration(after.UnixNano())%tc.unit
+			if least > most { // a window ended during the call
+				least = 0
+			}
+			if du <= 0 || du < least || du > most {
+				t.Errorf("%s: duration_until_reset %v, want in [%v, %v]", tc.name, du, least, most)
+			}
+		}
+	})
+}
+
 // TestLimitOverrideWithoutRule: a request's limit applies to a descriptor with no rule and to an
 // unlimited one, as envoyproxy/ratelimit applies it before its rules; not in an unknown domain.
 func TestLimitOverrideWithoutRule(t *testing.T) {
