@@ -275,8 +275,16 @@ func TestReplicatedFrozenPrimary(t *testing.T) {
 	primary, _ := startReplicated(t, 1)
 	s := open(t, primary.URL()) // the default 200ms command timeout
 	repl := replicatedLimit(100, 1, 0)
-	if _, err := s.Take(context.Background(), admit.Request{Key: newKey(t), Limit: repl, Cost: 1}); err != nil {
-		t.Fatalf("replicated take before the freeze: %v", err)
+	// Before the freeze, one replicated take that succeeds: under the 200ms command timeout a
+	// loaded machine may take longer, so the test asks again, patiently.
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		_, err := s.Take(context.Background(), admit.Request{Key: newKey(t), Limit: repl, Cost: 1})
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, admit.ErrUnavailable) || time.Now().After(deadline) {
+			t.Fatalf("replicated take before the freeze: %v", err)
+		}
 	}
 	primary.Freeze(t)
 	defer primary.Thaw(t)

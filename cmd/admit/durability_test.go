@@ -131,8 +131,16 @@ func TestServeReplicatedStalledReplica(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode
 	}
-	if a, p := check("api"), check("pay"); a != http.StatusOK || p != http.StatusOK {
-		t.Fatalf("with the replica up: api %d, pay %d; want 200, 200", a, p)
+	if a := check("api"); a != http.StatusOK {
+		t.Fatalf("with the replica up: api %d; want 200", a)
+	}
+	// With the replica up, pay is admitted once the replica acknowledges within 100 ms: on a
+	// loaded machine an acknowledgement may take longer, and that decision is undecided (503),
+	// so the test asks again, patiently, until one is admitted.
+	for deadline, p := time.Now().Add(30*time.Second), 0; p != http.StatusOK; {
+		if p = check("pay"); p != http.StatusOK && p != http.StatusServiceUnavailable || time.Now().After(deadline) {
+			t.Fatalf("with the replica up: pay %d; want 200 within 30 s", p)
+		}
 	}
 	replica.Freeze(t)
 	defer replica.Thaw(t)
