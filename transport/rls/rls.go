@@ -168,6 +168,16 @@ type check struct {
 	ruleKey, statKey string
 }
 
+// decision returns the Decision of c among ds. A check without an Item is under a requests_per_unit
+// of 0: over, unless it asks for no hits (a hits_addend of 0), which envoyproxy/ratelimit answers OK,
+// since 0 hits are not more than a limit of 0.
+func (c *check) decision(ds []admit.Decision) admit.Decision {
+	if c.item >= 0 {
+		return ds[c.item]
+	}
+	return admit.Decision{Allowed: c.cost == 0}
+}
+
 // ShouldRateLimit decides req (see the package doc).
 func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	cfg := s.cfg.Load()
@@ -442,10 +452,7 @@ func respond(checks []check, ds []admit.Decision, now time.Time) *rlsv3.RateLimi
 		cl := &msgs[i].limit
 		cl.Name, cl.RequestsPerUnit, cl.Unit = c.rule.Name, uint32(lim.Rate), unitOf(c.rule.Unit)
 		st.CurrentLimit = cl
-		var d admit.Decision // requests_per_unit 0: every request is over
-		if c.item >= 0 {
-			d = ds[c.item]
-		}
+		d := c.decision(ds)
 		if d.Overridden { // an override of the admin API: its numbers are in force
 			st.CurrentLimit.RequestsPerUnit = uint32(min(d.Limit.Rate, math.MaxUint32))
 		}

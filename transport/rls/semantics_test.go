@@ -11,8 +11,8 @@ import (
 	"github.com/admit-dev/admit/policy/envoyconf"
 )
 
-// semanticsConfig has a shadow rule, a named rule another replaces, and an unlimited rule with
-// replaces, for the answers envoyproxy/ratelimit gives them.
+// semanticsConfig has a shadow rule, a named rule another replaces, an unlimited rule with
+// replaces, and a rule of 0 requests, for the answers envoyproxy/ratelimit gives them.
 const semanticsConfig = `domain: sem
 descriptors:
   - key: shadow
@@ -26,6 +26,8 @@ descriptors:
     rate_limit: {name: vip, unlimited: true, replaces: [{name: free}, {name: admin}]}
   - key: admin
     rate_limit: {name: admin, unlimited: true}
+  - key: closed
+    rate_limit: {unit: hour, requests_per_unit: 0}
 `
 
 // semanticsCfg returns the configuration of semanticsConfig.
@@ -120,5 +122,20 @@ func TestOverrideIsARuleOfItsOwn(t *testing.T) {
 		if l := r.Statuses[0].CurrentLimit; l.GetRequestsPerUnit() != 7 || l.GetName() != "" {
 			t.Errorf("free overridden beside gold: current_limit %v, want 7 per hour without a name", l)
 		}
+	})
+}
+
+// TestZeroLimitCheck: under a requests_per_unit of 0 a hit is over, but a check of no hits
+// (hits_addend 0) is OK, as envoyproxy/ratelimit answers it: 0 hits are not more than 0.
+func TestZeroLimitCheck(t *testing.T) {
+	stores(t, func(t *testing.T, store admit.Store) {
+		c, _ := serveConfig(t, store, semanticsCfg(t))
+		wantCodes(t, "a hit", ask(t, c, "sem", 0, desc("closed", "x")), "OVER_LIMIT", "OVER_LIMIT")
+		r := ask(t, c, "sem", 0, hits(desc("closed", "x"), 0))
+		wantCodes(t, "a check", r, "OK", "OK")
+		if st := r.Statuses[0]; st.LimitRemaining != 0 || st.CurrentLimit.GetRequestsPerUnit() != 0 || st.DurationUntilReset == nil {
+			t.Errorf("a check: status %v, want limit_remaining 0 of 0 and the time until the hour ends", st)
+		}
+		wantCodes(t, "a check beside a hit", ask(t, c, "sem", 0, hits(desc("closed", "x"), 0), desc("closed", "y")), "OVER_LIMIT", "OK", "OVER_LIMIT")
 	})
 }

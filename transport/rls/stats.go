@@ -85,10 +85,7 @@ func (s *Server) stats(checks []check, items []service.Item, ds []admit.Decision
 		if c.rule == nil || c.rule.Unlimited {
 			continue
 		}
-		var d admit.Decision // requests_per_unit 0: every hit is over
-		if c.item >= 0 {
-			d = ds[c.item]
-		}
+		d := c.decision(ds)
 		limit := c.rule.Limit.Rate
 		if d.Overridden {
 			limit = d.Limit.Rate
