@@ -1,7 +1,6 @@
 package envoyrl
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/admit-dev/admit/internal/syncbuf"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
@@ -83,24 +84,6 @@ func binary(t *testing.T, name, dir, pkg string) string {
 	return b.path
 }
 
-// syncBuffer is an io.Writer safe for a process's output and the test reading it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // service is a running rate limit service and a client of its gRPC API.
 type service struct {
 	name   string
@@ -109,7 +92,7 @@ type service struct {
 
 // start runs cmd, with its output in logs, killed at t's cleanup, and returns a channel closed when
 // it exits.
-func start(t *testing.T, name string, cmd *exec.Cmd, logs *syncBuffer) <-chan struct{} {
+func start(t *testing.T, name string, cmd *exec.Cmd, logs *syncbuf.Buffer) <-chan struct{} {
 	t.Helper()
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
@@ -140,7 +123,7 @@ var errExited = errors.New("exited before answering")
 // dial connects to the gRPC server at addr and waits until it answers a ShouldRateLimit of
 // domain (any answer, even an error of the service, but not one of the transport). It returns
 // errExited when the process exits first.
-func dial(t *testing.T, name, addr, domain string, exited <-chan struct{}, logs *syncBuffer) (*service, error) {
+func dial(t *testing.T, name, addr, domain string, exited <-chan struct{}, logs *syncbuf.Buffer) (*service, error) {
 	t.Helper()
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -222,7 +205,7 @@ func startReference(t *testing.T, srv *redistest.Server, files map[string]string
 			"RUNTIME_ROOT="+root, "RUNTIME_SUBDIRECTORY=ratelimit", "RUNTIME_APPDIRECTORY=config",
 			"RUNTIME_WATCH_ROOT=false",
 		)
-		logs := &syncBuffer{}
+		logs := &syncbuf.Buffer{}
 		exited := start(t, "envoyproxy/ratelimit", cmd, logs)
 		s, err := dial(t, "envoyproxy/ratelimit", "127.0.0.1:"+strconv.Itoa(ports[1]), domain, exited, logs)
 		if err == nil {
@@ -250,7 +233,7 @@ func startAdmit(t *testing.T, srv *redistest.Server, files map[string]string, do
 	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--envoy-config", dir,
 		"--grpc-listen", "127.0.0.1:0", "--redis", srv.URL())
 	cmd.Env = append(withoutEnv(os.Environ(), "REDIS_URL", "ADMIT_HMAC_SECRET"), "ADMIT_HMAC_SECRET="+testSecret)
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	exited := start(t, "admit", cmd, logs)
 	deadline := time.Now().Add(startTimeout)
 	for {

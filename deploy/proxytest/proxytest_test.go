@@ -7,7 +7,6 @@ package proxytest_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -25,6 +24,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/admit-dev/admit/internal/syncbuf"
 )
 
 // requireEnv names the environment variable that turns the skip of a missing proxy into a failure,
@@ -98,37 +99,19 @@ func admitBinary(t *testing.T) string {
 	return binPath
 }
 
-// logBuffer collects a process's output, safe for concurrent use.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // process is a running program of a test: killed, if still running, at the test's cleanup, and
 // its output then written to the test log.
 type process struct {
 	name   string
 	cmd    *exec.Cmd
-	out    *logBuffer
+	out    *syncbuf.Buffer
 	exited chan struct{} // closed when it has exited
 }
 
 // start runs bin with args in dir and the environment env (nil: this process's).
 func start(t *testing.T, name, dir string, env []string, bin string, args ...string) *process {
 	t.Helper()
-	p := &process{name: name, cmd: exec.Command(bin, args...), out: &logBuffer{}, exited: make(chan struct{})}
+	p := &process{name: name, cmd: exec.Command(bin, args...), out: &syncbuf.Buffer{}, exited: make(chan struct{})}
 	p.cmd.Dir, p.cmd.Env = dir, env
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
