@@ -14,11 +14,11 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/admit-dev/admit/internal/boundedread"
 
 	"github.com/admit-dev/admit/internal/filestamp"
 )
@@ -110,17 +110,9 @@ func read(path string) ([][sha256.Size]byte, error) {
 	if path == "" {
 		return nil, errors.New(field + ": want a file name")
 	}
-	f, err := os.Open(path)
+	data, err := boundedread.File(field, path, MaxFileSize)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", field, err) // os errors name the path
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
-	switch {
-	case err != nil:
-		return nil, fmt.Errorf("%s: %w", field, err)
-	case len(data) > MaxFileSize:
-		return nil, fmt.Errorf("%s: %s is larger than %d bytes", field, path, MaxFileSize)
+		return nil, err
 	}
 	d, err := Parse(data)
 	if err != nil {

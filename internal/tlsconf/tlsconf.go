@@ -12,12 +12,12 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/admit-dev/admit/internal/boundedread"
 
 	"github.com/admit-dev/admit/internal/filestamp"
 )
@@ -147,19 +147,7 @@ func load(files Files) (*loaded, error) {
 
 // readFile reads the file at path, which field names, at most MaxFileSize bytes.
 func readFile(field, path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", field, err) // os errors name the path
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1)) // one byte more tells a file too large
-	switch {
-	case err != nil:
-		return nil, fmt.Errorf("%s: %w", field, err)
-	case len(data) > MaxFileSize:
-		return nil, fmt.Errorf("%s: %s is larger than %d bytes", field, path, MaxFileSize)
-	}
-	return data, nil
+	return boundedread.File(field, path, MaxFileSize)
 }
 
 // firstCertificate parses the first CERTIFICATE block of data: the leaf of a chain.
