@@ -295,12 +295,21 @@ func sameBucket(a, b *typev3.TokenBucket) bool {
 // WaitReceived waits until the Envoy has received n messages in all, or the stream ended, for
 // at most timeout of real time; it reports whether n were received.
 func (e *Envoy) WaitReceived(n int, timeout time.Duration) bool {
-	timer := time.AfterFunc(timeout, func() { e.mu.Lock(); e.cond.Broadcast(); e.mu.Unlock() })
+	// The timer's flag, not a deadline compared with the clock, ends the wait: a deadline read
+	// after the timer was set could lie after the moment it fired, and its one broadcast would
+	// then be lost while this goroutine waited on (seen on a loaded machine: a 3 s wait that
+	// never ended).
+	expired := false
+	timer := time.AfterFunc(timeout, func() {
+		e.mu.Lock()
+		expired = true
+		e.cond.Broadcast()
+		e.mu.Unlock()
+	})
 	defer timer.Stop()
-	deadline := time.Now().Add(timeout)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for e.received < n && e.stream != nil && time.Now().Before(deadline) {
+	for e.received < n && e.stream != nil && !expired {
 		e.cond.Wait()
 	}
 	return e.received >= n
