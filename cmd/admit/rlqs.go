@@ -58,7 +58,7 @@ func startRLQS(ctx context.Context, d *daemon, done chan int) (context.Context, 
 	}
 	g := grpc.NewServer(append(d.expose.grpcOptions(), d.tracing.GRPC()...)...)
 	rlqsv3.RegisterRateLimitQuotaServiceServer(g, s)
-	h := rls.NewHealth() // serveGRPC's: NOT_SERVING from shutdown on, and while the backend does not answer
+	h := rls.NewHealthOf(rlqs.HealthServices...) // serveGRPC's: NOT_SERVING from shutdown on, and while the backend does not answer
 	healthpb.RegisterHealthServer(g, h)
 	ctx, cancel := context.WithCancel(ctx)
 	<-done

@@ -39,6 +39,10 @@ const (
 	DefaultTick = time.Second
 )
 
+// HealthServices are the service names that admit serve's RLQS listener answers grpc.health.v1
+// for, all of one status: the server as a whole ("") and the Rate Limit Quota Service's full name.
+var HealthServices = []string{"", rlqsv3.RateLimitQuotaService_ServiceDesc.ServiceName}
+
 // An Observer is told what the Server does, for metrics; its methods are called concurrently.
 // Its labels are bounded: policy names of the configuration.
 type Observer interface {
