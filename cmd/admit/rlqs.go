@@ -88,15 +88,20 @@ func followReloads(ctx context.Context, d *daemon, s *rlqs.Server, poll time.Dur
 	}
 }
 
-// rlqsPolicies returns the names of the policies the rlqs section names: the metrics' labels.
+// rlqsPolicies returns the names of the policies the rlqs section names, default policies
+// included: the metrics' labels.
 func rlqsPolicies(cfg *policy.Config) []string {
 	var names []string
 	seen := map[string]bool{}
 	for _, d := range cfg.RLQS {
+		policies := []string{d.UnmatchedPolicy}
 		for _, b := range d.Buckets {
-			if !seen[b.Policy] {
-				seen[b.Policy] = true
-				names = append(names, b.Policy)
+			policies = append(policies, b.Policy)
+		}
+		for _, p := range policies {
+			if p != "" && !seen[p] {
+				seen[p] = true
+				names = append(names, p)
 			}
 		}
 	}

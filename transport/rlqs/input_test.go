@@ -35,13 +35,24 @@ rlqs:
 // openStream starts a Server of opts (its Config inputConfig's) and opens one stream to it.
 func openStream(t *testing.T, opts rlqs.Options) rlqsv3.RateLimitQuotaService_StreamRateLimitQuotasClient {
 	t.Helper()
-	cfg, err := policy.Parse("input.yaml", []byte(inputConfig))
+	return dialStream(t, serveConfig(t, inputConfig, opts))
+}
+
+// serveConfig starts a Server of opts with the configuration yaml, on the memory ledger.
+func serveConfig(t *testing.T, yaml string, opts rlqs.Options) *instance {
+	t.Helper()
+	cfg, err := policy.Parse("input.yaml", []byte(yaml))
 	if err != nil {
 		t.Fatal(err)
 	}
 	opts.Config, opts.Ledger = cfg, &rlqs.MemoryLedger{}
 	clock := &fakeClock{t: time.Unix(1_800_000_000, 0)}
-	in := startInstanceOpts(t, opts, clock)
+	return startInstanceOpts(t, opts, clock)
+}
+
+// dialStream opens one stream to in.
+func dialStream(t *testing.T, in *instance) rlqsv3.RateLimitQuotaService_StreamRateLimitQuotasClient {
+	t.Helper()
 	conn, err := grpc.NewClient(in.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -112,6 +123,72 @@ func TestStreamAnswers(t *testing.T) {
 	}
 	if r := resp.GetBucketAction()[0].GetQuotaAssignmentAction().GetRateLimitStrategy(); r.GetBlanketRule() != typev3.RateLimitStrategy_DENY_ALL {
 		t.Errorf("an unmatched bucket of a deny_all domain: %v, want DENY_ALL", r)
+	}
+}
+
+const defaultsConfig = `policies:
+  - {name: api-global, algorithm: token_bucket, limit: 100, window: 1s}
+  - {name: fallback, algorithm: token_bucket, limit: 20, window: 1s}
+rlqs:
+  - domain: mesh
+    unmatched: {policy: fallback}
+    buckets:
+      - {match: {name: api}, policy: api-global}
+  - domain: "*"
+    unmatched: deny_all
+    buckets:
+      - {match: {name: api}, policy: fallback}
+`
+
+// recvActions receives the next response of s and returns its actions by the bucket id's name.
+func recvActions(t *testing.T, s rlqsv3.RateLimitQuotaService_StreamRateLimitQuotasClient) map[string]*typev3.RateLimitStrategy {
+	t.Helper()
+	resp, err := s.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]*typev3.RateLimitStrategy{}
+	for _, a := range resp.GetBucketAction() {
+		id := a.GetBucketId().GetBucket()
+		out[id["name"]+"/"+id["tenant"]] = a.GetQuotaAssignmentAction().GetRateLimitStrategy()
+	}
+	return out
+}
+
+// TestStreamDefaultPolicy checks unmatched: {policy: NAME} (a bucket no rule matches is assigned
+// its share of the default policy, each distinct bucket id a budget of its own) and the "*"
+// domain, which answers every domain no entry names, each domain's buckets their own budgets.
+func TestStreamDefaultPolicy(t *testing.T) {
+	in := serveConfig(t, defaultsConfig, rlqs.Options{})
+	perFill := func(r *typev3.RateLimitStrategy) uint32 { return r.GetTokenBucket().GetTokensPerFill().GetValue() }
+	full := func(limit float64) uint32 { return uint32(limit / (1 + rlqs.Deadband)) }
+
+	mesh := dialStream(t, in)
+	send(t, mesh, "mesh", usage(map[string]string{"name": "api"}, 0, 1, 0),
+		usage(map[string]string{"name": "other", "tenant": "a"}, 0, 1, 0), usage(map[string]string{"name": "other", "tenant": "b"}, 0, 1, 0))
+	got := recvActions(t, mesh)
+	if len(got) != 3 || perFill(got["api/"]) != full(100) || perFill(got["other/a"]) != full(20) || perFill(got["other/b"]) != full(20) {
+		t.Errorf("mesh: %v; want api %d tokens a second and each unmatched bucket the default policy's %d", got, full(100), full(20))
+	}
+
+	// Two streams of domains no entry names: the "*" entry's rules, each domain a budget of its own.
+	for _, domain := range []string{"edge", "edge2"} {
+		s := dialStream(t, in)
+		send(t, s, domain, usage(map[string]string{"name": "api"}, 0, 1, 0), usage(map[string]string{"name": "other"}, 0, 1, 0))
+		got := recvActions(t, s)
+		if perFill(got["api/"]) != full(20) {
+			t.Errorf("%s's api bucket: %v, want the whole %d tokens a second of its own budget", domain, got["api/"], full(20))
+		}
+		if r := got["other/"]; r.GetBlanketRule() != typev3.RateLimitStrategy_DENY_ALL {
+			t.Errorf("%s's unmatched bucket: %v, want DENY_ALL", domain, r)
+		}
+	}
+
+	// A second stream of mesh on the same bucket splits its budget with the first.
+	mesh2 := dialStream(t, in)
+	send(t, mesh2, "mesh", usage(map[string]string{"name": "other", "tenant": "a"}, time.Second, 1, 0))
+	if got := recvActions(t, mesh2); perFill(got["other/a"]) >= full(20) || perFill(got["other/a"]) == 0 {
+		t.Errorf("a second Envoy of mesh's other/a: %v, want a share of the default policy's %d", got, full(20))
 	}
 }
 

@@ -117,7 +117,8 @@ func (st *streamState) report(ctx context.Context, m *rlqsv3.RateLimitQuotaUsage
 	return st.assign(ctx, touched, now), nil
 }
 
-// rule returns the name of the policy of bucket b under the current configuration, "" for none.
+// rule returns the name of the policy of bucket b under the current configuration: its rule's,
+// else its domain's default policy; "" for none.
 func (st *streamState) rule(b *bucketState) string {
 	d, ok := st.s.cfg.Load().RLQSDomain(st.domain)
 	if !ok {
@@ -127,6 +128,9 @@ func (st *streamState) rule(b *bucketState) string {
 		if r.Matches(b.id) {
 			return r.Policy
 		}
+	}
+	if d.Unmatched == policy.RLQSDefaultPolicy {
+		return d.UnmatchedPolicy
 	}
 	return ""
 }
