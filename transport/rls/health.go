@@ -32,9 +32,9 @@ type Health struct {
 	healthpb.UnimplementedHealthServer
 	services []string
 	mu       sync.Mutex
-	serving bool
-	down    bool          // Shutdown was called
-	changed chan struct{} // closed, and replaced, at each change
+	serving  bool
+	down     bool          // Shutdown was called
+	changed  chan struct{} // closed, and replaced, at each change
 }
 
 var _ healthpb.HealthServer = (*Health)(nil)
