@@ -65,6 +65,10 @@ func startRLQS(ctx context.Context, d *daemon, done chan int) (context.Context, 
 	go func() {
 		done <- serveGRPC(ctx, cancel, ln, g, h, logger)
 	}()
+	go func() { // the streams end at shutdown: the graceful stop does not wait for them
+		<-ctx.Done()
+		s.Shutdown()
+	}()
 	go followReloads(ctx, d, s, reloadPollInterval)
 	go h.Run(ctx, func(ctx context.Context) error { return ready(ctx, d.backend) }, rls.DefaultHealthInterval)
 	return ctx, exitOK

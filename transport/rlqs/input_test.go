@@ -2,7 +2,9 @@ package rlqs_test
 
 import (
 	"context"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -314,5 +316,63 @@ func TestReloadAbandonsBucketsThatLostTheirRule(t *testing.T) {
 	resp, err := s.Recv()
 	if err != nil || len(resp.GetBucketAction()) != 1 || resp.GetBucketAction()[0].GetAbandonAction() == nil {
 		t.Fatalf("after the reload: %v, %v; want an abandon action", resp, err)
+	}
+}
+
+// leaveLedger is a MemoryLedger that notes the buckets whose demands were reported and left.
+type leaveLedger struct {
+	rlqs.MemoryLedger
+	mu               sync.Mutex
+	reported, leaves []string
+}
+
+func (l *leaveLedger) ReportDemand(ctx context.Context, bucket, client string, demand float64, now time.Time, ttl time.Duration) (map[string]float64, error) {
+	l.mu.Lock()
+	l.reported = append(l.reported, bucket)
+	l.mu.Unlock()
+	return l.MemoryLedger.ReportDemand(ctx, bucket, client, demand, now, ttl)
+}
+
+func (l *leaveLedger) LeaveDemand(ctx context.Context, bucket, client string) error {
+	l.mu.Lock()
+	l.leaves = append(l.leaves, bucket)
+	l.mu.Unlock()
+	return l.MemoryLedger.LeaveDemand(ctx, bucket, client)
+}
+
+// TestShutdownEndsStreams checks that Shutdown ends an open stream with UNAVAILABLE, its demand
+// leaving the Ledger, refuses a stream opened after it alike, and lets a graceful stop finish.
+func TestShutdownEndsStreams(t *testing.T) {
+	cfg, err := policy.Parse("input.yaml", []byte(inputConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ledger := &leaveLedger{}
+	in := startInstanceOpts(t, rlqs.Options{Config: cfg, Ledger: ledger}, &fakeClock{t: time.Unix(1_800_000_000, 0)})
+	s := dialStream(t, in)
+	send(t, s, "mesh", usage(map[string]string{"name": "api"}, 0, 1, 0))
+	if _, err := s.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	in.srv.Shutdown()
+	if _, err := s.Recv(); status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "shutting down") {
+		t.Fatalf("after Shutdown: %v, want UNAVAILABLE, shutting down", err)
+	}
+	late := dialStream(t, in)
+	if _, err := late.Recv(); status.Code(err) != codes.Unavailable {
+		t.Errorf("a stream opened after Shutdown: %v, want UNAVAILABLE", err)
+	}
+	stopped := make(chan struct{})
+	go func() { in.g.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(time.Minute):
+		t.Fatal("GracefulStop did not return within a minute of Shutdown")
+	}
+	// Every handler has returned: the ended stream's demand left the Ledger.
+	ledger.mu.Lock()
+	defer ledger.mu.Unlock()
+	if len(ledger.reported) != 1 || !slices.Equal(ledger.leaves, ledger.reported) {
+		t.Errorf("buckets reported %v, left %v; want the one reported to have left", ledger.reported, ledger.leaves)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"maps"
 	"time"
 
@@ -22,6 +23,7 @@ const (
 	codeInvalid          = codes.InvalidArgument
 	codeExhausted        = codes.ResourceExhausted
 	codeDeadlineExceeded = codes.DeadlineExceeded
+	codeUnavailable      = codes.Unavailable
 )
 
 // demandWeight is the weight of a new report in a bucket's demand (an exponential average).
@@ -177,7 +179,7 @@ func (st *streamState) action(ctx context.Context, cfg *policy.Config, dom polic
 		if err != nil {
 			// No answer: the assignment Envoy holds expires after its TTL into its
 			// expired_assignment_behavior, unless the Ledger answers before.
-			st.s.opts.Logger.Warn("rlqs: cannot record demand", "domain", st.domain, "policy", name, "error", err)
+			st.s.log.Log(ctx, logRecord, err, slog.String("domain", st.domain), slog.String("policy", name))
 			return nil
 		}
 		window := int64(p.Limit.Period / time.Second)
@@ -264,7 +266,7 @@ func (st *streamState) drop(ctx context.Context, id string, b *bucketState) {
 	st.setSent(b, "", assignment{})
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ledgerTimeout)
 	if err := st.s.opts.Ledger.LeaveDemand(lctx, b.key, st.client); err != nil {
-		st.s.opts.Logger.Warn("rlqs: cannot remove demand", "domain", st.domain, "error", err)
+		st.s.log.Log(ctx, logRemove, err, slog.String("domain", st.domain))
 	}
 	cancel()
 	delete(st.buckets, id)
