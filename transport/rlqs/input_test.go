@@ -319,11 +319,13 @@ func TestReloadAbandonsBucketsThatLostTheirRule(t *testing.T) {
 	}
 }
 
-// leaveLedger is a MemoryLedger that notes the buckets whose demands were reported and left.
+// leaveLedger is a MemoryLedger that notes the buckets whose demands were reported and left, and
+// the deadline of each leave.
 type leaveLedger struct {
 	rlqs.MemoryLedger
 	mu               sync.Mutex
 	reported, leaves []string
+	deadlines        []time.Time
 }
 
 func (l *leaveLedger) ReportDemand(ctx context.Context, bucket, client string, demand float64, now time.Time, ttl time.Duration) (map[string]float64, error) {
@@ -336,6 +338,8 @@ func (l *leaveLedger) ReportDemand(ctx context.Context, bucket, client string, d
 func (l *leaveLedger) LeaveDemand(ctx context.Context, bucket, client string) error {
 	l.mu.Lock()
 	l.leaves = append(l.leaves, bucket)
+	d, _ := ctx.Deadline()
+	l.deadlines = append(l.deadlines, d)
 	l.mu.Unlock()
 	return l.MemoryLedger.LeaveDemand(ctx, bucket, client)
 }
@@ -374,5 +378,44 @@ func TestShutdownEndsStreams(t *testing.T) {
 	defer ledger.mu.Unlock()
 	if len(ledger.reported) != 1 || !slices.Equal(ledger.leaves, ledger.reported) {
 		t.Errorf("buckets reported %v, left %v; want the one reported to have left", ledger.reported, ledger.leaves)
+	}
+}
+
+// TestLeaveHasOneDeadline checks that a stream that ends leaves every bucket's demand within one
+// deadline, not one each: a Ledger that does not answer holds up its end (and a shutdown) once.
+func TestLeaveHasOneDeadline(t *testing.T) {
+	cfg, err := policy.Parse("input.yaml", []byte(inputConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ledger := &leaveLedger{}
+	in := startInstanceOpts(t, rlqs.Options{Config: cfg, Ledger: ledger}, &fakeClock{t: time.Unix(1_800_000_000, 0)})
+	s := dialStream(t, in)
+	send(t, s, "mesh", usage(map[string]string{"name": "api", "tenant": "a"}, 0, 1, 0),
+		usage(map[string]string{"name": "api", "tenant": "b"}, 0, 1, 0), usage(map[string]string{"name": "api", "tenant": "c"}, 0, 1, 0))
+	if _, err := s.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Recv(); err == nil {
+		t.Fatal("the stream goes on after CloseSend")
+	}
+	for start := time.Now(); ; time.Sleep(time.Millisecond) {
+		ledger.mu.Lock()
+		n := len(ledger.leaves)
+		ledger.mu.Unlock()
+		if n == 3 {
+			break
+		}
+		if time.Since(start) > time.Minute {
+			t.Fatalf("%d of 3 buckets left the Ledger within a minute of the stream's end", n)
+		}
+	}
+	ledger.mu.Lock()
+	defer ledger.mu.Unlock()
+	if d := ledger.deadlines; d[0].IsZero() || !d[1].Equal(d[0]) || !d[2].Equal(d[0]) {
+		t.Errorf("the leaves' deadlines %v: want one, the same for all", d)
 	}
 }

@@ -256,19 +256,19 @@ func (st *streamState) abandonIdle(ctx context.Context) *rlqsv3.RateLimitQuotaRe
 			continue
 		}
 		resp.BucketAction = append(resp.BucketAction, abandon(b))
-		st.drop(ctx, id, b)
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ledgerTimeout)
+		st.drop(lctx, id, b)
+		cancel()
 	}
 	return resp
 }
 
-// drop forgets bucket b of the stream, in the Ledger too.
+// drop forgets bucket b of the stream, in the Ledger too, within ctx.
 func (st *streamState) drop(ctx context.Context, id string, b *bucketState) {
 	st.setSent(b, "", assignment{})
-	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ledgerTimeout)
-	if err := st.s.opts.Ledger.LeaveDemand(lctx, b.key, st.client); err != nil {
+	if err := st.s.opts.Ledger.LeaveDemand(ctx, b.key, st.client); err != nil {
 		st.s.log.Log(ctx, logRemove, err, slog.String("domain", st.domain))
 	}
-	cancel()
 	delete(st.buckets, id)
 	st.s.opts.Observer.Bucket(-1)
 }
@@ -285,9 +285,13 @@ func (st *streamState) reassignAll(ctx context.Context) *rlqsv3.RateLimitQuotaRe
 	return st.assign(ctx, bs, st.s.opts.Now())
 }
 
-// leave removes the stream's demands from the Ledger: its share goes to the others.
+// leave removes the stream's demands from the Ledger: its share goes to the others. It gives the
+// Ledger one ledgerTimeout for them all, so that a stream's end (at a shutdown) never waits
+// longer; the records left behind expire after their TTL.
 func (st *streamState) leave() {
+	ctx, cancel := context.WithTimeout(context.Background(), ledgerTimeout)
+	defer cancel()
 	for id, b := range st.buckets {
-		st.drop(context.Background(), id, b)
+		st.drop(ctx, id, b)
 	}
 }
