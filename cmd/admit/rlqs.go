@@ -65,8 +65,9 @@ func startRLQS(ctx context.Context, d *daemon, done chan int) (context.Context, 
 	go func() {
 		done <- serveGRPC(ctx, cancel, ln, g, h, logger)
 	}()
-	go func() { // the streams end at shutdown: the graceful stop does not wait for them
+	go func() { // at shutdown, NOT_SERVING, then the streams end: the graceful stop does not wait for them
 		<-ctx.Done()
+		h.Shutdown()
 		s.Shutdown()
 	}()
 	go followReloads(ctx, d, s, reloadPollInterval)
