@@ -93,7 +93,13 @@ func startLiveFleet(t *testing.T, envoys []*envoyfleet.Envoy) *liveFleet {
 			}
 		}
 	})
-	t.Cleanup(func() { close(f.stop); f.done.Wait() })
+	t.Cleanup(func() {
+		close(f.stop)
+		f.done.Wait()
+		for _, e := range envoys {
+			e.Close()
+		}
+	})
 	return f
 }
 
