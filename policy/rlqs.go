@@ -15,13 +15,18 @@ import (
 // policies, each policy's limit per window the global budget split among the Envoys
 // (docs/rlqs.md).
 type RLQSDomain struct {
-	// Domain is the domain of the streams it applies to (rate_limit_quota's domain).
+	// Domain is the domain of the streams it applies to (rate_limit_quota's domain), or
+	// RLQSAnyDomain for the streams of every domain no other entry names.
 	Domain string
 	// Buckets are its bucket rules, in the file's order: the first that matches a bucket id applies.
 	Buckets []RLQSBucket
 	// Unmatched is what a bucket no rule matches is answered: RLQSIgnore (nothing, the default:
-	// Envoy's no_assignment_behavior applies), RLQSAllowAll or RLQSDenyAll (a blanket rule).
+	// Envoy's no_assignment_behavior applies), RLQSAllowAll or RLQSDenyAll (a blanket rule), or
+	// RLQSDefaultPolicy (UnmatchedPolicy's share, as a rule matching every bucket would).
 	Unmatched string
+	// UnmatchedPolicy is the default policy of the buckets no rule matches when Unmatched is
+	// RLQSDefaultPolicy: each distinct bucket id a budget of its own; else "".
+	UnmatchedPolicy string
 	// AssignmentTTL is the assignment_time_to_live of every assignment sent: whole seconds,
 	// MinRLQSTTL to MaxRLQSTTL, default DefaultRLQSTTL.
 	AssignmentTTL time.Duration
@@ -49,21 +54,33 @@ func (b RLQSBucket) Matches(id map[string]string) bool {
 	return true
 }
 
-// RLQSDomain returns the rlqs entry of domain, and whether the file has one.
+// RLQSDomain returns the rlqs entry of domain, else the RLQSAnyDomain entry, and whether the file
+// has either.
 func (c *Config) RLQSDomain(domain string) (RLQSDomain, bool) {
 	for _, d := range c.RLQS {
 		if d.Domain == domain {
 			return d, true
 		}
 	}
+	for _, d := range c.RLQS {
+		if d.Domain == RLQSAnyDomain {
+			return d, true
+		}
+	}
 	return RLQSDomain{}, false
 }
+
+// RLQSAnyDomain is the domain of the rlqs entry that answers the streams of every domain no other
+// entry names.
+const RLQSAnyDomain = "*"
 
 // What an rlqs domain answers a bucket that no rule matches (RLQSDomain.Unmatched).
 const (
 	RLQSIgnore   = "ignore"
 	RLQSAllowAll = "allow_all"
 	RLQSDenyAll  = "deny_all"
+	// RLQSDefaultPolicy is unmatched: {policy: NAME}, a default policy.
+	RLQSDefaultPolicy = "policy"
 )
 
 // Defaults and bounds of an rlqs domain's durations.
@@ -80,8 +97,10 @@ type rawRLQS struct {
 	node              *yaml.Node
 	path              string
 	domain, unmatched field[string]
-	ttl, idleAfter    field[time.Duration]
-	buckets           []rawRLQSBucket
+	// unmatchedPolicy is unmatched: {policy: NAME}'s, as a rule of an empty match.
+	unmatchedPolicy *rawRLQSBucket
+	ttl, idleAfter  field[time.Duration]
+	buckets         []rawRLQSBucket
 }
 
 type rawRLQSBucket struct {
@@ -108,7 +127,7 @@ func (d *decoder) parseRLQS(n *yaml.Node) []rawRLQS {
 			continue
 		}
 		r.domain = d.str(f["domain"], path+".domain")
-		r.unmatched = d.str(f["unmatched"], path+".unmatched")
+		r.unmatched, r.unmatchedPolicy = d.parseUnmatched(f["unmatched"], path+".unmatched")
 		r.ttl = d.duration(f["assignment_ttl"], path+".assignment_ttl")
 		r.idleAfter = d.duration(f["idle_after"], path+".idle_after")
 		if f["buckets"] == nil {
@@ -138,6 +157,20 @@ func (d *decoder) parseRLQS(n *yaml.Node) []rawRLQS {
 	return out
 }
 
+// parseUnmatched reads an rlqs entry's unmatched: a word (ignore, allow_all, deny_all), or
+// {policy: NAME}, a default policy, returned as a bucket rule of an empty match.
+func (d *decoder) parseUnmatched(n *yaml.Node, path string) (field[string], *rawRLQSBucket) {
+	if n == nil || n.Kind != yaml.MappingNode {
+		return d.str(n, path), nil
+	}
+	f, ok := d.yf.Mapping(n, path, "policy")
+	if !ok {
+		return refused[string](n), nil
+	}
+	b := &rawRLQSBucket{node: n, path: path, policy: d.str(f["policy"], path+".policy")}
+	return field[string]{v: RLQSDefaultPolicy, node: n, bad: b.policy.bad}, b
+}
+
 func (d *decoder) validateRLQS(raws []rawRLQS, cfg *Config) {
 	seen := map[string]bool{}
 	for _, r := range raws {
@@ -154,12 +187,19 @@ func (d *decoder) validateRLQS(raws []rawRLQS, cfg *Config) {
 			ok = false
 		}
 		seen[r.domain.v] = true
-		if r.unmatched.set() {
+		switch {
+		case r.unmatchedPolicy != nil && r.unmatched.set():
+			if rb, bok := d.validateRLQSBucket(*r.unmatchedPolicy, cfg); bok {
+				out.Unmatched, out.UnmatchedPolicy = RLQSDefaultPolicy, rb.Policy
+			} else {
+				ok = false
+			}
+		case r.unmatched.set():
 			switch r.unmatched.v {
 			case RLQSIgnore, RLQSAllowAll, RLQSDenyAll:
 				out.Unmatched = r.unmatched.v
 			default:
-				d.errorf(r.unmatched.node, "%s.unmatched: %q: want ignore, allow_all or deny_all", r.path, r.unmatched.v)
+				d.errorf(r.unmatched.node, "%s.unmatched: %q: want ignore, allow_all, deny_all or {policy: NAME}", r.path, r.unmatched.v)
 				ok = false
 			}
 		}

@@ -51,6 +51,30 @@ func TestRLQSSection(t *testing.T) {
 	}
 }
 
+// TestRLQSDefaults parses unmatched: {policy: NAME} and the "*" domain, which answers the domains
+// no other entry names.
+func TestRLQSDefaults(t *testing.T) {
+	cfg, err := policy.Parse("t.yaml", []byte(rlqsPolicies+`rlqs:
+  - domain: "*"
+    unmatched: {policy: api-global}
+    buckets: []
+  - domain: mesh
+    buckets:
+      - {match: {name: api}, policy: api-global}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mesh, ok := cfg.RLQSDomain("mesh")
+	if !ok || mesh.Domain != "mesh" || mesh.Unmatched != policy.RLQSIgnore || mesh.UnmatchedPolicy != "" {
+		t.Errorf("mesh = %+v, %v; want its own entry, not the \"*\" one before it", mesh, ok)
+	}
+	other, ok := cfg.RLQSDomain("other")
+	if !ok || other.Domain != policy.RLQSAnyDomain || other.Unmatched != policy.RLQSDefaultPolicy || other.UnmatchedPolicy != "api-global" {
+		t.Errorf("other = %+v, %v; want the \"*\" entry, unmatched buckets to api-global", other, ok)
+	}
+}
+
 // TestRLQSSectionErrors checks that each bad rlqs field is refused with an error naming it.
 func TestRLQSSectionErrors(t *testing.T) {
 	for _, c := range []struct{ yaml, want string }{
@@ -64,7 +88,14 @@ func TestRLQSSectionErrors(t *testing.T) {
 		{"rlqs:\n  - {domain: mesh, buckets: [{match: {name: a}}]}", "rlqs[0].buckets[0]: want a policy"},
 		{"rlqs:\n  - {domain: mesh, buckets: [{match: {name: 3}, policy: api-global}]}", "rlqs[0].buckets[0].match.name"},
 		{"rlqs:\n  - {domain: mesh, bucket: []}", "rlqs[0].bucket: unknown field; did you mean buckets?"},
-		{"rlqs:\n  - {domain: mesh, unmatched: maybe, buckets: []}", `rlqs[0].unmatched: "maybe"`},
+		{"rlqs:\n  - {domain: mesh, unmatched: maybe, buckets: []}", `rlqs[0].unmatched: "maybe": want ignore, allow_all, deny_all or {policy: NAME}`},
+		{"rlqs:\n  - domain: mesh\n    buckets: []\n    unmatched: {policy: nope}", `t.yaml:8:25: rlqs[0].unmatched.policy: "nope": no such policy (have [api-global conc half])`},
+		{"rlqs:\n  - {domain: mesh, unmatched: {policy: conc}, buckets: []}", `rlqs[0].unmatched.policy: "conc" is a concurrency policy`},
+		{"rlqs:\n  - {domain: mesh, unmatched: {policy: half}, buckets: []}", `rlqs[0].unmatched.policy: "half" has a window of 500ms`},
+		{"rlqs:\n  - {domain: mesh, unmatched: {}, buckets: []}", "rlqs[0].unmatched: want a policy"},
+		{"rlqs:\n  - {domain: mesh, unmatched: {polcy: api-global}, buckets: []}", "rlqs[0].unmatched.polcy: unknown field; did you mean policy?"},
+		{"rlqs:\n  - {domain: mesh, unmatched: [allow_all], buckets: []}", "rlqs[0].unmatched"},
+		{"rlqs:\n  - {domain: \"*\", buckets: []}\n  - {domain: \"*\", buckets: []}", `rlqs[1].domain: "*": another rlqs entry`},
 		{"rlqs:\n  - {domain: mesh, assignment_ttl: 1500ms, buckets: []}", "rlqs[0].assignment_ttl: 1.5s: want whole seconds"},
 		{"rlqs:\n  - {domain: mesh, assignment_ttl: 30s, idle_after: 10s, buckets: []}", "rlqs[0].idle_after: 10s: want whole seconds from 30s"},
 		{"rlqs:\n  - {domain: mesh, buckets: []}\n  - {domain: mesh, buckets: []}", `rlqs[1].domain: "mesh": another rlqs entry`},

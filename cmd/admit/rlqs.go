@@ -58,12 +58,17 @@ func startRLQS(ctx context.Context, d *daemon, done chan int) (context.Context, 
 	}
 	g := grpc.NewServer(append(d.expose.grpcOptions(), d.tracing.GRPC()...)...)
 	rlqsv3.RegisterRateLimitQuotaServiceServer(g, s)
-	h := rls.NewHealth() // serveGRPC's: NOT_SERVING from shutdown on, and while the backend does not answer
+	h := rls.NewHealthOf(rlqs.HealthServices...) // serveGRPC's: NOT_SERVING from shutdown on, and while the backend does not answer
 	healthpb.RegisterHealthServer(g, h)
 	ctx, cancel := context.WithCancel(ctx)
 	<-done
 	go func() {
 		done <- serveGRPC(ctx, cancel, ln, g, h, logger)
+	}()
+	go func() { // at shutdown, NOT_SERVING, then the streams end: the graceful stop does not wait for them
+		<-ctx.Done()
+		h.Shutdown()
+		s.Shutdown()
 	}()
 	go followReloads(ctx, d, s, reloadPollInterval)
 	go h.Run(ctx, func(ctx context.Context) error { return ready(ctx, d.backend) }, rls.DefaultHealthInterval)
@@ -88,15 +93,20 @@ func followReloads(ctx context.Context, d *daemon, s *rlqs.Server, poll time.Dur
 	}
 }
 
-// rlqsPolicies returns the names of the policies the rlqs section names: the metrics' labels.
+// rlqsPolicies returns the names of the policies the rlqs section names, default policies
+// included: the metrics' labels.
 func rlqsPolicies(cfg *policy.Config) []string {
 	var names []string
 	seen := map[string]bool{}
 	for _, d := range cfg.RLQS {
+		policies := []string{d.UnmatchedPolicy}
 		for _, b := range d.Buckets {
-			if !seen[b.Policy] {
-				seen[b.Policy] = true
-				names = append(names, b.Policy)
+			policies = append(policies, b.Policy)
+		}
+		for _, p := range policies {
+			if p != "" && !seen[p] {
+				seen[p] = true
+				names = append(names, p)
 			}
 		}
 	}

@@ -64,6 +64,7 @@ type Envoy struct {
 	cancel    context.CancelFunc
 	addr      int
 	received  int   // messages received
+	sent      int   // messages sent
 	streamErr error // the last stream's end
 	streams   int   // streams opened
 }
@@ -192,6 +193,7 @@ func (e *Envoy) sendLocked(bs []*Bucket, now time.Time) error {
 		e.closeLocked(err)
 		return err
 	}
+	e.sent++
 	return nil
 }
 
@@ -322,11 +324,27 @@ func (e *Envoy) Received() int {
 	return e.received
 }
 
+// Sent returns the number of usage reports sent: the only messages of the Envoy, whatever its
+// number of requests.
+func (e *Envoy) Sent() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.sent
+}
+
 // Streams returns the number of streams opened, and the error the last one ended with.
 func (e *Envoy) Streams() (int, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.streams, e.streamErr
+}
+
+// MaxTokens returns the max_tokens of b's token bucket, 0 for none: the most it holds at once.
+func (b Bucket) MaxTokens() uint32 {
+	if b.kind != 1 {
+		return 0
+	}
+	return b.tb.GetMaxTokens()
 }
 
 // Bucket returns a copy of the Envoy's bucket id, and whether it has one; Rate is its

@@ -2,7 +2,9 @@ package rlqs_test
 
 import (
 	"context"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -35,13 +37,24 @@ rlqs:
 // openStream starts a Server of opts (its Config inputConfig's) and opens one stream to it.
 func openStream(t *testing.T, opts rlqs.Options) rlqsv3.RateLimitQuotaService_StreamRateLimitQuotasClient {
 	t.Helper()
-	cfg, err := policy.Parse("input.yaml", []byte(inputConfig))
+	return dialStream(t, serveConfig(t, inputConfig, opts))
+}
+
+// serveConfig starts a Server of opts with the configuration yaml, on the memory ledger.
+func serveConfig(t *testing.T, yaml string, opts rlqs.Options) *instance {
+	t.Helper()
+	cfg, err := policy.Parse("input.yaml", []byte(yaml))
 	if err != nil {
 		t.Fatal(err)
 	}
 	opts.Config, opts.Ledger = cfg, &rlqs.MemoryLedger{}
 	clock := &fakeClock{t: time.Unix(1_800_000_000, 0)}
-	in := startInstanceOpts(t, opts, clock)
+	return startInstanceOpts(t, opts, clock)
+}
+
+// dialStream opens one stream to in.
+func dialStream(t *testing.T, in *instance) rlqsv3.RateLimitQuotaService_StreamRateLimitQuotasClient {
+	t.Helper()
 	conn, err := grpc.NewClient(in.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -112,6 +125,72 @@ func TestStreamAnswers(t *testing.T) {
 	}
 	if r := resp.GetBucketAction()[0].GetQuotaAssignmentAction().GetRateLimitStrategy(); r.GetBlanketRule() != typev3.RateLimitStrategy_DENY_ALL {
 		t.Errorf("an unmatched bucket of a deny_all domain: %v, want DENY_ALL", r)
+	}
+}
+
+const defaultsConfig = `policies:
+  - {name: api-global, algorithm: token_bucket, limit: 100, window: 1s}
+  - {name: fallback, algorithm: token_bucket, limit: 20, window: 1s}
+rlqs:
+  - domain: mesh
+    unmatched: {policy: fallback}
+    buckets:
+      - {match: {name: api}, policy: api-global}
+  - domain: "*"
+    unmatched: deny_all
+    buckets:
+      - {match: {name: api}, policy: fallback}
+`
+
+// recvActions receives the next response of s and returns its actions by the bucket id's name.
+func recvActions(t *testing.T, s rlqsv3.RateLimitQuotaService_StreamRateLimitQuotasClient) map[string]*typev3.RateLimitStrategy {
+	t.Helper()
+	resp, err := s.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]*typev3.RateLimitStrategy{}
+	for _, a := range resp.GetBucketAction() {
+		id := a.GetBucketId().GetBucket()
+		out[id["name"]+"/"+id["tenant"]] = a.GetQuotaAssignmentAction().GetRateLimitStrategy()
+	}
+	return out
+}
+
+// TestStreamDefaultPolicy checks unmatched: {policy: NAME} (a bucket no rule matches is assigned
+// its share of the default policy, each distinct bucket id a budget of its own) and the "*"
+// domain, which answers every domain no entry names, each domain's buckets their own budgets.
+func TestStreamDefaultPolicy(t *testing.T) {
+	in := serveConfig(t, defaultsConfig, rlqs.Options{})
+	perFill := func(r *typev3.RateLimitStrategy) uint32 { return r.GetTokenBucket().GetTokensPerFill().GetValue() }
+	full := func(limit float64) uint32 { return uint32(limit / (1 + rlqs.Deadband)) }
+
+	mesh := dialStream(t, in)
+	send(t, mesh, "mesh", usage(map[string]string{"name": "api"}, 0, 1, 0),
+		usage(map[string]string{"name": "other", "tenant": "a"}, 0, 1, 0), usage(map[string]string{"name": "other", "tenant": "b"}, 0, 1, 0))
+	got := recvActions(t, mesh)
+	if len(got) != 3 || perFill(got["api/"]) != full(100) || perFill(got["other/a"]) != full(20) || perFill(got["other/b"]) != full(20) {
+		t.Errorf("mesh: %v; want api %d tokens a second and each unmatched bucket the default policy's %d", got, full(100), full(20))
+	}
+
+	// Two streams of domains no entry names: the "*" entry's rules, each domain a budget of its own.
+	for _, domain := range []string{"edge", "edge2"} {
+		s := dialStream(t, in)
+		send(t, s, domain, usage(map[string]string{"name": "api"}, 0, 1, 0), usage(map[string]string{"name": "other"}, 0, 1, 0))
+		got := recvActions(t, s)
+		if perFill(got["api/"]) != full(20) {
+			t.Errorf("%s's api bucket: %v, want the whole %d tokens a second of its own budget", domain, got["api/"], full(20))
+		}
+		if r := got["other/"]; r.GetBlanketRule() != typev3.RateLimitStrategy_DENY_ALL {
+			t.Errorf("%s's unmatched bucket: %v, want DENY_ALL", domain, r)
+		}
+	}
+
+	// A second stream of mesh on the same bucket splits its budget with the first.
+	mesh2 := dialStream(t, in)
+	send(t, mesh2, "mesh", usage(map[string]string{"name": "other", "tenant": "a"}, time.Second, 1, 0))
+	if got := recvActions(t, mesh2); perFill(got["other/a"]) >= full(20) || perFill(got["other/a"]) == 0 {
+		t.Errorf("a second Envoy of mesh's other/a: %v, want a share of the default policy's %d", got, full(20))
 	}
 }
 
@@ -237,5 +316,106 @@ func TestReloadAbandonsBucketsThatLostTheirRule(t *testing.T) {
 	resp, err := s.Recv()
 	if err != nil || len(resp.GetBucketAction()) != 1 || resp.GetBucketAction()[0].GetAbandonAction() == nil {
 		t.Fatalf("after the reload: %v, %v; want an abandon action", resp, err)
+	}
+}
+
+// leaveLedger is a MemoryLedger that notes the buckets whose demands were reported and left, and
+// the deadline of each leave.
+type leaveLedger struct {
+	rlqs.MemoryLedger
+	mu               sync.Mutex
+	reported, leaves []string
+	deadlines        []time.Time
+}
+
+func (l *leaveLedger) ReportDemand(ctx context.Context, bucket, client string, demand float64, now time.Time, ttl time.Duration) (map[string]float64, error) {
+	l.mu.Lock()
+	l.reported = append(l.reported, bucket)
+	l.mu.Unlock()
+	return l.MemoryLedger.ReportDemand(ctx, bucket, client, demand, now, ttl)
+}
+
+func (l *leaveLedger) LeaveDemand(ctx context.Context, bucket, client string) error {
+	l.mu.Lock()
+	l.leaves = append(l.leaves, bucket)
+	d, _ := ctx.Deadline()
+	l.deadlines = append(l.deadlines, d)
+	l.mu.Unlock()
+	return l.MemoryLedger.LeaveDemand(ctx, bucket, client)
+}
+
+// TestShutdownEndsStreams checks that Shutdown ends an open stream with UNAVAILABLE, its demand
+// leaving the Ledger, refuses a stream opened after it alike, and lets a graceful stop finish.
+func TestShutdownEndsStreams(t *testing.T) {
+	cfg, err := policy.Parse("input.yaml", []byte(inputConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ledger := &leaveLedger{}
+	in := startInstanceOpts(t, rlqs.Options{Config: cfg, Ledger: ledger}, &fakeClock{t: time.Unix(1_800_000_000, 0)})
+	s := dialStream(t, in)
+	send(t, s, "mesh", usage(map[string]string{"name": "api"}, 0, 1, 0))
+	if _, err := s.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	in.srv.Shutdown()
+	if _, err := s.Recv(); status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "shutting down") {
+		t.Fatalf("after Shutdown: %v, want UNAVAILABLE, shutting down", err)
+	}
+	late := dialStream(t, in)
+	if _, err := late.Recv(); status.Code(err) != codes.Unavailable {
+		t.Errorf("a stream opened after Shutdown: %v, want UNAVAILABLE", err)
+	}
+	stopped := make(chan struct{})
+	go func() { in.g.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(time.Minute):
+		t.Fatal("GracefulStop did not return within a minute of Shutdown")
+	}
+	// Every handler has returned: the ended stream's demand left the Ledger.
+	ledger.mu.Lock()
+	defer ledger.mu.Unlock()
+	if len(ledger.reported) != 1 || !slices.Equal(ledger.leaves, ledger.reported) {
+		t.Errorf("buckets reported %v, left %v; want the one reported to have left", ledger.reported, ledger.leaves)
+	}
+}
+
+// TestLeaveHasOneDeadline checks that a stream that ends leaves every bucket's demand within one
+// deadline, not one each: a Ledger that does not answer holds up its end (and a shutdown) once.
+func TestLeaveHasOneDeadline(t *testing.T) {
+	cfg, err := policy.Parse("input.yaml", []byte(inputConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ledger := &leaveLedger{}
+	in := startInstanceOpts(t, rlqs.Options{Config: cfg, Ledger: ledger}, &fakeClock{t: time.Unix(1_800_000_000, 0)})
+	s := dialStream(t, in)
+	send(t, s, "mesh", usage(map[string]string{"name": "api", "tenant": "a"}, 0, 1, 0),
+		usage(map[string]string{"name": "api", "tenant": "b"}, 0, 1, 0), usage(map[string]string{"name": "api", "tenant": "c"}, 0, 1, 0))
+	if _, err := s.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Recv(); err == nil {
+		t.Fatal("the stream goes on after CloseSend")
+	}
+	for start := time.Now(); ; time.Sleep(time.Millisecond) {
+		ledger.mu.Lock()
+		n := len(ledger.leaves)
+		ledger.mu.Unlock()
+		if n == 3 {
+			break
+		}
+		if time.Since(start) > time.Minute {
+			t.Fatalf("%d of 3 buckets left the Ledger within a minute of the stream's end", n)
+		}
+	}
+	ledger.mu.Lock()
+	defer ledger.mu.Unlock()
+	if d := ledger.deadlines; d[0].IsZero() || !d[1].Equal(d[0]) || !d[2].Equal(d[0]) {
+		t.Errorf("the leaves' deadlines %v: want one, the same for all", d)
 	}
 }

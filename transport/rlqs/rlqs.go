@@ -26,6 +26,7 @@ import (
 	rlqsv3 "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 
+	"github.com/admit-dev/admit/internal/lograte"
 	"github.com/admit-dev/admit/policy"
 )
 
@@ -38,6 +39,10 @@ const (
 	// DefaultTick is Options.Tick when it is 0.
 	DefaultTick = time.Second
 )
+
+// HealthServices are the service names that admit serve's RLQS listener answers grpc.health.v1
+// for, all of one status: the server as a whole ("") and the Rate Limit Quota Service's full name.
+var HealthServices = []string{"", rlqsv3.RateLimitQuotaService_ServiceDesc.ServiceName}
 
 // An Observer is told what the Server does, for metrics; its methods are called concurrently.
 // Its labels are bounded: policy names of the configuration.
@@ -61,7 +66,8 @@ type Options struct {
 	Ledger Ledger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
-	// Logger logs what the Server refuses or cannot do; nil discards.
+	// Logger logs what the Server refuses or cannot do, a Ledger's failures at most once per
+	// lograte.DefaultInterval each (then a summary); nil discards.
 	Logger *slog.Logger
 	// Observer is told about streams, buckets and assignments; nil tells nobody.
 	Observer Observer
@@ -78,11 +84,20 @@ type Options struct {
 // A Server is the Rate Limit Quota Service. Make one with [New]; it is safe for concurrent use.
 type Server struct {
 	rlqsv3.UnimplementedRateLimitQuotaServiceServer
-	opts    Options
-	cfg     atomic.Pointer[policy.Config]
-	mu      sync.Mutex
-	streams map[chan struct{}]bool // each stream's reload signal
+	opts     Options
+	cfg      atomic.Pointer[policy.Config]
+	log      *lograte.Limiter // the Ledger's failures: logRecord, logRemove
+	mu       sync.Mutex
+	streams  map[chan struct{}]bool // each stream's reload signal
+	closing  chan struct{}          // closed by Shutdown
+	shutdown sync.Once
 }
+
+// The kinds of the Server's bounded log records.
+const (
+	logRecord = iota
+	logRemove
+)
 
 // New returns a Server of opts, or an error naming what is missing.
 func New(opts Options) (*Server, error) {
@@ -112,9 +127,19 @@ func New(opts Options) (*Server, error) {
 	if opts.Tick == 0 {
 		opts.Tick = DefaultTick
 	}
-	s := &Server{opts: opts, streams: make(map[chan struct{}]bool)}
+	s := &Server{opts: opts, streams: make(map[chan struct{}]bool), closing: make(chan struct{}),
+		log: lograte.New(opts.Logger, lograte.DefaultInterval,
+			lograte.Kind{Level: slog.LevelWarn, Msg: "rlqs: cannot record demand"},
+			lograte.Kind{Level: slog.LevelWarn, Msg: "rlqs: cannot remove demand"})}
 	s.cfg.Store(opts.Config)
 	return s, nil
+}
+
+// Shutdown ends every stream, and each opened after it, with UNAVAILABLE, so that a graceful stop
+// of its gRPC server does not wait for them: their demands leave the Ledger, and each Envoy opens
+// a stream to another instance at its next report.
+func (s *Server) Shutdown() {
+	s.shutdown.Do(func() { close(s.closing) })
 }
 
 // Swap replaces the configuration; every stream sends its Envoy the assignments of the new one at
@@ -174,6 +199,8 @@ func (s *Server) StreamRateLimitQuotas(stream rlqsv3.RateLimitQuotaService_Strea
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-s.closing:
+			return grpcError(codeUnavailable, "admit is shutting down: open a stream to another instance")
 		case err := <-recvErr:
 			if errors.Is(err, context.Canceled) || isEOF(err) {
 				return nil

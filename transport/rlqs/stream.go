@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"maps"
 	"time"
 
@@ -22,6 +23,7 @@ const (
 	codeInvalid          = codes.InvalidArgument
 	codeExhausted        = codes.ResourceExhausted
 	codeDeadlineExceeded = codes.DeadlineExceeded
+	codeUnavailable      = codes.Unavailable
 )
 
 // demandWeight is the weight of a new report in a bucket's demand (an exponential average).
@@ -117,7 +119,8 @@ func (st *streamState) report(ctx context.Context, m *rlqsv3.RateLimitQuotaUsage
 	return st.assign(ctx, touched, now), nil
 }
 
-// rule returns the name of the policy of bucket b under the current configuration, "" for none.
+// rule returns the name of the policy of bucket b under the current configuration: its rule's,
+// else its domain's default policy; "" for none.
 func (st *streamState) rule(b *bucketState) string {
 	d, ok := st.s.cfg.Load().RLQSDomain(st.domain)
 	if !ok {
@@ -127,6 +130,9 @@ func (st *streamState) rule(b *bucketState) string {
 		if r.Matches(b.id) {
 			return r.Policy
 		}
+	}
+	if d.Unmatched == policy.RLQSDefaultPolicy {
+		return d.UnmatchedPolicy
 	}
 	return ""
 }
@@ -173,7 +179,7 @@ func (st *streamState) action(ctx context.Context, cfg *policy.Config, dom polic
 		if err != nil {
 			// No answer: the assignment Envoy holds expires after its TTL into its
 			// expired_assignment_behavior, unless the Ledger answers before.
-			st.s.opts.Logger.Warn("rlqs: cannot record demand", "domain", st.domain, "policy", name, "error", err)
+			st.s.log.Log(ctx, logRecord, err, slog.String("domain", st.domain), slog.String("policy", name))
 			return nil
 		}
 		window := int64(p.Limit.Period / time.Second)
@@ -250,19 +256,19 @@ func (st *streamState) abandonIdle(ctx context.Context) *rlqsv3.RateLimitQuotaRe
 			continue
 		}
 		resp.BucketAction = append(resp.BucketAction, abandon(b))
-		st.drop(ctx, id, b)
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ledgerTimeout)
+		st.drop(lctx, id, b)
+		cancel()
 	}
 	return resp
 }
 
-// drop forgets bucket b of the stream, in the Ledger too.
+// drop forgets bucket b of the stream, in the Ledger too, within ctx.
 func (st *streamState) drop(ctx context.Context, id string, b *bucketState) {
 	st.setSent(b, "", assignment{})
-	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ledgerTimeout)
-	if err := st.s.opts.Ledger.LeaveDemand(lctx, b.key, st.client); err != nil {
-		st.s.opts.Logger.Warn("rlqs: cannot remove demand", "domain", st.domain, "error", err)
+	if err := st.s.opts.Ledger.LeaveDemand(ctx, b.key, st.client); err != nil {
+		st.s.log.Log(ctx, logRemove, err, slog.String("domain", st.domain))
 	}
-	cancel()
 	delete(st.buckets, id)
 	st.s.opts.Observer.Bucket(-1)
 }
@@ -279,9 +285,13 @@ func (st *streamState) reassignAll(ctx context.Context) *rlqsv3.RateLimitQuotaRe
 	return st.assign(ctx, bs, st.s.opts.Now())
 }
 
-// leave removes the stream's demands from the Ledger: its share goes to the others.
+// leave removes the stream's demands from the Ledger: its share goes to the others. It gives the
+// Ledger one ledgerTimeout for them all, so that a stream's end (at a shutdown) never waits
+// longer; the records left behind expire after their TTL.
 func (st *streamState) leave() {
+	ctx, cancel := context.WithTimeout(context.Background(), ledgerTimeout)
+	defer cancel()
 	for id, b := range st.buckets {
-		st.drop(context.Background(), id, b)
+		st.drop(ctx, id, b)
 	}
 }

@@ -3,6 +3,7 @@ package rls
 import (
 	"context"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -21,24 +22,32 @@ var HealthServices = []string{"", "ratelimit", rlsv3.RateLimitService_ServiceDes
 const DefaultHealthInterval = time.Second
 
 // Health is the health of the rate limit service, as gRPC's grpc.health.v1 (Check, Watch, List
-// of [HealthServices]) and envoyproxy/ratelimit's HTTP GET /healthcheck (ServeHTTP: 200 "OK"
-// while SERVING, else 500) report it. It is SERVING from the start; [Health.Run] makes it
+// of [HealthServices], or of the names given to [NewHealthOf]) and envoyproxy/ratelimit's HTTP
+// GET /healthcheck (ServeHTTP: 200 "OK" while SERVING, else 500) report it. It is SERVING from the start; [Health.Run] makes it
 // NOT_SERVING while the backend cannot decide, and [Health.Shutdown] for good. A Watch stream
 // sees every change, and ends with UNAVAILABLE after Shutdown, once it has sent NOT_SERVING, so
 // that watchers never hold up a graceful stop. It is safe for concurrent use; the zero value is
-// not usable: make one with [NewHealth].
+// not usable: make one with [NewHealth] or [NewHealthOf].
 type Health struct {
 	healthpb.UnimplementedHealthServer
-	mu      sync.Mutex
-	serving bool
-	down    bool          // Shutdown was called
-	changed chan struct{} // closed, and replaced, at each change
+	services []string
+	mu       sync.Mutex
+	serving  bool
+	down     bool          // Shutdown was called
+	changed  chan struct{} // closed, and replaced, at each change
 }
 
 var _ healthpb.HealthServer = (*Health)(nil)
 
-// NewHealth returns a Health that is SERVING.
-func NewHealth() *Health { return &Health{serving: true, changed: make(chan struct{})} }
+// NewHealth returns a Health of [HealthServices] that is SERVING.
+func NewHealth() *Health { return NewHealthOf(HealthServices...) }
+
+// NewHealthOf returns a Health of the service names services, all of one status, that is
+// SERVING: for another gRPC service's listener (admit serve's RLQS listener answers "" and the
+// Rate Limit Quota Service's full name).
+func NewHealthOf(services ...string) *Health {
+	return &Health{services: slices.Clone(services), serving: true, changed: make(chan struct{})}
+}
 
 // state returns the status, whether Shutdown was called, and the channel closed at the next change.
 func (h *Health) state() (healthpb.HealthCheckResponse_ServingStatus, bool, <-chan struct{}) {
@@ -105,43 +114,36 @@ func (h *Health) Run(ctx context.Context, check func(context.Context) error, int
 	}
 }
 
-// known reports whether service is one of HealthServices.
-func known(service string) bool {
-	for _, s := range HealthServices {
-		if s == service {
-			return true
-		}
-	}
-	return false
-}
+// known reports whether service is one of h's services.
+func (h *Health) known(service string) bool { return slices.Contains(h.services, service) }
 
-// Check answers the status of one of HealthServices, NOT_FOUND for any other.
+// Check answers the status of one of h's services, NOT_FOUND for any other.
 func (h *Health) Check(_ context.Context, req *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
-	if !known(req.GetService()) {
+	if !h.known(req.GetService()) {
 		return nil, status.Errorf(codes.NotFound, "unknown service %q", req.GetService())
 	}
 	st, _, _ := h.state()
 	return &healthpb.HealthCheckResponse{Status: st}, nil
 }
 
-// List answers the status of each of HealthServices.
+// List answers the status of each of h's services.
 func (h *Health) List(_ context.Context, _ *healthpb.HealthListRequest) (*healthpb.HealthListResponse, error) {
 	st, _, _ := h.state()
-	resp := &healthpb.HealthListResponse{Statuses: make(map[string]*healthpb.HealthCheckResponse, len(HealthServices))}
-	for _, s := range HealthServices {
+	resp := &healthpb.HealthListResponse{Statuses: make(map[string]*healthpb.HealthCheckResponse, len(h.services))}
+	for _, s := range h.services {
 		resp.Statuses[s] = &healthpb.HealthCheckResponse{Status: st}
 	}
 	return resp, nil
 }
 
 // Watch sends the status of the service at once and at every change: SERVICE_UNKNOWN, once, for
-// a service not in HealthServices. After Shutdown it sends NOT_SERVING and ends with UNAVAILABLE.
+// a service not among h's. After Shutdown it sends NOT_SERVING and ends with UNAVAILABLE.
 func (h *Health) Watch(req *healthpb.HealthCheckRequest, stream healthpb.Health_WatchServer) error {
 	ctx := stream.Context()
 	var last healthpb.HealthCheckResponse_ServingStatus = -1
 	for {
 		st, down, changed := h.state()
-		if !known(req.GetService()) {
+		if !h.known(req.GetService()) {
 			st = healthpb.HealthCheckResponse_SERVICE_UNKNOWN
 		}
 		if st != last {

@@ -365,3 +365,25 @@ func TestNearLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestHealthOf checks a Health of other names: it answers those, NOT_FOUND and SERVICE_UNKNOWN
+// for the rate limit service's, and lists only its own.
+func TestHealthOf(t *testing.T) {
+	h := rls.NewHealthOf("", "envoy.service.rate_limit_quota.v3.RateLimitQuotaService")
+	ctx := context.Background()
+	for _, svc := range []string{"", "envoy.service.rate_limit_quota.v3.RateLimitQuotaService"} {
+		if r, err := h.Check(ctx, &healthpb.HealthCheckRequest{Service: svc}); err != nil || r.Status != healthpb.HealthCheckResponse_SERVING {
+			t.Errorf("Check(%q) = %v, %v; want SERVING", svc, r, err)
+		}
+	}
+	for _, svc := range []string{"ratelimit", "envoy.service.ratelimit.v3.RateLimitService"} {
+		if _, err := h.Check(ctx, &healthpb.HealthCheckRequest{Service: svc}); status.Code(err) != codes.NotFound {
+			t.Errorf("Check(%q): %v, want NotFound", svc, err)
+		}
+	}
+	h.SetServing(false)
+	l, err := h.List(ctx, &healthpb.HealthListRequest{})
+	if err != nil || len(l.Statuses) != 2 || l.Statuses["envoy.service.rate_limit_quota.v3.RateLimitQuotaService"].GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Errorf("List = %v, %v; want 2 services NOT_SERVING", l, err)
+	}
+}
