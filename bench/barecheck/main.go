@@ -114,4 +114,3 @@ func handler(limiter *admit.Limiter, policy string) http.Handler {
 	})
 	return mux
 }
-
