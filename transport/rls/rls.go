@@ -139,10 +139,18 @@ func (s *Server) Swap(cfg *envoyconf.Config) *envoyconf.Config {
 	return s.cfg.Swap(cfg)
 }
 
+// StreamWorkers is how many goroutines of a server of NewGRPCServer answer requests, each request
+// after the other; a request that finds them all busy gets a goroutine of its own, as it would
+// without them. A worker keeps the stack a decision grew (gRPC, the Service, the guards, the
+// Store's client): without workers every request starts a goroutine whose stack is grown and
+// copied again, 5-9% of the service's CPU under load (BENCHMARKS.md, "Service").
+const StreamWorkers = 256
+
 // NewGRPCServer returns a gRPC server with s's RateLimitService and the standard health service
 // (grpc.health.v1 of a [Health], SERVING for each of [HealthServices]), with message sizes capped
 // at MaxMessageSize, keepalive pings from clients accepted at most every 10 s (more often closes
-// the connection), idle connections closed after 5 minutes, and opts after these. It returns the
+// the connection), idle connections closed after 5 minutes, StreamWorkers goroutines answering
+// requests, and opts after these. It returns the
 // Health too, to follow the backend (Health.Run) and to report NOT_SERVING while shutting down.
 func NewGRPCServer(s *Server, opts ...grpc.ServerOption) (*grpc.Server, *Health) {
 	all := append([]grpc.ServerOption{
@@ -150,6 +158,7 @@ func NewGRPCServer(s *Server, opts ...grpc.ServerOption) (*grpc.Server, *Health)
 		grpc.MaxSendMsgSize(MaxMessageSize),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: 5 * time.Minute, Time: 2 * time.Minute, Timeout: 20 * time.Second}),
+		grpc.NumStreamWorkers(StreamWorkers),
 	}, opts...)
 	g := grpc.NewServer(all...)
 	rlsv3.RegisterRateLimitServiceServer(g, s)
@@ -425,12 +434,23 @@ func parseDescriptorKey(key string) (domain string, entries []envoyconf.Entry, o
 // subject returns the subject of a descriptor of entries in domain: each string length-prefixed,
 // so that no two descriptors share one.
 func subject(domain string, entries []envoyconf.Entry) string {
-	b := make([]byte, 0, 64)
-	b = fmt.Appendf(b, "%d:%s", len(domain), domain)
+	n := 24 + len(domain)
 	for _, e := range entries {
-		b = fmt.Appendf(b, "|%d:%s=%d:%s", len(e.Key), e.Key, len(e.Value), e.Value)
+		n += 48 + len(e.Key) + len(e.Value)
+	}
+	b := make([]byte, 0, n)
+	b = appendLengthPrefixed(b, domain)
+	for _, e := range entries {
+		b = appendLengthPrefixed(append(b, '|'), e.Key)
+		b = appendLengthPrefixed(append(b, '='), e.Value)
 	}
 	return string(b)
+}
+
+// appendLengthPrefixed appends s's length in decimal, a colon and s to b.
+func appendLengthPrefixed(b []byte, s string) []byte {
+	b = strconv.AppendInt(b, int64(len(s)), 10)
+	return append(append(b, ':'), s...)
 }
 
 // respond returns the response of checks, whose Items' Decisions are ds, at now; it marks the
