@@ -505,6 +505,7 @@ func openStore(cfg serveConfig, logger *slog.Logger) (admit.Store, func(), error
 		return nil, nil, err // redisstore redacts the URL's password from its errors
 	}
 	logger.Info("backend", "backend", "redis", "url", redisstore.RedactURL(cfg.redisURL))
+	tuneGC(os.Getenv, logger)
 	return s, func() { s.Close() }, nil
 }
 
