@@ -40,6 +40,9 @@ import (
 // The load client, the services and their redis-servers share the machine's cores.
 //
 //	cd bench && ADMIT_REQUIRE_REDIS=1 go test -run '^$' -bench '^BenchmarkService' -benchtime 2s .
+//
+// ADMIT_BENCH_ADMIT=PATH runs the admit binary at PATH instead of one built from this tree (an A/B
+// of two versions); ADMIT_BENCH_RLS_RATES=R,R,… sets the open loop's rates.
 
 // svcDomain, svcPolicy and svcLimit are the configuration every service decides: one rule, or
 // one policy, a fixed window of a second whose limit nothing reaches.
@@ -420,7 +423,10 @@ var (
 // rls, else with admitConfig, loaded over HTTP.
 func startAdmit(b *testing.B, srv *redistest.Server, rls bool) *serviceProc {
 	b.Helper()
-	bin := svcBinary(b, "admit", func(out string) error { return goBuild("..", "./cmd/admit", out) })
+	bin := os.Getenv("ADMIT_BENCH_ADMIT") // another build, to compare two versions
+	if bin == "" {
+		bin = svcBinary(b, "admit", func(out string) error { return goBuild("..", "./cmd/admit", out) })
+	}
 	dir := b.TempDir()
 	args := []string{"serve", "--listen", "127.0.0.1:0"}
 	if rls {
