@@ -286,6 +286,15 @@ func (s *serviceProc) redisCPU(b *testing.B) time.Duration {
 	return redisCPU(b, s.redis)
 }
 
+// TestMain removes the programs the service benchmarks built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if svcBinDir != "" {
+		os.RemoveAll(svcBinDir)
+	}
+	os.Exit(code)
+}
+
 var (
 	svcBinDir  string
 	svcBinErr  error
