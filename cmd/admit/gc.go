@@ -14,7 +14,8 @@ import (
 // default stays.
 const redisGCPercent = 400
 
-// tuneGC sets the collector's target to redisGCPercent unless getenv("GOGC") sets one.
+// tuneGC sets the collector's target to redisGCPercent unless getenv("GOGC") sets one: for admit
+// serve and admit proxy on Redis.
 func tuneGC(getenv func(string) string, logger *slog.Logger) {
 	if getenv("GOGC") != "" {
 		return

@@ -314,6 +314,9 @@ func (d *daemon) start(ctx context.Context, cfg serveConfig) (int, error) {
 		logger.Error("cannot open the backend", "error", err)
 		return exitUsage, err
 	}
+	if cfg.redisURL != "" {
+		tuneGC(os.Getenv, logger) // a service on Redis (serve, proxy); not the one-shot commands
+	}
 	d.backend = backend
 	d.closers = append(d.closers, closeStore)
 	if rs, ok := backend.(*redisstore.Store); ok {
@@ -505,7 +508,6 @@ func openStore(cfg serveConfig, logger *slog.Logger) (admit.Store, func(), error
 		return nil, nil, err // redisstore redacts the URL's password from its errors
 	}
 	logger.Info("backend", "backend", "redis", "url", redisstore.RedactURL(cfg.redisURL))
-	tuneGC(os.Getenv, logger)
 	return s, func() { s.Close() }, nil
 }
 
