@@ -204,7 +204,7 @@ func (c *OverLimitCache) TakeAll(ctx context.Context, rs []admit.Request, ds []a
 		return c.next.TakeAll(ctx, rs, ds) // invalid: the next Store says why
 	}
 	var refresh [bound.MaxRequests]chan struct{} // as in Take, per Request
-	if c.maxAge >= 0 {
+	if c.maxAge >= 0 && c.mayCover(rs) {
 		for { // as in Take
 			local, wait := c.localAll(ctx, rs, ds, &refresh)
 			if local {
@@ -237,6 +237,27 @@ func (c *OverLimitCache) TakeAll(ctx context.Context, rs []admit.Request, ds []a
 		}
 	}
 	return allowed, err
+}
+
+// mayCover reports whether every one of rs is cacheable and has a remembered entry, so that
+// localAll may answer them: the common case, a Request with nothing remembered, is told here
+// without localAll's large frame (its copies of the entries and Decisions), which a goroutine's
+// stack would otherwise grow for on every call. An entry learnt after this look is used by a
+// later call.
+func (c *OverLimitCache) mayCover(rs []admit.Request) bool {
+	for i := range rs {
+		if !cacheable(&rs[i]) {
+			return false
+		}
+		sh := c.shard(rs[i].Key)
+		sh.mu.RLock()
+		p := sh.entries[rs[i].Key]
+		sh.mu.RUnlock()
+		if p == nil {
+			return false
+		}
+	}
+	return true
 }
 
 // localAll fills ds with local rejections and reports true if remembered rejections cover every

@@ -55,7 +55,11 @@ bench . "${flags[@]}" -bench . -skip KeyMemory -benchtime "$benchtime" ./memstor
 # the bench module, beside the other Redis clients and limiters.
 bench . "${flags[@]}" -bench KeyMemory -benchtime 1x ./memstore ./redisstore
 # The bench module (its own go.mod): redisstore beside bare rueidis, go-redis, redis_rate, in-process peers.
-bench bench "${flags[@]}" -bench . -benchtime "$benchtime" .
+bench bench "${flags[@]}" -bench . -skip '^BenchmarkService' -benchtime "$benchtime" .
+# The service (the bench module's Service groups): admit serve beside envoyproxy/ratelimit's service (built in
+# compat/envoyrl/refsvc) and a bare net/http handler, each a process on its own redis-server, loaded by admit
+# bench's engine; each series one load of $benchtime.
+bench bench "${flags[@]}" -bench '^BenchmarkService' -benchtime "$benchtime" .
 
 "$tmp/benchreport" -in "$raw" -o BENCHMARKS.md -svg docs/bench-throughput.svg "${cmds[@]}"
 echo "wrote BENCHMARKS.md and docs/bench-throughput.svg" >&2

@@ -314,6 +314,9 @@ func (d *daemon) start(ctx context.Context, cfg serveConfig) (int, error) {
 		logger.Error("cannot open the backend", "error", err)
 		return exitUsage, err
 	}
+	if cfg.redisURL != "" {
+		tuneGC(os.Getenv, logger) // a service on Redis (serve, proxy); not the one-shot commands
+	}
 	d.backend = backend
 	d.closers = append(d.closers, closeStore)
 	if rs, ok := backend.(*redisstore.Store); ok {

@@ -24,15 +24,13 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/admit-dev/admit/internal/envoyrlproc"
 	"github.com/admit-dev/admit/internal/redistest"
 )
 
-// referencePackage is the main package of envoyproxy/ratelimit's service, built in referenceModule
-// at the version its go.mod pins (a tool of that module, so its go.sum holds its dependencies).
-const referencePackage = "github.com/envoyproxy/ratelimit/src/service_cmd"
-
-// referenceModule is the directory of the module envoyproxy/ratelimit's service is built in: one of
-// its own, so that admit's dependencies (OpenTelemetry's, newer than its) do not change its build.
+// referenceModule is the directory of the module envoyproxy/ratelimit's service is built in
+// (envoyrlproc.ModuleDir): one of its own, so that admit's dependencies (OpenTelemetry's, newer
+// than its) do not change its build.
 const referenceModule = "refsvc"
 
 // startTimeout bounds how long a service may take to start and answer: patient, as a loaded
@@ -189,22 +187,14 @@ func writeConfig(t *testing.T, dir string, files map[string]string) {
 // environment is only its settings (and PATH): none of the caller's variables reaches it.
 func startReference(t *testing.T, srv *redistest.Server, files map[string]string, domain string) *service {
 	t.Helper()
-	bin := binary(t, "ratelimit", referenceModule, referencePackage)
+	bin := binary(t, "ratelimit", referenceModule, envoyrlproc.Package)
 	root := t.TempDir()
-	writeConfig(t, filepath.Join(root, "ratelimit", "config"), files)
+	writeConfig(t, envoyrlproc.RuntimeDir(root), files)
 	var lastLogs string
 	for range 3 {
 		ports := freePorts(t, 3)
-		cmd := exec.Command(bin)
-		cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")},
-			"HOST=127.0.0.1", "PORT="+strconv.Itoa(ports[0]),
-			"GRPC_HOST=127.0.0.1", "GRPC_PORT="+strconv.Itoa(ports[1]),
-			"DEBUG_HOST=127.0.0.1", "DEBUG_PORT="+strconv.Itoa(ports[2]),
-			"USE_STATSD=false", "LOG_LEVEL=warn",
-			"BACKEND_TYPE=redis", "REDIS_SOCKET_TYPE=tcp", "REDIS_URL="+srv.Addr(), "REDIS_TYPE=SINGLE",
-			"RUNTIME_ROOT="+root, "RUNTIME_SUBDIRECTORY=ratelimit", "RUNTIME_APPDIRECTORY=config",
-			"RUNTIME_WATCH_ROOT=false",
-		)
+		cmd := envoyrlproc.Command(bin, envoyrlproc.Settings{HTTPPort: ports[0], GRPCPort: ports[1], DebugPort: ports[2],
+			RedisAddr: srv.Addr(), RuntimeRoot: root})
 		logs := &syncbuf.Buffer{}
 		exited := start(t, "envoyproxy/ratelimit", cmd, logs)
 		s, err := dial(t, "envoyproxy/ratelimit", "127.0.0.1:"+strconv.Itoa(ports[1]), domain, exited, logs)

@@ -26,8 +26,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -139,10 +137,18 @@ func (s *Server) Swap(cfg *envoyconf.Config) *envoyconf.Config {
 	return s.cfg.Swap(cfg)
 }
 
+// StreamWorkers is how many goroutines of a server of NewGRPCServer answer requests, each request
+// after the other; a request that finds them all busy gets a goroutine of its own, as it would
+// without them. A worker keeps the stack a decision grew (gRPC, the Service, the guards, the
+// Store's client): without workers every request starts a goroutine whose stack is grown and
+// copied again, 5-9% of the service's CPU under load (BENCHMARKS.md, "Service").
+const StreamWorkers = 256
+
 // NewGRPCServer returns a gRPC server with s's RateLimitService and the standard health service
 // (grpc.health.v1 of a [Health], SERVING for each of [HealthServices]), with message sizes capped
 // at MaxMessageSize, keepalive pings from clients accepted at most every 10 s (more often closes
-// the connection), idle connections closed after 5 minutes, and opts after these. It returns the
+// the connection), idle connections closed after 5 minutes, StreamWorkers goroutines answering
+// requests, and opts after these. It returns the
 // Health too, to follow the backend (Health.Run) and to report NOT_SERVING while shutting down.
 func NewGRPCServer(s *Server, opts ...grpc.ServerOption) (*grpc.Server, *Health) {
 	all := append([]grpc.ServerOption{
@@ -150,6 +156,7 @@ func NewGRPCServer(s *Server, opts ...grpc.ServerOption) (*grpc.Server, *Health)
 		grpc.MaxSendMsgSize(MaxMessageSize),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: 5 * time.Minute, Time: 2 * time.Minute, Timeout: 20 * time.Second}),
+		grpc.NumStreamWorkers(StreamWorkers),
 	}, opts...)
 	g := grpc.NewServer(all...)
 	rlsv3.RegisterRateLimitServiceServer(g, s)
@@ -391,47 +398,6 @@ func (s *Server) RuleSubject(_, key string) admit.Subject {
 }
 
 var _ service.Rules = (*Server)(nil)
-
-// parseDescriptorKey returns the domain and entries of a DescriptorKey, or false when key is none.
-func parseDescriptorKey(key string) (domain string, entries []envoyconf.Entry, ok bool) {
-	str := func(s string) (v, rest string, ok bool) { // a string after its length and ':'
-		n, rest, found := strings.Cut(s, ":")
-		l, err := strconv.Atoi(n)
-		if !found || err != nil || l < 0 || l > len(rest) {
-			return "", "", false
-		}
-		return rest[:l], rest[l:], true
-	}
-	domain, rest, ok := str(key)
-	for ok && rest != "" {
-		var k, v string
-		if ok = rest[0] == '|'; !ok {
-			break
-		}
-		if k, rest, ok = str(rest[1:]); !ok || rest == "" || rest[0] != '=' {
-			ok = false
-			break
-		}
-		if v, rest, ok = str(rest[1:]); ok {
-			entries = append(entries, envoyconf.Entry{Key: k, Value: v})
-		}
-	}
-	if !ok || subject(domain, entries) != key { // one spelling only: "+5:" is no length
-		return "", nil, false
-	}
-	return domain, entries, true
-}
-
-// subject returns the subject of a descriptor of entries in domain: each string length-prefixed,
-// so that no two descriptors share one.
-func subject(domain string, entries []envoyconf.Entry) string {
-	b := make([]byte, 0, 64)
-	b = fmt.Appendf(b, "%d:%s", len(domain), domain)
-	for _, e := range entries {
-		b = fmt.Appendf(b, "|%d:%s=%d:%s", len(e.Key), e.Key, len(e.Value), e.Value)
-	}
-	return string(b)
-}
 
 // respond returns the response of checks, whose Items' Decisions are ds, at now; it marks the
 // checks in quota_mode found over.
