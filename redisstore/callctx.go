@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/admit-dev/admit/internal/validate"
 )
 
 // A callCtx bounds one script call by the command timeout, like context.WithTimeout, without its
@@ -19,14 +21,20 @@ import (
 // watched with context.AfterFunc, which allocates; a parent that cannot (context.Background, a
 // context.WithoutCancel) costs nothing. A parent whose deadline comes first needs no callCtx at all:
 // see [Store.bound].
+//
+// A call ended by its deadline reports context.DeadlineExceeded, or errLate when another call of
+// the Store had its reply from Redis in the meantime (see [callCtx.deadlineErr]).
 type callCtx struct {
 	pool     *sync.Pool // the Store's
 	parent   context.Context
 	epoch    time.Time     // the Store's: deadline counts from it
 	deadline time.Duration // the call's deadline, as time since epoch
 	done     chan struct{}
-	why      atomic.Int32 // running, or why done was closed
-	stop     func() bool  // stops watching a parent that can be cancelled, or nil
+	why      atomic.Int32   // running, or why done was closed
+	stop     func() bool    // stops watching a parent that can be cancelled, or nil
+	replies  *atomic.Uint64 // the Store's count of replies in time (inflight.replies)
+	seen     uint64         // replies when the call began
+	verdict  atomic.Int32   // once ended by its deadline: undecided, lateClient or lateRedis
 
 	mu     sync.Mutex // guards inUse, armed and deadline against the timer
 	inUse  bool       // between bound and release
@@ -43,8 +51,35 @@ const (
 	parentCancelled
 )
 
-func newCallCtx(pool *sync.Pool, epoch time.Time) *callCtx {
-	c := &callCtx{pool: pool, epoch: epoch, done: make(chan struct{})}
+// deadlineErr verdicts.
+const (
+	undecided int32 = iota
+	lateClient
+	lateRedis
+)
+
+// errLate is the error of a call ended by its deadline after Redis had answered another call of the
+// Store in time since it began: Redis and a connection were alive, and the time went in this
+// process (descheduled, or its callers queued). It matches context.DeadlineExceeded and
+// validate.ErrClientLate, which guard's Breaker does not count as a failure.
+var errLate error = lateError{}
+
+type lateError struct{}
+
+func (lateError) Error() string {
+	return "context deadline exceeded while Redis answered other calls (the client was late)"
+}
+
+// Is reports whether target is context.DeadlineExceeded or validate.ErrClientLate.
+func (lateError) Is(target error) bool {
+	return target == context.DeadlineExceeded || target == validate.ErrClientLate
+}
+
+// Timeout reports true, as context.DeadlineExceeded's does.
+func (lateError) Timeout() bool { return true }
+
+func newCallCtx(pool *sync.Pool, epoch time.Time, replies *atomic.Uint64) *callCtx {
+	c := &callCtx{pool: pool, epoch: epoch, replies: replies, done: make(chan struct{})}
 	c.expire = c.expireNow
 	c.cancel = func() { c.end(parentCancelled) }
 	return c
@@ -61,7 +96,7 @@ func (s *Store) bound(ctx context.Context) (context.Context, *callCtx) {
 		return ctx, nil
 	}
 	c := s.calls.Get().(*callCtx)
-	c.parent = ctx
+	c.parent, c.seen = ctx, c.replies.Load()
 	c.mu.Lock()
 	c.deadline, c.inUse = deadline, true
 	if !c.armed { // else the timer fires at an earlier call's deadline, and arms itself again
@@ -141,7 +176,7 @@ func (c *callCtx) Done() <-chan struct{} { return c.done }
 func (c *callCtx) Err() error {
 	switch c.why.Load() {
 	case deadlineExceeded:
-		return context.DeadlineExceeded
+		return c.deadlineErr()
 	case parentCancelled:
 		if err := c.parent.Err(); err != nil {
 			return err
@@ -149,6 +184,27 @@ func (c *callCtx) Err() error {
 		return context.Canceled
 	}
 	return nil
+}
+
+// deadlineErr returns the error of a call ended by its deadline: errLate if a reply in time reached
+// another call of the Store since this one began, else context.DeadlineExceeded. The verdict is made
+// at the first ask, as late as possible (a starved process counts the replies it has read only when
+// it runs again), and kept: a callCtx ended by its deadline is never reused.
+func (c *callCtx) deadlineErr() error {
+	v := c.verdict.Load()
+	if v == undecided {
+		v = lateRedis
+		if c.replies.Load() != c.seen {
+			v = lateClient
+		}
+		if !c.verdict.CompareAndSwap(undecided, v) {
+			v = c.verdict.Load()
+		}
+	}
+	if v == lateClient {
+		return errLate
+	}
+	return context.DeadlineExceeded
 }
 
 // Value returns the parent's value for key. See context.Context.

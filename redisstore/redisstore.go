@@ -139,7 +139,7 @@ func New(cfg Config) (*Store, error) {
 	s := &Store{opt: opt, commandTimeout: timeout, tokens: algo.NewTokenSource(), inflight: newInflight(abandonedHold(opt)),
 		dedicated: make(chan struct{}, rueidis.DefaultPoolSize)}
 	s.epoch = time.Now()
-	s.calls.New = func() any { return newCallCtx(&s.calls, s.epoch) }
+	s.calls.New = func() any { return newCallCtx(&s.calls, s.epoch, &s.inflight.replies) }
 	return s, nil
 }
 
