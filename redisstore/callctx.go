@@ -22,8 +22,9 @@ import (
 // context.WithoutCancel) costs nothing. A parent whose deadline comes first needs no callCtx at all:
 // see [Store.bound].
 //
-// A call ended by its deadline reports context.DeadlineExceeded, or errLate when another call of
-// the Store had its reply from Redis in the meantime (see [callCtx.deadlineErr]).
+// A call ended by its deadline reports context.DeadlineExceeded, or errLate when the time went in
+// this process: another call of the Store had its reply from Redis in the meantime, or the timer
+// itself ran late (see [callCtx.deadlineErr]).
 type callCtx struct {
 	pool     *sync.Pool // the Store's
 	parent   context.Context
@@ -34,6 +35,8 @@ type callCtx struct {
 	stop     func() bool    // stops watching a parent that can be cancelled, or nil
 	replies  *atomic.Uint64 // the Store's count of replies in time (inflight.replies)
 	seen     uint64         // replies when the call began
+	slack    time.Duration  // a timer later than this past the deadline says the process was not running
+	overdue  time.Duration  // how late past the deadline the timer ended the call; written before why
 	verdict  atomic.Int32   // once ended by its deadline: undecided, lateClient or lateRedis
 
 	mu     sync.Mutex // guards inUse, armed and deadline against the timer
@@ -78,8 +81,8 @@ func (lateError) Is(target error) bool {
 // Timeout reports true, as context.DeadlineExceeded's does.
 func (lateError) Timeout() bool { return true }
 
-func newCallCtx(pool *sync.Pool, epoch time.Time, replies *atomic.Uint64) *callCtx {
-	c := &callCtx{pool: pool, epoch: epoch, replies: replies, done: make(chan struct{})}
+func newCallCtx(pool *sync.Pool, epoch time.Time, replies *atomic.Uint64, slack time.Duration) *callCtx {
+	c := &callCtx{pool: pool, epoch: epoch, replies: replies, slack: slack, done: make(chan struct{})}
 	c.expire = c.expireNow
 	c.cancel = func() { c.end(parentCancelled) }
 	return c
@@ -130,11 +133,13 @@ func (c *callCtx) expireNow() {
 	if !c.inUse || c.why.Load() != running {
 		return
 	}
-	if left := c.deadline - time.Since(c.epoch); left > 0 {
+	left := c.deadline - time.Since(c.epoch)
+	if left > 0 {
 		c.armed = true
 		c.timer.Reset(left)
 		return
 	}
+	c.overdue = -left
 	c.end(deadlineExceeded)
 }
 
@@ -186,15 +191,16 @@ func (c *callCtx) Err() error {
 	return nil
 }
 
-// deadlineErr returns the error of a call ended by its deadline: errLate if a reply in time reached
-// another call of the Store since this one began, else context.DeadlineExceeded. The verdict is made
-// at the first ask, as late as possible (a starved process counts the replies it has read only when
-// it runs again), and kept: a callCtx ended by its deadline is never reused.
+// deadlineErr returns the error of a call ended by its deadline: errLate if a reply reached another
+// call of the Store since this one began, or if the timer ended it more than slack past its deadline
+// (the process was not running then); else context.DeadlineExceeded. The verdict is made at the
+// first ask, as late as possible (a starved process counts the replies it has read only when it
+// runs again), and kept: a callCtx ended by its deadline is never reused.
 func (c *callCtx) deadlineErr() error {
 	v := c.verdict.Load()
 	if v == undecided {
 		v = lateRedis
-		if c.replies.Load() != c.seen {
+		if c.replies.Load() != c.seen || c.overdue > c.slack {
 			v = lateClient
 		}
 		if !c.verdict.CompareAndSwap(undecided, v) {

@@ -3,8 +3,12 @@ package redisstore
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/validate"
 )
 
 type ctxKey struct{}
@@ -178,4 +182,75 @@ func BenchmarkReferenceBound(b *testing.B) {
 			cancel()
 		}
 	})
+}
+
+// A call ended by its deadline is late (errLate: the client's lateness) exactly when a reply
+// reached another call of the Store since it began, or its timer ran more than the slack past the
+// deadline; replies before it began do not count, and the verdict, made at the first Err, is kept.
+func TestDeadlineVerdict(t *testing.T) {
+	s := newTimeoutStore(t, 5*time.Millisecond)
+	s.inflight.replies.Add(7) // before the calls: no evidence for them
+
+	ctx, c := s.bound(context.Background())
+	c.slack = time.Hour // however late the timer runs on a busy machine
+	waitDone(t, ctx)
+	if err := ctx.Err(); err != context.DeadlineExceeded {
+		t.Fatalf("nothing answered meanwhile: Err() = %v, want context.DeadlineExceeded", err)
+	}
+	s.inflight.replies.Add(1) // after the verdict: changes nothing
+	if err := ctx.Err(); err != context.DeadlineExceeded {
+		t.Fatalf("Err() asked again = %v, want the first verdict kept", err)
+	}
+	c.release()
+
+	ctx, c = s.bound(context.Background())
+	c.slack = time.Hour
+	s.inflight.replies.Add(1) // another call answered
+	waitDone(t, ctx)
+	wantLate(t, ctx.Err(), "another call answered meanwhile")
+	c.release()
+
+	ctx, c = s.bound(context.Background())
+	c.slack = -1 // any timer is later than that past its deadline
+	waitDone(t, ctx)
+	wantLate(t, ctx.Err(), "the timer past its slack")
+	c.release()
+}
+
+// wantLate fails t unless err is errLate, the client's lateness.
+func wantLate(t *testing.T, err error, what string) {
+	t.Helper()
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, validate.ErrClientLate) {
+		t.Fatalf("%s: Err() = %v, want one matching DeadlineExceeded and ErrClientLate", what, err)
+	}
+	if !errors.Is(unavailable(err), admit.ErrUnavailable) {
+		t.Fatalf("unavailable(%v) does not match ErrUnavailable", err)
+	}
+	if errors.Is(err, validate.ErrUnavailable) {
+		t.Fatalf("%v matches ErrUnavailable before the Store wraps it", err)
+	}
+}
+
+// The verdict on the timer, by how far past the deadline it ran.
+func TestDeadlineVerdictSlack(t *testing.T) {
+	for _, tc := range []struct {
+		overdue, slack time.Duration
+		late           bool
+	}{
+		{0, 50 * time.Millisecond, false},
+		{50 * time.Millisecond, 50 * time.Millisecond, false},
+		{50*time.Millisecond + 1, 50 * time.Millisecond, true},
+		{3 * time.Second, 50 * time.Millisecond, true},
+	} {
+		var replies atomic.Uint64
+		c := newCallCtx(nil, time.Now(), &replies, tc.slack)
+		c.overdue = tc.overdue
+		c.end(deadlineExceeded)
+		if got := errors.Is(c.Err(), validate.ErrClientLate); got != tc.late {
+			t.Errorf("timer %v past the deadline, slack %v: late = %v, want %v", tc.overdue, tc.slack, got, tc.late)
+		}
+	}
+	if got := lateTimerSlack(DefaultCommandTimeout); got != 50*time.Millisecond {
+		t.Errorf("lateTimerSlack(%v) = %v, want 50ms", DefaultCommandTimeout, got)
+	}
 }

@@ -86,7 +86,7 @@ type inflight struct {
 	work    chan *command             // unbuffered: a send reaches an idle worker
 	quit    chan struct{}             // closed by stop: idle workers return
 	calls   sync.Pool                 // of *command
-	replies atomic.Uint64             // commands Redis answered before their deadline (callCtx.deadlineErr)
+	replies atomic.Uint64             // commands Redis answered to a caller still waiting (callCtx.deadlineErr)
 	stall   func(ctx context.Context) // tests only: runs before each command, as a descheduled caller
 }
 
@@ -212,8 +212,10 @@ func (in *inflight) inline(ctx context.Context, c rueidis.Client, one rueidis.Co
 		r.res = c.Do(ctx, one)
 		failed = r.res.NonRedisError() != nil
 	}
+	// A reply that reached its caller came before the caller's deadline, or while the caller had
+	// not yet run to see its deadline pass: either way Redis answered in time for this process.
 	switch {
-	case !failed && ctx.Err() == nil:
+	case !failed:
 		in.replies.Add(1)
 		<-in.sem
 	case failed && ctx.Err() != nil:
