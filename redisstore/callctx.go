@@ -2,6 +2,7 @@ package redisstore
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,9 +23,8 @@ import (
 // context.WithoutCancel) costs nothing. A parent whose deadline comes first needs no callCtx at all:
 // see [Store.bound].
 //
-// A call ended by its deadline reports context.DeadlineExceeded, or errLate when the time went in
-// this process: another call of the Store had its reply from Redis in the meantime, or the timer
-// itself ran late (see [callCtx.deadlineErr]).
+// A call ended by its deadline reports a [deadlineError]: context.DeadlineExceeded, and
+// validate.ErrClientLate when the time went in this process rather than in Redis.
 type callCtx struct {
 	pool     *sync.Pool // the Store's
 	parent   context.Context
@@ -38,6 +38,7 @@ type callCtx struct {
 	slack    time.Duration  // a timer later than this past the deadline says the process was not running
 	overdue  time.Duration  // how late past the deadline the timer ended the call; written before why
 	verdict  atomic.Int32   // once ended by its deadline: undecided, lateClient or lateRedis
+	dlErr    deadlineError  // Err's error once ended by its deadline
 
 	mu     sync.Mutex // guards inUse, armed and deadline against the timer
 	inUse  bool       // between bound and release
@@ -54,36 +55,44 @@ const (
 	parentCancelled
 )
 
-// deadlineErr verdicts.
+// Verdicts on a call ended by its deadline (callCtx.late).
 const (
 	undecided int32 = iota
 	lateClient
 	lateRedis
 )
 
-// errLate is the error of a call ended by its deadline after Redis had answered another call of the
-// Store in time since it began: Redis and a connection were alive, and the time went in this
-// process (descheduled, or its callers queued). It matches context.DeadlineExceeded and
-// validate.ErrClientLate, which guard's Breaker does not count as a failure.
-var errLate error = lateError{}
+// A deadlineError is the error of a call ended by its deadline. It matches context.DeadlineExceeded,
+// and validate.ErrClientLate when the client was late (callCtx.late), which guard's Breaker does not
+// count as a failure. The verdict is asked for only when ErrClientLate is matched, as late as
+// possible: a starved process counts the replies it has read only when it runs again.
+type deadlineError struct{ c *callCtx }
 
-type lateError struct{}
-
-func (lateError) Error() string {
-	return "context deadline exceeded while Redis answered other calls (the client was late)"
+func (e *deadlineError) Error() string {
+	if e.c.late() {
+		return "context deadline exceeded while Redis answered other calls or the process was not running (the client was late)"
+	}
+	return context.DeadlineExceeded.Error()
 }
 
-// Is reports whether target is context.DeadlineExceeded or validate.ErrClientLate.
-func (lateError) Is(target error) bool {
-	return target == context.DeadlineExceeded || target == validate.ErrClientLate
+// Is reports whether target is context.DeadlineExceeded, or validate.ErrClientLate for a late client.
+func (e *deadlineError) Is(target error) bool {
+	switch target {
+	case context.DeadlineExceeded:
+		return true
+	case validate.ErrClientLate:
+		return e.c.late()
+	}
+	return false
 }
 
 // Timeout reports true, as context.DeadlineExceeded's does.
-func (lateError) Timeout() bool { return true }
+func (e *deadlineError) Timeout() bool { return true }
 
 func newCallCtx(pool *sync.Pool, epoch time.Time, replies *atomic.Uint64, slack time.Duration) *callCtx {
 	c := &callCtx{pool: pool, epoch: epoch, replies: replies, slack: slack, done: make(chan struct{})}
 	c.expire = c.expireNow
+	c.dlErr.c = c
 	c.cancel = func() { c.end(parentCancelled) }
 	return c
 }
@@ -181,7 +190,7 @@ func (c *callCtx) Done() <-chan struct{} { return c.done }
 func (c *callCtx) Err() error {
 	switch c.why.Load() {
 	case deadlineExceeded:
-		return c.deadlineErr()
+		return &c.dlErr
 	case parentCancelled:
 		if err := c.parent.Err(); err != nil {
 			return err
@@ -191,26 +200,34 @@ func (c *callCtx) Err() error {
 	return nil
 }
 
-// deadlineErr returns the error of a call ended by its deadline: errLate if a reply reached another
-// call of the Store since this one began, or if the timer ended it more than slack past its deadline
-// (the process was not running then); else context.DeadlineExceeded. The verdict is made at the
-// first ask, as late as possible (a starved process counts the replies it has read only when it
-// runs again), and kept: a callCtx ended by its deadline is never reused.
-func (c *callCtx) deadlineErr() error {
+// late reports whether the time of c, ended by its deadline, went in this process: a reply reached
+// another call of the Store since c began; or the timer ended c more than slack past its deadline
+// (the process was not running then); or, failing both, one pass through the scheduler's run queue
+// (runtime.Gosched) takes longer than slack (the process runs, but its goroutines wait behind each
+// other, the reader of the replies among them). The verdict is made once, by its first caller, and
+// kept: a callCtx ended by its deadline is never reused.
+func (c *callCtx) late() bool {
 	v := c.verdict.Load()
 	if v == undecided {
 		v = lateRedis
-		if c.replies.Load() != c.seen || c.overdue > c.slack {
+		if c.lateNow() {
 			v = lateClient
 		}
 		if !c.verdict.CompareAndSwap(undecided, v) {
 			v = c.verdict.Load()
 		}
 	}
-	if v == lateClient {
-		return errLate
+	return v == lateClient
+}
+
+// lateNow is late's verdict.
+func (c *callCtx) lateNow() bool {
+	if c.overdue > c.slack || c.replies.Load() != c.seen {
+		return true
 	}
-	return context.DeadlineExceeded
+	start := time.Now()
+	runtime.Gosched()
+	return time.Since(start) > c.slack || c.replies.Load() != c.seen
 }
 
 // Value returns the parent's value for key. See context.Context.

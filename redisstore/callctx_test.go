@@ -184,7 +184,7 @@ func BenchmarkReferenceBound(b *testing.B) {
 	})
 }
 
-// A call ended by its deadline is late (errLate: the client's lateness) exactly when a reply
+// A call ended by its deadline is late (validate.ErrClientLate: the client's lateness) exactly when a reply
 // reached another call of the Store since it began, or its timer ran more than the slack past the
 // deadline; replies before it began do not count, and the verdict, made at the first Err, is kept.
 func TestDeadlineVerdict(t *testing.T) {
@@ -194,11 +194,11 @@ func TestDeadlineVerdict(t *testing.T) {
 	ctx, c := s.bound(context.Background())
 	c.slack = time.Hour // however late the timer runs on a busy machine
 	waitDone(t, ctx)
-	if err := ctx.Err(); err != context.DeadlineExceeded {
-		t.Fatalf("nothing answered meanwhile: Err() = %v, want context.DeadlineExceeded", err)
+	if err := ctx.Err(); !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, validate.ErrClientLate) {
+		t.Fatalf("nothing answered meanwhile: Err() = %v, want context.DeadlineExceeded, not late", err)
 	}
 	s.inflight.replies.Add(1) // after the verdict: changes nothing
-	if err := ctx.Err(); err != context.DeadlineExceeded {
+	if err := ctx.Err(); errors.Is(err, validate.ErrClientLate) {
 		t.Fatalf("Err() asked again = %v, want the first verdict kept", err)
 	}
 	c.release()
@@ -217,7 +217,7 @@ func TestDeadlineVerdict(t *testing.T) {
 	c.release()
 }
 
-// wantLate fails t unless err is errLate, the client's lateness.
+// wantLate fails t unless err is a late client's timeout.
 func wantLate(t *testing.T, err error, what string) {
 	t.Helper()
 	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, validate.ErrClientLate) {
@@ -237,10 +237,10 @@ func TestDeadlineVerdictSlack(t *testing.T) {
 		overdue, slack time.Duration
 		late           bool
 	}{
-		{0, 50 * time.Millisecond, false},
-		{50 * time.Millisecond, 50 * time.Millisecond, false},
-		{50*time.Millisecond + 1, 50 * time.Millisecond, true},
-		{3 * time.Second, 50 * time.Millisecond, true},
+		{0, time.Hour, false},
+		{time.Hour, time.Hour, false},
+		{time.Hour + 1, time.Hour, true},
+		{3 * time.Hour, time.Hour, true},
 	} {
 		var replies atomic.Uint64
 		c := newCallCtx(nil, time.Now(), &replies, tc.slack)

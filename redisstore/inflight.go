@@ -86,7 +86,7 @@ type inflight struct {
 	work    chan *command             // unbuffered: a send reaches an idle worker
 	quit    chan struct{}             // closed by stop: idle workers return
 	calls   sync.Pool                 // of *command
-	replies atomic.Uint64             // commands Redis answered to a caller still waiting (callCtx.deadlineErr)
+	replies atomic.Uint64             // commands Redis answered to a caller still waiting (callCtx.late)
 	stall   func(ctx context.Context) // tests only: runs before each command, as a descheduled caller
 }
 
