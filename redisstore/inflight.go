@@ -193,8 +193,24 @@ func (in *inflight) do(ctx context.Context, c rueidis.Client, one rueidis.Comple
 		<-cmd.done // answered just now
 	}
 	r := result{res: cmd.res, resps: cmd.resps}
+	if r.answered() {
+		in.replies.Add(1) // reached its caller: as inline's
+	}
 	cmd.recycle()
 	return r
+}
+
+// answered reports whether Redis answered r's command (a reply, or an error reply).
+func (r *result) answered() bool {
+	if r.resps == nil {
+		return r.res.NonRedisError() == nil
+	}
+	for _, res := range r.resps {
+		if res.NonRedisError() != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // inline runs one or multi on c with ctx, holding a token taken by the caller, and returns the
@@ -267,18 +283,8 @@ func (cmd *command) run() {
 
 // answeredInTime reports whether Redis answered cmd, which has run, before its caller's deadline.
 func (cmd *command) answeredInTime() bool {
-	if cmd.ctx.Err() != nil {
-		return false
-	}
-	if cmd.multi == nil {
-		return cmd.res.NonRedisError() == nil
-	}
-	for _, r := range cmd.resps {
-		if r.NonRedisError() != nil {
-			return false
-		}
-	}
-	return true
+	r := result{res: cmd.res, resps: cmd.resps}
+	return cmd.ctx.Err() == nil && r.answered()
 }
 
 // recycle clears cmd and puts it back in its pool.
