@@ -250,7 +250,7 @@ func TestDeadlineVerdictSlack(t *testing.T) {
 			t.Errorf("timer %v past the deadline, slack %v: late = %v, want %v", tc.overdue, tc.slack, got, tc.late)
 		}
 	}
-	if got := lateTimerSlack(DefaultCommandTimeout); got != 50*time.Millisecond {
-		t.Errorf("lateTimerSlack(%v) = %v, want 50ms", DefaultCommandTimeout, got)
+	if got := lateTimerSlack(DefaultCommandTimeout); got != 20*time.Millisecond {
+		t.Errorf("lateTimerSlack(%v) = %v, want 20ms", DefaultCommandTimeout, got)
 	}
 }
