@@ -33,7 +33,7 @@ type callCtx struct {
 	done     chan struct{}
 	why      atomic.Int32   // running, or why done was closed
 	stop     func() bool    // stops watching a parent that can be cancelled, or nil
-	replies  *atomic.Uint64 // the Store's count of replies in time (inflight.replies)
+	replies  *atomic.Uint64 // the Store's count of replies that reached their callers (inflight.replies)
 	seen     uint64         // replies when the call began
 	slack    time.Duration  // a timer later than this past the deadline says the process was not running
 	overdue  time.Duration  // how late past the deadline the timer ended the call; written before why
