@@ -17,9 +17,4 @@ var (
 	// no expiry, a wrong type). The key is left unchanged, never repaired. An error matching
 	// ErrCorruptState also matches ErrUnavailable.
 	ErrCorruptState = validate.ErrCorruptState
-	// ErrClientLate marks a Store's own timeout of a call while the backend answered the Store's
-	// other calls: the time went in the client's process (descheduled, its callers queued), not in
-	// the backend. Such an error also matches ErrUnavailable (fail closed on it) and
-	// context.DeadlineExceeded; guard's Breaker does not count it as a failure.
-	ErrClientLate = validate.ErrClientLate
 )

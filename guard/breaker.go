@@ -16,6 +16,13 @@ import (
 // its probe in flight. It matches admit.ErrUnavailable, so a fail-closed caller answers 503.
 var ErrOpen = fmt.Errorf("guard: circuit breaker open: %w", admit.ErrUnavailable)
 
+// ErrClientLate marks a Store's own timeout of a call while the backend answered the Store's other
+// calls, or while the Store's process was not running on time: the client was late, not the
+// backend. redisstore's timeouts match it when so. Such an error also matches admit.ErrUnavailable
+// (fail closed on it) and context.DeadlineExceeded. A [Breaker] counts it as neither success nor
+// failure, unless BreakerOptions.CountLate.
+var ErrClientLate = validate.ErrClientLate
+
 // Defaults of [BreakerOptions].
 const (
 	// DefaultFailures is the number of consecutive failures that opens a Breaker.
@@ -61,7 +68,7 @@ type BreakerOptions struct {
 	CoolOff time.Duration
 	// CountLate, if true, counts a late client's timeouts as failures too: a Store's own timeout
 	// of a call while the backend answered its other calls (an error matching
-	// admit.ErrClientLate), which by default counts as neither success nor failure, so that a
+	// ErrClientLate), which by default counts as neither success nor failure, so that a
 	// descheduled process does not open the Breaker over a healthy backend.
 	CountLate bool
 	// Now is the clock; nil means time.Now. It must be safe for concurrent use.
@@ -81,7 +88,8 @@ type BreakerOptions struct {
 // CoolOff. A failure is an error matching admit.ErrUnavailable, but not corrupt state (the backend
 // answered) nor the caller's own cancellation or deadline: a caller whose deadline is shorter than
 // the Store's timeout never trips it, nor does a Store's timeout of a call while the backend
-// answered other calls (admit.ErrClientLate: the client was late), unless CountLate. The states and what counts as a failure, in full:
+// answered other calls ([ErrClientLate]: the client was late), unless CountLate. The states and
+// what counts as a failure, in full:
 // docs/failure-modes.md#guardbreaker-in-the-library.
 type Breaker struct {
 	next      admit.Store

@@ -13,7 +13,7 @@ import (
 )
 
 // errLate is a Store's own timeout while the backend answered other calls, as redisstore returns it.
-var errLate = fmt.Errorf("store: %w: %w (%w)", admit.ErrUnavailable, context.DeadlineExceeded, admit.ErrClientLate)
+var errLate = fmt.Errorf("store: %w: %w (%w)", admit.ErrUnavailable, context.DeadlineExceeded, guard.ErrClientLate)
 
 // errTimeout is a Store's own timeout while nothing was answered.
 var errTimeout = fmt.Errorf("store: %w: %w", admit.ErrUnavailable, context.DeadlineExceeded)

@@ -47,7 +47,7 @@ const sentinelRefreshInterval = time.Second
 
 // lateTimerSlack returns how late past its deadline a call's timer may run (and how long one pass
 // through the run queue may take) before its timeout is taken for the process's own lateness
-// (admit.ErrClientLate) rather than Redis's: a tenth of the command timeout, 20 ms of the default
+// (guard.ErrClientLate) rather than Redis's: a tenth of the command timeout, 20 ms of the default
 // 200 ms. On a host that runs the process, a timer is late by well under a millisecond.
 func lateTimerSlack(commandTimeout time.Duration) time.Duration { return commandTimeout / 10 }
 

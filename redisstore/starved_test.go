@@ -97,7 +97,7 @@ func TestStarvedClientDoesNotTripBreaker(t *testing.T) {
 				if !errors.Is(err, admit.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, guard.ErrOpen) {
 					t.Fatalf("late call %d: %v, want the store's timeout, unavailable", i, err)
 				}
-				if got := errors.Is(err, admit.ErrClientLate); got != tc.others {
+				if got := errors.Is(err, guard.ErrClientLate); got != tc.others {
 					t.Fatalf("late call %d: %v matches ErrClientLate = %v, want %v", i, err, got, tc.others)
 				}
 			}
@@ -160,7 +160,7 @@ func TestFrozenOrKilledRedisStillTripsBreaker(t *testing.T) {
 				if !errors.Is(err, admit.ErrUnavailable) || errors.Is(err, guard.ErrOpen) {
 					t.Fatalf("call %d after Redis was %s: %v, want unavailable, not refused", call, fault, err)
 				}
-				if errors.Is(err, admit.ErrClientLate) {
+				if errors.Is(err, guard.ErrClientLate) {
 					late++
 					t.Logf("call %d: %v", call, err)
 				} else {
