@@ -35,6 +35,8 @@ type callCtx struct {
 	stop     func() bool    // stops watching a parent that can be cancelled, or nil
 	replies  *atomic.Uint64 // the Store's count of replies that reached their callers (inflight.replies)
 	seen     uint64         // replies when the call began
+	began    time.Duration  // when the call began, as time since epoch
+	lateAt   *atomic.Int64  // the Store's: when a timer last ran late, as time since epoch (inflight.lateAt)
 	slack    time.Duration  // a timer later than this past the deadline says the process was not running
 	overdue  time.Duration  // how late past the deadline the timer ended the call; written before why
 	verdict  atomic.Int32   // once ended by its deadline: undecided, lateClient or lateRedis
@@ -89,8 +91,8 @@ func (e *deadlineError) Is(target error) bool {
 // Timeout reports true, as context.DeadlineExceeded's does.
 func (e *deadlineError) Timeout() bool { return true }
 
-func newCallCtx(pool *sync.Pool, epoch time.Time, replies *atomic.Uint64, slack time.Duration) *callCtx {
-	c := &callCtx{pool: pool, epoch: epoch, replies: replies, slack: slack, done: make(chan struct{})}
+func newCallCtx(pool *sync.Pool, epoch time.Time, in *inflight, slack time.Duration) *callCtx {
+	c := &callCtx{pool: pool, epoch: epoch, replies: &in.replies, lateAt: &in.lateAt, slack: slack, done: make(chan struct{})}
 	c.expire = c.expireNow
 	c.dlErr.c = c
 	c.cancel = func() { c.end(parentCancelled) }
@@ -110,7 +112,7 @@ func (s *Store) bound(ctx context.Context) (context.Context, *callCtx) {
 	c := s.calls.Get().(*callCtx)
 	c.parent, c.seen = ctx, c.replies.Load()
 	c.mu.Lock()
-	c.deadline, c.inUse = deadline, true
+	c.deadline, c.began, c.inUse = deadline, deadline-s.commandTimeout, true
 	if !c.armed { // else the timer fires at an earlier call's deadline, and arms itself again
 		c.armed = true
 		if c.timer == nil {
@@ -142,13 +144,17 @@ func (c *callCtx) expireNow() {
 	if !c.inUse || c.why.Load() != running {
 		return
 	}
-	left := c.deadline - time.Since(c.epoch)
+	now := time.Since(c.epoch)
+	left := c.deadline - now
 	if left > 0 {
 		c.armed = true
 		c.timer.Reset(left)
 		return
 	}
 	c.overdue = -left
+	if c.overdue > c.slack {
+		c.lateAt.Store(int64(now))
+	}
 	c.end(deadlineExceeded)
 }
 
@@ -201,8 +207,10 @@ func (c *callCtx) Err() error {
 }
 
 // late reports whether the time of c, ended by its deadline, went in this process: a reply reached
-// another call of the Store since c began; or the timer ended c more than slack past its deadline
-// (the process was not running then); or, failing both, one pass through the scheduler's run queue
+// another call of the Store since c began; or a timer of the Store ran more than slack past its
+// deadline since c began, c's own or another's (the process was not running then: a process back
+// just before c's deadline runs c's timer on time, and the timers of the calls whose deadlines passed
+// while it was away late); or, failing these, one pass through the scheduler's run queue
 // (runtime.Gosched) takes longer than slack (the process runs, but its goroutines wait behind each
 // other, the reader of the replies among them). The verdict is made once, by its first caller, and
 // kept: a callCtx ended by its deadline is never reused.
@@ -222,7 +230,7 @@ func (c *callCtx) late() bool {
 
 // lateNow is late's verdict.
 func (c *callCtx) lateNow() bool {
-	if c.overdue > c.slack || c.replies.Load() != c.seen {
+	if c.overdue > c.slack || c.replies.Load() != c.seen || time.Duration(c.lateAt.Load()) > c.began {
 		return true
 	}
 	start := time.Now()

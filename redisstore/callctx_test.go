@@ -3,7 +3,6 @@ package redisstore
 import (
 	"context"
 	"errors"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -185,8 +184,8 @@ func BenchmarkReferenceBound(b *testing.B) {
 }
 
 // A call ended by its deadline is late (validate.ErrClientLate: the client's lateness) exactly when a reply
-// reached another call of the Store since it began, or its timer ran more than the slack past the
-// deadline; replies before it began do not count, and the verdict, made at the first Err, is kept.
+// reached another call of the Store since it began, or a timer of the Store (its own or another's)
+// ran more than the slack past its deadline since it began; replies before it began do not count, and the verdict, made at the first Err, is kept.
 func TestDeadlineVerdict(t *testing.T) {
 	s := newTimeoutStore(t, 5*time.Millisecond)
 	s.inflight.replies.Add(7) // before the calls: no evidence for them
@@ -208,6 +207,22 @@ func TestDeadlineVerdict(t *testing.T) {
 	s.inflight.replies.Add(1) // another call answered
 	waitDone(t, ctx)
 	wantLate(t, ctx.Err(), "another call answered meanwhile")
+	c.release()
+
+	s.inflight.lateAt.Store(int64(time.Since(s.epoch))) // a timer ran late before the next call
+	ctx, c = s.bound(context.Background())
+	c.slack = time.Hour
+	waitDone(t, ctx)
+	if err := ctx.Err(); errors.Is(err, validate.ErrClientLate) {
+		t.Fatalf("a timer late before the call began: Err() = %v, want not late", err)
+	}
+	c.release()
+
+	ctx, c = s.bound(context.Background())
+	c.slack = time.Hour
+	s.inflight.lateAt.Store(int64(c.began) + 1) // another call's timer ran late since this one began
+	waitDone(t, ctx)
+	wantLate(t, ctx.Err(), "another timer late meanwhile")
 	c.release()
 
 	ctx, c = s.bound(context.Background())
@@ -242,8 +257,7 @@ func TestDeadlineVerdictSlack(t *testing.T) {
 		{time.Hour + 1, time.Hour, true},
 		{3 * time.Hour, time.Hour, true},
 	} {
-		var replies atomic.Uint64
-		c := newCallCtx(nil, time.Now(), &replies, tc.slack)
+		c := newCallCtx(nil, time.Now(), &inflight{}, tc.slack)
 		c.overdue = tc.overdue
 		c.end(deadlineExceeded)
 		if got := errors.Is(c.Err(), validate.ErrClientLate); got != tc.late {

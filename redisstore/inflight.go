@@ -87,6 +87,7 @@ type inflight struct {
 	quit    chan struct{}             // closed by stop: idle workers return
 	calls   sync.Pool                 // of *command
 	replies atomic.Uint64             // commands Redis answered to a caller still waiting (callCtx.late)
+	lateAt  atomic.Int64              // when a call's timer last ran late, as time since the Store's epoch (callCtx.late)
 	stall   func(ctx context.Context) // tests only: runs before each command, as a descheduled caller
 }
 

@@ -145,7 +145,7 @@ func New(cfg Config) (*Store, error) {
 	s := &Store{opt: opt, commandTimeout: timeout, tokens: algo.NewTokenSource(), inflight: newInflight(abandonedHold(opt)),
 		dedicated: make(chan struct{}, rueidis.DefaultPoolSize)}
 	s.epoch = time.Now()
-	s.calls.New = func() any { return newCallCtx(&s.calls, s.epoch, &s.inflight.replies, lateTimerSlack(timeout)) }
+	s.calls.New = func() any { return newCallCtx(&s.calls, s.epoch, s.inflight, lateTimerSlack(timeout)) }
 	return s, nil
 }
 

@@ -72,7 +72,7 @@ func TestStarvedClientDoesNotTripBreaker(t *testing.T) {
 			}
 			defer s.Close()
 			// Only the replies are evidence here: a timer late on a busy machine is not taken for it.
-			s.calls.New = func() any { return newCallCtx(&s.calls, s.epoch, &s.inflight.replies, time.Hour) }
+			s.calls.New = func() any { return newCallCtx(&s.calls, s.epoch, s.inflight, time.Hour) }
 			stalled, resume := stallLate(s)
 			const failures = 3
 			b := guard.NewBreaker(s, guard.BreakerOptions{Failures: failures, CountLate: tc.countLate})
