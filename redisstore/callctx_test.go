@@ -185,13 +185,16 @@ func BenchmarkReferenceBound(b *testing.B) {
 
 // A call ended by its deadline is late (validate.ErrClientLate: the client's lateness) exactly when a reply
 // reached another call of the Store since it began, or a timer of the Store (its own or another's)
-// ran more than the slack past its deadline since it began; replies before it began do not count, and the verdict, made at the first Err, is kept.
+// ran more than the slack past its deadline since it began; replies before it began do not count,
+// and the verdict, made at the first Err, is kept.
 func TestDeadlineVerdict(t *testing.T) {
 	s := newTimeoutStore(t, 5*time.Millisecond)
 	s.inflight.replies.Add(7) // before the calls: no evidence for them
+	slack := time.Hour        // however late the timers run on a busy machine
+	// Every call here ends by its deadline, and so never goes back to the pool: each is new.
+	s.calls.New = func() any { return newCallCtx(&s.calls, s.epoch, s.inflight, slack) }
 
 	ctx, c := s.bound(context.Background())
-	c.slack = time.Hour // however late the timer runs on a busy machine
 	waitDone(t, ctx)
 	if err := ctx.Err(); !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, validate.ErrClientLate) {
 		t.Fatalf("nothing answered meanwhile: Err() = %v, want context.DeadlineExceeded, not late", err)
@@ -203,7 +206,6 @@ func TestDeadlineVerdict(t *testing.T) {
 	c.release()
 
 	ctx, c = s.bound(context.Background())
-	c.slack = time.Hour
 	s.inflight.replies.Add(1) // another call answered
 	waitDone(t, ctx)
 	wantLate(t, ctx.Err(), "another call answered meanwhile")
@@ -211,7 +213,6 @@ func TestDeadlineVerdict(t *testing.T) {
 
 	s.inflight.lateAt.Store(int64(time.Since(s.epoch))) // a timer ran late before the next call
 	ctx, c = s.bound(context.Background())
-	c.slack = time.Hour
 	waitDone(t, ctx)
 	if err := ctx.Err(); errors.Is(err, validate.ErrClientLate) {
 		t.Fatalf("a timer late before the call began: Err() = %v, want not late", err)
@@ -219,14 +220,13 @@ func TestDeadlineVerdict(t *testing.T) {
 	c.release()
 
 	ctx, c = s.bound(context.Background())
-	c.slack = time.Hour
 	s.inflight.lateAt.Store(int64(c.began) + 1) // another call's timer ran late since this one began
 	waitDone(t, ctx)
 	wantLate(t, ctx.Err(), "another timer late meanwhile")
 	c.release()
 
+	slack = -1 // any timer is later than that past its deadline
 	ctx, c = s.bound(context.Background())
-	c.slack = -1 // any timer is later than that past its deadline
 	waitDone(t, ctx)
 	wantLate(t, ctx.Err(), "the timer past its slack")
 	c.release()
