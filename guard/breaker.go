@@ -16,6 +16,13 @@ import (
 // its probe in flight. It matches admit.ErrUnavailable, so a fail-closed caller answers 503.
 var ErrOpen = fmt.Errorf("guard: circuit breaker open: %w", admit.ErrUnavailable)
 
+// ErrClientLate marks a Store's own timeout of a call while the backend answered the Store's other
+// calls, or while the Store's process was not running on time: the client was late, not the
+// backend. redisstore's timeouts match it when so. Such an error also matches admit.ErrUnavailable
+// (fail closed on it) and context.DeadlineExceeded. A [Breaker] counts it as neither success nor
+// failure, unless BreakerOptions.CountLate.
+var ErrClientLate = validate.ErrClientLate
+
 // Defaults of [BreakerOptions].
 const (
 	// DefaultFailures is the number of consecutive failures that opens a Breaker.
@@ -59,6 +66,11 @@ type BreakerOptions struct {
 	// CoolOff is how long the Breaker stays open before it lets a probe through; 0 or less means
 	// DefaultCoolOff.
 	CoolOff time.Duration
+	// CountLate, if true, counts a late client's timeouts as failures too: a Store's own timeout
+	// of a call while the backend answered its other calls (an error matching
+	// ErrClientLate), which by default counts as neither success nor failure, so that a
+	// descheduled process does not open the Breaker over a healthy backend.
+	CountLate bool
 	// Now is the clock; nil means time.Now. It must be safe for concurrent use.
 	Now func() time.Time
 	// OnStateChange, if not nil, is called on every change of state, in order, with the Breaker's
@@ -75,14 +87,17 @@ type BreakerOptions struct {
 // is forwarded as the probe; its success closes the Breaker, its failure opens it for another
 // CoolOff. A failure is an error matching admit.ErrUnavailable, but not corrupt state (the backend
 // answered) nor the caller's own cancellation or deadline: a caller whose deadline is shorter than
-// the Store's timeout never trips it. The states and what counts as a failure, in full:
+// the Store's timeout never trips it, nor does a Store's timeout of a call while the backend
+// answered other calls ([ErrClientLate]: the client was late), unless CountLate. The states and
+// what counts as a failure, in full:
 // docs/failure-modes.md#guardbreaker-in-the-library.
 type Breaker struct {
-	next     admit.Store
-	failures int
-	coolOff  time.Duration
-	now      func() time.Time
-	onChange func(from, to BreakerState)
+	next      admit.Store
+	failures  int
+	coolOff   time.Duration
+	countLate bool
+	now       func() time.Time
+	onChange  func(from, to BreakerState)
 
 	state   atomic.Int32  // a BreakerState; written with mu held, read without it
 	opened  atomic.Uint64 // times the Breaker opened
@@ -98,7 +113,7 @@ var _ admit.Store = (*Breaker)(nil)
 
 // NewBreaker returns a closed Breaker over next, configured by opts.
 func NewBreaker(next admit.Store, opts BreakerOptions) *Breaker {
-	b := &Breaker{next: next, failures: opts.Failures, coolOff: opts.CoolOff, now: opts.Now, onChange: opts.OnStateChange}
+	b := &Breaker{next: next, failures: opts.Failures, coolOff: opts.CoolOff, countLate: opts.CountLate, now: opts.Now, onChange: opts.OnStateChange}
 	if b.failures <= 0 {
 		b.failures = DefaultFailures
 	}
@@ -214,6 +229,12 @@ func (b *Breaker) before(validate func() error) (probe bool, err error) {
 // half-open Breaker's probe.
 func (b *Breaker) after(ctx context.Context, probe bool, err error) {
 	o := outcomeOf(ctx, err)
+	if o == late {
+		o = neutral
+		if b.countLate {
+			o = failure
+		}
+	}
 	if !probe && (o == neutral || o == success && BreakerState(b.state.Load()) == BreakerClosed && b.quiet()) {
 		return // the common case: nothing to change
 	}
@@ -275,6 +296,7 @@ const (
 	neutral outcome = iota // nothing: the caller's mistake or its giving up, or an unsupported operation
 	success                // the backend answered
 	failure                // the backend could not answer
+	late                   // the Store's own timeout, while the backend answered other calls
 )
 
 // outcomeOf classifies err, the result of an operation that ran under ctx.
@@ -292,6 +314,8 @@ func outcomeOf(ctx context.Context, err error) outcome {
 		return neutral
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil:
 		return neutral // the caller's deadline, not the Store's own timeout
+	case errors.Is(err, validate.ErrClientLate):
+		return late // the Store's own timeout, but the backend was answering: the client was late
 	case errors.Is(err, admit.ErrUnavailable):
 		return failure
 	}

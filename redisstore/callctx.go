@@ -2,9 +2,12 @@ package redisstore
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/admit-dev/admit/internal/validate"
 )
 
 // A callCtx bounds one script call by the command timeout, like context.WithTimeout, without its
@@ -19,14 +22,25 @@ import (
 // watched with context.AfterFunc, which allocates; a parent that cannot (context.Background, a
 // context.WithoutCancel) costs nothing. A parent whose deadline comes first needs no callCtx at all:
 // see [Store.bound].
+//
+// A call ended by its deadline reports a [deadlineError]: context.DeadlineExceeded, and
+// validate.ErrClientLate when the time went in this process rather than in Redis.
 type callCtx struct {
 	pool     *sync.Pool // the Store's
 	parent   context.Context
 	epoch    time.Time     // the Store's: deadline counts from it
 	deadline time.Duration // the call's deadline, as time since epoch
 	done     chan struct{}
-	why      atomic.Int32 // running, or why done was closed
-	stop     func() bool  // stops watching a parent that can be cancelled, or nil
+	why      atomic.Int32   // running, or why done was closed
+	stop     func() bool    // stops watching a parent that can be cancelled, or nil
+	replies  *atomic.Uint64 // the Store's count of replies that reached their callers (inflight.replies)
+	seen     uint64         // replies when the call began
+	began    time.Duration  // when the call began, as time since epoch
+	lateAt   *atomic.Int64  // the Store's: when a timer last ran late, as time since epoch (inflight.lateAt)
+	slack    time.Duration  // a timer later than this past the deadline says the process was not running
+	overdue  time.Duration  // how late past the deadline the timer ended the call; written before why
+	verdict  atomic.Int32   // once ended by its deadline: undecided, lateClient or lateRedis
+	dlErr    deadlineError  // Err's error once ended by its deadline
 
 	mu     sync.Mutex // guards inUse, armed and deadline against the timer
 	inUse  bool       // between bound and release
@@ -43,9 +57,44 @@ const (
 	parentCancelled
 )
 
-func newCallCtx(pool *sync.Pool, epoch time.Time) *callCtx {
-	c := &callCtx{pool: pool, epoch: epoch, done: make(chan struct{})}
+// Verdicts on a call ended by its deadline (callCtx.late).
+const (
+	undecided int32 = iota
+	lateClient
+	lateRedis
+)
+
+// A deadlineError is the error of a call ended by its deadline. It matches context.DeadlineExceeded,
+// and validate.ErrClientLate when the client was late (callCtx.late), which guard's Breaker does not
+// count as a failure. The verdict is asked for only when ErrClientLate is matched, as late as
+// possible: a starved process counts the replies it has read only when it runs again.
+type deadlineError struct{ c *callCtx }
+
+func (e *deadlineError) Error() string {
+	if e.c.late() {
+		return "context deadline exceeded while Redis answered other calls or the process was not running (the client was late)"
+	}
+	return context.DeadlineExceeded.Error()
+}
+
+// Is reports whether target is context.DeadlineExceeded, or validate.ErrClientLate for a late client.
+func (e *deadlineError) Is(target error) bool {
+	switch target {
+	case context.DeadlineExceeded:
+		return true
+	case validate.ErrClientLate:
+		return e.c.late()
+	}
+	return false
+}
+
+// Timeout reports true, as context.DeadlineExceeded's does.
+func (e *deadlineError) Timeout() bool { return true }
+
+func newCallCtx(pool *sync.Pool, epoch time.Time, in *inflight, slack time.Duration) *callCtx {
+	c := &callCtx{pool: pool, epoch: epoch, replies: &in.replies, lateAt: &in.lateAt, slack: slack, done: make(chan struct{})}
 	c.expire = c.expireNow
+	c.dlErr.c = c
 	c.cancel = func() { c.end(parentCancelled) }
 	return c
 }
@@ -61,9 +110,9 @@ func (s *Store) bound(ctx context.Context) (context.Context, *callCtx) {
 		return ctx, nil
 	}
 	c := s.calls.Get().(*callCtx)
-	c.parent = ctx
+	c.parent, c.seen = ctx, c.replies.Load()
 	c.mu.Lock()
-	c.deadline, c.inUse = deadline, true
+	c.deadline, c.began, c.inUse = deadline, deadline-s.commandTimeout, true
 	if !c.armed { // else the timer fires at an earlier call's deadline, and arms itself again
 		c.armed = true
 		if c.timer == nil {
@@ -95,10 +144,16 @@ func (c *callCtx) expireNow() {
 	if !c.inUse || c.why.Load() != running {
 		return
 	}
-	if left := c.deadline - time.Since(c.epoch); left > 0 {
+	now := time.Since(c.epoch)
+	left := c.deadline - now
+	if left > 0 {
 		c.armed = true
 		c.timer.Reset(left)
 		return
+	}
+	c.overdue = -left
+	if c.overdue > c.slack {
+		c.lateAt.Store(int64(now))
 	}
 	c.end(deadlineExceeded)
 }
@@ -141,7 +196,7 @@ func (c *callCtx) Done() <-chan struct{} { return c.done }
 func (c *callCtx) Err() error {
 	switch c.why.Load() {
 	case deadlineExceeded:
-		return context.DeadlineExceeded
+		return &c.dlErr
 	case parentCancelled:
 		if err := c.parent.Err(); err != nil {
 			return err
@@ -149,6 +204,38 @@ func (c *callCtx) Err() error {
 		return context.Canceled
 	}
 	return nil
+}
+
+// late reports whether the time of c, ended by its deadline, went in this process: a reply reached
+// another call of the Store since c began; or a timer of the Store ran more than slack past its
+// deadline since c began, c's own or another's (the process was not running then: a process back
+// just before c's deadline runs c's timer on time, and the timers of the calls whose deadlines passed
+// while it was away late); or, failing these, one pass through the scheduler's run queue
+// (runtime.Gosched) takes longer than slack (the process runs, but its goroutines wait behind each
+// other, the reader of the replies among them). The verdict is made once, by its first caller, and
+// kept: a callCtx ended by its deadline is never reused.
+func (c *callCtx) late() bool {
+	v := c.verdict.Load()
+	if v == undecided {
+		v = lateRedis
+		if c.lateNow() {
+			v = lateClient
+		}
+		if !c.verdict.CompareAndSwap(undecided, v) {
+			v = c.verdict.Load()
+		}
+	}
+	return v == lateClient
+}
+
+// lateNow is late's verdict.
+func (c *callCtx) lateNow() bool {
+	if c.overdue > c.slack || c.replies.Load() != c.seen || time.Duration(c.lateAt.Load()) > c.began {
+		return true
+	}
+	start := time.Now()
+	runtime.Gosched()
+	return time.Since(start) > c.slack || c.replies.Load() != c.seen
 }
 
 // Value returns the parent's value for key. See context.Context.

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/validate"
 )
 
 type ctxKey struct{}
@@ -178,4 +181,90 @@ func BenchmarkReferenceBound(b *testing.B) {
 			cancel()
 		}
 	})
+}
+
+// A call ended by its deadline is late (validate.ErrClientLate: the client's lateness) exactly when a reply
+// reached another call of the Store since it began, or a timer of the Store (its own or another's)
+// ran more than the slack past its deadline since it began; replies before it began do not count,
+// and the verdict, made at the first Err, is kept.
+func TestDeadlineVerdict(t *testing.T) {
+	s := newTimeoutStore(t, 5*time.Millisecond)
+	s.inflight.replies.Add(7) // before the calls: no evidence for them
+	slack := time.Hour        // however late the timers run on a busy machine
+	// Every call here ends by its deadline, and so never goes back to the pool: each is new.
+	s.calls.New = func() any { return newCallCtx(&s.calls, s.epoch, s.inflight, slack) }
+
+	ctx, c := s.bound(context.Background())
+	waitDone(t, ctx)
+	if err := ctx.Err(); !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, validate.ErrClientLate) {
+		t.Fatalf("nothing answered meanwhile: Err() = %v, want context.DeadlineExceeded, not late", err)
+	}
+	s.inflight.replies.Add(1) // after the verdict: changes nothing
+	if err := ctx.Err(); errors.Is(err, validate.ErrClientLate) {
+		t.Fatalf("Err() asked again = %v, want the first verdict kept", err)
+	}
+	c.release()
+
+	ctx, c = s.bound(context.Background())
+	s.inflight.replies.Add(1) // another call answered
+	waitDone(t, ctx)
+	wantLate(t, ctx.Err(), "another call answered meanwhile")
+	c.release()
+
+	s.inflight.lateAt.Store(int64(time.Since(s.epoch))) // a timer ran late before the next call
+	ctx, c = s.bound(context.Background())
+	waitDone(t, ctx)
+	if err := ctx.Err(); errors.Is(err, validate.ErrClientLate) {
+		t.Fatalf("a timer late before the call began: Err() = %v, want not late", err)
+	}
+	c.release()
+
+	ctx, c = s.bound(context.Background())
+	s.inflight.lateAt.Store(int64(c.began) + 1) // another call's timer ran late since this one began
+	waitDone(t, ctx)
+	wantLate(t, ctx.Err(), "another timer late meanwhile")
+	c.release()
+
+	slack = -1 // any timer is later than that past its deadline
+	ctx, c = s.bound(context.Background())
+	waitDone(t, ctx)
+	wantLate(t, ctx.Err(), "the timer past its slack")
+	c.release()
+}
+
+// wantLate fails t unless err is a late client's timeout.
+func wantLate(t *testing.T, err error, what string) {
+	t.Helper()
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, validate.ErrClientLate) {
+		t.Fatalf("%s: Err() = %v, want one matching DeadlineExceeded and ErrClientLate", what, err)
+	}
+	if !errors.Is(unavailable(err), admit.ErrUnavailable) {
+		t.Fatalf("unavailable(%v) does not match ErrUnavailable", err)
+	}
+	if errors.Is(err, validate.ErrUnavailable) {
+		t.Fatalf("%v matches ErrUnavailable before the Store wraps it", err)
+	}
+}
+
+// The verdict on the timer, by how far past the deadline it ran.
+func TestDeadlineVerdictSlack(t *testing.T) {
+	for _, tc := range []struct {
+		overdue, slack time.Duration
+		late           bool
+	}{
+		{0, time.Hour, false},
+		{time.Hour, time.Hour, false},
+		{time.Hour + 1, time.Hour, true},
+		{3 * time.Hour, time.Hour, true},
+	} {
+		c := newCallCtx(nil, time.Now(), &inflight{}, tc.slack)
+		c.overdue = tc.overdue
+		c.end(deadlineExceeded)
+		if got := errors.Is(c.Err(), validate.ErrClientLate); got != tc.late {
+			t.Errorf("timer %v past the deadline, slack %v: late = %v, want %v", tc.overdue, tc.slack, got, tc.late)
+		}
+	}
+	if got := lateTimerSlack(DefaultCommandTimeout); got != 20*time.Millisecond {
+		t.Errorf("lateTimerSlack(%v) = %v, want 20ms", DefaultCommandTimeout, got)
+	}
 }

@@ -3,6 +3,7 @@ package redisstore
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -79,12 +80,15 @@ func (b *bounded) DoMulti(ctx context.Context, multi ...rueidis.Completed) []rue
 // started as needed and stay, idle, until the Store is closed: at most as many as the most commands
 // handed to workers at once.
 type inflight struct {
-	sem     chan struct{} // one element per token held
-	hold    time.Duration // how long the token of a command given up on by its caller is kept
-	release func()        // returns one token, for time.AfterFunc
-	work    chan *command // unbuffered: a send reaches an idle worker
-	quit    chan struct{} // closed by stop: idle workers return
-	calls   sync.Pool     // of *command
+	sem     chan struct{}             // one element per token held
+	hold    time.Duration             // how long the token of a command given up on by its caller is kept
+	release func()                    // returns one token, for time.AfterFunc
+	work    chan *command             // unbuffered: a send reaches an idle worker
+	quit    chan struct{}             // closed by stop: idle workers return
+	calls   sync.Pool                 // of *command
+	replies atomic.Uint64             // commands Redis answered to a caller still waiting (callCtx.late)
+	lateAt  atomic.Int64              // when a call's timer last ran late, as time since the Store's epoch (callCtx.late)
+	stall   func(ctx context.Context) // tests only: runs before each command, as a descheduled caller
 }
 
 // newInflight returns an inflight whose callers' abandoned commands keep their tokens for hold.
@@ -149,6 +153,9 @@ type result struct {
 // do runs one (multi nil) or multi on c within the bound and returns its result, or ctx's error once
 // ctx is done before the client answered.
 func (in *inflight) do(ctx context.Context, c rueidis.Client, one rueidis.Completed, multi []rueidis.Completed) result {
+	if in.stall != nil {
+		in.stall(ctx)
+	}
 	if err := ctx.Err(); err != nil {
 		return result{res: rueidis.NewErrorResult(err)}
 	}
@@ -187,8 +194,24 @@ func (in *inflight) do(ctx context.Context, c rueidis.Client, one rueidis.Comple
 		<-cmd.done // answered just now
 	}
 	r := result{res: cmd.res, resps: cmd.resps}
+	if r.answered() {
+		in.replies.Add(1) // reached its caller: as inline's
+	}
 	cmd.recycle()
 	return r
+}
+
+// answered reports whether Redis answered r's command (a reply, or an error reply).
+func (r *result) answered() bool {
+	if r.resps == nil {
+		return r.res.NonRedisError() == nil
+	}
+	for _, res := range r.resps {
+		if res.NonRedisError() != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // inline runs one or multi on c with ctx, holding a token taken by the caller, and returns the
@@ -206,9 +229,15 @@ func (in *inflight) inline(ctx context.Context, c rueidis.Client, one rueidis.Co
 		r.res = c.Do(ctx, one)
 		failed = r.res.NonRedisError() != nil
 	}
-	if failed && ctx.Err() != nil {
+	// A reply that reached its caller came before the caller's deadline, or while the caller had
+	// not yet run to see its deadline pass: either way Redis answered in time for this process.
+	switch {
+	case !failed:
+		in.replies.Add(1)
+		<-in.sem
+	case failed && ctx.Err() != nil:
 		time.AfterFunc(in.hold, in.release) // allocates, on a failure only
-	} else {
+	default:
 		<-in.sem
 	}
 	return r
@@ -238,6 +267,9 @@ func (cmd *command) run() {
 	} else {
 		cmd.res = cmd.c.Do(&cmd.ctx, cmd.one)
 	}
+	if cmd.answeredInTime() {
+		cmd.in.replies.Add(1)
+	}
 	cmd.in.release()
 	cmd.mu.Lock()
 	wanted := cmd.state == pending
@@ -248,6 +280,12 @@ func (cmd *command) run() {
 		return
 	}
 	cmd.recycle()
+}
+
+// answeredInTime reports whether Redis answered cmd, which has run, before its caller's deadline.
+func (cmd *command) answeredInTime() bool {
+	r := result{res: cmd.res, resps: cmd.resps}
+	return cmd.ctx.Err() == nil && r.answered()
 }
 
 // recycle clears cmd and puts it back in its pool.

@@ -45,6 +45,12 @@ const connIdleTimeout = time.Second
 // a second before it publishes the event, while the old primary still accepts, and then loses, writes.
 const sentinelRefreshInterval = time.Second
 
+// lateTimerSlack returns how late past its deadline a call's timer may run (and how long one pass
+// through the run queue may take) before its timeout is taken for the process's own lateness
+// (guard.ErrClientLate) rather than Redis's: a tenth of the command timeout, 20 ms of the default
+// 200 ms. On a host that runs the process, a timer is late by well under a millisecond.
+func lateTimerSlack(commandTimeout time.Duration) time.Duration { return commandTimeout / 10 }
+
 // Config configures a Store. Only URL is required.
 type Config struct {
 	// URL locates Redis:
@@ -139,7 +145,7 @@ func New(cfg Config) (*Store, error) {
 	s := &Store{opt: opt, commandTimeout: timeout, tokens: algo.NewTokenSource(), inflight: newInflight(abandonedHold(opt)),
 		dedicated: make(chan struct{}, rueidis.DefaultPoolSize)}
 	s.epoch = time.Now()
-	s.calls.New = func() any { return newCallCtx(&s.calls, s.epoch) }
+	s.calls.New = func() any { return newCallCtx(&s.calls, s.epoch, s.inflight, lateTimerSlack(timeout)) }
 	return s, nil
 }
 

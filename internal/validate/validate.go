@@ -27,6 +27,11 @@ var (
 	// backend answered, so guard's Breaker does not count it as a failure and FailOpen does not
 	// decide it locally.
 	ErrUndecided error = &kindError{msg: "admit: undecided: the replicas did not confirm the write in time; its units stay consumed, nothing is admitted", parent: ErrUnavailable}
+	// ErrClientLate marks a Store's own command timeout that passed while the backend answered
+	// other calls of the same Store: the client was late (its process descheduled, its callers
+	// queued), not the backend. The error of such a call also matches context.DeadlineExceeded and
+	// ErrUnavailable; guard's Breaker does not count it as a failure.
+	ErrClientLate error = &kindError{msg: "admit: the client was late: other calls were answered meanwhile"}
 )
 
 // A kindError is a sentinel that may itself be a kind of another sentinel.

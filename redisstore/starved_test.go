@@ -1,0 +1,181 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/guard"
+	"github.com/admit-dev/admit/internal/redistest"
+)
+
+var roomy = admit.Limit{Name: "roomy", Algorithm: admit.FixedWindow, Rate: 1_000_000, Period: time.Hour}
+
+type lateKey struct{}
+
+// stallLate makes every command of a call whose context carries lateKey wait, before it reaches the
+// client, until its context is done and then until the test says go: a caller descheduled past its
+// command timeout. stalled is told of each stalled call.
+func stallLate(s *Store) (stalled <-chan struct{}, resume chan<- struct{}) {
+	st, go_ := make(chan struct{}), make(chan struct{})
+	s.inflight.stall = func(ctx context.Context) {
+		if ctx.Value(lateKey{}) == nil {
+			return
+		}
+		<-ctx.Done()
+		st <- struct{}{}
+		<-go_
+	}
+	return st, go_
+}
+
+// healthyTake makes one Take on s that Redis answers in time, trying again (a few times) when a busy
+// machine made it miss its own timeout.
+func healthyTake(t *testing.T, s *Store, key string) {
+	t.Helper()
+	for try := 1; ; try++ {
+		d, err := s.Take(t.Context(), admit.Request{Key: key, Limit: roomy, Cost: 1})
+		if err == nil && d.Allowed {
+			return
+		}
+		if try == 20 {
+			t.Fatalf("Take on a healthy Redis = %+v, %v", d, err)
+		}
+		t.Logf("healthy Take, try %d: %v", try, err)
+	}
+}
+
+// A call of a starved client, which outlives its command timeout while other calls of the Store get
+// their replies, fails closed (unavailable, a timeout) but does not count toward the Breaker; the
+// same call when nothing else was answered meanwhile, or with CountLate, does.
+func TestStarvedClientDoesNotTripBreaker(t *testing.T) {
+	srv := redistest.Start(t)
+	for _, tc := range []struct {
+		name      string
+		others    bool // another call is answered while the late one is stalled
+		countLate bool
+		wantOpen  bool
+	}{
+		{"others answered", true, false, false},
+		{"nothing answered", false, false, true},
+		{"others answered, CountLate", true, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := New(Config{URL: srv.URL(), CommandTimeout: 300 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			// Only the replies are evidence here: a timer late on a busy machine is not taken for it.
+			s.calls.New = func() any { return newCallCtx(&s.calls, s.epoch, s.inflight, time.Hour) }
+			stalled, resume := stallLate(s)
+			const failures = 3
+			b := guard.NewBreaker(s, guard.BreakerOptions{Failures: failures, CountLate: tc.countLate})
+			healthyTake(t, s, "rl:starved:warm") // connected, the script loaded
+			late := context.WithValue(t.Context(), lateKey{}, true)
+			calls := 2 * failures
+			if tc.wantOpen {
+				calls = failures
+			}
+			for i := range calls {
+				errc := make(chan error, 1)
+				go func() {
+					_, err := b.Take(late, admit.Request{Key: fmt.Sprintf("rl:starved:late%d", i), Limit: roomy, Cost: 1})
+					errc <- err
+				}()
+				<-stalled
+				if tc.others {
+					healthyTake(t, s, "rl:starved:other")
+				}
+				resume <- struct{}{}
+				err := <-errc
+				if !errors.Is(err, admit.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, guard.ErrOpen) {
+					t.Fatalf("late call %d: %v, want the store's timeout, unavailable", i, err)
+				}
+				if got := errors.Is(err, guard.ErrClientLate); got != tc.others {
+					t.Fatalf("late call %d: %v matches ErrClientLate = %v, want %v", i, err, got, tc.others)
+				}
+			}
+			if got := b.State() == guard.BreakerOpen; got != tc.wantOpen {
+				t.Fatalf("after %d late calls the Breaker is %v (opened %d times), want open = %v", calls, b.State(), b.Opened(), tc.wantOpen)
+			}
+		})
+	}
+}
+
+// Frozen Redis (SIGSTOP) under load: once the calls begun before the freeze have returned, nothing
+// is answered, so every timeout counts (unless its own timer ran late) and the Breaker opens at the
+// Failures-th; a killed Redis fails fast (no timeout) and opens it after Failures calls.
+func TestFrozenOrKilledRedisStillTripsBreaker(t *testing.T) {
+	for _, fault := range []string{"frozen", "killed"} {
+		t.Run(fault, func(t *testing.T) {
+			srv := redistest.Start(t)
+			s, err := New(Config{URL: srv.URL(), CommandTimeout: 200 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			const failures = 4
+			b := guard.NewBreaker(s, guard.BreakerOptions{Failures: failures, CoolOff: time.Hour})
+			healthyTake(t, s, "rl:starved:warm")
+
+			// Load: workers deciding in a loop, each until its first failure.
+			var answered atomic.Int64
+			var wg sync.WaitGroup
+			for w := range 16 {
+				wg.Go(func() {
+					for i := 0; ; i++ {
+						_, err := s.Take(context.Background(), admit.Request{Key: fmt.Sprintf("rl:starved:load%d:%d", w, i%50), Limit: roomy, Cost: 1})
+						if err != nil {
+							return
+						}
+						answered.Add(1)
+					}
+				})
+			}
+			for answered.Load() < 200 {
+				time.Sleep(time.Millisecond) // until the load runs
+			}
+			if fault == "frozen" {
+				srv.Freeze(t)
+				defer srv.Thaw(t)
+			} else {
+				srv.Kill(t)
+			}
+			wg.Wait() // every call begun before the fault has returned
+
+			// Each timeout counts unless its timer ran late (a busy machine): the Breaker opens
+			// exactly at the failures-th that counts.
+			counted, late := 0, 0
+			for call := 1; counted < failures; call++ {
+				if call > 50 {
+					t.Fatalf("%d calls after Redis was %s: %d counted, %d late; the Breaker is %v", call-1, fault, counted, late, b.State())
+				}
+				_, err := b.Take(context.Background(), admit.Request{Key: "rl:starved:k", Limit: roomy, Cost: 1})
+				if !errors.Is(err, admit.ErrUnavailable) || errors.Is(err, guard.ErrOpen) {
+					t.Fatalf("call %d after Redis was %s: %v, want unavailable, not refused", call, fault, err)
+				}
+				if errors.Is(err, guard.ErrClientLate) {
+					late++
+					t.Logf("call %d: %v", call, err)
+				} else {
+					counted++
+				}
+				if want := counted == failures; (b.State() == guard.BreakerOpen) != want {
+					t.Fatalf("after %d counted failures: Breaker %v, want open = %v", counted, b.State(), want)
+				}
+			}
+			if fault == "killed" && late > 0 {
+				t.Fatalf("%d calls to a killed Redis were taken for the client's lateness", late)
+			}
+			if _, err := b.Take(context.Background(), admit.Request{Key: "rl:starved:k", Limit: roomy, Cost: 1}); !errors.Is(err, guard.ErrOpen) {
+				t.Fatalf("after the Breaker opened: %v, want ErrOpen", err)
+			}
+		})
+	}
+}
