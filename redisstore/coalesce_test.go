@@ -216,6 +216,10 @@ var diffLimits = []admit.Limit{
 // 0 … 2, sometimes a request ID from a small pool, so that retries replay and IDs are reused for
 // other requests (refused).
 func diffRequests(rng *rand.Rand, subjects []string) []admit.Request {
+	if rng.IntN(3) == 0 { // a hot fixed window: runs of them are merged in a batch
+		lim := diffLimits[5]
+		return []admit.Request{{Key: subjects[0] + ":" + lim.Name, Limit: lim, Cost: int64(rng.IntN(3))}}
+	}
 	subject := subjects[rng.IntN(len(subjects))]
 	n := 1 + rng.IntN(3)
 	if rng.IntN(2) == 0 {
@@ -237,6 +241,79 @@ func diffRequests(rng *rand.Rand, subjects []string) []admit.Request {
 		rs[i] = admit.Request{Key: subject + ":" + lim.Name, Limit: lim, Cost: c, ID: id}
 	}
 	return rs
+}
+
+// A batch's run of takes of one fixed window, merged into one read and one write, decides each take
+// as its own call would at that instant: admitted while the count the takes before it left has room,
+// ResetAfter the window from the first admission on, every admission's Token the key's expiry; a
+// take that is not merged (a request ID, two policies) ends the run, and sees its writes.
+func TestCoalescedFixedWindowRun(t *testing.T) {
+	srv := redistest.Start(t)
+	s := openMode(t, srv.URL(), CoalescingOn)
+	key := newKey(t)
+	lim := admit.Limit{Algorithm: admit.FixedWindow, Rate: 10, Period: time.Minute}
+	other := admit.Request{Key: key + ":b", Limit: lim, Cost: 1}
+	costs := []int64{0, 1, 0, 3, 2, 5, 1, 0, -1, 4, 1, 1, -2, 0, 1, 9}
+	release := hold(t, s, key)
+	var wg sync.WaitGroup
+	type answer struct {
+		ds  []admit.Decision
+		ok  bool
+		err error
+	}
+	answers := make([]answer, len(costs))
+	for i, c := range costs {
+		rs := []admit.Request{{Key: key, Limit: lim, Cost: c}}
+		switch c {
+		case -1: // a request ID: not merged
+			rs[0].Cost, rs[0].ID = 1, "id"
+		case -2: // two policies: not merged
+			rs[0].Cost = 1
+			rs = append(rs, other)
+		}
+		wg.Go(func() {
+			ds := make([]admit.Decision, len(rs))
+			ok, err := s.TakeAll(context.Background(), rs, ds)
+			answers[i] = answer{ds, ok, err}
+		})
+		waitQueued(t, s, key, i+1) // in this order
+	}
+	release()
+	wg.Wait()
+	expires, err := srv.Do(t, "PEXPIRETIME", key).AsInt64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := int64(0)
+	for i, c := range costs {
+		a := answers[i]
+		if a.err != nil {
+			t.Fatalf("take %d: %v", i, a.err)
+		}
+		c = max(c, 1)
+		if costs[i] == 0 {
+			c = 0
+		}
+		allowed := count+c <= lim.Rate
+		want := admit.Decision{Allowed: allowed, Limit: lim, Remaining: lim.Rate - count - c, ResetAfter: time.Minute}
+		switch {
+		case !allowed:
+			want.Remaining, want.RetryAfter = lim.Rate-count, time.Minute
+		case c > 0:
+			want.Token = uint64(expires)
+		case count == 0:
+			want.ResetAfter = 0 // a peek of a missing key
+		}
+		if allowed {
+			count += c
+		}
+		if a.ok != allowed || a.ds[0] != want {
+			t.Errorf("take %d of cost %d: %v, %+v; want %v, %+v", i, costs[i], a.ok, a.ds[0], allowed, want)
+		}
+	}
+	if v, _ := state(t, srv, key); v != strconv.FormatInt(count, 10) {
+		t.Fatalf("the key counts %s, want %d", v, count)
+	}
 }
 
 // The coalesced path against the one-call path, decision by decision: callers take a seeded random

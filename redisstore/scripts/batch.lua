@@ -53,30 +53,118 @@ local function take_one()
   return take_general()
 end
 
+-- A run of consecutive takes of one fixed window from its first admission (one policy, no request ID,
+-- no flags, the same key, limit and window; any costs) is merged: the key is read once, each take
+-- decided in turn on the count the takes before it left, as its own call would find it (a script's
+-- time is frozen: the key's TTL stays), and the units admitted written once when the run ends, before
+-- any other take runs. Arguments a take would refuse, or a key it would find corrupt, end the merging:
+-- the take goes through take_one, which refuses it as its own call would.
 local reply = {}
+local run = nil -- the run in progress: its key, limit and window strings and numbers, the count and ttl, what to write
+local function flush()
+  if run.add > 0 then
+    if run.fresh then
+      redis.call('SET', run.key, string.format('%d', run.add), 'PX', run.ws)
+    else
+      redis.call('INCRBY', run.key, string.format('%d', run.add))
+    end
+    local token = redis.call('PEXPIRETIME', run.key)
+    for x = 1, #run.admitted do
+      reply[run.admitted[x]][7] = token
+    end
+  end
+  run = nil
+end
+-- start returns the run of a take of key under ls and ws, or nil when a take of them goes through
+-- take_one: arguments it would refuse, a key it would find corrupt (fixed_window.lua's checks).
+local function start(key, ls, ws)
+  local limit, window = integer(ls, 1, MAX), integer(ws, 1, MAX_WINDOW)
+  if not limit or not window then
+    return nil
+  end
+  local count, ttl = 0, 0
+  local raw = redis.pcall('GET', key)
+  if raw then
+    if type(raw) == 'table' then
+      return nil
+    end
+    local stored = integer(raw, 1, MAX)
+    if not stored then
+      return nil
+    end
+    local left = redis.call('PTTL', key)
+    if left == -1 or left > window then
+      return nil
+    elseif left > 0 then
+      count, ttl = stored, left
+    end
+  end
+  return {key = key, ls = ls, ws = ws, limit = limit, window = window, count = count, ttl = ttl, fresh = count == 0,
+    add = 0, admitted = {}}
+end
+
 local kx, ax, pk, pa = 0, 1 + 2 * m, 0, 0 -- the keys and arguments before request j's; the last request's counts
 for j = 1, m do
   local k, a = tonumber(BATCH_ARGV[1 + j]), tonumber(BATCH_ARGV[1 + m + j])
-  for x = 1, k do
-    KEYS[x] = BATCH_KEYS[kx + x]
-  end
-  for x = pk, k + 1, -1 do
-    KEYS[x] = nil
-  end
-  for x = 1, a do
-    ARGV[x] = BATCH_ARGV[ax + x]
-  end
-  ARGV[a + 1] = at
-  for x = pa + 1, a + 2, -1 do
-    ARGV[x] = nil
-  end
-  kx, ax, pk, pa, ARGS, clock = kx + k, ax + a, k, a, a, nil
-  local ok, r = pcall(take_one)
-  if not ok then
-    if type(r) ~= 'table' or not r.err then
-      r = {err = 'ERR ' .. tostring(r)}
+  local merged = false
+  if k == 1 and a == 8 and BATCH_ARGV[ax + 4] == 'fixed_window' and BATCH_ARGV[ax + 8] == '0' and BATCH_ARGV[ax + 1] == '1' and
+      BATCH_ARGV[ax + 2] == '' and BATCH_ARGV[ax + 3] == '' then
+    local key, ls, ws = BATCH_KEYS[kx + 1], BATCH_ARGV[ax + 5], BATCH_ARGV[ax + 6]
+    if run and (run.key ~= key or run.ls ~= ls or run.ws ~= ws) then
+      flush()
+    end
+    run = run or start(key, ls, ws)
+    local cost = run and integer(BATCH_ARGV[ax + 7], 0, run.limit)
+    if cost then
+      local limit, count = run.limit, run.count
+      if count + cost > limit then
+        local remaining = limit - count
+        if remaining < 0 then
+          remaining = 0
+        end
+        reply[j] = {0, 0, 0, remaining, run.ttl, run.ttl, 0}
+      elseif cost == 0 then
+        reply[j] = {1, 0, 1, limit - count, 0, count > 0 and run.ttl or 0, 0}
+      else
+        if count == 0 then
+          run.ttl = run.window -- the key made now, with the window's expiry
+        end
+        run.count, run.add = count + cost, run.add + cost
+        reply[j] = {1, 0, 1, limit - count - cost, 0, run.ttl, 0} -- its token when the run is written
+        run.admitted[#run.admitted + 1] = j
+      end
+      merged = true
     end
   end
-  reply[j] = r
+  if not merged then
+    if run then
+      flush()
+    end
+    for x = 1, k do
+      KEYS[x] = BATCH_KEYS[kx + x]
+    end
+    for x = pk, k + 1, -1 do
+      KEYS[x] = nil
+    end
+    for x = 1, a do
+      ARGV[x] = BATCH_ARGV[ax + x]
+    end
+    ARGV[a + 1] = at
+    for x = pa + 1, a + 2, -1 do
+      ARGV[x] = nil
+    end
+    pk, pa, ARGS, clock = k, a, a, nil
+    local ok, r = pcall(take_one)
+    if not ok then
+      if type(r) ~= 'table' or not r.err then
+        r = {err = 'ERR ' .. tostring(r)}
+      end
+    end
+    reply[j] = r
+  end
+  kx, ax = kx + k, ax + a
+end
+if run then
+  flush()
 end
 return reply
