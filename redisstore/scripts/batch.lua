@@ -103,17 +103,31 @@ local function start(key, ls, ws)
     add = 0, admitted = {}}
 end
 
+-- simple returns the key, limit and window of the take of k keys and a arguments after the first
+-- kx and ax, when it is one a run merges, else nil.
+local function simple(k, a, kx, ax)
+  if k == 1 and a == 8 and BATCH_ARGV[ax + 4] == 'fixed_window' and BATCH_ARGV[ax + 8] == '0' and BATCH_ARGV[ax + 1] == '1' and
+      BATCH_ARGV[ax + 2] == '' and BATCH_ARGV[ax + 3] == '' then
+    return BATCH_KEYS[kx + 1], BATCH_ARGV[ax + 5], BATCH_ARGV[ax + 6]
+  end
+  return nil
+end
+
 local kx, ax, pk, pa = 0, 1 + 2 * m, 0, 0 -- the keys and arguments before request j's; the last request's counts
 for j = 1, m do
   local k, a = tonumber(BATCH_ARGV[1 + j]), tonumber(BATCH_ARGV[1 + m + j])
   local merged = false
-  if k == 1 and a == 8 and BATCH_ARGV[ax + 4] == 'fixed_window' and BATCH_ARGV[ax + 8] == '0' and BATCH_ARGV[ax + 1] == '1' and
-      BATCH_ARGV[ax + 2] == '' and BATCH_ARGV[ax + 3] == '' then
-    local key, ls, ws = BATCH_KEYS[kx + 1], BATCH_ARGV[ax + 5], BATCH_ARGV[ax + 6]
+  local key, ls, ws = simple(k, a, kx, ax)
+  if key then
     if run and (run.key ~= key or run.ls ~= ls or run.ws ~= ws) then
       flush()
     end
-    run = run or start(key, ls, ws)
+    if not run and j < m then -- a run of one goes through take_one: the straight path costs less
+      local key2, ls2, ws2 = simple(tonumber(BATCH_ARGV[2 + j]), tonumber(BATCH_ARGV[2 + m + j]), kx + k, ax + a)
+      if key2 == key and ls2 == ls and ws2 == ws then
+        run = start(key, ls, ws)
+      end
+    end
     local cost = run and integer(BATCH_ARGV[ax + 7], 0, run.limit)
     if cost then
       local limit, count = run.limit, run.count
