@@ -94,7 +94,7 @@ func assemble(entry string, testClock bool) string {
 	var b strings.Builder
 	b.WriteString(constants())
 	b.WriteString(gcraConstants()) // before the straight paths, which decide gcra too
-	fmt.Fprintf(&b, "local CLOCK_FROM_ARGV = %t\nlocal BATCH = false\n", testClock)
+	fmt.Fprintf(&b, "local CLOCK_FROM_ARGV = %t\n", testClock)
 	b.WriteString(straightPaths[entry])
 	b.WriteString(preludeSrc)
 	for _, m := range modules {
@@ -104,26 +104,26 @@ func assemble(entry string, testClock bool) string {
 	return b.String()
 }
 
-// assembleBatch returns the batch script (scripts/batch.lua): the take script's assembly with its
-// straight path and take.lua each wrapped in a function, take_straight and take_general, which read
-// KEYS and ARGV as locals the batch fills for each request in turn, and the time from the last
-// argument (CLOCK_FROM_ARGV), where the batch puts its own: Redis's TIME, read once, or, in a test
-// assembly, the batch's last argument.
+// assembleBatch returns the batch script (scripts/batch.lua): the take script's straight path, and
+// the rest of its assembly (the prelude, the modules and take.lua), each wrapped in a function,
+// take_straight and take_general, which read KEYS and ARGV as locals the batch fills for each
+// request in turn, and the time from the last argument (CLOCK_FROM_ARGV), where the batch puts its
+// own: Redis's TIME, read once, or, in a test assembly, the batch's last argument. take_general runs
+// the prelude and defines the modules afresh for each request that falls through the straight path,
+// as the take script does for its call, and only then.
 func assembleBatch(testClock bool) string {
 	var b strings.Builder
 	b.WriteString(constants())
 	b.WriteString(gcraConstants())
-	fmt.Fprintf(&b, "local MAX_BATCH = %d\nlocal BATCH_TEST_CLOCK = %t\n", maxBatch, testClock)
-	b.WriteString("local CLOCK_FROM_ARGV = true\nlocal BATCH = true\n")
+	fmt.Fprintf(&b, "local MAX_BATCH = %d\nlocal BATCH_TEST_CLOCK = %t\nlocal CLOCK_FROM_ARGV = true\n", maxBatch, testClock)
 	b.WriteString("local BATCH_KEYS, BATCH_ARGV = KEYS, ARGV\nlocal KEYS, ARGV = {}, {}\n")
 	b.WriteString("local function take_straight()\n")
 	b.WriteString(takeSingleSrc)
-	b.WriteString("end\n")
+	b.WriteString("end\nlocal function take_general()\n")
 	b.WriteString(preludeSrc)
 	for _, m := range modules {
 		b.WriteString(m)
 	}
-	b.WriteString("local function take_general()\n")
 	b.WriteString(takeSrc)
 	b.WriteString("end\n")
 	b.WriteString(batchSrc)

@@ -1,9 +1,10 @@
 -- batch.lua: the entry point that decides several takes in one call, each as take.lua decides it
 -- alone, one after the other in the order given: a script runs atomically, so the batch is the same
 -- as those calls made in turn at one instant (docs/redis.md, "Coalescing"). Its assembly wraps the
--- take script's straight path (take_single.lua) and take.lua itself in functions, which see a
--- request's own keys and arguments through KEYS and ARGV (locals of the assembly, refilled for each
--- request), and the batch's time as the last argument, as a test assembly's take reads it.
+-- take script's straight path (take_single.lua) and the rest of the take script (the prelude, the
+-- modules, take.lua) in functions, which see a request's own keys and arguments through KEYS and
+-- ARGV (locals of the assembly, refilled for each request), and the batch's time as the last
+-- argument, as a test assembly's take reads it.
 --
 -- KEYS          every request's keys, request after request
 -- ARGV[1]       m, the number of requests: 1 … MAX_BATCH
@@ -15,6 +16,26 @@
 -- Reply: one element per request, in order: the take script's reply to it, or its error. A request's
 -- error (ADMIT_INVALID, ADMIT_CORRUPT, or a failed command) ends that request alone, before any write
 -- of its own, as it would end its own call.
+
+-- integer is prelude.lua's (which runs inside take_general only): s as a strict decimal integer in
+-- lo … hi, or nil.
+local match, tonumber = string.match, tonumber
+local function integer(s, lo, hi)
+  local v
+  if s == '1' then
+    v = 1
+  elseif s == '0' then
+    v = 0
+  elseif not s or #s > MAX_DIGITS or not match(s, '^[1-9]%d*$') then
+    return nil
+  else
+    v = tonumber(s)
+  end
+  if v < lo or v > hi then
+    return nil
+  end
+  return v
+end
 
 local m = integer(BATCH_ARGV[1], 1, MAX_BATCH)
 if not m then
@@ -167,7 +188,7 @@ for j = 1, m do
     for x = pa + 1, a + 2, -1 do
       ARGV[x] = nil
     end
-    pk, pa, ARGS, clock = k, a, a, nil
+    pk, pa = k, a
     local ok, r = pcall(take_one)
     if not ok then
       if type(r) ~= 'table' or not r.err then

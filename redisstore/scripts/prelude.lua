@@ -11,9 +11,7 @@
 --   MAX_LEASES    the largest limit of a concurrency key, and the most leases it holds
 --                 (admit.MaxConcurrency)
 --   MAX_REASON    the longest reason of an override, in bytes
--- CLOCK_FROM_ARGV, false but in a test assembly, which takes the time from its last argument, and in
--- the batch script, which passes each request the batch's time so; and BATCH, true in the batch
--- script only (batch.lua).
+-- and CLOCK_FROM_ARGV, false but in a test assembly, which takes the time from its last argument.
 --
 -- Errors are raised as 'ADMIT_INVALID <why>' for bad arguments and 'ADMIT_CORRUPT <why>' for a key
 -- that holds something no admit script writes, always before any write.
@@ -90,11 +88,10 @@ end
 -- arguments follow each name: 4, or 3 for the sliding ones (the modules' parse). Should it go wrong,
 -- a module the call needs is missing, and the call fails as if its algorithm were unknown. settling
 -- says whether ARGV[1] names an algorithm: the settle script's call, whose module defines settle too.
--- The batch script (BATCH) decides calls of any algorithms: it defines every module, and walks nothing.
-local named_fixed_window, named_gcra, named_sliding_window, named_sliding_log, named_concurrency = BATCH, BATCH,
-  BATCH, BATCH, BATCH
+local named_fixed_window, named_gcra, named_sliding_window, named_sliding_log, named_concurrency = false, false,
+  false, false, false
 local j = 1
-while not BATCH do
+while true do
   local a = ARGV[j]
   if a == 'fixed_window' then
     named_fixed_window, j = true, j + 5
