@@ -58,19 +58,25 @@ func laneOf(t testing.TB, s *Store, key string) *lane {
 	return s.co.lane(key, c.Mode() == rueidis.ClientModeCluster)
 }
 
-// hold makes key's lane busy, as a call in flight does, so that the takes of key queue; the
+// hold waits until key's lane is idle and makes it busy, as a call in flight does, so that the takes of key queue; the
 // returned func ends the pretended call, which sends the queue.
 func hold(t testing.TB, s *Store, key string) func() {
 	t.Helper()
 	l := laneOf(t, s, key)
-	s.co.mu.Lock()
-	if l.busy {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		s.co.mu.Lock()
+		if !l.busy { // a drain of earlier takes may still be ending
+			l.busy = true
+			s.co.mu.Unlock()
+			return func() { s.co.next(s, l) }
+		}
 		s.co.mu.Unlock()
-		t.Fatalf("lane of %s already busy", key)
+		if time.Now().After(deadline) {
+			t.Fatalf("lane of %s still busy after a minute", key)
+		}
+		time.Sleep(time.Millisecond)
 	}
-	l.busy = true
-	s.co.mu.Unlock()
-	return func() { s.co.next(s, l) }
 }
 
 // waitQueued waits until n takes wait in key's lane (a hang guard, not a timing bound).

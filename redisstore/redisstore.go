@@ -3,7 +3,9 @@
 //
 // Scripts are called with EVALSHA; on NOSCRIPT the store loads them with SCRIPT LOAD and calls
 // EVALSHA again, so a least-privilege ACL user without EVAL works. A script call is never retried
-// after it may have run: a retry after a lost reply could count one request twice.
+// after it may have run: a retry after a lost reply could count one request twice. Concurrent
+// decisions of one process share script calls (Config.Coalescing), each decided as its own call
+// would have been.
 package redisstore
 
 import (
@@ -283,7 +285,8 @@ func redactErr(err error, rawURL string) string {
 	return msg
 }
 
-// Take decides r in one script call. See admit.Store.
+// Take decides r in one script call, which concurrent takes may share (Config.Coalescing). See
+// admit.Store.
 func (s *Store) Take(ctx context.Context, r admit.Request) (admit.Decision, error) {
 	rs := [1]admit.Request{r}
 	var ds [1]admit.Decision
@@ -297,7 +300,8 @@ func (s *Store) Take(ctx context.Context, r admit.Request) (admit.Decision, erro
 	return ds[0], err
 }
 
-// TakeAll decides rs together, all-or-nothing, in one script call. See admit.Store.
+// TakeAll decides rs together, all-or-nothing, in one script call, which concurrent takes may
+// share (Config.Coalescing). See admit.Store.
 func (s *Store) TakeAll(ctx context.Context, rs []admit.Request, ds []admit.Decision) (bool, error) {
 	var (
 		tokens  [bound.MaxRequests]uint64
