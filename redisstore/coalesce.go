@@ -191,9 +191,9 @@ func (co *coalescer) drain(s *Store, l *lane, q []*queuedTake) {
 		co.mu.Lock()
 		if len(l.queue) == 0 {
 			l.busy = false
+			clear(q[:cap(q)])
 			l.queue = q[:0] // the next queue reuses the array
 			co.mu.Unlock()
-			clear(q[:cap(q)])
 			return
 		}
 		q, l.queue = l.queue, nil
