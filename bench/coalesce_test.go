@@ -106,7 +106,7 @@ func measureLatency(b *testing.B, srv *redistest.Server, n int, op func(i int) e
 	b.ReportMetric(float64(lat[(len(lat)-1)*99/100])/float64(time.Microsecond), "p99-us")
 }
 
-// BenchmarkCoalescing_BatchScript measures the batch script itself (redisstore's scripts/batch.lua)
+// BenchmarkScriptCost_Batch measures the batch script of coalescing (redisstore's scripts/batch.lua)
 // against the minimal script: EVALSHA of batches of requests=N fixed-window takes, pipelined as
 // the ScriptCost group pipelines, on many keys or on one (keys=hot), each chunk of it followed by
 // as many minimal-script calls as it decided takes, on keys of their own. Per decision:
@@ -116,8 +116,8 @@ func measureLatency(b *testing.B, srv *redistest.Server, n int, op func(i int) e
 //	x-minimal             the ratio of the two
 //	x-minimal-proc-cpu    the ratio of the Redis process's CPU (INFO cpu), I/O included
 //
-//	cd bench && ADMIT_REQUIRE_REDIS=1 go test -run '^$' -bench '^BenchmarkCoalescing_BatchScript' -benchtime 20000x .
-func BenchmarkCoalescing_BatchScript(b *testing.B) {
+//	cd bench && ADMIT_REQUIRE_REDIS=1 go test -run '^$' -bench '^BenchmarkScriptCost_Batch' -benchtime 20000x .
+func BenchmarkScriptCost_Batch(b *testing.B) {
 	for _, m := range []int{1, 16, 128} {
 		for _, hot := range []bool{false, true} {
 			name := "requests=" + strconv.Itoa(m) + "/keys=many"
