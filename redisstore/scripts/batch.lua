@@ -17,8 +17,8 @@
 -- error (ADMIT_INVALID, ADMIT_CORRUPT, or a failed command) ends that request alone, before any write
 -- of its own, as it would end its own call.
 
--- integer is prelude.lua's (which runs inside take_general only): s as a strict decimal integer in
--- lo … hi, or nil.
+-- integer is a copy of prelude.lua's, which runs inside take_general only: s as a strict decimal
+-- integer in lo … hi, or nil.
 local match, tonumber = string.match, tonumber
 local function integer(s, lo, hi)
   local v
@@ -76,8 +76,8 @@ end
 
 -- A run of consecutive takes of one fixed window from its first admission (one policy, no request ID,
 -- no flags, the same key, limit and window; any costs) is merged: the key is read once, each take
--- decided in turn on the count the takes before it left, as its own call would find it (a script's
--- time is frozen: the key's TTL stays), and the units admitted written once when the run ends, before
+-- decided in turn on the count the takes before it left, as its own call would find it (at the TTL
+-- the run read), and the units admitted written once when the run ends, before
 -- any other take runs. Arguments a take would refuse, or a key it would find corrupt, end the merging:
 -- the take goes through take_one, which refuses it as its own call would.
 local reply = {}
