@@ -21,9 +21,11 @@ type Coalescing int
 const (
 	// CoalescingDefault is CoalescingOn.
 	CoalescingDefault Coalescing = iota
-	// CoalescingOn gathers the takes that arrive while a call is in flight for their lane (the
-	// whole server on standalone and Sentinel, one hash slot on a cluster) and sends them together,
-	// as one batch script call, when it returns. A take that finds no call in flight goes at once.
+	// CoalescingOn gathers the takes that arrive while their lane (the whole server on
+	// standalone and Sentinel, one hash slot on a cluster) already has laneCalls calls in flight,
+	// and sends them together, as one batch script call, when one of those returns. A take that
+	// finds fewer calls in flight goes at once, in a call of its own, as with CoalescingOff: below
+	// that concurrency the client's pipeline carries the calls and a batch would only add a wait.
 	CoalescingOn
 	// CoalescingOff sends every take in a script call of its own.
 	CoalescingOff
@@ -41,23 +43,32 @@ func (c Coalescing) String() string {
 // pipelined, so that no take waits for more than the one call in flight before it.
 const maxBatch = 128
 
+// laneCalls is how many calls a lane has in flight, by default, before takes queue for a batch. At 16 callers
+// on many keys a lane of one call (every take queued behind the one in flight) decided 0.72x the
+// takes a second of calls of their own; with 16 the pipeline carries that load as before and
+// batches form only beyond it, where they pay (BENCHMARKS.md, Coalescing).
+const laneCalls = 16
+
 // A coalescer gathers a Store's takes into batches, one lane per hash slot on a cluster and one for
-// the whole server otherwise. A lane is busy while a call of it is in flight: a take that finds it
-// idle makes the lane busy and sends its own call at once (the one-call path); a take that finds it
-// busy joins its queue, and the queue goes as a batch when the call in flight returns.
+// the whole server otherwise. A take that finds fewer than laneCalls calls of its lane in flight
+// sends its own call at once (the one-call path); one that finds laneCalls joins the lane's queue,
+// and the queue goes as a batch, by one drain at a time, when a call in flight returns.
 type coalescer struct {
-	mu    sync.Mutex
-	one   lane             // standalone and Sentinel
-	lanes map[uint16]*lane // a cluster's, by slot
-	pool  sync.Pool        // of *queuedTake
+	mu        sync.Mutex
+	laneCalls int              // calls in flight before takes queue: laneCalls, or 1 under record
+	one       lane             // standalone and Sentinel
+	lanes     map[uint16]*lane // a cluster's, by slot
+	pool      sync.Pool        // of *queuedTake
 	// record, when not nil, is called with every take a lane decided, in the order Redis ran
-	// them, while the lane is still busy (tests).
+	// them, while the lane is still busy (tests; they set laneCalls to 1 with it, so that a lane
+	// has one call in flight and the order calls end in is the order Redis ran them).
 	record func(p *queuedTake)
 }
 
 type lane struct {
-	busy  bool
-	queue []*queuedTake
+	calls    int  // in flight: one-call takes, and the drain's batch
+	draining bool // a drain is sending the queue
+	queue    []*queuedTake
 }
 
 // A queuedTake is one queued take: a copy of its requests, keys and arguments, and its answer.
@@ -101,10 +112,11 @@ func (co *coalescer) lane(key string, cluster bool) *lane {
 	return l
 }
 
-// join makes l busy and returns nil if it was idle; else it queues a copy of the take and returns it.
+// join counts a call of l in flight and returns nil if l had fewer than laneCalls; else it queues a
+// copy of the take and returns it.
 func (co *coalescer) join(l *lane, rs []admit.Request, tokens []uint64, keys, args []string) *queuedTake {
-	if !l.busy {
-		l.busy = true
+	if l.calls < co.laneCalls {
+		l.calls++
 		return nil
 	}
 	p, _ := co.pool.Get().(*queuedTake)
@@ -121,8 +133,8 @@ func (co *coalescer) join(l *lane, rs []admit.Request, tokens []uint64, keys, ar
 	return p
 }
 
-// takeLane is take's one-call path under coalescing: the take goes at once if its lane is idle, else
-// it waits, no longer than ctx allows, for the batch it joined.
+// takeLane is take's one-call path under coalescing: the take goes at once if its lane has room,
+// else it waits, no longer than ctx allows, for the batch it joined.
 func (s *Store) takeLane(ctx context.Context, c rueidis.Client, rs []admit.Request, ds []admit.Decision, tokens []uint64, keys, args []string) (bool, error) {
 	co := s.co
 	co.mu.Lock()
@@ -170,16 +182,17 @@ func (s *Store) takeCall(ctx context.Context, c doer, rs []admit.Request, ds []a
 	return allowed, nil
 }
 
-// next ends a call of l: it makes l idle if nothing queued meanwhile, else it sends the queue.
+// next ends a one-call take of l: its place in flight goes to a drain of the queue if takes queued
+// meanwhile and no drain is sending them, else it is given back.
 func (co *coalescer) next(s *Store, l *lane) {
 	co.mu.Lock()
 	q := l.queue
-	if len(q) == 0 {
-		l.busy = false
+	if len(q) == 0 || l.draining {
+		l.calls--
 		co.mu.Unlock()
 		return
 	}
-	l.queue = nil
+	l.queue, l.draining = nil, true
 	co.mu.Unlock()
 	go co.drain(s, l, q)
 }
@@ -190,7 +203,8 @@ func (co *coalescer) drain(s *Store, l *lane, q []*queuedTake) {
 		co.send(s, q)
 		co.mu.Lock()
 		if len(l.queue) == 0 {
-			l.busy = false
+			l.calls--
+			l.draining = false
 			clear(q[:cap(q)])
 			l.queue = q[:0] // the next queue reuses the array
 			co.mu.Unlock()

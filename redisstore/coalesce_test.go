@@ -58,18 +58,23 @@ func laneOf(t testing.TB, s *Store, key string) *lane {
 	return s.co.lane(key, c.Mode() == rueidis.ClientModeCluster)
 }
 
-// hold waits until key's lane is idle and makes it busy, as a call in flight does, so that the takes of key queue; the
-// returned func ends the pretended call, which sends the queue.
+// hold waits until key's lane is idle and fills it, as its laneCalls calls in flight do, so that the takes of key queue;
+// the returned func ends the pretended calls, the last of which sends the queue.
 func hold(t testing.TB, s *Store, key string) func() {
 	t.Helper()
 	l := laneOf(t, s, key)
 	deadline := time.Now().Add(time.Minute)
 	for {
 		s.co.mu.Lock()
-		if !l.busy { // a drain of earlier takes may still be ending
-			l.busy = true
+		if l.calls == 0 && !l.draining { // a drain of earlier takes may still be ending
+			l.calls = s.co.laneCalls
 			s.co.mu.Unlock()
-			return func() { s.co.next(s, l) }
+			return func() {
+				s.co.mu.Lock()
+				l.calls = 1
+				s.co.mu.Unlock()
+				s.co.next(s, l)
+			}
 		}
 		s.co.mu.Unlock()
 		if time.Now().After(deadline) {
@@ -106,6 +111,7 @@ type recorder struct {
 
 func record(s *Store) *recorder {
 	r := &recorder{}
+	s.co.laneCalls = 1 // one call in flight: calls end in the order Redis ran them
 	s.co.record = func(p *queuedTake) {
 		r.mu.Lock()
 		r.log = append(r.log, p)

@@ -156,7 +156,7 @@ func New(cfg Config) (*Store, error) {
 	s := &Store{opt: opt, commandTimeout: timeout, tokens: algo.NewTokenSource(), inflight: newInflight(abandonedHold(opt)),
 		dedicated: make(chan struct{}, rueidis.DefaultPoolSize)}
 	if mode != CoalescingOff {
-		s.co = &coalescer{lanes: map[uint16]*lane{}}
+		s.co = &coalescer{laneCalls: laneCalls, lanes: map[uint16]*lane{}}
 	}
 	s.epoch = time.Now()
 	s.calls.New = func() any { return newCallCtx(&s.calls, s.epoch) }
