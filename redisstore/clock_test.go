@@ -16,6 +16,10 @@ import (
 // microseconds, from its last argument instead of Redis's TIME, so that a test fixes it.
 var testTakeScript = newScript("take-test", assemble(takeSrc, true))
 
+// testBatchScript is the batch script as a test assembles it: its requests are decided at the time
+// of its last argument, Unix microseconds.
+var testBatchScript = newScript("batch-test", assembleBatch(true))
+
 // takeAt is TakeAll with the time fixed at at, through testTakeScript.
 func (s *Store) takeAt(ctx context.Context, rs []admit.Request, ds []admit.Decision, at time.Time) (bool, error) {
 	if err := admit.ValidateAll(rs, ds); err != nil {

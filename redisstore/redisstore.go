@@ -3,7 +3,9 @@
 //
 // Scripts are called with EVALSHA; on NOSCRIPT the store loads them with SCRIPT LOAD and calls
 // EVALSHA again, so a least-privilege ACL user without EVAL works. A script call is never retried
-// after it may have run: a retry after a lost reply could count one request twice.
+// after it may have run: a retry after a lost reply could count one request twice. Concurrent
+// decisions of one process share script calls (Config.Coalescing), each decided as its own call
+// would have been.
 package redisstore
 
 import (
@@ -61,7 +63,7 @@ type Config struct {
 	//   redis://host:port?master_set=NAME                 Sentinel: host:port are sentinels
 	// Query options, each honoured or refused, never ignored: addr, master_set, db, client_name,
 	// dial_timeout and write_timeout (Go durations), max_flush_delay (a Go duration, see
-	// MaxFlushDelay), protocol (2 or 3); client_cache=0 and
+	// MaxFlushDelay), coalesce (on or off, see Coalescing), protocol (2 or 3); client_cache=0 and
 	// max_retries=0 are accepted because admit never caches nor retries a script, any other value
 	// of them is refused; skip_verify and unknown options are refused. New reports a malformed URL
 	// (a port outside 1…65535, a seed address without a port) without quoting its password.
@@ -95,6 +97,15 @@ type Config struct {
 	CertFile, KeyFile string
 	// ServerName is the name the server's certificate must carry, when it is not the URL's host.
 	ServerName string
+
+	// Coalescing says whether concurrent takes of this Store share script calls: while a take is
+	// in flight for its lane (the server, or on a cluster its hash slot), those that arrive are
+	// gathered and sent together as one batch call when it returns, each decided exactly as its
+	// own call would have been, in the batch's order. A take that finds its lane idle goes at once.
+	// CoalescingDefault (the zero value) is on; the URL's coalesce=on or coalesce=off sets it too,
+	// and setting both to different values is an error. docs/redis.md, "Coalescing", has the
+	// measurements.
+	Coalescing Coalescing
 }
 
 // A Store keeps limit state in Redis. It is safe for concurrent use. Make one with [New]; the zero
@@ -110,6 +121,8 @@ type Store struct {
 	inflight       *inflight         // bounds the commands in the client, see maxInFlight
 	dedicated      chan struct{}     // bounds the replicated decisions in flight to the client's pool (durable.go)
 	calls          sync.Pool         // of *callCtx, each bounding one call by commandTimeout
+	co             *coalescer        // nil when Coalescing is off
+	test           *testScripts      // tests only: the test assemblies and their time, or nil
 	epoch          time.Time         // with a monotonic reading: callCtx deadlines count from it
 
 	resets listeners // OnReset's, and the subscription that calls them
@@ -142,8 +155,15 @@ func New(cfg Config) (*Store, error) {
 	if timeout < 0 {
 		return nil, fmt.Errorf("redisstore: negative command timeout %v", timeout)
 	}
+	mode, err := coalescingOf(cfg)
+	if err != nil {
+		return nil, err
+	}
 	s := &Store{opt: opt, commandTimeout: timeout, tokens: algo.NewTokenSource(), inflight: newInflight(abandonedHold(opt)),
 		dedicated: make(chan struct{}, rueidis.DefaultPoolSize)}
+	if mode != CoalescingOff {
+		s.co = &coalescer{laneCalls: laneCalls, lanes: map[uint16]*lane{}}
+	}
 	s.epoch = time.Now()
 	s.calls.New = func() any { return newCallCtx(&s.calls, s.epoch, s.inflight, lateTimerSlack(timeout)) }
 	return s, nil
@@ -271,7 +291,8 @@ func redactErr(err error, rawURL string) string {
 	return msg
 }
 
-// Take decides r in one script call. See admit.Store.
+// Take decides r in one script call, which concurrent takes may share (Config.Coalescing). See
+// admit.Store.
 func (s *Store) Take(ctx context.Context, r admit.Request) (admit.Decision, error) {
 	rs := [1]admit.Request{r}
 	var ds [1]admit.Decision
@@ -285,7 +306,8 @@ func (s *Store) Take(ctx context.Context, r admit.Request) (admit.Decision, erro
 	return ds[0], err
 }
 
-// TakeAll decides rs together, all-or-nothing, in one script call. See admit.Store.
+// TakeAll decides rs together, all-or-nothing, in one script call, which concurrent takes may
+// share (Config.Coalescing). See admit.Store.
 func (s *Store) TakeAll(ctx context.Context, rs []admit.Request, ds []admit.Decision) (bool, error) {
 	var (
 		tokens  [bound.MaxRequests]uint64
@@ -309,15 +331,14 @@ func (s *Store) take(ctx context.Context, rs []admit.Request, ds []admit.Decisio
 	ctx, bounded := s.bound(ctx)
 	defer bounded.release()
 	keys, args := appendTakeArgs(keyBuf, argsBuf, rs, s.tokens, tokens)
-	reply, err := s.run(ctx, takeScript, keys, args)
+	c, err := s.conn(ctx)
 	if err != nil {
 		return false, fmt.Errorf("redisstore: take: %w", err)
 	}
-	allowed, err := parseTake(reply, rs, ds, tokens)
-	if err != nil {
-		return false, fmt.Errorf("redisstore: take: %w", err)
+	if s.co != nil {
+		return s.takeLane(ctx, c, rs, ds, tokens, keys, args)
 	}
-	return allowed, nil
+	return s.takeCall(ctx, c, rs, ds, tokens, keys, args)
 }
 
 // Release ends the lease l in one script call (docs/concurrency.md): it removes l.Token from the sorted set

@@ -56,6 +56,8 @@ var (
 	releaseSrc string
 	//go:embed scripts/settle.lua
 	settleSrc string
+	//go:embed scripts/batch.lua
+	batchSrc string
 )
 
 // modules are the algorithm modules, in the order the scripts define them.
@@ -70,8 +72,12 @@ var releaseScript = newScript("release", assemble(releaseSrc, false))
 // settleScript is the entry point that settles one reservation.
 var settleScript = newScript("settle", assemble(settleSrc, false))
 
+// batchScript is the entry point that decides several takes, each as takeScript would, in turn
+// (coalesce.go).
+var batchScript = newScript("batch", assembleBatch(false))
+
 // entryPoints are the entry points' sources, their straight paths among them.
-var entryPoints = []string{takeSingleSrc, takeSrc, releaseSrc, settleSingleSrc, settleSrc}
+var entryPoints = []string{takeSingleSrc, takeSrc, releaseSrc, settleSingleSrc, settleSrc, batchSrc}
 
 // straightPaths are the parts of the entry points that run before the prelude: the take script's
 // single-policy path, the settle script's straight path (take_single.lua, settle_single.lua). Each
@@ -95,6 +101,32 @@ func assemble(entry string, testClock bool) string {
 		b.WriteString(m)
 	}
 	b.WriteString(entry)
+	return b.String()
+}
+
+// assembleBatch returns the batch script (scripts/batch.lua): the take script's straight path, and
+// the rest of its assembly (the prelude, the modules and take.lua), each wrapped in a function,
+// take_straight and take_general, which read KEYS and ARGV as locals the batch fills for each
+// request in turn, and the time from the last argument (CLOCK_FROM_ARGV), where the batch puts its
+// own: Redis's TIME, read once, or, in a test assembly, the batch's last argument. take_general runs
+// the prelude and defines the modules afresh for each request that falls through the straight path,
+// as the take script does for its call, and only then.
+func assembleBatch(testClock bool) string {
+	var b strings.Builder
+	b.WriteString(constants())
+	b.WriteString(gcraConstants())
+	fmt.Fprintf(&b, "local MAX_BATCH = %d\nlocal BATCH_TEST_CLOCK = %t\nlocal CLOCK_FROM_ARGV = true\n", maxBatch, testClock)
+	b.WriteString("local BATCH_KEYS, BATCH_ARGV = KEYS, ARGV\nlocal KEYS, ARGV = {}, {}\n")
+	b.WriteString("local function take_straight()\n")
+	b.WriteString(takeSingleSrc)
+	b.WriteString("end\nlocal function take_general()\n")
+	b.WriteString(preludeSrc)
+	for _, m := range modules {
+		b.WriteString(m)
+	}
+	b.WriteString(takeSrc)
+	b.WriteString("end\n")
+	b.WriteString(batchSrc)
 	return b.String()
 }
 
@@ -130,7 +162,7 @@ func gcraConstants() string {
 // init makes the entry points' sources known to the benchmarks and tools of this repository
 // (internal/luasource), which call the scripts as redisstore does.
 func init() {
-	for _, sc := range []*script{takeScript, releaseScript, settleScript} {
+	for _, sc := range []*script{takeScript, releaseScript, settleScript, batchScript} {
 		luasource.Register(sc.name, sc.src)
 	}
 }

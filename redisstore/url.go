@@ -16,7 +16,7 @@ import (
 // urlOptions are the query options a Redis URL may carry. rueidis ignores an option it does not
 // know, so a misspelt one would silently do nothing: parseURL refuses every option not listed here,
 // and every value it cannot honour.
-var urlOptions = []string{"addr", "client_cache", "client_name", "db", "dial_timeout", "master_set", "max_flush_delay", "max_retries", "protocol", "write_timeout"}
+var urlOptions = []string{"addr", "client_cache", "client_name", "coalesce", "db", "dial_timeout", "master_set", "max_flush_delay", "max_retries", "protocol", "write_timeout"}
 
 // parseURL turns a Redis URL into rueidis options, checking everything rueidis would accept and then
 // get wrong at run time: a port outside 1…65535, a seed address without a port, an unknown option.
@@ -124,6 +124,10 @@ func checkOption(u *url.URL, name string, values []string) error {
 		if _, err := parseFlushDelay(v); err != nil {
 			return fmt.Errorf("option max_flush_delay=%q: %w", v, err)
 		}
+	case "coalesce":
+		if v != "on" && v != "off" {
+			return fmt.Errorf("option coalesce=%q: want on or off", v)
+		}
 	case "protocol":
 		if v != "2" && v != "3" {
 			return fmt.Errorf("option protocol=%q: want 2 or 3", v)
@@ -142,6 +146,29 @@ func checkOption(u *url.URL, name string, values []string) error {
 		}
 	}
 	return nil
+}
+
+// coalescingOf returns the Coalescing of cfg and its URL's coalesce option, which New has checked.
+func coalescingOf(cfg Config) (Coalescing, error) {
+	if cfg.Coalescing < CoalescingDefault || cfg.Coalescing > CoalescingOff {
+		return 0, fmt.Errorf("redisstore: unknown Coalescing %d (want CoalescingDefault, CoalescingOn or CoalescingOff)", int(cfg.Coalescing))
+	}
+	mode := CoalescingDefault
+	if u, err := url.Parse(cfg.URL); err == nil {
+		switch u.Query().Get("coalesce") {
+		case "on":
+			mode = CoalescingOn
+		case "off":
+			mode = CoalescingOff
+		}
+	}
+	switch {
+	case cfg.Coalescing != CoalescingDefault && mode != CoalescingDefault && cfg.Coalescing != mode:
+		return 0, fmt.Errorf("redisstore: coalescing given twice, %v in Config and %v in the URL", cfg.Coalescing, mode)
+	case cfg.Coalescing != CoalescingDefault:
+		return cfg.Coalescing, nil
+	}
+	return mode, nil
 }
 
 // MaxFlushDelayLimit is the longest flush delay a Store accepts (Config.MaxFlushDelay, the URL's
