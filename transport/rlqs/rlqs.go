@@ -193,6 +193,9 @@ func (s *Server) StreamRateLimitQuotas(stream rlqsv3.RateLimitQuotaService_Strea
 	defer first.Stop()
 	tick := time.NewTicker(s.opts.Tick)
 	defer tick.Stop()
+	warm := time.NewTimer(time.Hour) // the next end of a ledger's warm-up, armed after each event
+	warm.Stop()
+	defer warm.Stop()
 	for {
 		var resp *rlqsv3.RateLimitQuotaResponse
 		var err error
@@ -215,6 +218,11 @@ func (s *Server) StreamRateLimitQuotas(stream rlqsv3.RateLimitQuotaService_Strea
 			resp, err = st.report(ctx, m)
 		case <-tick.C:
 			resp = st.abandonIdle(ctx)
+			if w := st.endWarmups(ctx); w != nil && resp != nil {
+				resp.BucketAction = append(resp.BucketAction, w.BucketAction...)
+			}
+		case <-warm.C:
+			resp = st.endWarmups(ctx)
 		case <-reload:
 			resp = st.reassignAll(ctx)
 		}
@@ -225,6 +233,11 @@ func (s *Server) StreamRateLimitQuotas(stream rlqsv3.RateLimitQuotaService_Strea
 			if err := stream.Send(resp); err != nil {
 				return err
 			}
+		}
+		if end, ok := st.nextWarmEnd(); ok {
+			warm.Reset(max(end.Sub(s.opts.Now()), 0))
+		} else {
+			warm.Stop()
 		}
 	}
 }
