@@ -223,8 +223,9 @@ func (st *streamState) action(ctx context.Context, cfg *policy.Config, dom polic
 
 // warm returns the tokens per fill and the TTL of bucket b under policy name while its ledger,
 // born at born, is in its warm-up, until end: the share of the stream's place among the ledger's
-// clients (WarmShare), never more than the share it holds of the same policy, and a TTL that ends a
-// second after the warm-up (at most ttl), when the stream sends the proper share.
+// clients (WarmShare), never more than the share it holds of the same policy, and a TTL of the
+// warm-up's rest rounded up to whole seconds and one more (at most ttl), so that the proper share,
+// which the stream sends at the warm-up's end, comes before it expires.
 func (st *streamState) warm(b *bucketState, name string, budget float64, clients int, born, end, now time.Time, ttl time.Duration) (uint32, time.Duration) {
 	if !b.warmBorn.Equal(born) {
 		b.warmBorn, b.warmK = born, max(clients, 1)
