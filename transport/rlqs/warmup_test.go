@@ -1,8 +1,11 @@
 package rlqs_test
 
 import (
+	"context"
 	"fmt"
 	"math"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -174,4 +177,101 @@ func TestWarmupAfterLedgerReset(t *testing.T) {
 		t.Fatal(err)
 	}
 	rounds("Redis emptied")
+}
+
+// resetLedger is a MemoryLedger that reset empties, as a Redis restarted or flushed.
+type resetLedger struct {
+	mu sync.Mutex
+	l  *rlqs.MemoryLedger
+}
+
+func (r *resetLedger) ledger() *rlqs.MemoryLedger {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.l == nil {
+		r.l = &rlqs.MemoryLedger{}
+	}
+	return r.l
+}
+
+func (r *resetLedger) reset() {
+	r.mu.Lock()
+	r.l = nil
+	r.mu.Unlock()
+}
+
+func (r *resetLedger) ReportDemand(ctx context.Context, bucket, client string, demand float64, now time.Time, ttl time.Duration) (map[string]float64, time.Time, error) {
+	return r.ledger().ReportDemand(ctx, bucket, client, demand, now, ttl)
+}
+
+func (r *resetLedger) LeaveDemand(ctx context.Context, bucket, client string) error {
+	return r.ledger().LeaveDemand(ctx, bucket, client)
+}
+
+// TestWarmupAfterResetSendsNoMore has ten Envoys hold their shares of the split, then empties the
+// ledger and has them report one at a time, the hot one first: each is sent no more than it held,
+// so that after every answer, those answered and those not yet sum within the budget; at the
+// warm-up's end the split is pushed again.
+func TestWarmupAfterResetSendsNoMore(t *testing.T) {
+	const n, limit = 10, 6000
+	budget := limit / (1 + rlqs.Deadband)
+	clock := &fakeClock{t: time.Unix(1_800_000_000, 0)}
+	ledger := &resetLedger{}
+	in := startInstance(t, parseConfig(t, limit), ledger, clock)
+	demand := func(i int) uint64 { return map[bool]uint64{true: 105, false: 5}[i == 0] }
+	streams := make([]rlqsv3.RateLimitQuotaService_StreamRateLimitQuotasClient, n)
+	for i := range streams {
+		streams[i] = dialStream(t, in)
+		send(t, streams[i], "mesh", usage(apiBucket, 0, demand(i), 0))
+		if _, err := streams[i].Recv(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clock.advance(time.Second)
+	for i, s := range streams {
+		send(t, s, "mesh", usage(apiBucket, time.Second, demand(i), 0))
+		if _, err := s.Recv(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clock.advance(rlqs.Warmup(5*time.Second) - time.Second)
+	held := make([]uint32, n)
+	for i, s := range streams {
+		resp, err := s.Recv() // the split, pushed at the warm-up's end
+		if err != nil {
+			t.Fatal(err)
+		}
+		held[i], _ = tokensOf(t, resp)
+	}
+	if s := sumTokens(held); s > uint64(budget) || s < uint64(0.95*budget) {
+		t.Fatalf("the split held: %v, sum %d; want most of the budget %.0f", held, s, budget)
+	}
+
+	clock.advance(time.Second)
+	ledger.reset()
+	now := slices.Clone(held)
+	for i, s := range streams {
+		send(t, s, "mesh", usage(apiBucket, time.Second, demand(i), 0))
+		resp, err := s.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		now[i], _ = tokensOf(t, resp)
+		if want := min(held[i], uint32(rlqs.WarmShare(budget, i+1))); now[i] != want {
+			t.Errorf("envoy %d, the %d-th to report after the reset: %d tokens; want %d, the least of its %d held and its place's warm share", i, i+1, now[i], want, held[i])
+		}
+		if s := sumTokens(now); s > uint64(budget) {
+			t.Errorf("after envoy %d's answer, the assignments held sum to %d, above the budget %.0f: %v", i, s, budget, now)
+		}
+	}
+	clock.advance(rlqs.Warmup(5 * time.Second))
+	for i, s := range streams {
+		resp, err := s.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if now[i], _ = tokensOf(t, resp); now[i] != held[i] {
+			t.Errorf("envoy %d at the warm-up's end after the reset: %d tokens, want the split's %d again", i, now[i], held[i])
+		}
+	}
 }
