@@ -8,8 +8,10 @@
 // matches. The demands of every Envoy of a bucket are recorded in a [Ledger] shared by the admit
 // instances (Redis: redisstore.Store), so that instances serving parts of a fleet split one
 // budget; [Shares] splits it, and each stream sends its Envoy its own share as a token bucket of
-// whole seconds, which Envoy's client enforces. A bucket that reports no request for the domain's
-// idle_after is abandoned; a policy in shadow mode is a blanket ALLOW_ALL.
+// whole seconds, which Envoy's client enforces. While a bucket's Ledger is younger than its
+// [Warmup] (a new fleet, a Redis emptied), each Envoy is sent its [WarmShare] instead, and its
+// share of the split is pushed when the warm-up ends. A bucket that reports no request for the
+// domain's idle_after is abandoned; a policy in shadow mode is a blanket ALLOW_ALL.
 package rlqs
 
 import (
