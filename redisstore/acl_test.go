@@ -56,7 +56,7 @@ func TestLeastPrivilegeUser(t *testing.T) {
 		// which is refused naming it: ACLRules holds demand.lua's commands as the other scripts'.
 		ctx := context.Background()
 		now := time.Now()
-		if _, err := openPatient(t, url).ReportDemand(ctx, "acl", "x", 5, now, time.Minute); err != nil {
+		if _, _, err := openPatient(t, url).ReportDemand(ctx, "acl", "x", 5, now, time.Minute); err != nil {
 			t.Fatalf("ReportDemand as the restricted user: %v", err)
 		}
 		if err := openPatient(t, url).LeaveDemand(ctx, "acl", "x"); err != nil {
@@ -74,7 +74,7 @@ func TestLeastPrivilegeUser(t *testing.T) {
 				t.Errorf("demand.lua calls %s, which ACLRules does not grant", c)
 				continue
 			}
-			_, err := openPatient(t, setUser(t, srv, "nodemand"+strconv.Itoa(i), rules)).ReportDemand(ctx, "acl", "y", 5, now, time.Minute)
+			_, _, err := openPatient(t, setUser(t, srv, "nodemand"+strconv.Itoa(i), rules)).ReportDemand(ctx, "acl", "y", 5, now, time.Minute)
 			if err == nil || !strings.Contains(err.Error(), "can't run this command") {
 				t.Errorf("ReportDemand as a user without +%s: %v, want a refusal", c, err)
 				continue

@@ -60,6 +60,12 @@ type liveFleet struct {
 	overRun    int     // the rounds in a row that did, up to the last
 	longestRun int     // the most rounds in a row that did
 	mostOver   float64 // the largest sum above roundLimit, per minute
+	// Rounds that end before warmUntil are in a ledger's warm-up (its birth is after warmFrom, the
+	// push of the split at its end is not yet due): the assigned rates must sum within warmLimit.
+	warmFrom, warmUntil time.Time
+	warmLimit           float64
+	warmRounds          int     // such rounds, in the last warm-up
+	warmMost            float64 // the largest sum assigned after one of them
 }
 
 // fleetDemand is Envoy i's demand, requests per second: the hot one 105, the others 5; 9,000 a
@@ -103,6 +109,13 @@ func startLiveFleet(t *testing.T, envoys []*envoyfleet.Envoy) *liveFleet {
 	return f
 }
 
+// warmup checks the rounds of a ledger's warm-up that begins after from: each ends with the
+// assigned rates within limit.
+func (f *liveFleet) warmup(from time.Time, limit float64) {
+	f.warmFrom, f.warmLimit, f.warmRounds, f.warmMost = from, limit, 0, 0
+	f.warmUntil = f.warmFrom.Add(rlqs.Warmup(5 * time.Second))
+}
+
 // round waits until a second has passed since the last round began, then has every Envoy report
 // and wait for its answer (f.wait; 0 waits for none).
 func (f *liveFleet) round() {
@@ -121,6 +134,13 @@ func (f *liveFleet) round() {
 	}
 	wg.Wait()
 	f.rounds++
+	if a := f.assigned(); time.Now().Before(f.warmUntil) {
+		f.warmRounds++
+		f.warmMost = max(f.warmMost, a)
+		if a > f.warmLimit {
+			f.t.Errorf("a round %v into a warm-up: %.0f a minute assigned, over %.0f", time.Since(f.warmFrom).Round(time.Millisecond), a, f.warmLimit)
+		}
+	}
 	if a := f.assigned(); f.roundLimit > 0 && a > f.roundLimit {
 		f.overRounds++
 		f.overRun++
@@ -202,6 +222,8 @@ func admittedSince(s0, s1 fleetSnapshot, limit float64) (admitted uint64, bound 
 // processes on one real redis-server, over real gRPC in real time: ten simulated Envoys, five on
 // each process, the second process their fallback, with a demand of 9,000 a minute (70% on one
 // Envoy) over a limit of 6,000. It checks, in turn:
+//   - a new fleet: after every round of the ledger's warm-up the assigned rates sum within the
+//     limit;
 //   - exactness: over each window of the measurement (20s, or ADMIT_RLQS_FLEET), the fleet admits
 //     at most the limit plus the reassignment bound, and at least 80% of the limit; the assigned
 //     rates sum above the limit for one round at a time at most;
@@ -216,7 +238,8 @@ func admittedSince(s0, s1 fleetSnapshot, limit float64) (admitted uint64, bound 
 //     (assignment_ttl), the survivors hold the budget again;
 //   - Redis killed: the RLQS health goes NOT_SERVING, every assignment expires into
 //     reuse_last_assignment and the fleet stays within the bound; Redis restarted (empty):
-//     SERVING, token buckets again, and after one round of reports the shares within the limit;
+//     SERVING, token buckets again, within the limit at the first answers and every round of the
+//     ledger's warm-up, then the split again, and the fleet within the bound from Redis's return;
 //   - SIGTERM with Envoys connected: NOT_SERVING, their streams end, and the process exits 0.
 //
 // Nothing depends on how long a sleep takes: the bounds are computed from the time that passed
@@ -255,7 +278,9 @@ func TestE2ERLQSFleet(t *testing.T) {
 		envoys = append(envoys, envoyfleet.New(envoyfleet.Options{Domain: "mesh", Addrs: []string{addrs[i%2], addrs[(i+1)%2]},
 			Now: time.Now, NoAssignment: envoyfleet.AllowAll, Expired: envoyfleet.ReuseLast}))
 	}
+	born := time.Now() // the first requests report at once: the ledger is born after this
 	f := startLiveFleet(t, envoys)
+	f.warmup(born, 6000)
 
 	// The RLQS listener's own health names; "ratelimit" is the rate limit service's, not its.
 	conn, err := grpc.NewClient(addrs[1], grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -281,11 +306,14 @@ func TestE2ERLQSFleet(t *testing.T) {
 		t.Fatalf("RLQS health Watch: %v %v, want SERVING", st, err)
 	}
 
-	// Warm up: every Envoy holds a token bucket, then three more rounds for the demands to settle.
+	// A new fleet: in the ledger's warm-up (half the TTL), every round within the limit, whatever
+	// the order the Envoys first reported in; then every Envoy holds a token bucket, and three more
+	// rounds let the demands settle.
 	f.until("every Envoy assigned a token bucket", func() bool { return f.kinds("tokens") })
 	for range 3 {
 		f.round()
 	}
+	t.Logf("a new fleet: %d rounds in the warm-up, at most %.0f a minute assigned", f.warmRounds, f.warmMost)
 
 	// Exactness and fairness, over windows of a minute at most.
 	f.roundLimit = 6000
@@ -420,8 +448,9 @@ func TestE2ERLQSFleet(t *testing.T) {
 		t.Errorf("with Redis down the fleet admitted %d, over the bound %.0f", admitted, bound)
 	}
 
-	// Redis restarted, empty: SERVING; the first round's answers split the records written so far,
-	// the next ones all of them.
+	// Redis restarted, empty: SERVING; in the ledger's new warm-up every round within the limit
+	// (no Envoy sent more than it held), the split of all the records after it.
+	f.warmup(time.Now(), 3000)
 	srv.Restart(t)
 	if st, err := watchNext(t, watch); err != nil || st != healthpb.HealthCheckResponse_SERVING {
 		t.Fatalf("Redis back: RLQS health %v %v, want SERVING", st, err)
@@ -430,14 +459,24 @@ func TestE2ERLQSFleet(t *testing.T) {
 	back := f.snapshot()
 	f.until("token buckets again after Redis came back", func() bool { return f.kinds("tokens") })
 	t.Logf("Redis back: the first answers assign %.0f a minute", f.assigned())
-	f.round()
+	if s := f.assigned(); s > 3000 {
+		t.Errorf("Redis back, the first answers: %.0f a minute assigned, over the limit", s)
+	}
+	// The warm-up's end pushes the split of every record: most of the budget again, within it.
+	warmed := f.rounds
+	f.until("the split again after the warm-up", func() bool { return f.assigned() >= 0.85*3000 })
+	t.Logf("Redis back: %d rounds in the warm-up, at most %.0f a minute assigned; the split %d rounds after the first answers",
+		f.warmRounds, f.warmMost, f.rounds-warmed)
 	f.round()
 	settled := f.snapshot()
 	admitted, bound = admittedSince(back, settled, 3000)
-	t.Logf("Redis back, two rounds later: %.0f a minute assigned; %d admitted in %v (the bound without the first round's excess: %.0f)",
+	t.Logf("Redis back, one round later: %.0f a minute assigned; %d admitted in %v (bound %.0f)",
 		f.assigned(), admitted, settled.at.Sub(back.at).Round(time.Millisecond), bound)
-	if s := f.assigned(); s > 3000 {
-		t.Errorf("Redis back, two rounds later: %.0f a minute assigned", s)
+	if s := f.assigned(); s > 3000 || s < 0.85*3000 {
+		t.Errorf("Redis back, after the warm-up: %.0f a minute assigned, want 85%% to 100%% of 3000", s)
+	}
+	if float64(admitted) > bound {
+		t.Errorf("Redis back: the fleet admitted %d, over the bound %.0f", admitted, bound)
 	}
 
 	// SIGTERM with Envoys connected: NOT_SERVING, their streams end, and the process exits 0.

@@ -63,9 +63,10 @@ func parseConfig(t *testing.T, limit int) *policy.Config {
 
 // instance is one admit RLQS server on loopback.
 type instance struct {
-	srv  *rlqs.Server
-	g    *grpc.Server
-	addr string
+	srv   *rlqs.Server
+	g     *grpc.Server
+	addr  string
+	clock *fakeClock
 }
 
 func startInstance(t *testing.T, cfg *policy.Config, ledger rlqs.Ledger, clock *fakeClock) *instance {
@@ -88,7 +89,7 @@ func startInstanceOpts(t *testing.T, opts rlqs.Options, clock *fakeClock) *insta
 	rlqsv3.RegisterRateLimitQuotaServiceServer(g, s)
 	go g.Serve(ln)
 	t.Cleanup(g.Stop)
-	return &instance{srv: s, g: g, addr: ln.Addr().String()}
+	return &instance{srv: s, g: g, addr: ln.Addr().String(), clock: clock}
 }
 
 var apiBucket = map[string]string{"name": "api"}

@@ -85,7 +85,8 @@ func send(t *testing.T, s rlqsv3.RateLimitQuotaService_StreamRateLimitQuotasClie
 // for a policy, ALLOW_ALL for a shadow policy, DENY_ALL for an unmatched bucket of a domain that
 // says so, and nothing for an unmatched bucket elsewhere.
 func TestStreamAnswers(t *testing.T) {
-	s := openStream(t, rlqs.Options{})
+	in := serveConfig(t, inputConfig, rlqs.Options{})
+	s := dialStream(t, in)
 	send(t, s, "mesh", usage(map[string]string{"name": "api", "tenant": "acme"}, 0, 1, 0),
 		usage(map[string]string{"name": "watch"}, 0, 1, 0), usage(map[string]string{"name": "other"}, 0, 1, 0))
 	resp, err := s.Recv()
@@ -95,16 +96,35 @@ func TestStreamAnswers(t *testing.T) {
 	if len(resp.GetBucketAction()) != 2 {
 		t.Fatalf("%d actions, want 2 (none for the unmatched bucket): %v", len(resp.GetBucketAction()), resp)
 	}
+	// The bucket's ledger is new: the first Envoy is sent half the budget until the warm-up's end
+	// (half the TTL), and a TTL a second past it.
 	budget := 100 / (1 + rlqs.Deadband)
+	warmup := rlqs.Warmup(policy.DefaultRLQSTTL)
 	tb := resp.GetBucketAction()[0].GetQuotaAssignmentAction().GetRateLimitStrategy().GetTokenBucket()
-	if tb == nil || tb.GetFillInterval().AsDuration() != time.Second || tb.GetTokensPerFill().GetValue() != uint32(budget) || tb.GetMaxTokens() != tb.GetTokensPerFill().GetValue() {
-		t.Errorf("the one Envoy of a bucket of 100/s: %v, want every token of the budget %v per 1s", tb, budget)
+	if tb == nil || tb.GetFillInterval().AsDuration() != time.Second || tb.GetTokensPerFill().GetValue() != uint32(budget/2) || tb.GetMaxTokens() != tb.GetTokensPerFill().GetValue() {
+		t.Errorf("the first Envoy of a new bucket of 100/s: %v, want half the budget %v per 1s", tb, budget)
 	}
-	if ttl := resp.GetBucketAction()[0].GetQuotaAssignmentAction().GetAssignmentTimeToLive().AsDuration(); ttl != policy.DefaultRLQSTTL {
-		t.Errorf("TTL %v, want %v", ttl, policy.DefaultRLQSTTL)
+	if ttl := resp.GetBucketAction()[0].GetQuotaAssignmentAction().GetAssignmentTimeToLive().AsDuration(); ttl != warmup+time.Second {
+		t.Errorf("TTL in the warm-up %v, want %v", ttl, warmup+time.Second)
 	}
 	if r := resp.GetBucketAction()[1].GetQuotaAssignmentAction().GetRateLimitStrategy(); r.GetBlanketRule() != typev3.RateLimitStrategy_ALLOW_ALL || r.GetStrategy() == nil {
 		t.Errorf("a shadow policy: %v, want ALLOW_ALL", r)
+	}
+	// At the warm-up's end, without a report, the whole budget and the configured TTL.
+	in.clock.advance(warmup)
+	resp, err = s.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.GetBucketAction()) != 1 {
+		t.Fatalf("at the warm-up's end: %v, want the one token bucket", resp)
+	}
+	tb = resp.GetBucketAction()[0].GetQuotaAssignmentAction().GetRateLimitStrategy().GetTokenBucket()
+	if tb.GetTokensPerFill().GetValue() != uint32(budget) || tb.GetMaxTokens() != uint32(budget) {
+		t.Errorf("the one Envoy of a bucket of 100/s after the warm-up: %v, want every token of the budget %v per 1s", tb, budget)
+	}
+	if ttl := resp.GetBucketAction()[0].GetQuotaAssignmentAction().GetAssignmentTimeToLive().AsDuration(); ttl != policy.DefaultRLQSTTL {
+		t.Errorf("TTL %v, want %v", ttl, policy.DefaultRLQSTTL)
 	}
 
 	// A domain no entry names is answered nothing: the next message on its stream is the end.
@@ -169,20 +189,34 @@ func TestStreamDefaultPolicy(t *testing.T) {
 	send(t, mesh, "mesh", usage(map[string]string{"name": "api"}, 0, 1, 0),
 		usage(map[string]string{"name": "other", "tenant": "a"}, 0, 1, 0), usage(map[string]string{"name": "other", "tenant": "b"}, 0, 1, 0))
 	got := recvActions(t, mesh)
-	if len(got) != 3 || perFill(got["api/"]) != full(100) || perFill(got["other/a"]) != full(20) || perFill(got["other/b"]) != full(20) {
-		t.Errorf("mesh: %v; want api %d tokens a second and each unmatched bucket the default policy's %d", got, full(100), full(20))
+	half := func(limit float64) uint32 { return uint32(limit / (1 + rlqs.Deadband) / 2) }
+	if len(got) != 3 || perFill(got["api/"]) != half(100) || perFill(got["other/a"]) != half(20) || perFill(got["other/b"]) != half(20) {
+		t.Errorf("mesh in the warm-up: %v; want api %d tokens a second and each unmatched bucket the default policy's %d", got, half(100), half(20))
 	}
 
 	// Two streams of domains no entry names: the "*" entry's rules, each domain a budget of its own.
+	var edges []rlqsv3.RateLimitQuotaService_StreamRateLimitQuotasClient
 	for _, domain := range []string{"edge", "edge2"} {
 		s := dialStream(t, in)
+		edges = append(edges, s)
 		send(t, s, domain, usage(map[string]string{"name": "api"}, 0, 1, 0), usage(map[string]string{"name": "other"}, 0, 1, 0))
 		got := recvActions(t, s)
-		if perFill(got["api/"]) != full(20) {
-			t.Errorf("%s's api bucket: %v, want the whole %d tokens a second of its own budget", domain, got["api/"], full(20))
+		if perFill(got["api/"]) != half(20) {
+			t.Errorf("%s's api bucket in the warm-up: %v, want the first Envoy's half of the %d tokens a second of its own budget", domain, got["api/"], full(20))
 		}
 		if r := got["other/"]; r.GetBlanketRule() != typev3.RateLimitStrategy_DENY_ALL {
 			t.Errorf("%s's unmatched bucket: %v, want DENY_ALL", domain, r)
+		}
+	}
+
+	// The warm-up's end: each token bucket its whole budget, pushed.
+	in.clock.advance(rlqs.Warmup(policy.DefaultRLQSTTL))
+	if got := recvActions(t, mesh); len(got) != 3 || perFill(got["api/"]) != full(100) || perFill(got["other/a"]) != full(20) || perFill(got["other/b"]) != full(20) {
+		t.Errorf("mesh: %v; want api %d tokens a second and each unmatched bucket the default policy's %d", got, full(100), full(20))
+	}
+	for i, s := range edges {
+		if got := recvActions(t, s); len(got) != 1 || perFill(got["api/"]) != full(20) {
+			t.Errorf("edge stream %d after the warm-up: %v, want the api bucket alone, the whole %d tokens a second", i, got, full(20))
 		}
 	}
 
@@ -328,7 +362,7 @@ type leaveLedger struct {
 	deadlines        []time.Time
 }
 
-func (l *leaveLedger) ReportDemand(ctx context.Context, bucket, client string, demand float64, now time.Time, ttl time.Duration) (map[string]float64, error) {
+func (l *leaveLedger) ReportDemand(ctx context.Context, bucket, client string, demand float64, now time.Time, ttl time.Duration) (map[string]float64, time.Time, error) {
 	l.mu.Lock()
 	l.reported = append(l.reported, bucket)
 	l.mu.Unlock()

@@ -12,9 +12,10 @@ import (
 // one process. Its methods are safe for concurrent use.
 type Ledger interface {
 	// ReportDemand records demand (requests per second) of client for bucket until now+ttl, drops
-	// the entries expired at now, and returns every live client's demand, client's included, in
-	// one atomic step.
-	ReportDemand(ctx context.Context, bucket, client string, demand float64, now time.Time, ttl time.Duration) (map[string]float64, error)
+	// the entries expired at now, and returns every live client's demand, client's included, and
+	// the time the bucket's ledger was born: when an entry was written while none was live (a new
+	// fleet, a ledger emptied), kept while one lives. All in one atomic step.
+	ReportDemand(ctx context.Context, bucket, client string, demand float64, now time.Time, ttl time.Duration) (map[string]float64, time.Time, error)
 	// LeaveDemand removes client's entry of bucket: its stream ended.
 	LeaveDemand(ctx context.Context, bucket, client string) error
 }
@@ -23,7 +24,12 @@ type Ledger interface {
 // instance serves the whole fleet. The zero value is ready to use.
 type MemoryLedger struct {
 	mu      sync.Mutex
-	buckets map[string]map[string]memoryEntry
+	buckets map[string]*memoryBucket
+}
+
+type memoryBucket struct {
+	born    time.Time
+	entries map[string]memoryEntry
 }
 
 type memoryEntry struct {
@@ -32,27 +38,31 @@ type memoryEntry struct {
 }
 
 // ReportDemand implements [Ledger].
-func (l *MemoryLedger) ReportDemand(_ context.Context, bucket, client string, demand float64, now time.Time, ttl time.Duration) (map[string]float64, error) {
+func (l *MemoryLedger) ReportDemand(_ context.Context, bucket, client string, demand float64, now time.Time, ttl time.Duration) (map[string]float64, time.Time, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.buckets == nil {
-		l.buckets = make(map[string]map[string]memoryEntry)
+		l.buckets = make(map[string]*memoryBucket)
 	}
 	b := l.buckets[bucket]
 	if b == nil {
-		b = make(map[string]memoryEntry)
+		b = &memoryBucket{entries: make(map[string]memoryEntry)}
 		l.buckets[bucket] = b
 	}
-	b[client] = memoryEntry{demand: demand, expires: now.Add(ttl)}
-	out := make(map[string]float64, len(b))
-	for c, e := range b {
+	out := make(map[string]float64, len(b.entries)+1)
+	for c, e := range b.entries {
 		if !e.expires.After(now) {
-			delete(b, c)
+			delete(b.entries, c)
 			continue
 		}
 		out[c] = e.demand
 	}
-	return out, nil
+	if len(out) == 0 {
+		b.born = now
+	}
+	b.entries[client] = memoryEntry{demand: demand, expires: now.Add(ttl)}
+	out[client] = demand
+	return out, b.born, nil
 }
 
 // LeaveDemand implements [Ledger].
@@ -60,8 +70,8 @@ func (l *MemoryLedger) LeaveDemand(_ context.Context, bucket, client string) err
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if b := l.buckets[bucket]; b != nil {
-		delete(b, client)
-		if len(b) == 0 {
+		delete(b.entries, client)
+		if len(b.entries) == 0 {
 			delete(l.buckets, bucket)
 		}
 	}

@@ -8,8 +8,10 @@
 // matches. The demands of every Envoy of a bucket are recorded in a [Ledger] shared by the admit
 // instances (Redis: redisstore.Store), so that instances serving parts of a fleet split one
 // budget; [Shares] splits it, and each stream sends its Envoy its own share as a token bucket of
-// whole seconds, which Envoy's client enforces. A bucket that reports no request for the domain's
-// idle_after is abandoned; a policy in shadow mode is a blanket ALLOW_ALL.
+// whole seconds, which Envoy's client enforces. While a bucket's Ledger is younger than its
+// [Warmup] (a new fleet, a Redis emptied), each Envoy is sent its [WarmShare] instead, and its
+// share of the split is pushed when the warm-up ends. A bucket that reports no request for the
+// domain's idle_after is abandoned; a policy in shadow mode is a blanket ALLOW_ALL.
 package rlqs
 
 import (
@@ -193,6 +195,9 @@ func (s *Server) StreamRateLimitQuotas(stream rlqsv3.RateLimitQuotaService_Strea
 	defer first.Stop()
 	tick := time.NewTicker(s.opts.Tick)
 	defer tick.Stop()
+	warm := time.NewTimer(time.Hour) // the next end of a ledger's warm-up, armed after each event
+	warm.Stop()
+	defer warm.Stop()
 	for {
 		var resp *rlqsv3.RateLimitQuotaResponse
 		var err error
@@ -215,6 +220,11 @@ func (s *Server) StreamRateLimitQuotas(stream rlqsv3.RateLimitQuotaService_Strea
 			resp, err = st.report(ctx, m)
 		case <-tick.C:
 			resp = st.abandonIdle(ctx)
+			if w := st.endWarmups(ctx); w != nil && resp != nil {
+				resp.BucketAction = append(resp.BucketAction, w.BucketAction...)
+			}
+		case <-warm.C:
+			resp = st.endWarmups(ctx)
 		case <-reload:
 			resp = st.reassignAll(ctx)
 		}
@@ -225,6 +235,11 @@ func (s *Server) StreamRateLimitQuotas(stream rlqsv3.RateLimitQuotaService_Strea
 			if err := stream.Send(resp); err != nil {
 				return err
 			}
+		}
+		if end, ok := st.nextWarmEnd(); ok {
+			warm.Reset(max(end.Sub(s.opts.Now()), 0))
+		} else {
+			warm.Stop()
 		}
 	}
 }

@@ -3,6 +3,7 @@ package rlqs
 import (
 	"math"
 	"slices"
+	"time"
 )
 
 // Tuning of the shares. A new token bucket restarts full at Envoy (it replaces the bucket whose
@@ -40,6 +41,23 @@ func Shares(budget float64, demands map[string]float64) map[string]float64 {
 		}
 	}
 	return out
+}
+
+// Warmup returns how long a bucket's ledger is young after its birth (a new fleet's first report,
+// or the first after the ledger was emptied) for a domain of assignment_ttl ttl: half of it. The
+// TTL is configured above twice Envoy's reporting_interval, so that every Envoy of the bucket
+// reports within the warm-up; until then the split of the records written so far is not trusted,
+// and each Envoy is assigned its WarmShare.
+func Warmup(ttl time.Duration) time.Duration { return ttl / 2 }
+
+// WarmShare is the share of the budget of the k-th client (k from 1) of a ledger in its warm-up:
+// budget/(k(k+1)), so that the shares of any number of clients sum to less than budget, in
+// whatever order they report (1/2, 1/6, 1/12, ... of it: the sum of the first n is n/(n+1)).
+func WarmShare(budget float64, k int) float64 {
+	if k < 1 || budget <= 0 {
+		return 0
+	}
+	return budget / (float64(k) * float64(k+1))
 }
 
 // keep reports whether a client holding tokens per fill keeps them when its computed share is

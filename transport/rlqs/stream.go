@@ -57,6 +57,12 @@ type bucketState struct {
 	lastActive time.Time
 	policy     string // the policy of the last assignment, "" for none
 	sent       assignment
+	// The warm-up of the bucket's ledger this stream was last assigned in: the ledger's birth,
+	// the stream's place among its clients then (1 for the first), and the warm-up's end, zero
+	// once its proper share was sent.
+	warmBorn time.Time
+	warmK    int
+	warmEnd  time.Time
 }
 
 // report handles one message of usage reports and returns the actions to send.
@@ -156,6 +162,7 @@ func (st *streamState) action(ctx context.Context, cfg *policy.Config, dom polic
 		return st.unassign(b)
 	}
 	name := st.rule(b)
+	ttl := dom.AssignmentTTL
 	var next assignment
 	var strategy *typev3.RateLimitStrategy
 	p, ok := cfg.Policy(name)
@@ -174,7 +181,7 @@ func (st *streamState) action(ctx context.Context, cfg *policy.Config, dom polic
 		next, strategy = assignment{kind: assignAllow}, blanket(typev3.RateLimitStrategy_ALLOW_ALL)
 	default:
 		lctx, cancel := context.WithTimeout(ctx, ledgerTimeout)
-		demands, err := st.s.opts.Ledger.ReportDemand(lctx, b.key, st.client, b.demand, now, dom.AssignmentTTL)
+		demands, born, err := st.s.opts.Ledger.ReportDemand(lctx, b.key, st.client, b.demand, now, dom.AssignmentTTL)
 		cancel()
 		if err != nil {
 			// No answer: the assignment Envoy holds expires after its TTL into its
@@ -184,10 +191,16 @@ func (st *streamState) action(ctx context.Context, cfg *policy.Config, dom polic
 		}
 		window := int64(p.Limit.Period / time.Second)
 		budget := float64(p.Limit.Rate) / (1 + Deadband)
-		share := Shares(budget, demands)[st.client]
-		perFill := tokens(share)
-		if b.sent.kind == assignTokens && b.policy == name && keep(b.sent.perFill, share) {
-			perFill = b.sent.perFill
+		var perFill uint32
+		if end := born.Add(Warmup(dom.AssignmentTTL)); now.Before(end) {
+			perFill, ttl = st.warm(b, name, budget, len(demands), born, end, now, ttl)
+		} else {
+			b.warmEnd = time.Time{}
+			share := Shares(budget, demands)[st.client]
+			perFill = tokens(share)
+			if b.sent.kind == assignTokens && b.policy == name && keep(b.sent.perFill, share) {
+				perFill = b.sent.perFill
+			}
 		}
 		next = assignment{kind: assignTokens, perFill: perFill, rate: float64(perFill) / float64(window)}
 		strategy = &typev3.RateLimitStrategy{Strategy: &typev3.RateLimitStrategy_TokenBucket{TokenBucket: &typev3.TokenBucket{
@@ -201,11 +214,61 @@ func (st *streamState) action(ctx context.Context, cfg *policy.Config, dom polic
 		BucketId: &rlqsv3.BucketId{Bucket: maps.Clone(b.id)},
 		BucketAction: &rlqsv3.RateLimitQuotaResponse_BucketAction_QuotaAssignmentAction_{
 			QuotaAssignmentAction: &rlqsv3.RateLimitQuotaResponse_BucketAction_QuotaAssignmentAction{
-				AssignmentTimeToLive: durationpb.New(dom.AssignmentTTL),
+				AssignmentTimeToLive: durationpb.New(ttl),
 				RateLimitStrategy:    strategy,
 			},
 		},
 	}
+}
+
+// warm returns the tokens per fill and the TTL of bucket b under policy name while its ledger,
+// born at born, is in its warm-up, until end: the share of the stream's place among the ledger's
+// clients (WarmShare), never more than the share it holds of the same policy, and a TTL of the
+// warm-up's rest rounded up to whole seconds and one more (at most ttl), so that the proper share,
+// which the stream sends at the warm-up's end, comes before it expires.
+func (st *streamState) warm(b *bucketState, name string, budget float64, clients int, born, end, now time.Time, ttl time.Duration) (uint32, time.Duration) {
+	if !b.warmBorn.Equal(born) {
+		b.warmBorn, b.warmK = born, max(clients, 1)
+	}
+	b.warmEnd = end
+	perFill := tokens(WarmShare(budget, b.warmK))
+	if b.sent.kind == assignTokens && b.policy == name {
+		perFill = min(perFill, b.sent.perFill)
+	}
+	left := end.Sub(now).Truncate(time.Second)
+	if left < end.Sub(now) {
+		left += time.Second
+	}
+	return perFill, min(left+time.Second, ttl)
+}
+
+// endWarmups sends each bucket whose ledger's warm-up ended its proper share: its assignment
+// again, past the warm-up. A bucket whose Ledger does not answer waits for its next report.
+func (st *streamState) endWarmups(ctx context.Context) *rlqsv3.RateLimitQuotaResponse {
+	now := st.s.opts.Now()
+	var bs []*bucketState
+	for _, id := range sortedKeys(st.buckets) {
+		b := st.buckets[id]
+		if !b.warmEnd.IsZero() && !now.Before(b.warmEnd) {
+			b.warmEnd = time.Time{}
+			bs = append(bs, b)
+		}
+	}
+	if len(bs) == 0 {
+		return nil
+	}
+	return st.assign(ctx, bs, now)
+}
+
+// nextWarmEnd returns the earliest end of a warm-up among the stream's buckets, false for none.
+func (st *streamState) nextWarmEnd() (time.Time, bool) {
+	var next time.Time
+	for _, b := range st.buckets {
+		if !b.warmEnd.IsZero() && (next.IsZero() || b.warmEnd.Before(next)) {
+			next = b.warmEnd
+		}
+	}
+	return next, !next.IsZero()
 }
 
 // unassign returns nil for a bucket that has no assignment, else an abandon action: a bucket that
