@@ -315,7 +315,8 @@ type body struct {
 var bodies = sync.Pool{New: func() any { return new(body) }}
 
 // decodeCheck reads r's body as a CheckRequest: strict JSON (no unknown fields, nothing after the
-// object) of at most MaxCheckBody bytes, with exactly one of policy and policies, and a key.
+// object) of at most MaxCheckBody bytes, with exactly one of policy and policies, and a key. The
+// plain shape is read by quickCheck, the rest by encoding/json, whose errors these are.
 func decodeCheck(w http.ResponseWriter, r *http.Request) (CheckRequest, error) {
 	var req CheckRequest
 	b := bodies.Get().(*body)
@@ -329,14 +330,18 @@ func decodeCheck(w http.ResponseWriter, r *http.Request) (CheckRequest, error) {
 		}
 		return req, fmt.Errorf("reading the body: %v", err)
 	}
-	b.rd.Reset(b.buf.Bytes())
-	dec := json.NewDecoder(&b.rd)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		return req, fmt.Errorf("body is not a check request: %s", strings.TrimPrefix(err.Error(), "json: "))
-	}
-	if dec.More() {
-		return req, errors.New("body holds more than one JSON value")
+	var ok bool
+	if req, ok = quickCheck(b.buf.Bytes()); !ok {
+		req = CheckRequest{}
+		b.rd.Reset(b.buf.Bytes())
+		dec := json.NewDecoder(&b.rd)
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil {
+			return req, fmt.Errorf("body is not a check request: %s", strings.TrimPrefix(err.Error(), "json: "))
+		}
+		if dec.More() {
+			return req, errors.New("body holds more than one JSON value")
+		}
 	}
 	switch {
 	case req.Policy == "" && len(req.Policies) == 0:
