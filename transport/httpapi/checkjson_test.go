@@ -56,12 +56,12 @@ var quickSeeds = []string{
 func TestQuickCheck(t *testing.T) {
 	cost := func(n int64) *int64 { return &n }
 	take := map[string]CheckRequest{
-		quickSeeds[0]: {Policy: "per-second", Key: "a"},
-		quickSeeds[1]: {Policies: []string{"a", "b"}, Key: "u-1", Cost: cost(0), RequestID: "r", Tier: "pro"},
-		quickSeeds[2]: {Policy: "p", Key: "ключ", Cost: cost(math.MinInt64)},
-		quickSeeds[3]: {Policy: "p", Key: "k", Cost: cost(math.MaxInt64)},
-		quickSeeds[4]: {Key: "k"},
-		quickSeeds[5]: {},
+		quickSeeds[0]:                        {Policy: "per-second", Key: "a"},
+		quickSeeds[1]:                        {Policies: []string{"a", "b"}, Key: "u-1", Cost: cost(0), RequestID: "r", Tier: "pro"},
+		quickSeeds[2]:                        {Policy: "p", Key: "ключ", Cost: cost(math.MinInt64)},
+		quickSeeds[3]:                        {Policy: "p", Key: "k", Cost: cost(math.MaxInt64)},
+		quickSeeds[4]:                        {Key: "k"},
+		quickSeeds[5]:                        {},
 		`{"policy":"p","key":"k","cost":-0}`: {Policy: "p", Key: "k", Cost: cost(0)},
 	}
 	for _, body := range quickSeeds {
