@@ -173,7 +173,7 @@ func (c *check) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		status, retry = limited, ratelimitfield.RetryAfter(res.Decisions[res.Deciding])
 	}
 	c.answers.SetFields(w.Header(), res.Decisions, retry)
-	writeJSON(w, status, NewCheckResponse(res))
+	writeCheck(w, status, res)
 }
 
 // panicked reports whether err is a panic in the limiter, and logs it if so. It is a function of
