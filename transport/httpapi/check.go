@@ -173,7 +173,7 @@ func (c *check) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		status, retry = limited, ratelimitfield.RetryAfter(res.Decisions[res.Deciding])
 	}
 	c.answers.SetFields(w.Header(), res.Decisions, retry)
-	writeJSON(w, status, NewCheckResponse(res))
+	writeCheck(w, status, res)
 }
 
 // panicked reports whether err is a panic in the limiter, and logs it if so. It is a function of
@@ -315,7 +315,8 @@ type body struct {
 var bodies = sync.Pool{New: func() any { return new(body) }}
 
 // decodeCheck reads r's body as a CheckRequest: strict JSON (no unknown fields, nothing after the
-// object) of at most MaxCheckBody bytes, with exactly one of policy and policies, and a key.
+// object) of at most MaxCheckBody bytes, with exactly one of policy and policies, and a key. The
+// plain shape is read by quickCheck, the rest by encoding/json, whose errors these are.
 func decodeCheck(w http.ResponseWriter, r *http.Request) (CheckRequest, error) {
 	var req CheckRequest
 	b := bodies.Get().(*body)
@@ -329,14 +330,11 @@ func decodeCheck(w http.ResponseWriter, r *http.Request) (CheckRequest, error) {
 		}
 		return req, fmt.Errorf("reading the body: %v", err)
 	}
-	b.rd.Reset(b.buf.Bytes())
-	dec := json.NewDecoder(&b.rd)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		return req, fmt.Errorf("body is not a check request: %s", strings.TrimPrefix(err.Error(), "json: "))
-	}
-	if dec.More() {
-		return req, errors.New("body holds more than one JSON value")
+	var ok bool
+	if req, ok = quickCheck(b.buf.Bytes()); !ok {
+		if req, err = b.decode(); err != nil {
+			return req, err
+		}
 	}
 	switch {
 	case req.Policy == "" && len(req.Policies) == 0:
@@ -345,6 +343,22 @@ func decodeCheck(w http.ResponseWriter, r *http.Request) (CheckRequest, error) {
 		return req, errors.New(`want "policy" or "policies", not both`)
 	case req.Key == "":
 		return req, errors.New(`want a "key": the subject to limit`)
+	}
+	return req, nil
+}
+
+// decode decodes b's bytes with encoding/json: strict, one value. A method of its own, so that the
+// CheckRequest it decodes into escapes to the heap only on this path.
+func (b *body) decode() (CheckRequest, error) {
+	var req CheckRequest
+	b.rd.Reset(b.buf.Bytes())
+	dec := json.NewDecoder(&b.rd)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return req, fmt.Errorf("body is not a check request: %s", strings.TrimPrefix(err.Error(), "json: "))
+	}
+	if dec.More() {
+		return req, errors.New("body holds more than one JSON value")
 	}
 	return req, nil
 }

@@ -188,7 +188,7 @@ func (c *check) decision(ds []admit.Decision) admit.Decision {
 // ShouldRateLimit decides req (see the package doc).
 func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitRequest) (*rlsv3.RateLimitResponse, error) {
 	cfg := s.cfg.Load()
-	checks, items, err := plan(cfg, req, s.opts.Stats != nil)
+	checks, items, ds, err := plan(cfg, req, s.opts.Stats != nil)
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
@@ -197,7 +197,6 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 	if cfg.Atomic(req.GetDomain()) {
 		grouping = service.BySlot
 	}
-	ds := make([]admit.Decision, len(items))
 	if err := s.svc.DecideItems(ctx, items, ds, grouping); err != nil {
 		if ie, ok := errors.AsType[*service.ItemError](err); ok {
 			return nil, status.Error(codes.InvalidArgument, fmt.Sprintf("descriptor %d: %v", descriptorOf(checks, ie.Index), ie.Err))
@@ -248,20 +247,34 @@ func (s *Server) countOver(ctx context.Context, items []service.Item, ds []admit
 	return nil
 }
 
+// onePlan is what plan returns for one descriptor, the common request, in one allocation.
+type onePlan struct {
+	checks    [1]check
+	items     [1]service.Item
+	decisions [1]admit.Decision
+}
+
 // plan validates req, finds each descriptor's rule, subject and cost, and returns the Items of
-// the descriptors whose rules limit, without I/O.
-func plan(cfg *envoyconf.Config, req *rlsv3.RateLimitRequest, withStats bool) ([]check, []service.Item, error) {
+// the descriptors whose rules limit, and the Decisions to decide them into, without I/O.
+func plan(cfg *envoyconf.Config, req *rlsv3.RateLimitRequest, withStats bool) ([]check, []service.Item, []admit.Decision, error) {
 	domain, ds := req.GetDomain(), req.GetDescriptors()
 	switch {
 	case domain == "":
-		return nil, nil, errors.New("empty domain")
+		return nil, nil, nil, errors.New("empty domain")
 	case len(ds) == 0:
-		return nil, nil, errors.New("no descriptors")
+		return nil, nil, nil, errors.New("no descriptors")
 	case len(ds) > MaxDescriptors:
-		return nil, nil, fmt.Errorf("%d descriptors; want at most %d", len(ds), MaxDescriptors)
+		return nil, nil, nil, fmt.Errorf("%d descriptors; want at most %d", len(ds), MaxDescriptors)
 	}
-	checks := make([]check, len(ds))
-	items := make([]service.Item, 0, len(ds))
+	var checks []check
+	var items []service.Item
+	var decisions []admit.Decision
+	if len(ds) == 1 {
+		one := new(onePlan)
+		checks, items, decisions = one.checks[:], one.items[:0], one.decisions[:]
+	} else {
+		checks, items, decisions = make([]check, len(ds)), make([]service.Item, 0, len(ds)), make([]admit.Decision, len(ds))
+	}
 	replaced := make(map[string]bool)
 	entries := make([]envoyconf.Entry, 0, 8)
 	atomicDomain := cfg.Atomic(domain)
@@ -271,23 +284,23 @@ func plan(cfg *envoyconf.Config, req *rlsv3.RateLimitRequest, withStats bool) ([
 		es := d.GetEntries()
 		switch {
 		case len(es) == 0:
-			return nil, nil, fmt.Errorf("descriptor %d: no entries", i)
+			return nil, nil, nil, fmt.Errorf("descriptor %d: no entries", i)
 		case len(es) > MaxEntries:
-			return nil, nil, fmt.Errorf("descriptor %d: %d entries; want at most %d", i, len(es), MaxEntries)
+			return nil, nil, nil, fmt.Errorf("descriptor %d: %d entries; want at most %d", i, len(es), MaxEntries)
 		case d.GetIsNegativeHits():
-			return nil, nil, fmt.Errorf("descriptor %d: negative hits are not supported", i)
+			return nil, nil, nil, fmt.Errorf("descriptor %d: negative hits are not supported", i)
 		}
 		entries = entries[:0]
 		for j, e := range es {
 			if e.GetKey() == "" {
-				return nil, nil, fmt.Errorf("descriptor %d, entry %d: empty key", i, j)
+				return nil, nil, nil, fmt.Errorf("descriptor %d, entry %d: empty key", i, j)
 			}
 			entries = append(entries, envoyconf.Entry{Key: e.GetKey(), Value: e.GetValue()})
 		}
 		cost := int64(max(req.GetHitsAddend(), 1)) // the request's 0 means 1, as Envoy defines it
 		if h := d.GetHitsAddend(); h != nil {
 			if h.GetValue() > math.MaxUint32 {
-				return nil, nil, fmt.Errorf("descriptor %d: hits_addend %d; want at most %d", i, h.GetValue(), uint32(math.MaxUint32))
+				return nil, nil, nil, fmt.Errorf("descriptor %d: hits_addend %d; want at most %d", i, h.GetValue(), uint32(math.MaxUint32))
 			}
 			cost = int64(h.GetValue()) // the descriptor's 0 checks without counting
 		}
@@ -345,7 +358,7 @@ func plan(cfg *envoyconf.Config, req *rlsv3.RateLimitRequest, withStats bool) ([
 			n++
 		}
 	}
-	return checks, items[:n], nil
+	return checks, items[:n], decisions[:n], nil
 }
 
 // descriptorOf returns the index of the descriptor of checks whose Item is item.

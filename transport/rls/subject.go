@@ -38,14 +38,11 @@ func parseDescriptorKey(key string) (domain string, entries []envoyconf.Entry, o
 }
 
 // subject returns the subject of a descriptor of entries in domain: each string length-prefixed,
-// so that no two descriptors share one.
+// so that no two descriptors share one. It is spelt on the stack when it fits: one allocation, the
+// string's.
 func subject(domain string, entries []envoyconf.Entry) string {
-	n := 24 + len(domain)
-	for _, e := range entries {
-		n += 48 + len(e.Key) + len(e.Value)
-	}
-	b := make([]byte, 0, n)
-	b = appendLengthPrefixed(b, domain)
+	var buf [256]byte
+	b := appendLengthPrefixed(buf[:0], domain)
 	for _, e := range entries {
 		b = appendLengthPrefixed(append(b, '|'), e.Key)
 		b = appendLengthPrefixed(append(b, '='), e.Value)
