@@ -45,13 +45,13 @@ local nargs = #BATCH_ARGV
 if BATCH_TEST_CLOCK then
   nargs = nargs - 1
 end
-local nk, na = 0, 1 + 2 * m
+local nk, na, counts = 0, 1 + 2 * m, {} -- counts: request j's key count at 2j - 1, its argument count at 2j
 for j = 1, m do
   local k, a = integer(BATCH_ARGV[1 + j], 1, 2 * MAX_REQUESTS + 1), integer(BATCH_ARGV[1 + m + j], 3, MAX)
   if not k or not a then
     return redis.error_reply('ADMIT_INVALID batch request ' .. j .. ' needs a key count and an argument count')
   end
-  nk, na = nk + k, na + a
+  nk, na, counts[2 * j - 1], counts[2 * j] = nk + k, na + a, k, a
 end
 if nk ~= #BATCH_KEYS or na ~= nargs then
   return redis.error_reply('ADMIT_INVALID batch counts ' .. nk .. ' keys and ' .. na .. ' arguments, got ' ..
@@ -135,16 +135,22 @@ local function simple(k, a, kx, ax)
 end
 
 local kx, ax, pk, pa = 0, 1 + 2 * m, 0, 0 -- the keys and arguments before request j's; the last request's counts
+local ahead, key2, ls2, ws2 = false, nil, nil, nil -- ahead: simple of request j, found by request j - 1's look
 for j = 1, m do
-  local k, a = tonumber(BATCH_ARGV[1 + j]), tonumber(BATCH_ARGV[1 + m + j])
+  local k, a = counts[2 * j - 1], counts[2 * j]
   local merged = false
-  local key, ls, ws = simple(k, a, kx, ax)
+  local key, ls, ws = key2, ls2, ws2
+  if not ahead then
+    key, ls, ws = simple(k, a, kx, ax)
+  end
+  ahead = false
   if key then
     if run and (run.key ~= key or run.ls ~= ls or run.ws ~= ws) then
       flush()
     end
     if not run and j < m then -- a run of one goes through take_one: the straight path costs less
-      local key2, ls2, ws2 = simple(tonumber(BATCH_ARGV[2 + j]), tonumber(BATCH_ARGV[2 + m + j]), kx + k, ax + a)
+      key2, ls2, ws2 = simple(counts[2 * j + 1], counts[2 * j + 2], kx + k, ax + a)
+      ahead = true
       if key2 == key and ls2 == ls and ws2 == ws then
         run = start(key, ls, ws)
       end

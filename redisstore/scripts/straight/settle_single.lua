@@ -15,6 +15,8 @@
 -- internal/tools/luagen (go generate) writes ../settle_single.lua with each fragment's text spliced in,
 -- indented as the line, so the script runs the same statements as if each were written out, with
 -- no function. A fragment's header comment names the locals it reads and sets.
+-- KEYS and ARGV are read from locals: a global's every read is a lookup in the globals table.
+local KEYS, ARGV = KEYS, ARGV
 local settle_token_at = (ARGV[1] == 'sliding_window' or ARGV[1] == 'sliding_log') and 5 or 6 -- after 3 arguments, or 4
 if #KEYS == 1 and #ARGV == (CLOCK_FROM_ARGV and settle_token_at + 2 or settle_token_at + 1) then
   local name, match, tonumber, key = ARGV[1], string.match, tonumber, KEYS[1]

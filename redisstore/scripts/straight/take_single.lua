@@ -37,6 +37,8 @@
 -- with the policy's number and the override's rate and burst (o1, orate, oburst: nil, and so left
 -- out, without an override). Corrupt override bytes fall through, as a corrupt key does. A call
 -- without override keys pays the comparisons that pick the path and three nils in each reply.
+-- KEYS and ARGV are read from locals: a global's every read is a lookup in the globals table.
+local KEYS, ARGV = KEYS, ARGV
 local mask, nkeys = ARGV[3], #KEYS -- the policies' flags: '' for none, else a digit per policy (take.lua)
 if ARGV[1] == '1' and ARGV[2] == '' and (nkeys == 1 and (mask == '' or mask == '0' or mask == '1') or
     nkeys == 2 and (mask == '2' or mask == '3' or mask == '6' or mask == '7')) then
