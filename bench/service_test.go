@@ -20,6 +20,7 @@ import (
 
 	"github.com/admit-dev/admit/internal/benchrun"
 	"github.com/admit-dev/admit/internal/envoyrlproc"
+	"github.com/admit-dev/admit/internal/freeport"
 	"github.com/admit-dev/admit/internal/redistest"
 	"github.com/admit-dev/admit/internal/syncbuf"
 )
@@ -503,7 +504,7 @@ func startEnvoyRL(b *testing.B, srv *redistest.Server) *serviceProc {
 		b.Fatal(err)
 	}
 	for range 3 {
-		ports := freePorts(b, 3)
+		ports := freeport.Ports(b, 3)
 		cmd := envoyrlproc.Command(bin, envoyrlproc.Settings{HTTPPort: ports[0], GRPCPort: ports[1], DebugPort: ports[2],
 			RedisAddr: srv.Addr(), RuntimeRoot: root})
 		logs, exited := startProc(b, "envoyproxy/ratelimit", cmd)
@@ -538,25 +539,6 @@ func listening(addr string, exited <-chan struct{}) bool {
 		}
 	}
 	return false
-}
-
-// freePorts returns n loopback ports free a moment ago.
-func freePorts(b *testing.B, n int) []int {
-	b.Helper()
-	var ports []int
-	var ls []net.Listener
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			b.Fatal(err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	for _, l := range ls {
-		l.Close()
-	}
-	return ports
 }
 
 // withoutEnv returns env without the variables names.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/admit-dev/admit/internal/freeport"
 	"github.com/admit-dev/admit/internal/syncbuf"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
@@ -149,25 +149,6 @@ func dial(t *testing.T, name, addr, domain string, exited <-chan struct{}, logs 
 	}
 }
 
-// freePorts returns n loopback ports free a moment ago.
-func freePorts(t *testing.T, n int) []int {
-	t.Helper()
-	var ports []int
-	var ls []net.Listener
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	for _, l := range ls {
-		l.Close()
-	}
-	return ports
-}
-
 // writeConfig writes files (name to content) into dir.
 func writeConfig(t *testing.T, dir string, files map[string]string) {
 	t.Helper()
@@ -192,7 +173,7 @@ func startReference(t *testing.T, srv *redistest.Server, files map[string]string
 	writeConfig(t, envoyrlproc.RuntimeDir(root), files)
 	var lastLogs string
 	for range 3 {
-		ports := freePorts(t, 3)
+		ports := freeport.Ports(t, 3)
 		cmd := envoyrlproc.Command(bin, envoyrlproc.Settings{HTTPPort: ports[0], GRPCPort: ports[1], DebugPort: ports[2],
 			RedisAddr: srv.Addr(), RuntimeRoot: root})
 		logs := &syncbuf.Buffer{}

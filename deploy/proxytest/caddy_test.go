@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+
+	"github.com/admit-dev/admit/internal/freeport"
 )
 
 // TestCaddy runs caddy with the shipped deploy/caddy/Caddyfile, its ports changed, in front of an
@@ -17,7 +19,7 @@ func TestCaddy(t *testing.T) {
 			dir := t.TempDir()
 			conf := render(t, "../caddy/Caddyfile",
 				":80 {", ":"+strconv.Itoa(port)+" {",
-				"admin localhost:2019", "admin localhost:"+strconv.Itoa(freePort(t)),
+				"admin localhost:2019", "admin localhost:"+strconv.Itoa(freeport.Port(t)),
 				"forward_auth 127.0.0.1:8080 {", "forward_auth "+admitAddr+" {",
 				"reverse_proxy 127.0.0.1:3000", "reverse_proxy "+appAddr)
 			file := filepath.Join(dir, "Caddyfile")

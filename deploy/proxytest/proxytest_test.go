@@ -25,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/admit-dev/admit/internal/freeport"
 	"github.com/admit-dev/admit/internal/syncbuf"
 )
 
@@ -217,18 +218,6 @@ func startApp(t *testing.T) *app {
 // addr returns the app's host:port.
 func (a *app) addr() string { return strings.TrimPrefix(a.srv.URL, "http://") }
 
-// freePort returns a loopback port that was free a moment ago: the proxy, whose configuration
-// names its port, binds it next (a start that finds it taken is retried, see startProxy).
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // render returns the text of the shipped file at path with each old string of replace, which must
 // occur in it exactly once, replaced by the new one: only ports and paths change, and the edits
 // its README asks for, so the file users copy is the one tested.
@@ -317,13 +306,13 @@ func waitListening(t *testing.T, p *process, addr string) bool {
 }
 
 // startProxy starts a proxy on a free loopback port and returns it with its base URL once it
-// listens. run starts the proxy on port. Another process may take the port between freePort and
+// listens. run starts the proxy on port. Another process may take the port between freeport.Port and
 // the proxy's bind: a proxy that exits saying its address is in use is started again on another
 // port, three times at most.
 func startProxy(t *testing.T, run func(port int) *process) (*process, string) {
 	t.Helper()
 	for attempt := 1; ; attempt++ {
-		port := freePort(t)
+		port := freeport.Port(t)
 		p := run(port)
 		addr := "127.0.0.1:" + strconv.Itoa(port)
 		if waitListening(t, p, addr) {
@@ -488,7 +477,7 @@ func testProxy(t *testing.T, appDown int, run startFunc) {
 // ago, its listener closed.
 func closedPort(t *testing.T) string {
 	t.Helper()
-	return "127.0.0.1:" + strconv.Itoa(freePort(t))
+	return "127.0.0.1:" + strconv.Itoa(freeport.Port(t))
 }
 
 // blackHole is a listener that accepts connections and never answers, until the test's cleanup;
