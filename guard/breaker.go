@@ -91,7 +91,9 @@ type BreakerOptions struct {
 // CoolOff. A failure is an error matching admit.ErrUnavailable, but not corrupt state (the backend
 // answered) nor the caller's own cancellation or deadline: a caller whose deadline is shorter than
 // the Store's timeout never trips it, nor does a Store's timeout of a call while the backend
-// answered other calls ([ErrClientLate]: the client was late), unless CountLate. The states and
+// answered other calls ([ErrClientLate]: the client was late), unless CountLate. A Store's timeout
+// whose verdict comes later (an error with a JudgeLate method, as redisstore's without evidence yet)
+// is counted when it comes, its caller having had the error at once. The states and
 // what counts as a failure, in full:
 // docs/failure-modes.md#guardbreaker-in-the-library.
 type Breaker struct {
