@@ -236,3 +236,90 @@ func TestFrozenOrKilledRedisStillTripsBreaker(t *testing.T) {
 		})
 	}
 }
+
+type holdKey struct{}
+
+// A take queued for a batch that times out in the queue, with nothing answered meanwhile, is judged
+// after its grace; the batch sent once the call in flight ends is answered within that grace, and
+// its reply proves Redis alive: the timeout is the client's lateness, not counted by the Breaker.
+func TestQueuedTakeBatchReplyIsEvidence(t *testing.T) {
+	srv := redistest.Start(t)
+	s, err := New(Config{URL: srv.URL(), CommandTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.calls.New = func() any { return newCallCtx(&s.calls, s.epoch, s.inflight, time.Hour, time.Hour) }
+	var g graces
+	s.inflight.grace = g.start
+	healthyTake(t, s, "rl:starved:warm")
+	s.co.laneCalls = 1 // one call in flight: the next takes queue
+	release := make(chan struct{})
+	s.inflight.stall = func(ctx context.Context) {
+		if ctx.Value(holdKey{}) != nil {
+			<-release // the call in flight, held until its deadline has passed
+		}
+	}
+	queued := func(n int) {
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
+			s.co.mu.Lock()
+			got := len(s.co.one.queue)
+			s.co.mu.Unlock()
+			if got == n {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d takes queued, want %d", got, n)
+			}
+		}
+	}
+	b := guard.NewBreaker(s, guard.BreakerOptions{Failures: 1})
+	held := make(chan error, 1)
+	go func() {
+		_, err := s.Take(context.WithValue(t.Context(), holdKey{}, true), admit.Request{Key: "rl:starved:held", Limit: roomy, Cost: 1})
+		held <- err
+	}()
+	for {
+		s.co.mu.Lock()
+		busy := s.co.one.calls == 1
+		s.co.mu.Unlock()
+		if busy {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	_, err = b.Take(t.Context(), admit.Request{Key: "rl:starved:queued", Limit: roomy, Cost: 1})
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, admit.ErrUnavailable) {
+		t.Fatalf("queued take: %v, want its own timeout", err)
+	}
+	fns := g.take()
+	if len(fns) != 1 {
+		t.Fatalf("%d graces started for the queued take, want 1", len(fns))
+	}
+	// Two more takes queue behind the held call; released, it fails by its deadline, and the
+	// queue goes as one batch (the timed-out take dropped from it).
+	batch := make(chan error, 2)
+	for i := range 2 {
+		go func() {
+			_, err := s.Take(t.Context(), admit.Request{Key: fmt.Sprintf("rl:starved:batch%d", i), Limit: roomy, Cost: 1})
+			batch <- err
+		}()
+	}
+	queued(3)
+	close(release)
+	if err := <-held; err == nil {
+		t.Fatal("the held call succeeded past its deadline")
+	}
+	for range 2 {
+		if err := <-batch; err != nil {
+			t.Fatalf("batched take: %v", err)
+		}
+	}
+	fns[0]()
+	if !errors.Is(err, guard.ErrClientLate) {
+		t.Fatalf("queued take after a batch was answered in its grace: %v, want ErrClientLate", err)
+	}
+	if b.State() != guard.BreakerClosed || b.Late() != 1 {
+		t.Fatalf("Breaker %v, Late() = %d; want closed, 1", b.State(), b.Late())
+	}
+}
