@@ -69,7 +69,10 @@ type BreakerOptions struct {
 	// CountLate, if true, counts a late client's timeouts as failures too: a Store's own timeout
 	// of a call while the backend answered its other calls (an error matching
 	// ErrClientLate), which by default counts as neither success nor failure, so that a
-	// descheduled process does not open the Breaker over a healthy backend.
+	// descheduled process does not open the Breaker over a healthy backend. Without it, a
+	// timeout whose Store judges it later (redisstore's, when it has no evidence yet at the
+	// end of the call) is counted once judged, after a short grace (a quarter of redisstore's
+	// command timeout); its caller has its error at once.
 	CountLate bool
 	// Now is the clock; nil means time.Now. It must be safe for concurrent use.
 	Now func() time.Time
@@ -88,7 +91,9 @@ type BreakerOptions struct {
 // CoolOff. A failure is an error matching admit.ErrUnavailable, but not corrupt state (the backend
 // answered) nor the caller's own cancellation or deadline: a caller whose deadline is shorter than
 // the Store's timeout never trips it, nor does a Store's timeout of a call while the backend
-// answered other calls ([ErrClientLate]: the client was late), unless CountLate. The states and
+// answered other calls ([ErrClientLate]: the client was late), unless CountLate. A Store's timeout
+// whose verdict comes later (an error with a JudgeLate method, as redisstore's without evidence yet)
+// is counted when it comes, its caller having had the error at once. The states and
 // what counts as a failure, in full:
 // docs/failure-modes.md#guardbreaker-in-the-library.
 type Breaker struct {
@@ -102,6 +107,7 @@ type Breaker struct {
 	state   atomic.Int32  // a BreakerState; written with mu held, read without it
 	opened  atomic.Uint64 // times the Breaker opened
 	refused atomic.Uint64 // operations answered ErrOpen
+	late    atomic.Uint64 // timeouts not counted: the client was late
 
 	mu          sync.Mutex
 	consecutive atomic.Int64 // failures in a row, while closed; written with mu held
@@ -134,6 +140,10 @@ func (b *Breaker) Opened() uint64 { return b.opened.Load() }
 
 // Refused returns the number of operations the Breaker has answered with ErrOpen.
 func (b *Breaker) Refused() uint64 { return b.refused.Load() }
+
+// Late returns the number of the Store's own timeouts the Breaker did not count as failures because
+// the client was late ([ErrClientLate]); always 0 under CountLate.
+func (b *Breaker) Late() uint64 { return b.late.Load() }
 
 // Take forwards r to the next Store, unless the Breaker refuses it with ErrOpen.
 func (b *Breaker) Take(ctx context.Context, r admit.Request) (admit.Decision, error) {
@@ -229,12 +239,40 @@ func (b *Breaker) before(validate func() error) (probe bool, err error) {
 // half-open Breaker's probe.
 func (b *Breaker) after(ctx context.Context, probe bool, err error) {
 	o := outcomeOf(ctx, err)
-	if o == late {
-		o = neutral
-		if b.countLate {
-			o = failure
+	switch {
+	case o == timeout && b.countLate:
+		o = failure
+	case o == timeout:
+		if b.judgeLater(probe, err) {
+			return // counted when the verdict comes; a probe stays in flight until then
 		}
+		o = b.lateOutcome(errors.Is(err, validate.ErrClientLate))
+	case o == late:
+		o = b.lateOutcome(true)
 	}
+	b.record(probe, o)
+}
+
+// judgeLater hands err, a Store's own timeout, to its Store's later verdict if it has one
+// (validate.LateVerdict), and reports whether it did: the verdict then records the outcome.
+func (b *Breaker) judgeLater(probe bool, err error) bool {
+	var v validate.LateVerdict
+	return errors.As(err, &v) && v.JudgeLate(func(late bool) { b.record(probe, b.lateOutcome(late)) })
+}
+
+// lateOutcome is the outcome of a Store's own timeout, late saying whether the client was late:
+// then neutral, and counted by Late; else a failure.
+func (b *Breaker) lateOutcome(late bool) outcome {
+	if !late {
+		return failure
+	}
+	b.late.Add(1)
+	return neutral
+}
+
+// record counts o, the outcome of an operation; probe says whether it was the half-open Breaker's
+// probe.
+func (b *Breaker) record(probe bool, o outcome) {
 	if !probe && (o == neutral || o == success && BreakerState(b.state.Load()) == BreakerClosed && b.quiet()) {
 		return // the common case: nothing to change
 	}
@@ -297,6 +335,7 @@ const (
 	success                // the backend answered
 	failure                // the backend could not answer
 	late                   // the Store's own timeout, while the backend answered other calls
+	timeout                // the Store's own timeout: late or a failure, as its Store judges it
 )
 
 // outcomeOf classifies err, the result of an operation that ran under ctx.
@@ -314,6 +353,8 @@ func outcomeOf(ctx context.Context, err error) outcome {
 		return neutral
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil:
 		return neutral // the caller's deadline, not the Store's own timeout
+	case errors.Is(err, context.DeadlineExceeded) && errors.Is(err, admit.ErrUnavailable):
+		return timeout // the Store's own timeout: its verdict says whether the client was late
 	case errors.Is(err, validate.ErrClientLate):
 		return late // the Store's own timeout, but the backend was answering: the client was late
 	case errors.Is(err, admit.ErrUnavailable):

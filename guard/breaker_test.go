@@ -104,6 +104,17 @@ func wantState(t *testing.T, b *guard.Breaker, want guard.BreakerState) {
 	}
 }
 
+// awaitState fails t unless b comes to state want within a minute: a Store's own timeout is counted
+// once its Store has judged it (redisstore: after a grace, on its own timer).
+func awaitState(t *testing.T, b *guard.Breaker, want guard.BreakerState) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); b.State() != want; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("State() = %v a minute on, want %v", b.State(), want)
+		}
+	}
+}
+
 // wantUnavailable fails t unless err matches admit.ErrUnavailable, and matches guard.ErrOpen as open says.
 func wantUnavailable(t *testing.T, err error, open bool) {
 	t.Helper()
@@ -201,7 +212,7 @@ func TestBreakerBlackHole(t *testing.T) {
 		_, err := b.Take(ctx, req("k"))
 		wantUnavailable(t, err, false) // each waited for the command timeout
 	}
-	wantState(t, b, guard.BreakerOpen)
+	awaitState(t, b, guard.BreakerOpen)
 	for range 1000 {
 		_, err := b.Take(ctx, req("k"))
 		wantUnavailable(t, err, true)
@@ -226,7 +237,7 @@ func TestBreakerBlackHole(t *testing.T) {
 		wantUnavailable(t, err, true)
 	}
 	wantUnavailable(t, <-probed, false)
-	wantState(t, b, guard.BreakerOpen)
+	awaitState(t, b, guard.BreakerOpen)
 	if got := backend.calls.Load(); got != 3 {
 		t.Fatalf("%d backend calls, want 3", got)
 	}
@@ -283,7 +294,7 @@ func TestBreakerStoreTimeoutTrips(t *testing.T) {
 	// The caller's ctx has no deadline: the DeadlineExceeded is the store's own timeout.
 	_, err := b.Take(t.Context(), req("k"))
 	wantUnavailable(t, err, false)
-	wantState(t, b, guard.BreakerOpen)
+	awaitState(t, b, guard.BreakerOpen)
 }
 
 func TestBreakerInvalidRequests(t *testing.T) {

@@ -112,3 +112,144 @@ func TestBreakerLateProbe(t *testing.T) {
 		})
 	}
 }
+
+// judgedLater is a Store's own timeout whose verdict comes later, as redisstore's without evidence
+// yet: JudgeLate keeps report for the test to call, unless now is set (the verdict is known now:
+// late tells it).
+type judgedLater struct {
+	now     bool
+	late    bool
+	reports *[]func(late bool)
+}
+
+func (e *judgedLater) Error() string { return "store: timeout, verdict to come" }
+
+func (e *judgedLater) Is(target error) bool {
+	switch target {
+	case admit.ErrUnavailable, context.DeadlineExceeded:
+		return true
+	case guard.ErrClientLate:
+		return e.late
+	}
+	return false
+}
+
+func (e *judgedLater) JudgeLate(report func(late bool)) bool {
+	if e.now {
+		return false
+	}
+	*e.reports = append(*e.reports, report)
+	return true
+}
+
+// A timeout whose verdict comes later is counted when it comes, not when its caller gets the
+// error: late, it is neither failure nor success (and counted by Late); not late, a failure, the
+// Breaker opening at the Failures-th. A verdict known at once is read from the error.
+func TestBreakerCountsAVerdictWhenItComes(t *testing.T) {
+	const failures = 3
+	for _, tc := range []struct {
+		name     string
+		verdicts []bool // the verdict of each timeout, reported after all have returned
+		wantOpen bool
+		wantLate uint64
+	}{
+		{"Redis each time", []bool{false, false, false}, true, 0},
+		{"late each time", []bool{true, true, true, true, true}, false, 5},
+		{"late between", []bool{false, true, false, true, false}, true, 2},
+		{"not enough", []bool{false, false, true}, false, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, backend, _ := newScripted(t, guard.BreakerOptions{Failures: failures})
+			var reports []func(bool)
+			for i := range tc.verdicts {
+				e := &judgedLater{reports: &reports}
+				backend.err = e
+				if _, err := b.Take(t.Context(), req("k")); err != e {
+					t.Fatalf("timeout %d: %v, want the store's error at once", i+1, err)
+				}
+				wantState(t, b, guard.BreakerClosed) // nothing counted yet
+			}
+			if len(reports) != len(tc.verdicts) {
+				t.Fatalf("%d verdicts asked for, want %d", len(reports), len(tc.verdicts))
+			}
+			for i, late := range tc.verdicts {
+				reports[i](late)
+			}
+			if got := b.State() == guard.BreakerOpen; got != tc.wantOpen {
+				t.Fatalf("after the verdicts %v: State() = %v, want open = %v", tc.verdicts, b.State(), tc.wantOpen)
+			}
+			if got := b.Late(); got != tc.wantLate {
+				t.Fatalf("Late() = %d, want %d", got, tc.wantLate)
+			}
+		})
+	}
+
+	t.Run("known now", func(t *testing.T) {
+		b, backend, _ := newScripted(t, guard.BreakerOptions{Failures: 2})
+		var reports []func(bool)
+		backend.err = &judgedLater{now: true, late: true, reports: &reports}
+		b.Take(t.Context(), req("k"))
+		b.Take(t.Context(), req("k"))
+		wantState(t, b, guard.BreakerClosed)
+		backend.err = &judgedLater{now: true, reports: &reports}
+		b.Take(t.Context(), req("k"))
+		b.Take(t.Context(), req("k"))
+		wantState(t, b, guard.BreakerOpen)
+		if len(reports) != 0 || b.Late() != 2 {
+			t.Fatalf("%d verdicts to come, Late() = %d; want 0 and 2", len(reports), b.Late())
+		}
+	})
+
+	t.Run("CountLate", func(t *testing.T) {
+		b, backend, _ := newScripted(t, guard.BreakerOptions{Failures: 2, CountLate: true})
+		var reports []func(bool)
+		backend.err = &judgedLater{late: true, reports: &reports}
+		b.Take(t.Context(), req("k"))
+		b.Take(t.Context(), req("k"))
+		wantState(t, b, guard.BreakerOpen)
+		if len(reports) != 0 || b.Late() != 0 {
+			t.Fatalf("under CountLate: %d verdicts asked for, Late() = %d; want 0 and 0", len(reports), b.Late())
+		}
+	})
+}
+
+// A probe whose verdict is to come stays in flight until it comes: every other caller is refused
+// meanwhile. Late, the Breaker stays half-open for the next probe; not late, it opens again.
+func TestBreakerProbeWaitsForItsVerdict(t *testing.T) {
+	for _, late := range []bool{true, false} {
+		t.Run(fmt.Sprintf("late=%v", late), func(t *testing.T) {
+			b, backend, advance := newScripted(t, guard.BreakerOptions{Failures: 1, CoolOff: time.Second})
+			backend.err = errTimeout
+			b.Take(t.Context(), req("k"))
+			wantState(t, b, guard.BreakerOpen)
+			advance(time.Second)
+			var reports []func(bool)
+			e := &judgedLater{reports: &reports}
+			backend.err = e
+			if _, err := b.Take(t.Context(), req("k")); err != e {
+				t.Fatalf("probe: %v, want the store's error", err)
+			}
+			wantState(t, b, guard.BreakerHalfOpen)
+			backend.err = nil
+			if _, err := b.Take(t.Context(), req("k")); !errors.Is(err, guard.ErrOpen) {
+				t.Fatalf("while the probe's verdict is to come: %v, want ErrOpen", err)
+			}
+			if len(reports) != 1 {
+				t.Fatalf("%d verdicts asked for, want 1", len(reports))
+			}
+			reports[0](late)
+			if !late {
+				wantState(t, b, guard.BreakerOpen)
+				if got := b.Opened(); got != 2 {
+					t.Fatalf("Opened() = %d, want 2", got)
+				}
+				return
+			}
+			wantState(t, b, guard.BreakerHalfOpen)
+			if _, err := b.Take(t.Context(), req("k")); err != nil {
+				t.Fatalf("next probe: %v", err)
+			}
+			wantState(t, b, guard.BreakerClosed)
+		})
+	}
+}

@@ -13,6 +13,9 @@ type BreakerSource interface {
 	Opened() uint64
 	// Refused returns the number of operations it has answered with guard.ErrOpen.
 	Refused() uint64
+	// Late returns the number of the backend's timeouts it did not count as failures because the
+	// client was late (guard.ErrClientLate).
+	Late() uint64
 }
 
 // RegisterBreaker registers into reg the series of the circuit breaker b, labelled breaker=name:
@@ -20,6 +23,7 @@ type BreakerSource interface {
 //	admit_breaker_state{breaker, state}     1 for b's state (closed, open, half_open), 0 for the others
 //	admit_breaker_opened_total{breaker}     times b has opened
 //	admit_breaker_refused_total{breaker}    operations b answered with guard.ErrOpen, without the backend
+//	admit_breaker_late_timeouts_total{breaker}  the backend's timeouts b did not count: the client was late
 //
 // They are read from b when reg is gathered. It reports the error of a registration that fails,
 // such as a second breaker of one name in one Registerer.
@@ -45,6 +49,9 @@ func RegisterBreaker(reg prometheus.Registerer, name string, b BreakerSource) er
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "admit_breaker_refused_total", Help: "Operations the open circuit breaker answered at once, unavailable.", ConstLabels: labels,
 		}, func() float64 { return float64(b.Refused()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "admit_breaker_late_timeouts_total", Help: "Backend timeouts the circuit breaker did not count as failures: the client's process was late, not the backend.", ConstLabels: labels,
+		}, func() float64 { return float64(b.Late()) }),
 	)
 	return registerAll(reg, cs)
 }

@@ -3,6 +3,7 @@ package metrics_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -34,6 +35,9 @@ func TestRegisterBreaker(t *testing.T) {
 		}
 	}
 	want := `
+# HELP admit_breaker_late_timeouts_total Backend timeouts the circuit breaker did not count as failures: the client's process was late, not the backend.
+# TYPE admit_breaker_late_timeouts_total counter
+admit_breaker_late_timeouts_total{breaker="redis"} 0
 # HELP admit_breaker_opened_total Times the circuit breaker opened.
 # TYPE admit_breaker_opened_total counter
 admit_breaker_opened_total{breaker="redis"} 1
@@ -51,6 +55,43 @@ admit_breaker_state{breaker="redis",state="open"} 1
 	}
 	if err := metrics.RegisterBreaker(reg, "redis", b); err == nil {
 		t.Fatal("a second breaker of one name registered")
+	}
+}
+
+// lateStore fails every Take with a timeout of a late client, as redisstore's while Redis answered
+// the Store's other calls.
+type lateStore struct{ admit.Store }
+
+func (lateStore) Take(context.Context, admit.Request) (admit.Decision, error) {
+	return admit.Decision{}, fmt.Errorf("store: %w: %w (%w)", admit.ErrUnavailable, context.DeadlineExceeded, guard.ErrClientLate)
+}
+
+// admit_breaker_late_timeouts_total counts the late client's timeouts the Breaker did not count;
+// under CountLate it counts none.
+func TestRegisterBreakerLate(t *testing.T) {
+	for _, countLate := range []bool{false, true} {
+		mem := memstore.New(memstore.Options{})
+		defer mem.Close()
+		b := guard.NewBreaker(lateStore{mem}, guard.BreakerOptions{Failures: 10, CountLate: countLate})
+		reg := prometheus.NewPedanticRegistry()
+		if err := metrics.RegisterBreaker(reg, "redis", b); err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			b.Take(context.Background(), admit.Request{Key: "k", Limit: perSecond, Cost: 1})
+		}
+		n := 3
+		if countLate {
+			n = 0
+		}
+		want := fmt.Sprintf(`
+# HELP admit_breaker_late_timeouts_total Backend timeouts the circuit breaker did not count as failures: the client's process was late, not the backend.
+# TYPE admit_breaker_late_timeouts_total counter
+admit_breaker_late_timeouts_total{breaker="redis"} %d
+`, n)
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "admit_breaker_late_timeouts_total"); err != nil {
+			t.Errorf("CountLate=%v: %v", countLate, err)
+		}
 	}
 }
 

@@ -14,6 +14,9 @@ func (f *rawFile) setDefaults() {
 	def(&s.localCacheMaxAge, DefaultLocalCacheMaxAge)
 	def(&s.topSize, DefaultTopSize)
 	def(&s.topPeriod, DefaultTopPeriod)
+	def(&s.redisCommandTimeout, DefaultRedisCommandTimeout)
+	def(&s.breakerFailures, DefaultBreakerFailures)
+	def(&s.breakerCoolOff, DefaultBreakerCoolOff)
 	for i := range f.policies {
 		p := &f.policies[i]
 		def(&p.version, bound.DefaultVersion)

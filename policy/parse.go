@@ -109,6 +109,11 @@ type rawServer struct {
 	tlsCert, tlsKey, tlsClientCA                   field[string]
 	clientTokensFile                               field[string]
 	trustNetwork                                   field[bool]
+	redisCommandTimeout                            field[time.Duration]
+	breaker                                        *yaml.Node // server.breaker, nil if absent
+	breakerFailures                                field[int64]
+	breakerCoolOff                                 field[time.Duration]
+	breakerCountLate                               field[bool]
 }
 
 type rawPolicy struct {
@@ -173,7 +178,15 @@ func (d *decoder) parse(data []byte) (raw rawFile, ok bool) {
 
 func (d *decoder) parseServer(n *yaml.Node) rawServer {
 	var s rawServer
-	f, _ := d.yf.Mapping(n, "server", "listen", "redis", "hmac_secret_file", "trusted_proxies", "forwarded_header", "ipv6_prefix", "ratelimit_headers", "redis_tls", "local_cache_max_age", "top", "tls", "client_tokens_file", "trust_network")
+	f, _ := d.yf.Mapping(n, "server", "listen", "redis", "hmac_secret_file", "trusted_proxies", "forwarded_header", "ipv6_prefix", "ratelimit_headers", "redis_tls", "local_cache_max_age", "top", "tls", "client_tokens_file", "trust_network", "redis_command_timeout", "breaker")
+	if n := f["breaker"]; n != nil {
+		s.breaker = n
+		bf, _ := d.yf.Mapping(n, "server.breaker", "failures", "cool_off", "count_late")
+		s.breakerFailures = d.integer(bf["failures"], "server.breaker.failures")
+		s.breakerCoolOff = d.duration(bf["cool_off"], "server.breaker.cool_off")
+		s.breakerCountLate = d.boolean(bf["count_late"], "server.breaker.count_late")
+	}
+	s.redisCommandTimeout = d.duration(f["redis_command_timeout"], "server.redis_command_timeout")
 	if n := f["redis_tls"]; n != nil {
 		s.redisTLS = n
 		tf, _ := d.yf.Mapping(n, "server.redis_tls", "ca_file", "cert_file", "key_file", "server_name")

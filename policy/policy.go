@@ -145,6 +145,26 @@ type Server struct {
 	// TrustNetwork silences the warning of a data plane listening beyond loopback with neither
 	// client certificates nor client tokens (server.trust_network); default false.
 	TrustNetwork bool
+	// RedisCommandTimeout bounds one decision on Redis, from the call to the reply
+	// (server.redis_command_timeout, redisstore.Config.CommandTimeout): MinRedisCommandTimeout …
+	// MaxRedisCommandTimeout, default DefaultRedisCommandTimeout.
+	RedisCommandTimeout time.Duration
+	// Breaker are the settings of the circuit breaker over Redis (server.breaker).
+	Breaker Breaker
+}
+
+// Breaker holds the settings of the circuit breaker over Redis, the fields of
+// guard.BreakerOptions of the same names (docs/failure-modes.md#circuit-breaker).
+type Breaker struct {
+	// Failures is the number of consecutive failures that opens it (server.breaker.failures):
+	// 1 … MaxBreakerFailures, default DefaultBreakerFailures.
+	Failures int
+	// CoolOff is how long it stays open before a probe (server.breaker.cool_off): MinBreakerCoolOff
+	// … MaxBreakerCoolOff, default DefaultBreakerCoolOff.
+	CoolOff time.Duration
+	// CountLate counts a late client's timeouts as failures too (server.breaker.count_late);
+	// default false.
+	CountLate bool
 }
 
 // ServerTLS holds the files of the TLS that admit serve's listeners serve: file names, read when
@@ -198,6 +218,20 @@ const (
 	// MinLocalCacheMaxAge and MaxLocalCacheMaxAge bound a Server.LocalCacheMaxAge other than 0.
 	MinLocalCacheMaxAge = time.Millisecond
 	MaxLocalCacheMaxAge = time.Minute
+	// DefaultRedisCommandTimeout is Server.RedisCommandTimeout when the file sets none (redisstore's
+	// default); MinRedisCommandTimeout and MaxRedisCommandTimeout bound it.
+	DefaultRedisCommandTimeout = 200 * time.Millisecond
+	MinRedisCommandTimeout     = 10 * time.Millisecond
+	MaxRedisCommandTimeout     = time.Minute
+	// DefaultBreakerFailures is Breaker.Failures when the file sets none (guard's default);
+	// MaxBreakerFailures bounds it.
+	DefaultBreakerFailures = 5
+	MaxBreakerFailures     = 1000
+	// DefaultBreakerCoolOff is Breaker.CoolOff when the file sets none (guard's default);
+	// MinBreakerCoolOff and MaxBreakerCoolOff bound it.
+	DefaultBreakerCoolOff = time.Second
+	MinBreakerCoolOff     = 10 * time.Millisecond
+	MaxBreakerCoolOff     = 10 * time.Minute
 	// DefaultTopSize is Top.Size when the file sets none; MaxTopSize bounds it.
 	DefaultTopSize = 100
 	MaxTopSize     = 10000

@@ -56,6 +56,9 @@ func (d *decoder) validateServer(s rawServer) Server {
 		RateLimitHeaders: s.rateLimitHeaders.v,
 		LocalCacheMaxAge: s.localCacheMaxAge.v,
 		Top:              Top{Size: int(s.topSize.v), RevealSubjects: s.topReveal.v, Period: s.topPeriod.v},
+
+		RedisCommandTimeout: s.redisCommandTimeout.v,
+		Breaker:             Breaker{Failures: int(s.breakerFailures.v), CoolOff: s.breakerCoolOff.v, CountLate: s.breakerCountLate.v},
 	}
 	if !s.listen.bad && s.listen.v == "" {
 		d.errorf(s.listen.node, "server.listen: want an address such as 127.0.0.1:8080")
@@ -104,6 +107,15 @@ func (d *decoder) validateServer(s rawServer) Server {
 	}
 	if !s.topPeriod.bad && (s.topPeriod.v < MinTopPeriod || s.topPeriod.v > MaxTopPeriod) {
 		d.errorf(s.topPeriod.node, "server.top.period: %v is outside 1m-24h", s.topPeriod.v) // MinTopPeriod, MaxTopPeriod
+	}
+	if t := s.redisCommandTimeout; !t.bad && (t.v < MinRedisCommandTimeout || t.v > MaxRedisCommandTimeout) {
+		d.errorf(t.node, "server.redis_command_timeout: %v is outside 10ms-1m", t.v) // MinRedisCommandTimeout, MaxRedisCommandTimeout
+	}
+	if n := s.breakerFailures; !n.bad && (n.v < 1 || n.v > MaxBreakerFailures) {
+		d.errorf(n.node, "server.breaker.failures: %d is outside 1-1000", n.v) // MaxBreakerFailures
+	}
+	if c := s.breakerCoolOff; !c.bad && (c.v < MinBreakerCoolOff || c.v > MaxBreakerCoolOff) {
+		d.errorf(c.node, "server.breaker.cool_off: %v is outside 10ms-10m", c.v) // MinBreakerCoolOff, MaxBreakerCoolOff
 	}
 	return out
 }

@@ -38,8 +38,10 @@ type callCtx struct {
 	began    time.Duration  // when the call began, as time since epoch
 	lateAt   *atomic.Int64  // the Store's: when a timer last ran late, as time since epoch (inflight.lateAt)
 	slack    time.Duration  // a timer later than this past the deadline says the process was not running
+	grace    time.Duration  // how long a verdict without evidence waits for some (JudgeLate)
+	in       *inflight      // the Store's: its grace timer (inflight.afterGrace)
 	overdue  time.Duration  // how late past the deadline the timer ended the call; written before why
-	verdict  atomic.Int32   // once ended by its deadline: undecided, lateClient or lateRedis
+	verdict  atomic.Int32   // once ended by its deadline: undecided, judging, lateClient or lateRedis
 	dlErr    deadlineError  // Err's error once ended by its deadline
 
 	mu     sync.Mutex // guards inUse, armed and deadline against the timer
@@ -57,9 +59,11 @@ const (
 	parentCancelled
 )
 
-// Verdicts on a call ended by its deadline (callCtx.late).
+// Verdicts on a call ended by its deadline (callCtx.late), and judging: waiting for evidence in the
+// grace that JudgeLate started.
 const (
 	undecided int32 = iota
+	judging
 	lateClient
 	lateRedis
 )
@@ -70,8 +74,12 @@ const (
 // possible: a starved process counts the replies it has read only when it runs again.
 type deadlineError struct{ c *callCtx }
 
+var _ validate.LateVerdict = (*deadlineError)(nil)
+
+// Error says the client was late when that is known already; it decides nothing, since wrapping the
+// error (fmt.Errorf) reads it as soon as the call ends, before anyone asks for the verdict.
 func (e *deadlineError) Error() string {
-	if e.c.late() {
+	if v := e.c.verdict.Load(); v == lateClient || v != lateRedis && e.c.evidence() {
 		return "context deadline exceeded while Redis answered other calls or the process was not running (the client was late)"
 	}
 	return context.DeadlineExceeded.Error()
@@ -91,8 +99,37 @@ func (e *deadlineError) Is(target error) bool {
 // Timeout reports true, as context.DeadlineExceeded's does.
 func (e *deadlineError) Timeout() bool { return true }
 
-func newCallCtx(pool *sync.Pool, epoch time.Time, in *inflight, slack time.Duration) *callCtx {
-	c := &callCtx{pool: pool, epoch: epoch, replies: &in.replies, lateAt: &in.lateAt, slack: slack, done: make(chan struct{})}
+// JudgeLate makes the verdict of a call without evidence of the client's lateness yet wait for
+// some, off the caller's path (validate.LateVerdict): after the grace, a reply that reached
+// another call meanwhile, a timer of the Store late meanwhile (this grace timer's own included),
+// or a slow pass through the run queue makes the client late; nothing of these, Redis. It returns
+// false, and calls nothing, when the verdict is made already or there is evidence now. Until
+// report is called, Is(validate.ErrClientLate) reports the evidence so far without deciding.
+func (e *deadlineError) JudgeLate(report func(late bool)) bool {
+	c := e.c
+	if !c.verdict.CompareAndSwap(undecided, judging) {
+		return false
+	}
+	if c.evidence() {
+		c.verdict.Store(lateClient)
+		return false
+	}
+	due := time.Since(c.epoch) + c.grace
+	c.in.afterGrace(c.grace, func() {
+		v := lateRedis
+		if c.evidence() || time.Since(c.epoch)-due > c.slack || c.slowRunQueue() {
+			v = lateClient
+		}
+		if !c.verdict.CompareAndSwap(judging, v) {
+			v = c.verdict.Load() // evidence seen by late meanwhile
+		}
+		report(v == lateClient)
+	})
+	return true
+}
+
+func newCallCtx(pool *sync.Pool, epoch time.Time, in *inflight, slack, grace time.Duration) *callCtx {
+	c := &callCtx{pool: pool, epoch: epoch, replies: &in.replies, lateAt: &in.lateAt, slack: slack, grace: grace, in: in, done: make(chan struct{})}
 	c.expire = c.expireNow
 	c.dlErr.c = c
 	c.cancel = func() { c.end(parentCancelled) }
@@ -213,26 +250,38 @@ func (c *callCtx) Err() error {
 // while it was away late); or, failing these, one pass through the scheduler's run queue
 // (runtime.Gosched) takes longer than slack (the process runs, but its goroutines wait behind each
 // other, the reader of the replies among them). The verdict is made once, by its first caller, and
-// kept: a callCtx ended by its deadline is never reused.
+// kept: a callCtx ended by its deadline is never reused. While JudgeLate's grace runs, late
+// reports the evidence so far, deciding only when there is some.
 func (c *callCtx) late() bool {
-	v := c.verdict.Load()
-	if v == undecided {
-		v = lateRedis
-		if c.lateNow() {
-			v = lateClient
+	switch v := c.verdict.Load(); v {
+	case lateClient, lateRedis:
+		return v == lateClient
+	case judging:
+		if !c.evidence() {
+			return false
 		}
-		if !c.verdict.CompareAndSwap(undecided, v) {
-			v = c.verdict.Load()
-		}
+		c.verdict.CompareAndSwap(judging, lateClient)
+		return c.verdict.Load() == lateClient
+	}
+	v := lateRedis
+	if c.evidence() || c.slowRunQueue() {
+		v = lateClient
+	}
+	if !c.verdict.CompareAndSwap(undecided, v) {
+		return c.late()
 	}
 	return v == lateClient
 }
 
-// lateNow is late's verdict.
-func (c *callCtx) lateNow() bool {
-	if c.overdue > c.slack || c.replies.Load() != c.seen || time.Duration(c.lateAt.Load()) > c.began {
-		return true
-	}
+// evidence reports whether c's timer ran late, a reply reached another call since c began, or a
+// timer of the Store ran late since c began.
+func (c *callCtx) evidence() bool {
+	return c.overdue > c.slack || c.replies.Load() != c.seen || time.Duration(c.lateAt.Load()) > c.began
+}
+
+// slowRunQueue reports whether one pass through the run queue takes longer than c's slack, or a
+// reply reached another call meanwhile.
+func (c *callCtx) slowRunQueue() bool {
 	start := time.Now()
 	runtime.Gosched()
 	return time.Since(start) > c.slack || c.replies.Load() != c.seen

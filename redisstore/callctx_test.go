@@ -192,7 +192,7 @@ func TestDeadlineVerdict(t *testing.T) {
 	s.inflight.replies.Add(7) // before the calls: no evidence for them
 	slack := time.Hour        // however late the timers run on a busy machine
 	// Every call here ends by its deadline, and so never goes back to the pool: each is new.
-	s.calls.New = func() any { return newCallCtx(&s.calls, s.epoch, s.inflight, slack) }
+	s.calls.New = func() any { return newCallCtx(&s.calls, s.epoch, s.inflight, slack, slack) }
 
 	ctx, c := s.bound(context.Background())
 	waitDone(t, ctx)
@@ -257,7 +257,7 @@ func TestDeadlineVerdictSlack(t *testing.T) {
 		{time.Hour + 1, time.Hour, true},
 		{3 * time.Hour, time.Hour, true},
 	} {
-		c := newCallCtx(nil, time.Now(), &inflight{}, tc.slack)
+		c := newCallCtx(nil, time.Now(), &inflight{}, tc.slack, tc.slack)
 		c.overdue = tc.overdue
 		c.end(deadlineExceeded)
 		if got := errors.Is(c.Err(), validate.ErrClientLate); got != tc.late {
@@ -266,5 +266,85 @@ func TestDeadlineVerdictSlack(t *testing.T) {
 	}
 	if got := lateTimerSlack(DefaultCommandTimeout); got != 20*time.Millisecond {
 		t.Errorf("lateTimerSlack(%v) = %v, want 20ms", DefaultCommandTimeout, got)
+	}
+}
+
+// A verdict judged later (JudgeLate) waits for its grace: a reply that reaches another call within
+// it makes the client late, nothing makes Redis; until the grace ends Is reports the evidence so far
+// without deciding, Error decides nothing, and the verdict, once made, is kept. Evidence at the
+// call's end decides at once, with no grace.
+func TestDeadlineVerdictAfterGrace(t *testing.T) {
+	s := newTimeoutStore(t, 5*time.Millisecond)
+	slack := time.Hour // however late the timers run on a busy machine
+	s.calls.New = func() any { return newCallCtx(&s.calls, s.epoch, s.inflight, slack, slack) }
+	var g graces
+	s.inflight.grace = g.start
+
+	for _, tc := range []struct {
+		name       string
+		inGrace    bool // a reply reaches another call within the grace
+		early      bool // Is and Error are asked within the grace, before the reply
+		wantLate   bool
+		wantReport int
+	}{
+		{"nothing in the grace", false, false, false, 1},
+		{"a reply in the grace", true, false, true, 1},
+		{"asked early, then a reply", true, true, true, 1},
+		{"asked early, nothing", false, true, false, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, c := s.bound(context.Background())
+			waitDone(t, ctx)
+			err := ctx.Err()
+			_ = err.Error() // as fmt.Errorf's %w does: decides nothing
+			var reports []bool
+			v, ok := err.(validate.LateVerdict)
+			if !ok || !v.JudgeLate(func(late bool) { reports = append(reports, late) }) {
+				t.Fatalf("no evidence at the end: JudgeLate of %v did not wait for the grace", err)
+			}
+			if v.JudgeLate(func(bool) { t.Error("a second JudgeLate reported") }) {
+				t.Fatal("a second JudgeLate waits too")
+			}
+			if tc.early && errors.Is(err, validate.ErrClientLate) {
+				t.Fatalf("within the grace, nothing yet: %v matches ErrClientLate", err)
+			}
+			if tc.inGrace {
+				s.inflight.replies.Add(1)
+			}
+			fns := g.take()
+			if len(fns) != 1 {
+				t.Fatalf("%d graces started, want 1", len(fns))
+			}
+			fns[0]()
+			if len(reports) != tc.wantReport || reports[0] != tc.wantLate {
+				t.Fatalf("reports %v, want [%v]", reports, tc.wantLate)
+			}
+			if errors.Is(err, validate.ErrClientLate) != tc.wantLate {
+				t.Fatalf("after the grace: %v matches ErrClientLate = %v, want %v", err, !tc.wantLate, tc.wantLate)
+			}
+			s.inflight.replies.Add(1) // after the verdict: changes nothing
+			if errors.Is(err, validate.ErrClientLate) != tc.wantLate {
+				t.Fatal("the verdict changed after it was made")
+			}
+			c.release()
+		})
+	}
+
+	t.Run("evidence at the end", func(t *testing.T) {
+		ctx, c := s.bound(context.Background())
+		s.inflight.replies.Add(1)
+		waitDone(t, ctx)
+		v := ctx.Err().(validate.LateVerdict)
+		if v.JudgeLate(func(bool) { t.Error("reported") }) {
+			t.Fatal("JudgeLate waits for a grace with evidence already in")
+		}
+		wantLate(t, ctx.Err(), "a reply before the end")
+		if n := len(g.take()); n != 0 {
+			t.Fatalf("%d graces started, want none", n)
+		}
+		c.release()
+	})
+	if got := lateGrace(DefaultCommandTimeout); got != 50*time.Millisecond {
+		t.Errorf("lateGrace(%v) = %v, want 50ms", DefaultCommandTimeout, got)
 	}
 }

@@ -80,15 +80,25 @@ func (b *bounded) DoMulti(ctx context.Context, multi ...rueidis.Completed) []rue
 // started as needed and stay, idle, until the Store is closed: at most as many as the most commands
 // handed to workers at once.
 type inflight struct {
-	sem     chan struct{}             // one element per token held
-	hold    time.Duration             // how long the token of a command given up on by its caller is kept
-	release func()                    // returns one token, for time.AfterFunc
-	work    chan *command             // unbuffered: a send reaches an idle worker
-	quit    chan struct{}             // closed by stop: idle workers return
-	calls   sync.Pool                 // of *command
-	replies atomic.Uint64             // commands Redis answered to a caller still waiting (callCtx.late)
-	lateAt  atomic.Int64              // when a call's timer last ran late, as time since the Store's epoch (callCtx.late)
-	stall   func(ctx context.Context) // tests only: runs before each command, as a descheduled caller
+	sem     chan struct{}               // one element per token held
+	hold    time.Duration               // how long the token of a command given up on by its caller is kept
+	release func()                      // returns one token, for time.AfterFunc
+	work    chan *command               // unbuffered: a send reaches an idle worker
+	quit    chan struct{}               // closed by stop: idle workers return
+	calls   sync.Pool                   // of *command
+	replies atomic.Uint64               // commands Redis answered to a caller still waiting (callCtx.late)
+	lateAt  atomic.Int64                // when a call's timer last ran late, as time since the Store's epoch (callCtx.late)
+	stall   func(ctx context.Context)   // tests only: runs before each command, as a descheduled caller
+	grace   func(time.Duration, func()) // tests only: starts a verdict's grace (afterGrace), in place of time.AfterFunc
+}
+
+// afterGrace runs f on its own goroutine after d: the end of a late verdict's grace (JudgeLate).
+func (in *inflight) afterGrace(d time.Duration, f func()) {
+	if in.grace != nil {
+		in.grace(d, f)
+		return
+	}
+	time.AfterFunc(d, f)
 }
 
 // newInflight returns an inflight whose callers' abandoned commands keep their tokens for hold.

@@ -53,6 +53,13 @@ const sentinelRefreshInterval = time.Second
 // 200 ms. On a host that runs the process, a timer is late by well under a millisecond.
 func lateTimerSlack(commandTimeout time.Duration) time.Duration { return commandTimeout / 10 }
 
+// lateGrace returns how long a timeout without evidence of the client's lateness waits for some
+// before guard's Breaker counts it (validate.LateVerdict): a quarter of the command timeout, 50 ms
+// of the default 200 ms, enough for the runtime's next network poll (at most 10 ms apart) to read
+// replies a starved process left in its sockets. The caller has its error at once; only the
+// Breaker's count waits, so a frozen Redis opens it that much later.
+func lateGrace(commandTimeout time.Duration) time.Duration { return commandTimeout / 4 }
+
 // Config configures a Store. Only URL is required.
 type Config struct {
 	// URL locates Redis:
@@ -165,7 +172,9 @@ func New(cfg Config) (*Store, error) {
 		s.co = &coalescer{laneCalls: laneCalls, lanes: map[uint16]*lane{}}
 	}
 	s.epoch = time.Now()
-	s.calls.New = func() any { return newCallCtx(&s.calls, s.epoch, s.inflight, lateTimerSlack(timeout)) }
+	s.calls.New = func() any {
+		return newCallCtx(&s.calls, s.epoch, s.inflight, lateTimerSlack(timeout), lateGrace(timeout))
+	}
 	return s, nil
 }
 

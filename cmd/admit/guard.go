@@ -6,6 +6,7 @@ import (
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/guard"
 	"github.com/admit-dev/admit/metrics"
+	"github.com/admit-dev/admit/policy"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -24,11 +25,11 @@ type guarded struct {
 // cacheEntries its MaxEntries (--local-cache-size), 0 for guard's default. The
 // cache forgets the keys of every reset published in Redis (redisstore.Store.OnReset).
 // FailOpen fails every Limit closed until it is given the local limits of a configuration
-// (guard.FailOpen.SetLocalLimits).
-func guardStack(reg prometheus.Registerer, backend admit.Store, redis bool, cacheEntries int, cacheMaxAge time.Duration) (guarded, error) {
+// (guard.FailOpen.SetLocalLimits). breaker configures the breaker (server.breaker).
+func guardStack(reg prometheus.Registerer, backend admit.Store, redis bool, cacheEntries int, cacheMaxAge time.Duration, breaker policy.Breaker) (guarded, error) {
 	next := backend
 	if redis {
-		b := guard.NewBreaker(backend, guard.BreakerOptions{})
+		b := guard.NewBreaker(backend, guard.BreakerOptions{Failures: breaker.Failures, CoolOff: breaker.CoolOff, CountLate: breaker.CountLate})
 		if err := metrics.RegisterBreaker(reg, "redis", b); err != nil {
 			return guarded{}, err
 		}

@@ -145,6 +145,8 @@ func serverChanges(a, b policy.Server) []string {
 		{"server.ipv6_prefix", a.IPv6Prefix == b.IPv6Prefix},
 		{"server.ratelimit_headers", a.RateLimitHeaders == b.RateLimitHeaders},
 		{"server.local_cache_max_age", a.LocalCacheMaxAge == b.LocalCacheMaxAge},
+		{"server.redis_command_timeout", a.RedisCommandTimeout == b.RedisCommandTimeout},
+		{"server.breaker", a.Breaker == b.Breaker},
 		{"server.tls", a.TLS == b.TLS}, // the files' names; their contents are reloaded
 		{"server.client_tokens_file", a.ClientTokensFile == b.ClientTokensFile},
 		{"server.trust_network", a.TrustNetwork == b.TrustNetwork},

@@ -49,7 +49,7 @@ func TestReloadGivesFailOpenItsLocalLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := guardStack(prometheus.NewRegistry(), downStore{}, false, 0, 0)
+	g, err := guardStack(prometheus.NewRegistry(), downStore{}, false, 0, 0, policy.Breaker{})
 	if err != nil {
 		t.Fatal(err)
 	}

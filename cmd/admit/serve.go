@@ -45,6 +45,8 @@ type serveConfig struct {
 	grpcListen     string          // --grpc-listen of admit serve: the Envoy rate limit service's address
 	grpcListenSet  bool            // --grpc-listen was given
 	redisTLS       policy.RedisTLS // the file's server.redis_tls
+	commandTimeout time.Duration   // the file's server.redis_command_timeout; 0: redisstore's default
+	breaker        policy.Breaker  // the file's server.breaker; zero: guard's defaults
 	rlqsListen     string          // --rlqs-listen of admit serve: the rate limit quota service's address, or ""
 	envoyConfig    string          // --envoy-config of admit serve: the directory of envoyproxy/ratelimit's files, or ""
 	envoy          envoyFlags      // the other --envoy-* flags of admit serve
@@ -63,6 +65,7 @@ func (cfg *serveConfig) applyFile(s policy.Server) {
 		cfg.redisURL = s.Redis
 	}
 	cfg.fileSecretFile = s.HMACSecretFile
+	cfg.commandTimeout, cfg.breaker = s.RedisCommandTimeout, s.Breaker
 	if !cfg.ops.redisTLSSet {
 		cfg.redisTLS = s.RedisTLS
 	}
@@ -333,7 +336,7 @@ func (d *daemon) start(ctx context.Context, cfg serveConfig) (int, error) {
 
 	d.reg = prometheus.NewRegistry()
 	entries, maxAge := cfg.ops.overLimitCache(policies.Server.LocalCacheMaxAge)
-	guarded, err := guardStack(d.reg, backend, cfg.redisURL != "", entries, maxAge)
+	guarded, err := guardStack(d.reg, backend, cfg.redisURL != "", entries, maxAge, cfg.breaker)
 	if err != nil {
 		logger.Error("cannot register the metrics", "error", err)
 		return exitError, err
@@ -502,13 +505,19 @@ func openStore(cfg serveConfig, logger *slog.Logger) (admit.Store, func(), error
 		logger.Info("backend", "backend", "memory", "note", "limits are not shared with other processes")
 		return s, func() { s.Close() }, nil
 	}
-	t := cfg.redisTLS
-	s, err := redisstore.New(redisstore.Config{URL: cfg.redisURL, CAFile: t.CAFile, CertFile: t.CertFile, KeyFile: t.KeyFile, ServerName: t.ServerName})
+	s, err := redisstore.New(redisConfig(cfg))
 	if err != nil {
 		return nil, nil, err // redisstore redacts the URL's password from its errors
 	}
 	logger.Info("backend", "backend", "redis", "url", redisstore.RedactURL(cfg.redisURL))
 	return s, func() { s.Close() }, nil
+}
+
+// redisConfig returns the redisstore.Config of cfg's Redis: its URL, the file's
+// server.redis_command_timeout and server.redis_tls.
+func redisConfig(cfg serveConfig) redisstore.Config {
+	t := cfg.redisTLS
+	return redisstore.Config{URL: cfg.redisURL, CommandTimeout: cfg.commandTimeout, CAFile: t.CAFile, CertFile: t.CertFile, KeyFile: t.KeyFile, ServerName: t.ServerName}
 }
 
 // serveHTTP serves h on ln until ctx is done, then shuts down gracefully: it stops accepting,

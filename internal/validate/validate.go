@@ -34,6 +34,18 @@ var (
 	ErrClientLate error = &kindError{msg: "admit: the client was late: other calls were answered meanwhile"}
 )
 
+// A LateVerdict is a Store's own timeout whose ErrClientLate verdict may wait for evidence that
+// comes after its caller got the error: replies still unread in a starved process's socket when
+// the call ended. guard's Breaker asks it through JudgeLate, so that its count waits, not its
+// caller.
+type LateVerdict interface {
+	error
+	// JudgeLate returns false when the verdict is known now (errors.Is(err, ErrClientLate) tells
+	// it). Otherwise it returns true and calls report once, later, on another goroutine, with the
+	// verdict: whether the client was late.
+	JudgeLate(report func(late bool)) bool
+}
+
 // A kindError is a sentinel that may itself be a kind of another sentinel.
 type kindError struct {
 	msg    string
