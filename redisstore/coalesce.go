@@ -52,7 +52,8 @@ const laneCalls = 16
 // A coalescer gathers a Store's takes into batches, one lane per hash slot on a cluster and one for
 // the whole server otherwise. A take that finds fewer than laneCalls calls of its lane in flight
 // sends its own call at once (the one-call path); one that finds laneCalls joins the lane's queue,
-// and the queue goes as a batch, by one drain at a time, when a call in flight returns.
+// and the queue goes as a batch when a call in flight returns, that call's place going to the drain
+// that sends it (several drains may be in flight: the pipeline stays laneCalls deep).
 type coalescer struct {
 	mu        sync.Mutex
 	laneCalls int              // calls in flight before takes queue: laneCalls, or 1 under record
@@ -67,7 +68,7 @@ type coalescer struct {
 
 type lane struct {
 	calls    int  // in flight: one-call takes, and the drain's batch
-	draining bool // a drain is sending the queue
+	drains   int  // of the calls in flight, drains sending queued takes
 	queue    []*queuedTake
 }
 
@@ -183,16 +184,18 @@ func (s *Store) takeCall(ctx context.Context, c doer, rs []admit.Request, ds []a
 }
 
 // next ends a one-call take of l: its place in flight goes to a drain of the queue if takes queued
-// meanwhile and no drain is sending them, else it is given back.
+// meanwhile, else it is given back. Several drains may be in flight, each a place of the lane's
+// laneCalls, so that the pipeline stays as deep as without coalescing.
 func (co *coalescer) next(s *Store, l *lane) {
 	co.mu.Lock()
 	q := l.queue
-	if len(q) == 0 || l.draining {
+	if len(q) == 0 {
 		l.calls--
 		co.mu.Unlock()
 		return
 	}
-	l.queue, l.draining = nil, true
+	l.queue = nil
+	l.drains++
 	co.mu.Unlock()
 	go co.drain(s, l, q)
 }
@@ -204,7 +207,7 @@ func (co *coalescer) drain(s *Store, l *lane, q []*queuedTake) {
 		co.mu.Lock()
 		if len(l.queue) == 0 {
 			l.calls--
-			l.draining = false
+			l.drains--
 			clear(q[:cap(q)])
 			l.queue = q[:0] // the next queue reuses the array
 			co.mu.Unlock()

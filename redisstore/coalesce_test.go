@@ -66,7 +66,7 @@ func hold(t testing.TB, s *Store, key string) func() {
 	deadline := time.Now().Add(time.Minute)
 	for {
 		s.co.mu.Lock()
-		if l.calls == 0 && !l.draining { // a drain of earlier takes may still be ending
+		if l.calls == 0 && l.drains == 0 { // a drain of earlier takes may still be ending
 			l.calls = s.co.laneCalls
 			s.co.mu.Unlock()
 			return func() {
