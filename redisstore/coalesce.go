@@ -67,9 +67,9 @@ type coalescer struct {
 }
 
 type lane struct {
-	calls    int  // in flight: one-call takes, and the drain's batch
-	drains   int  // of the calls in flight, drains sending queued takes
-	queue    []*queuedTake
+	calls  int // in flight: one-call takes, and the drain's batch
+	drains int // of the calls in flight, drains sending queued takes
+	queue  []*queuedTake
 }
 
 // A queuedTake is one queued take: a copy of its requests, keys and arguments, and its answer.
