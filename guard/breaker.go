@@ -240,7 +240,7 @@ func (b *Breaker) before(validate func() error) (probe bool, err error) {
 func (b *Breaker) after(ctx context.Context, probe bool, err error) {
 	o := outcomeOf(ctx, err)
 	switch {
-	case o == timeout && b.countLate:
+	case (o == timeout || o == late) && b.countLate:
 		o = failure
 	case o == timeout:
 		if b.judgeLater(probe, err) {

@@ -15,6 +15,10 @@ import (
 // errLate is a Store's own timeout while the backend answered other calls, as redisstore returns it.
 var errLate = fmt.Errorf("store: %w: %w (%w)", admit.ErrUnavailable, context.DeadlineExceeded, guard.ErrClientLate)
 
+// errLateOnly is a late client's error that does not match context.DeadlineExceeded: judged late
+// already, with no deadline in its chain.
+var errLateOnly = fmt.Errorf("store: %w (%w)", admit.ErrUnavailable, guard.ErrClientLate)
+
 // errTimeout is a Store's own timeout while nothing was answered.
 var errTimeout = fmt.Errorf("store: %w: %w", admit.ErrUnavailable, context.DeadlineExceeded)
 
@@ -61,6 +65,12 @@ func TestBreakerLateTimeouts(t *testing.T) {
 			[]bool{false, false, false, false, false, false, true}},
 		{"CountLate", true,
 			[]error{errLate, errLate, errTimeout},
+			[]bool{false, false, true}},
+		{"late without a deadline", false,
+			[]error{errLateOnly, errLateOnly, errLateOnly, errLateOnly},
+			[]bool{false, false, false, false}},
+		{"CountLate, late without a deadline", true,
+			[]error{errLateOnly, errLateOnly, errLateOnly},
 			[]bool{false, false, true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
