@@ -27,7 +27,7 @@ const (
 	// fanInCallers is how many goroutines decide at once on the one Store.
 	fanInCallers = 1000
 	// fanInHold is how long each freeze lasts: longer than the client takes to give a silent
-	// connection up (about two connIdleTimeouts), so that a call held until then shows.
+	// connection up (about two connIdleTimeouts of the default command timeout), so that a call held until then shows.
 	fanInHold = 2500 * time.Millisecond
 	// fanInSlack is how far past the command timeout a call may end. The guarantee is 50ms; this
 	// allows for 1,000 goroutines under -race on a loaded 2-core machine, and is still well below

@@ -311,7 +311,7 @@ var proxyFaults = []proxyFault{
 		arm:     func(p *redistest.Proxy) { p.SetHalfOpen(true) },
 		clear:   func(p *redistest.Proxy) { p.SetHalfOpen(false) },
 		outcome: alwaysFails,
-		hold:    connIdleTimeout + connIdleTimeout/2,
+		hold:    connIdleTimeout(DefaultCommandTimeout) * 3 / 2,
 	},
 }
 

@@ -81,3 +81,23 @@ func TestFlushDelayDecides(t *testing.T) {
 		t.Fatalf("%d of 64 decisions on a limit of 50 admitted, want 50", n)
 	}
 }
+
+// A connection is not dropped for silence before a call's own command timeout and its late grace
+// have passed: 1 s under short command timeouts, longer under longer ones; the URL's write_timeout
+// wins.
+func TestConnIdleTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  Config
+		want time.Duration
+	}{
+		{Config{URL: "redis://127.0.0.1:1"}, time.Second},
+		{Config{URL: "redis://127.0.0.1:1", CommandTimeout: 800 * time.Millisecond}, time.Second},
+		{Config{URL: "redis://127.0.0.1:1", CommandTimeout: 30 * time.Second}, 37500 * time.Millisecond},
+		{Config{URL: "redis://127.0.0.1:1?write_timeout=2s", CommandTimeout: 30 * time.Second}, 2 * time.Second},
+	} {
+		opt, err := clientOption(tc.cfg)
+		if err != nil || opt.ConnWriteTimeout != tc.want {
+			t.Errorf("clientOption(%+v): ConnWriteTimeout %v, %v; want %v", tc.cfg, opt.ConnWriteTimeout, err, tc.want)
+		}
+	}
+}

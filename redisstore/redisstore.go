@@ -35,10 +35,13 @@ const (
 	DefaultCommandTimeout = 200 * time.Millisecond
 )
 
-// connIdleTimeout bounds how long a connection may go without an answer from Redis (a frozen or
-// black-holed server) before rueidis drops it and dials again. Requests do not wait for it: each
-// ends at its own command timeout.
-const connIdleTimeout = time.Second
+// connIdleTimeout returns how long a connection may go without an answer from Redis (a frozen or
+// black-holed server) before rueidis drops it and dials again, for the command timeout
+// commandTimeout: 1 s, or longer under a longer command timeout, so that a call is never cut short
+// by its connection before its own timeout and the grace of its late verdict have passed.
+func connIdleTimeout(commandTimeout time.Duration) time.Duration {
+	return max(time.Second, commandTimeout+lateGrace(commandTimeout))
+}
 
 // sentinelRefreshInterval is how often a Store on Sentinel asks the sentinels which server is the
 // primary, besides following their +switch-master events. Without it a missed event (the connection
@@ -155,10 +158,7 @@ func New(cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	timeout := cfg.CommandTimeout
-	if timeout == 0 {
-		timeout = DefaultCommandTimeout
-	}
+	timeout := commandTimeoutOf(cfg)
 	if timeout < 0 {
 		return nil, fmt.Errorf("redisstore: negative command timeout %v", timeout)
 	}
@@ -176,6 +176,14 @@ func New(cfg Config) (*Store, error) {
 		return newCallCtx(&s.calls, s.epoch, s.inflight, lateTimerSlack(timeout), lateGrace(timeout))
 	}
 	return s, nil
+}
+
+// commandTimeoutOf returns cfg's command timeout: DefaultCommandTimeout when it sets none.
+func commandTimeoutOf(cfg Config) time.Duration {
+	if cfg.CommandTimeout == 0 {
+		return DefaultCommandTimeout
+	}
+	return cfg.CommandTimeout
 }
 
 // clientOption turns cfg into rueidis options with every automatic retry off.
@@ -209,7 +217,7 @@ func clientOption(cfg Config) (rueidis.ClientOption, error) {
 	// Each connection's queue of commands: maxInFlight is derived from its size.
 	opt.RingScaleEachConn = ringScale
 	if opt.ConnWriteTimeout == 0 { // the URL's write_timeout, if any, wins
-		opt.ConnWriteTimeout = connIdleTimeout
+		opt.ConnWriteTimeout = connIdleTimeout(commandTimeoutOf(cfg))
 	}
 	// A limiter script must never be sent twice: rueidis retries only read-only commands, and
 	// EVALSHA is not one, but turn retries off outright. MOVED and ASK redirects are still

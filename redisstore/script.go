@@ -34,6 +34,8 @@ func newScript(name, src string) *script {
 //
 //go:generate go run ../internal/tools/luagen -dir scripts
 var (
+	//go:embed scripts/integer.lua
+	integerSrc string
 	//go:embed scripts/prelude.lua
 	preludeSrc string
 	//go:embed scripts/fixed_window.lua
@@ -96,6 +98,7 @@ func assemble(entry string, testClock bool) string {
 	b.WriteString(gcraConstants()) // before the straight paths, which decide gcra too
 	fmt.Fprintf(&b, "local CLOCK_FROM_ARGV = %t\n", testClock)
 	b.WriteString(straightPaths[entry])
+	b.WriteString(integerSrc)
 	b.WriteString(preludeSrc)
 	for _, m := range modules {
 		b.WriteString(m)
@@ -117,6 +120,7 @@ func assembleBatch(testClock bool) string {
 	b.WriteString(gcraConstants())
 	fmt.Fprintf(&b, "local MAX_BATCH = %d\nlocal BATCH_TEST_CLOCK = %t\nlocal CLOCK_FROM_ARGV = true\n", maxBatch, testClock)
 	b.WriteString("local BATCH_KEYS, BATCH_ARGV = KEYS, ARGV\nlocal KEYS, ARGV = {}, {}\n")
+	b.WriteString(integerSrc) // once, for the batch and every request's prelude
 	b.WriteString("local function take_straight()\n")
 	b.WriteString(takeSingleSrc)
 	b.WriteString("end\nlocal function take_general()\n")

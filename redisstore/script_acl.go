@@ -36,7 +36,7 @@ var overrideCommands = []string{"DEL", "GET", "SET", "ZADD", "ZCARD", "ZRANGE", 
 // scriptSources are the sources of every script the Store runs: the prelude, the entry points,
 // the algorithm modules and the RLQS demand script (demand.go), which ACLRules is derived from.
 func scriptSources() []string {
-	return slices.Concat([]string{preludeSrc, demandSrc}, entryPoints, modules)
+	return slices.Concat([]string{integerSrc, preludeSrc, demandSrc}, entryPoints, modules)
 }
 
 // scriptCommands returns the Redis commands the scripts call and overrideCommands, sorted, each once.

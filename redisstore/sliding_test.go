@@ -719,7 +719,7 @@ func TestSlidingWindowReplayOfTheLongestWindow(t *testing.T) {
 // microseconds, products up to 2^95 — it returns big.Int's quotient and remainder.
 func TestSlidingWindowMulDivIsExact(t *testing.T) {
 	srv := redistest.Start(t)
-	src := constants() + "local CLOCK_FROM_ARGV = false\n" + preludeSrc + slidingWindowSrc + `
+	src := constants() + "local CLOCK_FROM_ARGV = false\n" + integerSrc + preludeSrc + slidingWindowSrc + `
 sliding_window_define()
 local out = {}
 for i = 1, #ARGV, 3 do

@@ -63,7 +63,7 @@ func TestURLOptionsAreHonoured(t *testing.T) {
 			opt.Username, opt.DisableRetry, opt.DisableCache)
 	}
 	opt, err = clientOption(Config{URL: "redis://h:1?master_set=mymaster"})
-	if err != nil || opt.Sentinel.MasterSet != "mymaster" || opt.Dialer.Timeout != DefaultDialTimeout || opt.ConnWriteTimeout != connIdleTimeout {
+	if err != nil || opt.Sentinel.MasterSet != "mymaster" || opt.Dialer.Timeout != DefaultDialTimeout || opt.ConnWriteTimeout != connIdleTimeout(DefaultCommandTimeout) {
 		t.Fatalf("defaults with master_set: %v, master %q, dial %v, write %v", err, opt.Sentinel.MasterSet, opt.Dialer.Timeout, opt.ConnWriteTimeout)
 	}
 	opt, err = clientOption(Config{URL: "unix:///run/redis.sock?db=2"})

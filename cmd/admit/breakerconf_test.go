@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/guard"
+	"github.com/admit-dev/admit/internal/redistest"
 	"github.com/admit-dev/admit/policy"
 	"github.com/admit-dev/admit/redisstore"
 	"github.com/prometheus/client_golang/prometheus"
@@ -93,5 +97,65 @@ func TestRedisConfigFromTheFile(t *testing.T) {
 	}
 	if got := redisConfig(serveConfig{redisURL: "redis://x:1"}); got.CommandTimeout != 0 {
 		t.Errorf("without a file: CommandTimeout %v, want 0 (redisstore's default)", got.CommandTimeout)
+	}
+}
+
+// server.redis_command_timeout reaches the Store that admit serve decides with, end to end: against
+// a frozen Redis a check under a long timeout is still waiting two seconds on (the 200ms default
+// would have answered 503 by then) and is answered 200 once Redis runs again, while under a short
+// one it is answered 503 with Redis still frozen.
+func TestServeRedisCommandTimeoutFrozen(t *testing.T) {
+	useSecret(t)
+	for _, tc := range []struct {
+		timeout string
+		want    int
+	}{{"30s", http.StatusOK}, {"100ms", http.StatusServiceUnavailable}} {
+		t.Run(tc.timeout, func(t *testing.T) {
+			srv := redistest.Start(t)
+			file := filepath.Join(t.TempDir(), "admit.yaml")
+			writeConfig(t, file, "server:\n  redis_command_timeout: "+tc.timeout+"\n"+
+				"policies:\n  - {name: api, algorithm: fixed_window, limit: 100, window: 1m}\n")
+			base, _, _ := serveInProcess(t, "--config", file, "--redis", srv.URL())
+			check := func() int {
+				resp, err := http.Post(base+"/v1/check", "application/json", strings.NewReader(`{"policy":"api","key":"alice"}`))
+				if err != nil {
+					return -1
+				}
+				resp.Body.Close()
+				return resp.StatusCode
+			}
+			if code := check(); code != http.StatusOK {
+				t.Fatalf("before the freeze: %d, want 200", code)
+			}
+			srv.Freeze(t)
+			thawed := false
+			defer func() {
+				if !thawed {
+					srv.Thaw(t)
+				}
+			}()
+			answer := make(chan int, 1)
+			start := time.Now()
+			go func() { answer <- check() }()
+			if tc.want == http.StatusOK {
+				time.Sleep(2 * time.Second)
+				select {
+				case code := <-answer:
+					t.Fatalf("answered %d %v after the freeze under a %s command timeout; want it still waiting", code, time.Since(start), tc.timeout)
+				default:
+				}
+				srv.Thaw(t)
+				thawed = true
+			}
+			select {
+			case code := <-answer:
+				if code != tc.want {
+					t.Fatalf("answered %d after %v (thawed: %t), want %d", code, time.Since(start), thawed, tc.want)
+				}
+				t.Logf("answered %d after %v (thawed: %t)", code, time.Since(start), thawed)
+			case <-time.After(time.Minute):
+				t.Fatalf("no answer within a minute of the freeze (thawed: %t)", thawed)
+			}
+		})
 	}
 }

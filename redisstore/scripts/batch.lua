@@ -17,26 +17,6 @@
 -- error (ADMIT_INVALID, ADMIT_CORRUPT, or a failed command) ends that request alone, before any write
 -- of its own, as it would end its own call.
 
--- integer is a copy of prelude.lua's, which runs inside take_general only: s as a strict decimal
--- integer in lo … hi, or nil.
-local match, tonumber = string.match, tonumber
-local function integer(s, lo, hi)
-  local v
-  if s == '1' then
-    v = 1
-  elseif s == '0' then
-    v = 0
-  elseif not s or #s > MAX_DIGITS or not match(s, '^[1-9]%d*$') then
-    return nil
-  else
-    v = tonumber(s)
-  end
-  if v < lo or v > hi then
-    return nil
-  end
-  return v
-end
-
 local m = integer(BATCH_ARGV[1], 1, MAX_BATCH)
 if not m then
   return redis.error_reply('ADMIT_INVALID batch needs a request count in 1..' .. MAX_BATCH)

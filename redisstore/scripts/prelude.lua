@@ -18,7 +18,7 @@
 --
 -- Every function a script defines is a new closure on every call (Redis runs the whole chunk each
 -- time), and every table a new allocation, which Redis's CPU pays for twice, making it and collecting
--- it (bench/scriptcost.md measures both). So the prelude defines only integer and now (and, below,
+-- it (bench/scriptcost.md measures both). So the prelude defines only now, after integer.lua's integer (and, below,
 -- the two pieces modules share, when the call names a module that runs them), a module defines its
 -- functions only when the call names its algorithm (named_*, below), and error replies and formats
 -- are written where they are needed. Replies hold integers only, and writes pass
@@ -30,27 +30,7 @@
 -- algorithm is written once. A region reads and sets locals its header names, and sets why where the
 -- module would return an error.
 
--- integer returns s as a strict decimal integer in lo … hi, or nil. It refuses "1.5", "1e3", "0x10",
--- " 5", "+5" and "007", and nil (an argument missing). s is a string or nil: ARGV and replies hold
--- nothing else. '0' and '1', the most common costs, skip the pattern and the parse; string.match and
--- tonumber are looked up once per call (each costs about as much as the parse, bench/scriptcost.md).
-local match, tonumber = string.match, tonumber
-local function integer(s, lo, hi)
-  local v
-  if s == '1' then
-    v = 1
-  elseif s == '0' then
-    v = 0
-  elseif not s or #s > MAX_DIGITS or not match(s, '^[1-9]%d*$') then
-    return nil
-  else
-    v = tonumber(s)
-  end
-  if v < lo or v > hi then
-    return nil
-  end
-  return v
-end
+-- integer, match and tonumber are integer.lua's, which every assembly puts before this file.
 
 -- ARGS is the number of arguments the entry point reads: all, but the time of a test assembly.
 local ARGS = #ARGV

@@ -380,19 +380,7 @@ func TestFleetChurn(t *testing.T) {
 // and the budget holds; then Redis restarts: the assignments expire into
 // expired_assignment_behavior (reuse_last_assignment) and come back.
 func TestFleetTwoInstancesOnRedis(t *testing.T) {
-	srv := redistest.Start(t)
-	clock := &fakeClock{t: time.Unix(1_800_000_000, 0)}
-	cfg := parseConfig(t, 6000)
-	var ins []*instance
-	for range 2 {
-		st, err := redisstore.New(redisstore.Config{URL: srv.URL()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
-		ins = append(ins, startInstance(t, cfg, st, clock))
-	}
-	f := newFleet(t, clock, 10, func(i int) []string { return []string{ins[i%2].addr, ins[(i+1)%2].addr} })
+	srv, ins, f := twoInstancesOnRedis(t)
 	f.run(time.Minute, skewed(0))
 	before := allowedTotals(f)
 	f.run(3*time.Minute, skewed(0))
@@ -453,4 +441,25 @@ func TestFleetExactWhileDemandMoves(t *testing.T) {
 	if replaced == 0 {
 		t.Error("no token bucket was replaced: the demand did not move the shares")
 	}
+}
+
+// twoInstancesOnRedis starts a redis-server, two instances of a limit of 6000 a minute on it, each
+// with its own Store, and a fleet of ten Envoys, the i-th streaming to instance i%2 first and the
+// other when that one is gone, all on one fake clock.
+func twoInstancesOnRedis(t *testing.T) (*redistest.Server, []*instance, *fleet) {
+	t.Helper()
+	srv := redistest.Start(t)
+	clock := &fakeClock{t: time.Unix(1_800_000_000, 0)}
+	cfg := parseConfig(t, 6000)
+	var ins []*instance
+	for range 2 {
+		st, err := redisstore.New(redisstore.Config{URL: srv.URL()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		ins = append(ins, startInstance(t, cfg, st, clock))
+	}
+	f := newFleet(t, clock, 10, func(i int) []string { return []string{ins[i%2].addr, ins[(i+1)%2].addr} })
+	return srv, ins, f
 }

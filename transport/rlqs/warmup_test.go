@@ -11,8 +11,6 @@ import (
 
 	rlqsv3 "github.com/envoyproxy/go-control-plane/envoy/service/rate_limit_quota/v3"
 
-	"github.com/admit-dev/admit/internal/redistest"
-	"github.com/admit-dev/admit/redisstore"
 	"github.com/admit-dev/admit/transport/rlqs"
 )
 
@@ -140,19 +138,7 @@ func sumTokens(xs []uint32) uint64 {
 // new fleet's warm-up and in the one after the reset, the assignments the Envoys hold sum within
 // the limit, and once each warm-up has ended they are the split again.
 func TestWarmupAfterLedgerReset(t *testing.T) {
-	srv := redistest.Start(t)
-	clock := &fakeClock{t: time.Unix(1_800_000_000, 0)}
-	cfg := parseConfig(t, 6000)
-	var ins []*instance
-	for range 2 {
-		st, err := redisstore.New(redisstore.Config{URL: srv.URL()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
-		ins = append(ins, startInstance(t, cfg, st, clock))
-	}
-	f := newFleet(t, clock, 10, func(i int) []string { return []string{ins[i%2].addr, ins[(i+1)%2].addr} })
+	srv, _, f := twoInstancesOnRedis(t)
 	budget := 6000 / (1 + rlqs.Deadband)
 	rounds := func(what string) {
 		t.Helper()
