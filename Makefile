@@ -67,16 +67,17 @@ image:
 	    -file /admit=$(abspath $(IMAGE_BIN)) -file /etc/ssl/certs/ca-certificates.crt=$(abspath $(CA_BUNDLE))
 
 DIST_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
+DIST_DIR       ?= dist
 
-## dist: cross-build the static admit of each of DIST_PLATFORMS into dist/admit-OS-ARCH, with
-## their SHA-256 sums in dist/SHA256SUMS (sha256sum -c SHA256SUMS checks them).
+## dist: cross-build the static admit of each of DIST_PLATFORMS into DIST_DIR (dist) as admit-OS-ARCH,
+## with their SHA-256 sums in DIST_DIR/SHA256SUMS (sha256sum -c SHA256SUMS checks them).
 dist:
-	rm -rf dist && mkdir dist
+	rm -rf $(DIST_DIR) && mkdir -p $(DIST_DIR)
 	for p in $(DIST_PLATFORMS); do \
-	    GOOS=$${p%/*} GOARCH=$${p#*/} $(RELEASE_BUILD) -o dist/admit-$${p%/*}-$${p#*/} ./cmd/admit || exit 1; \
+	    GOOS=$${p%/*} GOARCH=$${p#*/} $(RELEASE_BUILD) -o $(abspath $(DIST_DIR))/admit-$${p%/*}-$${p#*/} ./cmd/admit || exit 1; \
 	done
-	cd dist && if command -v sha256sum >/dev/null; then sha256sum admit-*; else shasum -a 256 admit-*; fi >SHA256SUMS
-	cat dist/SHA256SUMS
+	cd $(DIST_DIR) && if command -v sha256sum >/dev/null; then sha256sum admit-*; else shasum -a 256 admit-*; fi >SHA256SUMS
+	cat $(DIST_DIR)/SHA256SUMS
 
 ## check-redis: the programs the tests run, installed when missing (test-deps).
 check-redis: test-deps
