@@ -19,6 +19,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 )
 
@@ -199,10 +200,21 @@ func stripComments(doc string) string {
 	return b.String()
 }
 
-// appendStrict decodes doc into a new T, refusing unknown and duplicate fields, and appends it.
+// appendStrict decodes doc into a new T as the API server does, refusing unknown and duplicate
+// fields, and appends it. Field names match case-sensitively (sigs.k8s.io/json): encoding/json's
+// DisallowUnknownFields takes readOnlyRootFileSystem for readOnlyRootFilesystem, which the API
+// server drops.
 func appendStrict[T any](list []*T, doc string) ([]*T, error) {
+	data, err := yaml.YAMLToJSONStrict([]byte(doc))
+	if err != nil {
+		return list, err
+	}
 	v := new(T)
-	if err := yaml.UnmarshalStrict([]byte(doc), v); err != nil {
+	strictErrs, err := kjson.UnmarshalStrict(data, v)
+	if err != nil {
+		return list, err
+	}
+	if err := errors.Join(strictErrs...); err != nil {
 		return list, err
 	}
 	return append(list, v), nil
