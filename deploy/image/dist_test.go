@@ -26,7 +26,7 @@ func makeEnv() []string {
 	for _, e := range os.Environ() {
 		name, _, _ := strings.Cut(e, "=")
 		switch name {
-		case "MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES",
+		case "MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES", "GO",
 			"DIST_DIR", "DIST_PLATFORMS", "IMAGE_TAR", "IMAGE_BIN", "IMAGE_TAG", "IMAGE_ARCH":
 			continue
 		}
