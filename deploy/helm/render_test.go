@@ -36,7 +36,7 @@ const (
 )
 
 // ciFiles are the values files of ciDir that every test renders.
-var ciFiles = []string{"memory.yaml", "redis.yaml", "sentinel.yaml", "cluster.yaml", "full.yaml", "secured.yaml"}
+var ciFiles = []string{"memory.yaml", "redis.yaml", "sentinel.yaml", "cluster.yaml", "full.yaml", "secured.yaml", "restricted.yaml"}
 
 // A manifest is what the chart rendered for one set of values, each object decoded strictly into
 // its type.
@@ -205,19 +205,24 @@ func stripComments(doc string) string {
 // DisallowUnknownFields takes readOnlyRootFileSystem for readOnlyRootFilesystem, which the API
 // server drops.
 func appendStrict[T any](list []*T, doc string) ([]*T, error) {
-	data, err := yaml.YAMLToJSONStrict([]byte(doc))
-	if err != nil {
-		return list, err
-	}
 	v := new(T)
-	strictErrs, err := kjson.UnmarshalStrict(data, v)
-	if err != nil {
-		return list, err
-	}
-	if err := errors.Join(strictErrs...); err != nil {
+	if err := unmarshalStrict([]byte(doc), v); err != nil {
 		return list, err
 	}
 	return append(list, v), nil
+}
+
+// unmarshalStrict decodes the YAML doc into v as appendStrict does.
+func unmarshalStrict(doc []byte, v any) error {
+	data, err := yaml.YAMLToJSONStrict(doc)
+	if err != nil {
+		return err
+	}
+	strictErrs, err := kjson.UnmarshalStrict(data, v)
+	if err != nil {
+		return err
+	}
+	return errors.Join(strictErrs...)
 }
 
 // one returns the only element of list, failing the test if there is not exactly one.
