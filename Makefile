@@ -18,7 +18,7 @@ build:
 ## test: go vet, then every test with the race detector, Redis tests against real redis-server; then
 ## the compatibility tests (compat/, a module of its own: admit against go-redis/redis_rate;
 ## compat/envoyrl, one of its own: admit serve against envoyproxy/ratelimit's service, live) and the
-## image's (deploy/image, a module of its own: make image, run in podman), the Helm chart's
+## image's (deploy/image, a module of its own: make image, run in podman; make dist), the Helm chart's
 ## (deploy/helm), the Envoy, Istio and Envoy Gateway configurations' (deploy/envoy) and the Prometheus
 ## rules' and Grafana dashboard's (deploy/prometheus: promtool, a live admit) and the operator console's
 ## (transport/admin/uitest: chromium, a live admit), each a module of its own, each even when one
