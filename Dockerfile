@@ -5,8 +5,13 @@
 # Without Docker, make image writes the same image (deploy/image) to bin/admit-image.tar.
 # Only the final stage's ARG, ENV, LABEL, USER, WORKDIR, EXPOSE, COPY, ENTRYPOINT and CMD lines
 # make the image there, so every other instruction belongs to the build stage.
+# No test runs the build stage: it pulls docker.io/library/golang:1.26, and the test machine
+# reaches no registry (podman build stops there). The tests check the final stage against
+# make image, and the build stage's go build line and Go version against the Makefile's release
+# build and go.mod (deploy/image, TestBuildStage). The name is fully qualified so that podman
+# and buildah, which resolve no short name by default, build it too.
 
-FROM golang:1.26 AS build
+FROM docker.io/library/golang:1.26 AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download

@@ -18,7 +18,7 @@ build:
 ## test: go vet, then every test with the race detector, Redis tests against real redis-server; then
 ## the compatibility tests (compat/, a module of its own: admit against go-redis/redis_rate;
 ## compat/envoyrl, one of its own: admit serve against envoyproxy/ratelimit's service, live) and the
-## image's (deploy/image, a module of its own: make image, run in podman), the Helm chart's
+## image's (deploy/image, a module of its own: make image, run in podman; make dist), the Helm chart's
 ## (deploy/helm), the Envoy, Istio and Envoy Gateway configurations' (deploy/envoy) and the Prometheus
 ## rules' and Grafana dashboard's (deploy/prometheus: promtool, a live admit) and the operator console's
 ## (transport/admin/uitest: chromium, a live admit), each a module of its own, each even when one
@@ -67,16 +67,17 @@ image:
 	    -file /admit=$(abspath $(IMAGE_BIN)) -file /etc/ssl/certs/ca-certificates.crt=$(abspath $(CA_BUNDLE))
 
 DIST_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
+DIST_DIR       ?= dist
 
-## dist: cross-build the static admit of each of DIST_PLATFORMS into dist/admit-OS-ARCH, with
-## their SHA-256 sums in dist/SHA256SUMS (sha256sum -c SHA256SUMS checks them).
+## dist: cross-build the static admit of each of DIST_PLATFORMS into DIST_DIR (dist) as admit-OS-ARCH,
+## with their SHA-256 sums in DIST_DIR/SHA256SUMS (sha256sum -c SHA256SUMS checks them).
 dist:
-	rm -rf dist && mkdir dist
+	rm -rf $(DIST_DIR) && mkdir -p $(DIST_DIR)
 	for p in $(DIST_PLATFORMS); do \
-	    GOOS=$${p%/*} GOARCH=$${p#*/} $(RELEASE_BUILD) -o dist/admit-$${p%/*}-$${p#*/} ./cmd/admit || exit 1; \
+	    GOOS=$${p%/*} GOARCH=$${p#*/} $(RELEASE_BUILD) -o $(abspath $(DIST_DIR))/admit-$${p%/*}-$${p#*/} ./cmd/admit || exit 1; \
 	done
-	cd dist && if command -v sha256sum >/dev/null; then sha256sum admit-*; else shasum -a 256 admit-*; fi >SHA256SUMS
-	cat dist/SHA256SUMS
+	cd $(DIST_DIR) && if command -v sha256sum >/dev/null; then sha256sum admit-*; else shasum -a 256 admit-*; fi >SHA256SUMS
+	cat $(DIST_DIR)/SHA256SUMS
 
 ## check-redis: the programs the tests run, installed when missing (test-deps).
 check-redis: test-deps

@@ -19,6 +19,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 )
 
@@ -35,7 +36,7 @@ const (
 )
 
 // ciFiles are the values files of ciDir that every test renders.
-var ciFiles = []string{"memory.yaml", "redis.yaml", "sentinel.yaml", "cluster.yaml", "full.yaml", "secured.yaml"}
+var ciFiles = []string{"memory.yaml", "redis.yaml", "sentinel.yaml", "cluster.yaml", "full.yaml", "secured.yaml", "restricted.yaml"}
 
 // A manifest is what the chart rendered for one set of values, each object decoded strictly into
 // its type.
@@ -199,13 +200,29 @@ func stripComments(doc string) string {
 	return b.String()
 }
 
-// appendStrict decodes doc into a new T, refusing unknown and duplicate fields, and appends it.
+// appendStrict decodes doc into a new T as the API server does, refusing unknown and duplicate
+// fields, and appends it. Field names match case-sensitively (sigs.k8s.io/json): encoding/json's
+// DisallowUnknownFields takes readOnlyRootFileSystem for readOnlyRootFilesystem, which the API
+// server drops.
 func appendStrict[T any](list []*T, doc string) ([]*T, error) {
 	v := new(T)
-	if err := yaml.UnmarshalStrict([]byte(doc), v); err != nil {
+	if err := unmarshalStrict([]byte(doc), v); err != nil {
 		return list, err
 	}
 	return append(list, v), nil
+}
+
+// unmarshalStrict decodes the YAML doc into v as appendStrict does.
+func unmarshalStrict(doc []byte, v any) error {
+	data, err := yaml.YAMLToJSONStrict(doc)
+	if err != nil {
+		return err
+	}
+	strictErrs, err := kjson.UnmarshalStrict(data, v)
+	if err != nil {
+		return err
+	}
+	return errors.Join(strictErrs...)
 }
 
 // one returns the only element of list, failing the test if there is not exactly one.

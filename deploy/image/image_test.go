@@ -289,3 +289,20 @@ func runBinary(t *testing.T, binary []byte, c v1.Config) {
 		t.Fatal("the binary of the image did not listen within a minute")
 	}
 }
+
+// TestImageDefaultTarball checks that make image writes the pinned bin/admit-image.tar when
+// IMAGE_TAR is not set (TestImage sets it), from the binary it builds under bin/.
+func TestImageDefaultTarball(t *testing.T) {
+	out := makeDryRun(t, "image")
+	root := absRepo(t)
+	bin := root + "/bin/admit-linux-" + runtime.GOARCH
+	for _, want := range []string{
+		" -o " + bin + " ./cmd/admit\n",
+		" -o " + root + "/bin/admit-image.tar ",
+		" -file /admit=" + bin + " ",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("make -n image lacks %q:\n%s", want, out)
+		}
+	}
+}

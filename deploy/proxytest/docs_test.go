@@ -3,6 +3,7 @@ package proxytest_test
 import (
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -43,4 +44,33 @@ func TestDocsQuoteTheShippedFiles(t *testing.T) {
 func uncomment(line string) string {
 	line, _, _ = strings.Cut(line, "#")
 	return strings.TrimSpace(line)
+}
+
+// TestHAProxyReadme checks what deploy/haproxy/README.md says of admit.lua: the number of lines it
+// gives is the script's, and the script loads no other Lua code (require, dofile, loadfile), so it
+// is all admit's own.
+func TestHAProxyReadme(t *testing.T) {
+	readme, err := os.ReadFile("../haproxy/README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	script, err := os.ReadFile("../haproxy/admit.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`\[admit\.lua\]\(admit\.lua\), (\d+) lines, first-party`).FindSubmatch(readme)
+	if m == nil {
+		t.Fatal("deploy/haproxy/README.md does not say \"[admit.lua](admit.lua), N lines, first-party\"")
+	}
+	if n := strings.Count(string(script), "\n"); string(m[1]) != strconv.Itoa(n) {
+		t.Errorf("deploy/haproxy/README.md says admit.lua has %s lines; it has %d", m[1], n)
+	}
+	if loads := regexp.MustCompile(`\b(require|dofile|loadfile|loadstring|load)\s*\(`).FindAll(script, -1); len(loads) > 0 {
+		t.Errorf("admit.lua loads other code (%q): it is not all admit's own", loads)
+	}
+	for _, want := range []string{"HAProxy has no built-in forward-auth", "haproxy-proxy.cfg", "admit-proxy.yaml"} {
+		if !strings.Contains(string(readme), want) {
+			t.Errorf("deploy/haproxy/README.md does not say %q", want)
+		}
+	}
 }

@@ -1,5 +1,5 @@
-// Package proxytest_test runs the proxy configurations admit ships (deploy/nginx, deploy/caddy)
-// with the real proxy in front of a small Go app and a real admit serve, and checks what a client
+// Package proxytest_test runs the proxy configurations admit ships (deploy/nginx, deploy/caddy,
+// deploy/haproxy) with the real proxy in front of a small Go app and a real admit serve, and checks what a client
 // of the proxy sees: allowed, limited with Retry-After and the RateLimit fields, and 503 when admit
 // is down; and the edits their READMEs give behind a load balancer. Each test renders the shipped
 // file, changing only its ports and paths and making those edits.
@@ -152,9 +152,17 @@ var listeningRE = regexp.MustCompile(`msg=listening addr=(\S+)`)
 // backend unless args name another, and returns the process and its address once it listens.
 func startAdmit(t *testing.T, args ...string) (*process, string) {
 	t.Helper()
+	return runAdmit(t, "serve", admitConfig, args...)
+}
+
+// runAdmit runs admit's command cmd (serve or proxy) with the configuration config and args on a
+// free loopback port, on the in-memory backend unless args name another, and returns the process
+// and its address once it listens.
+func runAdmit(t *testing.T, cmd, config string, args ...string) (*process, string) {
+	t.Helper()
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "admit.yaml")
-	if err := os.WriteFile(cfg, []byte(admitConfig), 0o644); err != nil {
+	if err := os.WriteFile(cfg, []byte(config), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	var env []string
@@ -164,7 +172,7 @@ func startAdmit(t *testing.T, args ...string) (*process, string) {
 		}
 	}
 	env = append(env, "ADMIT_HMAC_SECRET=proxytest-secret-0123456789")
-	p := start(t, "admit", dir, env, admitBinary(t), append([]string{"serve", "--listen", "127.0.0.1:0", "--config", cfg}, args...)...)
+	p := start(t, "admit "+cmd, dir, env, admitBinary(t), append([]string{cmd, "--listen", "127.0.0.1:0", "--config", cfg}, args...)...)
 	deadline := time.Now().Add(setupTimeout)
 	for {
 		if m := listeningRE.FindStringSubmatch(p.out.String()); m != nil {
