@@ -41,16 +41,23 @@ type State struct {
 	// Override is the subject's override under the policy when Source is SourceOverride, else nil.
 	Override *admit.Override
 	// Decision is the peek's: its Limit holds the numbers in force (its Name the policy's);
-	// Remaining, RetryAfter and ResetAfter the subject's state under them.
+	// Remaining, RetryAfter and ResetAfter the subject's state under them. Under Corrupt, only its
+	// Limit is set: the policy's (or the tier's) numbers.
 	Decision admit.Decision
+	// Corrupt, if not nil, is why the subject's override or state under the policy cannot be read:
+	// an error matching admit.ErrCorruptState, naming the key. Its decisions fail until the key is
+	// deleted. Source is SourceOverride, with Override nil, for a corrupt override.
+	Corrupt error
 }
 
 // State reads the state of q.Subject under the policy q names, or under every policy of the
 // loaded configuration in its order, by peeks (cost 0): it consumes nothing and writes nothing to
 // the Store. It returns one State per policy; one under an override of the subject has Source
-// SourceOverride and the Override (read from the Store before the peek). Its errors match ErrUnknownPolicy, policy.ErrUnknownTier
-// or admit.ErrInvalidRequest (a tier without a policy, a bad subject), found before any I/O, or
-// admit.ErrUnavailable when the Store could not decide.
+// SourceOverride and the Override (read from the Store before the peek). A policy whose override or
+// state is corrupt has a State with Corrupt set, and the others are read all the same. Its errors
+// match ErrUnknownPolicy, policy.ErrUnknownTier or admit.ErrInvalidRequest (a tier without a
+// policy, a bad subject), found before any I/O, or admit.ErrUnavailable when the Store could not
+// decide.
 func (s *Service) State(ctx context.Context, q StateQuery) ([]State, error) {
 	cfg := s.cfg.Load()
 	policies := cfg.Policies
@@ -79,23 +86,70 @@ func (s *Service) State(ctx context.Context, q StateQuery) ([]State, error) {
 	}
 	for i, p := range policies { // before the peeks: an override set between them is the peek's
 		o, err := s.overrideOf(ctx, p, q.Subject)
-		if err != nil {
+		switch {
+		case errors.Is(err, admit.ErrCorruptState):
+			states[i].Source, states[i].Corrupt = SourceOverride, err
+		case err != nil:
 			return nil, err
-		}
-		if o != nil {
+		case o != nil:
 			states[i].Source, states[i].Override = SourceOverride, o
 		}
 	}
-	ds := make([]admit.Decision, len(items))
-	if _, _, err := s.decide(ctx, items, ds, plan{grouping: BySlot}); err != nil {
-		var ie *ItemError
-		if errors.As(err, &ie) {
-			return nil, ie.Err
-		}
+	if err := s.peekStates(ctx, items, states); err != nil {
 		return nil, err
 	}
-	for i := range states {
-		states[i].Decision = ds[i]
-	}
 	return states, nil
+}
+
+// peekStates fills the Decision of each of states by a peek of its Item, or, for one Corrupt
+// already, its Limit only. A peek of corrupt state marks its State Corrupt: the Items are peeked
+// together by hash slot, and, should that meet corrupt state, one at a time.
+func (s *Service) peekStates(ctx context.Context, items []Item, states []State) error {
+	var at []int // the Items to peek
+	for i := range states {
+		states[i].Decision = admit.Decision{Limit: items[i].Limit}
+		if states[i].Corrupt == nil {
+			at = append(at, i)
+		}
+	}
+	peeked := make([]Item, len(at))
+	for j, i := range at {
+		peeked[j] = items[i]
+	}
+	ds := make([]admit.Decision, len(at))
+	err := s.decideState(ctx, peeked, ds, BySlot)
+	if err == nil {
+		for j, i := range at {
+			states[i].Decision = ds[j]
+		}
+		return nil
+	}
+	if !errors.Is(err, admit.ErrCorruptState) {
+		return err
+	}
+	for _, i := range at {
+		err := s.decideState(ctx, items[i:i+1], ds[:1], Separately)
+		switch {
+		case errors.Is(err, admit.ErrCorruptState):
+			states[i].Corrupt = err
+		case err != nil:
+			return err
+		default:
+			states[i].Decision = ds[0]
+		}
+	}
+	return nil
+}
+
+// decideState decides items, peeks, into ds, grouped by g: an ItemError is its Err.
+func (s *Service) decideState(ctx context.Context, items []Item, ds []admit.Decision, g Grouping) error {
+	if len(items) == 0 {
+		return nil
+	}
+	_, _, err := s.decide(ctx, items, ds, plan{grouping: g})
+	var ie *ItemError
+	if errors.As(err, &ie) {
+		return ie.Err
+	}
+	return err
 }

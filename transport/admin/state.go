@@ -47,10 +47,17 @@ type PolicyState struct {
 	// reason: for source "override" only, ExpiresInMS omitted for one without expiry.
 	ExpiresInMS int64  `json:"expires_in_ms,omitempty"`
 	Reason      string `json:"reason,omitempty"`
+	// Corrupt reports that the subject's override (source "override") or state under the policy
+	// holds bytes admit never writes: its decisions answer 503 until it is deleted, and Error says
+	// which key and how. Limit and WindowMS are then the policy's (or the tier's), Remaining 0
+	// and Limited true. Omitted when false.
+	Corrupt bool   `json:"corrupt,omitempty"`
+	Error   string `json:"error,omitempty"`
 }
 
-// state serves GET /v1/state?policy=P&key=K[&tier=T]: 200 and a StateResponse, 400 for a bad query,
-// 404 for an unknown policy or tier, 503 when the Store cannot decide.
+// state serves GET /v1/state?policy=P&key=K[&tier=T]: 200 and a StateResponse, a policy whose
+// override or state is corrupt marked so; 400 for a bad query, 404 for an unknown policy or tier,
+// 503 when the Store cannot decide.
 func (h *Handler) state(w http.ResponseWriter, r *http.Request, _ []byte) {
 	query, ok := strictQuery(w, r, "policy", "key", "tier")
 	if !ok {
@@ -78,6 +85,10 @@ func (h *Handler) state(w http.ResponseWriter, r *http.Request, _ []byte) {
 			Remaining: d.Remaining, Limited: !d.Allowed || d.Remaining == 0,
 			ResetAfterMS: d.ResetAfter.Milliseconds(), RetryAfterMS: d.RetryAfter.Milliseconds(),
 			Shadow: d.Limit.Shadow, Degraded: d.Degraded,
+		}
+		if st.Corrupt != nil {
+			out.Decisions[i].Corrupt, out.Decisions[i].Error = true, corruptMessage(st.Corrupt)
+			out.Decisions[i].Remaining, out.Decisions[i].Limited = 0, true
 		}
 		if o := st.Override; o != nil {
 			out.Decisions[i].Reason = o.Reason
