@@ -254,10 +254,11 @@ func TestOverridesGuarded(t *testing.T) {
 }
 
 // TestOverridesOfARemovedPolicy checks a reload that removes a policy: its overrides stay, listed
-// "unused": true; a new one is refused, and the old ones can still be deleted.
+// "unused": true, and the state shows them so, by the policy's name or without one; a new one is
+// refused, and the old ones can still be deleted. A reload that brings the policy back applies them.
 func TestOverridesOfARemovedPolicy(t *testing.T) {
 	h, svc := newHandler(t, nil)
-	if rec := overrideCall(h, http.MethodPut, `{"policy":"per-day","key":"k","limit":9}`); rec.Code != http.StatusOK {
+	if rec := overrideCall(h, http.MethodPut, `{"policy":"per-day","key":"k","limit":9,"expires_in":"2d","reason":"trial"}`); rec.Code != http.StatusOK {
 		t.Fatalf("PUT = %d %s", rec.Code, rec.Body)
 	}
 	if rec := serve(h, call{method: http.MethodGet, target: "/v1/overrides?policy=per-day", auth: bearer(testToken)}); rec.Code != http.StatusOK ||
@@ -268,11 +269,48 @@ func TestOverridesOfARemovedPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc.Swap(cfg)
+	loaded := svc.Swap(cfg)
 	rec := serve(h, call{method: http.MethodGet, target: "/v1/overrides?policy=per-day", auth: bearer(testToken)})
 	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `"limit":9`) || !strings.Contains(rec.Body.String(), `"unused":true`) {
 		t.Errorf("after a reload without per-day: %d %s; want the override, unused", rec.Code, rec.Body)
 	}
+	twoDays := (48 * time.Hour).Milliseconds()
+	wantUnused := func(what string, st admin.PolicyState) {
+		t.Helper()
+		if st != (admin.PolicyState{Policy: "per-day", Source: "override", Unused: true, Limit: 9, Reason: "trial", ExpiresInMS: st.ExpiresInMS}) ||
+			st.ExpiresInMS <= twoDays-time.Minute.Milliseconds() || st.ExpiresInMS > twoDays {
+			t.Errorf("%s: %+v; want per-day's override, unused, 9, the reason and two days", what, st)
+		}
+	}
+	one := getState(t, h, "/v1/state?policy=per-day&key=k")
+	if len(one.Decisions) != 1 {
+		t.Fatalf("the state of per-day: %+v; want one decision", one)
+	}
+	wantUnused("the state of the removed per-day", one.Decisions[0])
+	all := getState(t, h, "/v1/state?key=k")
+	if len(all.Decisions) != 2 || all.Decisions[0].Policy != "per-minute" || all.Decisions[0].Unused || all.Decisions[0].Source != "policy" {
+		t.Fatalf("the state under every policy: %+v; want per-minute's, then per-day's unused override", all)
+	}
+	wantUnused("the state under every policy", all.Decisions[1])
+	if rec := serve(h, call{method: http.MethodGet, target: "/v1/state?key=k", auth: bearer(testToken)}); strings.Contains(rec.Body.String(), `"algorithm":""`) ||
+		!strings.Contains(rec.Body.String(), `"unused":true`) {
+		t.Errorf("the state's JSON: %s; want unused, without an algorithm", rec.Body)
+	}
+	if st := getState(t, h, "/v1/state?key=other"); len(st.Decisions) != 1 {
+		t.Errorf("the state of a subject without an override: %+v; want per-minute's alone", st)
+	}
+	wantError(t, "the state of the removed per-day without an override", serve(h, call{method: http.MethodGet, target: "/v1/state?policy=per-day&key=other", auth: bearer(testToken)}),
+		http.StatusNotFound, `unknown policy "per-day"`)
+	wantError(t, "a tier of the removed per-day", serve(h, call{method: http.MethodGet, target: "/v1/state?policy=per-day&tier=pro&key=k", auth: bearer(testToken)}),
+		http.StatusNotFound, `unknown policy "per-day"`)
+	svc.Swap(loaded) // per-day is back: its override applies again
+	if st := getState(t, h, "/v1/state?policy=per-day&key=k").Decisions[0]; st.Unused || st.Source != "override" || st.Algorithm != "gcra" || st.Limit != 9 {
+		t.Errorf("the state once per-day is back: %+v; want its override in force, gcra, 9", st)
+	}
+	if all := getState(t, h, "/v1/state?key=k"); len(all.Decisions) != 2 || all.Decisions[1].Unused {
+		t.Errorf("the state under every policy once per-day is back: %+v; want two policies, none unused", all)
+	}
+	svc.Swap(cfg)
 	wantError(t, "a new override of the removed policy", overrideCall(h, http.MethodPut, `{"policy":"per-day","key":"k2","limit":9}`),
 		http.StatusBadRequest, `unknown policy "per-day"`)
 	if rec := overrideCall(h, http.MethodDelete, `{"policy":"per-day","key":"k"}`); rec.Code != http.StatusOK {
