@@ -1,9 +1,13 @@
 package redisstore
 
 import (
+	"bufio"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
+	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -796,5 +800,171 @@ func TestOverrideArgsAllocateNothing(t *testing.T) {
 		if len(gotKeys) != 2*len(rs) || gotKeys[len(rs)] != rs[0].OverrideKey || gotArgs[2] != "6" {
 			t.Errorf("%d policies: keys %q, args %q; want the override keys after the policies', mask 6", len(rs), gotKeys, gotArgs)
 		}
+	}
+}
+
+// commandStats returns srv's calls of each command (INFO commandstats): "evalsha", "get", …
+func commandStats(t testing.TB, srv *redistest.Server) map[string]int64 {
+	t.Helper()
+	info, err := srv.Do(t, "INFO", "commandstats").ToString()
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := map[string]int64{}
+	for line := range strings.Lines(info) {
+		name, rest, ok := strings.Cut(strings.TrimPrefix(strings.TrimSpace(line), "cmdstat_"), ":calls=")
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
+		if err != nil {
+			t.Fatalf("INFO commandstats: %q: %v", line, err)
+		}
+		calls[name] = n
+	}
+	return calls
+}
+
+// monitor starts a MONITOR of srv and returns a function that ends it and returns the commands
+// clients sent meanwhile, each as "COMMAND" (upper case), leaving out those scripts ran (which
+// INFO commandstats counts alike: a script's GET is a GET).
+func monitor(t *testing.T, srv *redistest.Server) (stop func() []string) {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", srv.Addr(), patientCommandTimeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	in := bufio.NewReader(conn)
+	if _, err := conn.Write([]byte("MONITOR\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := in.ReadString('\n'); err != nil || line != "+OK\r\n" {
+		t.Fatalf("MONITOR: %q, %v", line, err)
+	}
+	var b [8]byte
+	rand.Read(b[:])
+	marker := fmt.Sprintf("end-of-monitor-%x", b)
+	type result struct {
+		cmds []string
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		var r result
+		for {
+			line, err := in.ReadString('\n')
+			if err != nil {
+				r.err = err
+				break
+			}
+			if strings.Contains(line, marker) {
+				break
+			}
+			_, rest, _ := strings.Cut(line, " [")
+			source, rest, _ := strings.Cut(rest, "] ")
+			if strings.HasSuffix(source, " lua") {
+				continue // run by a script
+			}
+			cmd, _, _ := strings.Cut(strings.Trim(rest, "\r\n"), " ")
+			r.cmds = append(r.cmds, strings.ToUpper(strings.Trim(cmd, `"`)))
+		}
+		done <- r
+	}()
+	return func() []string {
+		t.Helper()
+		srv.Do(t, "ECHO", marker)
+		select {
+		case r := <-done:
+			if r.err != nil {
+				t.Fatalf("MONITOR: %v", r.err)
+			}
+			return r.cmds
+		case <-time.After(time.Minute):
+			t.Fatal("MONITOR: the end marker did not come within a minute")
+			return nil
+		}
+	}
+}
+
+// A decision under an Override is one script call, as one without: INFO commandstats counts
+// exactly one EVALSHA per Take (and per TakeAll of several policies) and no EVAL, and MONITOR sees
+// no other command from a client — no GET of the Override — for every algorithm, on the straight
+// path and the general one (a request ID), with coalescing on and off.
+func TestOverrideOneScriptCall(t *testing.T) {
+	srv := redistest.Start(t)
+	for _, coalesce := range []bool{true, false} {
+		t.Run(fmt.Sprintf("coalesce_%v", coalesce), func(t *testing.T) {
+			cfg := Config{URL: srv.URL(), CommandTimeout: patientCommandTimeout, DialTimeout: patientCommandTimeout}
+			if !coalesce {
+				cfg.Coalescing = CoalescingOff
+			}
+			s, err := New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			slot := newKey(t)
+			var rs []admit.Request
+			for i, lim := range []admit.Limit{
+				{Name: "fw", Algorithm: admit.FixedWindow, Rate: 100, Period: time.Minute},
+				{Name: "al", Algorithm: admit.FixedWindow, Rate: 100, Period: time.Minute, Aligned: true},
+				{Name: "sw", Algorithm: admit.SlidingWindow, Rate: 100, Period: time.Minute},
+				{Name: "sl", Algorithm: admit.SlidingLog, Rate: 100, Period: time.Minute},
+				{Name: "cc", Algorithm: admit.Concurrency, Rate: 100, Period: time.Minute},
+				{Name: "gc", Algorithm: admit.GCRA, Rate: 100, Period: time.Minute},
+			} {
+				r := admit.Request{Key: fmt.Sprintf("%s:%d", slot, i), Limit: lim, Cost: 1, OverrideKey: overrideKeyOf(lim.Name, slot)}
+				setOverride(t, s, admit.Override{Key: r.OverrideKey, Rate: 50, Reason: "one call"})
+				rs = append(rs, r)
+			}
+			takeReq(t, s, rs[0]) // the script loaded (a first NOSCRIPT), outside the count
+			before := commandStats(t, srv)
+			stop := monitor(t, srv)
+			calls := 0
+			for _, id := range []string{"", "req"} {
+				for i, r := range rs {
+					if id != "" {
+						r.ID = fmt.Sprintf("%s-%d", id, i)
+					}
+					if d := takeReq(t, s, r); !d.Allowed || !d.Overridden || d.Limit.Rate != 50 {
+						t.Fatalf("Take(%+v) = %+v; want admitted under the Override's 50", r, d)
+					}
+					calls++
+				}
+				all := slices.Clone(rs[:3])
+				for i := range all {
+					if id != "" {
+						all[i].ID = id + "-all"
+					}
+				}
+				ds := make([]admit.Decision, len(all))
+				if ok, err := s.TakeAll(context.Background(), all, ds); err != nil || !ok || !ds[0].Overridden || !ds[1].Overridden || !ds[2].Overridden {
+					t.Fatalf("TakeAll of 3 policies: %v, %v, %+v; want admitted, each under its Override", ok, err, ds)
+				}
+				calls++
+			}
+			sent := stop()
+			after := commandStats(t, srv)
+			if got := after["evalsha"] - before["evalsha"]; got != int64(calls) {
+				t.Errorf("%d EVALSHA calls for %d decisions under Overrides; want exactly one each", got, calls)
+			}
+			if got := after["eval"] - before["eval"]; got != 0 {
+				t.Errorf("%d EVAL calls beside the decisions' EVALSHAs; want none", got)
+			}
+			evalshas := 0
+			for _, cmd := range sent {
+				switch cmd {
+				case "EVALSHA":
+					evalshas++
+				case "PING": // a connection's health check
+				default:
+					t.Errorf("a client sent %s beside the decisions' EVALSHAs; want nothing else", cmd)
+				}
+			}
+			if evalshas != calls {
+				t.Errorf("MONITOR saw %d EVALSHAs from clients for %d decisions; want one each", evalshas, calls)
+			}
+		})
 	}
 }
