@@ -826,10 +826,11 @@ func commandStats(t testing.TB, srv *redistest.Server) map[string]int64 {
 }
 
 // monitor starts a MONITOR of srv and returns a function that ends it and returns the commands
-// clients sent meanwhile, each as "COMMAND" (upper case), leaving out those scripts ran (which
-// INFO commandstats counts alike: a script's GET is a GET).
-func monitor(t *testing.T, srv *redistest.Server) (stop func() []string) {
+// clients sent meanwhile, each as its words, unquoted, the command's in upper case, leaving out
+// those scripts ran (which INFO commandstats counts alike: a script's GET is a GET).
+func monitor(t *testing.T, srv *redistest.Server) (stop func() [][]string) {
 	t.Helper()
+	srv.Do(t, "PING") // the client of the end marker connected, before the MONITOR
 	conn, err := net.DialTimeout("tcp", srv.Addr(), patientCommandTimeout)
 	if err != nil {
 		t.Fatal(err)
@@ -846,7 +847,7 @@ func monitor(t *testing.T, srv *redistest.Server) (stop func() []string) {
 	rand.Read(b[:])
 	marker := fmt.Sprintf("end-of-monitor-%x", b)
 	type result struct {
-		cmds []string
+		cmds [][]string
 		err  error
 	}
 	done := make(chan result, 1)
@@ -866,12 +867,18 @@ func monitor(t *testing.T, srv *redistest.Server) (stop func() []string) {
 			if strings.HasSuffix(source, " lua") {
 				continue // run by a script
 			}
-			cmd, _, _ := strings.Cut(strings.Trim(rest, "\r\n"), " ")
-			r.cmds = append(r.cmds, strings.ToUpper(strings.Trim(cmd, `"`)))
+			words := strings.Fields(rest)
+			for i, w := range words {
+				words[i] = strings.Trim(w, `"`)
+			}
+			if len(words) > 0 {
+				words[0] = strings.ToUpper(words[0])
+				r.cmds = append(r.cmds, words)
+			}
 		}
 		done <- r
 	}()
-	return func() []string {
+	return func() [][]string {
 		t.Helper()
 		srv.Do(t, "ECHO", marker)
 		select {
@@ -954,17 +961,111 @@ func TestOverrideOneScriptCall(t *testing.T) {
 			}
 			evalshas := 0
 			for _, cmd := range sent {
-				switch cmd {
+				switch cmd[0] {
 				case "EVALSHA":
 					evalshas++
 				case "PING": // a connection's health check
 				default:
-					t.Errorf("a client sent %s beside the decisions' EVALSHAs; want nothing else", cmd)
+					t.Errorf("a client sent %q beside the decisions' EVALSHAs; want nothing else", cmd)
 				}
 			}
 			if evalshas != calls {
 				t.Errorf("MONITOR saw %d EVALSHAs from clients for %d decisions; want one each", evalshas, calls)
 			}
 		})
+	}
+}
+
+// A policy with 100,000 Overrides lists in pages: every page at most n, every Override seen exactly
+// once, in key order, the last cursor "". A page reads its part of the index and no more: one
+// ZRANGE BYLEX with LIMIT 0 n, and one GET per member it returned (MONITOR), nothing else.
+func TestOverridesOfManyListInPages(t *testing.T) {
+	const many, n = 100_000, validate.MaxOverridePage
+	srv := redistest.Start(t)
+	s := openPatient(t, srv.URL())
+	keys, err := admit.NewKeyBuilder([]byte("paging test secret of 32 bytes.."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make(map[string]bool, many)
+	for i := range many {
+		key, err := keys.OverrideKey("p", admit.Subject{ID: fmt.Sprint("subject-", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[key] = true
+	}
+	// Set through the Store's own SetOverride, from 32 goroutines: rueidis pipelines their commands.
+	work := make(chan string)
+	errs := make(chan error, 32)
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Go(func() {
+			for key := range work {
+				if err := s.SetOverride(context.Background(), admit.Override{Key: key, Rate: 9, Reason: "paging"}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	for key := range want {
+		work <- key
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
+	if count, err := s.OverrideCount(context.Background(), "p"); err != nil || count != many {
+		t.Fatalf("OverrideCount = %d, %v; want %d", count, err, many)
+	}
+
+	stop := monitor(t, srv)
+	seen, pages, cursor, last := 0, 0, "", ""
+	for {
+		page, next, err := s.Overrides(context.Background(), "p", cursor, n)
+		if err != nil {
+			t.Fatalf("page %d: %v", pages, err)
+		}
+		pages++
+		if len(page) > n || len(page) < n && next != "" {
+			t.Fatalf("page %d of %d Overrides, next %q; want %d, or fewer on the last", pages, len(page), next, n)
+		}
+		for _, o := range page {
+			if !want[o.Key] || o.Key <= last || o.Rate != 9 || o.Reason != "paging" {
+				t.Fatalf("page %d: %+v: not stored so, seen twice or out of order (after %q)", pages, o, last)
+			}
+			last = o.Key
+			seen++
+		}
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	sent := stop()
+	// The last page is empty: a full page cannot tell whether a member follows it.
+	if seen != many || pages != many/n+1 {
+		t.Errorf("%d Overrides in %d pages; want %d in %d", seen, pages, many, many/n+1)
+	}
+	ranges, gets := 0, 0
+	for _, cmd := range sent {
+		switch cmd[0] {
+		case "ZRANGE":
+			ranges++
+			if i := slices.Index(cmd, "LIMIT"); i < 0 || i+2 >= len(cmd) || cmd[i+1] != "0" || cmd[i+2] != strconv.Itoa(n) {
+				t.Errorf("the listing sent %q; want a ZRANGE of LIMIT 0 %d", cmd, n)
+			}
+		case "GET":
+			gets++
+		case "PING":
+		default:
+			t.Errorf("the listing sent %q; want ZRANGEs and GETs only", cmd)
+		}
+	}
+	if ranges != pages || gets != many {
+		t.Errorf("the listing sent %d ZRANGEs and %d GETs for %d pages of %d Overrides; want one a page and one an Override", ranges, gets, pages, many)
 	}
 }
