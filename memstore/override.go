@@ -3,8 +3,6 @@ package memstore
 import (
 	"context"
 	"fmt"
-	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -81,7 +79,7 @@ type overrideIndex struct {
 // policyOverrides are the Overrides of one policy: their keys, sorted, expired ones not yet tidied
 // included, and the earliest deadline among them, or later.
 type policyOverrides struct {
-	keys    []string
+	keys    sortedKeys
 	soonest time.Duration // no key expires before it; noDeadline when none expires
 }
 
@@ -186,8 +184,7 @@ func (s *Store) SetOverride(ctx context.Context, o admit.Override) error {
 		ix.policies[policy] = p
 	}
 	if !had {
-		i, _ := slices.BinarySearch(p.keys, o.Key)
-		p.keys = slices.Insert(p.keys, i, o.Key)
+		p.keys.insert(o.Key)
 	}
 	if !so.forever {
 		p.soonest = min(p.soonest, so.deadline)
@@ -252,10 +249,8 @@ func (ix *overrideIndex) forget(policy, key string) {
 	if p == nil {
 		return
 	}
-	if i, ok := slices.BinarySearch(p.keys, key); ok {
-		p.keys = slices.Delete(p.keys, i, i+1)
-	}
-	if len(p.keys) == 0 {
+	p.keys.delete(key)
+	if p.keys.len() == 0 {
 		delete(ix.policies, policy)
 	}
 }
@@ -278,21 +273,19 @@ func (s *Store) Overrides(ctx context.Context, policy, cursor string, n int) ([]
 	}
 	var page []admit.Override
 	var gone []string
-	i := sort.SearchStrings(p.keys, cursor)
-	if i < len(p.keys) && p.keys[i] == cursor {
-		i++ // strictly after the cursor
-	}
-	for ; i < len(p.keys) && len(page) < n; i++ {
-		key := p.keys[i]
-		so := s.readOverride(key)
-		if so == nil {
-			gone = append(gone, key)
-			continue
+	more := p.keys.each(cursor, func(key string) bool {
+		if len(page) == n {
+			return false // a key after a full page
 		}
-		page = append(page, so.o)
-	}
+		if so := s.readOverride(key); so != nil {
+			page = append(page, so.o)
+		} else {
+			gone = append(gone, key)
+		}
+		return true
+	})
 	next := ""
-	if i < len(p.keys) && len(page) > 0 {
+	if more && len(page) > 0 {
 		next = page[len(page)-1].Key
 	}
 	if len(gone) > 0 {
@@ -315,7 +308,7 @@ func (s *Store) OverrideCount(ctx context.Context, policy string) (int64, error)
 	defer ix.mu.Unlock()
 	s.tab.tidyExpired(policy)
 	if p := ix.policies[policy]; p != nil {
-		return int64(len(p.keys)), nil
+		return int64(p.keys.len()), nil
 	}
 	return 0, nil
 }
@@ -338,7 +331,7 @@ func (t *table) tidyExpired(policy string) {
 	if p == nil || p.soonest > t.now() {
 		return // nothing can have expired: the count is exact without a pass
 	}
-	t.tidy(policy, p.keys)
+	t.tidy(policy, p.keys.all())
 }
 
 // tidy removes, of keys (policy's), those whose Override has expired or gone, from their shards
@@ -368,12 +361,13 @@ func (t *table) tidy(policy string, keys []string) {
 		return
 	}
 	p.soonest = noDeadline
-	for _, key := range p.keys {
+	p.keys.each("", func(key string) bool {
 		sh := t.shard(key)
 		sh.mu.RLock()
 		if so := sh.overrides[key]; so != nil && !so.forever {
 			p.soonest = min(p.soonest, so.deadline)
 		}
 		sh.mu.RUnlock()
-	}
+		return true
+	})
 }

@@ -1,9 +1,13 @@
 package redisstore
 
 import (
+	"bufio"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
+	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -796,5 +800,272 @@ func TestOverrideArgsAllocateNothing(t *testing.T) {
 		if len(gotKeys) != 2*len(rs) || gotKeys[len(rs)] != rs[0].OverrideKey || gotArgs[2] != "6" {
 			t.Errorf("%d policies: keys %q, args %q; want the override keys after the policies', mask 6", len(rs), gotKeys, gotArgs)
 		}
+	}
+}
+
+// commandStats returns srv's calls of each command (INFO commandstats): "evalsha", "get", …
+func commandStats(t testing.TB, srv *redistest.Server) map[string]int64 {
+	t.Helper()
+	info, err := srv.Do(t, "INFO", "commandstats").ToString()
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := map[string]int64{}
+	for line := range strings.Lines(info) {
+		name, rest, ok := strings.Cut(strings.TrimPrefix(strings.TrimSpace(line), "cmdstat_"), ":calls=")
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
+		if err != nil {
+			t.Fatalf("INFO commandstats: %q: %v", line, err)
+		}
+		calls[name] = n
+	}
+	return calls
+}
+
+// monitor starts a MONITOR of srv and returns a function that ends it and returns the commands
+// clients sent meanwhile, each as its words, unquoted, the command's in upper case, leaving out
+// those scripts ran (which INFO commandstats counts alike: a script's GET is a GET).
+func monitor(t *testing.T, srv *redistest.Server) (stop func() [][]string) {
+	t.Helper()
+	srv.Do(t, "PING") // the client of the end marker connected, before the MONITOR
+	conn, err := net.DialTimeout("tcp", srv.Addr(), patientCommandTimeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	in := bufio.NewReader(conn)
+	if _, err := conn.Write([]byte("MONITOR\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := in.ReadString('\n'); err != nil || line != "+OK\r\n" {
+		t.Fatalf("MONITOR: %q, %v", line, err)
+	}
+	var b [8]byte
+	rand.Read(b[:])
+	marker := fmt.Sprintf("end-of-monitor-%x", b)
+	type result struct {
+		cmds [][]string
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		var r result
+		for {
+			line, err := in.ReadString('\n')
+			if err != nil {
+				r.err = err
+				break
+			}
+			if strings.Contains(line, marker) {
+				break
+			}
+			_, rest, _ := strings.Cut(line, " [")
+			source, rest, _ := strings.Cut(rest, "] ")
+			if strings.HasSuffix(source, " lua") {
+				continue // run by a script
+			}
+			words := strings.Fields(rest)
+			for i, w := range words {
+				words[i] = strings.Trim(w, `"`)
+			}
+			if len(words) > 0 {
+				words[0] = strings.ToUpper(words[0])
+				r.cmds = append(r.cmds, words)
+			}
+		}
+		done <- r
+	}()
+	return func() [][]string {
+		t.Helper()
+		srv.Do(t, "ECHO", marker)
+		select {
+		case r := <-done:
+			if r.err != nil {
+				t.Fatalf("MONITOR: %v", r.err)
+			}
+			return r.cmds
+		case <-time.After(time.Minute):
+			t.Fatal("MONITOR: the end marker did not come within a minute")
+			return nil
+		}
+	}
+}
+
+// A decision under an Override is one script call, as one without: INFO commandstats counts
+// exactly one EVALSHA per Take (and per TakeAll of several policies) and no EVAL, and MONITOR sees
+// no other command from a client — no GET of the Override — for every algorithm, on the straight
+// path and the general one (a request ID), with coalescing on and off.
+func TestOverrideOneScriptCall(t *testing.T) {
+	srv := redistest.Start(t)
+	for _, coalesce := range []bool{true, false} {
+		t.Run(fmt.Sprintf("coalesce_%v", coalesce), func(t *testing.T) {
+			cfg := Config{URL: srv.URL(), CommandTimeout: patientCommandTimeout, DialTimeout: patientCommandTimeout}
+			if !coalesce {
+				cfg.Coalescing = CoalescingOff
+			}
+			s, err := New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			slot := newKey(t)
+			var rs []admit.Request
+			for i, lim := range []admit.Limit{
+				{Name: "fw", Algorithm: admit.FixedWindow, Rate: 100, Period: time.Minute},
+				{Name: "al", Algorithm: admit.FixedWindow, Rate: 100, Period: time.Minute, Aligned: true},
+				{Name: "sw", Algorithm: admit.SlidingWindow, Rate: 100, Period: time.Minute},
+				{Name: "sl", Algorithm: admit.SlidingLog, Rate: 100, Period: time.Minute},
+				{Name: "cc", Algorithm: admit.Concurrency, Rate: 100, Period: time.Minute},
+				{Name: "gc", Algorithm: admit.GCRA, Rate: 100, Period: time.Minute},
+			} {
+				r := admit.Request{Key: fmt.Sprintf("%s:%d", slot, i), Limit: lim, Cost: 1, OverrideKey: overrideKeyOf(lim.Name, slot)}
+				setOverride(t, s, admit.Override{Key: r.OverrideKey, Rate: 50, Reason: "one call"})
+				rs = append(rs, r)
+			}
+			takeReq(t, s, rs[0]) // the script loaded (a first NOSCRIPT), outside the count
+			before := commandStats(t, srv)
+			stop := monitor(t, srv)
+			calls := 0
+			for _, id := range []string{"", "req"} {
+				for i, r := range rs {
+					if id != "" {
+						r.ID = fmt.Sprintf("%s-%d", id, i)
+					}
+					if d := takeReq(t, s, r); !d.Allowed || !d.Overridden || d.Limit.Rate != 50 {
+						t.Fatalf("Take(%+v) = %+v; want admitted under the Override's 50", r, d)
+					}
+					calls++
+				}
+				all := slices.Clone(rs[:3])
+				for i := range all {
+					if id != "" {
+						all[i].ID = id + "-all"
+					}
+				}
+				ds := make([]admit.Decision, len(all))
+				if ok, err := s.TakeAll(context.Background(), all, ds); err != nil || !ok || !ds[0].Overridden || !ds[1].Overridden || !ds[2].Overridden {
+					t.Fatalf("TakeAll of 3 policies: %v, %v, %+v; want admitted, each under its Override", ok, err, ds)
+				}
+				calls++
+			}
+			sent := stop()
+			after := commandStats(t, srv)
+			if got := after["evalsha"] - before["evalsha"]; got != int64(calls) {
+				t.Errorf("%d EVALSHA calls for %d decisions under Overrides; want exactly one each", got, calls)
+			}
+			if got := after["eval"] - before["eval"]; got != 0 {
+				t.Errorf("%d EVAL calls beside the decisions' EVALSHAs; want none", got)
+			}
+			evalshas := 0
+			for _, cmd := range sent {
+				switch cmd[0] {
+				case "EVALSHA":
+					evalshas++
+				case "PING": // a connection's health check
+				default:
+					t.Errorf("a client sent %q beside the decisions' EVALSHAs; want nothing else", cmd)
+				}
+			}
+			if evalshas != calls {
+				t.Errorf("MONITOR saw %d EVALSHAs from clients for %d decisions; want one each", evalshas, calls)
+			}
+		})
+	}
+}
+
+// A policy with 100,000 Overrides lists in pages: every page at most n, every Override seen exactly
+// once, in key order, the last cursor "". A page reads its part of the index and no more: one
+// ZRANGE BYLEX with LIMIT 0 n, and one GET per member it returned (MONITOR), nothing else.
+func TestOverridesOfManyListInPages(t *testing.T) {
+	const many, n = 100_000, validate.MaxOverridePage
+	srv := redistest.Start(t)
+	s := openPatient(t, srv.URL())
+	keys, err := admit.NewKeyBuilder([]byte("paging test secret of 32 bytes.."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make(map[string]bool, many)
+	for i := range many {
+		key, err := keys.OverrideKey("p", admit.Subject{ID: fmt.Sprint("subject-", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[key] = true
+	}
+	// Set through the Store's own SetOverride, from 32 goroutines: rueidis pipelines their commands.
+	work := make(chan string)
+	errs := make(chan error, 32)
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Go(func() {
+			for key := range work {
+				if err := s.SetOverride(context.Background(), admit.Override{Key: key, Rate: 9, Reason: "paging"}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	for key := range want {
+		work <- key
+	}
+	close(work)
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
+	if count, err := s.OverrideCount(context.Background(), "p"); err != nil || count != many {
+		t.Fatalf("OverrideCount = %d, %v; want %d", count, err, many)
+	}
+
+	stop := monitor(t, srv)
+	seen, pages, cursor, last := 0, 0, "", ""
+	for {
+		page, next, err := s.Overrides(context.Background(), "p", cursor, n)
+		if err != nil {
+			t.Fatalf("page %d: %v", pages, err)
+		}
+		pages++
+		if len(page) > n || len(page) < n && next != "" {
+			t.Fatalf("page %d of %d Overrides, next %q; want %d, or fewer on the last", pages, len(page), next, n)
+		}
+		for _, o := range page {
+			if !want[o.Key] || o.Key <= last || o.Rate != 9 || o.Reason != "paging" {
+				t.Fatalf("page %d: %+v: not stored so, seen twice or out of order (after %q)", pages, o, last)
+			}
+			last = o.Key
+			seen++
+		}
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	sent := stop()
+	// The last page is empty: a full page cannot tell whether a member follows it.
+	if seen != many || pages != many/n+1 {
+		t.Errorf("%d Overrides in %d pages; want %d in %d", seen, pages, many, many/n+1)
+	}
+	ranges, gets := 0, 0
+	for _, cmd := range sent {
+		switch cmd[0] {
+		case "ZRANGE":
+			ranges++
+			if i := slices.Index(cmd, "LIMIT"); i < 0 || i+2 >= len(cmd) || cmd[i+1] != "0" || cmd[i+2] != strconv.Itoa(n) {
+				t.Errorf("the listing sent %q; want a ZRANGE of LIMIT 0 %d", cmd, n)
+			}
+		case "GET":
+			gets++
+		case "PING":
+		default:
+			t.Errorf("the listing sent %q; want ZRANGEs and GETs only", cmd)
+		}
+	}
+	if ranges != pages || gets != many {
+		t.Errorf("the listing sent %d ZRANGEs and %d GETs for %d pages of %d Overrides; want one a page and one an Override", ranges, gets, pages, many)
 	}
 }

@@ -235,9 +235,10 @@ func (s *Service) OverrideDigest(policyName string, subject admit.Subject) (stri
 	return overrideDigest(key), nil
 }
 
-// overrideOf returns the override of subject under p, if one is stored: for Service.State.
-func (s *Service) overrideOf(ctx context.Context, p policy.Policy, subject admit.Subject) (*admit.Override, error) {
-	key, err := s.keys.OverrideKey(p.Limit.Name, subject)
+// overrideOf returns the override of subject under the policy named name, if one is stored: for
+// Service.State.
+func (s *Service) overrideOf(ctx context.Context, name string, subject admit.Subject) (*admit.Override, error) {
+	key, err := s.keys.OverrideKey(name, subject)
 	if err != nil {
 		return nil, err
 	}

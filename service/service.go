@@ -22,6 +22,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"sync"
 	"sync/atomic"
 
 	"github.com/admit-dev/admit"
@@ -51,7 +54,14 @@ type Service struct {
 
 	tracing     Tracing            // Trace's; off when its Tracer is nil
 	backendAttr attribute.KeyValue // admit.backend, of tracing.Backend
+
+	swapMu  sync.Mutex          // Swap's
+	removed map[string]struct{} // the policies Swap removed and no later Swap brought back (Service.State)
 }
+
+// maxRemoved bounds the names of removed policies a Service remembers: Swap forgets none and adds
+// none once it holds that many.
+const maxRemoved = 256
 
 // New returns a Service deciding on store, with keys from keys, under cfg. It reports an error when
 // any of them is nil. cfg may have no policies (&policy.Config{}): a Service for DecideItems alone.
@@ -70,13 +80,36 @@ func (s *Service) Config() *policy.Config { return s.cfg.Load() }
 
 // Swap makes cfg the configuration of every Check that starts from now on, and returns the one it
 // replaces. Checks in flight finish on the configuration they started with. The top sketches of the
-// policies cfg keeps stay, unless cfg changes server.top ([Service.Top]).
+// policies cfg keeps stay, unless cfg changes server.top ([Service.Top]). The Service remembers the
+// names of the policies a Swap removes, up to 256, so that [Service.State] can show their unused
+// overrides.
 func (s *Service) Swap(cfg *policy.Config) *policy.Config {
 	if cfg == nil {
 		panic("service: Swap(nil)")
 	}
+	s.swapMu.Lock()
+	defer s.swapMu.Unlock()
 	s.top.Store(newTops(cfg, s.top.Load()))
-	return s.cfg.Swap(cfg)
+	old := s.cfg.Swap(cfg)
+	for _, p := range old.Policies {
+		if _, kept := cfg.Policy(p.Limit.Name); !kept && len(s.removed) < maxRemoved {
+			if s.removed == nil {
+				s.removed = map[string]struct{}{}
+			}
+			s.removed[p.Limit.Name] = struct{}{}
+		}
+	}
+	for _, p := range cfg.Policies {
+		delete(s.removed, p.Limit.Name)
+	}
+	return old
+}
+
+// removedPolicies returns the names of the policies Swap removed, sorted.
+func (s *Service) removedPolicies() []string {
+	s.swapMu.Lock()
+	defer s.swapMu.Unlock()
+	return slices.Sorted(maps.Keys(s.removed))
 }
 
 // A Check asks whether a subject may spend Cost units under one or more policies, all-or-nothing.

@@ -2,6 +2,7 @@ package service_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -101,7 +102,9 @@ func TestStateOfTiersAndOverridesWritesNothing(t *testing.T) {
 }
 
 // TestStateOfACorruptOverride checks that bytes no SetOverride writes, at a subject's override key,
-// make both its decision and its inspection answer corrupt state, and leave the bytes as they were.
+// make its decision answer corrupt state and its inspection mark that policy corrupt, while the
+// other policies are read as ever; the bytes stay as they were. Corrupt state at a state key is
+// marked alike.
 func TestStateOfACorruptOverride(t *testing.T) {
 	srv := redistest.Start(t)
 	store, err := redisstore.New(redisstore.Config{URL: srv.URL(), CommandTimeout: 2 * time.Second, DialTimeout: 2 * time.Second})
@@ -124,13 +127,49 @@ func TestStateOfACorruptOverride(t *testing.T) {
 	if !errors.Is(err, admit.ErrCorruptState) {
 		t.Errorf("Check under a corrupt override: %v; want corrupt state", err)
 	}
-	if _, err := s.State(t.Context(), service.StateQuery{Subject: alice, Policy: "fixed"}); !errors.Is(err, admit.ErrCorruptState) {
-		t.Errorf("State under a corrupt override: %v; want corrupt state", err)
+	if _, err := s.Check(t.Context(), service.Check{Policies: []string{"sliding"}, Subject: alice, Cost: 1}); err != nil {
+		t.Fatalf("Check of another policy: %v", err)
 	}
+	wantCorrupt := func(what string, states []service.State, err error, corrupt map[string]string) {
+		t.Helper()
+		if err != nil || len(states) == 0 {
+			t.Fatalf("%s: State = %+v, %v; want states", what, states, err)
+		}
+		for _, st := range states {
+			name := st.Decision.Limit.Name
+			source, bad := corrupt[name]
+			switch {
+			case bad && (!errors.Is(st.Corrupt, admit.ErrCorruptState) || st.Source != source || st.Override != nil || st.Decision.Limit != limitOf(t, s, name)):
+				t.Errorf("%s: %s %+v; want corrupt, source %s, no override, the policy's Limit", what, name, st, source)
+			case !bad && (st.Corrupt != nil || st.Source != service.SourcePolicy || st.Decision.Limit.Rate != limitOf(t, s, name).Rate):
+				t.Errorf("%s: %s %+v; want the policy's state", what, name, st)
+			}
+		}
+	}
+	states, err := s.State(t.Context(), service.StateQuery{Subject: alice})
+	wantCorrupt("every policy", states, err, map[string]string{"fixed": service.SourceOverride})
+	if len(states) != 6 || states[2].Decision.Remaining != 4 {
+		t.Errorf("every policy: %d states, sliding %+v; want 6, sliding's 4 remaining", len(states), states[2].Decision)
+	}
+	if !strings.Contains(states[0].Corrupt.Error(), keys[0]) {
+		t.Errorf("the corrupt override's error %q does not name its key %s", states[0].Corrupt, keys[0])
+	}
+	states, err = s.State(t.Context(), service.StateQuery{Subject: alice, Policy: "fixed"})
+	wantCorrupt("fixed", states, err, map[string]string{"fixed": service.SourceOverride})
 	if v, err := srv.Do(t, "GET", keys[0]).ToString(); err != nil || v != "not an override" {
 		t.Errorf("the corrupt override now %q, %v; want it unchanged", v, err)
 	}
 	if n, err := srv.Do(t, "EXISTS", stateKey(t, limitOf(t, s, "fixed"), alice)).AsInt64(); err != nil || n != 0 {
 		t.Errorf("alice's fixed-window state exists (%d, %v) after a decision on corrupt override; want nothing written", n, err)
+	}
+
+	// Corrupt state at a state key: its policy is marked, the others read (the peeks, together
+	// by slot, meet it, and are read again one by one).
+	sliding := stateKey(t, limitOf(t, s, "sliding"), alice)
+	srv.Do(t, "SET", sliding, "not a window")
+	states, err = s.State(t.Context(), service.StateQuery{Subject: alice})
+	wantCorrupt("a corrupt state key", states, err, map[string]string{"fixed": service.SourceOverride, "sliding": service.SourcePolicy})
+	if v, err := srv.Do(t, "GET", sliding).ToString(); err != nil || v != "not a window" {
+		t.Errorf("the corrupt state now %q, %v; want it unchanged", v, err)
 	}
 }

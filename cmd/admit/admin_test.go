@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"os/exec"
 	"regexp"
@@ -40,16 +41,30 @@ func stateCmd(t *testing.T, args ...string) (int, string, string) {
 // adminGetStatus sends GET url with the Authorization field auth (none for "") and returns the status.
 func adminGetStatus(t *testing.T, url, auth string) int {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
+	return adminStatus(t, http.MethodGet, url, auth, "")
+}
+
+// adminStatus sends method url with the Authorization field auth (none for "") and body (none for
+// "", else as JSON), and returns the status.
+func adminStatus(t *testing.T, method, url, auth, body string) int {
+	t.Helper()
+	var r io.Reader
+	if body != "" {
+		r = strings.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(t.Context(), method, url, r)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	if auth != "" {
 		req.Header.Set("Authorization", auth)
 	}
 	res, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
 	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
+		t.Fatalf("%s %s: %v", method, url, err)
 	}
 	res.Body.Close()
 	return res.StatusCode
@@ -93,13 +108,29 @@ func TestServeAdmin(t *testing.T) {
 			t.Errorf("admit state %q with token %q: exit %d, stdout %q, stderr %q; want %d saying %q", c.args, c.env, code, out, errs, c.code, c.err)
 		}
 	}
-	for _, path := range []string{"/v1/state?key=demo-account", "/v1/overrides?policy=demo", "/v1/reset"} {
+	// Every admin path and method, with the body the admin API would take: the data plane knows none.
+	for _, c := range []struct{ method, path, body string }{
+		{http.MethodGet, "/v1/state?key=demo-account", ""},
+		{http.MethodGet, "/v1/overrides?policy=demo", ""},
+		{http.MethodPut, "/v1/overrides", `{"policy":"demo","key":"demo-account","limit":50}`},
+		{http.MethodDelete, "/v1/overrides", `{"policy":"demo","key":"demo-account"}`},
+		{http.MethodPost, "/v1/overrides", `{"policy":"demo","key":"demo-account","limit":50}`},
+		{http.MethodPost, "/v1/reset", `{"policy":"demo","key":"demo-account"}`},
+		{http.MethodGet, "/v1/reset", ""},
+		{http.MethodPut, "/v1/reset", `{"policy":"demo","key":"demo-account"}`},
+		{http.MethodDelete, "/v1/reset", ""},
+		{http.MethodGet, "/v1/top?policy=demo", ""},
+		{http.MethodGet, "/v1/stats", ""},
+		{http.MethodPost, "/v1/state?key=demo-account", "{}"},
+		{http.MethodGet, "/ui", ""},
+	} {
 		for _, auth := range []string{"", "Bearer " + testAdminToken} {
-			if got := adminGetStatus(t, base+path, auth); got != http.StatusNotFound {
-				t.Errorf("GET %s on the data plane with %q = %d; want 404", path, auth, got)
+			if got := adminStatus(t, c.method, base+c.path, auth, c.body); got != http.StatusNotFound {
+				t.Errorf("%s %s on the data plane with %q = %d; want 404", c.method, c.path, auth, got)
 			}
 		}
 	}
+	checkDemo(t, base, 429) // nothing above reset or raised the demo account: its 4th request is refused
 	if code := stop(); code != exitOK {
 		t.Errorf("run = %d; want 0", code)
 	}

@@ -139,3 +139,44 @@ func TestOverrideCommandLine(t *testing.T) {
 		}
 	}
 }
+
+// TestServeAdminCorruptOverride runs admit serve on a real Redis with the admin API, sets an
+// override of the demo account, then writes bytes no admit writes at its key: the demo answers
+// 503 and leaves the key as it was, admit state prints the policy marked corrupt (exit 0), admit
+// override list fails saying the override is corrupt (exit 1), and deleting the override mends it.
+func TestServeAdminCorruptOverride(t *testing.T) {
+	useSecret(t)
+	t.Setenv(adminTokenEnv, testAdminToken)
+	srv := redistest.Start(t)
+	base, logs, stop := serveInProcess(t, "--redis", srv.URL(), "--admin-listen", "127.0.0.1:0")
+	defer stop()
+	adminURL := "http://" + logs.waitAdminAddr(t)
+	if code, out, errs := overrideCmd(t, "set", "--admin", adminURL, "--policy", "demo", "--key", "demo-account", "--limit", "50"); code != exitOK {
+		t.Fatalf("admit override set: exit %d, %s, stderr %q", code, out, errs)
+	}
+	keys, err := srv.Do(t, "KEYS", "rl:demo:o:{*").AsStrSlice()
+	if err != nil || len(keys) != 1 {
+		t.Fatalf("KEYS of the override = %q, %v; want one", keys, err)
+	}
+	const garbage = "fifty"
+	srv.Do(t, "SET", keys[0], garbage)
+
+	checkDemo(t, base, 503)
+	code, out, errs := stateCmd(t, "--admin", adminURL, "--key", "demo-account")
+	var st admin.StateResponse
+	if err := json.Unmarshal([]byte(out), &st); err != nil || code != exitOK || errs != "" || len(st.Decisions) != 1 || !st.Decisions[0].Corrupt ||
+		!strings.Contains(st.Decisions[0].Error, keys[0]) || !strings.Contains(out, `"corrupt": true`) {
+		t.Errorf("admit state under a corrupt override: exit %d, %s (%v), stderr %q; want 0 and demo marked corrupt, naming %s", code, out, err, errs, keys[0])
+	}
+	code, out, errs = overrideCmd(t, "list", "--admin", adminURL, "--policy", "demo")
+	if code != exitError || out != "" || !strings.Contains(errs, "503 Service Unavailable: override state is corrupt") || !strings.Contains(errs, keys[0]) {
+		t.Errorf("admit override list of a corrupt override: exit %d, stdout %q, stderr %q; want 1 saying it is corrupt, naming %s", code, out, errs, keys[0])
+	}
+	if v, err := srv.Do(t, "GET", keys[0]).ToString(); err != nil || v != garbage {
+		t.Errorf("the corrupt override is now %q, %v; want it unchanged", v, err)
+	}
+	if code, out, errs := overrideCmd(t, "delete", "--admin", adminURL, "--policy", "demo", "--key", "demo-account"); code != exitOK {
+		t.Fatalf("admit override delete of the corrupt override: exit %d, %s, stderr %q; want 0", code, out, errs)
+	}
+	checkDemo(t, base, 200)
+}

@@ -344,7 +344,9 @@ func (h *Handler) unavailable(ctx context.Context, w http.ResponseWriter, path s
 
 // failed answers err, a Service's, and reports whether there was one: 404 when it matches one of
 // notFound, 400 for a caller's mistake (admit.ErrInvalidRequest, admit.ErrInvalidLimit), each with
-// the client's message; anything else 503, logged (unavailable).
+// the client's message; 503 saying what is corrupt and how to mend it for admit.ErrCorruptState,
+// logged, without Retry-After (a retry meets the same bytes); anything else 503, logged
+// (unavailable).
 func (h *Handler) failed(w http.ResponseWriter, r *http.Request, err error, notFound ...error) bool {
 	if err == nil {
 		return false
@@ -355,12 +357,38 @@ func (h *Handler) failed(w http.ResponseWriter, r *http.Request, err error, notF
 			return true
 		}
 	}
-	if errors.Is(err, admit.ErrInvalidRequest) || errors.Is(err, admit.ErrInvalidLimit) {
+	switch {
+	case errors.Is(err, admit.ErrInvalidRequest) || errors.Is(err, admit.ErrInvalidLimit):
 		writeError(w, http.StatusBadRequest, validate.ClientMessage(err))
-	} else {
+	case errors.Is(err, admit.ErrCorruptState):
+		h.log.Log(r.Context(), logUnavailable, err, slog.String("path", r.URL.Path))
+		writeError(w, http.StatusServiceUnavailable, corruptMessage(err))
+	default:
 		h.unavailable(r.Context(), w, r.URL.Path, err)
 	}
 	return true
+}
+
+// corruptMessage returns what an answer says of err, which matches admit.ErrCorruptState: what is
+// corrupt, with the key where the Store's error names it, and how to mend it.
+func corruptMessage(err error) string {
+	msg := err.Error()
+	detail := ""
+	if i := strings.LastIndex(msg, admit.ErrCorruptState.Error()); i >= 0 {
+		detail = strings.TrimLeft(msg[i+len(admit.ErrCorruptState.Error()):], ": ")
+	}
+	if strings.Contains(detail, "override") {
+		out := "override state is corrupt"
+		if detail != "" {
+			out += ": " + detail
+		}
+		return out + "; delete the override (admit override delete --policy P --key K, or DEL its key in Redis) and set it again"
+	}
+	out := "limiter state is corrupt"
+	if detail != "" {
+		out += ": " + detail
+	}
+	return out + "; reset the subject (admit reset --policy P --key K) to start it afresh"
 }
 
 // strictQuery returns the query of r, whose parameters must be among params and each given once; if

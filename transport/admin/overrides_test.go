@@ -3,6 +3,7 @@ package admin_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +16,7 @@ import (
 	"github.com/admit-dev/admit/internal/redistest"
 	"github.com/admit-dev/admit/policy"
 	"github.com/admit-dev/admit/redisstore"
+	"github.com/admit-dev/admit/service"
 	"github.com/admit-dev/admit/transport/admin"
 )
 
@@ -252,10 +254,11 @@ func TestOverridesGuarded(t *testing.T) {
 }
 
 // TestOverridesOfARemovedPolicy checks a reload that removes a policy: its overrides stay, listed
-// "unused": true; a new one is refused, and the old ones can still be deleted.
+// "unused": true, and the state shows them so, by the policy's name or without one; a new one is
+// refused, and the old ones can still be deleted. A reload that brings the policy back applies them.
 func TestOverridesOfARemovedPolicy(t *testing.T) {
 	h, svc := newHandler(t, nil)
-	if rec := overrideCall(h, http.MethodPut, `{"policy":"per-day","key":"k","limit":9}`); rec.Code != http.StatusOK {
+	if rec := overrideCall(h, http.MethodPut, `{"policy":"per-day","key":"k","limit":9,"expires_in":"2d","reason":"trial"}`); rec.Code != http.StatusOK {
 		t.Fatalf("PUT = %d %s", rec.Code, rec.Body)
 	}
 	if rec := serve(h, call{method: http.MethodGet, target: "/v1/overrides?policy=per-day", auth: bearer(testToken)}); rec.Code != http.StatusOK ||
@@ -266,14 +269,113 @@ func TestOverridesOfARemovedPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc.Swap(cfg)
+	loaded := svc.Swap(cfg)
 	rec := serve(h, call{method: http.MethodGet, target: "/v1/overrides?policy=per-day", auth: bearer(testToken)})
 	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `"limit":9`) || !strings.Contains(rec.Body.String(), `"unused":true`) {
 		t.Errorf("after a reload without per-day: %d %s; want the override, unused", rec.Code, rec.Body)
 	}
+	twoDays := (48 * time.Hour).Milliseconds()
+	wantUnused := func(what string, st admin.PolicyState) {
+		t.Helper()
+		if st != (admin.PolicyState{Policy: "per-day", Source: "override", Unused: true, Limit: 9, Reason: "trial", ExpiresInMS: st.ExpiresInMS}) ||
+			st.ExpiresInMS <= twoDays-time.Minute.Milliseconds() || st.ExpiresInMS > twoDays {
+			t.Errorf("%s: %+v; want per-day's override, unused, 9, the reason and two days", what, st)
+		}
+	}
+	one := getState(t, h, "/v1/state?policy=per-day&key=k")
+	if len(one.Decisions) != 1 {
+		t.Fatalf("the state of per-day: %+v; want one decision", one)
+	}
+	wantUnused("the state of the removed per-day", one.Decisions[0])
+	all := getState(t, h, "/v1/state?key=k")
+	if len(all.Decisions) != 2 || all.Decisions[0].Policy != "per-minute" || all.Decisions[0].Unused || all.Decisions[0].Source != "policy" {
+		t.Fatalf("the state under every policy: %+v; want per-minute's, then per-day's unused override", all)
+	}
+	wantUnused("the state under every policy", all.Decisions[1])
+	if rec := serve(h, call{method: http.MethodGet, target: "/v1/state?key=k", auth: bearer(testToken)}); strings.Contains(rec.Body.String(), `"algorithm":""`) ||
+		!strings.Contains(rec.Body.String(), `"unused":true`) {
+		t.Errorf("the state's JSON: %s; want unused, without an algorithm", rec.Body)
+	}
+	if st := getState(t, h, "/v1/state?key=other"); len(st.Decisions) != 1 {
+		t.Errorf("the state of a subject without an override: %+v; want per-minute's alone", st)
+	}
+	wantError(t, "the state of the removed per-day without an override", serve(h, call{method: http.MethodGet, target: "/v1/state?policy=per-day&key=other", auth: bearer(testToken)}),
+		http.StatusNotFound, `unknown policy "per-day"`)
+	wantError(t, "a tier of the removed per-day", serve(h, call{method: http.MethodGet, target: "/v1/state?policy=per-day&tier=pro&key=k", auth: bearer(testToken)}),
+		http.StatusNotFound, `unknown policy "per-day"`)
+	svc.Swap(loaded) // per-day is back: its override applies again
+	if st := getState(t, h, "/v1/state?policy=per-day&key=k").Decisions[0]; st.Unused || st.Source != "override" || st.Algorithm != "gcra" || st.Limit != 9 {
+		t.Errorf("the state once per-day is back: %+v; want its override in force, gcra, 9", st)
+	}
+	if all := getState(t, h, "/v1/state?key=k"); len(all.Decisions) != 2 || all.Decisions[1].Unused {
+		t.Errorf("the state under every policy once per-day is back: %+v; want two policies, none unused", all)
+	}
+	svc.Swap(cfg)
 	wantError(t, "a new override of the removed policy", overrideCall(h, http.MethodPut, `{"policy":"per-day","key":"k2","limit":9}`),
 		http.StatusBadRequest, `unknown policy "per-day"`)
 	if rec := overrideCall(h, http.MethodDelete, `{"policy":"per-day","key":"k"}`); rec.Code != http.StatusOK {
 		t.Errorf("DELETE of the unused override = %d %s; want 200", rec.Code, rec.Body)
+	}
+}
+
+// TestCorruptOverride writes bytes no SetOverride writes at a subject's override key in a real
+// Redis: its decisions fail and the key stays as it was; GET /v1/state answers 200, that policy
+// marked corrupt, naming the key and how to mend it, and the other policy read as ever; the
+// listing answers 503 saying so; once the override is deleted, the state is the policy's again.
+func TestCorruptOverride(t *testing.T) {
+	srv := redistest.Start(t)
+	store, err := redisstore.New(redisstore.Config{URL: srv.URL(), CommandTimeout: 2 * time.Second, DialTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	h, svc := newHandler(t, store)
+	if rec := overrideCall(h, http.MethodPut, `{"policy":"per-minute","key":"`+customer+`","limit":7}`); rec.Code != http.StatusOK {
+		t.Fatalf("PUT = %d %s", rec.Code, rec.Body)
+	}
+	keys, err := srv.Do(t, "KEYS", "rl:per-minute:o:{*").AsStrSlice()
+	if err != nil || len(keys) != 1 {
+		t.Fatalf("KEYS of the override = %q, %v; want one", keys, err)
+	}
+	const garbage = "seven, please"
+	srv.Do(t, "SET", keys[0], garbage)
+
+	if _, err := svc.Check(t.Context(), service.Check{Policies: []string{"per-minute"}, Subject: admit.Subject{ID: customer}, Cost: 1}); !errors.Is(err, admit.ErrCorruptState) {
+		t.Errorf("a decision under the corrupt override: %v; want corrupt state", err)
+	}
+	for _, target := range []string{"/v1/state?key=" + customer, "/v1/state?policy=per-minute&key=" + customer} {
+		st := getState(t, h, target)
+		minute := st.Decisions[0]
+		if minute.Policy != "per-minute" || !minute.Corrupt || minute.Source != "override" || minute.Limit != 3 || minute.Remaining != 0 || !minute.Limited ||
+			!strings.Contains(minute.Error, "override state is corrupt") || !strings.Contains(minute.Error, keys[0]) || !strings.Contains(minute.Error, "admit override delete") {
+			t.Errorf("GET %s: per-minute %+v; want corrupt, source override, the policy's 3, an error naming %s and the delete", target, minute, keys[0])
+		}
+		if strings.Contains(target, "policy=") {
+			if len(st.Decisions) != 1 {
+				t.Errorf("GET %s: %d decisions; want 1", target, len(st.Decisions))
+			}
+			continue
+		}
+		if len(st.Decisions) != 2 || st.Decisions[1].Policy != "per-day" || st.Decisions[1].Corrupt || st.Decisions[1].Error != "" ||
+			st.Decisions[1].Source != "policy" || st.Decisions[1].Remaining != 5 {
+			t.Errorf("GET %s: %+v; want per-day read as ever beside the corrupt one", target, st.Decisions)
+		}
+	}
+	rec := serve(h, call{method: http.MethodGet, target: "/v1/overrides?policy=per-minute", auth: bearer(testToken)})
+	wantError(t, "the listing of a corrupt override", rec, http.StatusServiceUnavailable, "override state is corrupt: override \""+keys[0]+"\"")
+	if rec.Header().Get("Retry-After") != "" {
+		t.Errorf("the listing of a corrupt override: Retry-After %q; want none, a retry meets the same bytes", rec.Header().Get("Retry-After"))
+	}
+	if v, err := srv.Do(t, "GET", keys[0]).ToString(); err != nil || v != garbage {
+		t.Errorf("the corrupt override is now %q, %v; want it unchanged", v, err)
+	}
+	if rec := overrideCall(h, http.MethodDelete, `{"policy":"per-minute","key":"`+customer+`"}`); rec.Code != http.StatusOK {
+		t.Fatalf("DELETE of the corrupt override = %d %s; want 200", rec.Code, rec.Body)
+	}
+	if st := getState(t, h, "/v1/state?policy=per-minute&key="+customer).Decisions[0]; st.Corrupt || st.Source != "policy" || st.Remaining != 3 {
+		t.Errorf("the state once the corrupt override is deleted: %+v; want the policy's 3", st)
+	}
+	if l := listOverrides(t, h, "policy=per-minute"); len(l.Overrides) != 0 {
+		t.Errorf("the listing once the corrupt override is deleted: %+v; want none", l)
 	}
 }

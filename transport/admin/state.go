@@ -23,8 +23,9 @@ type PolicyState struct {
 	Tier string `json:"tier,omitempty"`
 	// Source says where the numbers in force come from: "policy", "tier" or "override" (an
 	// override of the subject, which replaces the tier's numbers too).
-	Source    string `json:"source"`
-	Algorithm string `json:"algorithm"`
+	Source string `json:"source"`
+	// Algorithm is the policy's algorithm; omitted for an unused override.
+	Algorithm string `json:"algorithm,omitempty"`
 	// Limit is the quota in force, as /v1/check's limit is (admit.Limit.Capacity): for gcra, the
 	// burst; WindowMS its window in milliseconds (for concurrency, the lease TTL).
 	Limit    int64 `json:"limit"`
@@ -47,10 +48,23 @@ type PolicyState struct {
 	// reason: for source "override" only, ExpiresInMS omitted for one without expiry.
 	ExpiresInMS int64  `json:"expires_in_ms,omitempty"`
 	Reason      string `json:"reason,omitempty"`
+	// Corrupt reports that the subject's override (source "override") or state under the policy
+	// holds bytes admit never writes: its decisions answer 503 until it is deleted, and Error says
+	// which key and how. Limit and WindowMS are then the policy's (or the tier's), Remaining 0
+	// and Limited true. Omitted when false.
+	Corrupt bool   `json:"corrupt,omitempty"`
+	Error   string `json:"error,omitempty"`
+	// Unused reports an override of the subject under a policy the loaded configuration no longer
+	// has (a reload removed it): stored, deciding nothing. Source is "override", Limit the
+	// override's limit, with its expiry and reason; no algorithm, and nothing else is read.
+	// Omitted when false.
+	Unused bool `json:"unused,omitempty"`
 }
 
-// state serves GET /v1/state?policy=P&key=K[&tier=T]: 200 and a StateResponse, 400 for a bad query,
-// 404 for an unknown policy or tier, 503 when the Store cannot decide.
+// state serves GET /v1/state?policy=P&key=K[&tier=T]: 200 and a StateResponse, a policy whose
+// override or state is corrupt marked so, an override of a policy a reload removed marked unused;
+// 400 for a bad query, 404 for an unknown policy (without such an override) or tier, 503 when the
+// Store cannot decide.
 func (h *Handler) state(w http.ResponseWriter, r *http.Request, _ []byte) {
 	query, ok := strictQuery(w, r, "policy", "key", "tier")
 	if !ok {
@@ -72,6 +86,17 @@ func (h *Handler) state(w http.ResponseWriter, r *http.Request, _ []byte) {
 	out := StateResponse{Decisions: make([]PolicyState, len(states))}
 	for i, st := range states {
 		d := st.Decision
+		if st.Unused {
+			out.Decisions[i] = PolicyState{Policy: d.Limit.Name, Source: st.Source, Unused: true}
+			if st.Override != nil {
+				out.Decisions[i].Limit = st.Override.Rate
+			}
+			if st.Corrupt != nil {
+				out.Decisions[i].Corrupt, out.Decisions[i].Error = true, corruptMessage(st.Corrupt)
+			}
+			out.Decisions[i].ExpiresInMS, out.Decisions[i].Reason = overrideTerms(st.Override)
+			continue
+		}
 		out.Decisions[i] = PolicyState{
 			Policy: d.Limit.Name, Tier: st.Tier, Source: st.Source, Algorithm: d.Limit.Algorithm.String(),
 			Limit: d.Limit.Capacity(), WindowMS: d.Limit.Period.Milliseconds(),
@@ -79,12 +104,23 @@ func (h *Handler) state(w http.ResponseWriter, r *http.Request, _ []byte) {
 			ResetAfterMS: d.ResetAfter.Milliseconds(), RetryAfterMS: d.RetryAfter.Milliseconds(),
 			Shadow: d.Limit.Shadow, Degraded: d.Degraded,
 		}
-		if o := st.Override; o != nil {
-			out.Decisions[i].Reason = o.Reason
-			if !o.Expires.IsZero() {
-				out.Decisions[i].ExpiresInMS = max(time.Until(o.Expires), time.Millisecond).Milliseconds()
-			}
+		if st.Corrupt != nil {
+			out.Decisions[i].Corrupt, out.Decisions[i].Error = true, corruptMessage(st.Corrupt)
+			out.Decisions[i].Remaining, out.Decisions[i].Limited = 0, true
 		}
+		out.Decisions[i].ExpiresInMS, out.Decisions[i].Reason = overrideTerms(st.Override)
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// overrideTerms returns the time left of o in milliseconds (0 for none, or no expiry) and its
+// reason; nothing for nil.
+func overrideTerms(o *admit.Override) (expiresInMS int64, reason string) {
+	if o == nil {
+		return 0, ""
+	}
+	if !o.Expires.IsZero() {
+		expiresInMS = max(time.Until(o.Expires), time.Millisecond).Milliseconds()
+	}
+	return expiresInMS, o.Reason
 }

@@ -548,7 +548,13 @@ async function inspect() {
       if (d.expires_in_ms) {
         notes.push("override expires in " + duration(d.expires_in_ms));
       }
-      cell(tr, notes.join("; "));
+      if (d.unused) {
+        notes.push("unused: no policy of this name is loaded");
+      }
+      if (d.corrupt) {
+        notes.push("corrupt: " + d.error);
+      }
+      cell(tr, notes.join("; "), d.corrupt ? "bad" : "");
     }
     const wrap = document.createElement("div");
     wrap.className = "scroll";
