@@ -10,9 +10,11 @@
 // Space-saving's bound, per period: a new digest in a full sketch takes the entry of the least
 // count, and the count it replaced is recorded in the current slice; [Report.Bound] is the largest
 // count recorded in the live slices. A digest without an entry was rejected at most Bound times
-// in the live slices, so a digest rejected more often has an entry. A new entry starts with what
-// its digest may have had (at most Bound), so no count is below the truth, and each is over it by
-// at most its [Entry.Error], itself at most Bound. While no entry was replaced in the live slices,
+// in the live slices, so a digest rejected more often has an entry. A new entry, in a free place
+// too, starts with what its digest may have had: in each live slice, the largest count replaced in
+// it or later, less what the later slices hold (at most Bound in all, leaving with its slices). So
+// no count is below the truth, and each is over it by at most its [Entry.Error], itself at most
+// Bound. While no entry was replaced in the live slices,
 // Bound is 0 and every count exact.
 // Docs: docs/operations.md, "Who is being limited".
 package topk
