@@ -471,7 +471,7 @@ func startAdmit(b *testing.B, srv *redistest.Server, rls bool) *serviceProc {
 		args = append(args, "--redis", srv.URL())
 	}
 	cmd := exec.Command(bin, args...)
-	cmd.Env = append(withoutEnv(os.Environ(), "REDIS_URL", "ADMIT_HMAC_SECRET", "OTEL_TRACES_EXPORTER"), "ADMIT_HMAC_SECRET="+svcSecret)
+	cmd.Env = append(withoutEnv(os.Environ(), "REDIS_URL", "ADMIT_HMAC_SECRET", "OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"), "ADMIT_HMAC_SECRET="+svcSecret)
 	logs, exited := startProc(b, "admit serve", cmd)
 	s := &serviceProc{name: "admit serve", pid: cmd.Process.Pid, redis: srv}
 	if rls {

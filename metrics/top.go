@@ -11,7 +11,7 @@ type TopSource interface {
 
 // topDesc describes admit_top_subjects_entries.
 var topDesc = prometheus.NewDesc("admit_top_subjects_entries",
-	"Entries the policy's top-subjects sketch holds now (at most twice server.top.size).",
+	"Entries the policy's top-subjects sketch holds now (at most server.top.size).",
 	[]string{"policy"}, nil)
 
 // topCollector collects admit_top_subjects_entries from a TopSource when gathered.
@@ -30,7 +30,7 @@ func (c topCollector) Collect(ch chan<- prometheus.Metric) {
 // RegisterTopSubjects registers into reg the size of the top-subjects sketches of src, read when
 // reg is gathered:
 //
-//	admit_top_subjects_entries{policy}   entries the policy's sketch holds now: at most 2 × server.top.size
+//	admit_top_subjects_entries{policy}   entries the policy's sketch holds now: at most server.top.size
 //
 // A policy of the loaded configuration has a series while server.top.size is above 0; a policy
 // a reload removed loses its series. The sketch's subjects are never labels: the number of series is

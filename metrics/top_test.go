@@ -37,7 +37,7 @@ func topService(t *testing.T, src string) *service.Service {
 	return s
 }
 
-// topPolicies has two policies of one request an hour and a sketch of 3 entries a generation.
+// topPolicies has two policies of one request an hour and a sketch of 3 entries.
 const topPolicies = `
 server:
   top: {size: 3}
@@ -47,7 +47,7 @@ policies:
 `
 
 // TestRegisterTopSubjects rejects 50 distinct subjects under one policy of a Service whose sketch
-// holds 3 entries a generation: admit_top_subjects_entries says 3 for it and 0 for the idle one,
+// holds 3 entries: admit_top_subjects_entries says 3 for it and 0 for the idle one,
 // one series per policy, none naming a subject; after a reload to server.top.size 0 it has none.
 func TestRegisterTopSubjects(t *testing.T) {
 	s := topService(t, topPolicies)
@@ -58,7 +58,7 @@ func TestRegisterTopSubjects(t *testing.T) {
 	if err := metrics.RegisterTopSubjects(reg, s); err == nil {
 		t.Error("a second RegisterTopSubjects into one Registerer: no error")
 	}
-	const header = "# HELP admit_top_subjects_entries Entries the policy's top-subjects sketch holds now (at most twice server.top.size).\n# TYPE admit_top_subjects_entries gauge\n"
+	const header = "# HELP admit_top_subjects_entries Entries the policy's top-subjects sketch holds now (at most server.top.size).\n# TYPE admit_top_subjects_entries gauge\n"
 	gathered := func(want string) {
 		t.Helper()
 		if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "admit_top_subjects_entries"); err != nil {

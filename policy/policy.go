@@ -184,13 +184,13 @@ func (t ServerTLS) Enabled() bool { return t.CertFile != "" }
 // Top holds the settings of the per-policy sketches of the subjects rejected most, which the admin
 // API's GET /v1/top reads (docs/operations.md, "Who is being limited").
 type Top struct {
-	// Size is the number of subjects each policy's sketch counts (server.top.size): 0 (no sketch)
+	// Size is the most subjects each policy's sketch holds (server.top.size): 0 (no sketch)
 	// to MaxTopSize, default DefaultTopSize.
 	Size int
 	// RevealSubjects keeps each counted subject's raw value in the process's memory, to show it
 	// beside its digest (server.top.reveal_subjects); default false: digests only.
 	RevealSubjects bool
-	// Period is how long a rejection is counted, at least half of it (server.top.period):
+	// Period is how long a rejection is counted, at most a tenth more (server.top.period):
 	// MinTopPeriod to MaxTopPeriod, default DefaultTopPeriod.
 	Period time.Duration
 }

@@ -78,7 +78,7 @@ func BenchmarkCheck(b *testing.B) {
 
 // BenchmarkTracing measures Service.Check, one unit of 4,096 subjects in turn under a policy
 // that admits them all, on a memstore and on a real redis-server (internal/redistest):
-// tracing=off (no Trace: the decision path of every Service without OTEL_TRACES_EXPORTER=otlp),
+// tracing=off (no Trace: the decision path of every Service with tracing off),
 // tracing=sampled (every decision's span and its store span recorded and batched to an exporter
 // that drops them) and tracing=unsampled (spans started by a sampler that samples none).
 func BenchmarkTracing(b *testing.B) {

@@ -22,9 +22,9 @@ type TopEntry = topk.Entry
 type TopReport struct {
 	// Policy is the policy's name.
 	Policy string
-	// Size is the number of subjects the policy's sketch counts per generation (server.top.size).
+	// Size is the most subjects the policy's sketch holds (server.top.size).
 	Size int
-	// Period is how long a rejection counts: at least half of it, at most all of it.
+	// Period is how long a rejection counts: at least all of it, at most a tenth more.
 	Period time.Duration
 	// Revealed reports whether the sketch keeps raw subjects (server.top.reveal_subjects).
 	Revealed bool
@@ -112,7 +112,7 @@ func (s *Service) Top(name string, n int) (TopReport, error) {
 	return TopReport{Policy: name, Size: o.Size, Period: o.Period, Revealed: o.Reveal, Entries: r.Entries, Bound: r.Bound}, nil
 }
 
-// TopEntries calls yield with the entries each policy's sketch holds (at most twice
+// TopEntries calls yield with the entries each policy's sketch holds (at most
 // server.top.size), for the policies of the loaded configuration, in its order; none under size 0.
 func (s *Service) TopEntries(yield func(policy string, entries int)) {
 	cfg, t := s.cfg.Load(), s.top.Load()

@@ -248,7 +248,7 @@ func writeTopTable(w io.Writer, policyName string, t topTable, answered, asked i
 	if t.over == 0 && t.missing == 0 {
 		fmt.Fprintln(w, "counts exact: no sketch replaced an entry and no list was cut")
 	} else {
-		fmt.Fprintf(w, "error bound: a count may be over by at most its ERROR (at most %d in all: space-saving, each sketch's least count once full);\n", t.over)
+		fmt.Fprintf(w, "error bound: a count may be over by at most its ERROR (at most %d in all: space-saving, each sketch's largest replaced count in its period);\n", t.over)
 		fmt.Fprintf(w, "  a count may be under, and a subject not listed rejected, by at most %d (instances' bounds and cut lists)\n", t.missing)
 	}
 	if len(t.subjects) == 0 {

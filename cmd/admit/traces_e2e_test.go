@@ -321,8 +321,9 @@ func TestE2ETracesBadEnvironment(t *testing.T) {
 	}
 }
 
-// TestE2ETracesProxy runs admit proxy in memory with tracing on: a routed request's decision span
-// is the child of its traceparent's span, and the app receives the traceparent unchanged.
+// TestE2ETracesProxy runs admit proxy in memory with tracing on by an endpoint alone
+// (OTEL_EXPORTER_OTLP_ENDPOINT, no OTEL_TRACES_EXPORTER): a routed request's decision span is the
+// child of its traceparent's span, and the app receives the traceparent unchanged.
 func TestE2ETracesProxy(t *testing.T) {
 	col, addr := startCollector(t)
 	seen := make(chan string, 1)
@@ -332,8 +333,8 @@ func TestE2ETracesProxy(t *testing.T) {
 	defer upstream.Close()
 	config := filepath.Join(t.TempDir(), "proxy.yaml")
 	writeConfig(t, config, proxyConfig)
-	env := withoutEnv(admitEnv(secretEnv+"="+testSecret), "OTEL_SDK_DISABLED", "OTEL_TRACES_SAMPLER", "OTEL_EXPORTER_OTLP_ENDPOINT")
-	env = append(env, "OTEL_TRACES_EXPORTER=otlp", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=http://"+addr)
+	env := withoutEnv(admitEnv(secretEnv+"="+testSecret), "OTEL_SDK_DISABLED", "OTEL_TRACES_SAMPLER", "OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+	env = append(env, "OTEL_EXPORTER_OTLP_ENDPOINT=http://"+addr)
 	p := startCommand(t, env, "proxy", "--upstream", upstream.URL, "--config", config)
 	tp := newTraceparent(0x60)
 	req, err := http.NewRequest("GET", p.base+"/api/items", nil)

@@ -14,7 +14,7 @@ import (
 const traceFlushTimeout = 5 * time.Second
 
 // startTracing turns on the tracing of d's decisions when the OTel environment asks for it
-// (tracing.FromEnv: OTEL_TRACES_EXPORTER=otlp), and registers its flush among d's closers. On a
+// (tracing.FromEnv: OTEL_TRACES_EXPORTER=otlp, or an OTLP endpoint), and registers its flush among d's closers. On a
 // bad variable it logs why and returns exitUsage and the error.
 func (d *daemon) startTracing(ctx context.Context) (int, error) {
 	t, err := tracing.FromEnv(ctx, os.Getenv, moduleVersion())

@@ -2,21 +2,25 @@
 // policy over a sliding period, counted by their key's subject digest with the space-saving
 // algorithm in a fixed number of entries, whatever the number of subjects.
 //
-// The period is two generations of half a period each: the current one counts, the previous one
-// is read with it, and every half period the previous is dropped and the current becomes the
-// previous. A query covers between half a period and a whole one.
+// The period is cut into Slices slices of a tenth of it. Each entry counts its rejections per
+// slice; its count is the sum over the live slices, the current one and the Slices before it, so a
+// rejection counts for at least a period and at most a tenth of one more. A slice's start drops
+// the slice that leaves from every entry, and an entry with nothing left.
 //
-// Space-saving's bound: once a generation has replaced an entry, each entry's count overestimates
-// the true count of its digest by at most the entry's error, itself at most the generation's least
-// count, and a digest without an entry was rejected at most that least count of times; before, its
-// counts are exact. So a count merged over both generations is within [Report.Bound] (the sum of
-// those least counts) of the truth, and a digest rejected more often than that has an entry.
+// Space-saving's bound, per period: a new digest in a full sketch takes the entry of the least
+// count, and the count it replaced is recorded in the current slice; [Report.Bound] is the largest
+// count recorded in the live slices. A digest without an entry was rejected at most Bound times
+// in the live slices, so a digest rejected more often has an entry. A new entry, in a free place
+// too, starts with what its digest may have had: in each live slice, the largest count replaced in
+// it or later, less what the later slices hold (at most Bound in all, leaving with its slices). So
+// no count is below the truth, and each is over it by at most its [Entry.Error], itself at most
+// Bound. While no entry was replaced in the live slices,
+// Bound is 0 and every count exact.
 // Docs: docs/operations.md, "Who is being limited".
 package topk
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -28,7 +32,7 @@ import (
 const (
 	// DigestLen is the length of a digest, in hex characters: a key's subject digest.
 	DigestLen = 32
-	// MaxSize is the most entries a Sketch's generation holds.
+	// MaxSize is the most entries a Sketch holds.
 	MaxSize = 10000
 	// MaxKeyLen is the most bytes of a subject a Sketch that reveals subjects keeps; a longer
 	// one is kept cut, Entry.Truncated set.
@@ -37,9 +41,9 @@ const (
 
 // Options configures a Sketch.
 type Options struct {
-	// Size is the number of entries of each generation: 1 to MaxSize.
+	// Size is the most entries the Sketch holds: 1 to MaxSize.
 	Size int
-	// Period is the period the Sketch counts over: at least 2ns, each generation half of it.
+	// Period is the period the Sketch counts over: at least Slices ns, each slice a tenth of it.
 	Period time.Duration
 	// Reveal keeps the raw subject of each entry (at most MaxKeyLen bytes), in memory only;
 	// without it a Sketch holds digests alone.
@@ -48,15 +52,16 @@ type Options struct {
 	Now func() time.Time
 }
 
-// A Sketch counts the rejections of subjects by digest in two generations of Size entries. It is
-// safe for concurrent use, and Add allocates nothing. Make one with [New].
+// A Sketch counts the rejections of subjects by digest in at most Size entries, over the last
+// Period. It is safe for concurrent use, and Add allocates nothing. Make one with [New].
 type Sketch struct {
-	mu        sync.Mutex
-	cur, prev *generation
-	start     int64 // Unix nanoseconds at which cur began
-	half      int64 // a generation's length, in nanoseconds
-	now       func() time.Time
-	opts      Options
+	mu     sync.Mutex
+	t      *table
+	origin int64 // Unix nanoseconds at which slice 0 began
+	slice  int64 // a slice's length, in nanoseconds
+	cur    int64 // the current slice, counted from origin
+	now    func() time.Time
+	opts   Options
 }
 
 // New returns an empty Sketch for o. It reports an error for a Size or Period out of bounds.
@@ -64,20 +69,19 @@ func New(o Options) (*Sketch, error) {
 	switch {
 	case o.Size < 1 || o.Size > MaxSize:
 		return nil, fmt.Errorf("topk: size %d; want 1-%d", o.Size, MaxSize)
-	case o.Period < 2:
-		return nil, errors.New("topk: a period of at least 2ns")
+	case o.Period < Slices:
+		return nil, fmt.Errorf("topk: period %v; want at least %dns", o.Period, Slices)
 	}
 	s := &Sketch{
-		cur:  newGeneration(o.Size, o.Reveal),
-		prev: newGeneration(o.Size, o.Reveal),
-		half: int64(o.Period / 2),
-		now:  o.Now,
-		opts: o,
+		t:     newTable(o.Size, o.Reveal),
+		slice: int64(o.Period / Slices),
+		now:   o.Now,
+		opts:  o,
 	}
 	if s.now == nil {
 		s.now = time.Now
 	}
-	s.start = s.now().UnixNano()
+	s.origin = s.now().UnixNano()
 	return s, nil
 }
 
@@ -95,26 +99,22 @@ func (s *Sketch) Add(digest, subject string) bool {
 	now := s.now().UnixNano()
 	s.mu.Lock()
 	s.roll(now)
-	s.cur.add(&d, subject, now)
+	s.t.add(&d, subject, now, s.cur)
 	s.mu.Unlock()
 	return true
 }
 
-// roll starts the generations due at now: one half period on, the current becomes the previous
-// and a new one starts; a whole period on, both are empty. A clock that went back rolls nothing.
+// roll starts the slices due at now, at most ring of them (after that many, every count is
+// gone). A clock that went back rolls nothing.
 func (s *Sketch) roll(now int64) {
-	elapsed := now - s.start
-	if elapsed < s.half {
+	due := (now - s.origin) / s.slice
+	if now < s.origin || due <= s.cur {
 		return
 	}
-	if elapsed < 2*s.half {
-		s.cur, s.prev = s.prev, s.cur
-		s.cur.reset()
-	} else {
-		s.cur.reset()
-		s.prev.reset()
+	for j := max(s.cur+1, due-ring+1); j <= due; j++ {
+		s.t.begin(j)
 	}
-	s.start += elapsed / s.half * s.half
+	s.cur = due
 }
 
 // An Entry is one subject of a Report.
@@ -126,12 +126,14 @@ type Entry struct {
 	Key string
 	// Truncated reports that Key is cut at MaxKeyLen bytes.
 	Truncated bool
-	// Rejected is the rejections counted, at most Error above the true number.
+	// Rejected is the rejections counted in the live slices: never below the true number, at
+	// most Error above it.
 	Rejected uint64
 	// Error is the most of Rejected that may be other subjects' (space-saving's overestimate):
 	// at most the Report's Bound.
 	Error uint64
-	// FirstSeen and LastSeen are the times of the first and last rejection counted.
+	// FirstSeen and LastSeen are the times of the first and last rejection counted since the
+	// entry was made: a subject rejected all along may have been first seen before the period.
 	FirstSeen, LastSeen time.Time
 }
 
@@ -140,41 +142,25 @@ type Report struct {
 	// Entries are the subjects rejected most, most first (ties: the latest seen first).
 	Entries []Entry
 	// Bound is the most by which any subject's count, present or not, may be off from its true
-	// number of rejections in the period read: 0 while no generation has had to replace an entry.
+	// number of rejections in the live slices: the largest count replaced in them, 0 while none was.
 	Bound uint64
 }
 
-// Top returns the n subjects rejected most over both generations, their counts summed.
+// Top returns the n subjects rejected most over the live slices.
 func (s *Sketch) Top(n int) Report {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.roll(s.now().UnixNano())
-	byDigest := make(map[[DigestLen / 2]byte]int, len(s.cur.heap)+len(s.prev.heap))
-	var out []Entry
-	for _, g := range []*generation{s.cur, s.prev} {
-		for _, idx := range g.heap {
-			e := &g.entries[idx]
-			first, last := time.Unix(0, e.first), time.Unix(0, e.last)
-			i, seen := byDigest[e.digest]
-			if !seen {
-				byDigest[e.digest] = len(out)
-				out = append(out, Entry{Digest: digestString(&e.digest), Key: g.key(idx), Truncated: e.truncated,
-					Rejected: e.count, Error: e.err, FirstSeen: first, LastSeen: last})
-				continue
-			}
-			m := &out[i]
-			m.Rejected += e.count
-			m.Error += e.err
-			if first.Before(m.FirstSeen) {
-				m.FirstSeen = first
-			}
-			if last.After(m.LastSeen) {
-				m.LastSeen = last
-			}
-			if m.Key == "" {
-				m.Key, m.Truncated = g.key(idx), e.truncated
-			}
+	bound := s.t.bound()
+	out := make([]Entry, 0, len(s.t.heap))
+	for _, idx := range s.t.heap {
+		e := &s.t.entries[idx]
+		var errBound uint64
+		if e.born >= s.cur-Slices {
+			errBound = min(e.err, bound)
 		}
+		out = append(out, Entry{Digest: digestString(&e.digest), Key: s.t.key(idx), Truncated: e.truncated,
+			Rejected: e.total, Error: errBound, FirstSeen: time.Unix(0, e.first), LastSeen: time.Unix(0, e.last)})
 	}
 	slices.SortFunc(out, func(a, b Entry) int {
 		if c := cmp.Compare(b.Rejected, a.Rejected); c != 0 {
@@ -188,22 +174,20 @@ func (s *Sketch) Top(n int) Report {
 	if len(out) > n {
 		out = out[:max(n, 0)]
 	}
-	return Report{Entries: out, Bound: s.cur.min() + s.prev.min()}
+	return Report{Entries: out, Bound: bound}
 }
 
-// Len returns the number of entries the Sketch holds: at most 2 × Size.
+// Len returns the number of entries the Sketch holds: at most Size.
 func (s *Sketch) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.roll(s.now().UnixNano())
-	return len(s.cur.heap) + len(s.prev.heap)
+	return len(s.t.heap)
 }
 
 // Bytes returns the memory the Sketch's arrays take, in bytes: fixed by its Options at New.
 func (s *Sketch) Bytes() int {
-	n := int(unsafe.Sizeof(*s))
-	for _, g := range []*generation{s.cur, s.prev} {
-		n += int(unsafe.Sizeof(*g)) + cap(g.entries)*int(unsafe.Sizeof(entry{})) + 4*cap(g.heap) + 4*cap(g.table) + cap(g.keys)
-	}
-	return n
+	t := s.t
+	return int(unsafe.Sizeof(*s)) + int(unsafe.Sizeof(*t)) + cap(t.entries)*int(unsafe.Sizeof(entry{})) +
+		4*cap(t.heap) + 4*cap(t.free) + 4*cap(t.slots) + cap(t.keys)
 }

@@ -45,29 +45,47 @@ func newSketch(t testing.TB, size int, reveal bool) (*Sketch, *fakeClock) {
 	return s, clock
 }
 
-// checkInvariants checks a generation's structure: every held entry is found where its slot
-// says, the heap is a min-heap whose positions match, and the table holds nothing else.
-func checkInvariants(t *testing.T, g *generation) {
+// checkInvariants checks a table's structure: every held entry is found where its slot says and
+// its total is the sum of its slices, the heap is a min-heap whose positions match, the held and
+// the free entries are the table's, each once, and the slots hold nothing else.
+func checkInvariants(t *testing.T, tb *table) {
 	t.Helper()
 	used := 0
-	for _, e := range g.table {
+	for _, e := range tb.slots {
 		if e != 0 {
 			used++
 		}
 	}
-	if used != len(g.heap) {
-		t.Fatalf("table holds %d entries, heap %d", used, len(g.heap))
+	if used != len(tb.heap) {
+		t.Fatalf("slots hold %d entries, heap %d", used, len(tb.heap))
 	}
-	for p, idx := range g.heap {
-		e := &g.entries[idx]
+	if len(tb.heap)+len(tb.free) != len(tb.entries) {
+		t.Fatalf("%d held and %d free of %d entries", len(tb.heap), len(tb.free), len(tb.entries))
+	}
+	seen := map[int32]bool{}
+	for _, idx := range append(append([]int32(nil), tb.heap...), tb.free...) {
+		if seen[idx] {
+			t.Fatalf("entry %d held or free twice", idx)
+		}
+		seen[idx] = true
+	}
+	for p, idx := range tb.heap {
+		e := &tb.entries[idx]
 		if int(e.pos) != p {
 			t.Fatalf("entry %d at heap position %d says %d", idx, p, e.pos)
 		}
-		if p > 0 && g.entries[g.heap[(p-1)/2]].count > e.count {
-			t.Fatalf("heap: parent count %d above child's %d", g.entries[g.heap[(p-1)/2]].count, e.count)
+		if p > 0 && tb.entries[tb.heap[(p-1)/2]].total > e.total {
+			t.Fatalf("heap: parent total %d above child's %d", tb.entries[tb.heap[(p-1)/2]].total, e.total)
 		}
-		slot, ok := g.find(&e.digest)
-		if !ok || slot != e.slot || g.table[slot] != idx+1 {
+		var sum uint64
+		for _, c := range e.counts {
+			sum += c
+		}
+		if sum != e.total || sum == 0 {
+			t.Fatalf("entry %d: total %d, slices sum to %d", idx, e.total, sum)
+		}
+		slot, ok := tb.find(&e.digest)
+		if !ok || slot != e.slot || tb.slots[slot] != idx+1 {
 			t.Fatalf("entry %d: find gives slot %d (%v), entry says %d", idx, slot, ok, e.slot)
 		}
 	}
@@ -109,7 +127,7 @@ func TestExactBelowSize(t *testing.T) {
 	if s.Len() != 10 {
 		t.Errorf("Len = %d, want 10", s.Len())
 	}
-	checkInvariants(t, s.cur)
+	checkInvariants(t, s.t)
 }
 
 // Heavy hitters survive a flood of distinct subjects many times the size: each is reported with a
@@ -132,10 +150,10 @@ func TestHeavyHittersSurviveAFlood(t *testing.T) {
 		s.Add(d, "")
 		truth[d]++
 		if i%9973 == 0 {
-			checkInvariants(t, s.cur)
+			checkInvariants(t, s.t)
 		}
 	}
-	checkInvariants(t, s.cur)
+	checkInvariants(t, s.t)
 	r := s.Top(size)
 	if r.Bound == 0 {
 		t.Fatal("Bound 0 after a flood of 200,000 subjects into 100 entries")
@@ -162,10 +180,10 @@ func TestHeavyHittersSurviveAFlood(t *testing.T) {
 		t.Errorf("Len = %d after the flood; want %d", s.Len(), size)
 	}
 	var sum uint64
-	for _, idx := range s.cur.heap {
-		sum += s.cur.entries[idx].count
+	for _, idx := range s.t.heap {
+		sum += s.t.entries[idx].total
 	}
-	if sum != 200_000 { // space-saving: the counts add up to the rejections counted
+	if sum != 200_000 { // space-saving in one slice: the counts add up to the rejections counted
 		t.Errorf("counts add up to %d; want 200000", sum)
 	}
 }
@@ -179,48 +197,175 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// Generations roll on the clock: a rejection counts for at least half a period and at most a
-// whole one; the counts of both generations are summed.
-func TestGenerationsRoll(t *testing.T) {
-	s, clock := newSketch(t, 10, false)
-	a, b := digest("a"), digest("b")
+// Slices roll on the clock: a rejection counts in its slice (a tenth of the period) and the ten
+// after it, so for at least a period and at most a tenth more; an entry with nothing left in the
+// live slices is dropped, and its place freed.
+func TestSlicesRoll(t *testing.T) {
+	s, clock := newSketch(t, 2, false)
+	start := clock.now()
+	a, b, c := digest("a"), digest("b"), digest("c")
 	s.Add(a, "")
-	clock.advance(4 * time.Minute)
-	s.Add(a, "")
-	if e := s.Top(1).Entries; len(e) != 1 || e[0].Rejected != 2 {
-		t.Fatalf("in the first generation: %+v; want a counted 2", e)
-	}
-	clock.advance(time.Minute) // 5m: the first generation becomes the previous one
+	clock.advance(4*time.Minute + 30*time.Second) // slice 4
 	s.Add(a, "")
 	s.Add(b, "")
-	e := s.Top(10).Entries
-	if len(e) != 2 || e[0].Digest != a || e[0].Rejected != 3 || e[1].Rejected != 1 {
-		t.Fatalf("over both generations: %+v; want a 3, b 1", e)
+	if e := s.Top(2).Entries; len(e) != 2 || e[0].Digest != a || e[0].Rejected != 2 || e[1].Rejected != 1 {
+		t.Fatalf("within the period: %+v; want a 2, b 1", e)
 	}
-	if !e[0].FirstSeen.Equal(clock.now().Add(-5*time.Minute)) || !e[0].LastSeen.Equal(clock.now()) {
-		t.Errorf("a seen %v … %v; want the first and last rejections, merged", e[0].FirstSeen, e[0].LastSeen)
+	clock.advance(6*time.Minute + 29*time.Second) // 10m59s: slice 10, slice 0 still live
+	e := s.Top(2).Entries
+	if len(e) != 2 || e[0].Rejected != 2 {
+		t.Fatalf("a period and 59s on: %+v; want a still 2", e)
 	}
-	if s.Len() != 3 {
-		t.Errorf("Len = %d; want 3 entries in two generations", s.Len())
+	if !e[0].FirstSeen.Equal(start) || !e[0].LastSeen.Equal(start.Add(4*time.Minute+30*time.Second)) {
+		t.Errorf("a seen %v … %v; want its first and last rejections", e[0].FirstSeen, e[0].LastSeen)
 	}
-	clock.advance(5 * time.Minute) // 10m: the first generation is dropped
-	if e := s.Top(10).Entries; len(e) != 2 || e[0].Rejected != 1 || e[1].Rejected != 1 {
-		t.Fatalf("after the first generation is dropped: %+v; want a 1, b 1", e)
+	clock.advance(time.Second) // 11m: slice 0 leaves
+	if e := s.Top(2).Entries; len(e) != 2 || e[0].Rejected != 1 || e[1].Rejected != 1 {
+		t.Fatalf("slice 0 left: %+v; want a 1, b 1", e)
 	}
-	clock.advance(10 * time.Minute) // 20m: both dropped
-	if e := s.Top(10).Entries; len(e) != 0 || s.Len() != 0 {
-		t.Fatalf("a whole period later: %+v; want nothing", e)
+	s.Add(c, "") // a third subject in a full sketch replaces one of 1
+	if e := s.Top(2); s.Len() != 2 || e.Bound != 1 || e.Entries[0].Digest != c || e.Entries[0].Rejected != 2 || e.Entries[0].Error != 1 {
+		t.Fatalf("c replaced an entry: %+v (Len %d); want c 2, error 1, bound 1", e, s.Len())
 	}
-	s.Add(b, "")
-	if e := s.Top(10).Entries; len(e) != 1 || e[0].Rejected != 1 {
-		t.Fatalf("after both were dropped: %+v; want b 1", e)
+	checkInvariants(t, s.t)
+	clock.advance(4 * time.Minute) // 15m: slice 4 leaves, and the entry left of a or b with it
+	if e := s.Top(2); s.Len() != 1 || len(e.Entries) != 1 || e.Entries[0].Digest != c || e.Bound != 1 {
+		t.Fatalf("slice 4 left: %+v (Len %d); want c alone, bound 1 (slice 11 live)", e, s.Len())
+	}
+	checkInvariants(t, s.t)
+	s.Add(a, "") // a freed place, but a may be the subject replaced at 11m: it starts there
+	if e := s.Top(2).Entries; len(e) != 2 || e[0].Digest != a || e[0].Rejected != 2 || e[0].Error != 1 {
+		t.Fatalf("a in a freed place: %+v; want a 2, error 1, first (seen last)", e)
+	}
+	clock.advance(7 * time.Minute) // 22m: slice 11 leaves, with c's start and the replaced count
+	if e := s.Top(2); e.Bound != 0 || len(e.Entries) != 1 || e.Entries[0].Digest != a || e.Entries[0].Rejected != 1 {
+		t.Fatalf("slice 11 left: %+v; want a alone, 1, bound 0", e)
+	}
+	s.Add(b, "") // nothing replaced in the live slices: counted exactly
+	if e := s.Top(2); e.Bound != 0 || len(e.Entries) != 2 || e.Entries[0].Digest != b || e.Entries[0].Rejected != 1 || e.Entries[0].Error != 0 {
+		t.Fatalf("b with nothing replaced: %+v; want b 1, error 0", e)
 	}
 	clock.advance(-time.Hour) // a clock that goes back rolls nothing
-	if e := s.Top(10).Entries; len(e) != 1 {
-		t.Fatalf("after the clock went back: %+v; want b still", e)
+	if e := s.Top(2).Entries; len(e) != 2 {
+		t.Fatalf("after the clock went back: %+v; want a and b still", e)
 	}
-	checkInvariants(t, s.cur)
-	checkInvariants(t, s.prev)
+	clock.advance(time.Hour + 100*time.Hour) // far on: every slice left
+	if e := s.Top(2).Entries; len(e) != 0 || s.Len() != 0 {
+		t.Fatalf("100 hours on: %+v; want nothing", e)
+	}
+	checkInvariants(t, s.t)
+}
+
+// The bound holds over time, against the true counts of the live slices: under a random stream of
+// heavy and light subjects, on a clock that moves in random steps, every reported count is at or
+// above the truth and at most its Error above, every Error is within the Bound, every subject with
+// more than Bound rejections in the live slices is reported, and the Sketch never holds more than
+// its size.
+func TestBoundOverTime(t *testing.T) {
+	const size, period = 20, 10 * time.Minute
+	s, clock := newSketch(t, size, true)
+	origin := clock.now()
+	sliceOf := func(at time.Time) int64 { return int64(at.Sub(origin) / (period / Slices)) }
+	type rejection struct {
+		digest string
+		slice  int64
+	}
+	var log []rejection
+	rng := rand.New(rand.NewPCG(4, 4))
+	replaced := false
+	regime := 0
+	for step := range 40_000 {
+		if step%300 == 0 {
+			regime = rng.IntN(5)
+			if regime == 4 { // a pause of about half a period, then subjects seen before it
+				clock.advance(4*time.Minute + time.Duration(rng.IntN(120))*time.Second)
+			}
+		}
+		var d string
+		switch regime {
+		case 0: // a burst of a few subjects, many times each
+			clock.advance(time.Duration(rng.IntN(20)) * time.Millisecond)
+			d = digest(fmt.Sprintf("burst-%d-%d", step/3000, rng.IntN(30)))
+		case 1: // a flood of distinct subjects
+			clock.advance(time.Duration(rng.IntN(50)) * time.Millisecond)
+			d = digest(fmt.Sprintf("flood-%d", step))
+		case 2: // sparse: some of the earlier subjects, far apart
+			clock.advance(time.Duration(rng.IntN(2_000)) * time.Millisecond)
+			d = digest(fmt.Sprintf("burst-%d-%d", rng.IntN(step/3000+1), rng.IntN(30)))
+		case 4:
+			clock.advance(time.Duration(rng.IntN(100)) * time.Millisecond)
+			d = digest(fmt.Sprintf("burst-%d-%d", max(step/3000-rng.IntN(2), 0), rng.IntN(30)))
+		default: // mixed, with a pause now and then
+			if rng.IntN(100) == 0 {
+				clock.advance(time.Duration(rng.IntN(300)) * time.Second)
+			}
+			d = digest(fmt.Sprintf("burst-%d-%d", step/3000, rng.IntN(40)))
+		}
+		s.Add(d, "")
+		log = append(log, rejection{d, sliceOf(clock.now())})
+		if step%20 != 19 {
+			continue
+		}
+		cur := sliceOf(clock.now())
+		for len(log) > 0 && log[0].slice < cur-Slices {
+			log = log[1:]
+		}
+		truth := map[string]uint64{}
+		for _, r := range log {
+			if r.slice >= cur-Slices {
+				truth[r.digest]++
+			}
+		}
+		r := s.Top(size)
+		if r.Bound > 0 {
+			replaced = true
+		}
+		if s.Len() > size || len(r.Entries) > size {
+			t.Fatalf("step %d: Len %d, %d entries; size %d", step, s.Len(), len(r.Entries), size)
+		}
+		reported := map[string]bool{}
+		for _, e := range r.Entries {
+			reported[e.Digest] = true
+			if e.Rejected < truth[e.Digest] || e.Rejected-truth[e.Digest] > e.Error || e.Error > r.Bound {
+				t.Fatalf("step %d: %s rejected %d (true %d), error %d, bound %d", step, e.Digest, e.Rejected, truth[e.Digest], e.Error, r.Bound)
+			}
+		}
+		for d, n := range truth {
+			if n > r.Bound && !reported[d] {
+				t.Fatalf("step %d: %s rejected %d times in the live slices, above the bound %d, and not reported", step, d, n, r.Bound)
+			}
+		}
+		checkInvariants(t, s.t)
+	}
+	if !replaced {
+		t.Fatal("no entry was ever replaced: the stream did not exercise the bound")
+	}
+}
+
+// A subject replaced while its rejections are live starts again with what it may have had, even
+// in a place freed since: x, replaced with 9 rejections at 5m, returns at 11m to the place f's
+// slice 0 left, and is counted 10, not 1.
+func TestReturningSubjectNotUndercounted(t *testing.T) {
+	s, clock := newSketch(t, 2, false)
+	f, x, y := digest("f"), digest("x"), digest("y")
+	for range 10 {
+		s.Add(f, "")
+	}
+	clock.advance(5 * time.Minute)
+	for range 9 {
+		s.Add(x, "")
+	}
+	s.Add(y, "")                   // replaces x, the least: 9
+	clock.advance(6 * time.Minute) // 11m: slice 0 leaves, and f with it
+	if s.Len() != 1 {
+		t.Fatalf("Len %d at 11m; want 1 (y), f dropped", s.Len())
+	}
+	s.Add(x, "")
+	r := s.Top(2)
+	if r.Bound != 9 || len(r.Entries) != 2 || r.Entries[0].Digest != x || r.Entries[0].Rejected != 10 || r.Entries[0].Error != 9 {
+		t.Fatalf("x back: %+v; want x 10 (its 9 and 1), error 9, bound 9", r)
+	}
+	checkInvariants(t, s.t)
 }
 
 // A Sketch that reveals subjects keeps each one, cut at MaxKeyLen bytes; one that does not keeps
@@ -258,26 +403,32 @@ func TestBadDigest(t *testing.T) {
 }
 
 func TestNewBounds(t *testing.T) {
-	for _, o := range []Options{{Size: 0, Period: time.Minute}, {Size: MaxSize + 1, Period: time.Minute}, {Size: 1, Period: 1}, {Size: 1}} {
+	for _, o := range []Options{{Size: 0, Period: time.Minute}, {Size: MaxSize + 1, Period: time.Minute}, {Size: 1, Period: Slices - 1}, {Size: 1}} {
 		if _, err := New(o); err == nil {
 			t.Errorf("New(%+v): no error", o)
 		}
 	}
-	if _, err := New(Options{Size: MaxSize, Period: time.Minute}); err != nil {
-		t.Errorf("New at MaxSize: %v", err)
+	if _, err := New(Options{Size: MaxSize, Period: Slices}); err != nil {
+		t.Errorf("New at MaxSize and the shortest period: %v", err)
 	}
 }
 
-// Add allocates nothing, a full Sketch replacing entries included.
+// Add allocates nothing, a full Sketch replacing entries and slices starting included.
 func TestAddAllocatesNothing(t *testing.T) {
 	for _, reveal := range []bool{false, true} {
-		s, _ := newSketch(t, 64, reveal)
+		s, clock := newSketch(t, 64, reveal)
 		ds := make([]string, 4096)
 		for i := range ds {
 			ds[i] = digest(fmt.Sprint(i))
 		}
 		i := 0
-		if n := testing.AllocsPerRun(10_000, func() { s.Add(ds[i%len(ds)], "subject"); i++ }); n != 0 {
+		add := func() {
+			s.Add(ds[i%len(ds)], "subject")
+			if i++; i%100 == 0 {
+				clock.advance(7 * time.Second) // a slice of 1m starts every 900 Adds or so
+			}
+		}
+		if n := testing.AllocsPerRun(10_000, add); n != 0 {
 			t.Errorf("reveal %v: Add allocates %v times per call", reveal, n)
 		}
 	}

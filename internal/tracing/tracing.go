@@ -2,8 +2,9 @@
 // provider that the standard OTel environment configures, exporting over OTLP/gRPC, and the W3C
 // trace context taken from incoming HTTP requests and gRPC metadata.
 //
-// Tracing is off unless OTEL_TRACES_EXPORTER=otlp ([FromEnv]); off, [FromEnv] returns nil, and a
-// nil *Tracing's methods add nothing to a handler or a server (docs/operations.md#traces).
+// Tracing is on with OTEL_TRACES_EXPORTER=otlp, or an OTLP endpoint (OTEL_EXPORTER_OTLP_ENDPOINT,
+// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) and no exporter named ([FromEnv]); off, [FromEnv] returns nil,
+// and a nil *Tracing's methods add nothing to a handler or a server (docs/operations.md#traces).
 package tracing
 
 import (
@@ -35,8 +36,9 @@ type Tracing struct {
 }
 
 // FromEnv returns the Tracing that the environment getenv reads (os.Getenv in production) asks
-// for, or nil when tracing is off: unless OTEL_TRACES_EXPORTER is "otlp", or when
-// OTEL_SDK_DISABLED is "true". On, the exporter reads the OTEL_EXPORTER_OTLP_* variables (the
+// for, or nil when tracing is off. It is on when OTEL_TRACES_EXPORTER is "otlp", or when it is
+// unset and OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set; off when
+// OTEL_TRACES_EXPORTER is "none" or OTEL_SDK_DISABLED is "true", whatever else is set. On, the exporter reads the OTEL_EXPORTER_OTLP_* variables (the
 // endpoint, headers, TLS, timeout), the SDK OTEL_TRACES_SAMPLER (default parentbased_always_on)
 // and OTEL_BSP_*, and the resource OTEL_SERVICE_NAME (default "admit") and
 // OTEL_RESOURCE_ATTRIBUTES. An error names the variable that is wrong: an exporter other than
@@ -46,7 +48,11 @@ func FromEnv(ctx context.Context, getenv func(string) string, version string) (*
 		return nil, nil
 	}
 	switch exporter := strings.TrimSpace(getenv("OTEL_TRACES_EXPORTER")); exporter {
-	case "", "none":
+	case "":
+		if strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")) == "" && strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_ENDPOINT")) == "" {
+			return nil, nil
+		}
+	case "none":
 		return nil, nil
 	case "otlp":
 	default:

@@ -38,22 +38,41 @@ func on(t *testing.T, kv ...string) *tracing.Tracing {
 	return tr
 }
 
-// TestFromEnvOnOff checks which environments turn tracing on.
+// TestFromEnvOnOff checks which environments turn tracing on: OTEL_TRACES_EXPORTER=otlp, or an
+// OTLP endpoint with no exporter named; never none, nor OTEL_SDK_DISABLED=true.
 func TestFromEnvOnOff(t *testing.T) {
 	for _, env := range [][]string{
 		nil,
 		{"OTEL_TRACES_EXPORTER=none"},
-		{"OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4317"},
-		{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=http://127.0.0.1:4317", "OTEL_SERVICE_NAME=x"},
+		{"OTEL_SERVICE_NAME=x", "OTEL_EXPORTER_OTLP_HEADERS=a=b"},
+		{"OTEL_EXPORTER_OTLP_ENDPOINT= "},
+		{"OTEL_TRACES_EXPORTER=none", "OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:1"},
+		{"OTEL_TRACES_EXPORTER=none", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=http://127.0.0.1:1"},
+		{"OTEL_SDK_DISABLED=true", "OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:1"},
+		{"OTEL_SDK_DISABLED=TRUE", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=http://127.0.0.1:1"},
 		{"OTEL_TRACES_EXPORTER=otlp", "OTEL_SDK_DISABLED=true"},
 	} {
 		if tr, err := tracing.FromEnv(t.Context(), envOf(env...), "test"); tr != nil || err != nil {
 			t.Errorf("%q: %v, %v; want off", env, tr, err)
 		}
 	}
-	tr := on(t, "OTEL_TRACES_SAMPLER=parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG=0.25", "OTEL_EXPORTER_OTLP_PROTOCOL=grpc")
-	if tr.Tracer() == nil {
-		t.Error("on: no Tracer")
+	for _, env := range [][]string{
+		{"OTEL_TRACES_EXPORTER=otlp", "OTEL_TRACES_SAMPLER=parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG=0.25", "OTEL_EXPORTER_OTLP_PROTOCOL=grpc"},
+		{"OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:1"},
+		{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=http://127.0.0.1:1", "OTEL_SERVICE_NAME=x"},
+		{"OTEL_TRACES_EXPORTER= otlp ", "OTEL_SDK_DISABLED=false", "OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:1"},
+	} {
+		tr, err := tracing.FromEnv(t.Context(), envOf(env...), "test")
+		if err != nil || tr == nil || tr.Tracer() == nil {
+			t.Errorf("%q: %v, %v; want on", env, tr, err)
+			continue
+		}
+		tr.Shutdown(context.Background())
+	}
+	// On by an endpoint, the other variables are checked as with otlp.
+	env := envOf("OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:1", "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf")
+	if tr, err := tracing.FromEnv(t.Context(), env, "test"); tr != nil || err == nil || !strings.Contains(err.Error(), "OTEL_EXPORTER_OTLP_PROTOCOL") {
+		t.Errorf("an endpoint and protocol http/protobuf: %v, %v; want an error naming OTEL_EXPORTER_OTLP_PROTOCOL", tr, err)
 	}
 }
 

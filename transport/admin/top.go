@@ -19,7 +19,7 @@ type TopResponse struct {
 	Policy string `json:"policy"`
 	// Size is the number of subjects the policy's sketch counts (server.top.size).
 	Size int `json:"size"`
-	// PeriodMS is server.top.period: a rejection counts for at least half of it, at most all of it.
+	// PeriodMS is server.top.period: a rejection counts for at least all of it, at most a tenth more.
 	PeriodMS int64 `json:"period_ms"`
 	// Revealed reports whether raw subjects are kept (server.top.reveal_subjects).
 	Revealed bool `json:"revealed"`

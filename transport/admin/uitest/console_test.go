@@ -1,6 +1,7 @@
 // Package uitest drives the admin API's operator console (GET /ui of transport/admin) in a real
 // browser: Debian's chromium, headless, through chromedp, against a built `admit serve` on the
-// memory backend. It is a module of its own so that chromedp never becomes admit's dependency.
+// memory backend and on a real redis-server (internal/redistest). It is a module of its own so that
+// chromedp never becomes admit's dependency.
 package uitest
 
 import (
@@ -19,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/admit-dev/admit/internal/redistest"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 )
@@ -69,9 +71,9 @@ type server struct {
 	log         *syncBuilder // its log so far
 }
 
-// serve builds admit and runs admit serve with config on the memory backend and the admin API on,
-// until t ends.
-func serve(t *testing.T) server {
+// serve builds admit and runs admit serve with the configuration conf, the admin API on and args
+// (none: the memory backend), until t ends.
+func serve(t *testing.T, conf string, args ...string) server {
 	t.Helper()
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "admit")
@@ -81,11 +83,11 @@ func serve(t *testing.T) server {
 		t.Fatalf("go build ./cmd/admit: %v\n%s", err, out)
 	}
 	file := filepath.Join(dir, "admit.yaml")
-	if err := os.WriteFile(file, []byte(config), 0o644); err != nil {
+	if err := os.WriteFile(file, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, bin, "serve", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--config", file)
+	cmd := exec.CommandContext(ctx, bin, append([]string{"serve", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--config", file}, args...)...)
 	cmd.Env = append(os.Environ(), "ADMIT_HMAC_SECRET=console-test-secret-0123456789abcdef", "ADMIT_ADMIN_TOKEN="+adminToken)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -186,6 +188,22 @@ func (s server) check(t *testing.T, key string) int {
 	return res.StatusCode
 }
 
+// metrics returns the data plane's /metrics page.
+func (s server) metrics(t *testing.T) string {
+	t.Helper()
+	client := &http.Client{Timeout: 30 * time.Second}
+	res, err := client.Get(s.data + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("GET /metrics: %d, %v", res.StatusCode, err)
+	}
+	return string(b)
+}
+
 // messages collects what the page writes to the console, by phase.
 type messages struct {
 	mu   sync.Mutex
@@ -210,7 +228,100 @@ func (m *messages) take() []chromedp.ConsoleMessage {
 // pollTimeout is how long a step waits for the page: patient, on a busy machine.
 const pollTimeout = 60 * time.Second
 
-// TestConsole runs the console in chromium against a live admit serve: without the token it shows
+// A page is the console open in chromium, for one test.
+type page struct {
+	t    *testing.T
+	ctx  context.Context
+	msgs *messages
+}
+
+// openBrowser starts chromium at browser, headless, collecting what pages write to the console,
+// until t ends.
+func openBrowser(t *testing.T, browser string) *page {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(browser), chromedp.NoSandbox,
+		chromedp.WindowSize(1280, 900), chromedp.Flag("lang", "en-US"))
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancelAlloc)
+	ctx, cancel := chromedp.NewContext(allocCtx, chromedp.WithLogf(t.Logf))
+	t.Cleanup(cancel)
+	p := &page{t: t, ctx: ctx, msgs: &messages{}}
+	console := chromedp.Console(ctx)
+	go func() {
+		for m, err := range console {
+			if err != nil {
+				return
+			}
+			p.msgs.add(m)
+		}
+	}()
+	return p
+}
+
+// run runs a, failing the test, at step, on an error.
+func (p *page) run(step string, a chromedp.Action[chromedp.Void]) {
+	p.t.Helper()
+	sctx, scancel := context.WithTimeout(p.ctx, 2*pollTimeout)
+	defer scancel()
+	if _, err := chromedp.Run(sctx, a); err != nil {
+		p.t.Fatalf("%s: %v", step, err)
+	}
+}
+
+// eval returns the string the page evaluates expr to.
+func (p *page) eval(step, expr string) string {
+	p.t.Helper()
+	sctx, scancel := context.WithTimeout(p.ctx, 2*pollTimeout)
+	defer scancel()
+	v, err := chromedp.Run(sctx, chromedp.Evaluate[string](expr))
+	if err != nil {
+		p.t.Fatalf("%s: %s: %v", step, expr, err)
+	}
+	return v
+}
+
+// waitFor waits, patiently, until expr is true in the page.
+func (p *page) waitFor(step, expr string) {
+	p.t.Helper()
+	sctx, scancel := context.WithTimeout(p.ctx, 2*pollTimeout)
+	defer scancel()
+	if _, err := chromedp.Run(sctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(pollTimeout))); err != nil {
+		p.t.Fatalf("%s: the page never had %s: %v; the message: %q", step, expr, err,
+			p.eval(step, `document.getElementById("message").textContent`))
+	}
+}
+
+// noConsoleErrors fails the test on any error, warning or exception the page wrote since the
+// last take.
+func (p *page) noConsoleErrors() {
+	p.t.Helper()
+	for _, m := range p.msgs.take() {
+		if m.Type == chromedp.ConsoleError || m.Type == chromedp.ConsoleWarning || m.IsException() {
+			p.t.Errorf("console: %s (%s:%d)", m, m.URL, m.Line)
+		}
+	}
+}
+
+// onlyRefusedCalls fails the test on any message the page wrote since the last take but the
+// browser's own network errors of the admin API's refused calls.
+func (p *page) onlyRefusedCalls() {
+	p.t.Helper()
+	for _, m := range p.msgs.take() {
+		if m.Source != "network" || !strings.Contains(m.URL, "/v1/") {
+			p.t.Errorf("console, before the right token: %s (%s)", m, m.URL)
+		}
+	}
+}
+
+// TestConsole runs the console in chromium against a live admit serve, on the memory backend and
+// on a real Redis.
+func TestConsole(t *testing.T) {
+	browser := chromium(t)
+	t.Run("memory", func(t *testing.T) { consoleOnMemory(t, browser) })
+	t.Run("redis", func(t *testing.T) { consoleOnRedis(t, browser) })
+}
+
+// consoleOnMemory: without the token the page shows
 // nothing and a wrong one is a 401 message; with the token it shows the configured policies and the
 // instance's rates, a subject limited by the test appears in the top list, a reset cancelled in the
 // page's confirm step changes nothing, and one confirmed (by keyboard) lets the subject in on its
@@ -218,54 +329,11 @@ const pollTimeout = 60 * time.Second
 // fails on any console error or warning and on any uncaught exception; the only messages allowed are
 // the browser's own network errors of the refused calls, before the right token is entered. With
 // ADMIT_PICTURES=1 it saves the page's screenshot to docs/console.png.
-func TestConsole(t *testing.T) {
-	browser := chromium(t)
-	s := serve(t)
-
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(browser), chromedp.NoSandbox,
-		chromedp.WindowSize(1280, 900), chromedp.Flag("lang", "en-US"))
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	ctx, cancel := chromedp.NewContext(allocCtx, chromedp.WithLogf(t.Logf))
-	defer cancel()
-
-	var msgs messages
-	console := chromedp.Console(ctx)
-	go func() {
-		for m, err := range console {
-			if err != nil {
-				return
-			}
-			msgs.add(m)
-		}
-	}()
-	run := func(step string, a chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		sctx, scancel := context.WithTimeout(ctx, 2*pollTimeout)
-		defer scancel()
-		if _, err := chromedp.Run(sctx, a); err != nil {
-			t.Fatalf("%s: %v", step, err)
-		}
-	}
-	eval := func(step, expr string) string {
-		t.Helper()
-		sctx, scancel := context.WithTimeout(ctx, 2*pollTimeout)
-		defer scancel()
-		v, err := chromedp.Run(sctx, chromedp.Evaluate[string](expr))
-		if err != nil {
-			t.Fatalf("%s: %s: %v", step, expr, err)
-		}
-		return v
-	}
-	waitFor := func(step, expr string) {
-		t.Helper()
-		sctx, scancel := context.WithTimeout(ctx, 2*pollTimeout)
-		defer scancel()
-		if _, err := chromedp.Run(sctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(pollTimeout))); err != nil {
-			t.Fatalf("%s: the page never had %s: %v; the message: %q", step, expr, err,
-				eval(step, `document.getElementById("message").textContent`))
-		}
-	}
+func consoleOnMemory(t *testing.T, browser string) {
+	s := serve(t, config)
+	p := openBrowser(t, browser)
+	run, eval, waitFor := p.run, p.eval, p.waitFor
+	ctx := p.ctx
 
 	// Without a token: the page, and no data.
 	run("open the console", chromedp.Steps(chromedp.Navigate(s.admin+"/ui"), chromedp.WaitVisible("#token-form")))
@@ -280,11 +348,7 @@ func TestConsole(t *testing.T) {
 	if got := eval("a wrong token", `String(document.getElementById("data").hidden) + " " + sessionStorage.length`); got != "true 0" {
 		t.Errorf("after a wrong token, data hidden and sessionStorage entries: %s; want true 0", got)
 	}
-	for _, m := range msgs.take() { // the browser logs each refused call; nothing else may appear
-		if m.Source != "network" || !strings.Contains(m.URL, "/v1/") {
-			t.Errorf("console, before the right token: %s (%s)", m, m.URL)
-		}
-	}
+	p.onlyRefusedCalls() // the browser logs each refused call; nothing else may appear
 
 	// The right token: the policies as configured.
 	run("enter the token", chromedp.Steps(chromedp.SendKeys("#token", adminToken), chromedp.Click("#use-token")))
@@ -381,11 +445,48 @@ func TestConsole(t *testing.T) {
 
 	// Give the page a poll or two more, then no error may have been written.
 	waitFor("a last poll", `document.querySelectorAll("#charts figure").length === 3`)
-	for _, m := range msgs.take() {
-		if m.Type == chromedp.ConsoleError || m.Type == chromedp.ConsoleWarning || m.IsException() {
-			t.Errorf("console: %s (%s:%d)", m, m.URL, m.Line)
+	p.noConsoleErrors()
+}
+
+// consoleOnRedis runs admit serve on a real redis-server, its breaker's cool-off long enough to stay
+// open once open: the page shows the Redis breaker closed and a subject limited on Redis in the top
+// list; then Redis stops, the test's checks fail until the breaker opens, and the page shows it open.
+// No console error, warning or exception.
+func consoleOnRedis(t *testing.T, browser string) {
+	srv := redistest.Start(t)
+	s := serve(t, strings.Replace(config, "server:\n", "server:\n  breaker: {failures: 5, cool_off: 10m}\n", 1), "--redis", srv.URL())
+	p := openBrowser(t, browser)
+	p.run("open the console", chromedp.Steps(chromedp.Navigate(s.admin+"/ui"), chromedp.WaitVisible("#token-form")))
+	p.run("enter the token", chromedp.Steps(chromedp.SendKeys("#token", adminToken), chromedp.Click("#use-token")))
+	p.waitFor("the token", `document.querySelectorAll("#policies-table tbody tr").length === 3`)
+	p.onlyRefusedCalls()
+
+	for i, want := range []int{200, 200, 429} {
+		if got := s.check(t, "carol"); got != want {
+			t.Fatalf("check %d of carol on Redis: %d; want %d", i+1, got, want)
 		}
 	}
+	p.waitFor("the top list", `[...document.querySelectorAll('.top-table[data-policy="api"] .subject-key')].some(e => e.textContent === "carol")`)
+	p.waitFor("the breaker closed", `document.querySelector("#backend .state-closed") !== null`)
+	if got := p.eval("the breaker closed", `document.getElementById("backend").textContent`); !strings.Contains(got, "Redis breaker redis: closed.") {
+		t.Errorf("the backend line on Redis: %q; want the Redis breaker, closed", got)
+	}
+
+	srv.Stop(t)
+	open := regexp.MustCompile(`(?m)^admit_breaker_state\{breaker="redis",state="open"\} 1$`)
+	for deadline := time.Now().Add(pollTimeout); !open.MatchString(s.metrics(t)); {
+		if got := s.check(t, "dave"); got != http.StatusServiceUnavailable {
+			t.Fatalf("a check with Redis stopped: %d; want 503", got)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the breaker did not open within %v of failing checks:\n%s", pollTimeout, s.metrics(t))
+		}
+	}
+	p.waitFor("the breaker open", `document.querySelector("#backend .state-open") !== null`)
+	if got := p.eval("the breaker open", `document.getElementById("backend").textContent`); !strings.Contains(got, "Redis breaker redis: open.") {
+		t.Errorf("the backend line with Redis stopped: %q; want the Redis breaker, open", got)
+	}
+	p.noConsoleErrors()
 }
 
 // screenshot saves the page, whole, to docs/console.png.
