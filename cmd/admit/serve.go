@@ -45,6 +45,8 @@ type serveConfig struct {
 	grpcListen     string          // --grpc-listen of admit serve: the Envoy rate limit service's address
 	grpcListenSet  bool            // --grpc-listen was given
 	redisTLS       policy.RedisTLS // the file's server.redis_tls
+	sentinelUser   string          // REDIS_SENTINEL_AUTH's user, under --envoy-env
+	sentinelPass   string          // REDIS_SENTINEL_AUTH's password, under --envoy-env; never logged
 	commandTimeout time.Duration   // the file's server.redis_command_timeout; 0: redisstore's default
 	breaker        policy.Breaker  // the file's server.breaker; zero: guard's defaults
 	rlqsListen     string          // --rlqs-listen of admit serve: the rate limit quota service's address, or ""
@@ -66,6 +68,9 @@ func (cfg *serveConfig) applyFile(s policy.Server) {
 	}
 	cfg.fileSecretFile = s.HMACSecretFile
 	cfg.commandTimeout, cfg.breaker = s.RedisCommandTimeout, s.Breaker
+	if cfg.ops.commandTimeout > 0 {
+		cfg.commandTimeout = cfg.ops.commandTimeout // REDIS_TIMEOUT, under --envoy-env
+	}
 	if !cfg.ops.redisTLSSet {
 		cfg.redisTLS = s.RedisTLS
 	}
@@ -514,10 +519,11 @@ func openStore(cfg serveConfig, logger *slog.Logger) (admit.Store, func(), error
 }
 
 // redisConfig returns the redisstore.Config of cfg's Redis: its URL, the file's
-// server.redis_command_timeout and server.redis_tls.
+// server.redis_command_timeout (or REDIS_TIMEOUT) and server.redis_tls, and REDIS_SENTINEL_AUTH.
 func redisConfig(cfg serveConfig) redisstore.Config {
 	t := cfg.redisTLS
-	return redisstore.Config{URL: cfg.redisURL, CommandTimeout: cfg.commandTimeout, CAFile: t.CAFile, CertFile: t.CertFile, KeyFile: t.KeyFile, ServerName: t.ServerName}
+	return redisstore.Config{URL: cfg.redisURL, CommandTimeout: cfg.commandTimeout, CAFile: t.CAFile, CertFile: t.CertFile, KeyFile: t.KeyFile, ServerName: t.ServerName,
+		SentinelUser: cfg.sentinelUser, SentinelPassword: cfg.sentinelPass}
 }
 
 // serveHTTP serves h on ln until ctx is done, then shuts down gracefully: it stops accepting,
