@@ -69,7 +69,9 @@ func (cfg *serveConfig) applyEnvoyEnv(environ []string) error {
 	set("envoy-merge-domains", func() { cfg.envoy.mergeDomains = e.envoy.mergeDomains })
 	set("envoy-increment-over-limit", func() { cfg.envoy.incrementOverLimit = e.envoy.incrementOverLimit })
 	set("envoy-dynamic-metadata", func() { cfg.envoy.dynamicMetadata = e.envoy.dynamicMetadata })
-	set("envoy-metrics", func() { cfg.envoy.metrics = e.envoy.metrics })
+	if !cfg.given["metrics-mode"] {
+		set("envoy-metrics", func() { cfg.envoy.metrics = e.envoy.metrics })
+	}
 	set("limit-response-headers", func() { cfg.ops.responseHeaders = e.responseHeaders })
 	set("near-limit-ratio", func() { cfg.ops.nearLimitRatio = e.nearLimitRatio })
 	set("local-cache-size", func() { cfg.ops.localCacheSize = e.localCacheSize })

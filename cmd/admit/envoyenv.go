@@ -95,7 +95,7 @@ var envoyVars = []envoyVar{
 	{"EXTRA_TAGS", "", "tags of every stat", "not honoured", false},
 	{"STATS_FLUSH_INTERVAL", "10s", "how often stats are sent", "not honoured", false},
 	{"DISABLE_STATS", "false", "no stats", "not honoured: `/metrics` is always served", false},
-	{"USE_PROMETHEUS", "false", "serve Prometheus metrics", "admit's metrics are always on, at `/metrics` of `PORT`; `true`: `--envoy-metrics`, envoyproxy/ratelimit's per-rule series beside them, named as its mapping names them", true},
+	{"USE_PROMETHEUS", "false", "serve Prometheus metrics", "admit's metrics are always on, at `/metrics` of `PORT`; `true`: `--metrics-mode envoy_compat`, envoyproxy/ratelimit's per-rule series beside them, named as its mapping names them", true},
 	{"PROMETHEUS_*", "", "the Prometheus listener, path and mapper", "not honoured: `/metrics` of `PORT`", false},
 	{"TRACING_*", "", "OpenTelemetry traces", "not honoured", false},
 }

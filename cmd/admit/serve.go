@@ -88,6 +88,9 @@ func parseServe(args []string, stdout, stderr io.Writer) (cfg serveConfig, code 
 	if done {
 		return cfg, code, done
 	}
+	if cfg.given["envoy-metrics"] && cfg.given["metrics-mode"] {
+		return cfg, badUsage(stderr, "serve", "--envoy-metrics is --metrics-mode %s: give one of them", metricsEnvoyCompat), true
+	}
 	if cfg.ops.envoyEnv {
 		if err := cfg.applyEnvoyEnv(os.Environ()); err != nil {
 			return cfg, badUsage(stderr, "serve", "%v", err), true
@@ -106,7 +109,7 @@ func parseServe(args []string, stdout, stderr io.Writer) (cfg serveConfig, code 
 		return cfg, badUsage(stderr, "serve", "--grpc-listen needs --envoy-config DIR, the configuration of Envoy's rate limit service"), true
 	}
 	if cfg.envoy != (envoyFlags{}) && cfg.envoyConfig == "" {
-		return cfg, badUsage(stderr, "serve", "--envoy-merge-domains, --envoy-increment-over-limit, --envoy-dynamic-metadata and --envoy-metrics need --envoy-config DIR"), true
+		return cfg, badUsage(stderr, "serve", "--envoy-merge-domains, --envoy-increment-over-limit, --envoy-dynamic-metadata and --metrics-mode envoy_compat (--envoy-metrics) need --envoy-config DIR"), true
 	}
 	if cfg.admin.listenSet && !cfg.admin.tokenFileSet && os.Getenv(adminTokenEnv) == "" {
 		return cfg, badUsage(stderr, "serve", "--admin-listen needs an admin token: --%s PATH or %s", adminTokenFileFlag, adminTokenEnv), true
@@ -143,7 +146,9 @@ envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit and grpc.health.v1, 
 files (*.yaml, *.yml) of DIR and its subdirectories (docs/envoy.md); DIR is reloaded on SIGHUP
 and when it changes. --envoy-merge-domains, --envoy-increment-over-limit and
 --envoy-dynamic-metadata are envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG=true,
-STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false and RESPONSE_DYNAMIC_METADATA=true.
+STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false and RESPONSE_DYNAMIC_METADATA=true;
+--metrics-mode envoy_compat (or --envoy-metrics) adds envoyproxy/ratelimit's per-rule series to
+/metrics, as its USE_PROMETHEUS=true names them.
 The health service answers for "", ratelimit and the service's name, NOT_SERVING while the backend
 does not answer and from SIGTERM on; the HTTP listener adds envoyproxy/ratelimit's
 GET /healthcheck (200 "OK", else 500) and POST /json (ShouldRateLimit in JSON: 200, or 429 when
