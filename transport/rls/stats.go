@@ -60,15 +60,20 @@ func overrideKey(domain string, entries []envoyconf.Entry) string {
 }
 
 // statKeys returns the rule key and series key of a descriptor of entries, counted by keyed, in
-// domain, under rule (see Options.Stats).
+// domain, under rule (see Options.Stats): the rule's key; under detailed_metric the descriptor's
+// own (detailedKey), under value_to_metric envoyproxy/ratelimit's value_to_metric key
+// (envoyconf.Rule.MetricKey), both bounded alike by the stats.
 func statKeys(domain string, rule *envoyconf.Rule, entries, keyed []envoyconf.Entry) (ruleKey, key string) {
 	if rule.Path == "" { // a limit override with no configured rule
 		k := overrideKey(domain, entries)
 		return k, k
 	}
 	ruleKey = StatsKey(domain, rule)
-	if rule.DetailedMetric {
+	switch {
+	case rule.DetailedMetric: // wins over value_to_metric, as in envoyproxy/ratelimit
 		return ruleKey, detailedKey(domain, keyed)
+	case rule.ValueToMetric:
+		return ruleKey, rule.MetricKey(keyed)
 	}
 	return ruleKey, ruleKey
 }
