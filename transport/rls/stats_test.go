@@ -160,11 +160,8 @@ func TestEnvoyStatsBounded(t *testing.T) {
 	if perValue != metrics.MaxEnvoyDetailed || sum != float64(n) {
 		t.Errorf("ip: %d series of values holding, with the rule's, %v hits; want %d of them and %d hits\n%v", perValue, sum, metrics.MaxEnvoyDetailed, n, total)
 	}
-	if v := total["st/ip_10.0.0.0//st.ip_10.0.0.0"]; v != 0 {
-		t.Errorf("a value with a '.' is split as the mapping splits it: %v", total)
-	}
-	if v := total["st/ip_10/0/st.ip_10.0.0.0"]; v != 1 {
-		t.Errorf("ip 10.0.0.0: %v hits, want 1 in domain st, key1 ip_10, key2 0\n%v", v, total)
+	if v := total["st/ip_10_0_0_0//st.ip_10_0_0_0"]; v != 1 {
+		t.Errorf("ip 10.0.0.0: %v hits, want 1 in st.ip_10_0_0_0, its dots made '_' as envoyproxy/ratelimit names it\n%v", v, total)
 	}
 	if v := total["st/ip//st.ip"]; v != float64(n-metrics.MaxEnvoyDetailed) {
 		t.Errorf("ip's own series: %v hits, want %d", v, n-metrics.MaxEnvoyDetailed)
@@ -283,5 +280,24 @@ func TestEnvoyStatsValueToMetricBounded(t *testing.T) {
 	}
 	if series != metrics.MaxEnvoyDetailed || sum != float64(n) || len(total) != metrics.MaxEnvoyDetailed+1 {
 		t.Errorf("%d series of values, %v hits in %d series; want %d, %d in %d", series, sum, len(total), metrics.MaxEnvoyDetailed, n, metrics.MaxEnvoyDetailed+1)
+	}
+}
+
+// TestEnvoyStatsSanitized: a stats key is named as envoyproxy/ratelimit's stats name it: ':' and
+// '|' are '_', and so are the dots of an IPv4 address; other dots part the key, as the mapping
+// parts it.
+func TestEnvoyStatsSanitized(t *testing.T) {
+	ask, gather := statsServe(t, memStore(t))
+	for _, ip := range []string{"fe80::1", "a|b", "v1.2", "192.168.0.1:8080"} {
+		ask(1, "ip", ip)
+	}
+	want := map[string]float64{
+		"st/ip_fe80__1//st.ip_fe80__1":                   1,
+		"st/ip_a_b//st.ip_a_b":                           1,
+		"st/ip_v1/2/st.ip_v1.2":                          1,
+		"st/ip_192_168_0_1_8080//st.ip_192_168_0_1_8080": 1,
+	}
+	if got := gather()["ratelimit_service_rate_limit_total_hits"]; !maps.Equal(got, want) {
+		t.Errorf("series %v, want %v", got, want)
 	}
 }
