@@ -125,6 +125,7 @@ func TestEnvoyEnvFlagsWin(t *testing.T) {
 	t.Setenv("PORT", "9080")
 	t.Setenv("NEAR_LIMIT_RATIO", "0.5")
 	t.Setenv("SHADOW_MODE", "true")
+	t.Setenv("QUOTA_MODE", "true")
 	t.Setenv("LOCAL_CACHE_SIZE_IN_BYTES", "2560")
 	t.Setenv(listenEnv, "")
 	cfg, code, done := parseServe([]string{"--envoy-env", "--grpc-listen", "127.0.0.1:7081", "--shadow-mode=false"}, io.Discard, io.Discard)
@@ -132,9 +133,10 @@ func TestEnvoyEnvFlagsWin(t *testing.T) {
 		t.Fatalf("parseServe: exit %d", code)
 	}
 	if cfg.grpcListen != "127.0.0.1:7081" || cfg.listen != "0.0.0.0:9080" || cfg.redisURL != "redis://redis.internal:6379" ||
-		cfg.ops.nearLimitRatio != 0.5 || cfg.ops.shadowMode || cfg.envoyConfig != "/srv/runtime_data/current/config" {
-		t.Errorf("parseServe = listen %q, grpc %q, redis %q, ratio %v, shadow %v, dir %q", cfg.listen, cfg.grpcListen, cfg.redisURL,
-			cfg.ops.nearLimitRatio, cfg.ops.shadowMode, cfg.envoyConfig)
+		cfg.ops.nearLimitRatio != 0.5 || cfg.ops.shadowMode || cfg.envoyConfig != "/srv/runtime_data/current/config" ||
+		!cfg.ops.quotaMode || !cfg.ops.rlsOps(nil).QuotaMode {
+		t.Errorf("parseServe = listen %q, grpc %q, redis %q, ratio %v, shadow %v, quota %v, dir %q", cfg.listen, cfg.grpcListen, cfg.redisURL,
+			cfg.ops.nearLimitRatio, cfg.ops.shadowMode, cfg.ops.quotaMode, cfg.envoyConfig)
 	}
 	if entries, age := cfg.ops.overLimitCache(0); entries != 10 || age != policy.DefaultLocalCacheMaxAge {
 		t.Errorf("2560 bytes: %d entries for %v; want 10 for %v", entries, age, policy.DefaultLocalCacheMaxAge)
