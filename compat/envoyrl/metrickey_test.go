@@ -1,9 +1,11 @@
 package envoyrl
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/admit-dev/admit/policy/envoyconf"
+	"github.com/envoyproxy/ratelimit/src/config"
 )
 
 // metricKeyConfig has value_to_metric at the top, in the middle, on a trailing wildcard, under
@@ -98,4 +100,38 @@ func metricKeyEntries(kv ...string) []envoyconf.Entry {
 		es = append(es, envoyconf.Entry{Key: kv[i], Value: kv[i+1]})
 	}
 	return es
+}
+
+// TestFixtureMetricKeys: for every descriptor of envoyproxy/ratelimit's own configuration fixtures
+// that finds a limited rule without detailed_metric in both (TestConfigFixtures holds that they find
+// the same), admit's envoy_compat series key (envoyconf.Rule.MetricKey) is envoyproxy/ratelimit's
+// stats key.
+func TestFixtureMetricKeys(t *testing.T) {
+	compared := 0
+	for _, fx := range fixtures(t) {
+		ref, refErr := referenceLoad(fx.files)
+		adm, admErr := envoyconf.Parse(fx.files...)
+		if refErr != nil || admErr != nil {
+			continue
+		}
+		for _, f := range fx.files {
+			root := config.ConfigFileContentToYaml(f.Name, string(f.Data))
+			for _, entries := range descriptorPaths(nil, root.Descriptors) {
+				r := referenceMatch(ref, root.Domain, entries)
+				rule, keyed := adm.Lookup(root.Domain, entries)
+				if r == nil || rule == nil || r.Unlimited || rule.Unlimited || rule.DetailedMetric ||
+					slices.ContainsFunc(rawValues(root.Descriptors, entries), middleWildcard) {
+					continue
+				}
+				compared++
+				if got, want := rule.MetricKey(keyed), r.Stats.Key; got != want {
+					t.Errorf("%s: domain %s, descriptor %v: admit's key %q, envoyproxy/ratelimit's %q", fx.name, root.Domain, entries, got, want)
+				}
+			}
+		}
+	}
+	if compared < 20 {
+		t.Fatalf("%d descriptors compared; the fixtures should give many more", compared)
+	}
+	t.Logf("%d descriptors of the fixtures have the same stats key in both", compared)
 }
