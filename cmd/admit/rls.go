@@ -104,6 +104,7 @@ const (
 // metricsModeFlag is --metrics-mode, kept in envoyFlags.metrics; --envoy-metrics sets the same.
 type metricsModeFlag struct{ on *bool }
 
+// String returns the mode in force.
 func (m metricsModeFlag) String() string {
 	if m.on != nil && *m.on {
 		return metricsEnvoyCompat
@@ -111,6 +112,7 @@ func (m metricsModeFlag) String() string {
 	return metricsAdmit
 }
 
+// Set sets the mode v, admit or envoy_compat.
 func (m metricsModeFlag) Set(v string) error {
 	switch v {
 	case metricsAdmit, metricsEnvoyCompat:
