@@ -9,7 +9,8 @@ import (
 
 // Bounds of [EnvoyStats]' series.
 const (
-	// MaxEnvoyDetailed is the most series of distinct values one rule with detailed_metric has;
+	// MaxEnvoyDetailed is the most series of distinct values one rule with detailed_metric (or
+	// value_to_metric) has;
 	// the hits of further values are counted in the rule's own series.
 	MaxEnvoyDetailed = 100
 	// MaxEnvoyKeys is the most series of all rules; the hits of a rule beyond are counted in
@@ -43,8 +44,8 @@ type EnvoyCounts struct {
 // ratelimit.service.rate_limit.<key>.total_hits): key is the whole key; domain, key1 and key2
 // are its first three parts split at '.', as the mapping's patterns take them (key2 empty for a
 // key of two parts, a label Prometheus drops). The series are bounded: one per rule (its path),
-// and one per value only under a rule with detailed_metric, at most MaxEnvoyDetailed per rule;
-// at most MaxEnvoyKeys in all.
+// and one per value only under a rule with detailed_metric or value_to_metric, at most
+// MaxEnvoyDetailed per rule; at most MaxEnvoyKeys in all.
 type EnvoyStats struct {
 	vecs [5]*prometheus.CounterVec // total_hits, over_limit, near_limit, within_limit, shadow_mode
 

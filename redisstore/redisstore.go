@@ -108,6 +108,11 @@ type Config struct {
 	// ServerName is the name the server's certificate must carry, when it is not the URL's host.
 	ServerName string
 
+	// SentinelUser and SentinelPassword are what the Store logs in to the sentinels of a URL with
+	// master_set as (the URL's user and password are the data servers'); both empty, it logs in
+	// to them as no one. New refuses them with a URL that names no sentinels.
+	SentinelUser, SentinelPassword string
+
 	// Coalescing says whether concurrent takes of this Store share script calls: while a take is
 	// in flight for its lane (the server, or on a cluster its hash slot), those that arrive are
 	// gathered and sent together as one batch call when it returns, each decided exactly as its
@@ -228,6 +233,9 @@ func clientOption(cfg Config) (rueidis.ClientOption, error) {
 	opt.DisableCache = true
 	if opt.Sentinel.MasterSet != "" {
 		opt.Sentinel.TopologyRefreshInterval = sentinelRefreshInterval
+		opt.Sentinel.Username, opt.Sentinel.Password = cfg.SentinelUser, cfg.SentinelPassword
+	} else if cfg.SentinelUser != "" || cfg.SentinelPassword != "" {
+		return rueidis.ClientOption{}, errors.New("redisstore: sentinel credentials given with a URL without master_set: they are for Sentinel only")
 	}
 	if err := configureTLS(&opt, cfg); err != nil {
 		return rueidis.ClientOption{}, fmt.Errorf("redisstore: %w", err)

@@ -18,12 +18,14 @@ type opsConfig struct {
 	envoyEnv        bool    // --envoy-env: read envoyproxy/ratelimit's environment (envoyVars)
 	reflection      bool    // --grpc-reflection
 	shadowMode      bool    // --shadow-mode
+	quotaMode       bool    // --quota-mode
 	responseHeaders bool    // --limit-response-headers
 	nearLimitRatio  float64 // --near-limit-ratio
 	localCacheSize  int64   // --local-cache-size: bytes of over-limit cache; -1: server.local_cache_max_age decides
 	grpcTLS         policy.ServerTLS
-	redisTLSSet     bool     // REDIS_TLS_* gave the Redis TLS files: the file's server.redis_tls does not replace them
-	ignored         []string // envoyproxy/ratelimit's variables set and not honoured, warned of at startup
+	redisTLSSet     bool          // REDIS_TLS_* gave the Redis TLS files: the file's server.redis_tls does not replace them
+	commandTimeout  time.Duration // REDIS_TIMEOUT: the Redis command timeout, over the file's; 0: not set
+	ignored         []string      // envoyproxy/ratelimit's variables set and not honoured, warned of at startup
 }
 
 // overLimitEntryBytes is what one entry of the over-limit cache is taken to weigh, to turn
@@ -36,6 +38,7 @@ func opsFlags(fs *flag.FlagSet, cfg *serveConfig) {
 	fs.BoolVar(&o.envoyEnv, "envoy-env", false, "read envoyproxy/ratelimit's environment (RUNTIME_ROOT, PORT, GRPC_PORT, REDIS_URL, ...) into these flags; a flag given wins (docs/envoy.md)")
 	fs.BoolVar(&o.reflection, "grpc-reflection", false, "serve gRPC server reflection (grpc.reflection.v1) beside the rate limit service")
 	fs.BoolVar(&o.shadowMode, "shadow-mode", false, "put every rule of --envoy-config in shadow mode: decided and counted, never OVER_LIMIT")
+	fs.BoolVar(&o.quotaMode, "quota-mode", false, "put every rule of --envoy-config in quota mode: over its limit answered OK, listed in quotaModeViolations with --envoy-dynamic-metadata")
 	fs.BoolVar(&o.responseHeaders, "limit-response-headers", false, "add RateLimit-Limit, RateLimit-Remaining and RateLimit-Reset to the rate limit service's responses")
 	fs.Float64Var(&o.nearLimitRatio, "near-limit-ratio", rls.DefaultNearLimitRatio, "the `RATIO` of a limit past which a hit counts in admit_rls_near_limit_total (0 < RATIO <= 1)")
 	fs.Int64Var(&o.localCacheSize, "local-cache-size", -1, "`BYTES` of the local cache of over-limit keys (0: none; default: server.local_cache_max_age decides)")
@@ -56,13 +59,19 @@ func (cfg *serveConfig) applyEnvoyEnv(environ []string) error {
 	set("listen", func() { cfg.listen, cfg.listenSet = e.listen, true })
 	set("grpc-listen", func() { cfg.grpcListen = e.grpcListen })
 	set("envoy-config", func() { cfg.envoyConfig = e.envoyConfig })
-	set("redis", func() { cfg.redisURL = e.redisURL })
+	set("redis", func() {
+		cfg.redisURL, cfg.sentinelUser, cfg.sentinelPass = e.redisURL, e.sentinelUser, e.sentinelPassword
+	})
 	set("log-format", func() { cfg.logFormat = e.logFormat })
 	set("shadow-mode", func() { cfg.ops.shadowMode = e.shadowMode })
+	set("quota-mode", func() { cfg.ops.quotaMode = e.quotaMode })
+	cfg.ops.commandTimeout = e.commandTimeout
 	set("envoy-merge-domains", func() { cfg.envoy.mergeDomains = e.envoy.mergeDomains })
 	set("envoy-increment-over-limit", func() { cfg.envoy.incrementOverLimit = e.envoy.incrementOverLimit })
 	set("envoy-dynamic-metadata", func() { cfg.envoy.dynamicMetadata = e.envoy.dynamicMetadata })
-	set("envoy-metrics", func() { cfg.envoy.metrics = e.envoy.metrics })
+	if !cfg.given["metrics-mode"] {
+		set("envoy-metrics", func() { cfg.envoy.metrics = e.envoy.metrics })
+	}
 	set("limit-response-headers", func() { cfg.ops.responseHeaders = e.responseHeaders })
 	set("near-limit-ratio", func() { cfg.ops.nearLimitRatio = e.nearLimitRatio })
 	set("local-cache-size", func() { cfg.ops.localCacheSize = e.localCacheSize })
@@ -126,5 +135,5 @@ func (o opsConfig) overLimitCache(maxAge time.Duration) (entries int, age time.D
 
 // rlsOps returns the rate limit service's Ops of o, counting near-limit hits with near.
 func (o opsConfig) rlsOps(near func(domain string, hits int64)) rls.Ops {
-	return rls.Ops{ShadowMode: o.shadowMode, ResponseHeaders: o.responseHeaders, NearLimitRatio: o.nearLimitRatio, NearLimit: near}
+	return rls.Ops{ShadowMode: o.shadowMode, QuotaMode: o.quotaMode, ResponseHeaders: o.responseHeaders, NearLimitRatio: o.nearLimitRatio, NearLimit: near}
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/admit-dev/admit/policy"
 )
@@ -62,12 +63,15 @@ var envoyVars = []envoyVar{
 	{"REDIS_TYPE", "SINGLE", "`SINGLE`, `SENTINEL` or `CLUSTER`, in any case", "the form of `--redis`: `SENTINEL`'s `master,s1:p,s2:p` becomes `redis://s1:p?addr=s2:p&master_set=master`, `CLUSTER`'s `h1:p,h2:p` becomes `redis://h1:p?addr=h2:p`", true},
 	{"REDIS_URL", "/var/run/nutcracker/ratelimit.sock", "Redis's `host:port`, socket path, or list", "`--redis`, made a URL as above (under `--envoy-env` admit's own `REDIS_URL`, a URL, is not read)", true},
 	{"REDIS_AUTH", "", "Redis's password, or `user:password`", "the user and password of `--redis` (never logged)", true},
+	{"REDIS_SENTINEL_AUTH", "", "the sentinels' password, or `user:password` (`REDIS_AUTH` is the data servers')", "what admit logs in to the sentinels of `REDIS_TYPE` `SENTINEL` as (never logged); with another `REDIS_TYPE` it has no effect and is named in the warning", true},
+	{"REDIS_TIMEOUT", "10s", "the timeout of connecting to Redis and of each command", "set: the Redis command timeout, a decision's bound from the call to the reply, connecting included (as `server.redis_command_timeout`, which it wins over: 10ms-1m); unset: admit's 200ms, not 10s, so that a slow Redis reaches Envoy's `failure_mode_deny` in time", true},
 	{"REDIS_TLS", "false", "connect to Redis over TLS", "`rediss://`, verified against the system roots or `REDIS_TLS_CACERT`", true},
 	{"REDIS_TLS_CACERT", "", "the CAs of Redis's certificate", "`server.redis_tls.ca_file`", true},
 	{"REDIS_TLS_CLIENT_CERT", "", "the client certificate for Redis", "`server.redis_tls.cert_file`", true},
 	{"REDIS_TLS_CLIENT_KEY", "", "the client certificate's key", "`server.redis_tls.key_file`", true},
 	{"REDIS_TLS_SKIP_HOSTNAME_VERIFICATION", "false", "skip the check of Redis's host name", "not honoured: admit always verifies the certificate", false},
 	{"REDIS_POOL_SIZE", "10", "connections to Redis", "not honoured: one script a decision, pipelined on the client's own connections", false},
+	{"REDIS_POOL_ON_EMPTY_BEHAVIOR", "WAIT", "what a call does when every pooled connection is busy (`WAIT` only; `CREATE` and `ERROR` refuse to start)", "not honoured: admit has no pool to wait for; a decision that cannot be sent within the command timeout fails UNAVAILABLE", false},
 	{"REDIS_PIPELINE_WINDOW", "0", "how long commands wait to share a write", "not honoured (the URL option `max_flush_delay` is admit's own)", false},
 	{"REDIS_PIPELINE_LIMIT", "0", "the most commands of one pipeline", "not honoured", false},
 	{"REDIS_HEALTH_CHECK_ACTIVE_CONNECTION", "false", "health fails while Redis is unreachable", "always: the health service and `/healthcheck` follow a peek of Redis every second, as `GET /readyz` does", true},
@@ -77,6 +81,7 @@ var envoyVars = []envoyVar{
 	{"EXPIRATION_JITTER_MAX_SECONDS", "300", "a random extra life of each key", "not honoured: a key expires when its state is no longer needed", false},
 	{"STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT", "false", "stop counting hits over the limit", "unset or `true`: admit's rule, a rejected hit is never counted; set to `false`: `--envoy-increment-over-limit`, envoyproxy/ratelimit's counting", true},
 	{"SHADOW_MODE", "false", "every rule in shadow mode", "`--shadow-mode`", true},
+	{"QUOTA_MODE", "false", "every rule in quota mode: over its limit answered OK, reported in the dynamic metadata", "`--quota-mode`", true},
 	{"LOCAL_CACHE_SIZE_IN_BYTES", "0", "the size of the local cache of over-limit keys (0: none)", "`--local-cache-size`: admit's over-limit cache of BYTES/256 entries (0: none)", true},
 	{"NEAR_LIMIT_RATIO", "0.8", "the part of a limit past which a hit is near it", "`--near-limit-ratio`, counted in `admit_rls_near_limit_total`", true},
 	{"LIMIT_RESPONSE_HEADERS_ENABLED", "false", "add the limit headers to every response", "`--limit-response-headers`", true},
@@ -90,7 +95,7 @@ var envoyVars = []envoyVar{
 	{"EXTRA_TAGS", "", "tags of every stat", "not honoured", false},
 	{"STATS_FLUSH_INTERVAL", "10s", "how often stats are sent", "not honoured", false},
 	{"DISABLE_STATS", "false", "no stats", "not honoured: `/metrics` is always served", false},
-	{"USE_PROMETHEUS", "false", "serve Prometheus metrics", "admit's metrics are always on, at `/metrics` of `PORT`; `true`: `--envoy-metrics`, envoyproxy/ratelimit's per-rule series beside them, named as its mapping names them", true},
+	{"USE_PROMETHEUS", "false", "serve Prometheus metrics", "admit's metrics are always on, at `/metrics` of `PORT`; `true`: `--metrics-mode envoy_compat`, envoyproxy/ratelimit's per-rule series beside them, named as its mapping names them", true},
 	{"PROMETHEUS_*", "", "the Prometheus listener, path and mapper", "not honoured: `/metrics` of `PORT`", false},
 	{"TRACING_*", "", "OpenTelemetry traces", "not honoured", false},
 }
@@ -100,8 +105,11 @@ type envoyEnv struct {
 	listen, grpcListen, envoyConfig string
 	redisURL                        string
 	logFormat                       string
-	shadowMode, responseHeaders     bool
-	envoy                           envoyFlags // MERGE_DOMAIN_CONFIG, STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT, RESPONSE_DYNAMIC_METADATA, USE_PROMETHEUS
+	shadowMode, quotaMode           bool
+	responseHeaders                 bool
+	sentinelUser, sentinelPassword  string        // REDIS_SENTINEL_AUTH, for REDIS_TYPE SENTINEL
+	commandTimeout                  time.Duration // REDIS_TIMEOUT; 0: not set
+	envoy                           envoyFlags    // MERGE_DOMAIN_CONFIG, STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT, RESPONSE_DYNAMIC_METADATA, USE_PROMETHEUS
 	nearLimitRatio                  float64
 	localCacheSize                  int64
 	grpcTLS                         policy.ServerTLS // GRPC_SERVER_*: the gRPC listener's TLS
@@ -161,6 +169,14 @@ func readEnvoyEnv(environ []string) (envoyEnv, error) {
 		errs = append(errs, fmt.Errorf("BACKEND_TYPE %q: admit decides on redis only", v))
 	}
 	e.shadowMode = boolOf("SHADOW_MODE")
+	e.quotaMode = boolOf("QUOTA_MODE")
+	if v := getenv("REDIS_TIMEOUT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < policy.MinRedisCommandTimeout || d > policy.MaxRedisCommandTimeout {
+			errs = append(errs, fmt.Errorf("REDIS_TIMEOUT %q: want a duration from 10ms to 1m, such as 500ms", v)) // MinRedisCommandTimeout, MaxRedisCommandTimeout
+		}
+		e.commandTimeout = d
+	}
 	e.envoy.mergeDomains = boolOf("MERGE_DOMAIN_CONFIG")
 	e.envoy.dynamicMetadata = boolOf("RESPONSE_DYNAMIC_METADATA")
 	e.envoy.metrics = boolOf("USE_PROMETHEUS")
@@ -179,6 +195,15 @@ func readEnvoyEnv(environ []string) (envoyEnv, error) {
 		errs = append(errs, err)
 	}
 	e.redisURL = url
+	if auth := getenv("REDIS_SENTINEL_AUTH"); auth != "" && strings.EqualFold(get("REDIS_TYPE"), "SENTINEL") {
+		if user, pass, ok := strings.Cut(auth, ":"); ok {
+			e.sentinelUser, e.sentinelPassword = user, pass
+		} else {
+			e.sentinelPassword = auth
+		}
+	} else if auth != "" {
+		e.ignored = append(e.ignored, "REDIS_SENTINEL_AUTH") // for sentinels only, as envoyproxy/ratelimit reads it
+	}
 	e.redisTLS = policy.RedisTLS{CAFile: getenv("REDIS_TLS_CACERT"), CertFile: getenv("REDIS_TLS_CLIENT_CERT"), KeyFile: getenv("REDIS_TLS_CLIENT_KEY")}
 	if boolOf("GRPC_SERVER_USE_TLS") {
 		e.grpcTLS = policy.ServerTLS{CertFile: getenv("GRPC_SERVER_TLS_CERT"), KeyFile: getenv("GRPC_SERVER_TLS_KEY"), ClientCAFile: getenv("GRPC_CLIENT_TLS_CACERT")}

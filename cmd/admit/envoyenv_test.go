@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/admit-dev/admit/policy"
+	"github.com/admit-dev/admit/redisstore"
 )
 
 func TestEnvoyRedisURL(t *testing.T) {
@@ -69,17 +70,20 @@ func TestEnvoyEnvValues(t *testing.T) {
 		"NEAR_LIMIT_RATIO=0.9", "LOCAL_CACHE_SIZE_IN_BYTES=1048576", "LOG_FORMAT=json", "REDIS_SOCKET_TYPE=tcp", "REDIS_URL=r:6379",
 		"GRPC_SERVER_USE_TLS=true", "GRPC_SERVER_TLS_CERT=/c.pem", "GRPC_SERVER_TLS_KEY=/k.pem", "GRPC_CLIENT_TLS_CACERT=/ca.pem",
 		"REDIS_TLS_CACERT=/rca.pem", "CONFIG_TYPE=file", "BACKEND_TYPE=REDIS",
-		"TRACING_ENABLED=true", "CONFIG_GRPC_XDS_NODE_ID=x", "REDIS_PERSECOND=true", "GRPC_UDS=", "PATH=/bin"})
+		"TRACING_ENABLED=true", "CONFIG_GRPC_XDS_NODE_ID=x", "REDIS_PERSECOND=true", "GRPC_UDS=", "PATH=/bin",
+		"QUOTA_MODE=true", "REDIS_TIMEOUT=750ms", "REDIS_POOL_ON_EMPTY_BEHAVIOR=WAIT", "REDIS_SENTINEL_AUTH=not-for-single"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if e.listen != "127.0.0.1:9080" || e.grpcListen != "[::1]:9081" || e.envoyConfig != "/data/ratelimit/conf" || !e.shadowMode ||
 		!e.responseHeaders || e.nearLimitRatio != 0.9 || e.localCacheSize != 1<<20 || e.logFormat != "json" || e.redisURL != "redis://r:6379" ||
-		e.grpcTLS != (policy.ServerTLS{CertFile: "/c.pem", KeyFile: "/k.pem", ClientCAFile: "/ca.pem"}) || e.redisTLS.CAFile != "/rca.pem" {
+		e.grpcTLS != (policy.ServerTLS{CertFile: "/c.pem", KeyFile: "/k.pem", ClientCAFile: "/ca.pem"}) || e.redisTLS.CAFile != "/rca.pem" ||
+		!e.quotaMode || e.commandTimeout != 750*time.Millisecond || e.sentinelPassword != "" {
 		t.Errorf("readEnvoyEnv = %+v", e)
 	}
-	// Those set and not honoured, families included; an empty one is not set.
-	if want := []string{"CONFIG_GRPC_XDS_NODE_ID", "REDIS_PERSECOND", "TRACING_ENABLED"}; !slices.Equal(e.ignored, want) {
+	// Those set and not honoured, families included, and REDIS_SENTINEL_AUTH without REDIS_TYPE
+	// SENTINEL; an empty one is not set.
+	if want := []string{"CONFIG_GRPC_XDS_NODE_ID", "REDIS_PERSECOND", "REDIS_POOL_ON_EMPTY_BEHAVIOR", "REDIS_SENTINEL_AUTH", "TRACING_ENABLED"}; !slices.Equal(e.ignored, want) {
 		t.Errorf("ignored %q, want %q", e.ignored, want)
 	}
 }
@@ -100,6 +104,11 @@ func TestEnvoyEnvBadValues(t *testing.T) {
 		{"REDIS_SOCKET_TYPE=udp", `REDIS_SOCKET_TYPE "udp"`},
 		{"GRPC_SERVER_USE_TLS=true", "wants GRPC_SERVER_TLS_CERT and GRPC_SERVER_TLS_KEY"},
 		{"RUNTIME_WATCH_ROOT=maybe", `RUNTIME_WATCH_ROOT "maybe"`},
+		{"QUOTA_MODE=yes", `QUOTA_MODE "yes": want true or false`},
+		{"REDIS_TIMEOUT=10", `REDIS_TIMEOUT "10": want a duration from 10ms to 1m`},
+		{"REDIS_TIMEOUT=5ms", `REDIS_TIMEOUT "5ms"`},
+		{"REDIS_TIMEOUT=2m", `REDIS_TIMEOUT "2m"`},
+		{"REDIS_TIMEOUT=-1s", `REDIS_TIMEOUT "-1s"`},
 	} {
 		if _, err := readEnvoyEnv([]string{c.kv}); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v; want an error with %q", c.kv, err, c.want)
@@ -116,6 +125,7 @@ func TestEnvoyEnvFlagsWin(t *testing.T) {
 	t.Setenv("PORT", "9080")
 	t.Setenv("NEAR_LIMIT_RATIO", "0.5")
 	t.Setenv("SHADOW_MODE", "true")
+	t.Setenv("QUOTA_MODE", "true")
 	t.Setenv("LOCAL_CACHE_SIZE_IN_BYTES", "2560")
 	t.Setenv(listenEnv, "")
 	cfg, code, done := parseServe([]string{"--envoy-env", "--grpc-listen", "127.0.0.1:7081", "--shadow-mode=false"}, io.Discard, io.Discard)
@@ -123,9 +133,10 @@ func TestEnvoyEnvFlagsWin(t *testing.T) {
 		t.Fatalf("parseServe: exit %d", code)
 	}
 	if cfg.grpcListen != "127.0.0.1:7081" || cfg.listen != "0.0.0.0:9080" || cfg.redisURL != "redis://redis.internal:6379" ||
-		cfg.ops.nearLimitRatio != 0.5 || cfg.ops.shadowMode || cfg.envoyConfig != "/srv/runtime_data/current/config" {
-		t.Errorf("parseServe = listen %q, grpc %q, redis %q, ratio %v, shadow %v, dir %q", cfg.listen, cfg.grpcListen, cfg.redisURL,
-			cfg.ops.nearLimitRatio, cfg.ops.shadowMode, cfg.envoyConfig)
+		cfg.ops.nearLimitRatio != 0.5 || cfg.ops.shadowMode || cfg.envoyConfig != "/srv/runtime_data/current/config" ||
+		!cfg.ops.quotaMode || !cfg.ops.rlsOps(nil).QuotaMode {
+		t.Errorf("parseServe = listen %q, grpc %q, redis %q, ratio %v, shadow %v, quota %v, dir %q", cfg.listen, cfg.grpcListen, cfg.redisURL,
+			cfg.ops.nearLimitRatio, cfg.ops.shadowMode, cfg.ops.quotaMode, cfg.envoyConfig)
 	}
 	if entries, age := cfg.ops.overLimitCache(0); entries != 10 || age != policy.DefaultLocalCacheMaxAge {
 		t.Errorf("2560 bytes: %d entries for %v; want 10 for %v", entries, age, policy.DefaultLocalCacheMaxAge)
@@ -138,6 +149,51 @@ func TestEnvoyEnvFlagsWin(t *testing.T) {
 	var stderr strings.Builder
 	if _, code, done := parseServe([]string{"--envoy-env"}, io.Discard, &stderr); !done || code != exitUsage || !strings.Contains(stderr.String(), "NEAR_LIMIT_RATIO") {
 		t.Errorf("NEAR_LIMIT_RATIO=2: exit %d, %q; want %d naming it", code, stderr.String(), exitUsage)
+	}
+}
+
+// TestEnvoyEnvRedisSettings: REDIS_SENTINEL_AUTH reaches the sentinels of REDIS_TYPE SENTINEL
+// (REDIS_AUTH the data servers), as password or user:password; REDIS_TIMEOUT is the command
+// timeout over the file's, which stands when it is unset.
+func TestEnvoyEnvRedisSettings(t *testing.T) {
+	t.Setenv(listenEnv, "")
+	t.Setenv("REDIS_SOCKET_TYPE", "tcp")
+	t.Setenv("REDIS_TYPE", "sentinel")
+	t.Setenv("REDIS_URL", "mymaster,s1:26379,s2:26379")
+	t.Setenv("REDIS_AUTH", "data-pw")
+	for _, tc := range []struct{ auth, user, pass string }{{"sentinel-pw", "", "sentinel-pw"}, {"watcher:s:pw", "watcher", "s:pw"}} {
+		t.Setenv("REDIS_SENTINEL_AUTH", tc.auth)
+		t.Setenv("REDIS_TIMEOUT", "750ms")
+		cfg, code, done := parseServe([]string{"--envoy-env"}, io.Discard, io.Discard)
+		if done {
+			t.Fatalf("parseServe: exit %d", code)
+		}
+		cfg.applyFile(policy.Server{RedisCommandTimeout: policy.DefaultRedisCommandTimeout})
+		got := redisConfig(cfg)
+		if got.SentinelUser != tc.user || got.SentinelPassword != tc.pass || got.CommandTimeout != 750*time.Millisecond ||
+			got.URL != "redis://:data-pw@s1:26379?addr=s2%3A26379&master_set=mymaster" {
+			t.Errorf("REDIS_SENTINEL_AUTH=%s: sentinels %q/%q, timeout %v, URL %s", tc.auth, got.SentinelUser, got.SentinelPassword, got.CommandTimeout, got.URL)
+		}
+		if _, err := redisstore.New(got); err != nil { // redisstore takes them: a master_set URL
+			t.Errorf("redisstore.New: %v", err)
+		}
+	}
+	// --redis given: the URL is the flag's, and so are its credentials.
+	cfg, code, done := parseServe([]string{"--envoy-env", "--redis", "redis://127.0.0.1:6379"}, io.Discard, io.Discard)
+	if done {
+		t.Fatalf("parseServe --redis: exit %d", code)
+	}
+	if got := redisConfig(cfg); got.SentinelPassword != "" || got.URL != "redis://127.0.0.1:6379" {
+		t.Errorf("--redis: sentinel password %q, URL %s; want the flag's alone", got.SentinelPassword, got.URL)
+	}
+	t.Setenv("REDIS_TIMEOUT", "")
+	cfg, code, done = parseServe([]string{"--envoy-env"}, io.Discard, io.Discard)
+	if done {
+		t.Fatalf("parseServe: exit %d", code)
+	}
+	cfg.applyFile(policy.Server{RedisCommandTimeout: 300 * time.Millisecond})
+	if got := redisConfig(cfg).CommandTimeout; got != 300*time.Millisecond {
+		t.Errorf("REDIS_TIMEOUT unset: command timeout %v, want the file's 300ms", got)
 	}
 }
 

@@ -168,7 +168,7 @@ func TestMetricsDocumented(t *testing.T) {
 			}
 		}
 	}
-	// admit serve --envoy-metrics adds envoyproxy/ratelimit's series, once a rule decided.
+	// admit serve --metrics-mode envoy_compat adds envoyproxy/ratelimit's series, once a rule decided.
 	for name, f := range parseExposition(t, envoyMetrics(t, redis)) {
 		if strings.HasPrefix(name, "ratelimit_") {
 			exposed[name] = f
@@ -250,7 +250,7 @@ func proxyMetrics(t *testing.T, redis *redistest.Server) string {
 	return r.body
 }
 
-// envoyMetrics starts admit serve on redis with --envoy-config and --envoy-metrics, asks its rate
+// envoyMetrics starts admit serve on redis with --envoy-config and --metrics-mode envoy_compat, asks its rate
 // limit service one descriptor of a rule, and returns the page of its /metrics.
 func envoyMetrics(t *testing.T, redis *redistest.Server) string {
 	t.Helper()
@@ -259,7 +259,7 @@ func envoyMetrics(t *testing.T, redis *redistest.Server) string {
 	if err := os.WriteFile(filepath.Join(dir, "config.yaml"), []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	base, logs, _ := serveInProcess(t, "--redis", redis.URL(), "--envoy-config", dir, "--grpc-listen", "127.0.0.1:0", "--envoy-metrics")
+	base, logs, _ := serveInProcess(t, "--redis", redis.URL(), "--envoy-config", dir, "--grpc-listen", "127.0.0.1:0", "--metrics-mode", "envoy_compat")
 	logs.waitLine(t, "listening for gRPC")
 	m := grpcListeningRE.FindStringSubmatch(logs.String())
 	if m == nil {

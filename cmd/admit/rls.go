@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -88,7 +89,37 @@ type envoyFlags struct {
 	mergeDomains       bool // --envoy-merge-domains: MERGE_DOMAIN_CONFIG=true
 	incrementOverLimit bool // --envoy-increment-over-limit: STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false
 	dynamicMetadata    bool // --envoy-dynamic-metadata: RESPONSE_DYNAMIC_METADATA=true
-	metrics            bool // --envoy-metrics: envoyproxy/ratelimit's per-rule series, USE_PROMETHEUS=true
+	metrics            bool // --metrics-mode envoy_compat (--envoy-metrics): envoyproxy/ratelimit's per-rule series, USE_PROMETHEUS=true
+}
+
+// The values of --metrics-mode.
+const (
+	// metricsAdmit is admit's own metrics alone, the default.
+	metricsAdmit = "admit"
+	// metricsEnvoyCompat adds envoyproxy/ratelimit's per-rule series, as its Prometheus mapping
+	// names them (docs/envoy.md, "Metrics"); --envoy-metrics is its other name.
+	metricsEnvoyCompat = "envoy_compat"
+)
+
+// metricsModeFlag is --metrics-mode, kept in envoyFlags.metrics; --envoy-metrics sets the same.
+type metricsModeFlag struct{ on *bool }
+
+// String returns the mode in force.
+func (m metricsModeFlag) String() string {
+	if m.on != nil && *m.on {
+		return metricsEnvoyCompat
+	}
+	return metricsAdmit
+}
+
+// Set sets the mode v, admit or envoy_compat.
+func (m metricsModeFlag) Set(v string) error {
+	switch v {
+	case metricsAdmit, metricsEnvoyCompat:
+		*m.on = v == metricsEnvoyCompat
+		return nil
+	}
+	return fmt.Errorf("want %s or %s", metricsAdmit, metricsEnvoyCompat)
 }
 
 // envoyServeFlags defines admit serve's flags of Envoy's rate limit service on fs, into cfg:
@@ -100,7 +131,8 @@ func envoyServeFlags(fs *flag.FlagSet, cfg *serveConfig) {
 	fs.BoolVar(&e.mergeDomains, "envoy-merge-domains", false, "merge the files of one domain, as envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG=true")
 	fs.BoolVar(&e.incrementOverLimit, "envoy-increment-over-limit", false, "count the hits of a descriptor over its limit, as envoyproxy/ratelimit does by default (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false)")
 	fs.BoolVar(&e.dynamicMetadata, "envoy-dynamic-metadata", false, "answer envoyproxy/ratelimit's dynamic metadata, quota mode's violations in it, as its RESPONSE_DYNAMIC_METADATA=true")
-	fs.BoolVar(&e.metrics, "envoy-metrics", false, "export envoyproxy/ratelimit's per-rule metrics (ratelimit_service_rate_limit_*, as its Prometheus mapping names them) beside admit's")
+	fs.Var(metricsModeFlag{&e.metrics}, "metrics-mode", "`MODE` of /metrics: admit, or envoy_compat to add envoyproxy/ratelimit's per-rule series (ratelimit_service_rate_limit_*, as its Prometheus mapping names them) beside admit's")
+	fs.BoolVar(&e.metrics, "envoy-metrics", false, "the same as --metrics-mode envoy_compat")
 }
 
 // serveGRPC serves g on ln until ctx is done, then stops gracefully: health NOT_SERVING, no new

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -84,9 +85,60 @@ func TestGRPCListenNeedsEnvoyConfig(t *testing.T) {
 
 // TestEnvoyFlagsNeedEnvoyConfig checks that the --envoy-* settings alone are a usage error.
 func TestEnvoyFlagsNeedEnvoyConfig(t *testing.T) {
-	for _, f := range []string{"--envoy-merge-domains", "--envoy-increment-over-limit", "--envoy-dynamic-metadata", "--envoy-metrics"} {
-		if _, code, done := parseServe([]string{f}, io.Discard, io.Discard); !done || code != exitUsage {
+	for _, f := range [][]string{{"--envoy-merge-domains"}, {"--envoy-increment-over-limit"}, {"--envoy-dynamic-metadata"}, {"--envoy-metrics"}, {"--metrics-mode", "envoy_compat"}} {
+		if _, code, done := parseServe(f, io.Discard, io.Discard); !done || code != exitUsage {
 			t.Errorf("parseServe(%s alone) = %d, %v; want exit %d", f, code, done, exitUsage)
+		}
+	}
+}
+
+// TestMetricsMode: --metrics-mode envoy_compat, the pinned name, is --envoy-metrics;
+// admit, the default, is neither; another value, or both flags, is a usage error naming them.
+func TestMetricsMode(t *testing.T) {
+	t.Setenv("REDIS_URL", "")
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		want bool
+	}{
+		{nil, false},
+		{[]string{"--metrics-mode", "admit"}, false},
+		{[]string{"--metrics-mode", "envoy_compat"}, true},
+		{[]string{"--metrics-mode=envoy_compat"}, true},
+		{[]string{"--envoy-metrics"}, true},
+	} {
+		cfg, code, done := parseServe(append([]string{"--envoy-config", dir}, tc.args...), io.Discard, io.Discard)
+		if done || cfg.envoy.metrics != tc.want {
+			t.Errorf("%q: exit %d (%v), envoy metrics %v; want %v", tc.args, code, done, cfg.envoy.metrics, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--metrics-mode", "envoy"}, "want admit or envoy_compat"},
+		{[]string{"--metrics-mode", "envoy_compat", "--envoy-metrics"}, "--envoy-metrics is --metrics-mode envoy_compat"},
+		{[]string{"--envoy-metrics", "--metrics-mode", "admit"}, "--envoy-metrics is --metrics-mode envoy_compat"},
+	} {
+		var stderr strings.Builder
+		if _, code, done := parseServe(append([]string{"--envoy-config", dir}, tc.args...), io.Discard, &stderr); !done || code != exitUsage || !strings.Contains(stderr.String(), tc.want) {
+			t.Errorf("%q: exit %d (%v), %q; want %d with %q", tc.args, code, done, stderr.String(), exitUsage, tc.want)
+		}
+	}
+	// Under --envoy-env, USE_PROMETHEUS=true is envoy_compat, unless --metrics-mode says otherwise.
+	t.Setenv("USE_PROMETHEUS", "true")
+	t.Setenv("REDIS_URL", "127.0.0.1:6379")
+	t.Setenv("REDIS_SOCKET_TYPE", "tcp")
+	for _, tc := range []struct {
+		args []string
+		want bool
+	}{
+		{nil, true},
+		{[]string{"--metrics-mode", "admit"}, false},
+	} {
+		cfg, code, done := parseServe(append([]string{"--envoy-env", "--envoy-config", dir}, tc.args...), io.Discard, io.Discard)
+		if done || cfg.envoy.metrics != tc.want {
+			t.Errorf("--envoy-env, USE_PROMETHEUS=true, %q: exit %d (%v), envoy metrics %v; want %v", tc.args, code, done, cfg.envoy.metrics, tc.want)
 		}
 	}
 }

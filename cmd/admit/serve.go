@@ -45,6 +45,8 @@ type serveConfig struct {
 	grpcListen     string          // --grpc-listen of admit serve: the Envoy rate limit service's address
 	grpcListenSet  bool            // --grpc-listen was given
 	redisTLS       policy.RedisTLS // the file's server.redis_tls
+	sentinelUser   string          // REDIS_SENTINEL_AUTH's user, under --envoy-env
+	sentinelPass   string          // REDIS_SENTINEL_AUTH's password, under --envoy-env; never logged
 	commandTimeout time.Duration   // the file's server.redis_command_timeout; 0: redisstore's default
 	breaker        policy.Breaker  // the file's server.breaker; zero: guard's defaults
 	rlqsListen     string          // --rlqs-listen of admit serve: the rate limit quota service's address, or ""
@@ -66,6 +68,9 @@ func (cfg *serveConfig) applyFile(s policy.Server) {
 	}
 	cfg.fileSecretFile = s.HMACSecretFile
 	cfg.commandTimeout, cfg.breaker = s.RedisCommandTimeout, s.Breaker
+	if cfg.ops.commandTimeout > 0 {
+		cfg.commandTimeout = cfg.ops.commandTimeout // REDIS_TIMEOUT, under --envoy-env
+	}
 	if !cfg.ops.redisTLSSet {
 		cfg.redisTLS = s.RedisTLS
 	}
@@ -82,6 +87,9 @@ func parseServe(args []string, stdout, stderr io.Writer) (cfg serveConfig, code 
 	})
 	if done {
 		return cfg, code, done
+	}
+	if cfg.given["envoy-metrics"] && cfg.given["metrics-mode"] {
+		return cfg, badUsage(stderr, "serve", "--envoy-metrics is --metrics-mode %s: give one of them", metricsEnvoyCompat), true
 	}
 	if cfg.ops.envoyEnv {
 		if err := cfg.applyEnvoyEnv(os.Environ()); err != nil {
@@ -101,7 +109,7 @@ func parseServe(args []string, stdout, stderr io.Writer) (cfg serveConfig, code 
 		return cfg, badUsage(stderr, "serve", "--grpc-listen needs --envoy-config DIR, the configuration of Envoy's rate limit service"), true
 	}
 	if cfg.envoy != (envoyFlags{}) && cfg.envoyConfig == "" {
-		return cfg, badUsage(stderr, "serve", "--envoy-merge-domains, --envoy-increment-over-limit, --envoy-dynamic-metadata and --envoy-metrics need --envoy-config DIR"), true
+		return cfg, badUsage(stderr, "serve", "--envoy-merge-domains, --envoy-increment-over-limit, --envoy-dynamic-metadata and --metrics-mode envoy_compat (--envoy-metrics) need --envoy-config DIR"), true
 	}
 	if cfg.admin.listenSet && !cfg.admin.tokenFileSet && os.Getenv(adminTokenEnv) == "" {
 		return cfg, badUsage(stderr, "serve", "--admin-listen needs an admin token: --%s PATH or %s", adminTokenFileFlag, adminTokenEnv), true
@@ -138,7 +146,9 @@ envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit and grpc.health.v1, 
 files (*.yaml, *.yml) of DIR and its subdirectories (docs/envoy.md); DIR is reloaded on SIGHUP
 and when it changes. --envoy-merge-domains, --envoy-increment-over-limit and
 --envoy-dynamic-metadata are envoyproxy/ratelimit's MERGE_DOMAIN_CONFIG=true,
-STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false and RESPONSE_DYNAMIC_METADATA=true.
+STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false and RESPONSE_DYNAMIC_METADATA=true;
+--metrics-mode envoy_compat (or --envoy-metrics) adds envoyproxy/ratelimit's per-rule series to
+/metrics, as its USE_PROMETHEUS=true names them.
 The health service answers for "", ratelimit and the service's name, NOT_SERVING while the backend
 does not answer and from SIGTERM on; the HTTP listener adds envoyproxy/ratelimit's
 GET /healthcheck (200 "OK", else 500) and POST /json (ShouldRateLimit in JSON: 200, or 429 when
@@ -514,10 +524,11 @@ func openStore(cfg serveConfig, logger *slog.Logger) (admit.Store, func(), error
 }
 
 // redisConfig returns the redisstore.Config of cfg's Redis: its URL, the file's
-// server.redis_command_timeout and server.redis_tls.
+// server.redis_command_timeout (or REDIS_TIMEOUT) and server.redis_tls, and REDIS_SENTINEL_AUTH.
 func redisConfig(cfg serveConfig) redisstore.Config {
 	t := cfg.redisTLS
-	return redisstore.Config{URL: cfg.redisURL, CommandTimeout: cfg.commandTimeout, CAFile: t.CAFile, CertFile: t.CertFile, KeyFile: t.KeyFile, ServerName: t.ServerName}
+	return redisstore.Config{URL: cfg.redisURL, CommandTimeout: cfg.commandTimeout, CAFile: t.CAFile, CertFile: t.CertFile, KeyFile: t.KeyFile, ServerName: t.ServerName,
+		SentinelUser: cfg.sentinelUser, SentinelPassword: cfg.sentinelPass}
 }
 
 // serveHTTP serves h on ln until ctx is done, then shuts down gracefully: it stops accepting,

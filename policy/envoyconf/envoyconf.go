@@ -121,7 +121,9 @@ type Rule struct {
 	// values into labels; envoyproxy/ratelimit's stats (transport/rls, Options.Stats) count the
 	// rule's descriptors by their values with it, bounded (docs/envoy.md).
 	DetailedMetric bool
-	// ValueToMetric is value_to_metric as written; it changes nothing.
+	// ValueToMetric reports whether value_to_metric is set on the rule's descriptor or on one
+	// above it. envoyproxy/ratelimit's stats (transport/rls, Options.Stats) then name the
+	// descriptor by [Rule.MetricKey], bounded; admit's own metrics never carry values.
 	ValueToMetric bool
 	// QuotaMode is quota_mode: the descriptor is decided and counted as usual, but answered OK when
 	// over its limit, the response reporting it in its dynamic metadata (package transport/rls).
@@ -130,6 +132,45 @@ type Rule struct {
 	// ShareThreshold is share_threshold of the rule's own descriptor: when its value has a '*',
 	// every value it matches shares one counter ([Config.Lookup]).
 	ShareThreshold bool
+
+	levels []level // the descriptors from the top down to the rule's, when ValueToMetric
+}
+
+// A level is one descriptor of a rule's path, as [Rule.MetricKey] names it.
+type level struct {
+	key, value  string // as written
+	share       bool   // share_threshold
+	valueMetric bool   // value_to_metric
+}
+
+// MetricKey returns envoyproxy/ratelimit's stats key of a descriptor of entries under r, a rule
+// with ValueToMetric (entries as [Config.Lookup] returns them, r the rule it found): the domain,
+// then each entry's key, with "_" and a value where envoyproxy/ratelimit puts one: the request's
+// value for a descriptor with value_to_metric (but the wildcard's as written under
+// share_threshold), the value as written for a descriptor that has one, none for a key alone;
+// joined by '.', such as "d.route_draw.http_method_GET.subject_id". Without ValueToMetric, or for
+// entries r does not match, it returns the rule's own key, the domain and r.Path.
+func (r *Rule) MetricKey(entries []Entry) string {
+	if !r.ValueToMetric || len(entries) != len(r.levels) {
+		return r.Domain + "." + r.Path
+	}
+	var b strings.Builder
+	b.WriteString(r.Domain)
+	for i, l := range r.levels {
+		b.WriteByte('.')
+		b.WriteString(l.key)
+		v := l.value
+		switch {
+		case l.share:
+		case l.valueMetric:
+			v = entries[i].Value
+		}
+		if v != "" {
+			b.WriteByte('_')
+			b.WriteString(v)
+		}
+	}
+	return b.String()
 }
 
 // An Entry is one entry of a request's descriptor.
@@ -148,12 +189,13 @@ type Config struct {
 
 // A node is a level of a domain's descriptor tree.
 type node struct {
-	key, value string           // the descriptor's, as written
-	line, col  int              // the place of the descriptor in its file
-	share      bool             // share_threshold: the values its wildcard matches share one counter
-	rule       *Rule            // nil for none
-	children   map[string]*node // by "key_value", or "key" for a descriptor with no value
-	wildcards  []string         // children's names whose values have a '*', in file order
+	key, value  string           // the descriptor's, as written
+	line, col   int              // the place of the descriptor in its file
+	share       bool             // share_threshold: the values its wildcard matches share one counter
+	valueMetric bool             // value_to_metric: its value in the stats key of the rules at and below it
+	rule        *Rule            // nil for none
+	children    map[string]*node // by "key_value", or "key" for a descriptor with no value
+	wildcards   []string         // children's names whose values have a '*', in file order
 }
 
 // Domains returns the names of the configured domains, sorted.

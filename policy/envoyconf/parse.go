@@ -3,6 +3,7 @@ package envoyconf
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -59,6 +60,7 @@ func (d *decoder) parseFile(data []byte) (domain string, root *node, line int, a
 	root = &node{}
 	d.descriptors(root, f["descriptors"], "descriptors", 1)
 	setDomain(root, domain)
+	setLevels(root, nil, false)
 	return domain, root, line, atomic
 }
 
@@ -69,6 +71,19 @@ func setDomain(n *node, domain string) {
 			c.rule.Domain = domain
 		}
 		setDomain(c, domain)
+	}
+}
+
+// setLevels gives every rule below n whose path (above, the levels down to n, any of them with
+// value_to_metric when valueMetric) has value_to_metric its levels, for Rule.MetricKey.
+func setLevels(n *node, above []level, valueMetric bool) {
+	for _, c := range n.children {
+		path := append(slices.Clip(above), level{key: c.key, value: c.value, share: c.share, valueMetric: c.valueMetric})
+		vm := valueMetric || c.valueMetric
+		if c.rule != nil && vm {
+			c.rule.ValueToMetric, c.rule.levels = true, path
+		}
+		setLevels(c, path, vm)
 	}
 }
 
@@ -121,7 +136,7 @@ func (d *decoder) descriptors(parent *node, n *yaml.Node, path string, depth int
 		shadow, _ := d.yf.Bool(f["shadow_mode"], p+".shadow_mode")
 		quota, _ := d.yf.Bool(f["quota_mode"], p+".quota_mode")
 		detailed, _ := d.yf.Bool(f["detailed_metric"], p+".detailed_metric")
-		valueMetric, _ := d.yf.Bool(f["value_to_metric"], p+".value_to_metric")
+		child.valueMetric, _ = d.yf.Bool(f["value_to_metric"], p+".value_to_metric")
 		child.share, _ = d.yf.Bool(f["share_threshold"], p+".share_threshold")
 		if child.share && !strings.Contains(value, "*") {
 			d.errorf(f["share_threshold"], "%s.share_threshold: only a value with '*' shares its counter, and %q has none", p, value)
@@ -131,7 +146,6 @@ func (d *decoder) descriptors(parent *node, n *yaml.Node, path string, depth int
 			if child.rule != nil {
 				child.rule.Path = name
 				child.rule.DetailedMetric = detailed
-				child.rule.ValueToMetric = valueMetric
 				child.rule.QuotaMode = quota
 				child.rule.ShareThreshold = child.share
 			}

@@ -34,6 +34,12 @@ type Ops struct {
 	// ShadowMode puts every rule in shadow mode (SHADOW_MODE): each is decided and counted (as
 	// shadow, in admit_decisions_total) but none is ever OVER_LIMIT, nor the response.
 	ShadowMode bool
+	// QuotaMode puts every rule in quota mode (QUOTA_MODE), as quota_mode puts one: each is
+	// decided and counted, and one over its limit is answered OK, listed in the dynamic metadata's
+	// quotaModeViolations (Options.DynamicMetadata) — a request's limit override too, but not a rule
+	// in shadow_mode, which is never over. quotaModeEnabled still says whether a rule of the
+	// request sets quota_mode, as envoyproxy/ratelimit reports it.
+	QuotaMode bool
 	// ResponseHeaders adds HeaderLimit, HeaderRemaining and HeaderReset to every response with a
 	// limited descriptor, as its response_headers_to_add, for the descriptor with the least
 	// remaining (LIMIT_RESPONSE_HEADERS_ENABLED); Envoy adds them to its response to the client.
@@ -57,9 +63,10 @@ func (o Ops) check() error {
 	return nil
 }
 
-// shadowAll puts every Item in shadow mode under Ops.ShadowMode.
+// shadowAll puts every Item in shadow mode under Ops.ShadowMode or Ops.QuotaMode, as shadow_mode
+// and quota_mode put one.
 func (s *Server) shadowAll(items []service.Item) {
-	if !s.ops.ShadowMode {
+	if !s.ops.ShadowMode && !s.ops.QuotaMode {
 		return
 	}
 	for i := range items {

@@ -213,7 +213,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 			return nil, status.Error(codes.Unavailable, "admit: cannot decide: "+err.Error())
 		}
 	}
-	resp := s.finish(req.GetDomain(), items, ds, respond(checks, ds, time.Now()))
+	resp := s.finish(req.GetDomain(), items, ds, respond(checks, ds, time.Now(), s.ops.QuotaMode))
 	if s.opts.Stats != nil {
 		s.stats(checks, items, ds)
 	}
@@ -412,9 +412,9 @@ func (s *Server) RuleSubject(_, key string) admit.Subject {
 
 var _ service.Rules = (*Server)(nil)
 
-// respond returns the response of checks, whose Items' Decisions are ds, at now; it marks the
-// checks in quota_mode found over.
-func respond(checks []check, ds []admit.Decision, now time.Time) *rlsv3.RateLimitResponse {
+// respond returns the response of checks, whose Items' Decisions are ds, at now, every rule in
+// quota mode when quotaAll (Ops.QuotaMode); it marks the checks in quota mode found over.
+func respond(checks []check, ds []admit.Decision, now time.Time, quotaAll bool) *rlsv3.RateLimitResponse {
 	resp, msgs := newResponse(len(checks))
 	for i := range checks {
 		c := &checks[i]
@@ -443,7 +443,7 @@ func respond(checks []check, ds []admit.Decision, now time.Time) *rlsv3.RateLimi
 		}
 		switch {
 		case d.Allowed:
-		case c.rule.QuotaMode:
+		case c.rule.QuotaMode, quotaAll && !lim.Shadow:
 			c.quotaOver = true // answered OK, reported in the dynamic metadata
 			st.LimitRemaining = 0
 		case lim.Shadow:

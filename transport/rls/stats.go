@@ -2,6 +2,7 @@ package rls
 
 import (
 	"math"
+	"regexp"
 	"strings"
 
 	"github.com/admit-dev/admit"
@@ -60,17 +61,40 @@ func overrideKey(domain string, entries []envoyconf.Entry) string {
 }
 
 // statKeys returns the rule key and series key of a descriptor of entries, counted by keyed, in
-// domain, under rule (see Options.Stats).
+// domain, under rule (see Options.Stats): the rule's key; under detailed_metric the descriptor's
+// own (detailedKey), under value_to_metric envoyproxy/ratelimit's value_to_metric key
+// (envoyconf.Rule.MetricKey), both bounded alike by the stats.
 func statKeys(domain string, rule *envoyconf.Rule, entries, keyed []envoyconf.Entry) (ruleKey, key string) {
 	if rule.Path == "" { // a limit override with no configured rule
-		k := overrideKey(domain, entries)
+		k := sanitizeStat(overrideKey(domain, entries))
 		return k, k
 	}
-	ruleKey = StatsKey(domain, rule)
-	if rule.DetailedMetric {
-		return ruleKey, detailedKey(domain, keyed)
+	ruleKey = sanitizeStat(StatsKey(domain, rule))
+	switch {
+	case rule.DetailedMetric: // wins over value_to_metric, as in envoyproxy/ratelimit
+		return ruleKey, sanitizeStat(detailedKey(domain, keyed))
+	case rule.ValueToMetric:
+		return ruleKey, sanitizeStat(rule.MetricKey(keyed))
 	}
 	return ruleKey, ruleKey
+}
+
+// statReplacer and ipv4 are what sanitizeStat replaces.
+var (
+	statReplacer = strings.NewReplacer(":", "_", "|", "_")
+	ipv4         = regexp.MustCompile(`\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}`)
+)
+
+// sanitizeStat returns the stats key key as envoyproxy/ratelimit's stats name it (its
+// SanitizeStatName): ':' and '|' made '_', and the dots of what looks like an IPv4 address too,
+// so that "rl.ip_10.0.0.1" is "rl.ip_10_0_0_1", one part of the key and not four.
+func sanitizeStat(key string) string {
+	if !strings.ContainsAny(key, ":|") && !ipv4.MatchString(key) {
+		return key // the common case: nothing to replace, nothing allocated
+	}
+	return ipv4.ReplaceAllStringFunc(statReplacer.Replace(key), func(ip string) string {
+		return strings.ReplaceAll(ip, ".", "_")
+	})
 }
 
 // stats tells Options.Stats the Counts of each descriptor of checks decided under a rule that

@@ -2,6 +2,8 @@ package rls_test
 
 import (
 	"fmt"
+	"maps"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -41,7 +43,13 @@ descriptors:
 // each series by its labels domain/key1/key2/key.
 func statsServe(t *testing.T, store admit.Store) (send func(hits uint32, kv ...string) []string, gather func() map[string]map[string]float64) {
 	t.Helper()
-	cfg, err := envoyconf.Parse(envoyconf.File{Name: "st.yaml", Data: []byte(statsConfig)})
+	return statsServeOf(t, store, "st", statsConfig)
+}
+
+// statsServeOf is statsServe of the configuration yaml of domain.
+func statsServeOf(t *testing.T, store admit.Store, domain, yaml string) (send func(hits uint32, kv ...string) []string, gather func() map[string]map[string]float64) {
+	t.Helper()
+	cfg, err := envoyconf.Parse(envoyconf.File{Name: domain + ".yaml", Data: []byte(yaml)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +62,7 @@ func statsServe(t *testing.T, store admit.Store) (send func(hits uint32, kv ...s
 	c, _ := serveServer(t, s)
 	send = func(hits uint32, kv ...string) []string {
 		t.Helper()
-		r := ask(t, c, "st", hits, desc(kv...))
+		r := ask(t, c, domain, hits, desc(kv...))
 		codes := []string{r.OverallCode.String()}
 		for _, st := range r.Statuses {
 			codes = append(codes, st.Code.String())
@@ -152,13 +160,144 @@ func TestEnvoyStatsBounded(t *testing.T) {
 	if perValue != metrics.MaxEnvoyDetailed || sum != float64(n) {
 		t.Errorf("ip: %d series of values holding, with the rule's, %v hits; want %d of them and %d hits\n%v", perValue, sum, metrics.MaxEnvoyDetailed, n, total)
 	}
-	if v := total["st/ip_10.0.0.0//st.ip_10.0.0.0"]; v != 0 {
-		t.Errorf("a value with a '.' is split as the mapping splits it: %v", total)
-	}
-	if v := total["st/ip_10/0/st.ip_10.0.0.0"]; v != 1 {
-		t.Errorf("ip 10.0.0.0: %v hits, want 1 in domain st, key1 ip_10, key2 0\n%v", v, total)
+	if v := total["st/ip_10_0_0_0//st.ip_10_0_0_0"]; v != 1 {
+		t.Errorf("ip 10.0.0.0: %v hits, want 1 in st.ip_10_0_0_0, its dots made '_' as envoyproxy/ratelimit names it\n%v", v, total)
 	}
 	if v := total["st/ip//st.ip"]; v != float64(n-metrics.MaxEnvoyDetailed) {
 		t.Errorf("ip's own series: %v hits, want %d", v, n-metrics.MaxEnvoyDetailed)
+	}
+}
+
+// valueToMetricConfig has value_to_metric at the top, in the middle, on a wildcard, under
+// share_threshold, and under a detailed_metric rule, which wins.
+const valueToMetricConfig = `domain: vm
+descriptors:
+  - key: route
+    value_to_metric: true
+    descriptors:
+      - key: http_method
+        value_to_metric: true
+        descriptors:
+          - key: subject_id
+            rate_limit: {unit: hour, requests_per_unit: 60}
+      - key: detailed
+        descriptors:
+          - key: subject_id
+            detailed_metric: true
+            rate_limit: {unit: hour, requests_per_unit: 60}
+  - key: k1
+    descriptors:
+      - key: k2
+        value_to_metric: true
+        descriptors:
+          - key: k3
+            rate_limit: {unit: hour, requests_per_unit: 1}
+      - key: plain
+        rate_limit: {unit: hour, requests_per_unit: 1}
+  - key: user
+    value_to_metric: true
+    descriptors:
+      - key: action
+        value: read*
+        value_to_metric: true
+        descriptors:
+          - key: resource
+            rate_limit: {unit: hour, requests_per_unit: 100}
+      - key: shared
+        value: s*
+        share_threshold: true
+        value_to_metric: true
+        rate_limit: {unit: hour, requests_per_unit: 100}
+      - key: fixed
+        value: f1
+        rate_limit: {unit: hour, requests_per_unit: 100}
+`
+
+// TestEnvoyStatsValueToMetric: value_to_metric names a rule's series as envoyproxy/ratelimit's
+// value_to_metric key names its stats (its own tests' keys): the request's value at each level that
+// sets it, the value as written where the descriptor has one (a wildcard's pattern under
+// share_threshold), the key alone elsewhere; detailed_metric wins; bounded as detailed_metric is.
+func TestEnvoyStatsValueToMetric(t *testing.T) {
+	stores(t, func(t *testing.T, store admit.Store) {
+		ask, gather := statsServeOf(t, store, "vm", valueToMetricConfig)
+		for _, kv := range [][]string{
+			{"route", "draw", "http_method", "GET", "subject_id", "123"},
+			{"route", "draw", "detailed", "x", "subject_id", "123"},
+			{"k1", "X", "k2", "Y", "k3", "Z"},
+			{"k1", "X", "plain", "P"},
+			{"user", "alice", "action", "readfile", "resource", "documents"},
+			{"user", "bob", "shared", "sa"},
+			{"user", "bob", "shared", "sb"},
+			{"user", "carol", "fixed", "f1"},
+		} {
+			if got := ask(1, kv...); got[0] != "OK" {
+				t.Fatalf("%v: %v", kv, got)
+			}
+		}
+		want := map[string]float64{
+			"vm.route_draw.http_method_GET.subject_id": 1,
+			"vm.route_draw.detailed_x.subject_id_123":  1, // detailed_metric: every value
+			"vm.k1.k2_Y.k3":                          1,
+			"vm.k1.plain":                            1, // no value_to_metric on its path: the rule's key
+			"vm.user_alice.action_readfile.resource": 1,
+			"vm.user_bob.shared_s*":                  2, // share_threshold: the wildcard as written
+			"vm.user_carol.fixed_f1":                 1,
+		}
+		total := gather()["ratelimit_service_rate_limit_total_hits"]
+		got := map[string]float64{}
+		for labels, v := range total {
+			got[labels[strings.LastIndexByte(labels, '/')+1:]] = v
+		}
+		if !maps.Equal(got, want) {
+			t.Errorf("series by key %v, want %v", got, want)
+		}
+		// The mapping's labels split the key at '.' as for any other.
+		if v := total["vm/route_draw/http_method_GET/vm.route_draw.http_method_GET.subject_id"]; v != 1 {
+			t.Errorf("labels of the value_to_metric key: %v", total)
+		}
+	})
+}
+
+// TestEnvoyStatsValueToMetricBounded: a rule with value_to_metric has at most
+// metrics.MaxEnvoyDetailed series of values, the hits of further values counted in its own.
+func TestEnvoyStatsValueToMetricBounded(t *testing.T) {
+	ask, gather := statsServeOf(t, memStore(t), "vm", valueToMetricConfig)
+	n := metrics.MaxEnvoyDetailed + 30
+	for i := range n {
+		ask(1, "k1", "X", "k2", fmt.Sprintf("y%d", i), "k3", "Z")
+	}
+	total := gather()["ratelimit_service_rate_limit_total_hits"]
+	series, sum := 0, 0.0
+	for labels, v := range total {
+		sum += v
+		if strings.HasSuffix(labels, "/vm.k1.k2.k3") {
+			if v != float64(n-metrics.MaxEnvoyDetailed) {
+				t.Errorf("the rule's own series: %v hits, want %d", v, n-metrics.MaxEnvoyDetailed)
+			}
+			continue
+		}
+		series++
+	}
+	if series != metrics.MaxEnvoyDetailed || sum != float64(n) || len(total) != metrics.MaxEnvoyDetailed+1 {
+		t.Errorf("%d series of values, %v hits in %d series; want %d, %d in %d", series, sum, len(total), metrics.MaxEnvoyDetailed, n, metrics.MaxEnvoyDetailed+1)
+	}
+}
+
+// TestEnvoyStatsSanitized: a stats key is named as envoyproxy/ratelimit's stats name it: ':' and
+// '|' are '_', and so are the dots of an IPv4 address; other dots part the key, as the mapping
+// parts it.
+func TestEnvoyStatsSanitized(t *testing.T) {
+	ask, gather := statsServe(t, memStore(t))
+	for _, ip := range []string{"fe80::1", "a|b", "v1.2", "192.168.0.1:8080"} {
+		ask(1, "ip", ip)
+	}
+	want := map[string]float64{
+		"st/ip_fe80__1//st.ip_fe80__1":                   1,
+		"st/ip_a_b//st.ip_a_b":                           1,
+		"st/ip_v1/2/st.ip_v1.2":                          1,
+		"st/ip_192_168_0_1_8080//st.ip_192_168_0_1_8080": 1,
+	}
+	if got := gather()["ratelimit_service_rate_limit_total_hits"]; !maps.Equal(got, want) {
+		t.Errorf("series %v, want %v", got, want)
 	}
 }

@@ -3,6 +3,8 @@ package rls_test
 import (
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -243,6 +245,68 @@ func TestQuotaMode(t *testing.T) {
 		if r.DynamicMetadata != nil {
 			t.Errorf("plain: metadata %v", r.DynamicMetadata)
 		}
+	})
+}
+
+// quotaAllConfig has a rule of its own, one in shadow_mode and one in quota_mode, each 1 per hour.
+const quotaAllConfig = `domain: qm
+descriptors:
+  - key: plain
+    rate_limit: {unit: hour, requests_per_unit: 1}
+  - key: shadow
+    shadow_mode: true
+    rate_limit: {unit: hour, requests_per_unit: 1}
+  - key: quota
+    quota_mode: true
+    rate_limit: {unit: hour, requests_per_unit: 1}
+`
+
+// TestQuotaModeEverywhere: Ops.QuotaMode (QUOTA_MODE) puts every rule in quota mode, a request's
+// limit override too: over answered OK, listed in quotaModeViolations; a shadow_mode rule is
+// never over, so never listed; quotaModeEnabled still says whether a rule sets quota_mode.
+func TestQuotaModeEverywhere(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "qm.yaml"), []byte(quotaAllConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	meta := func(r *rlsv3.RateLimitResponse) string {
+		b, err := protojson.Marshal(r.DynamicMetadata)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.ReplaceAll(string(b), " ", "")
+	}
+	over := func(d *ratelimitv3.RateLimitDescriptor) *ratelimitv3.RateLimitDescriptor {
+		d.Limit = &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1, Unit: typev3.RateLimitUnit_HOUR}
+		return d
+	}
+	stores(t, func(t *testing.T, store admit.Store) {
+		c := serveWith(t, store, dir, rls.Options{DynamicMetadata: true, Ops: rls.Ops{QuotaMode: true}})
+		all := func() []*ratelimitv3.RateLimitDescriptor {
+			return []*ratelimitv3.RateLimitDescriptor{desc("plain", "p"), desc("shadow", "s"), desc("quota", "q"), over(desc("nothing", "n"))}
+		}
+		r := ask(t, c, "qm", 0, all()...)
+		wantCodes(t, "first", r, "OK", "OK", "OK", "OK", "OK")
+		if got := meta(r); strings.Contains(got, "quotaModeViolations") || !strings.Contains(got, `"quotaModeEnabled":true`) {
+			t.Errorf("first: metadata %s, want no violations, quota mode enabled", got)
+		}
+		r = ask(t, c, "qm", 0, all()...)
+		wantCodes(t, "second", r, "OK", "OK", "OK", "OK", "OK")
+		for i, st := range r.Statuses {
+			if st.CurrentLimit == nil || st.LimitRemaining != 0 {
+				t.Errorf("second, descriptor %d: %v; want its limit, nothing left", i, st)
+			}
+		}
+		if got := meta(r); !strings.Contains(got, `"quotaModeViolations":[0,2,3]`) {
+			t.Errorf("second: metadata %s, want violations [0,2,3]: all but the shadow rule", got)
+		}
+		r = ask(t, c, "qm", 0, desc("plain", "p"))
+		if got, want := meta(r), `{"descriptors":[{"entries":["plain=p"]}],"domain":"qm","quotaModeEnabled":false,"quotaModeViolations":[0]}`; got != want {
+			t.Errorf("a rule without quota_mode: metadata %s, want %s", got, want)
+		}
+		// Without QuotaMode, the same rules enforce.
+		plain := serveWith(t, store, dir, rls.Options{})
+		wantCodes(t, "enforced", ask(t, plain, "qm", 0, desc("plain", "p")), "OVER_LIMIT", "OVER_LIMIT")
 	})
 }
 
