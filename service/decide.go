@@ -7,6 +7,7 @@ import (
 
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/internal/bound"
+	"github.com/admit-dev/admit/internal/replsession"
 	"github.com/admit-dev/admit/internal/slot"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -139,25 +140,51 @@ func (s *Service) decide(ctx context.Context, items []Item, ds []admit.Decision,
 		}
 		return allowed, release, err
 	case Separately:
-		allowed = true
-		for i := range rs {
-			var over [1]bool
-			peeked := peek(rs[i:i+1], over[:])
-			sctx, span := s.storeSpan(ctx, 1)
-			ok, err := s.store.TakeAll(sctx, rs[i:i+1], ds[i:i+1])
-			endStore(span, err)
-			if err != nil {
-				return false, nil, err
-			}
-			if over[0] {
-				ds[i].Allowed = false
-			}
-			allowed = allowed && ok && !peeked
+		var sess *replsession.Session
+		if len(rs) > 1 && replicated(items) {
+			ctx, sess = replsession.New(ctx)
 		}
-		return allowed, nil, nil
+		allowed, err = s.separately(ctx, rs, ds)
+		if sess != nil {
+			allowed, err = waitOnce(ctx, sess, ds, allowed, err)
+		}
+		return allowed, nil, err
 	}
 	b := newBatch(items, keys, okeys)
-	allowed = true
+	var sess *replsession.Session
+	if len(b.ends) > 1 && replicated(items) {
+		ctx, sess = replsession.New(ctx)
+	}
+	allowed, err = s.bySlot(ctx, &b, ds)
+	if sess != nil {
+		allowed, err = waitOnce(ctx, sess, ds, allowed, err)
+	}
+	return allowed, nil, err
+}
+
+// separately decides each Request of rs on its own (Separately), into ds.
+func (s *Service) separately(ctx context.Context, rs []admit.Request, ds []admit.Decision) (bool, error) {
+	allowed := true
+	for i := range rs {
+		var over [1]bool
+		peeked := peek(rs[i:i+1], over[:])
+		sctx, span := s.storeSpan(ctx, 1)
+		ok, err := s.store.TakeAll(sctx, rs[i:i+1], ds[i:i+1])
+		endStore(span, err)
+		if err != nil {
+			return false, err
+		}
+		if over[0] {
+			ds[i].Allowed = false
+		}
+		allowed = allowed && ok && !peeked
+	}
+	return allowed, nil
+}
+
+// bySlot decides each group of b in one TakeAll (BySlot), and fills ds, the Items' Decisions.
+func (s *Service) bySlot(ctx context.Context, b *batch, ds []admit.Decision) (bool, error) {
+	allowed := true
 	start := 0
 	for _, end := range b.ends {
 		peeked := peek(b.rs[start:end], b.over[start:end])
@@ -165,7 +192,7 @@ func (s *Service) decide(ctx context.Context, items []Item, ds []admit.Decision,
 		ok, err := s.store.TakeAll(sctx, b.rs[start:end], b.ds[start:end])
 		endStore(span, err)
 		if err != nil {
-			return false, nil, err
+			return false, err
 		}
 		allowed = allowed && ok && !peeked
 		start = end
@@ -176,7 +203,36 @@ func (s *Service) decide(ctx context.Context, items []Item, ds []admit.Decision,
 			ds[i].Allowed = false
 		}
 	}
-	return allowed, nil, nil
+	return allowed, nil
+}
+
+// replicated reports whether an Item of items asks for replicas and writes (admit.Limit.Replicas,
+// a cost above 0): then the Store calls of one decision share a replsession, waited for once.
+func replicated(items []Item) bool {
+	for i := range items {
+		if items[i].Limit.Replicas > 0 && items[i].Cost > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// waitOnce ends sess, the replsession of a decision whose Store calls returned allowed and err:
+// after an error it waits for nothing (the decision failed); else it waits once for every
+// admission the calls deferred, and when one was not confirmed the whole decision is undecided:
+// nothing in ds is admitted, and the error, matching admit.ErrUnavailable, is returned.
+func waitOnce(ctx context.Context, sess *replsession.Session, ds []admit.Decision, allowed bool, err error) (bool, error) {
+	if err != nil {
+		sess.Release()
+		return false, err
+	}
+	if err := sess.Wait(ctx); err != nil {
+		for i := range ds {
+			ds[i].Allowed, ds[i].Token = false, 0
+		}
+		return false, err
+	}
+	return allowed, nil
 }
 
 // request makes r[0], whose Limit it sets, the Request of it at cost n with request ID id.
