@@ -140,51 +140,37 @@ func (s *Service) decide(ctx context.Context, items []Item, ds []admit.Decision,
 		}
 		return allowed, release, err
 	case Separately:
-		var sess *replsession.Session
+		var sess *replsession.Session // one wait for the calls' replicated admissions
 		if len(rs) > 1 && replicated(items) {
 			ctx, sess = replsession.New(ctx)
 		}
-		allowed, err = s.separately(ctx, rs, ds)
-		if sess != nil {
-			allowed, err = waitOnce(ctx, sess, ds, allowed, err)
+		allowed = true
+		for i := range rs {
+			var over [1]bool
+			peeked := peek(rs[i:i+1], over[:])
+			sctx, span := s.storeSpan(ctx, 1)
+			ok, err := s.store.TakeAll(sctx, rs[i:i+1], ds[i:i+1])
+			endStore(span, err)
+			if err != nil {
+				sess.Close()
+				return false, nil, err
+			}
+			if over[0] {
+				ds[i].Allowed = false
+			}
+			allowed = allowed && ok && !peeked
 		}
-		return allowed, nil, err
+		if err := waitOnce(ctx, sess, ds); err != nil {
+			return false, nil, err
+		}
+		return allowed, nil, nil
 	}
 	b := newBatch(items, keys, okeys)
 	var sess *replsession.Session
 	if len(b.ends) > 1 && replicated(items) {
 		ctx, sess = replsession.New(ctx)
 	}
-	allowed, err = s.bySlot(ctx, &b, ds)
-	if sess != nil {
-		allowed, err = waitOnce(ctx, sess, ds, allowed, err)
-	}
-	return allowed, nil, err
-}
-
-// separately decides each Request of rs on its own (Separately), into ds.
-func (s *Service) separately(ctx context.Context, rs []admit.Request, ds []admit.Decision) (bool, error) {
-	allowed := true
-	for i := range rs {
-		var over [1]bool
-		peeked := peek(rs[i:i+1], over[:])
-		sctx, span := s.storeSpan(ctx, 1)
-		ok, err := s.store.TakeAll(sctx, rs[i:i+1], ds[i:i+1])
-		endStore(span, err)
-		if err != nil {
-			return false, err
-		}
-		if over[0] {
-			ds[i].Allowed = false
-		}
-		allowed = allowed && ok && !peeked
-	}
-	return allowed, nil
-}
-
-// bySlot decides each group of b in one TakeAll (BySlot), and fills ds, the Items' Decisions.
-func (s *Service) bySlot(ctx context.Context, b *batch, ds []admit.Decision) (bool, error) {
-	allowed := true
+	allowed = true
 	start := 0
 	for _, end := range b.ends {
 		peeked := peek(b.rs[start:end], b.over[start:end])
@@ -192,7 +178,8 @@ func (s *Service) bySlot(ctx context.Context, b *batch, ds []admit.Decision) (bo
 		ok, err := s.store.TakeAll(sctx, b.rs[start:end], b.ds[start:end])
 		endStore(span, err)
 		if err != nil {
-			return false, err
+			sess.Close()
+			return false, nil, err
 		}
 		allowed = allowed && ok && !peeked
 		start = end
@@ -203,7 +190,10 @@ func (s *Service) bySlot(ctx context.Context, b *batch, ds []admit.Decision) (bo
 			ds[i].Allowed = false
 		}
 	}
-	return allowed, nil
+	if err := waitOnce(ctx, sess, ds); err != nil {
+		return false, nil, err
+	}
+	return allowed, nil, nil
 }
 
 // replicated reports whether an Item of items asks for replicas and writes (admit.Limit.Replicas,
@@ -217,22 +207,20 @@ func replicated(items []Item) bool {
 	return false
 }
 
-// waitOnce ends sess, the replsession of a decision whose Store calls returned allowed and err:
-// after an error it waits for nothing (the decision failed); else it waits once for every
-// admission the calls deferred, and when one was not confirmed the whole decision is undecided:
-// nothing in ds is admitted, and the error, matching admit.ErrUnavailable, is returned.
-func waitOnce(ctx context.Context, sess *replsession.Session, ds []admit.Decision, allowed bool, err error) (bool, error) {
-	if err != nil {
-		sess.Release()
-		return false, err
+// waitOnce waits once for every admission the Store calls of a decision deferred to sess (none
+// when sess is nil). When one was not confirmed the whole decision is undecided: nothing in ds is
+// admitted, and the error, matching admit.ErrUnavailable, is returned.
+func waitOnce(ctx context.Context, sess *replsession.Session, ds []admit.Decision) error {
+	if sess == nil {
+		return nil
 	}
 	if err := sess.Wait(ctx); err != nil {
 		for i := range ds {
 			ds[i].Allowed, ds[i].Token = false, 0
 		}
-		return false, err
+		return err
 	}
-	return allowed, nil
+	return nil
 }
 
 // request makes r[0], whose Limit it sets, the Request of it at cost n with request ID id.

@@ -42,7 +42,7 @@ func From(ctx context.Context) *Session {
 }
 
 // Join returns owner's Pending in s, made by open on its first Join. It reports false, with no
-// Pending, once s ended (Wait or Release): the caller then waits on its own.
+// Pending, once s ended (Wait or Close): the caller then waits on its own.
 func (s *Session) Join(owner any, open func() Pending) (Pending, bool) {
 	if s == nil {
 		return nil, false
@@ -95,9 +95,9 @@ func (s *Session) Wait(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// Release ends s without waiting, giving back what its Pendings hold. It is idempotent, and does
+// Close ends s without waiting, giving back what its Pendings hold. It is idempotent, and does
 // nothing after Wait.
-func (s *Session) Release() {
+func (s *Session) Close() {
 	for _, p := range s.end() {
 		p.Release()
 	}
