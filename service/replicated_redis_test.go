@@ -15,45 +15,6 @@ import (
 	"github.com/admit-dev/admit/service"
 )
 
-// startReplicated starts a primary and one replica of it, and waits (patiently) until the primary
-// lists it as online.
-func startReplicated(t *testing.T) (primary, replica *redistest.Server) {
-	t.Helper()
-	args := []string{"--repl-diskless-sync-delay", "0"}
-	primary = redistest.Start(t, args...)
-	replica = redistest.Start(t, append([]string{"--replicaof", "127.0.0.1", strconv.Itoa(primary.Port())}, args...)...)
-	deadline := time.Now().Add(time.Minute)
-	for {
-		info, _ := primary.Do(t, "INFO", "replication").ToString()
-		if strings.Contains(info, "connected_slaves:1\r\n") && strings.Contains(info, "state=online") {
-			return primary, replica
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the primary does not list its replica online within a minute:\n%s", info)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// waitCalls returns how many WAIT commands srv has run (INFO commandstats).
-func waitCalls(t *testing.T, srv *redistest.Server) int64 {
-	t.Helper()
-	info, err := srv.Do(t, "INFO", "commandstats").ToString()
-	if err != nil {
-		t.Fatalf("INFO commandstats: %v", err)
-	}
-	for line := range strings.Lines(info) {
-		if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_wait:calls="); ok {
-			n, err := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
-			if err != nil {
-				t.Fatalf("cmdstat_wait %q: %v", line, err)
-			}
-			return n
-		}
-	}
-	return 0
-}
-
 // count reads the counter of a fixed window's key on srv: 0 when it holds none.
 func count(t *testing.T, srv *redistest.Server, key string) int64 {
 	t.Helper()
@@ -75,7 +36,8 @@ func count(t *testing.T, srv *redistest.Server, key string) int64 {
 // request is undecided, an error matching admit.ErrUnavailable with nothing admitted, its units
 // consumed on the primary; a request of async Items in the same slots carries on without a wait.
 func TestReplicatedRequestWaitsOnce(t *testing.T) {
-	primary, replica := startReplicated(t)
+	primary, replicas := redistest.StartReplicated(t, 1)
+	replica := replicas[0]
 	redis, err := redisstore.New(redisstore.Config{URL: primary.URL(), CommandTimeout: 2 * time.Second, DialTimeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -113,7 +75,7 @@ func TestReplicatedRequestWaitsOnce(t *testing.T) {
 	// decide decides its, checking it made len(its) TakeAll calls, and returns the WAITs it sent.
 	decide := func(its []service.Item, ds []admit.Decision, g service.Grouping) (int64, error) {
 		t.Helper()
-		waits := waitCalls(t, primary)
+		waits := primary.CommandCalls(t, "wait")
 		store.mu.Lock()
 		calls := len(store.calls)
 		store.mu.Unlock()
@@ -124,7 +86,7 @@ func TestReplicatedRequestWaitsOnce(t *testing.T) {
 		if calls != len(its) {
 			t.Fatalf("grouping %d: %d TakeAll calls for %d Items in as many slots, want %d", g, calls, len(its), len(its))
 		}
-		return waitCalls(t, primary) - waits, err
+		return primary.CommandCalls(t, "wait") - waits, err
 	}
 
 	for _, g := range []service.Grouping{service.Separately, service.BySlot} {
