@@ -143,3 +143,69 @@ func TestSessionWaitUndecided(t *testing.T) {
 		t.Errorf("%d dedicated connections held after the Wait, want 0", got)
 	}
 }
+
+// On a cluster rueidis binds a dedicated connection to the hash slot of its first command: a
+// session keeps one per slot it writes to, and its Wait sends one WAIT on each, in parallel, so a
+// master whose slots the request wrote twice runs two. Each master's replica holds the keys once
+// the Wait returns (SCAN: a cluster replica redirects a GET).
+func TestSessionWaitsPerSlotOnACluster(t *testing.T) {
+	c := redistest.StartCluster(t)
+	s := openPatient(t, c.URL())
+	masters := c.Masters(t)
+	if len(masters) != 3 {
+		t.Fatalf("%d masters, want 3", len(masters))
+	}
+	a := keysOn(t, c, masters[0], 2)
+	for c.Slot(t, a[0]) == c.Slot(t, a[1]) {
+		a[1] = keysOn(t, c, masters[0], 1)[0]
+	}
+	keys := append(a, keysOn(t, c, masters[1], 1)...)
+	repl := replicatedLimit(10, 1, patientCommandTimeout)
+	before := make([]int64, len(masters))
+	for i, m := range masters {
+		before[i] = m.CommandCalls(t, "wait")
+	}
+	ctx, sess := replsession.New(context.Background())
+	for i, key := range keys {
+		if d, err := s.Take(ctx, admit.Request{Key: key, Limit: repl, Cost: 1}); err != nil || !d.Allowed {
+			t.Fatalf("take %d in a session on a cluster: %+v, %v; want admitted", i, d, err)
+		}
+	}
+	if err := sess.Wait(ctx); err != nil {
+		t.Fatalf("the session's Wait on a cluster: %v", err)
+	}
+	for i, want := range []int64{2, 1, 0} {
+		if got := masters[i].CommandCalls(t, "wait") - before[i]; got != want {
+			t.Errorf("master %d: %d WAITs, want %d (one per slot written)", i, got, want)
+		}
+	}
+	for i, key := range keys {
+		m := c.MasterOfKey(t, key)
+		for _, r := range c.ReplicasOf(t, m) {
+			if !scanFinds(t, r, key) {
+				t.Errorf("take %d: its master's replica %s has no key %s after the Wait", i, r.Addr(), key)
+			}
+		}
+	}
+	if got := len(s.dedicated); got != 0 {
+		t.Errorf("%d dedicated connections held after the Wait, want 0", got)
+	}
+}
+
+// scanFinds reports whether SCAN of srv finds key.
+func scanFinds(t *testing.T, srv *redistest.Server, key string) bool {
+	t.Helper()
+	for cursor := "0"; ; {
+		reply, err := srv.Do(t, "SCAN", cursor, "MATCH", key, "COUNT", "1000").ToArray()
+		if err != nil || len(reply) != 2 {
+			t.Fatalf("SCAN on %s: %v", srv.Addr(), err)
+		}
+		found, _ := reply[1].AsStrSlice()
+		if len(found) > 0 {
+			return true
+		}
+		if cursor, _ = reply[0].ToString(); cursor == "0" {
+			return false
+		}
+	}
+}
