@@ -92,18 +92,18 @@ func TestSessionWaitsOnce(t *testing.T) {
 		t.Errorf("%d WAITs for a take after its session ended, want 1 (its own)", got)
 	}
 
-	// A session closed without its Wait gives its connection back and waits for nothing.
+	// A session aborted without its Wait gives its connection back and waits for nothing.
 	ctx, sess = replsession.New(context.Background())
 	before = waits(t, primary)
 	if d, err := s.Take(ctx, admit.Request{Key: newKey(t), Limit: repl, Cost: 1}); err != nil || !d.Allowed {
 		t.Fatalf("take in a session to release: %+v, %v; want admitted", d, err)
 	}
-	sess.Close()
+	sess.Abort(errors.New("another call failed"))
 	if got := waits(t, primary) - before; got != 0 {
-		t.Errorf("%d WAITs for a closed session, want 0", got)
+		t.Errorf("%d WAITs for an aborted session, want 0", got)
 	}
 	if got := len(s.dedicated); got != 0 {
-		t.Errorf("%d dedicated connections held after Close, want 0", got)
+		t.Errorf("%d dedicated connections held after Abort, want 0", got)
 	}
 }
 

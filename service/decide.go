@@ -152,7 +152,7 @@ func (s *Service) decide(ctx context.Context, items []Item, ds []admit.Decision,
 			ok, err := s.store.TakeAll(sctx, rs[i:i+1], ds[i:i+1])
 			endStore(span, err)
 			if err != nil {
-				sess.Close()
+				sess.Abort(err)
 				return false, nil, err
 			}
 			if over[0] {
@@ -178,7 +178,7 @@ func (s *Service) decide(ctx context.Context, items []Item, ds []admit.Decision,
 		ok, err := s.store.TakeAll(sctx, b.rs[start:end], b.ds[start:end])
 		endStore(span, err)
 		if err != nil {
-			sess.Close()
+			sess.Abort(err)
 			return false, nil, err
 		}
 		allowed = allowed && ok && !peeked

@@ -24,6 +24,7 @@ type Session struct {
 	mu      sync.Mutex
 	owners  []any
 	pending []Pending
+	after   []func(error)
 	ended   bool
 }
 
@@ -42,7 +43,7 @@ func From(ctx context.Context) *Session {
 }
 
 // Join returns owner's Pending in s, made by open on its first Join. It reports false, with no
-// Pending, once s ended (Wait or Close): the caller then waits on its own.
+// Pending, once s ended (Wait or Abort): the caller then waits on its own.
 func (s *Session) Join(owner any, open func() Pending) (Pending, bool) {
 	if s == nil {
 		return nil, false
@@ -62,24 +63,49 @@ func (s *Session) Join(owner any, open func() Pending) (Pending, bool) {
 	return p, true
 }
 
-// end ends s and returns its Pendings, each once.
-func (s *Session) end() []Pending {
+// After registers f, called once s ended, with the error of its Wait or its Abort: a decorator's
+// count of the calls' decisions, which stand only if the wait confirms them. It reports false,
+// registering nothing, once s ended.
+func (s *Session) After(f func(error)) bool {
 	if s == nil {
-		return nil
+		return false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ended {
-		return nil
+		return false
+	}
+	s.after = append(s.after, f)
+	return true
+}
+
+// end ends s and returns its Pendings and its After funcs, each once.
+func (s *Session) end() ([]Pending, []func(error)) {
+	if s == nil {
+		return nil, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended {
+		return nil, nil
 	}
 	s.ended = true
-	return s.pending
+	return s.pending, s.after
 }
 
 // Wait ends s and waits for every Pending in it, in parallel when several, and returns their
-// errors joined. A Session ended before waits for nothing.
+// errors joined, which it passes to the After funcs. A Session ended before waits for nothing.
 func (s *Session) Wait(ctx context.Context) error {
-	ps := s.end()
+	ps, after := s.end()
+	err := wait(ctx, ps)
+	for _, f := range after {
+		f(err)
+	}
+	return err
+}
+
+// wait waits for ps, in parallel when several, and returns their errors joined.
+func wait(ctx context.Context, ps []Pending) error {
 	switch len(ps) {
 	case 0:
 		return nil
@@ -95,10 +121,15 @@ func (s *Session) Wait(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// Close ends s without waiting, giving back what its Pendings hold. It is idempotent, and does
-// nothing after Wait.
-func (s *Session) Close() {
-	for _, p := range s.end() {
+// Abort ends s without waiting, because a call of its request failed with err (not nil): it
+// gives back what its Pendings hold, and passes err to the After funcs. It does nothing once s
+// ended.
+func (s *Session) Abort(err error) {
+	ps, after := s.end()
+	for _, p := range ps {
 		p.Release()
+	}
+	for _, f := range after {
+		f(err)
 	}
 }

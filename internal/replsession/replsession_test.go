@@ -59,11 +59,15 @@ func TestFromWithoutSession(t *testing.T) {
 	if err := s.Wait(context.Background()); err != nil {
 		t.Errorf("Wait on a nil session: %v", err)
 	}
-	s.Close()
+	if s.After(func(error) { t.Error("an After func of a nil session called") }) {
+		t.Error("After on a nil session reported true")
+	}
+	s.Abort(errors.New("failed"))
 }
 
-// Join makes one Pending per owner, on its first Join; Wait waits for each once and ends the
-// session: a Join after it reports false, and a second Wait or a Close does nothing.
+// Join makes one Pending per owner, on its first Join; Wait waits for each once, passes its result
+// to each After func, once, and ends the session: a Join or an After after it reports false, and a
+// second Wait or an Abort does nothing.
 func TestJoinOncePerOwner(t *testing.T) {
 	ctx, s := replsession.New(context.Background())
 	if got := replsession.From(ctx); got != s {
@@ -77,13 +81,25 @@ func TestJoinOncePerOwner(t *testing.T) {
 	if !ok1 || !ok2 || !ok3 || a1 != a2 || a1 == b || opened != 2 {
 		t.Fatalf("Joins: a %p %p, b %p (%v %v %v), %d opened; want one Pending per owner, 2 opened", a1, a2, b, ok1, ok2, ok3, opened)
 	}
-	if err := s.Wait(ctx); err != nil {
-		t.Fatal(err)
+	var after []error
+	for range 2 {
+		if !s.After(func(err error) { after = append(after, err) }) {
+			t.Fatal("After on a session that has not ended reported false")
+		}
 	}
 	if err := s.Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
-	s.Close()
+	if err := s.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s.Abort(errors.New("failed"))
+	if len(after) != 2 || after[0] != nil || after[1] != nil {
+		t.Errorf("After funcs called with %v, want twice with nil", after)
+	}
+	if s.After(func(error) { t.Error("an After func registered after Wait called") }) {
+		t.Error("After after Wait reported true")
+	}
 	for name, p := range map[string]*pending{"a": a1.(*pending), "b": b.(*pending)} {
 		if w, r := p.counts(); w != 1 || r != 0 {
 			t.Errorf("owner %s: %d Waits, %d Releases; want 1 Wait, no Release", name, w, r)
@@ -94,24 +110,31 @@ func TestJoinOncePerOwner(t *testing.T) {
 	}
 }
 
-// Close ends the session without waiting: each Pending released once, none waited for.
-func TestClose(t *testing.T) {
+// Abort ends the session without waiting: each Pending released once, none waited for, the
+// After funcs called once with Abort's error.
+func TestAbort(t *testing.T) {
 	ctx, s := replsession.New(context.Background())
 	p := &pending{}
 	s.Join("a", func() replsession.Pending { return p })
-	s.Close()
-	s.Close()
+	var after []error
+	s.After(func(err error) { after = append(after, err) })
+	failed := errors.New("a call failed")
+	s.Abort(failed)
+	s.Abort(errors.New("again"))
 	if err := s.Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if w, r := p.counts(); w != 0 || r != 1 {
 		t.Errorf("%d Waits, %d Releases; want no Wait, 1 Release", w, r)
 	}
+	if len(after) != 1 || after[0] != failed {
+		t.Errorf("After funcs called with %v, want once with %v", after, failed)
+	}
 }
 
 // Several Pendings are waited for in parallel: each Wait returns only once every other has begun
 // (a hang guard of a minute fails the test if they run one after the other), and their errors
-// are joined.
+// are joined, and passed so to the After funcs.
 func TestWaitInParallel(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -123,7 +146,12 @@ func TestWaitInParallel(t *testing.T) {
 	for i, p := range ps {
 		s.Join(i, func() replsession.Pending { return p })
 	}
+	var after error
+	s.After(func(err error) { after = err })
 	err := s.Wait(ctx)
+	if after != err {
+		t.Errorf("After func called with %v, want Wait's %v", after, err)
+	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Wait: %v: the Pendings were not waited for in parallel", err)
 	}
