@@ -147,7 +147,8 @@ func TestSessionWaitUndecided(t *testing.T) {
 // On a cluster rueidis binds a dedicated connection to the hash slot of its first command: a
 // session keeps one per slot it writes to, and its Wait sends one WAIT on each, in parallel, so a
 // master whose slots the request wrote twice runs two. Each master's replica holds the keys once
-// the Wait returns (SCAN: a cluster replica redirects a GET).
+// the Wait returns (SCAN: a cluster replica redirects a GET), and the WAITs of two masters block
+// at the same time.
 func TestSessionWaitsPerSlotOnACluster(t *testing.T) {
 	c := redistest.StartCluster(t)
 	s := openPatient(t, c.URL())
@@ -189,6 +190,39 @@ func TestSessionWaitsPerSlotOnACluster(t *testing.T) {
 	}
 	if got := len(s.dedicated); got != 0 {
 		t.Errorf("%d dedicated connections held after the Wait, want 0", got)
+	}
+
+	// The WAITs of two masters run at once: with both masters' replicas stopped, each master has a
+	// client blocked in WAIT at the same time; once the replicas resume, the Wait is confirmed.
+	var frozen []*redistest.Server
+	for _, m := range masters[:2] {
+		frozen = append(frozen, c.ReplicasOf(t, m)...)
+	}
+	for _, r := range frozen {
+		r.Freeze(t)
+		t.Cleanup(func() { r.Thaw(t) })
+	}
+	ctx, sess = replsession.New(context.Background())
+	long := replicatedLimit(10, 1, 20*time.Second)
+	for i, key := range []string{keysOn(t, c, masters[0], 1)[0], keysOn(t, c, masters[1], 1)[0]} {
+		if d, err := s.Take(ctx, admit.Request{Key: key, Limit: long, Cost: 1}); err != nil || !d.Allowed {
+			t.Fatalf("take %d in a session, the replicas stopped: %+v, %v; want admitted, its wait deferred", i, d, err)
+		}
+	}
+	done := make(chan error, 1)
+	go func() { done <- sess.Wait(ctx) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for blockedClients(t, masters[0]) == 0 || blockedClients(t, masters[1]) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("within 30s the two masters never had a client blocked in WAIT at once (%d and %d): the WAITs did not run in parallel", blockedClients(t, masters[0]), blockedClients(t, masters[1]))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	for _, r := range frozen {
+		r.Thaw(t)
+	}
+	if err := <-done; err != nil {
+		t.Errorf("the session's Wait, the replicas resumed: %v; want confirmed", err)
 	}
 }
 
