@@ -10,10 +10,12 @@ package metrics
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/admit-dev/admit"
+	"github.com/admit-dev/admit/internal/replsession"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -138,6 +140,9 @@ func (s *Store) TakeAll(ctx context.Context, rs []admit.Request, ds []admit.Deci
 	start := time.Now()
 	allowed, err := s.next.TakeAll(ctx, rs, ds)
 	s.take.Observe(time.Since(start).Seconds())
+	if err == nil && s.countAfter(ctx, rs, ds) {
+		return allowed, nil
+	}
 	for i := range rs {
 		var d *admit.Decision
 		if err == nil {
@@ -202,6 +207,31 @@ func (s *Store) count(policy string, d *admit.Decision, err error) {
 	default:
 		c.limited.Inc()
 	}
+}
+
+// countAfter defers the count of the Decisions of rs, a call of a request that waits once for its
+// replicas (replsession), to the end of its session: they stand if the wait confirms them, else
+// each counts as the session's error. It reports false when ctx carries no session, or one that
+// ended: then the call counts now.
+func (s *Store) countAfter(ctx context.Context, rs []admit.Request, ds []admit.Decision) bool {
+	sess := replsession.From(ctx)
+	if sess == nil {
+		return false
+	}
+	names := make([]string, len(rs))
+	for i := range rs {
+		names[i] = rs[i].Limit.Name
+	}
+	kept := slices.Clone(ds[:len(rs)])
+	return sess.After(func(err error) {
+		for i := range names {
+			if err != nil {
+				s.count(names[i], nil, err)
+			} else {
+				s.count(names[i], &kept[i], nil)
+			}
+		}
+	})
 }
 
 // counters returns the counters of policy, resolving them on first use.

@@ -27,6 +27,7 @@ import (
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/internal/algo"
 	"github.com/admit-dev/admit/internal/bound"
+	"github.com/admit-dev/admit/internal/replsession"
 )
 
 // Default timeouts, from the origin design: a limiter that cannot decide quickly should say so.
@@ -351,6 +352,9 @@ func (s *Store) take(ctx context.Context, rs []admit.Request, ds []admit.Decisio
 	}
 	tokens = tokens[:len(rs)] // at most bound.MaxRequests, now that rs is valid
 	if n, wait := replication(rs, s.commandTimeout); n > 0 {
+		if sess := replsession.From(ctx); sess != nil { // one wait for the request's calls
+			return s.takeInSession(ctx, sess, rs, ds, tokens, keyBuf, argsBuf, n, wait)
+		}
 		return s.takeReplicated(ctx, rs, ds, tokens, keyBuf, argsBuf, n, wait)
 	}
 	ctx, bounded := s.bound(ctx)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/internal/bound"
+	"github.com/admit-dev/admit/internal/replsession"
 	"github.com/admit-dev/admit/internal/slot"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -139,6 +140,10 @@ func (s *Service) decide(ctx context.Context, items []Item, ds []admit.Decision,
 		}
 		return allowed, release, err
 	case Separately:
+		var sess *replsession.Session // one wait for the calls' replicated admissions
+		if len(rs) > 1 && replicated(items) {
+			ctx, sess = replsession.New(ctx)
+		}
 		allowed = true
 		for i := range rs {
 			var over [1]bool
@@ -147,6 +152,7 @@ func (s *Service) decide(ctx context.Context, items []Item, ds []admit.Decision,
 			ok, err := s.store.TakeAll(sctx, rs[i:i+1], ds[i:i+1])
 			endStore(span, err)
 			if err != nil {
+				sess.Abort(err)
 				return false, nil, err
 			}
 			if over[0] {
@@ -154,9 +160,16 @@ func (s *Service) decide(ctx context.Context, items []Item, ds []admit.Decision,
 			}
 			allowed = allowed && ok && !peeked
 		}
+		if err := waitOnce(ctx, sess, ds); err != nil {
+			return false, nil, err
+		}
 		return allowed, nil, nil
 	}
 	b := newBatch(items, keys, okeys)
+	var sess *replsession.Session
+	if len(b.ends) > 1 && replicated(items) {
+		ctx, sess = replsession.New(ctx)
+	}
 	allowed = true
 	start := 0
 	for _, end := range b.ends {
@@ -165,6 +178,7 @@ func (s *Service) decide(ctx context.Context, items []Item, ds []admit.Decision,
 		ok, err := s.store.TakeAll(sctx, b.rs[start:end], b.ds[start:end])
 		endStore(span, err)
 		if err != nil {
+			sess.Abort(err)
 			return false, nil, err
 		}
 		allowed = allowed && ok && !peeked
@@ -176,7 +190,37 @@ func (s *Service) decide(ctx context.Context, items []Item, ds []admit.Decision,
 			ds[i].Allowed = false
 		}
 	}
+	if err := waitOnce(ctx, sess, ds); err != nil {
+		return false, nil, err
+	}
 	return allowed, nil, nil
+}
+
+// replicated reports whether an Item of items asks for replicas and writes (admit.Limit.Replicas,
+// a cost above 0): then the Store calls of one decision share a replsession, waited for once.
+func replicated(items []Item) bool {
+	for i := range items {
+		if items[i].Limit.Replicas > 0 && items[i].Cost > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// waitOnce waits once for every admission the Store calls of a decision deferred to sess (none
+// when sess is nil). When one was not confirmed the whole decision is undecided: nothing in ds is
+// admitted, and the error, matching admit.ErrUnavailable, is returned.
+func waitOnce(ctx context.Context, sess *replsession.Session, ds []admit.Decision) error {
+	if sess == nil {
+		return nil
+	}
+	if err := sess.Wait(ctx); err != nil {
+		for i := range ds {
+			ds[i].Allowed, ds[i].Token = false, 0
+		}
+		return err
+	}
+	return nil
 }
 
 // request makes r[0], whose Limit it sets, the Request of it at cost n with request ID id.
