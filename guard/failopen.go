@@ -218,7 +218,7 @@ func (f *FailOpen) failsOpen(ctx context.Context, err error) bool {
 // localFor returns the Limit the local limiter decides lim under, and whether lim fails open.
 func (f *FailOpen) localFor(lim admit.Limit) (admit.Limit, bool) {
 	localLimit := f.localLimit.Load()
-	if localLimit == nil {
+	if localLimit == nil || lim.Replicas > 0 { // the local limiter has no replica to confirm an admission
 		return admit.Limit{}, false
 	}
 	n, ok := (*localLimit)(lim)

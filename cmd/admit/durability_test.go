@@ -43,6 +43,40 @@ func TestReplicatedOnMemoryRefused(t *testing.T) {
 	}
 }
 
+// admit check refuses a configuration with a replicated policy as admit serve does (exit 2, the
+// reason on stderr, nothing decided): in memory, and on a Redis with too few replicas; on a
+// primary with its replica it decides.
+func TestCheckReplicated(t *testing.T) {
+	useSecret(t)
+	file := filepath.Join(t.TempDir(), "admit.yaml")
+	writeConfig(t, file, replicatedConfig)
+	checkCmd := func(redis string) (int, string, string) {
+		var stdout, stderr bytes.Buffer
+		code := run(t.Context(), []string{"check", "--config", file, "--policy", "api", "--key", "alice", "--redis", redis}, &stdout, &stderr)
+		return code, stdout.String(), stderr.String()
+	}
+	lone := redistest.Start(t)
+	for _, c := range []struct {
+		what, redis, why string
+	}{
+		{"in memory", "", "policy pay has durability: replicated, and the in-memory store has no replicas to confirm a write (its state goes with the process)"},
+		{"on a lone Redis", lone.AdminURL(), "policy pay waits for 1 replicas"},
+		{"as a user that may not read INFO", lone.URL(), "+info"},
+	} {
+		if code, out, errs := checkCmd(c.redis); code != checkInvalid || out != "" || !strings.Contains(errs, c.why) {
+			t.Errorf("admit check %s: exit %d, stdout %q, stderr %q; want 2 saying %q", c.what, code, out, errs, c.why)
+		}
+	}
+	if n, err := lone.Do(t, "DBSIZE").AsInt64(); err != nil || n != 0 {
+		t.Errorf("the lone Redis holds %d keys (%v) after the refused checks; want none", n, err)
+	}
+	redistest.Start(t, "--replicaof", "127.0.0.1", strconv.Itoa(lone.Port()))
+	waitConnected(t, lone)
+	if code, out, errs := checkCmd(lone.AdminURL()); code != checkAllowed || !strings.Contains(out, `"allowed": true`) {
+		t.Errorf("admit check on a primary with its replica: exit %d, stdout %q, stderr %q; want 0, allowed", code, out, errs)
+	}
+}
+
 func TestPolicyReplicas(t *testing.T) {
 	cfg, err := policy.Parse("r.yaml", []byte(replicatedConfig))
 	if err != nil {
