@@ -319,3 +319,35 @@ func TestReplicatedFrozenPrimary(t *testing.T) {
 		t.Logf("replicated take %d on a frozen primary: %v after %v (command timeout %v)", i, err, elapsed.Round(time.Millisecond), DefaultCommandTimeout)
 	}
 }
+
+// replication: the most replicas any Request of the call asks, and the longest timeout (0 is the
+// command timeout), one wait for the call; peeks write nothing and async Requests ask nothing, so
+// neither counts. (A rejection is known only once the script ran: takeReplicated waits for nothing
+// then, TestReplicatedStalledReplica.)
+func TestReplication(t *testing.T) {
+	const cmd = 200 * time.Millisecond
+	req := func(n int, wait time.Duration, cost int64) admit.Request {
+		return admit.Request{Key: "k", Limit: admit.Limit{Algorithm: admit.FixedWindow, Rate: 10, Period: time.Minute, Replicas: n, ReplicaTimeout: wait}, Cost: cost}
+	}
+	for _, tc := range []struct {
+		name string
+		rs   []admit.Request
+		n    int64
+		wait time.Duration
+	}{
+		{"async", []admit.Request{req(0, 0, 1)}, 0, 0},
+		{"one, its timeout", []admit.Request{req(1, 300*time.Millisecond, 1)}, 1, 300 * time.Millisecond},
+		{"one, the command timeout", []admit.Request{req(2, 0, 1)}, 2, cmd},
+		{"a peek", []admit.Request{req(3, time.Second, 0)}, 0, 0},
+		{"largest N wins", []admit.Request{req(1, 0, 1), req(3, 0, 1), req(2, 0, 1)}, 3, cmd},
+		{"longest timeout wins", []admit.Request{req(2, 50*time.Millisecond, 1), req(1, 700*time.Millisecond, 1), req(1, 0, 1)}, 2, 700 * time.Millisecond},
+		{"the command timeout is the longest", []admit.Request{req(1, 50*time.Millisecond, 1), req(1, 0, 1)}, 1, cmd},
+		{"peeks left out", []admit.Request{req(1, 100*time.Millisecond, 1), req(5, time.Minute, 0)}, 1, 100 * time.Millisecond},
+		{"async and replicated", []admit.Request{req(0, 0, 1), req(1, 100*time.Millisecond, 2)}, 1, 100 * time.Millisecond},
+		{"async and a replicated peek", []admit.Request{req(0, 0, 1), req(4, time.Second, 0)}, 0, 0},
+	} {
+		if n, wait := replication(tc.rs, cmd); n != tc.n || wait != tc.wait {
+			t.Errorf("%s: replication = %d, %v; want %d, %v", tc.name, n, wait, tc.n, tc.wait)
+		}
+	}
+}
