@@ -94,9 +94,14 @@ func (s *Store) takeReplicated(parent context.Context, rs []admit.Request, ds []
 	left := max(time.Until(end).Milliseconds(), 1)
 	wctx, cancel := context.WithDeadline(parent, end.Add(waitMargin))
 	defer cancel()
-	got, err := dc.Do(wctx, dc.B().Wait().Numreplicas(n).Timeout(left).Build()).AsInt64()
-	if err != nil {
-		dc.Close() // its WAIT may still be answered: the connection is not given back
+	var got int64
+	err = wctx.Err() // no time left after the script (a slow dial or script): no WAIT is sent
+	if err == nil {
+		res := dc.Do(wctx, dc.B().Wait().Numreplicas(n).Timeout(left).Build())
+		if res.NonRedisError() != nil {
+			dc.Close() // its WAIT may still be answered: the connection is not given back
+		}
+		got, err = res.AsInt64()
 	}
 	if err != nil || got < n {
 		for i := range ds { // undecided: nothing is admitted, no lease is handed out
