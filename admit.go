@@ -114,8 +114,9 @@ type Limit struct {
 	// the connection that ran it). When they do not confirm within ReplicaTimeout the decision is
 	// undecided: an error matching [ErrUnavailable], the units stay consumed, nothing is admitted.
 	// Rejections and peeks wait for nothing. 0, the default, is async durability: a failover may
-	// forget the last admissions. At most 16. Stores without replicas (memstore) ignore it; admit
-	// serve refuses it on one.
+	// forget the last admissions. At most 16. A Store without replicas refuses it: memstore with
+	// an error matching [ErrInvalidLimit], as its state lives in the process; admit serve refuses
+	// such a policy on it at start.
 	Replicas int
 	// ReplicaTimeout bounds the wait for Replicas: 0 for the Store's command timeout, else a whole
 	// number of milliseconds up to a minute. It must be 0 when Replicas is.

@@ -43,7 +43,8 @@ type FailOpenOptions struct {
 //
 // A call fails open only when next's error matches admit.ErrUnavailable and every Request of it
 // has a local limit (FailOpenOptions.Local, or [FailOpen.SetLocalLimits]); corrupt state, a done
-// ctx, a caller's mistake, one Request without a local limit or a full local table fail closed,
+// ctx, a caller's mistake, one Request without a local limit or replicated (admit.Limit.Replicas:
+// the local limiter has no replica to confirm an admission) or a full local table fail closed,
 // with next's error. The local limiter is a [memstore.Store] made on the first call that fails
 // open: it decides the same Requests, all-or-nothing, with each Rate replaced by its local limit,
 // and its Decisions are marked Degraded. Leases and reservations it hands out are released and
@@ -218,7 +219,7 @@ func (f *FailOpen) failsOpen(ctx context.Context, err error) bool {
 // localFor returns the Limit the local limiter decides lim under, and whether lim fails open.
 func (f *FailOpen) localFor(lim admit.Limit) (admit.Limit, bool) {
 	localLimit := f.localLimit.Load()
-	if localLimit == nil {
+	if localLimit == nil || lim.Replicas > 0 { // the local limiter has no replica to confirm an admission
 		return admit.Limit{}, false
 	}
 	n, ok := (*localLimit)(lim)

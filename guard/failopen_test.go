@@ -145,6 +145,8 @@ func TestFailOpenFailsClosed(t *testing.T) {
 		{"cost above the local limit", t.Context(), []admit.Request{{Key: openReq.Key, Limit: open, Cost: 3}}},
 		{"the caller's context is done", canceled, []admit.Request{openReq}},
 		{"local limit above the rate", t.Context(), []admit.Request{{Key: "rl:big:v1:{bob}", Limit: admit.Limit{Name: "open", Algorithm: admit.FixedWindow, Rate: 1, Period: time.Minute}, Cost: 1}}},
+		// The local limiter has no replica to confirm an admission: a replicated Limit fails closed.
+		{"replicated", t.Context(), []admit.Request{openReq, {Key: "rl:open:v1:{bob}:r", Limit: admit.Limit{Name: "open", Algorithm: admit.FixedWindow, Rate: 10, Period: time.Minute, Replicas: 1}, Cost: 1}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -137,7 +137,8 @@ func (s *Store) Take(ctx context.Context, r admit.Request) (d admit.Decision, er
 // consumed. With an ID it keeps the same idempotency record (see admit.Request). See admit.Store.
 //
 // Invalid requests are reported as errors matching [admit.ErrInvalidLimit] or
-// [admit.ErrInvalidRequest]; like the Redis store, memstore refuses keys of different Redis Cluster
+// [admit.ErrInvalidRequest], and so is a replicated Limit (admit.Limit.Replicas): memstore has no
+// replica to confirm a write, its state lives in the process; like the Redis store, memstore refuses keys of different Redis Cluster
 // hash slots, so code tested on it never meets CROSSSLOT in a cluster. If ctx is already done,
 // TakeAll decides nothing and returns an error that matches both [admit.ErrUnavailable] and
 // ctx.Err(). Otherwise it never blocks on anything but one shard's lock: the keys of one slot live
@@ -153,6 +154,11 @@ func (s *Store) Take(ctx context.Context, r admit.Request) (d admit.Decision, er
 func (s *Store) TakeAll(ctx context.Context, rs []admit.Request, ds []admit.Decision) (bool, error) {
 	if err := admit.ValidateAll(rs, ds); err != nil {
 		return false, fmt.Errorf("memstore: %w", err)
+	}
+	for i := range rs {
+		if err := notReplicated(&rs[i].Limit); err != nil {
+			return false, fmt.Errorf("memstore: %w", err)
+		}
 	}
 	if err := ctx.Err(); err != nil {
 		return false, fmt.Errorf("memstore: %w: %w", admit.ErrUnavailable, err)
@@ -185,6 +191,9 @@ func (s *Store) TakeAll(ctx context.Context, rs []admit.Request, ds []admit.Deci
 // key in a full shard, one matching [ErrFull].
 func (s *Store) Settle(ctx context.Context, res admit.Reservation, actual int64) (admit.Decision, error) {
 	if err := res.Validate(actual); err != nil {
+		return admit.Decision{}, fmt.Errorf("memstore: settle: %w", err)
+	}
+	if err := notReplicated(&res.Request.Limit); err != nil {
 		return admit.Decision{}, fmt.Errorf("memstore: settle: %w", err)
 	}
 	if err := ctx.Err(); err != nil {

@@ -1,6 +1,7 @@
 package memstore
 
 import (
+	"fmt"
 	"strings"
 	"sync/atomic"
 
@@ -49,6 +50,9 @@ func (c *validLimits) validate(r *admit.Request) (*knownLimit, error) {
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}
+	if err := notReplicated(lim); err != nil {
+		return nil, err // never remembered: a remembered Limit is one a Take may decide
+	}
 	if slot.Load() == nil {
 		// The copy owns its name: a caller's string might share bytes it later changes (unsafe).
 		known := &knownLimit{Limit: *lim}
@@ -75,4 +79,14 @@ func sameLimit(a, b *admit.Limit) bool {
 	return a.Rate == b.Rate && a.Period == b.Period && a.Burst == b.Burst && a.Algorithm == b.Algorithm &&
 		a.Aligned == b.Aligned && a.Shadow == b.Shadow && a.Name == b.Name && a.Tier == b.Tier &&
 		a.Replicas == b.Replicas && a.ReplicaTimeout == b.ReplicaTimeout
+}
+
+// notReplicated reports lim's replicated durability (admit.Limit.Replicas) as an error matching
+// admit.ErrInvalidLimit, or nil: a Store in one process has no replica to confirm a write, and
+// its state goes with the process, so it cannot give the guarantee the Limit asks for.
+func notReplicated(lim *admit.Limit) error {
+	if lim.Replicas == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: replicas %d: durability replicated needs Redis replicas to confirm each write, and memstore's state lives in this process", admit.ErrInvalidLimit, lim.Replicas)
 }

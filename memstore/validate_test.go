@@ -2,7 +2,9 @@ package memstore
 
 import (
 	"context"
+	"errors"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -54,6 +56,48 @@ func TestTakeValidatesAsRequestValidate(t *testing.T) {
 			case want != nil && (err == nil || err.Error() != "memstore: "+want.Error()):
 				t.Errorf("round %d, request %d (%+v): Take: %v; want memstore: %v", round, i, r, err, want)
 			}
+		}
+	}
+}
+
+// A replicated Limit (admit.Limit.Replicas) is refused by Take, TakeAll and Settle with an error
+// matching admit.ErrInvalidLimit that says why, and nothing is consumed: not its key, nor the other
+// keys of its call.
+func TestReplicatedRefused(t *testing.T) {
+	s := New(Options{SweepInterval: -1})
+	defer s.Close()
+	ctx := context.Background()
+	async := admit.Limit{Name: "api", Algorithm: admit.FixedWindow, Rate: 2, Period: time.Hour}
+	repl := async
+	repl.Name, repl.Replicas = "pay", 1
+	refused := func(what string, err error) {
+		t.Helper()
+		if !errors.Is(err, admit.ErrInvalidLimit) || !strings.Contains(err.Error(), "durability replicated needs Redis replicas") ||
+			!strings.Contains(err.Error(), "state lives in this process") {
+			t.Errorf("%s under a replicated Limit: %v; want ErrInvalidLimit saying why", what, err)
+		}
+	}
+	for round := range 2 { // the second round: the async Limit remembered, the replicated one never
+		_, err := s.Take(ctx, admit.Request{Key: "{a}:pay", Limit: repl, Cost: 1})
+		refused("Take", err)
+		_, err = s.Take(ctx, admit.Request{Key: "{a}:pay", Limit: repl, Cost: 1, ID: "req-" + strconv.Itoa(round)})
+		refused("Take with an ID", err)
+		ds := make([]admit.Decision, 2)
+		_, err = s.TakeAll(ctx, []admit.Request{{Key: "{a}:api", Limit: async, Cost: 1}, {Key: "{a}:pay", Limit: repl, Cost: 1}}, ds)
+		refused("TakeAll", err)
+		if ds[0].Allowed || ds[1].Allowed {
+			t.Errorf("TakeAll under a replicated Limit: %+v; want nothing admitted", ds)
+		}
+		_, err = s.Settle(ctx, admit.Reservation{Request: admit.Request{Key: "{a}:pay", Limit: repl, Cost: 1}, Token: 1}, 0)
+		refused("Settle", err)
+		if _, err := s.Take(ctx, admit.Request{Key: "{a}:warm", Limit: async, Cost: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, key := range []string{"{a}:api", "{a}:pay"} {
+		lim := async
+		if d, err := s.Take(ctx, admit.Request{Key: key, Limit: lim, Cost: 0}); err != nil || d.Remaining != 2 {
+			t.Errorf("%s after the refusals: %+v, %v; want nothing consumed, 2 remaining", key, d, err)
 		}
 	}
 }

@@ -15,6 +15,11 @@ import (
 // It matches admit.ErrUnavailable; guard tells it from an outage (the primary answered).
 var errUndecided = validate.ErrUndecided
 
+// waitMargin is how long after its end a replicated decision's wait is given for Redis's answer
+// before the client stops waiting itself: Redis may answer a timed-out WAIT up to a server cron
+// tick late (100 ms at hz 10), and an undecided decision answers within its timeout and 50 ms.
+const waitMargin = 20 * time.Millisecond
+
 // replication returns the replicas a decision of rs must wait for and how long, the most any of
 // its Requests asks (one wait covers the call), or 0 when none is replicated or every replicated
 // Request is a peek, which writes nothing. A ReplicaTimeout of 0 is commandTimeout.
@@ -44,11 +49,17 @@ func replication(rs []admit.Request, commandTimeout time.Duration) (int64, time.
 // and waits for nothing; an admission the replicas do not confirm within wait is undecided, an
 // error matching admit.ErrUnavailable.
 //
-// The script is bounded by the command timeout, as any call; the wait by wait, and its reply by
-// the command timeout after it; dialing a new dedicated connection counts within the call's
-// deadline (dedicate). Redis ends a WAIT at its timeout's next server cron tick, every 1/hz s
-// (docs/running-redis.md, "The timeout").
+// The script is bounded by the command timeout, as any call, and dialing a new dedicated
+// connection counts within the call's deadline (dedicate). The wait ends wait after the call
+// began (or at the caller's deadline if sooner), on the client's own timer, waitMargin later:
+// Redis ends a WAIT only at its timeout's next server cron tick, every 1/hz s, up to 100 ms late
+// at the default hz 10 (docs/running-redis.md, "The timeout"). A WAIT that fails or is abandoned
+// closes its connection, so that its late reply is never read as the next command's.
 func (s *Store) takeReplicated(parent context.Context, rs []admit.Request, ds []admit.Decision, tokens []uint64, keyBuf, argsBuf []string, n int64, wait time.Duration) (bool, error) {
+	end := time.Now().Add(wait)
+	if d, ok := parent.Deadline(); ok && d.Before(end) {
+		end = d
+	}
 	ctx, bounded := s.bound(parent)
 	defer bounded.release()
 	c, err := s.conn(ctx)
@@ -79,9 +90,19 @@ func (s *Store) takeReplicated(parent context.Context, rs []admit.Request, ds []
 		}
 		return allowed, err
 	}
-	wctx, cancel := context.WithTimeout(parent, wait+s.commandTimeout)
+	// WAIT 0 would block for ever: what is left of the wait, at least a millisecond.
+	left := max(time.Until(end).Milliseconds(), 1)
+	wctx, cancel := context.WithDeadline(parent, end.Add(waitMargin))
 	defer cancel()
-	got, err := dc.Do(wctx, dc.B().Wait().Numreplicas(n).Timeout(wait.Milliseconds()).Build()).AsInt64()
+	var got int64
+	err = wctx.Err() // no time left after the script (a slow dial or script): no WAIT is sent
+	if err == nil {
+		res := dc.Do(wctx, dc.B().Wait().Numreplicas(n).Timeout(left).Build())
+		if res.NonRedisError() != nil {
+			dc.Close() // its WAIT may still be answered: the connection is not given back
+		}
+		got, err = res.AsInt64()
+	}
 	if err != nil || got < n {
 		for i := range ds { // undecided: nothing is admitted, no lease is handed out
 			ds[i].Allowed, ds[i].Token = false, 0
@@ -89,7 +110,7 @@ func (s *Store) takeReplicated(parent context.Context, rs []admit.Request, ds []
 	}
 	switch {
 	case err != nil:
-		return false, fmt.Errorf("redisstore: take: %w: WAIT: %w", errUndecided, err)
+		return false, fmt.Errorf("redisstore: take: %w: WAIT for %d replicas not answered within %v: %w", errUndecided, n, wait, err)
 	case got < n:
 		return false, fmt.Errorf("redisstore: take: %w: %d of %d replicas confirmed within %v", errUndecided, got, n, wait)
 	}

@@ -9,22 +9,40 @@ import (
 
 	"github.com/admit-dev/admit"
 	"github.com/admit-dev/admit/internal/callers"
+	"github.com/admit-dev/admit/internal/redistest"
 )
 
 // BenchmarkDurability measures Store.Take of an async and of a replicated policy (WAIT for 1 of 1
 // replicas) at 1, 16 and 256 callers, on a primary with one replica, both harness-started on this
 // machine; then async Takes beside 16 goroutines taking in a loop: an async policy (the control:
-// the same load), a replicated one with the replica running, and one with it stopped (SIGSTOP: each of them blocked in WAIT up to its 1s timeout). BENCHMARKS.md
-// ("Durability: the cost of replicated") quotes it:
+// the same load), a replicated one with the replica running, and one with it stopped (SIGSTOP: each
+// of them blocked in WAIT up to its 1s timeout). Each runs on a Store with coalescing on (the
+// default) and off (Config.Coalescing): a replicated decision never coalesces (its script and WAIT
+// run on a dedicated connection), async ones do, so the cost of replicated is against both.
+// BENCHMARKS.md ("Durability: the cost of replicated") quotes it:
 //
 //	ADMIT_REQUIRE_REDIS=1 go test -run '^$' -bench Durability -benchtime 2s ./redisstore
+//
+// and one coalescing mode alone with -bench 'Durability/coalesce=off' (or on).
 func BenchmarkDurability(b *testing.B) {
 	primary, replicas := startReplicated(b, 1)
-	s, err := New(Config{URL: primary.URL(), CommandTimeout: patientCommandTimeout, DialTimeout: patientCommandTimeout})
-	if err != nil {
-		b.Fatal(err)
+	for _, co := range []struct {
+		name string
+		mode Coalescing
+	}{{"coalesce=on", CoalescingOn}, {"coalesce=off", CoalescingOff}} {
+		b.Run(co.name, func(b *testing.B) {
+			s, err := New(Config{URL: primary.URL(), CommandTimeout: patientCommandTimeout, DialTimeout: patientCommandTimeout, Coalescing: co.mode})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			benchDurability(b, s, replicas[0])
+		})
 	}
-	b.Cleanup(func() { s.Close() })
+}
+
+// benchDurability is BenchmarkDurability on s, whose primary's one replica is replica.
+func benchDurability(b *testing.B, s *Store, replica *redistest.Server) {
 	keys := benchKeys(1024)
 	async := benchLimit
 	repl := benchLimit
@@ -49,8 +67,8 @@ func BenchmarkDurability(b *testing.B) {
 		stalled := bc.stalled
 		b.Run(bc.name, func(b *testing.B) {
 			if stalled {
-				replicas[0].Freeze(b)
-				defer replicas[0].Thaw(b)
+				replica.Freeze(b)
+				defer replica.Thaw(b)
 			}
 			stop := make(chan struct{})
 			var wg sync.WaitGroup

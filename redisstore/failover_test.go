@@ -41,6 +41,7 @@ type loadRun struct {
 	firstErr  error     // the first failure's error
 	lastErr   error     // the last failure's error
 	noscript  int       // failures on NOSCRIPT: a node lacking the scripts, which the store did not reach to load them
+	undecided int       // replicated decisions the replicas did not confirm in time (errUndecided)
 	readonly  []loadErr // READONLY: a write that reached a replica
 	crossslot []loadErr // CROSSSLOT: keys of one call in several slots
 	others    []loadErr // neither those nor admit.ErrUnavailable
@@ -97,6 +98,9 @@ func (l *loadRun) record(key string, d admit.Decision, err error) {
 	if strings.Contains(err.Error(), "NOSCRIPT") {
 		l.noscript++
 	}
+	if errors.Is(err, errUndecided) {
+		l.undecided++
+	}
 	e := loadErr{now, err}
 	switch {
 	case strings.Contains(err.Error(), "READONLY"):
@@ -127,6 +131,15 @@ func (l *loadRun) failures() int {
 		n += f
 	}
 	return n
+}
+
+// outages returns how many decisions failed, on all keys, other than undecided ones: a replicated
+// decision whose replicas were slower than its timeout, as they may be on a loaded machine.
+func (l *loadRun) outages() int {
+	n := l.failures()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return n - l.undecided
 }
 
 // window describes the failures relative to fault, the time the fault was injected.

@@ -105,7 +105,9 @@ func (p *sessionWait) wrote(sc *sessionConn, n int64, wait time.Duration) {
 }
 
 // Wait sends one WAIT on each connection an admission was written on, in parallel when several,
-// for the most replicas and the longest wait any admission asked, and gives the connections back.
+// for the most replicas and the longest wait any admission asked, counted from now (or to ctx's
+// deadline if sooner) and bounded on the client's own timer as takeReplicated's, and gives the
+// connections back.
 // WAIT counts the replicas that acknowledged the connection's writes, every admission of the
 // session on that primary among them. An error matches errUndecided.
 func (p *sessionWait) Wait(ctx context.Context) error {
@@ -117,18 +119,21 @@ func (p *sessionWait) Wait(ctx context.Context) error {
 			written = append(written, sc)
 		}
 	}
-	n, wait := p.n, p.wait
+	n, end := p.n, time.Now().Add(p.wait) // the wait is counted from the end of the session's calls
 	p.mu.Unlock()
+	if d, ok := ctx.Deadline(); ok && d.Before(end) {
+		end = d
+	}
 	switch len(written) {
 	case 0:
 		return nil
 	case 1:
-		return p.s.waitReplicas(ctx, written[0].dc, n, wait)
+		return p.s.waitReplicas(ctx, written[0].dc, n, end)
 	}
 	errs := make([]error, len(written))
 	var wg sync.WaitGroup
 	for i, sc := range written {
-		wg.Go(func() { errs[i] = p.s.waitReplicas(ctx, sc.dc, n, wait) })
+		wg.Go(func() { errs[i] = p.s.waitReplicas(ctx, sc.dc, n, end) })
 	}
 	wg.Wait()
 	return errors.Join(errs...)
@@ -145,17 +150,27 @@ func (p *sessionWait) Release() {
 	}
 }
 
-// waitReplicas sends WAIT n wait on dc, its reply waited for up to wait plus the command timeout,
-// and returns an error matching errUndecided when fewer than n replicas confirmed.
-func (s *Store) waitReplicas(parent context.Context, dc rueidis.DedicatedClient, n int64, wait time.Duration) error {
-	ctx, cancel := context.WithTimeout(parent, wait+s.commandTimeout)
+// waitReplicas sends WAIT n on dc for what is left until end (at least a millisecond: WAIT 0
+// would block for ever), waits for its reply on its own timer until waitMargin after end, as
+// takeReplicated does, and returns an error matching errUndecided when fewer than n replicas
+// confirmed. A WAIT that fails or is abandoned closes dc, so that its late reply is never read as
+// the next command's.
+func (s *Store) waitReplicas(parent context.Context, dc rueidis.DedicatedClient, n int64, end time.Time) error {
+	ctx, cancel := context.WithDeadline(parent, end.Add(waitMargin))
 	defer cancel()
-	got, err := dc.Do(ctx, dc.B().Wait().Numreplicas(n).Timeout(wait.Milliseconds()).Build()).AsInt64()
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("redisstore: take: %w: WAIT: %w", errUndecided, err)
+	}
+	res := dc.Do(ctx, dc.B().Wait().Numreplicas(n).Timeout(max(time.Until(end).Milliseconds(), 1)).Build())
+	if res.NonRedisError() != nil {
+		dc.Close() // its WAIT may still be answered: the connection is not given back
+	}
+	got, err := res.AsInt64()
 	switch {
 	case err != nil:
 		return fmt.Errorf("redisstore: take: %w: WAIT: %w", errUndecided, err)
 	case got < n:
-		return fmt.Errorf("redisstore: take: %w: %d of %d replicas confirmed within %v", errUndecided, got, n, wait)
+		return fmt.Errorf("redisstore: take: %w: %d of %d replicas confirmed", errUndecided, got, n)
 	}
 	return nil
 }

@@ -138,8 +138,10 @@ func TestReplicatedRequestWaitsOnce(t *testing.T) {
 		begin := time.Now()
 		waits, err := decide(mixed, ds, g)
 		elapsed := time.Since(begin)
-		if !errors.Is(err, admit.ErrUnavailable) || !strings.Contains(err.Error(), "0 of 1 replicas") {
-			t.Fatalf("grouping %d, the replica stopped: %v; want undecided (ErrUnavailable), 0 of 1 replicas", g, err)
+		// Redis answers the timed-out WAIT "0 of 1", or, a server cron tick late, after the Store's
+		// own timer has ended the wait: either is undecided.
+		if !errors.Is(err, admit.ErrUnavailable) || !strings.Contains(err.Error(), "undecided") {
+			t.Fatalf("grouping %d, the replica stopped: %v; want undecided (ErrUnavailable)", g, err)
 		}
 		t.Logf("grouping %d, %d Items, the replica stopped: undecided after %v (timeout 300ms): %v", g, len(mixed), elapsed.Round(time.Millisecond), err)
 		if waits != 1 {

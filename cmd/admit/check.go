@@ -117,6 +117,12 @@ func check(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return checkInvalid
 	}
 	defer closeStore()
+	if n, which := policyReplicas(file); n > 0 {
+		if err := checkDurability(ctx, store, n, which, logger); err != nil { // as admit serve refuses to start
+			fmt.Fprintf(stderr, "admit check: %v\n", err)
+			return checkInvalid
+		}
+	}
 	svc, err := service.New(store, keys, file)
 	if err != nil {
 		fmt.Fprintf(stderr, "admit check: %v\n", err)
