@@ -33,6 +33,10 @@ const seedEnv = "ADMIT_ORACLE_SEED"
 // callTimeout bounds one ShouldRateLimit: patient, as the tests compare answers, not latency.
 const callTimeout = 10 * time.Second
 
+// maxWhat is the most of a request a failure prints, in bytes: the requests of boundaries are
+// megabytes long.
+const maxWhat = 2000
+
 // boundaryMargin is how near the end of an hour a step is not sent: it waits for the next hour,
 // so that both services count a step in the same window whatever the machine's delays.
 const boundaryMargin = 5 * time.Second
@@ -282,6 +286,9 @@ func (o *oracle) step(req *rlsv3.RateLimitRequest) {
 		return
 	}
 	what := prototext.MarshalOptions{}.Format(req)
+	if len(what) > maxWhat {
+		what = fmt.Sprintf("%s… (%d bytes in all)", what[:maxWhat], len(what))
+	}
 	if refErr != nil || admErr != nil {
 		if status.Code(refErr) != status.Code(admErr) {
 			t.Errorf("request %s: envoyproxy/ratelimit: %v; admit: %v", what, refErr, admErr)
@@ -475,7 +482,7 @@ func request(domain string, hits uint32, descriptors ...[]string) *rlsv3.RateLim
 // where the differences table allows otherwise: the sequences of envoyproxy/ratelimit's integration
 // test on its configuration (in hours), then random requests on random configurations (descriptor
 // trees with wildcards, shadow_mode, unlimited, names and replaces; requests with hits_addend,
-// per-descriptor hits_addend and limit overrides), then requests beyond admit's size limits.
+// per-descriptor hits_addend and limit overrides), then the requests of boundaries.
 func TestRequestSequences(t *testing.T) {
 	seen := newSightings(t, "rejected hits counted", "middle wildcard")
 	files := integrationFiles(t)
@@ -523,20 +530,47 @@ func TestRequestSequences(t *testing.T) {
 		}
 	}
 
-	// Beyond admit's bounds: 65 descriptors, 33 entries, a value of 5,000 bytes.
+	boundaries(o)
+	t.Logf("%d statuses compared, %d with a current_limit, %d OVER_LIMIT", o.compared, o.limited, o.over)
+	if o.limited < o.compared/4 || o.over < 50 {
+		t.Errorf("the sequences limited too little to compare the services: %d statuses, %d with a current_limit, %d OVER_LIMIT", o.compared, o.limited, o.over)
+	}
+}
+
+// boundaries sends the shapes of request where a service might draw a bound, which
+// envoyproxy/ratelimit decides: a descriptor of no entries (alone, and with a limit override,
+// twice), an entry of an empty key, is_negative_hits, 4,097 descriptors, a descriptor of 1,025
+// entries, a hits_addend of 2^33 (and a hit after it), a value of 5,000 bytes and, twice, one of
+// 2 MiB, longer than a subject of admit's KeyBuilder.
+func boundaries(o *oracle) {
+	o.step(request("basic", 1, []string{}))
+	for range 2 {
+		req := request("basic", 1, []string{})
+		req.Descriptors[0].Limit = &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1, Unit: typev3.RateLimitUnit_HOUR}
+		o.step(req)
+	}
+	o.step(request("basic", 1, []string{"", "foo"}))
+	for range 2 {
+		req := request("basic", 2, []string{"key1", "negative"})
+		req.Descriptors[0].IsNegativeHits = true
+		o.step(req)
+	}
 	var many [][]string
-	for i := range 65 {
+	for i := range 4097 {
 		many = append(many, []string{"key1", fmt.Sprint("many", i)})
 	}
 	o.step(request("basic", 1, many...))
 	var long []string
-	for i := range 33 {
+	for i := range 1025 {
 		long = append(long, fmt.Sprint("k", i), "v")
 	}
 	o.step(request("basic", 1, long))
+	huge := request("basic", 1, []string{"key1", "huge"})
+	huge.Descriptors[0].HitsAddend = wrapperspb.UInt64(1 << 33)
+	o.step(huge)
+	o.step(request("basic", 1, []string{"key1", "huge"}))
 	o.step(request("basic", 1, []string{"key1", strings.Repeat("v", 5000)}))
-	t.Logf("%d statuses compared, %d with a current_limit, %d OVER_LIMIT", o.compared, o.limited, o.over)
-	if o.limited < o.compared/4 || o.over < 50 {
-		t.Errorf("the sequences limited too little to compare the services: %d statuses, %d with a current_limit, %d OVER_LIMIT", o.compared, o.limited, o.over)
+	for range 2 {
+		o.step(request("basic", 1, []string{"key1", strings.Repeat("w", 2<<20)}))
 	}
 }

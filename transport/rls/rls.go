@@ -14,7 +14,9 @@
 // its own (no name, shadow_mode or replaces), applied to a descriptor with no rule, or an
 // unlimited one, too. When admit cannot decide, ShouldRateLimit answers the gRPC status
 // UNAVAILABLE, never OK with code UNKNOWN, which Envoy treats as allowed: Envoy's
-// failure_mode_deny then decides. An invalid request is INVALID_ARGUMENT, before any I/O.
+// failure_mode_deny then decides. A request of no domain or no descriptors, the only ones
+// envoyproxy/ratelimit refuses, is INVALID_ARGUMENT, before any I/O; every other is decided as
+// envoyproxy/ratelimit decides it, whatever its size below MaxMessageSize.
 //
 // The Server decides through a service.Service (service.Service.DecideItems, the one decision
 // function of admit serve): it translates the protobuf request into Items and Decisions back.
@@ -45,18 +47,13 @@ import (
 	"github.com/admit-dev/admit/service"
 )
 
-// Bounds on a request, beyond which it is INVALID_ARGUMENT: safety bounds far above what Envoy
-// sends (envoyproxy/ratelimit has none but the gRPC message size). Keys and values have no bound
-// of their own: a descriptor's entries are digested into its key, whatever their length.
-const (
-	// MaxDescriptors is the most descriptors of one request.
-	MaxDescriptors = 4096
-	// MaxEntries is the most entries of one descriptor.
-	MaxEntries = 1024
-	// MaxMessageSize is the largest message the gRPC server of [NewGRPCServer] receives or sends:
-	// gRPC's default, which envoyproxy/ratelimit's server keeps.
-	MaxMessageSize = 4 << 20
-)
+// MaxMessageSize is the largest request the gRPC server of [NewGRPCServer] receives: gRPC's
+// default, which envoyproxy/ratelimit's server keeps. It is the one bound on a request, as in
+// envoyproxy/ratelimit: on the count of descriptors (an empty one is 2 bytes on the wire, so at
+// most about two million), of entries, and on the lengths of keys and values. A request's memory
+// is a few hundred bytes per descriptor and entry at most, so bounded by it too. A response has
+// no bound but gRPC's default, as there.
+const MaxMessageSize = 4 << 20
 
 // KeyVersion is the policy version of every key the Server makes (admit.KeyBuilder.Key).
 const KeyVersion = "1"
@@ -145,15 +142,14 @@ func (s *Server) Swap(cfg *envoyconf.Config) *envoyconf.Config {
 const StreamWorkers = 256
 
 // NewGRPCServer returns a gRPC server with s's RateLimitService and the standard health service
-// (grpc.health.v1 of a [Health], SERVING for each of [HealthServices]), with message sizes capped
-// at MaxMessageSize, keepalive pings from clients accepted at most every 10 s (more often closes
+// (grpc.health.v1 of a [Health], SERVING for each of [HealthServices]), with requests capped at
+// MaxMessageSize, keepalive pings from clients accepted at most every 10 s (more often closes
 // the connection), idle connections closed after 5 minutes, StreamWorkers goroutines answering
 // requests, and opts after these. It returns the
 // Health too, to follow the backend (Health.Run) and to report NOT_SERVING while shutting down.
 func NewGRPCServer(s *Server, opts ...grpc.ServerOption) (*grpc.Server, *Health) {
 	all := append([]grpc.ServerOption{
 		grpc.MaxRecvMsgSize(MaxMessageSize),
-		grpc.MaxSendMsgSize(MaxMessageSize),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: 5 * time.Minute, Time: 2 * time.Minute, Timeout: 20 * time.Second}),
 		grpc.NumStreamWorkers(StreamWorkers),
@@ -258,13 +254,11 @@ type onePlan struct {
 // the descriptors whose rules limit, and the Decisions to decide them into, without I/O.
 func plan(cfg *envoyconf.Config, req *rlsv3.RateLimitRequest, withStats bool) ([]check, []service.Item, []admit.Decision, error) {
 	domain, ds := req.GetDomain(), req.GetDescriptors()
-	switch {
+	switch { // the only requests envoyproxy/ratelimit refuses
 	case domain == "":
 		return nil, nil, nil, errors.New("empty domain")
 	case len(ds) == 0:
 		return nil, nil, nil, errors.New("no descriptors")
-	case len(ds) > MaxDescriptors:
-		return nil, nil, nil, fmt.Errorf("%d descriptors; want at most %d", len(ds), MaxDescriptors)
 	}
 	var checks []check
 	var items []service.Item
@@ -273,7 +267,7 @@ func plan(cfg *envoyconf.Config, req *rlsv3.RateLimitRequest, withStats bool) ([
 		one := new(onePlan)
 		checks, items, decisions = one.checks[:], one.items[:0], one.decisions[:]
 	} else {
-		checks, items, decisions = make([]check, len(ds)), make([]service.Item, 0, len(ds)), make([]admit.Decision, len(ds))
+		checks = make([]check, len(ds)) // the Items and Decisions of the descriptors with a rule, below
 	}
 	replaced := make(map[string]bool)
 	entries := make([]envoyconf.Entry, 0, 8)
@@ -281,28 +275,18 @@ func plan(cfg *envoyconf.Config, req *rlsv3.RateLimitRequest, withStats bool) ([
 	known := cfg.HasDomain(domain)
 	for i, d := range ds {
 		checks[i].item = -1
-		es := d.GetEntries()
-		switch {
-		case len(es) == 0:
-			return nil, nil, nil, fmt.Errorf("descriptor %d: no entries", i)
-		case len(es) > MaxEntries:
-			return nil, nil, nil, fmt.Errorf("descriptor %d: %d entries; want at most %d", i, len(es), MaxEntries)
-		case d.GetIsNegativeHits():
-			return nil, nil, nil, fmt.Errorf("descriptor %d: negative hits are not supported", i)
-		}
+		// A descriptor of no entries, an entry of an empty key and is_negative_hits are
+		// decided as envoyproxy/ratelimit decides them: the first finds no rule (but a limit
+		// override's), the second the rule its key and value find, and the third is ignored.
 		entries = entries[:0]
-		for j, e := range es {
-			if e.GetKey() == "" {
-				return nil, nil, nil, fmt.Errorf("descriptor %d, entry %d: empty key", i, j)
-			}
+		for _, e := range d.GetEntries() {
 			entries = append(entries, envoyconf.Entry{Key: e.GetKey(), Value: e.GetValue()})
 		}
 		cost := int64(max(req.GetHitsAddend(), 1)) // the request's 0 means 1, as Envoy defines it
 		if h := d.GetHitsAddend(); h != nil {
-			if h.GetValue() > math.MaxUint32 {
-				return nil, nil, nil, fmt.Errorf("descriptor %d: hits_addend %d; want at most %d", i, h.GetValue(), uint32(math.MaxUint32))
-			}
-			cost = int64(h.GetValue()) // the descriptor's 0 checks without counting
+			// The descriptor's 0 checks without counting; more than any capacity (a Limit's is
+			// at most 10^15) is over its limit, as envoyproxy/ratelimit's counter past it is.
+			cost = int64(min(h.GetValue(), math.MaxInt64))
 		}
 		rule, keyed := cfg.Lookup(domain, entries)
 		if o := d.GetLimit(); o != nil && known {
@@ -342,6 +326,9 @@ func plan(cfg *envoyconf.Config, req *rlsv3.RateLimitRequest, withStats bool) ([
 				sub.Slot = subject(domain, keyed[:1])
 			}
 			checks[i].item = len(items)
+			if items == nil {
+				items = make([]service.Item, 0, len(ds)-i)
+			}
 			items = append(items, service.Item{Limit: rule.Limit, Version: KeyVersion, Subject: sub, Cost: cost})
 		}
 	}
@@ -357,6 +344,9 @@ func plan(cfg *envoyconf.Config, req *rlsv3.RateLimitRequest, withStats bool) ([
 			items[n], c.item = items[c.item], n
 			n++
 		}
+	}
+	if decisions == nil {
+		decisions = make([]admit.Decision, n)
 	}
 	return checks, items[:n], decisions[:n], nil
 }
@@ -393,7 +383,8 @@ func override(rule *envoyconf.Rule, o *ratelimitv3.RateLimitDescriptor_RateLimit
 // DescriptorKey returns the subject the Server limits a descriptor of entries in domain by: the
 // key the admin API's overrides address it with (docs/envoy.md, "Overrides"), such as
 // "9:mongo_cps|8:database=5:users" for the entry database=users of domain mongo_cps: the domain,
-// then each entry's key and value, every string after its length in bytes.
+// then each entry's key and value, every string after its length in bytes. One longer than 1 MiB
+// is "#sha256:" and the SHA-256 of that spelling in hex.
 func DescriptorKey(domain string, entries ...envoyconf.Entry) string { return subject(domain, entries) }
 
 // RuleLimits returns the Limits of the rules named name in the loaded configuration
