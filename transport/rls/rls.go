@@ -69,10 +69,11 @@ type Options struct {
 	// then one summary per 10 seconds (the DefaultLogInterval of package httplimit) with the number of the others. Nil discards.
 	Logger *slog.Logger
 	// IncrementOverLimit counts the hits of a descriptor over its limit, as envoyproxy/ratelimit
-	// does by default (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false): after the decision, each
-	// descriptor found over takes what was left of its limit, so that its window stays full and
-	// the descriptor is over until it resets. Without it (admit's default) a rejected hit is
-	// never counted.
+	// does by default (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false): each descriptor found over
+	// takes what was left of its limit before the next is decided (in an atomic domain, after the
+	// request's groups), so that its window stays full and the descriptor is over until it
+	// resets. The counter stops at the limit, where envoyproxy/ratelimit's goes past it. Without
+	// it (admit's default) a rejected hit is never counted.
 	IncrementOverLimit bool
 	// DynamicMetadata puts envoyproxy/ratelimit's dynamic metadata in every response, as its
 	// RESPONSE_DYNAMIC_METADATA=true does: the domain, each descriptor's entries as "key=value"
@@ -193,7 +194,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 	if cfg.Atomic(req.GetDomain()) {
 		grouping = service.BySlot
 	}
-	if err := s.svc.DecideItems(ctx, items, ds, grouping); err != nil {
+	if err := s.decide(ctx, items, ds, grouping); err != nil {
 		if ie, ok := errors.AsType[*service.ItemError](err); ok {
 			return nil, status.Error(codes.InvalidArgument, fmt.Sprintf("descriptor %d: %v", descriptorOf(checks, ie.Index), ie.Err))
 		}
@@ -203,12 +204,6 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 		s.log.Log(ctx, 0, err, slog.String("domain", req.GetDomain()))
 		return nil, status.Error(codes.Unavailable, "admit: cannot decide: "+err.Error())
 	}
-	if s.opts.IncrementOverLimit {
-		if err := s.countOver(ctx, items, ds); err != nil {
-			s.log.Log(ctx, 0, err, slog.String("domain", req.GetDomain()))
-			return nil, status.Error(codes.Unavailable, "admit: cannot decide: "+err.Error())
-		}
-	}
 	resp := s.finish(req.GetDomain(), items, ds, respond(checks, ds, time.Now()))
 	if s.opts.Stats != nil {
 		s.stats(checks, items, ds)
@@ -217,6 +212,35 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 		resp.DynamicMetadata = metadata(req, checks)
 	}
 	return resp, nil
+}
+
+// decide decides items into ds under grouping. With Options.IncrementOverLimit each Item found
+// over then takes what was left of its limit (countOver): in a domain decided separately, each
+// before the next is decided, as envoyproxy/ratelimit counts a request's descriptors one after the
+// other, so that a descriptor repeated after one found over is over too; in an atomic domain,
+// after its groups.
+func (s *Server) decide(ctx context.Context, items []service.Item, ds []admit.Decision, grouping service.Grouping) error {
+	switch {
+	case !s.opts.IncrementOverLimit:
+		return s.svc.DecideItems(ctx, items, ds, grouping)
+	case grouping != service.Separately:
+		if err := s.svc.DecideItems(ctx, items, ds, grouping); err != nil {
+			return err
+		}
+		return s.countOver(ctx, items, ds)
+	}
+	for i := range items {
+		if err := s.svc.DecideItems(ctx, items[i:i+1], ds[i:i+1], grouping); err != nil {
+			if ie, ok := errors.AsType[*service.ItemError](err); ok {
+				ie.Index += i
+			}
+			return err
+		}
+		if err := s.countOver(ctx, items[i:i+1], ds[i:i+1]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // countOver counts the hits of the Items ds found over their limits, as envoyproxy/ratelimit

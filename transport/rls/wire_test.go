@@ -300,13 +300,26 @@ func TestQuotaMode(t *testing.T) {
 }
 
 // TestIncrementOverLimit: with IncrementOverLimit a rejected hit fills what was left of the
-// limit, as envoyproxy/ratelimit counts it, so the next small request is over too; by default it
-// is not counted.
+// limit, as envoyproxy/ratelimit counts it, so the next small request is over too, and so is a
+// descriptor repeated after one found over in the same request (envoyproxy/ratelimit counts them
+// in order); by default a rejected hit is not counted.
 func TestIncrementOverLimit(t *testing.T) {
 	stores(t, func(t *testing.T, store admit.Store) {
 		for _, tc := range []struct {
 			opts rls.Options
 			last string // the code of 1 hit after 2 of 3 taken and 2 rejected
+		}{
+			{rls.Options{}, "OK"},
+			{rls.Options{IncrementOverLimit: true}, "OVER_LIMIT"},
+		} {
+			c := serveWith(t, store, "../../policy/envoyconf/testdata/readme", tc.opts)
+			repeated := desc("path", "/api/repeated/"+tc.last) // 3 per hour
+			r := ask(t, c, "features", 0, hits(repeated, 4), desc("path", "/api/repeated/"+tc.last))
+			wantCodes(t, "4 hits, then 1 of the same descriptor", r, "OVER_LIMIT", "OVER_LIMIT", tc.last)
+		}
+		for _, tc := range []struct {
+			opts rls.Options
+			last string
 		}{
 			{rls.Options{}, "OK"},
 			{rls.Options{IncrementOverLimit: true}, "OVER_LIMIT"},
