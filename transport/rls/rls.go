@@ -14,9 +14,8 @@
 // its own (no name, shadow_mode or replaces), applied to a descriptor with no rule, or an
 // unlimited one, too. When admit cannot decide, ShouldRateLimit answers the gRPC status
 // UNAVAILABLE, never OK with code UNKNOWN, which Envoy treats as allowed: Envoy's
-// failure_mode_deny then decides. A request of no domain or no descriptors, the only ones
-// envoyproxy/ratelimit refuses, is INVALID_ARGUMENT, before any I/O; every other is decided as
-// envoyproxy/ratelimit decides it, whatever its size below MaxMessageSize.
+// failure_mode_deny then decides. Only a request of no domain or no descriptors is
+// INVALID_ARGUMENT (before any I/O), as in envoyproxy/ratelimit; MaxMessageSize bounds the rest.
 //
 // The Server decides through a service.Service (service.Service.DecideItems, the one decision
 // function of admit serve): it translates the protobuf request into Items and Decisions back.
