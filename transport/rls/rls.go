@@ -49,9 +49,9 @@ import (
 // MaxMessageSize is the largest request the gRPC server of [NewGRPCServer] receives: gRPC's
 // default, which envoyproxy/ratelimit's server keeps. It is the one bound on a request, as in
 // envoyproxy/ratelimit: on the count of descriptors (an empty one is 2 bytes on the wire, so at
-// most about two million), of entries, and on the lengths of keys and values. A request's memory
-// is a few hundred bytes per descriptor and entry at most, so bounded by it too. A response has
-// no bound but gRPC's default, as there.
+// most about two million), of entries, and on the lengths of keys and values; and so on a
+// request's memory, under a kilobyte a descriptor (TestLargestRequestMemory). A response has no
+// bound but gRPC's default, as there.
 const MaxMessageSize = 4 << 20
 
 // KeyVersion is the policy version of every key the Server makes (admit.KeyBuilder.Key).
@@ -429,10 +429,36 @@ var _ service.Rules = (*Server)(nil)
 // respond returns the response of checks, whose Items' Decisions are ds, at now; it marks the
 // checks in quota_mode found over.
 func respond(checks []check, ds []admit.Decision, now time.Time) *rlsv3.RateLimitResponse {
-	resp, msgs := newResponse(len(checks))
+	limited := 0
+	for i := range checks {
+		if r := checks[i].rule; r != nil && !r.Unlimited {
+			limited++
+		}
+	}
+	resp, msgs := newResponse(len(checks), limited)
+	// The descriptors without a rule share one status, and the unlimited ones another: a request
+	// of 4 MiB may have two million.
+	var none, unlimited *rlsv3.RateLimitResponse_DescriptorStatus
+	j := 0
 	for i := range checks {
 		c := &checks[i]
-		st := &msgs[i].status
+		switch {
+		case len(checks) > 1 && c.rule == nil:
+			if none == nil {
+				none = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+			}
+			resp.Statuses[i] = none
+			continue
+		case len(checks) > 1 && c.rule.Unlimited:
+			if unlimited == nil {
+				unlimited = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK, LimitRemaining: math.MaxUint32}
+			}
+			resp.Statuses[i] = unlimited
+			continue
+		}
+		m := &msgs[j]
+		j++
+		st := &m.status
 		resp.Statuses[i] = st
 		switch {
 		case c.rule == nil:
@@ -442,7 +468,7 @@ func respond(checks []check, ds []admit.Decision, now time.Time) *rlsv3.RateLimi
 			continue
 		}
 		lim := c.rule.Limit
-		cl := &msgs[i].limit
+		cl := &m.limit
 		cl.Name, cl.RequestsPerUnit, cl.Unit = c.rule.Name, uint32(lim.Rate), unitOf(c.rule.Unit)
 		st.CurrentLimit = cl
 		d := c.decision(ds)
@@ -451,7 +477,7 @@ func respond(checks []check, ds []admit.Decision, now time.Time) *rlsv3.RateLimi
 		}
 		st.LimitRemaining = uint32(min(max(d.Remaining, 0), math.MaxUint32))
 		if reset := resetAfter(c.rule, &d, now); reset > 0 {
-			du := &msgs[i].reset // what durationpb.New(reset) holds
+			du := &m.reset // what durationpb.New(reset) holds
 			du.Seconds, du.Nanos = int64(reset/time.Second), int32(reset%time.Second)
 			st.DurationUntilReset = du
 		}
@@ -484,9 +510,10 @@ type oneStatus struct {
 	msgs     [1]statusMessages
 }
 
-// newResponse returns a response of n statuses, OK, each to be pointed at one of the messages it
-// returns: one allocation for one descriptor, three for more, where a message each cost one.
-func newResponse(n int) (*rlsv3.RateLimitResponse, []statusMessages) {
+// newResponse returns a response of n statuses, OK, of which limited (all for one descriptor) are
+// to be pointed at the messages it returns: one allocation for one descriptor, three for more,
+// where a message each cost one.
+func newResponse(n, limited int) (*rlsv3.RateLimitResponse, []statusMessages) {
 	var resp *rlsv3.RateLimitResponse
 	var msgs []statusMessages
 	if n == 1 {
@@ -494,7 +521,7 @@ func newResponse(n int) (*rlsv3.RateLimitResponse, []statusMessages) {
 		resp, msgs = &one.resp, one.msgs[:]
 		resp.Statuses = one.statuses[:]
 	} else {
-		resp, msgs = &rlsv3.RateLimitResponse{}, make([]statusMessages, n)
+		resp, msgs = &rlsv3.RateLimitResponse{}, make([]statusMessages, limited)
 		resp.Statuses = make([]*rlsv3.RateLimitResponse_DescriptorStatus, n)
 	}
 	resp.OverallCode = rlsv3.RateLimitResponse_OK
