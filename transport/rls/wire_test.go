@@ -169,8 +169,9 @@ func TestLimitOverrideWithoutRule(t *testing.T) {
 // entries (4,097 descriptors: TestManyDescriptorsDecided); a descriptor of no entries (no rule, but a limit override's, counted
 // per domain); an entry with an empty key; is_negative_hits (ignored); a hits_addend of 2^33 or
 // 2^64-1 (over, nothing counted); a descriptor longer than a subject (1 MiB), counted on a digest of
-// its own, in a domain decided separately and in an atomic one; and a request over the 4 MiB
-// message, which gRPC refuses before admit sees it, as envoyproxy/ratelimit's server does.
+// its own, in a domain decided separately and in an atomic one; a response over 4 MiB; and a
+// request over the 4 MiB message, which gRPC refuses before admit sees it, as
+// envoyproxy/ratelimit's server does.
 func TestNoSmallBounds(t *testing.T) {
 	c, _ := serve(t, memStore(t))
 	remaining := func(step string, r *rlsv3.RateLimitResponse, want ...uint32) {
@@ -232,7 +233,24 @@ func TestNoSmallBounds(t *testing.T) {
 	remaining("a value of 2 MiB, atomic, again", ask(t, c, "atomic", 0, desc("client", huge)), 8)
 	wantCodes(t, "no rule for a value of 2 MiB", ask(t, c, "mongo_cps", 0, desc("database", huge)), "OK", "OK")
 
-	_, err := c.ShouldRateLimit(t.Context(), &rlsv3.RateLimitRequest{Domain: "edge_proxy_per_ip",
+	// A response larger than the message size the request is bound by, as envoyproxy/ratelimit
+	// sends it: 20,000 descriptors of 0.4 MiB, each status naming a rule of 250 characters.
+	name := strings.Repeat("n", 250)
+	cfg, err := envoyconf.Parse(envoyconf.File{Name: "named.yaml", Data: []byte("domain: named\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 100000, name: " + name + "}\n")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	named, _ := serveConfig(t, memStore(t), cfg)
+	var ds []*ratelimitv3.RateLimitDescriptor
+	for i := range 20_000 {
+		ds = append(ds, desc("k", fmt.Sprint(i)))
+	}
+	r, err := named.ShouldRateLimit(t.Context(), &rlsv3.RateLimitRequest{Domain: "named", Descriptors: ds}, grpc.MaxCallRecvMsgSize(2*rls.MaxMessageSize))
+	if err != nil || len(r.Statuses) != len(ds) || proto.Size(r) <= rls.MaxMessageSize || r.Statuses[0].CurrentLimit.GetName() != name {
+		t.Errorf("20,000 descriptors: %d statuses in %d bytes, %v; want them all, in more than %d bytes", len(r.GetStatuses()), proto.Size(r), err, rls.MaxMessageSize)
+	}
+
+	_, err = c.ShouldRateLimit(t.Context(), &rlsv3.RateLimitRequest{Domain: "edge_proxy_per_ip",
 		Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("remote_address", strings.Repeat("v", rls.MaxMessageSize))}})
 	if status.Code(err) != codes.ResourceExhausted {
 		t.Errorf("a request over %d bytes: %v; want ResourceExhausted", rls.MaxMessageSize, err)
