@@ -497,13 +497,14 @@ const unexplained = "unexplained"
 // admit's as of descriptor d of req differ, or "": the one that made their counters differ, or one
 // this descriptor shows.
 func (o *oracle) explain(req *rlsv3.RateLimitRequest, d *ratelimitv3.RateLimitDescriptor, rs, as *rlsv3.RateLimitResponse_DescriptorStatus, refKey, admKey string, elapsed time.Duration) string {
+counters:
 	for _, key := range []string{refKey, admKey} {
 		if c := o.counters[key]; c != nil && c.why != "" {
 			switch {
 			case c.why == unexplained:
 				return ""
 			case c.why == pastLimit && !o.pastLimitExplains(req, d, rs, as, c, elapsed):
-				return "" // a counter past the limit explains this answer only
+				break counters // not this answer: the descriptor's own differences, below, may
 			}
 			return c.why
 		}
