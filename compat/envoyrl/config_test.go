@@ -151,21 +151,26 @@ func admitMeanings(err error) []string {
 
 // TestConfigFixtures loads every configuration file of envoyproxy/ratelimit's module (its
 // test/config, its integration test's runtime directory and its example), each alone and each
-// directory as one, with envoyproxy/ratelimit's loader and with admit's (policy/envoyconf), and
+// directory as one, and the inline configurations of its config tests (inlineFixtures), with
+// envoyproxy/ratelimit's loader and with admit's (policy/envoyconf), and
 // checks that both accept it, or both refuse it for the same reason (envoyproxy/ratelimit's one error
 // among admit's), except where the differences table allows otherwise. Where both accept it, each
 // descriptor of its files (with a value its wildcard matches, or any value for a key alone) must
 // find the same rule in both (compareRules).
 func TestConfigFixtures(t *testing.T) {
 	seen := newSightings(t, "middle wildcard")
-	for _, fx := range fixtures(t) {
+	files, inline := fixtures(t), inlineFixtures(t)
+	t.Logf("%d comparisons: %d of files and directories, %d of the config.YamlRoot literals of %s", len(files)+len(inline), len(files), len(inline), inlineSource)
+	lookups := 0
+	defer func() { t.Logf("%d descriptors of the accepted configurations found the same rule in both", lookups) }()
+	for _, fx := range append(files, inline...) {
 		refCfg, refErr := referenceLoad(fx.files)
 		admitCfg, admitErr := envoyconf.Parse(fx.files...)
 		t.Logf("%s: envoyproxy/ratelimit: %v; admit: %v", fx.name, refErr, admitErr)
 		var got string
 		switch {
 		case refErr == nil && admitErr == nil:
-			compareRules(t, seen, fx, refCfg, admitCfg)
+			lookups += compareRules(t, seen, fx, refCfg, admitCfg)
 			continue
 		case refErr != nil && admitErr != nil:
 			rm, am := referenceMeaning(refErr), admitMeanings(admitErr)
@@ -215,10 +220,10 @@ func descriptorPaths(prefix []envoyconf.Entry, ds []config.YamlDescriptor) [][]e
 
 // compareRules checks that every descriptor of the files of fx finds the same rule in
 // envoyproxy/ratelimit's configuration ref and admit's adm: none in both, or the same
-// requests_per_unit, unit, unlimited, shadow_mode, name and replaces.
-func compareRules(t *testing.T, seen *sightings, fx fixture, ref config.RateLimitConfig, adm *envoyconf.Config) {
+// requests_per_unit, unit, unlimited, shadow_mode, name and replaces. It returns how many did.
+func compareRules(t *testing.T, seen *sightings, fx fixture, ref config.RateLimitConfig, adm *envoyconf.Config) (n int) {
 	t.Helper()
-	n, limited := 0, 0
+	limited := 0
 	defer func() {
 		t.Logf("%s: %d descriptors find the same rule in both, %d of them a limit", fx.name, n, limited)
 	}()
@@ -241,6 +246,7 @@ func compareRules(t *testing.T, seen *sightings, fx fixture, ref config.RateLimi
 			}
 		}
 	}
+	return n
 }
 
 // describeReference describes envoyproxy/ratelimit's rule r for compareRules.

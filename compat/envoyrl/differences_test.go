@@ -35,6 +35,8 @@ var differences = []difference{
 		"admit's envoy_compat series carry a label key, the whole stats key, beside the domain, key1 and key2 of envoyproxy/ratelimit's statsd-exporter mapping, which has no such label: rules below the second level (rl.a.b.c and rl.a.b.d) add up in one series of envoyproxy/ratelimit's and have one each in admit's, a query by domain, key1 and key2 summing them as there; the names, the other labels and the counts are the same"},
 	{"rejected hits counted", deliberate,
 		"envoyproxy/ratelimit counts a rejected hit (INCRBY before the check), admit never does: once a descriptor was refused hits that did not fit, admit's limit_remaining is what is left, envoyproxy/ratelimit's 0, and a later smaller hits_addend may fit in admit only"},
+	{"counter past the limit", deliberate,
+		"with --envoy-increment-over-limit a rejected hit fills what was left of its limit, as envoyproxy/ratelimit's INCRBY does, but admit's counter stops at the limit where envoyproxy/ratelimit's goes past it: a later check (hits_addend 0) is OVER_LIMIT there and OK with limit_remaining 0 in admit, and a larger limit on the same counter (a request's limit override) finds more left in admit"},
 	{"middle wildcard", deliberate,
 		"a value with a * before its end (bar*b in envoyproxy/ratelimit's test/config/wildcard.yaml) or several (foo*bar*baz): admit matches it as a pattern, as envoyproxy/ratelimit does since 2026-03; the only version of envoyproxy/ratelimit the Go module proxy serves (2026-01-22, the one compat/envoyrl/refsvc/go.mod pins) predates that, has only a trailing * for a wildcard and matches such a value literally: the difference is the reference's age, not admit's"},
 }

@@ -194,15 +194,15 @@ func startReference(t *testing.T, srv *redistest.Server, files map[string]string
 var grpcListening = regexp.MustCompile(`msg="listening for gRPC" addr=(\S+)`)
 
 // startAdmit runs admit serve --envoy-config on the redis-server srv (as its least-privilege
-// user) with the configuration files, and returns a client once it answers ShouldRateLimit for
-// domain.
-func startAdmit(t *testing.T, srv *redistest.Server, files map[string]string, domain string) *service {
+// user) with the configuration files and the flags args, and returns a client once it answers
+// ShouldRateLimit for domain.
+func startAdmit(t *testing.T, srv *redistest.Server, files map[string]string, domain string, args ...string) *service {
 	t.Helper()
 	bin := binary(t, "admit", "../..", "github.com/admit-dev/admit/cmd/admit") // in admit's own module
 	dir := t.TempDir()
 	writeConfig(t, dir, files)
-	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--envoy-config", dir,
-		"--grpc-listen", "127.0.0.1:0", "--redis", srv.URL())
+	cmd := exec.Command(bin, append([]string{"serve", "--listen", "127.0.0.1:0", "--envoy-config", dir,
+		"--grpc-listen", "127.0.0.1:0", "--redis", srv.URL()}, args...)...)
 	cmd.Env = append(withoutEnv(os.Environ(), "REDIS_URL", "ADMIT_HMAC_SECRET"), "ADMIT_HMAC_SECRET="+testSecret)
 	logs := &syncbuf.Buffer{}
 	exited := start(t, "admit", cmd, logs)

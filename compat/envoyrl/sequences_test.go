@@ -33,6 +33,10 @@ const seedEnv = "ADMIT_ORACLE_SEED"
 // callTimeout bounds one ShouldRateLimit: patient, as the tests compare answers, not latency.
 const callTimeout = 10 * time.Second
 
+// maxWhat is the most of a request a failure prints, in bytes: the requests of boundaries are
+// megabytes long.
+const maxWhat = 2000
+
 // boundaryMargin is how near the end of an hour a step is not sent: it waits for the next hour,
 // so that both services count a step in the same window whatever the machine's delays.
 const boundaryMargin = 5 * time.Second
@@ -198,23 +202,29 @@ type oracle struct {
 	ref, adm *service
 	cfg      config.RateLimitConfig // envoyproxy/ratelimit's loader's view of the configuration
 	seen     *sightings
-	counters map[string]*counter // by counterKey, what each service counted
-	compared int                 // statuses compared
-	limited  int                 // of them, with a current_limit in both
-	over     int                 // of them, OVER_LIMIT in both
+	allowed  []string // the differences allowed in this run
+	// increment is admit's --envoy-increment-over-limit: a rejected hit fills what was left of
+	// its limit, as envoyproxy/ratelimit counts it, and "rejected hits counted" is not allowed.
+	increment bool
+	counters  map[string]*counter // by counterKey, what each service counted
+	compared  int                 // statuses compared
+	limited   int                 // of them, with a current_limit in both
+	over      int                 // of them, OVER_LIMIT in both
 }
 
 // A counter is what each service counted of one counter key, by the hits of the statuses with a
 // current_limit: envoyproxy/ratelimit counts every hit, admit those that fit under the current
-// limit (a descriptor in shadow_mode answers OK either way). Once they differ, an allowed difference explains the answers of the key that differ: the
+// limit (a descriptor in shadow_mode answers OK either way), and with --envoy-increment-over-limit
+// fills the limit when hits do not fit. Once they differ, an allowed difference explains the answers of the key that differ: the
 // one that made them differ.
 type counter struct {
 	reference, admit uint64
 	why              string // the difference that made them differ, or ""
 }
 
-// newOracle starts both services on files.
-func newOracle(t *testing.T, files map[string]string, seen *sightings) *oracle {
+// newOracle starts both services on files, admit with --envoy-increment-over-limit when increment,
+// allowing the differences allowed.
+func newOracle(t *testing.T, files map[string]string, seen *sightings, increment bool, allowed ...string) *oracle {
 	t.Helper()
 	var fs []envoyconf.File
 	for name, content := range files {
@@ -224,14 +234,18 @@ func newOracle(t *testing.T, files map[string]string, seen *sightings) *oracle {
 	if err != nil {
 		t.Fatalf("envoyproxy/ratelimit's loader refuses the test's configuration: %v", err)
 	}
-	o := &oracle{t: t, cfg: cfg, seen: seen, counters: map[string]*counter{}}
+	o := &oracle{t: t, cfg: cfg, seen: seen, allowed: allowed, increment: increment, counters: map[string]*counter{}}
 	refRedis, admRedis := redistest.Start(t), redistest.Start(t)
 	done := make(chan struct{})
 	go func() { // build and start the reference while admit builds and starts
 		defer close(done)
 		o.ref = startReference(t, refRedis, files, "oracle")
 	}()
-	o.adm = startAdmit(t, admRedis, files, "oracle")
+	var args []string
+	if increment {
+		args = append(args, "--envoy-increment-over-limit")
+	}
+	o.adm = startAdmit(t, admRedis, files, "oracle", args...)
 	<-done
 	if o.ref == nil { // startReference failed the test, in its goroutine
 		t.FailNow()
@@ -282,6 +296,9 @@ func (o *oracle) step(req *rlsv3.RateLimitRequest) {
 		return
 	}
 	what := prototext.MarshalOptions{}.Format(req)
+	if len(what) > maxWhat {
+		what = fmt.Sprintf("%s… (%d bytes in all)", what[:maxWhat], len(what))
+	}
 	if refErr != nil || admErr != nil {
 		if status.Code(refErr) != status.Code(admErr) {
 			t.Errorf("request %s: envoyproxy/ratelimit: %v; admit: %v", what, refErr, admErr)
@@ -308,11 +325,11 @@ func (o *oracle) step(req *rlsv3.RateLimitRequest) {
 		as = o.allow(req, d, rs, as, admKey)
 		name := ""
 		if diff := o.compareStatus(rs, as, elapsed); diff != "" {
-			if name = o.explain(req, d, rs, as, refKey, admKey); name == "" {
-				t.Errorf("request %s: descriptor %d: %s\nenvoyproxy/ratelimit: %v\nadmit: %v", what, i, diff, rs, as)
+			if name = o.explain(req, d, rs, as, refKey, admKey, elapsed); name == "" {
+				t.Errorf("request %s: descriptor %d: %s\nenvoyproxy/ratelimit: %v\nadmit: %v\ncounted before: %s", what, i, diff, rs, as, o.describeCounters(refKey, admKey))
 			} else {
 				explained = true
-				o.seen.saw(t, name)
+				o.saw(name)
 			}
 		}
 		o.count(req, d, rs, adm, refKey, admKey, name)
@@ -354,7 +371,7 @@ func (o *oracle) compareStatus(rs, as *rlsv3.RateLimitResponse_DescriptorStatus,
 // answers 0; and a duration_until_reset of 0.
 func (o *oracle) allow(req *rlsv3.RateLimitRequest, d *ratelimitv3.RateLimitDescriptor, rs, as *rlsv3.RateLimitResponse_DescriptorStatus, admKey string) *rlsv3.RateLimitResponse_DescriptorStatus {
 	as = proto.CloneOf(as)
-	if as.GetCurrentLimit() == nil {
+	if as.GetCurrentLimit() == nil || o.increment {
 		return as
 	}
 	_, ha := hits(req, d)
@@ -367,7 +384,7 @@ func (o *oracle) allow(req *rlsv3.RateLimitRequest, d *ratelimitv3.RateLimitDesc
 		return as // fits in admit
 	}
 	if left := uint64(as.GetLimitRemaining()); rs.GetLimitRemaining() == 0 && left > 0 && used+left == limit {
-		o.seen.saw(o.t, "rejected hits counted")
+		o.saw("rejected hits counted")
 		as.LimitRemaining = 0
 	}
 	return as
@@ -400,15 +417,22 @@ func (o *oracle) count(req *rlsv3.RateLimitRequest, d *ratelimitv3.RateLimitDesc
 		get(refKey).reference += hr
 	}
 	admitFits := false
-	if l := as.GetCurrentLimit(); l != nil && get(admKey).admit+ha <= uint64(l.GetRequestsPerUnit()) {
-		get(admKey).admit += ha
-		admitFits = true
+	if l := as.GetCurrentLimit(); l != nil {
+		switch limit := uint64(l.GetRequestsPerUnit()); {
+		case get(admKey).admit+ha <= limit:
+			get(admKey).admit += ha
+			admitFits = true
+		case o.increment && ha > 0:
+			get(admKey).admit = max(get(admKey).admit, limit) // what was left, if anything, taken
+		}
 	}
 	for _, key := range []string{refKey, admKey} {
 		if c := o.counters[key]; c != nil && c.reference != c.admit && c.why == "" {
 			switch {
 			case name != "":
 				c.why = name
+			case rs.GetCurrentLimit() != nil && as.GetCurrentLimit() != nil && !admitFits && o.increment:
+				c.why = pastLimit
 			case rs.GetCurrentLimit() != nil && as.GetCurrentLimit() != nil && !admitFits:
 				c.why = "rejected hits counted"
 			default:
@@ -418,6 +442,53 @@ func (o *oracle) count(req *rlsv3.RateLimitRequest, d *ratelimitv3.RateLimitDesc
 	}
 }
 
+// describeCounters describes the counters of refKey and admKey, for a failure.
+func (o *oracle) describeCounters(refKey, admKey string) string {
+	var out []string
+	for _, key := range slices.Compact([]string{refKey, admKey}) {
+		if c := o.counters[key]; c != nil {
+			out = append(out, fmt.Sprintf("%s: envoyproxy/ratelimit %d, admit %d, differing by %q", key, c.reference, c.admit, c.why))
+		} else {
+			out = append(out, key+": nothing")
+		}
+	}
+	return strings.Join(out, "; ")
+}
+
+// pastLimit is the difference of a counter envoyproxy/ratelimit counted past the limit, and admit,
+// with --envoy-increment-over-limit, to it.
+const pastLimit = "counter past the limit"
+
+// saw records an occurrence of the difference name, which must be allowed in this run.
+func (o *oracle) saw(name string) {
+	o.t.Helper()
+	if !containsString(o.allowed, name) {
+		o.t.Errorf("difference %q occurred, which this run does not allow", name)
+	}
+	o.seen.saw(o.t, name)
+}
+
+// pastLimitExplains reports whether admit's status as of descriptor d of req, on the counter c
+// envoyproxy/ratelimit counted past the limit, is what a counter that stopped at the limit
+// answers, and differs from envoyproxy/ratelimit's rs in the code and limit_remaining only:
+// hits that fit, OK, and what is left after them.
+func (o *oracle) pastLimitExplains(req *rlsv3.RateLimitRequest, d *ratelimitv3.RateLimitDescriptor, rs, as *rlsv3.RateLimitResponse_DescriptorStatus, c *counter, elapsed time.Duration) bool {
+	if as.GetCurrentLimit() == nil {
+		return false
+	}
+	_, ha := hits(req, d)
+	limit, used := uint64(as.GetCurrentLimit().GetRequestsPerUnit()), c.admit
+	if limit == 0 {
+		used = 0 // admit decides requests_per_unit 0 without a counter
+	}
+	if c.reference <= used || used+ha > limit || as.GetCode() != rlsv3.RateLimitResponse_OK || uint64(as.GetLimitRemaining()) != limit-used-ha {
+		return false
+	}
+	rest := proto.CloneOf(as)
+	rest.Code, rest.LimitRemaining = rs.GetCode(), rs.GetLimitRemaining()
+	return o.compareStatus(rs, rest, elapsed) == ""
+}
+
 // unexplained is the why of a counter that came to differ by no allowed difference: the step was
 // reported, and so are the later answers of the counter that differ.
 const unexplained = "unexplained"
@@ -425,11 +496,15 @@ const unexplained = "unexplained"
 // explain returns the allowed difference that explains why envoyproxy/ratelimit's status rs and
 // admit's as of descriptor d of req differ, or "": the one that made their counters differ, or one
 // this descriptor shows.
-func (o *oracle) explain(req *rlsv3.RateLimitRequest, d *ratelimitv3.RateLimitDescriptor, rs, as *rlsv3.RateLimitResponse_DescriptorStatus, refKey, admKey string) string {
+func (o *oracle) explain(req *rlsv3.RateLimitRequest, d *ratelimitv3.RateLimitDescriptor, rs, as *rlsv3.RateLimitResponse_DescriptorStatus, refKey, admKey string, elapsed time.Duration) string {
+counters:
 	for _, key := range []string{refKey, admKey} {
 		if c := o.counters[key]; c != nil && c.why != "" {
-			if c.why == unexplained {
+			switch {
+			case c.why == unexplained:
 				return ""
+			case c.why == pastLimit && !o.pastLimitExplains(req, d, rs, as, c, elapsed):
+				break counters // not this answer: the descriptor's own differences, below, may
 			}
 			return c.why
 		}
@@ -475,9 +550,22 @@ func request(domain string, hits uint32, descriptors ...[]string) *rlsv3.RateLim
 // where the differences table allows otherwise: the sequences of envoyproxy/ratelimit's integration
 // test on its configuration (in hours), then random requests on random configurations (descriptor
 // trees with wildcards, shadow_mode, unlimited, names and replaces; requests with hits_addend,
-// per-descriptor hits_addend and limit overrides), then requests beyond admit's size limits.
+// per-descriptor hits_addend and limit overrides), then the requests of boundaries.
 func TestRequestSequences(t *testing.T) {
-	seen := newSightings(t, "rejected hits counted", "middle wildcard")
+	sequences(t, false, "rejected hits counted", "middle wildcard")
+}
+
+// TestRequestSequencesIncrementOverLimit is TestRequestSequences with admit serve
+// --envoy-increment-over-limit, envoyproxy/ratelimit's counting of rejected hits: the difference
+// "rejected hits counted" is not allowed, only that admit's counter stops at the limit.
+func TestRequestSequencesIncrementOverLimit(t *testing.T) {
+	sequences(t, true, pastLimit, "middle wildcard")
+}
+
+// sequences runs the requests of TestRequestSequences, admit with --envoy-increment-over-limit
+// when increment, allowing the differences allowed.
+func sequences(t *testing.T, increment bool, allowed ...string) {
+	seen := newSightings(t, allowed...)
 	files := integrationFiles(t)
 	seed := uint64(time.Now().UnixNano())
 	if v := os.Getenv(seedEnv); v != "" {
@@ -498,7 +586,7 @@ func TestRequestSequences(t *testing.T) {
 		files[fmt.Sprintf("gen%d.yaml", i)] = content
 		t.Logf("gen%d.yaml:\n%s", i, content)
 	}
-	o := newOracle(t, files, seen)
+	o := newOracle(t, files, seen, increment, allowed...)
 
 	// envoyproxy/ratelimit's integration test: a domain of no file, one hit, a key filled and
 	// over, two keys of one domain, one of them over.
@@ -523,20 +611,47 @@ func TestRequestSequences(t *testing.T) {
 		}
 	}
 
-	// Beyond admit's bounds: 65 descriptors, 33 entries, a value of 5,000 bytes.
+	boundaries(o)
+	t.Logf("%d statuses compared, %d with a current_limit, %d OVER_LIMIT", o.compared, o.limited, o.over)
+	if o.limited < o.compared/4 || o.over < 50 {
+		t.Errorf("the sequences limited too little to compare the services: %d statuses, %d with a current_limit, %d OVER_LIMIT", o.compared, o.limited, o.over)
+	}
+}
+
+// boundaries sends the shapes of request where a service might draw a bound, which
+// envoyproxy/ratelimit decides: a descriptor of no entries (alone, and with a limit override,
+// twice), an entry of an empty key, is_negative_hits, 4,097 descriptors, a descriptor of 1,025
+// entries, a hits_addend of 2^33 (and a hit after it), a value of 5,000 bytes and, twice, one of
+// 2 MiB, longer than a subject of admit's KeyBuilder.
+func boundaries(o *oracle) {
+	o.step(request("basic", 1, []string{}))
+	for range 2 {
+		req := request("basic", 1, []string{})
+		req.Descriptors[0].Limit = &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1, Unit: typev3.RateLimitUnit_HOUR}
+		o.step(req)
+	}
+	o.step(request("basic", 1, []string{"", "foo"}))
+	for range 2 {
+		req := request("basic", 2, []string{"key1", "negative"})
+		req.Descriptors[0].IsNegativeHits = true
+		o.step(req)
+	}
 	var many [][]string
-	for i := range 65 {
+	for i := range 4097 {
 		many = append(many, []string{"key1", fmt.Sprint("many", i)})
 	}
 	o.step(request("basic", 1, many...))
 	var long []string
-	for i := range 33 {
+	for i := range 1025 {
 		long = append(long, fmt.Sprint("k", i), "v")
 	}
 	o.step(request("basic", 1, long))
+	huge := request("basic", 1, []string{"key1", "huge"})
+	huge.Descriptors[0].HitsAddend = wrapperspb.UInt64(1 << 33)
+	o.step(huge)
+	o.step(request("basic", 1, []string{"key1", "huge"}))
 	o.step(request("basic", 1, []string{"key1", strings.Repeat("v", 5000)}))
-	t.Logf("%d statuses compared, %d with a current_limit, %d OVER_LIMIT", o.compared, o.limited, o.over)
-	if o.limited < o.compared/4 || o.over < 50 {
-		t.Errorf("the sequences limited too little to compare the services: %d statuses, %d with a current_limit, %d OVER_LIMIT", o.compared, o.limited, o.over)
+	for range 2 {
+		o.step(request("basic", 1, []string{"key1", strings.Repeat("w", 2<<20)}))
 	}
 }

@@ -2,6 +2,7 @@ package rls
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 
@@ -31,7 +32,7 @@ func JSONHandler(s *Server) http.Handler {
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxJSONBody))
 		if err != nil {
 			if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-				http.Error(w, "body over 1 MiB", http.StatusRequestEntityTooLarge)
+				http.Error(w, fmt.Sprintf("body over %d bytes", MaxJSONBody), http.StatusRequestEntityTooLarge)
 				return
 			}
 			http.Error(w, "cannot read the body", http.StatusBadRequest)

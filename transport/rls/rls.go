@@ -14,7 +14,8 @@
 // its own (no name, shadow_mode or replaces), applied to a descriptor with no rule, or an
 // unlimited one, too. When admit cannot decide, ShouldRateLimit answers the gRPC status
 // UNAVAILABLE, never OK with code UNKNOWN, which Envoy treats as allowed: Envoy's
-// failure_mode_deny then decides. An invalid request is INVALID_ARGUMENT, before any I/O.
+// failure_mode_deny then decides. Only a request of no domain or no descriptors is
+// INVALID_ARGUMENT (before any I/O), as in envoyproxy/ratelimit; MaxMessageSize bounds the rest.
 //
 // The Server decides through a service.Service (service.Service.DecideItems, the one decision
 // function of admit serve): it translates the protobuf request into Items and Decisions back.
@@ -45,18 +46,13 @@ import (
 	"github.com/admit-dev/admit/service"
 )
 
-// Bounds on a request, beyond which it is INVALID_ARGUMENT: safety bounds far above what Envoy
-// sends (envoyproxy/ratelimit has none but the gRPC message size). Keys and values have no bound
-// of their own: a descriptor's entries are digested into its key, whatever their length.
-const (
-	// MaxDescriptors is the most descriptors of one request.
-	MaxDescriptors = 4096
-	// MaxEntries is the most entries of one descriptor.
-	MaxEntries = 1024
-	// MaxMessageSize is the largest message the gRPC server of [NewGRPCServer] receives or sends:
-	// gRPC's default, which envoyproxy/ratelimit's server keeps.
-	MaxMessageSize = 4 << 20
-)
+// MaxMessageSize is the largest request the gRPC server of [NewGRPCServer] receives: gRPC's
+// default, which envoyproxy/ratelimit's server keeps. It is the one bound on a request, as in
+// envoyproxy/ratelimit: on the count of descriptors (an empty one is 2 bytes on the wire, so at
+// most about two million), of entries, and on the lengths of keys and values; and so on a
+// request's memory, under a kilobyte a descriptor (TestLargestRequestMemory). A response has no
+// bound but gRPC's default, as there.
+const MaxMessageSize = 4 << 20
 
 // KeyVersion is the policy version of every key the Server makes (admit.KeyBuilder.Key).
 const KeyVersion = "1"
@@ -72,10 +68,11 @@ type Options struct {
 	// then one summary per 10 seconds (the DefaultLogInterval of package httplimit) with the number of the others. Nil discards.
 	Logger *slog.Logger
 	// IncrementOverLimit counts the hits of a descriptor over its limit, as envoyproxy/ratelimit
-	// does by default (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false): after the decision, each
-	// descriptor found over takes what was left of its limit, so that its window stays full and
-	// the descriptor is over until it resets. Without it (admit's default) a rejected hit is
-	// never counted.
+	// does by default (STOP_CACHE_KEY_INCREMENT_WHEN_OVERLIMIT=false): each descriptor found over
+	// takes what was left of its limit before the next is decided (in an atomic domain, after the
+	// request's groups), so that its window stays full and the descriptor is over until it
+	// resets. The counter stops at the limit, where envoyproxy/ratelimit's goes past it. Without
+	// it (admit's default) a rejected hit is never counted.
 	IncrementOverLimit bool
 	// DynamicMetadata puts envoyproxy/ratelimit's dynamic metadata in every response, as its
 	// RESPONSE_DYNAMIC_METADATA=true does: the domain, each descriptor's entries as "key=value"
@@ -145,15 +142,14 @@ func (s *Server) Swap(cfg *envoyconf.Config) *envoyconf.Config {
 const StreamWorkers = 256
 
 // NewGRPCServer returns a gRPC server with s's RateLimitService and the standard health service
-// (grpc.health.v1 of a [Health], SERVING for each of [HealthServices]), with message sizes capped
-// at MaxMessageSize, keepalive pings from clients accepted at most every 10 s (more often closes
+// (grpc.health.v1 of a [Health], SERVING for each of [HealthServices]), with requests capped at
+// MaxMessageSize, keepalive pings from clients accepted at most every 10 s (more often closes
 // the connection), idle connections closed after 5 minutes, StreamWorkers goroutines answering
 // requests, and opts after these. It returns the
 // Health too, to follow the backend (Health.Run) and to report NOT_SERVING while shutting down.
 func NewGRPCServer(s *Server, opts ...grpc.ServerOption) (*grpc.Server, *Health) {
 	all := append([]grpc.ServerOption{
 		grpc.MaxRecvMsgSize(MaxMessageSize),
-		grpc.MaxSendMsgSize(MaxMessageSize),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: 5 * time.Minute, Time: 2 * time.Minute, Timeout: 20 * time.Second}),
 		grpc.NumStreamWorkers(StreamWorkers),
@@ -197,7 +193,7 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 	if cfg.Atomic(req.GetDomain()) {
 		grouping = service.BySlot
 	}
-	if err := s.svc.DecideItems(ctx, items, ds, grouping); err != nil {
+	if err := s.decide(ctx, items, ds, grouping); err != nil {
 		if ie, ok := errors.AsType[*service.ItemError](err); ok {
 			return nil, status.Error(codes.InvalidArgument, fmt.Sprintf("descriptor %d: %v", descriptorOf(checks, ie.Index), ie.Err))
 		}
@@ -207,12 +203,6 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 		s.log.Log(ctx, 0, err, slog.String("domain", req.GetDomain()))
 		return nil, status.Error(codes.Unavailable, "admit: cannot decide: "+err.Error())
 	}
-	if s.opts.IncrementOverLimit {
-		if err := s.countOver(ctx, items, ds); err != nil {
-			s.log.Log(ctx, 0, err, slog.String("domain", req.GetDomain()))
-			return nil, status.Error(codes.Unavailable, "admit: cannot decide: "+err.Error())
-		}
-	}
 	resp := s.finish(req.GetDomain(), items, ds, respond(checks, ds, time.Now(), s.ops.QuotaMode))
 	if s.opts.Stats != nil {
 		s.stats(checks, items, ds)
@@ -221,6 +211,35 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 		resp.DynamicMetadata = metadata(req, checks)
 	}
 	return resp, nil
+}
+
+// decide decides items into ds under grouping. With Options.IncrementOverLimit each Item found
+// over then takes what was left of its limit (countOver): in a domain decided separately, each
+// before the next is decided, as envoyproxy/ratelimit counts a request's descriptors one after the
+// other, so that a descriptor repeated after one found over is over too; in an atomic domain,
+// after its groups.
+func (s *Server) decide(ctx context.Context, items []service.Item, ds []admit.Decision, grouping service.Grouping) error {
+	switch {
+	case !s.opts.IncrementOverLimit:
+		return s.svc.DecideItems(ctx, items, ds, grouping)
+	case grouping != service.Separately:
+		if err := s.svc.DecideItems(ctx, items, ds, grouping); err != nil {
+			return err
+		}
+		return s.countOver(ctx, items, ds)
+	}
+	for i := range items {
+		if err := s.svc.DecideItems(ctx, items[i:i+1], ds[i:i+1], grouping); err != nil {
+			if ie, ok := errors.AsType[*service.ItemError](err); ok {
+				ie.Index += i
+			}
+			return err
+		}
+		if err := s.countOver(ctx, items[i:i+1], ds[i:i+1]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // countOver counts the hits of the Items ds found over their limits, as envoyproxy/ratelimit
@@ -258,13 +277,11 @@ type onePlan struct {
 // the descriptors whose rules limit, and the Decisions to decide them into, without I/O.
 func plan(cfg *envoyconf.Config, req *rlsv3.RateLimitRequest, withStats bool) ([]check, []service.Item, []admit.Decision, error) {
 	domain, ds := req.GetDomain(), req.GetDescriptors()
-	switch {
+	switch { // the only requests envoyproxy/ratelimit refuses
 	case domain == "":
 		return nil, nil, nil, errors.New("empty domain")
 	case len(ds) == 0:
 		return nil, nil, nil, errors.New("no descriptors")
-	case len(ds) > MaxDescriptors:
-		return nil, nil, nil, fmt.Errorf("%d descriptors; want at most %d", len(ds), MaxDescriptors)
 	}
 	var checks []check
 	var items []service.Item
@@ -273,7 +290,7 @@ func plan(cfg *envoyconf.Config, req *rlsv3.RateLimitRequest, withStats bool) ([
 		one := new(onePlan)
 		checks, items, decisions = one.checks[:], one.items[:0], one.decisions[:]
 	} else {
-		checks, items, decisions = make([]check, len(ds)), make([]service.Item, 0, len(ds)), make([]admit.Decision, len(ds))
+		checks = make([]check, len(ds)) // the Items and Decisions of the descriptors with a rule, below
 	}
 	replaced := make(map[string]bool)
 	entries := make([]envoyconf.Entry, 0, 8)
@@ -281,28 +298,18 @@ func plan(cfg *envoyconf.Config, req *rlsv3.RateLimitRequest, withStats bool) ([
 	known := cfg.HasDomain(domain)
 	for i, d := range ds {
 		checks[i].item = -1
-		es := d.GetEntries()
-		switch {
-		case len(es) == 0:
-			return nil, nil, nil, fmt.Errorf("descriptor %d: no entries", i)
-		case len(es) > MaxEntries:
-			return nil, nil, nil, fmt.Errorf("descriptor %d: %d entries; want at most %d", i, len(es), MaxEntries)
-		case d.GetIsNegativeHits():
-			return nil, nil, nil, fmt.Errorf("descriptor %d: negative hits are not supported", i)
-		}
+		// A descriptor of no entries, an entry of an empty key and is_negative_hits are
+		// decided as envoyproxy/ratelimit decides them: the first finds no rule (but a limit
+		// override's), the second the rule its key and value find, and the third is ignored.
 		entries = entries[:0]
-		for j, e := range es {
-			if e.GetKey() == "" {
-				return nil, nil, nil, fmt.Errorf("descriptor %d, entry %d: empty key", i, j)
-			}
+		for _, e := range d.GetEntries() {
 			entries = append(entries, envoyconf.Entry{Key: e.GetKey(), Value: e.GetValue()})
 		}
 		cost := int64(max(req.GetHitsAddend(), 1)) // the request's 0 means 1, as Envoy defines it
 		if h := d.GetHitsAddend(); h != nil {
-			if h.GetValue() > math.MaxUint32 {
-				return nil, nil, nil, fmt.Errorf("descriptor %d: hits_addend %d; want at most %d", i, h.GetValue(), uint32(math.MaxUint32))
-			}
-			cost = int64(h.GetValue()) // the descriptor's 0 checks without counting
+			// The descriptor's 0 checks without counting; more than any capacity (a Limit's is
+			// at most 10^15) is over its limit, as envoyproxy/ratelimit's counter past it is.
+			cost = int64(min(h.GetValue(), math.MaxInt64))
 		}
 		rule, keyed := cfg.Lookup(domain, entries)
 		if o := d.GetLimit(); o != nil && known {
@@ -342,6 +349,9 @@ func plan(cfg *envoyconf.Config, req *rlsv3.RateLimitRequest, withStats bool) ([
 				sub.Slot = subject(domain, keyed[:1])
 			}
 			checks[i].item = len(items)
+			if items == nil {
+				items = make([]service.Item, 0, len(ds)-i)
+			}
 			items = append(items, service.Item{Limit: rule.Limit, Version: KeyVersion, Subject: sub, Cost: cost})
 		}
 	}
@@ -357,6 +367,9 @@ func plan(cfg *envoyconf.Config, req *rlsv3.RateLimitRequest, withStats bool) ([
 			items[n], c.item = items[c.item], n
 			n++
 		}
+	}
+	if decisions == nil {
+		decisions = make([]admit.Decision, n)
 	}
 	return checks, items[:n], decisions[:n], nil
 }
@@ -393,7 +406,8 @@ func override(rule *envoyconf.Rule, o *ratelimitv3.RateLimitDescriptor_RateLimit
 // DescriptorKey returns the subject the Server limits a descriptor of entries in domain by: the
 // key the admin API's overrides address it with (docs/envoy.md, "Overrides"), such as
 // "9:mongo_cps|8:database=5:users" for the entry database=users of domain mongo_cps: the domain,
-// then each entry's key and value, every string after its length in bytes.
+// then each entry's key and value, every string after its length in bytes. One longer than 1 MiB
+// is "#sha256:" and the SHA-256 of that spelling in hex.
 func DescriptorKey(domain string, entries ...envoyconf.Entry) string { return subject(domain, entries) }
 
 // RuleLimits returns the Limits of the rules named name in the loaded configuration
@@ -415,10 +429,36 @@ var _ service.Rules = (*Server)(nil)
 // respond returns the response of checks, whose Items' Decisions are ds, at now, every rule in
 // quota mode when quotaAll (Ops.QuotaMode); it marks the checks in quota mode found over.
 func respond(checks []check, ds []admit.Decision, now time.Time, quotaAll bool) *rlsv3.RateLimitResponse {
-	resp, msgs := newResponse(len(checks))
+	limited := 0
+	for i := range checks {
+		if r := checks[i].rule; r != nil && !r.Unlimited {
+			limited++
+		}
+	}
+	resp, msgs := newResponse(len(checks), limited)
+	// The descriptors without a rule share one status, and the unlimited ones another: a request
+	// of 4 MiB may have two million.
+	var none, unlimited *rlsv3.RateLimitResponse_DescriptorStatus
+	j := 0
 	for i := range checks {
 		c := &checks[i]
-		st := &msgs[i].status
+		switch {
+		case len(checks) > 1 && c.rule == nil:
+			if none == nil {
+				none = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
+			}
+			resp.Statuses[i] = none
+			continue
+		case len(checks) > 1 && c.rule.Unlimited:
+			if unlimited == nil {
+				unlimited = &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK, LimitRemaining: math.MaxUint32}
+			}
+			resp.Statuses[i] = unlimited
+			continue
+		}
+		m := &msgs[j]
+		j++
+		st := &m.status
 		resp.Statuses[i] = st
 		switch {
 		case c.rule == nil:
@@ -428,7 +468,7 @@ func respond(checks []check, ds []admit.Decision, now time.Time, quotaAll bool) 
 			continue
 		}
 		lim := c.rule.Limit
-		cl := &msgs[i].limit
+		cl := &m.limit
 		cl.Name, cl.RequestsPerUnit, cl.Unit = c.rule.Name, uint32(lim.Rate), unitOf(c.rule.Unit)
 		st.CurrentLimit = cl
 		d := c.decision(ds)
@@ -437,7 +477,7 @@ func respond(checks []check, ds []admit.Decision, now time.Time, quotaAll bool) 
 		}
 		st.LimitRemaining = uint32(min(max(d.Remaining, 0), math.MaxUint32))
 		if reset := resetAfter(c.rule, &d, now); reset > 0 {
-			du := &msgs[i].reset // what durationpb.New(reset) holds
+			du := &m.reset // what durationpb.New(reset) holds
 			du.Seconds, du.Nanos = int64(reset/time.Second), int32(reset%time.Second)
 			st.DurationUntilReset = du
 		}
@@ -470,9 +510,10 @@ type oneStatus struct {
 	msgs     [1]statusMessages
 }
 
-// newResponse returns a response of n statuses, OK, each to be pointed at one of the messages it
-// returns: one allocation for one descriptor, three for more, where a message each cost one.
-func newResponse(n int) (*rlsv3.RateLimitResponse, []statusMessages) {
+// newResponse returns a response of n statuses, OK, of which limited (all for one descriptor) are
+// to be pointed at the messages it returns: one allocation for one descriptor, three for more,
+// where a message each cost one.
+func newResponse(n, limited int) (*rlsv3.RateLimitResponse, []statusMessages) {
 	var resp *rlsv3.RateLimitResponse
 	var msgs []statusMessages
 	if n == 1 {
@@ -480,7 +521,7 @@ func newResponse(n int) (*rlsv3.RateLimitResponse, []statusMessages) {
 		resp, msgs = &one.resp, one.msgs[:]
 		resp.Statuses = one.statuses[:]
 	} else {
-		resp, msgs = &rlsv3.RateLimitResponse{}, make([]statusMessages, n)
+		resp, msgs = &rlsv3.RateLimitResponse{}, make([]statusMessages, limited)
 		resp.Statuses = make([]*rlsv3.RateLimitResponse_DescriptorStatus, n)
 	}
 	resp.OverallCode = rlsv3.RateLimitResponse_OK

@@ -1,9 +1,12 @@
 package rls
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"strconv"
 	"strings"
 
+	"github.com/admit-dev/admit/internal/bound"
 	"github.com/admit-dev/admit/policy/envoyconf"
 )
 
@@ -39,7 +42,10 @@ func parseDescriptorKey(key string) (domain string, entries []envoyconf.Entry, o
 
 // subject returns the subject of a descriptor of entries in domain: each string length-prefixed,
 // so that no two descriptors share one. It is spelt on the stack when it fits: one allocation, the
-// string's.
+// string's. A subject longer than a KeyBuilder takes (1 MiB, which a request of 4 MiB may reach)
+// is its SHA-256 digest instead, after longDigest: a subject of its own, as no spelt one starts
+// with '#', of bounded length, so that such a descriptor is decided as envoyproxy/ratelimit
+// decides it rather than refused.
 func subject(domain string, entries []envoyconf.Entry) string {
 	var buf [256]byte
 	b := appendLengthPrefixed(buf[:0], domain)
@@ -47,8 +53,16 @@ func subject(domain string, entries []envoyconf.Entry) string {
 		b = appendLengthPrefixed(append(b, '|'), e.Key)
 		b = appendLengthPrefixed(append(b, '='), e.Value)
 	}
+	if len(b) > bound.MaxSubjectLen {
+		sum := sha256.Sum256(b)
+		return longDigest + hex.EncodeToString(sum[:])
+	}
 	return string(b)
 }
+
+// longDigest begins the subject of a descriptor whose spelt subject is too long: its SHA-256 digest
+// in hex follows.
+const longDigest = "#sha256:"
 
 // appendLengthPrefixed appends s's length in decimal, a colon and s to b.
 func appendLengthPrefixed(b []byte, s string) []byte {

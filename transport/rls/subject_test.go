@@ -1,11 +1,14 @@
 package rls
 
 import (
+	"encoding/hex"
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
+	"github.com/admit-dev/admit/internal/bound"
 	"github.com/admit-dev/admit/policy/envoyconf"
 )
 
@@ -49,5 +52,31 @@ func TestSubjectSpelling(t *testing.T) {
 		if !ok || d != domain || !slices.Equal(es, entries) && len(entries) > 0 {
 			t.Fatalf("parseDescriptorKey(%q) = %q, %q, %v; want %q, %q", got, d, es, ok, domain, entries)
 		}
+	}
+}
+
+// TestLongSubject: a subject longer than a KeyBuilder takes is its SHA-256 digest, a spelling no
+// other subject has, one per descriptor; one of exactly the bound is spelt.
+func TestLongSubject(t *testing.T) {
+	const head = len("1:d|1:k=") + len("1048560:") // the spelling before a value of 7 digits' length
+	at := strings.Repeat("v", bound.MaxSubjectLen-head)
+	if got := subject("d", []envoyconf.Entry{{Key: "k", Value: at}}); len(got) != bound.MaxSubjectLen || !strings.HasPrefix(got, "1:d|1:k=") {
+		t.Fatalf("subject of %d bytes: spelt in %d bytes, %q…", bound.MaxSubjectLen, len(got), got[:min(len(got), 16)])
+	}
+	long := func(v string) string { return subject("d", []envoyconf.Entry{{Key: "k", Value: v}}) }
+	a, b := long(at+"a"), long(at+"b")
+	for _, s := range []string{a, b} {
+		if len(s) != len(longDigest)+64 || !strings.HasPrefix(s, longDigest) {
+			t.Fatalf("subject of %d bytes = %q; want %q and 64 hex digits", bound.MaxSubjectLen+1, s, longDigest)
+		}
+		if _, err := hex.DecodeString(strings.TrimPrefix(s, longDigest)); err != nil {
+			t.Fatalf("subject %q: %v", s, err)
+		}
+		if _, _, ok := parseDescriptorKey(s); ok {
+			t.Errorf("parseDescriptorKey(%q) reads a digest as a spelling", s)
+		}
+	}
+	if a == b || long(at+"a") != a {
+		t.Errorf("long subjects: %q and %q; want one per descriptor, the same each time", a, b)
 	}
 }

@@ -2,9 +2,11 @@ package rls_test
 
 import (
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -19,8 +21,11 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
@@ -161,28 +166,96 @@ func TestLimitOverrideWithoutRule(t *testing.T) {
 	})
 }
 
-// TestNoSmallBounds: a value of 64 KiB, 100 descriptors and 100 entries are answered, not
-// INVALID_ARGUMENT: envoyproxy/ratelimit bounds them by the message size only, and admit digests
-// entries into keys whatever their length.
+// TestNoSmallBounds: every request envoyproxy/ratelimit decides is decided, as it decides it, not
+// INVALID_ARGUMENT: it bounds a request by the message size only. A value of 64 KiB; 1,025
+// entries (4,097 descriptors: TestManyDescriptorsDecided); a descriptor of no entries (no rule, but a limit override's, counted
+// per domain); an entry with an empty key; is_negative_hits (ignored); a hits_addend of 2^33 or
+// 2^64-1 (over, nothing counted); a descriptor longer than a subject (1 MiB), counted on a digest of
+// its own, in a domain decided separately and in an atomic one; a response over 4 MiB; and a
+// request over the 4 MiB message, which gRPC refuses before admit sees it, as
+// envoyproxy/ratelimit's server does.
 func TestNoSmallBounds(t *testing.T) {
 	c, _ := serve(t, memStore(t))
+	remaining := func(step string, r *rlsv3.RateLimitResponse, want ...uint32) {
+		t.Helper()
+		if len(r.Statuses) != len(want) {
+			t.Fatalf("%s: %d statuses, want %d", step, len(r.Statuses), len(want))
+		}
+		for i, st := range r.Statuses {
+			if st.CurrentLimit == nil || st.LimitRemaining != want[i] {
+				t.Fatalf("%s: status %d is %v; want a current_limit and limit_remaining %d", step, i, st, want[i])
+			}
+		}
+	}
 	long := strings.Repeat("v", 64<<10)
 	wantCodes(t, "long 1", ask(t, c, "mongo_cps", 0, desc("database", "users", "x", long)), "OK", "OK")
-	r := ask(t, c, "edge_proxy_per_ip", 0, desc("remote_address", long)) // 10 per second
-	if r.Statuses[0].LimitRemaining != 9 {
-		t.Errorf("long value: remaining %d, want 9", r.Statuses[0].LimitRemaining)
-	}
-	var ds []*ratelimitv3.RateLimitDescriptor
-	for range 100 {
-		ds = append(ds, desc("message_type", "other"))
-	}
+	remaining("long value", ask(t, c, "edge_proxy_per_ip", 0, desc("remote_address", long)), 9) // 10 per second
+
 	deep := desc()
-	for range 100 {
+	for range 1025 {
 		deep.Entries = append(deep.Entries, desc("k", "v").Entries...)
 	}
-	ds = append(ds, deep)
-	if r := ask(t, c, "messaging", 0, ds...); len(r.Statuses) != 101 || r.OverallCode != rlsv3.RateLimitResponse_OK {
-		t.Errorf("101 descriptors: %v", r.OverallCode)
+	wantCodes(t, "1025 entries", ask(t, c, "messaging", 0, deep), "OK", "OK")
+
+	// No entries: no rule, as in envoyproxy/ratelimit; with a limit override, one counter of the domain.
+	if r := ask(t, c, "edge_proxy_per_ip", 0, desc()); r.Statuses[0].CurrentLimit != nil || r.OverallCode != rlsv3.RateLimitResponse_OK {
+		t.Errorf("no entries: %v", r)
+	}
+	limited := func() *ratelimitv3.RateLimitDescriptor {
+		d := desc()
+		d.Limit = &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 1, Unit: typev3.RateLimitUnit_HOUR}
+		return d
+	}
+	wantCodes(t, "no entries, a limit override", ask(t, c, "edge_proxy_per_ip", 0, limited()), "OK", "OK")
+	wantCodes(t, "no entries, a limit override again", ask(t, c, "edge_proxy_per_ip", 0, limited()), "OVER_LIMIT", "OVER_LIMIT")
+	if r := ask(t, c, "edge_proxy_per_ip", 0, desc("", "10.0.0.1")); r.Statuses[0].CurrentLimit != nil || r.OverallCode != rlsv3.RateLimitResponse_OK {
+		t.Errorf("an empty key: %v", r)
+	}
+	negative := func() *ratelimitv3.RateLimitDescriptor {
+		d := desc("remote_address", "negative")
+		d.IsNegativeHits = true
+		return d
+	}
+	remaining("is_negative_hits", ask(t, c, "edge_proxy_per_ip", 0, negative()), 9)
+	remaining("is_negative_hits again", ask(t, c, "edge_proxy_per_ip", 2, negative()), 7)
+
+	for _, n := range []uint64{1 << 33, math.MaxUint64} {
+		r := ask(t, c, "edge_proxy_per_ip", 0, hits(desc("remote_address", "huge"), n))
+		wantCodes(t, fmt.Sprint("hits_addend ", n), r, "OVER_LIMIT", "OVER_LIMIT")
+		remaining(fmt.Sprint("hits_addend ", n), r, 10)
+	}
+	remaining("after the huge hits", ask(t, c, "edge_proxy_per_ip", 0, desc("remote_address", "huge")), 9)
+
+	huge := strings.Repeat("h", 2<<20)
+	remaining("a value of 2 MiB", ask(t, c, "edge_proxy_per_ip", 0, desc("remote_address", huge)), 9)
+	remaining("a value of 2 MiB again", ask(t, c, "edge_proxy_per_ip", 0, desc("remote_address", huge)), 8)
+	remaining("another value of 2 MiB", ask(t, c, "edge_proxy_per_ip", 0, desc("remote_address", huge[1:])), 9)
+	remaining("a value of 2 MiB, atomic", ask(t, c, "atomic", 0, desc("client", huge)), 9) // 10 per hour
+	remaining("a value of 2 MiB and a path, atomic", ask(t, c, "atomic", 0, desc("client", huge, "path", "/")), 1)
+	remaining("a value of 2 MiB, atomic, again", ask(t, c, "atomic", 0, desc("client", huge)), 8)
+	wantCodes(t, "no rule for a value of 2 MiB", ask(t, c, "mongo_cps", 0, desc("database", huge)), "OK", "OK")
+
+	// A response larger than the message size the request is bound by, as envoyproxy/ratelimit
+	// sends it: 20,000 descriptors of 0.4 MiB, each status naming a rule of 250 characters.
+	name := strings.Repeat("n", 250)
+	cfg, err := envoyconf.Parse(envoyconf.File{Name: "named.yaml", Data: []byte("domain: named\ndescriptors:\n  - key: k\n    rate_limit: {unit: hour, requests_per_unit: 100000, name: " + name + "}\n")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	named, _ := serveConfig(t, memStore(t), cfg)
+	var ds []*ratelimitv3.RateLimitDescriptor
+	for i := range 20_000 {
+		ds = append(ds, desc("k", fmt.Sprint(i)))
+	}
+	r, err := named.ShouldRateLimit(t.Context(), &rlsv3.RateLimitRequest{Domain: "named", Descriptors: ds}, grpc.MaxCallRecvMsgSize(2*rls.MaxMessageSize))
+	if err != nil || len(r.Statuses) != len(ds) || proto.Size(r) <= rls.MaxMessageSize || r.Statuses[0].CurrentLimit.GetName() != name {
+		t.Errorf("20,000 descriptors: %d statuses in %d bytes, %v; want them all, in more than %d bytes", len(r.GetStatuses()), proto.Size(r), err, rls.MaxMessageSize)
+	}
+
+	_, err = c.ShouldRateLimit(t.Context(), &rlsv3.RateLimitRequest{Domain: "edge_proxy_per_ip",
+		Descriptors: []*ratelimitv3.RateLimitDescriptor{desc("remote_address", strings.Repeat("v", rls.MaxMessageSize))}})
+	if status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("a request over %d bytes: %v; want ResourceExhausted", rls.MaxMessageSize, err)
 	}
 }
 
@@ -311,13 +384,26 @@ func TestQuotaModeEverywhere(t *testing.T) {
 }
 
 // TestIncrementOverLimit: with IncrementOverLimit a rejected hit fills what was left of the
-// limit, as envoyproxy/ratelimit counts it, so the next small request is over too; by default it
-// is not counted.
+// limit, as envoyproxy/ratelimit counts it, so the next small request is over too, and so is a
+// descriptor repeated after one found over in the same request (envoyproxy/ratelimit counts them
+// in order); by default a rejected hit is not counted.
 func TestIncrementOverLimit(t *testing.T) {
 	stores(t, func(t *testing.T, store admit.Store) {
 		for _, tc := range []struct {
 			opts rls.Options
 			last string // the code of 1 hit after 2 of 3 taken and 2 rejected
+		}{
+			{rls.Options{}, "OK"},
+			{rls.Options{IncrementOverLimit: true}, "OVER_LIMIT"},
+		} {
+			c := serveWith(t, store, "../../policy/envoyconf/testdata/readme", tc.opts)
+			repeated := desc("path", "/api/repeated/"+tc.last) // 3 per hour
+			r := ask(t, c, "features", 0, hits(repeated, 4), desc("path", "/api/repeated/"+tc.last))
+			wantCodes(t, "4 hits, then 1 of the same descriptor", r, "OVER_LIMIT", "OVER_LIMIT", tc.last)
+		}
+		for _, tc := range []struct {
+			opts rls.Options
+			last string
 		}{
 			{rls.Options{}, "OK"},
 			{rls.Options{IncrementOverLimit: true}, "OVER_LIMIT"},
@@ -362,18 +448,19 @@ func TestWildcardsLimit(t *testing.T) {
 	})
 }
 
-// TestMaxDescriptorsDecided: a request of MaxDescriptors descriptors, each with a rule, in a
-// domain with and one without atomic, is decided, each descriptor counted.
-func TestMaxDescriptorsDecided(t *testing.T) {
+// TestManyDescriptorsDecided: a request of 4,097 descriptors, each with a rule, in a domain with
+// and one without atomic, is decided, each descriptor counted, as envoyproxy/ratelimit counts them.
+func TestManyDescriptorsDecided(t *testing.T) {
+	const many = 4097
 	stores(t, func(t *testing.T, store admit.Store) {
 		c, _ := serve(t, store)
 		for _, tc := range []struct{ domain, key string }{{"messaging", "to_number"}, {"atomic", "client"}} {
 			var ds []*ratelimitv3.RateLimitDescriptor
-			for i := range rls.MaxDescriptors {
+			for i := range many {
 				ds = append(ds, desc(tc.key, fmt.Sprint(i)))
 			}
 			r := ask(t, c, tc.domain, 0, ds...)
-			if r.OverallCode != rlsv3.RateLimitResponse_OK || len(r.Statuses) != rls.MaxDescriptors {
+			if r.OverallCode != rlsv3.RateLimitResponse_OK || len(r.Statuses) != many {
 				t.Fatalf("%s: %v, %d statuses", tc.domain, r.OverallCode, len(r.Statuses))
 			}
 			for i, st := range r.Statuses {
@@ -383,4 +470,41 @@ func TestMaxDescriptorsDecided(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestLargestRequestMemory: a request as large as the message size allows (4 MiB) costs the Server
+// a bounded few hundred bytes a descriptor: two million descriptors of no entries (the most a
+// request holds, sharing one status), and a tenth of the message of descriptors with a rule, each
+// decided (about 900 bytes, 1.2 KB under the race detector).
+func TestLargestRequestMemory(t *testing.T) {
+	s := newServer(t, memStore(t), testConfig(t))
+	for _, tc := range []struct {
+		name  string
+		desc  func() *ratelimitv3.RateLimitDescriptor
+		bytes int    // of the request
+		most  uint64 // bytes allocated a descriptor
+	}{
+		{"no entries", func() *ratelimitv3.RateLimitDescriptor { return desc() }, rls.MaxMessageSize, 256},
+		{"a rule", func() *ratelimitv3.RateLimitDescriptor { return desc("remote_address", "") }, rls.MaxMessageSize / 10, 2048},
+	} {
+		req := &rlsv3.RateLimitRequest{Domain: "edge_proxy_per_ip"}
+		one := proto.Size(&rlsv3.RateLimitRequest{Descriptors: []*ratelimitv3.RateLimitDescriptor{tc.desc()}})
+		for range (tc.bytes - 64) / one {
+			req.Descriptors = append(req.Descriptors, tc.desc())
+		}
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		resp, err := s.ShouldRateLimit(t.Context(), req)
+		runtime.ReadMemStats(&after)
+		if err != nil || len(resp.Statuses) != len(req.Descriptors) {
+			t.Fatalf("%s: %d statuses, %v", tc.name, len(resp.GetStatuses()), err)
+		}
+		n := uint64(len(req.Descriptors))
+		per := (after.TotalAlloc - before.TotalAlloc) / n
+		t.Logf("%s: %d descriptors, %d bytes of request: %d bytes allocated, %d a descriptor", tc.name, n, proto.Size(req), after.TotalAlloc-before.TotalAlloc, per)
+		if per > tc.most {
+			t.Errorf("%s: %d bytes allocated a descriptor; want at most %d", tc.name, per, tc.most)
+		}
+	}
 }
