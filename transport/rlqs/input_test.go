@@ -453,3 +453,44 @@ func TestLeaveHasOneDeadline(t *testing.T) {
 		t.Errorf("the leaves' deadlines %v: want one, the same for all", d)
 	}
 }
+
+// Envoy counts time_elapsed in whole seconds, so a report less than a second after the one before
+// says 0: its requests count over the time the instance saw pass, rather than not at all. Two Envoys of a
+// bucket of 100/s, past the warm-up, demand 90/s and 10/s; then the first reports 5 requests half
+// a second on, 10/s: its demand falls to 0.75*10 + 0.25*90 = 30/s, and its share with it.
+func TestReportOfNoWholeSecond(t *testing.T) {
+	in := serveConfig(t, inputConfig, rlqs.Options{})
+	id := map[string]string{"name": "api"}
+	a, b := dialStream(t, in), dialStream(t, in)
+	tokens := func(s rlqsv3.RateLimitQuotaService_StreamRateLimitQuotasClient) uint32 {
+		t.Helper()
+		resp, err := s.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.GetBucketAction()[0].GetQuotaAssignmentAction().GetRateLimitStrategy().GetTokenBucket().GetTokensPerFill().GetValue()
+	}
+	send(t, a, "mesh", usage(id, 0, 1, 0))
+	tokens(a)
+	send(t, b, "mesh", usage(id, 0, 1, 0))
+	tokens(b)
+	in.clock.advance(rlqs.Warmup(policy.DefaultRLQSTTL)) // the split is pushed to both at its end
+	tokens(a)
+	tokens(b)
+	in.clock.advance(time.Second)
+	send(t, b, "mesh", usage(id, time.Second, 10, 0))
+	tokens(b)
+	send(t, a, "mesh", usage(id, time.Second, 90, 0))
+	budget := 100 / (1 + rlqs.Deadband)
+	share := func(d, total float64) uint32 {
+		return uint32(budget*rlqs.FloorFraction/2 + budget*(1-rlqs.FloorFraction)*d/total)
+	}
+	if got, want := tokens(a), share(90, 100); got != want {
+		t.Fatalf("demands 90/s and 10/s: %d tokens a second, want %d", got, want)
+	}
+	in.clock.advance(500 * time.Millisecond)
+	send(t, a, "mesh", usage(id, 0, 5, 0))
+	if got, want := tokens(a), share(30, 40); got != want {
+		t.Errorf("5 requests half a second on, time_elapsed 0: %d tokens a second, want %d (demand 30/s against 10/s)", got, want)
+	}
+}

@@ -51,9 +51,10 @@ type streamState struct {
 // bucketState is one bucket of a stream.
 type bucketState struct {
 	id         map[string]string
-	key        string  // in the Ledger
-	demand     float64 // requests per second, averaged over the reports
-	measured   bool    // demand was measured over time once
+	key        string    // in the Ledger
+	demand     float64   // requests per second, averaged over the reports
+	measured   bool      // demand was measured over time once
+	reportedAt time.Time // when its last report came, by this instance's clock
 	lastActive time.Time
 	policy     string // the policy of the last assignment, "" for none
 	sent       assignment
@@ -102,6 +103,13 @@ func (st *streamState) report(ctx context.Context, m *rlqsv3.RateLimitQuotaUsage
 		// Envoy's first report of a bucket counts its first request over no time: take it as
 		// that many per second until a measured one comes.
 		secs := elapsed.AsDuration().Seconds()
+		if secs == 0 && b.measured && now.After(b.reportedAt) {
+			// Envoy counts time_elapsed in whole seconds: a report that comes less than a second
+			// after the one before says 0 (a short reporting_interval, or a timer's jitter); its
+			// requests are measured over the time this instance saw pass instead of being lost.
+			secs = now.Sub(b.reportedAt).Seconds()
+		}
+		b.reportedAt = now
 		rate := float64(n)
 		if secs > 0 {
 			rate = float64(n) / secs
