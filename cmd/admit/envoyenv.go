@@ -40,7 +40,7 @@ var envoyVars = []envoyVar{
 	{"XDS_CLIENT_*", "", "the xDS client's backoff", "not honoured: no xDS", false},
 	{"FORCE_START_WITHOUT_INITIAL_CONFIG", "false", "start without a configuration", "not honoured: admit refuses to start on a missing or invalid directory; a bad reload keeps the last good one", false},
 	{"MERGE_DOMAIN_CONFIG", "false", "merge the files of one domain", "`--envoy-merge-domains`; without it two files of one domain are an error", true},
-	{"RESPONSE_DYNAMIC_METADATA", "false", "put the request's descriptors and quota mode's violations in the response's dynamic metadata", "`--envoy-dynamic-metadata`", true},
+	{"RESPONSE_DYNAMIC_METADATA", "false", "put the request's descriptors (entries, hits_addend, limit override) and quota mode's violations in the response's dynamic metadata", "`--envoy-dynamic-metadata`", true},
 	{"HEALTHY_WITH_AT_LEAST_ONE_CONFIG_LOADED", "false", "unhealthy until a configuration loads", "always: admit never serves without a configuration", true},
 	{"HOST", "0.0.0.0", "the HTTP listener's host", "the host of `--listen`", true},
 	{"PORT", "8080", "the HTTP listener's port: `/healthcheck`, `/json`", "the port of `--listen`, which serves `/healthcheck`, `/json`, `/metrics` and admit's own paths", true},

@@ -146,6 +146,9 @@ func metadata(req *rlsv3.RateLimitRequest, checks []check) *structpb.Struct {
 			es[j] = structpb.NewStringValue(e.GetKey() + "=" + e.GetValue())
 		}
 		df := map[string]*structpb.Value{"entries": structpb.NewListValue(&structpb.ListValue{Values: es})}
+		if l := d.GetLimit(); l != nil {
+			df["limit"] = structpb.NewStringValue(l.String()) // the protobuf text of the override, as envoyproxy/ratelimit sends it
+		}
 		if h := d.GetHitsAddend(); h != nil {
 			df["hitsAddend"] = structpb.NewNumberValue(float64(h.GetValue()))
 		}

@@ -311,6 +311,14 @@ func TestQuotaMode(t *testing.T) {
 		if got, want := meta(r), `{"descriptors":[{"entries":["foo=x"]}],"domain":"rl","quotaModeEnabled":false}`; got != want {
 			t.Errorf("no quota mode: metadata %s, want %s", got, want)
 		}
+		// A descriptor's limit override is sent as its protobuf text, as envoyproxy/ratelimit sends it.
+		over := desc("foo", "y")
+		over.Limit = &ratelimitv3.RateLimitDescriptor_RateLimitOverride{RequestsPerUnit: 7, Unit: typev3.RateLimitUnit_HOUR}
+		r = ask(t, c, "rl", 0, over)
+		lim := r.DynamicMetadata.GetFields()["descriptors"].GetListValue().GetValues()[0].GetStructValue().GetFields()["limit"].GetStringValue()
+		if lim != over.Limit.String() || !strings.Contains(lim, "7") || !strings.Contains(lim, "HOUR") {
+			t.Errorf("a limit override: metadata limit %q, want %q", lim, over.Limit.String())
+		}
 		// Without DynamicMetadata: still OK, and no metadata.
 		plain := serveWith(t, store, upstreamDir, rls.Options{})
 		r = ask(t, plain, "quota", 5, desc("service", "service_1"))
