@@ -175,6 +175,12 @@ func testBoundaryBurst(t *testing.T, b Backend) {
 			tm.sleep(left - window/5)
 		}
 		fill := tm.run(s, key, lim, []step{{n: 3, allowed: true, remaining: 0, fresh: true}})[0]
+		if fill.ResetAfter >= window-slack(window) {
+			// A whole window: the fill came after the boundary, later than the calls' timing can
+			// show on a busy machine (seen once beside CPU burners, on a cluster). A Store that
+			// starts a key's window at its first admission says so in every attempt, and fails.
+			tm.again("the fill reported ResetAfter = %v, a whole window: made after the boundary, or its window starts at the fill", fill.ResetAfter)
+		}
 		if fill.ResetAfter > window/5+2*time.Millisecond {
 			t.Fatalf("a key filled in the last fifth of an aligned window reported ResetAfter = %v; want at most %v: its window ends at the next multiple of %v, not a window after the fill",
 				fill.ResetAfter, window/5, window)

@@ -70,6 +70,7 @@ func TestGCRAScriptAgreesWithAlgo(t *testing.T) {
 		// A state corrupt whatever its expiry gets a long one, so that it cannot expire between the
 		// DUMPs before and after the script.
 		const longTTL = 60_000
+		const shortExpiry = 50 // ms: a state that may expire while the pipeline runs on a busy machine
 		expiry := func(offset int64) int64 { return algo.GCRAExpiry(max(offset, 0)).Milliseconds() }
 		states := []state{
 			{name: "missing"},
@@ -99,6 +100,8 @@ func TestGCRAScriptAgreesWithAlgo(t *testing.T) {
 			for i, n := range []int64{0, 1, lim.Capacity(), 1 + r.Int64N(lim.Capacity()), 0, 1, lim.Capacity()} {
 				ov := i >= 4 // a request with an override key (no Override stored): the clamp
 				name := fmt.Sprintf("%v, %s, cost %d, override key %v", lim, st.name, n, ov)
+				attempt := 1
+			again: // a state of a short expiry that expired before the script: the case again
 				key := newKey(t)
 				rs := []admit.Request{{Key: key, Limit: lim, Cost: n}}
 				if ov {
@@ -157,6 +160,14 @@ func TestGCRAScriptAgreesWithAlgo(t *testing.T) {
 						want, stored = nil, at+tolerance // clamped: a full bucket (docs/redis.md, "Overrides")
 						seen["clamped"]++
 					}
+				}
+				if want != nil && err == nil && ttl >= 0 && ttl < shortExpiry && attempt < 5 {
+					// The pipeline ran on a busy machine: its state, of an expiry of a few
+					// milliseconds, may have expired between its PTTL and the script, which then
+					// decided a missing key. The case again, on a new key.
+					t.Logf("%s: attempt %d: decided as missing a state of PTTL %d ms: again", name, attempt, ttl)
+					attempt++
+					goto again
 				}
 				if want != nil {
 					seen["corrupt"]++
