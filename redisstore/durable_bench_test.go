@@ -25,7 +25,7 @@ import (
 //
 // and one coalescing mode alone with -bench 'Durability/coalesce=off' (or on).
 func BenchmarkDurability(b *testing.B) {
-	primary, replicas := startReplicated(b, 1)
+	primary, replicas := redistest.StartReplicated(b, 1)
 	for _, co := range []struct {
 		name string
 		mode Coalescing

@@ -14,29 +14,6 @@ import (
 	"github.com/admit-dev/admit/internal/redistest"
 )
 
-// startReplicated starts a primary and n replicas of it, and waits (patiently) until the primary
-// lists them all as connected.
-func startReplicated(t testing.TB, n int) (*redistest.Server, []*redistest.Server) {
-	t.Helper()
-	args := []string{"--repl-diskless-sync-delay", "0"}
-	primary := redistest.Start(t, args...)
-	replicas := make([]*redistest.Server, n)
-	for i := range replicas {
-		replicas[i] = redistest.Start(t, append([]string{"--replicaof", "127.0.0.1", strconv.Itoa(primary.Port())}, args...)...)
-	}
-	deadline := time.Now().Add(time.Minute)
-	for {
-		info, _ := primary.Do(t, "INFO", "replication").ToString()
-		if strings.Contains(info, "connected_slaves:"+strconv.Itoa(n)+"\r\n") && strings.Count(info, "state=online") == n {
-			return primary, replicas
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the primary does not list %d online replicas within a minute:\n%s", n, info)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // replicatedLimit is a fixed window of rate units an hour, waiting for n replicas up to wait.
 func replicatedLimit(rate int64, n int, wait time.Duration) admit.Limit {
 	return admit.Limit{Algorithm: admit.FixedWindow, Rate: rate, Period: time.Hour, Replicas: n, ReplicaTimeout: wait}
@@ -47,7 +24,7 @@ func replicatedLimit(rate int64, n int, wait time.Duration) admit.Limit {
 // admitted); its rejections and peeks wait for nothing; the async policy on the same Store carries
 // on, and a replicated call blocked in WAIT does not hold up async calls sharing the client.
 func TestReplicatedStalledReplica(t *testing.T) {
-	primary, replicas := startReplicated(t, 1)
+	primary, replicas := redistest.StartReplicated(t, 1)
 	s, err := New(Config{URL: primary.URL(), CommandTimeout: patientCommandTimeout, DialTimeout: patientCommandTimeout})
 	if err != nil {
 		t.Fatal(err)
@@ -239,7 +216,7 @@ func infoField(t *testing.T, srv *redistest.Server, section, field string) strin
 }
 
 func TestPreflightReplicas(t *testing.T) {
-	primary, _ := startReplicated(t, 1)
+	primary, _ := redistest.StartReplicated(t, 1)
 	s := openPatient(t, primary.AdminURL())
 	ctx := context.Background()
 	warnings, err := s.PreflightReplicas(ctx, 1)
@@ -293,7 +270,7 @@ func TestParseReplication(t *testing.T) {
 // A frozen primary: a replicated decision fails closed, as any decision (G4), though its script and
 // wait run on a dedicated connection; the time it takes is logged.
 func TestReplicatedFrozenPrimary(t *testing.T) {
-	primary, _ := startReplicated(t, 1)
+	primary, _ := redistest.StartReplicated(t, 1)
 	s := open(t, primary.URL()) // the default 200ms command timeout
 	repl := replicatedLimit(100, 1, 0)
 	// Before the freeze, one replicated take that succeeds: under the 200ms command timeout a

@@ -23,7 +23,7 @@ func waits(t *testing.T, srv *redistest.Server) int64 {
 // nothing, and every dedicated connection is given back. A take after the session ended waits on
 // its own.
 func TestSessionWaitsOnce(t *testing.T) {
-	primary, replicas := startReplicated(t, 1)
+	primary, replicas := redistest.StartReplicated(t, 1)
 	s, err := New(Config{URL: primary.URL(), CommandTimeout: patientCommandTimeout, DialTimeout: patientCommandTimeout})
 	if err != nil {
 		t.Fatal(err)
@@ -110,7 +110,7 @@ func TestSessionWaitsOnce(t *testing.T) {
 // With the replica stopped, a session's admissions answer admitted (their wait deferred), and the
 // session's one Wait is undecided: an error matching errUndecided and admit.ErrUnavailable.
 func TestSessionWaitUndecided(t *testing.T) {
-	primary, replicas := startReplicated(t, 1)
+	primary, replicas := redistest.StartReplicated(t, 1)
 	s, err := New(Config{URL: primary.URL(), CommandTimeout: patientCommandTimeout, DialTimeout: patientCommandTimeout})
 	if err != nil {
 		t.Fatal(err)
