@@ -56,22 +56,12 @@ func replication(rs []admit.Request, commandTimeout time.Duration) (int64, time.
 // at the default hz 10 (docs/running-redis.md, "The timeout"). A WAIT that fails or is abandoned
 // closes its connection, so that its late reply is never read as the next command's.
 func (s *Store) takeReplicated(parent context.Context, rs []admit.Request, ds []admit.Decision, tokens []uint64, keyBuf, argsBuf []string, n int64, wait time.Duration) (bool, error) {
-	end := time.Now().Add(wait)
-	if d, ok := parent.Deadline(); ok && d.Before(end) {
-		end = d
-	}
+	end := waitEnd(parent, wait)
 	ctx, bounded := s.bound(parent)
 	defer bounded.release()
 	c, err := s.conn(ctx)
 	if err != nil {
 		return false, fmt.Errorf("redisstore: take: %w", err)
-	}
-	// rueidis hands out a dedicated connection without looking at a context, waiting for one when
-	// its pool is spent: the Store's own bound, waited for no longer than ctx, keeps it from that.
-	select {
-	case s.dedicated <- struct{}{}:
-	case <-ctx.Done():
-		return false, fmt.Errorf("redisstore: take: %w", unavailable(fmt.Errorf("no dedicated connection free for a replicated decision: %w", ctx.Err())))
 	}
 	dc, release, err := s.dedicate(ctx, c)
 	if err != nil {
@@ -90,31 +80,49 @@ func (s *Store) takeReplicated(parent context.Context, rs []admit.Request, ds []
 		}
 		return allowed, err
 	}
-	// WAIT 0 would block for ever: what is left of the wait, at least a millisecond.
-	left := max(time.Until(end).Milliseconds(), 1)
-	wctx, cancel := context.WithDeadline(parent, end.Add(waitMargin))
+	if err := s.waitReplicas(parent, dc, n, wait, end); err != nil {
+		for i := range ds { // undecided: nothing is admitted, no lease is handed out
+			ds[i].Allowed, ds[i].Token = false, 0
+		}
+		return false, err
+	}
+	return true, nil
+}
+
+// waitEnd returns when a wait for replicas of wait, starting now, ends: wait from now, or ctx's
+// deadline if sooner.
+func waitEnd(ctx context.Context, wait time.Duration) time.Time {
+	end := time.Now().Add(wait)
+	if d, ok := ctx.Deadline(); ok && d.Before(end) {
+		end = d
+	}
+	return end
+}
+
+// waitReplicas sends WAIT n on dc for what is left until end (at least a millisecond: WAIT 0
+// would block for ever), and waits for its reply on the client's own timer until waitMargin after
+// end; none is sent when no time is left (a slow dial or script). It returns an error matching
+// errUndecided, naming wait, the wait asked, when fewer than n replicas confirmed. A WAIT that
+// fails or is abandoned closes dc, so that its late reply is never read as the next command's.
+func (s *Store) waitReplicas(parent context.Context, dc rueidis.DedicatedClient, n int64, wait time.Duration, end time.Time) error {
+	ctx, cancel := context.WithDeadline(parent, end.Add(waitMargin))
 	defer cancel()
 	var got int64
-	err = wctx.Err() // no time left after the script (a slow dial or script): no WAIT is sent
+	err := ctx.Err()
 	if err == nil {
-		res := dc.Do(wctx, dc.B().Wait().Numreplicas(n).Timeout(left).Build())
+		res := dc.Do(ctx, dc.B().Wait().Numreplicas(n).Timeout(max(time.Until(end).Milliseconds(), 1)).Build())
 		if res.NonRedisError() != nil {
 			dc.Close() // its WAIT may still be answered: the connection is not given back
 		}
 		got, err = res.AsInt64()
 	}
-	if err != nil || got < n {
-		for i := range ds { // undecided: nothing is admitted, no lease is handed out
-			ds[i].Allowed, ds[i].Token = false, 0
-		}
-	}
 	switch {
 	case err != nil:
-		return false, fmt.Errorf("redisstore: take: %w: WAIT for %d replicas not answered within %v: %w", errUndecided, n, wait, err)
+		return fmt.Errorf("redisstore: take: %w: WAIT for %d replicas not answered within %v: %w", errUndecided, n, wait, err)
 	case got < n:
-		return false, fmt.Errorf("redisstore: take: %w: %d of %d replicas confirmed within %v", errUndecided, got, n, wait)
+		return fmt.Errorf("redisstore: take: %w: %d of %d replicas confirmed within %v", errUndecided, got, n, wait)
 	}
-	return true, nil
+	return nil
 }
 
 // A dedication is a dedicated connection and the func that gives it back.
@@ -123,12 +131,19 @@ type dedication struct {
 	release func()
 }
 
-// dedicate returns a dedicated connection of c, and the func that gives it back and frees the
-// caller's place in s.dedicated, which it holds. rueidis's Dedicate takes no context and dials a
+// dedicate takes a place in s.dedicated, waiting for one no longer than ctx, and returns a
+// dedicated connection of c, and the func that gives it back and frees the place. rueidis hands
+// out a dedicated connection without looking at a context, waiting for one when its pool is
+// spent: the Store's own bound keeps it from that. Its Dedicate takes no context and dials a
 // connection when its pool has none idle, bounded only by the dial timeout: it runs on its own
 // goroutine, waited for no longer than ctx, so that the dial counts within the call's deadline.
 // A connection that comes after ctx ended goes back to the pool, for the next call.
 func (s *Store) dedicate(ctx context.Context, c rueidis.Client) (rueidis.DedicatedClient, func(), error) {
+	select {
+	case s.dedicated <- struct{}{}:
+	case <-ctx.Done():
+		return nil, nil, unavailable(fmt.Errorf("no dedicated connection free for a replicated decision: %w", ctx.Err()))
+	}
 	got := make(chan dedication, 1)
 	go func() {
 		dc, release := c.Dedicate()

@@ -2,7 +2,6 @@ package redisstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -82,11 +81,6 @@ func (p *sessionWait) connFor(ctx context.Context, c rueidis.Client, key string)
 			return sc, nil
 		}
 	}
-	select {
-	case p.s.dedicated <- struct{}{}:
-	case <-ctx.Done():
-		return nil, unavailable(fmt.Errorf("no dedicated connection free for a replicated decision: %w", ctx.Err()))
-	}
 	dc, release, err := p.s.dedicate(ctx, c)
 	if err != nil {
 		return nil, err
@@ -119,24 +113,10 @@ func (p *sessionWait) Wait(ctx context.Context) error {
 			written = append(written, sc)
 		}
 	}
-	n, end := p.n, time.Now().Add(p.wait) // the wait is counted from the end of the session's calls
+	n, wait := p.n, p.wait
 	p.mu.Unlock()
-	if d, ok := ctx.Deadline(); ok && d.Before(end) {
-		end = d
-	}
-	switch len(written) {
-	case 0:
-		return nil
-	case 1:
-		return p.s.waitReplicas(ctx, written[0].dc, n, end)
-	}
-	errs := make([]error, len(written))
-	var wg sync.WaitGroup
-	for i, sc := range written {
-		wg.Go(func() { errs[i] = p.s.waitReplicas(ctx, sc.dc, n, end) })
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+	end := waitEnd(ctx, wait) // the wait is counted from the end of the session's calls
+	return replsession.All(len(written), func(i int) error { return p.s.waitReplicas(ctx, written[i].dc, n, wait, end) })
 }
 
 // Release gives the session's connections back, without waiting.
@@ -148,29 +128,4 @@ func (p *sessionWait) Release() {
 	for _, sc := range conns {
 		sc.release()
 	}
-}
-
-// waitReplicas sends WAIT n on dc for what is left until end (at least a millisecond: WAIT 0
-// would block for ever), waits for its reply on its own timer until waitMargin after end, as
-// takeReplicated does, and returns an error matching errUndecided when fewer than n replicas
-// confirmed. A WAIT that fails or is abandoned closes dc, so that its late reply is never read as
-// the next command's.
-func (s *Store) waitReplicas(parent context.Context, dc rueidis.DedicatedClient, n int64, end time.Time) error {
-	ctx, cancel := context.WithDeadline(parent, end.Add(waitMargin))
-	defer cancel()
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("redisstore: take: %w: WAIT: %w", errUndecided, err)
-	}
-	res := dc.Do(ctx, dc.B().Wait().Numreplicas(n).Timeout(max(time.Until(end).Milliseconds(), 1)).Build())
-	if res.NonRedisError() != nil {
-		dc.Close() // its WAIT may still be answered: the connection is not given back
-	}
-	got, err := res.AsInt64()
-	switch {
-	case err != nil:
-		return fmt.Errorf("redisstore: take: %w: WAIT: %w", errUndecided, err)
-	case got < n:
-		return fmt.Errorf("redisstore: take: %w: %d of %d replicas confirmed", errUndecided, got, n)
-	}
-	return nil
 }

@@ -106,16 +106,22 @@ func (s *Session) Wait(ctx context.Context) error {
 
 // wait waits for ps, in parallel when several, and returns their errors joined.
 func wait(ctx context.Context, ps []Pending) error {
-	switch len(ps) {
+	return All(len(ps), func(i int) error { return ps[i].Wait(ctx) })
+}
+
+// All runs f(0) … f(n-1), in parallel when n is above 1, and returns their errors joined: the
+// waits of a Session's Pendings, and a Pending's own waits on several servers.
+func All(n int, f func(i int) error) error {
+	switch n {
 	case 0:
 		return nil
 	case 1:
-		return ps[0].Wait(ctx)
+		return f(0)
 	}
-	errs := make([]error, len(ps))
+	errs := make([]error, n)
 	var wg sync.WaitGroup
-	for i, p := range ps {
-		wg.Go(func() { errs[i] = p.Wait(ctx) })
+	for i := range n {
+		wg.Go(func() { errs[i] = f(i) })
 	}
 	wg.Wait()
 	return errors.Join(errs...)
