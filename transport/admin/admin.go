@@ -377,18 +377,14 @@ func corruptMessage(err error) string {
 	if i := strings.LastIndex(msg, admit.ErrCorruptState.Error()); i >= 0 {
 		detail = strings.TrimLeft(msg[i+len(admit.ErrCorruptState.Error()):], ": ")
 	}
+	what, mend := "limiter state is corrupt", "; reset the subject (admit reset --policy P --key K) to start it afresh"
 	if strings.Contains(detail, "override") {
-		out := "override state is corrupt"
-		if detail != "" {
-			out += ": " + detail
-		}
-		return out + "; delete the override (admit override delete --policy P --key K, or DEL its key in Redis) and set it again"
+		what, mend = "override state is corrupt", "; delete the override (admit override delete --policy P --key K, or DEL its key in Redis) and set it again"
 	}
-	out := "limiter state is corrupt"
 	if detail != "" {
-		out += ": " + detail
+		what += ": " + detail
 	}
-	return out + "; reset the subject (admit reset --policy P --key K) to start it afresh"
+	return what + mend
 }
 
 // strictQuery returns the query of r, whose parameters must be among params and each given once; if
