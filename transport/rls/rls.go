@@ -217,23 +217,21 @@ func (s *Server) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReques
 // other, so that a descriptor repeated after one found over is over too; in an atomic domain,
 // after its groups.
 func (s *Server) decide(ctx context.Context, items []service.Item, ds []admit.Decision, grouping service.Grouping) error {
-	switch {
-	case !s.opts.IncrementOverLimit:
+	if !s.opts.IncrementOverLimit {
 		return s.svc.DecideItems(ctx, items, ds, grouping)
-	case grouping != service.Separately:
-		if err := s.svc.DecideItems(ctx, items, ds, grouping); err != nil {
-			return err
-		}
-		return s.countOver(ctx, items, ds)
 	}
-	for i := range items {
-		if err := s.svc.DecideItems(ctx, items[i:i+1], ds[i:i+1], grouping); err != nil {
+	step := len(items) // an atomic domain: its groups, then their fill
+	if grouping == service.Separately {
+		step = 1 // each descriptor filled before the next is decided
+	}
+	for i := 0; i < len(items); i += step {
+		if err := s.svc.DecideItems(ctx, items[i:i+step], ds[i:i+step], grouping); err != nil {
 			if ie, ok := errors.AsType[*service.ItemError](err); ok {
 				ie.Index += i
 			}
 			return err
 		}
-		if err := s.countOver(ctx, items[i:i+1], ds[i:i+1]); err != nil {
+		if err := s.countOver(ctx, items[i:i+step], ds[i:i+step]); err != nil {
 			return err
 		}
 	}
